@@ -1,0 +1,147 @@
+"""Typed models of the hardware catalog: GPUs, MIG profiles, nodes, switches and sources.
+
+The catalog is data (``infra/catalog/data/*.yaml``); these models are its schema. Every record
+carries a ``sources`` map from field name to a reference id defined in ``references.yaml``, and
+every reference states its confidence (``primary`` for NVIDIA/AWS documents and repositories,
+``secondary`` for third-party copies, ``inferred`` for values derived by us). A test checks
+that no numeric field is left without a source.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from infra.spec.models import Precision
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Reference(_Strict):
+    """Where a catalog number comes from."""
+
+    title: str = Field(description="Document, repository file or page title.")
+    url: str = Field(description="URL, or `owner/repo@commit:path` for a repository file.")
+    confidence: Literal["primary", "secondary", "inferred"] = Field(
+        description="primary: vendor document or repo; secondary: third-party copy; "
+        "inferred: derived by us from other sourced facts."
+    )
+    note: str = Field(default="", description="Caveats, conflicts between sources.")
+
+
+class MigProfile(_Strict):
+    """One MIG GPU-instance profile on one GPU model (as `nvidia-smi mig -lgip` lists it)."""
+
+    name: str = Field(description="Profile name, e.g. `3g.20gb`; `+me` marks media extensions.")
+    gi_profile_id: int = Field(ge=0, description="nvidia-smi GPU-instance profile id.")
+    memory_slices: int = Field(ge=1, le=8, description="Memory slices a placement occupies.")
+    compute_slices: int = Field(ge=1, le=7, description="SM slices (the `Ng` in the name).")
+    max_count: int = Field(ge=1, le=7, description="Most instances of this profile per GPU.")
+    placements: tuple[int, ...] = Field(
+        min_length=1, description="Valid start memory-slice indices (`nvidia-smi mig -lgipp`)."
+    )
+    memory_gib: float = Field(gt=0, description="Usable memory per instance (lgip), GiB.")
+    sms: int | None = Field(default=None, ge=1, description="SMs per instance (lgip).")
+
+
+class MigSpec(_Strict):
+    """A GPU's MIG geometry: slots and the profiles that can be placed in them."""
+
+    memory_slots: int = Field(ge=1, description="Memory slices on the GPU (8 on A100/H100).")
+    max_instances: int = Field(ge=1, description="Most GPU instances at once (7).")
+    min_driver_branch: int = Field(description="First driver branch with MIG on this GPU.")
+    profiles: tuple[MigProfile, ...] = Field(min_length=1)
+
+    def profile(self, name: str) -> MigProfile | None:
+        """Return the profile called ``name``, or ``None``."""
+        return next((p for p in self.profiles if p.name == name), None)
+
+
+class Gpu(_Strict):
+    """A data-center GPU model."""
+
+    name: str = Field(description="Marketing name as nvidia-smi prints it.")
+    architecture: Literal["ampere", "hopper"]
+    compute_capability: str
+    pci_device_id: int = Field(description="PCI device id (vendor 0x10DE), e.g. 0x20B0.")
+    memory_gb: float = Field(gt=0)
+    memory_type: str
+    hbm_bandwidth_gbs: float = Field(gt=0, description="HBM bandwidth, GB/s.")
+    sms: int = Field(gt=0)
+    nvlink_generation: int = Field(ge=1)
+    nvlink_links: int = Field(ge=1)
+    nvlink_bandwidth_gbs: float = Field(
+        gt=0, description="Total NVLink bandwidth per GPU, both directions, GB/s."
+    )
+    pcie_generation: int = Field(ge=3)
+    tdp_w: float = Field(gt=0)
+    dense_tflops: dict[Precision, float] = Field(
+        description="Dense (no sparsity) peak per precision; tensor cores where they apply."
+    )
+    mig: MigSpec | None = None
+    sources: dict[str, str]
+
+    def supports(self, precision: Precision) -> bool:
+        """Whether the GPU has hardware support for ``precision``."""
+        return precision in self.dense_tflops
+
+    @property
+    def mig_device_filter(self) -> str:
+        """The mig-parted device-filter id (`0x<device><vendor>`), e.g. ``0x20B010DE``."""
+        return f"0x{self.pci_device_id:04X}10DE"
+
+
+class Node(_Strict):
+    """A GPU server or cloud instance type."""
+
+    name: str
+    kind: Literal["dgx", "hgx", "cloud"]
+    gpu: str = Field(description="Catalog GPU id.")
+    gpus: int = Field(ge=1)
+    nvswitches: int = Field(ge=0, description="NVSwitch chips on the baseboard; 0 = none.")
+    compute_nics: int = Field(ge=0, description="Compute-fabric ports (rails).")
+    compute_nic_gbps: float = Field(ge=0)
+    compute_nic_model: str
+    storage_nic_ports: int = Field(ge=0)
+    storage_nic_gbps: float = Field(ge=0)
+    max_power_kw: float = Field(ge=0, description="Max system power, kW; 0 for cloud instances.")
+    rack_units: int = Field(ge=0, description="Rack units; 0 for cloud instances.")
+    cloud: Literal["aws"] | None = None
+    instance_type: str | None = None
+    sources: dict[str, str]
+
+
+class Switch(_Strict):
+    """A fabric or management switch."""
+
+    name: str
+    kind: Literal["infiniband", "ethernet"]
+    generation: str = Field(description="Link generation: hdr, ndr, 1gbe, 100gbe, ...")
+    ports: int = Field(ge=1, description="Logical ports at full rate (radix).")
+    port_gbps: float = Field(gt=0)
+    managed: bool = Field(description="Runs its own management (and can host a subnet manager).")
+    sharp: bool = Field(description="Supports SHARP in-network aggregation.")
+    sharp_flows: int = Field(
+        ge=0, description="Streaming aggregation flows one switch carries at once."
+    )
+    rack_units: int = Field(ge=1)
+    max_power_w: float = Field(gt=0)
+    sources: dict[str, str]
+
+
+class Catalog(_Strict):
+    """All hardware railplan knows, keyed by catalog id."""
+
+    references: dict[str, Reference]
+    gpus: dict[str, Gpu]
+    nodes: dict[str, Node]
+    switches: dict[str, Switch]
+    site: dict[str, float] = Field(description="Site-level limits (air-cooling kW per rack).")
+    site_sources: dict[str, str]
+
+    def node_gpu(self, node_id: str) -> Gpu:
+        """Return the GPU model of catalog node ``node_id`` (which must exist)."""
+        return self.gpus[self.nodes[node_id].gpu]

@@ -1,0 +1,75 @@
+"""The one family of errors railplan's library code raises.
+
+Every stage raises a `RailplanError` (or a subclass) instead of printing or exiting; only
+`infra.cli` turns them into a message and an exit code. An error carries what a user needs to
+fix their input: the file, a position (1-based line and column) where known, the dotted spec
+path (``node_groups[0].count``), the rule that was broken and, where we can guess, a hint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Position:
+    """A 1-based line and column in a source file."""
+
+    line: int
+    column: int
+
+
+class RailplanError(Exception):
+    """Root of every error railplan raises on purpose.
+
+    Attributes:
+        message: the rule that was broken, stated as a sentence fragment.
+        file: the file the problem is in, when there is one.
+        path: dotted path into the spec (``fabrics.compute.su_size``), or ``""``.
+        position: where in ``file`` the problem is, when known.
+        hint: what the user probably meant or should do, or ``None``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        path: str = "",
+        position: Position | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.file = file
+        self.path = path
+        self.position = position
+        self.hint = hint
+
+    def location(self) -> str:
+        """Return ``file:line:column`` (or as much of it as is known)."""
+        parts = [self.file or "<input>"]
+        if self.position is not None:
+            parts += [str(self.position.line), str(self.position.column)]
+        return ":".join(parts)
+
+    def one_line(self) -> str:
+        """Render the error as the single line the CLI prints."""
+        text = f"{self.location()}: error: {self.message}"
+        if self.path:
+            text += f" [{self.path}]"
+        if self.hint:
+            text += f" (hint: {self.hint})"
+        return text
+
+
+class InputError(RailplanError):
+    """The input cannot be read or parsed at all (not YAML, binary, too large, ...)."""
+
+
+class SpecError(RailplanError):
+    """The input parsed but does not describe a valid spec or file (schema violation)."""
+
+
+class CatalogError(RailplanError):
+    """The bundled hardware catalog is inconsistent; a bug in railplan, not in user input."""

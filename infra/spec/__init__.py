@@ -1,0 +1,31 @@
+"""The cluster spec: models, the YAML loader that keeps positions, and JSON Schema export.
+
+>>> loaded = load_spec_text("name: lab\\nnode_groups: [{name: gpu, node: dgx-h100, count: 4}]\\n")
+>>> loaded.spec.gpu_servers
+4
+"""
+
+from infra.spec.loader import (
+    LoadedSpec,
+    SpecValidationError,
+    load_spec,
+    load_spec_text,
+    validate_spec,
+)
+from infra.spec.models import NodeGroup, Precision, Spec
+from infra.spec.yamlpos import SourceMap, join_path, load_yaml_text, read_yaml_file
+
+__all__ = [
+    "LoadedSpec",
+    "NodeGroup",
+    "Precision",
+    "SourceMap",
+    "Spec",
+    "SpecValidationError",
+    "join_path",
+    "load_spec",
+    "load_spec_text",
+    "load_yaml_text",
+    "read_yaml_file",
+    "validate_spec",
+]

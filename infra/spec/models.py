@@ -1,0 +1,361 @@
+"""Pydantic models of the railplan cluster spec: the one YAML file a cluster is described in.
+
+These models are the single place defaults live and the source of the JSON Schema
+(`railplan schema`). They check what can be checked from the spec alone: types, ranges, names
+that reach a shell, a path or YAML (cluster and group names, hostnames, versions, profile
+names) and references inside the spec. Facts that need the hardware catalog (is this node id
+known, does this MIG layout fit) are lint rules, so one run reports all of them at once.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from ipaddress import IPv4Network
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from infra.spec.units import ByteSize, Count
+
+CLUSTER_NAME = r"^[a-z][a-z0-9-]{0,62}$"
+GROUP_NAME = r"^[a-z][a-z0-9_]{0,31}$"
+LAYOUT_NAME = r"^[a-z0-9][a-z0-9._-]{0,62}$"
+VERSION = r"^[0-9]+(\.[0-9]+){1,3}$"
+OFED_VERSION = r"^[0-9]+\.[0-9]+(-[0-9]+(\.[0-9]+)*)?$"
+MIG_PROFILE = r"^([1-7]c\.)?[1-7]g\.[0-9]+gb(\+me|\+me\.all|\+gfx|-me)?$"
+_HOSTNAME_FIELD = re.compile(r"\{index(?::0?[1-9]d)?\}")
+_HOSTNAME_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+class Precision(StrEnum):
+    """Numeric formats a workload can ask of a GPU (the catalog says which each supports)."""
+
+    FP64 = "fp64"
+    FP32 = "fp32"
+    TF32 = "tf32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+    INT8 = "int8"
+
+
+class StrictModel(BaseModel):
+    """Base of every spec model: unknown keys are errors, values are not coerced from strings."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=False)
+
+
+# --- site -----------------------------------------------------------------------------------
+
+
+class Rack(StrictModel):
+    """The racks servers are placed in."""
+
+    power_kw: float = Field(44.0, gt=0, le=500, description="Power budget per rack, kW.")
+    units: int = Field(48, ge=4, le=60, description="Usable rack units per rack.")
+    cooling: Literal["air", "liquid"] = Field("air", description="How racks are cooled.")
+    air_cooling_limit_kw: float | None = Field(
+        None,
+        gt=0,
+        le=200,
+        description="Most heat one air-cooled rack can reject, kW; default from the catalog "
+        "(site.air_cooling_limit_kw). Raise it if your hall is rated higher (rear-door HX).",
+    )
+
+
+class Site(StrictModel):
+    """The data-center site: racks and address space."""
+
+    rack: Rack = Field(default_factory=Rack, description="Rack power, space and cooling.")
+    management_cidr: IPv4Network = Field(
+        IPv4Network("10.10.0.0/16"), description="In-band management network (host addresses)."
+    )
+    bmc_cidr: IPv4Network = Field(
+        IPv4Network("10.11.0.0/16"), description="Out-of-band network for BMCs, switches, PDUs."
+    )
+
+
+# --- node groups ----------------------------------------------------------------------------
+
+
+class MigAssignment(StrictModel):
+    """One MIG layout applied to some GPUs of every node in a group."""
+
+    gpus: Literal["all"] | list[Annotated[int, Field(ge=0, le=15)]] = Field(
+        "all", description="GPU indices on the node, or `all`."
+    )
+    layout: str = Field(
+        description="A key of `mig_layouts`, or `disabled` to leave these GPUs MIG-disabled."
+    )
+
+    @field_validator("gpus")
+    @classmethod
+    def _unique_gpus(cls, v: Literal["all"] | list[int]) -> Literal["all"] | list[int]:
+        if isinstance(v, list) and len(set(v)) != len(v):
+            raise ValueError("GPU indices must be unique")
+        return v
+
+
+class NodeGroup(StrictModel):
+    """A group of identical servers (one Ansible group, one scheduler partition/pool)."""
+
+    name: str = Field(pattern=GROUP_NAME, description="Group name: lowercase, digits, `_`.")
+    node: str = Field(description="Catalog node id, e.g. `dgx-h100` (see `railplan catalog`).")
+    count: int = Field(ge=1, le=200_000, description="Number of servers in the group.")
+    hostname: str | None = Field(
+        None,
+        description="Hostname pattern with an `{index}` or `{index:03d}` field; "
+        "default `<name>{index:03d}`.",
+    )
+    first_index: int = Field(1, ge=0, description="Index of the first server in the pattern.")
+    mig: str | list[MigAssignment] = Field(
+        "disabled",
+        description="MIG for every GPU: a key of `mig_layouts`, `disabled`, or a list of "
+        "per-GPU assignments.",
+    )
+
+    @field_validator("hostname")
+    @classmethod
+    def _valid_hostname_pattern(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        fields = _HOSTNAME_FIELD.findall(v)
+        if len(fields) != 1:
+            raise ValueError("hostname pattern needs exactly one {index} or {index:0Nd} field")
+        sample = _HOSTNAME_FIELD.sub("0", v)
+        if not _HOSTNAME_LABEL.match(sample):
+            raise ValueError(
+                f"hostname pattern {v!r} does not give a valid hostname (lowercase letters, "
+                "digits and '-', not starting or ending with '-', at most 63 characters)"
+            )
+        return v
+
+    @property
+    def hostname_pattern(self) -> str:
+        """The hostname pattern with its default filled in."""
+        return self.hostname or f"{self.name.replace('_', '-')}{{index:03d}}"
+
+    def assignments(self) -> list[MigAssignment]:
+        """The group's MIG setting as a list of assignments (a plain name covers all GPUs)."""
+        if isinstance(self.mig, str):
+            return [MigAssignment(gpus="all", layout=self.mig)]
+        return list(self.mig)
+
+
+# --- fabrics --------------------------------------------------------------------------------
+
+
+class ComputeFabric(StrictModel):
+    """The GPU (east-west) InfiniBand fabric."""
+
+    switch: str = Field(description="Catalog switch id of every fabric switch, e.g. `qm9700`.")
+    su_size: int = Field(32, ge=1, le=1024, description="Servers per scalable unit (SU).")
+    rail_optimized: bool = Field(
+        True, description="NIC r of every server in an SU goes to leaf r of that SU."
+    )
+    oversubscription: float = Field(
+        1.0, ge=1.0, le=16.0, description="Leaf down:up port ratio; 1 = non-blocking."
+    )
+    sharp: bool = Field(False, description="Enable SHARP in-network aggregation (NCCL CollNet).")
+    subnet_manager: Literal["ufm", "opensm", "switch"] = Field(
+        "ufm",
+        description="Where the subnet manager runs: UFM appliance/host, opensm on a host, "
+        "or embedded in a managed switch.",
+    )
+
+
+class StorageFabric(StrictModel):
+    """The storage (north-south) fabric."""
+
+    switch: str = Field(description="Catalog switch id, e.g. `qm9700`.")
+    oversubscription: float = Field(
+        1.33, ge=1.0, le=16.0, description="Node-side down:up ratio (NVIDIA RA: about 4:3)."
+    )
+
+
+class ManagementFabric(StrictModel):
+    """In-band and out-of-band Ethernet management networks."""
+
+    inband_switch: str = Field("sn4600c", description="Catalog id of in-band switches.")
+    oob_switch: str = Field("sn2201", description="Catalog id of out-of-band (BMC) switches.")
+
+
+class Fabrics(StrictModel):
+    """The cluster's networks; a missing fabric is not planned (e.g. cloud instances)."""
+
+    compute: ComputeFabric | None = Field(None, description="GPU compute fabric.")
+    storage: StorageFabric | None = Field(None, description="Storage fabric.")
+    management: ManagementFabric | None = Field(None, description="Management networks.")
+
+
+# --- software -------------------------------------------------------------------------------
+
+
+class Software(StrictModel):
+    """Versions of the node software stack; each reaches package names, so each is checked."""
+
+    os: Literal["ubuntu-20.04", "ubuntu-22.04", "ubuntu-24.04", "rhel-8", "rhel-9"] = Field(
+        "ubuntu-22.04", description="Node operating system."
+    )
+    driver: str = Field("550.90.07", pattern=VERSION, description="NVIDIA driver version.")
+    fabric_manager: str = Field(
+        "auto",
+        pattern=r"^(auto|disabled|[0-9]+(\.[0-9]+){1,3})$",
+        description="Fabric Manager version: `auto` (same as the driver), `disabled`, or a "
+        "version, which must equal the driver's.",
+    )
+    cuda: str = Field("12.4", pattern=VERSION, description="CUDA toolkit version.")
+    nccl: str = Field("2.21.5", pattern=VERSION, description="NCCL version.")
+    dcgm: str = Field("3.3.6", pattern=VERSION, description="DCGM version.")
+    doca: str | None = Field("2.7.0", pattern=VERSION, description="DOCA-Host (OFED) version.")
+    ofed: str | None = Field(
+        None, pattern=OFED_VERSION, description="Legacy MLNX_OFED version, instead of DOCA."
+    )
+
+    @property
+    def driver_branch(self) -> int:
+        """The driver branch (``550`` for ``550.90.07``)."""
+        return int(self.driver.split(".")[0])
+
+
+class Scheduler(StrictModel):
+    """The workload scheduler."""
+
+    kind: Literal["kubernetes", "slurm"] = Field("kubernetes", description="Scheduler.")
+    mig_strategy: Literal["none", "single", "mixed"] = Field(
+        "none",
+        description="How MIG devices are exposed (NVIDIA device plugin / GPU Operator): "
+        "`single` needs every GPU of a node MIG-enabled with one profile.",
+    )
+
+
+# --- MIG layouts ----------------------------------------------------------------------------
+
+
+class MigLayout(StrictModel):
+    """A set of MIG instances created on one GPU (becomes a mig-parted config)."""
+
+    profiles: dict[Annotated[str, Field(pattern=MIG_PROFILE)], Annotated[int, Field(ge=0, le=7)]]
+    description: str = Field("", max_length=200, description="Free text for reviewers.")
+
+    @field_validator("profiles")
+    @classmethod
+    def _some_instance(cls, v: dict[str, int]) -> dict[str, int]:
+        if not any(v.values()):
+            raise ValueError("a MIG layout needs at least one profile with a count above 0")
+        return v
+
+
+# --- budgets (evaluated by infra.budget) -----------------------------------------------------
+
+
+class AllReduceBudget(StrictModel):
+    """NCCL all-reduce of `bytes` over `gpus` GPUs must finish within `max_ms`."""
+
+    bytes: ByteSize = Field(description="Message size, e.g. `1GiB`.")
+    gpus: int = Field(ge=2, description="GPUs taking part.")
+    max_ms: float = Field(gt=0, description="Limit, milliseconds.")
+
+
+class ScalingEfficiencyBudget(StrictModel):
+    """Data-parallel training must keep at least `min` of linear scaling at `gpus` GPUs."""
+
+    gpus: int = Field(ge=2, description="GPUs in the job.")
+    min: float = Field(gt=0, le=1, description="Minimum efficiency, 0-1 (0.89 = 89 %).")
+    model_params: Count = Field(description="Model parameters, e.g. `175e9`.")
+    precision: Precision = Field(Precision.BF16, description="Compute precision.")
+
+
+class CheckpointBudget(StrictModel):
+    """Saving a checkpoint of `bytes` must take at most `max_s` seconds."""
+
+    bytes: ByteSize = Field(description="Checkpoint size, e.g. `2.8TB`.")
+    max_s: float = Field(gt=0, description="Limit, seconds.")
+
+
+class PowerBudget(StrictModel):
+    """Power must stay at or below `max_kw`."""
+
+    max_kw: float = Field(gt=0, description="Limit, kW.")
+
+
+class ModelFitsBudget(StrictModel):
+    """A model must fit for mixed-precision Adam training."""
+
+    model_params: Count = Field(description="Model parameters, e.g. `70e9`.")
+    precision: Precision = Field(Precision.BF16, description="Weight/activation precision.")
+    gpus: int | None = Field(None, ge=1, description="GPUs to fit on; default the cluster.")
+    zero_stage: Literal[0, 1, 2, 3] = Field(0, description="ZeRO / FSDP sharding stage.")
+
+
+class CostBudget(StrictModel):
+    """Energy cost per PFLOP-day must stay at or below `max_usd`."""
+
+    max_usd: float = Field(gt=0, description="Limit, USD per PFLOP-day.")
+    price_per_kwh: float = Field(gt=0, description="Electricity price, USD per kWh.")
+    pue: float = Field(1.3, ge=1.0, le=3.0, description="Power usage effectiveness.")
+
+
+class Budget(StrictModel):
+    """One declared budget: exactly one of the keys below."""
+
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1, "maxProperties": 1})
+
+    all_reduce: AllReduceBudget | None = Field(None, description=AllReduceBudget.__doc__)
+    scaling_efficiency: ScalingEfficiencyBudget | None = Field(
+        None, description=ScalingEfficiencyBudget.__doc__
+    )
+    checkpoint: CheckpointBudget | None = Field(None, description=CheckpointBudget.__doc__)
+    rack_power: PowerBudget | None = Field(None, description="Per-rack power limit.")
+    cluster_power: PowerBudget | None = Field(None, description="Whole-cluster IT power limit.")
+    model_fits: ModelFitsBudget | None = Field(None, description=ModelFitsBudget.__doc__)
+    cost_per_pflop_day: CostBudget | None = Field(None, description=CostBudget.__doc__)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Budget:
+        chosen = [k for k in type(self).model_fields if getattr(self, k) is not None]
+        if len(chosen) != 1:
+            raise ValueError(
+                "each budget entry has exactly one kind "
+                f"({', '.join(type(self).model_fields)}); got {len(chosen)}"
+            )
+        return self
+
+    @property
+    def kind(self) -> str:
+        """The budget's key, e.g. ``all_reduce``."""
+        return next(k for k in type(self).model_fields if getattr(self, k) is not None)
+
+
+# --- the spec -------------------------------------------------------------------------------
+
+
+class Spec(StrictModel):
+    """A railplan cluster spec."""
+
+    model_config = ConfigDict(
+        title="railplan cluster spec",
+        json_schema_extra={"$id": "https://railplan.dev/schema/spec.json"},
+    )
+
+    name: str = Field(
+        pattern=CLUSTER_NAME,
+        description="Cluster name: lowercase DNS label; names the inventory and playbook.",
+    )
+    site: Site = Field(default_factory=Site, description="Racks and address space.")
+    node_groups: list[NodeGroup] = Field(min_length=1, description="Groups of servers.")
+    fabrics: Fabrics = Field(default_factory=Fabrics, description="Networks.")
+    software: Software = Field(default_factory=Software, description="Node software versions.")
+    scheduler: Scheduler = Field(default_factory=Scheduler, description="Workload scheduler.")
+    mig_layouts: dict[Annotated[str, Field(pattern=LAYOUT_NAME)], MigLayout] = Field(
+        default_factory=dict, description="Named MIG layouts node groups refer to."
+    )
+    budgets: list[Budget] = Field(
+        default_factory=list, description="Targets the planned cluster must meet."
+    )
+
+    @property
+    def gpu_servers(self) -> int:
+        """Total servers over all node groups."""
+        return sum(g.count for g in self.node_groups)

@@ -1,0 +1,88 @@
+"""Quantities written the way cluster engineers write them: ``1GiB``, ``2.8TB``, ``175e9``.
+
+YAML 1.1 reads ``175e9`` as a string (its float grammar wants a dot), so counts and sizes are
+parsed here, once, into plain ints for the models. Decimal units (KB, MB, GB, TB, PB) are
+powers of 1000, binary units (KiB ... PiB) powers of 1024, as in nccl-tests and IEC 80000-13.
+
+>>> parse_bytes("1GiB"), parse_bytes("2.8TB"), parse_count("175e9")
+(1073741824, 2800000000000, 175000000000)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, WithJsonSchema
+
+_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50,
+}
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+
+
+def _as_positive_int(value: float, text: object, what: str) -> int:
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{what} must be a positive finite number, got {text!r}")
+    if value != int(value):
+        raise ValueError(f"{what} must be a whole number, got {text!r}")
+    return int(value)
+
+
+def parse_bytes(value: Any) -> int:
+    """Parse a byte size (``1GiB``, ``2.8TB``, ``4096``) into bytes."""
+    if isinstance(value, bool):
+        raise ValueError("a size must be a number or a string like '1GiB', not a boolean")
+    if isinstance(value, int | float):
+        return _as_positive_int(float(value), value, "a size")
+    if not isinstance(value, str):
+        raise ValueError(f"a size must be a number or a string like '1GiB', got {value!r}")
+    m = _SIZE.match(value)
+    if m is None or m.group(2).lower() not in _UNITS:
+        raise ValueError(
+            f"{value!r} is not a size; write a number with an optional unit "
+            "(B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB)"
+        )
+    return _as_positive_int(float(m.group(1)) * _UNITS[m.group(2).lower()], value, "a size")
+
+
+def parse_count(value: Any) -> int:
+    """Parse a positive whole count given as a number or a string such as ``175e9``."""
+    if isinstance(value, bool):
+        raise ValueError("a count must be a number, not a boolean")
+    if isinstance(value, str):
+        try:
+            value = float(value.replace("_", ""))
+        except ValueError:
+            raise ValueError(f"{value!r} is not a number") from None
+    if not isinstance(value, int | float):
+        raise ValueError(f"a count must be a number, got {value!r}")
+    return _as_positive_int(float(value), value, "a count")
+
+
+ByteSize = Annotated[
+    int,
+    BeforeValidator(parse_bytes),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 1},
+                {"type": "string", "pattern": r"^\s*[0-9.]+([eE][+-]?[0-9]+)?\s*[A-Za-z]*\s*$"},
+            ],
+            "description": "Bytes: an integer or a string such as '1GiB' or '2.8TB'.",
+        }
+    ),
+]
+Count = Annotated[
+    int,
+    BeforeValidator(parse_count),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "string"}],
+            "description": "A positive whole number; '175e9' is accepted.",
+        }
+    ),
+]

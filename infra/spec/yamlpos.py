@@ -1,0 +1,240 @@
+"""YAML loading that keeps positions: plain Python data plus a map from dotted path to line/column.
+
+Specs (and mig-parted files) are parsed with libyaml's composer into nodes, then walked once to
+build plain data and a `SourceMap` so every later error can point at ``file:line:column``. The
+walk also enforces what a spec loader must: one document, UTF-8 text, no duplicate keys,
+string-like mapping keys (``on:`` stays the string "on"), a size limit and an expansion budget
+(so an alias bomb is refused instead of eating memory).
+
+Paths look like ``node_groups[0].mig`` or ``mig-configs["all-1g.5gb"][0]``: plain keys are
+joined with dots, other keys are JSON-quoted in brackets, list items are ``[N]``.
+
+>>> data, src = load_yaml_text("a:\\n  - b: 1\\n", "x.yaml")
+>>> data, src.position("a[0].b")
+({'a': [{'b': 1}]}, Position(line=2, column=5))
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from infra.errors import InputError, Position
+
+MAX_BYTES = 8 * 1024 * 1024
+MAX_NODES = 1_000_000
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_LAST_SEGMENT = re.compile(r'(\.[A-Za-z_][A-Za-z0-9_-]*|\[\d+\]|\["(?:[^"\\]|\\.)*"\])$')
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def join_path(parent: str, key: str | int) -> str:
+    """Append a mapping key or list index to a dotted path."""
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    if _PLAIN_KEY.match(key):
+        return f"{parent}.{key}" if parent else key
+    return f"{parent}[{json.dumps(key)}]"
+
+
+def parent_path(path: str) -> str | None:
+    """Drop the last segment of ``path``; ``None`` for the root."""
+    if not path:
+        return None
+    m = _LAST_SEGMENT.search(path)
+    if m is None:
+        return ""
+    return path[: m.start()]
+
+
+@dataclass
+class SourceMap:
+    """Positions of the paths in one parsed file, and its lines for quoting."""
+
+    file: str
+    lines: tuple[str, ...] = ()
+    positions: dict[str, Position] = field(default_factory=dict)
+
+    def position(self, path: str) -> Position:
+        """Position of ``path``, else of its nearest known parent, else line 1 column 1."""
+        current: str | None = path
+        while current is not None:
+            if current in self.positions:
+                return self.positions[current]
+            current = parent_path(current)
+        return Position(1, 1)
+
+
+def _pos(node: Node) -> Position:
+    return Position(node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+class _Builder:
+    """Walks composed nodes into plain data, recording positions and enforcing limits."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.positions: dict[str, Position] = {}
+        self.visited = 0
+        self._constructor = yaml.SafeLoader("")
+
+    def fail(self, node: Node, message: str, hint: str | None = None) -> InputError:
+        return InputError(message, file=self.file, position=_pos(node), hint=hint)
+
+    def build(self, node: Node, path: str) -> Any:
+        self.visited += 1
+        if self.visited > MAX_NODES:
+            raise self.fail(node, f"document expands to more than {MAX_NODES:,} nodes",
+                            hint="remove deeply nested aliases")
+        if isinstance(node, MappingNode):
+            return self.mapping(node, path)
+        if isinstance(node, SequenceNode):
+            items = []
+            for i, item in enumerate(node.value):
+                self.positions.setdefault(join_path(path, i), _pos(item))
+                items.append(self.build(item, join_path(path, i)))
+            return items
+        return self.scalar(node)
+
+    def scalar(self, node: Node) -> Any:
+        if node.tag == _TIMESTAMP_TAG:  # specs hold no dates; keep "2024-01-02" as written
+            return str(node.value)
+        try:
+            return self._constructor.construct_object(node, deep=True)
+        except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
+            reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise self.fail(node, f"cannot read value {str(node.value)[:40]!r}: {reason}",
+                            hint="plain numbers, strings, booleans, lists and mappings only",
+                            ) from None
+
+    def mapping(self, node: MappingNode, path: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        explicit: set[str] = set()
+        merged: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                merged.update(self.merge_sources(value_node, path))
+                continue
+            if not isinstance(key_node, ScalarNode):
+                raise self.fail(key_node, "mapping keys must be plain scalars")
+            key = str(key_node.value)
+            if key in explicit:
+                raise self.fail(key_node, f"duplicate key {key!r}",
+                                hint="YAML keeps only the last value; remove one of them")
+            explicit.add(key)
+            child = join_path(path, key)
+            self.positions[child] = _pos(key_node)
+            out[key] = self.build(value_node, child)
+        return {**{k: v for k, v in merged.items() if k not in explicit}, **out}
+
+    def merge_sources(self, node: Node, path: str) -> dict[str, Any]:
+        sources = node.value if isinstance(node, SequenceNode) else [node]
+        merged: dict[str, Any] = {}
+        for src in reversed(sources):  # earlier sources win, as in YAML's merge-key spec
+            if not isinstance(src, MappingNode):
+                raise self.fail(src, "a merge key (<<) must reference a mapping")
+            for key, value in self.mapping(src, path).items():
+                merged[key] = value
+        return merged
+
+
+def _decode(raw: str | bytes, file: str) -> str:
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    if len(raw) > MAX_BYTES:
+        raise _too_large(file, len(raw))
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        raise InputError(f"binary data (NUL byte at offset {nul})", file=file,
+                         hint="expected a UTF-8 YAML text file")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (invalid byte at offset {exc.start})", file=file,
+                         hint="save the file as UTF-8") from None
+
+
+def _compose(text: str, file: str) -> Node | None:
+    try:
+        return yaml.compose(text, Loader=_Loader)  # type: ignore[no-any-return]
+    except yaml.composer.ComposerError as exc:
+        if "expected a single document" in str(exc):
+            mark = exc.problem_mark
+            raise InputError(
+                "more than one YAML document in the file",
+                file=file,
+                position=Position(mark.line + 1, mark.column + 1) if mark else None,
+                hint="remove the '---' separator; one file holds one spec",
+            ) from None
+        raise _yaml_error(exc, file) from None
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, file) from None
+
+
+def _yaml_error(exc: yaml.YAMLError, file: str) -> InputError:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    message = f"not valid YAML: {problem}" + (f" ({context})" if context else "")
+    position = Position(mark.line + 1, mark.column + 1) if mark is not None else None
+    return InputError(message, file=file, position=position,
+                      hint="check indentation, quotes and ':' separators")
+
+
+def load_yaml_text(raw: str | bytes, file: str) -> tuple[Any, SourceMap]:
+    """Parse one YAML document into plain data and its `SourceMap`.
+
+    Returns ``(None, source)`` for an empty document.
+
+    Raises:
+        InputError: too large, binary, not UTF-8, not YAML, several documents, duplicate keys,
+            non-scalar keys or an expansion beyond the node budget.
+    """
+    text = _decode(raw, file)
+    source = SourceMap(file=file, lines=tuple(text.splitlines()))
+    root = _compose(text, file)
+    if root is None:
+        return None, source
+    builder = _Builder(file)
+    builder.positions[""] = _pos(root)
+    try:
+        data = builder.build(root, "")
+    except yaml.YAMLError as exc:  # a scalar the constructor rejects (bad timestamp, ...)
+        raise _yaml_error(exc, file) from None
+    except RecursionError:
+        raise InputError("document is nested too deeply", file=file) from None
+    source.positions = builder.positions
+    return data, source
+
+
+def read_yaml_file(path: str | os.PathLike[str]) -> tuple[Any, SourceMap]:
+    """Read and parse ``path`` (see `load_yaml_text`); unreadable files raise `InputError`."""
+    file = os.fspath(path)
+    p = Path(file)
+    try:
+        if p.is_dir():
+            raise InputError("is a directory, not a file", file=file)
+        if p.stat().st_size > MAX_BYTES:  # refuse before reading 50 MB into memory
+            raise _too_large(file, p.stat().st_size)
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror or exc}", file=file) from None
+    return load_yaml_text(raw, file)
+
+
+def _too_large(file: str, size: int) -> InputError:
+    return InputError(
+        f"file is {size / 1e6:.1f} MB; railplan refuses inputs above "
+        f"{MAX_BYTES // (1024 * 1024)} MiB",
+        file=file,
+        hint="a cluster spec is a few kilobytes; check that this is the right file",
+    )
