@@ -236,7 +236,9 @@ class Scheduler(StrictModel):
 class MigLayout(StrictModel):
     """A set of MIG instances created on one GPU (becomes a mig-parted config)."""
 
-    profiles: dict[Annotated[str, Field(pattern=MIG_PROFILE)], Annotated[int, Field(ge=0, le=7)]]
+    profiles: dict[
+        Annotated[str, Field(pattern=MIG_PROFILE)], Annotated[int, Field(ge=0, le=64)]
+    ] = Field(description="MIG profile name -> instances per GPU, e.g. `{\"1g.10gb\": 7}`.")
     description: str = Field("", max_length=200, description="Free text for reviewers.")
 
     @field_validator("profiles")

@@ -1,0 +1,40 @@
+# railplan: `make demo` and `make test` work on a fresh clone; each creates .venv itself.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint typecheck unit bench golden clean
+
+$(STAMP): pyproject.toml requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	@echo "== railplan lint -v examples/*.yaml"
+	@$(BIN)/railplan lint --verbose examples/*.yaml
+	@echo
+	@echo "== railplan mig check examples/mig-parted/config-default.yaml (NVIDIA's published default)"
+	@$(BIN)/railplan mig check examples/mig-parted/config-default.yaml
+	@echo
+	@echo "== a broken spec: railplan lint tests/corpus/lint/mig-4g-4g.yaml (exit code 1 expected)"
+	@$(BIN)/railplan lint tests/corpus/lint/mig-4g-4g.yaml || true
+
+test: lint typecheck unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check infra tests bench
+	$(BIN)/ruff format --check infra tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,232 @@
+"""The `railplan` command line: the only module that prints, reads arguments or exits.
+
+Exit codes everywhere: 0 ok (warnings allowed), 1 the input is understood and fails a check,
+2 usage error or unreadable/invalid input, 3 an internal error (a railplan bug). Library code
+raises `RailplanError`; this module turns it into one line per problem on stderr and exit 2,
+never a traceback (set ``RAILPLAN_DEBUG=1`` to see one for internal errors).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from enum import StrEnum
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated, NoReturn
+
+import typer
+
+from infra.catalog import load_catalog
+from infra.errors import RailplanError
+from infra.lint import documented_rules, find_documented_rule, lint_loaded
+from infra.lint.finding import Finding, Severity
+from infra.lint.formats import format_github, format_json, format_sarif, format_text
+from infra.lint.migparted import check_mig_parted
+from infra.spec import SpecValidationError, load_spec, read_yaml_file
+from infra.spec.schema import spec_json_schema_text
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+app = typer.Typer(
+    name="railplan",
+    help="Turn one YAML cluster spec into a validated, budget-checked NVIDIA GPU cluster plan.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+mig_app = typer.Typer(help="Check MIG configuration files.", no_args_is_help=True)
+app.add_typer(mig_app, name="mig")
+
+
+class LintFormat(StrEnum):
+    """Output formats of `railplan lint`."""
+
+    TEXT = "text"
+    JSON = "json"
+    SARIF = "sarif"
+    GITHUB = "github"
+
+
+class Format(StrEnum):
+    """Output formats of the other commands."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
+def _tool_version() -> str:
+    try:
+        return version("railplan")
+    except PackageNotFoundError:  # running from a source tree without install
+        return "0.0.0"
+
+
+def _say(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _complain(error: RailplanError) -> None:
+    errors = error.errors if isinstance(error, SpecValidationError) else [error]
+    for e in errors:
+        sys.stderr.write(e.one_line() + "\n")
+
+
+def _schema_findings(error: RailplanError) -> list[Finding]:
+    """Spec errors as RP000 findings, so machine formats (SARIF, GitHub) show them too."""
+    errors = error.errors if isinstance(error, SpecValidationError) else [error]
+    return [
+        Finding(file=e.file or "<input>", line=e.position.line if e.position else 0,
+                column=e.position.column if e.position else 0, rule="RP000",
+                severity=Severity.ERROR, message=e.message, path=e.path, hint=e.hint or "")
+        for e in errors
+    ]
+
+
+@app.command()
+def lint(
+    specs: Annotated[list[str], typer.Argument(help="Spec files to lint.", show_default=False)],
+    output_format: Annotated[LintFormat, typer.Option("--format", "-f")] = LintFormat.TEXT,
+    select: Annotated[list[str] | None, typer.Option(help="Only these rules (ids, prefixes, "
+                                                     "names); repeatable.")] = None,
+    ignore: Annotated[list[str] | None, typer.Option(help="Skip these rules; repeatable.")]
+    = None,
+) -> None:
+    """Check specs against the catalog and every lint rule (`railplan rules`)."""
+    findings: list[Finding] = []
+    sources: dict[str, Sequence[str]] = {}
+    unreadable = False
+    for path in specs:
+        try:
+            loaded = load_spec(path)
+        except RailplanError as exc:
+            unreadable = True
+            _complain(exc)
+            findings += _schema_findings(exc)
+            continue
+        sources[loaded.file] = loaded.source.lines
+        findings += lint_loaded(loaded, load_catalog(), select or (), ignore or ())
+    if output_format is LintFormat.TEXT:
+        shown = [f for f in findings if f.rule != "RP000"]  # already on stderr
+        _say(format_text(shown, sources, len(specs)))
+    elif output_format is LintFormat.JSON:
+        _say(format_json(findings))
+    elif output_format is LintFormat.SARIF:
+        _say(format_sarif(findings, documented_rules(), _tool_version()))
+    elif findings:
+        _say(format_github(findings))
+    failed = any(f.severity is Severity.ERROR for f in findings)
+    raise typer.Exit(EXIT_USAGE if unreadable else EXIT_FAILED if failed else EXIT_OK)
+
+
+@app.command()
+def rules(output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT) -> None:
+    """List every rule: id, name, severity and summary."""
+    docs = documented_rules()
+    if output_format is Format.JSON:
+        _say(json.dumps([{"id": r.id, "name": r.name, "severity": str(r.severity),
+                          "summary": r.summary} for r in docs], indent=2))
+        return
+    width = max(len(r.name) for r in docs)
+    for r in docs:
+        _say(f"{r.id}  {r.name:<{width}}  {r.severity!s:<7}  {r.summary}")
+
+
+@app.command()
+def explain(rule_id: Annotated[str, typer.Argument(metavar="RULE", help="Id or name.")]) -> None:
+    """Show one rule's documentation: why it matters and how to fix it."""
+    doc = find_documented_rule(rule_id)
+    if doc is None:
+        sys.stderr.write(f"railplan: error: unknown rule {rule_id!r} (hint: `railplan rules` "
+                         "lists them)\n")
+        raise typer.Exit(EXIT_USAGE)
+    _say(f"{doc.id} {doc.name} ({doc.severity})\n\n{doc.summary}\n\n{doc.doc}")
+
+
+@app.command()
+def schema() -> None:
+    """Print the spec's JSON Schema (for yaml-language-server and CI)."""
+    _say(spec_json_schema_text())
+
+
+@app.command()
+def catalog(output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT) -> None:
+    """List the catalog's GPUs, nodes and switches."""
+    cat = load_catalog()
+    if output_format is Format.JSON:
+        _say(cat.model_dump_json(indent=2))
+        return
+    for key, gpu in cat.gpus.items():
+        _say(f"gpu     {key:<20} {gpu.name}, {gpu.memory_gb:g} GB, {gpu.tdp_w:g} W")
+    for key, node in cat.nodes.items():
+        _say(f"node    {key:<20} {node.name}: {node.gpus}x {node.gpu}, {node.compute_nics}x "
+             f"{node.compute_nic_gbps:g} Gb/s")
+    for key, sw in cat.switches.items():
+        _say(f"switch  {key:<20} {sw.name}: {sw.ports}x {sw.port_gbps:g} Gb/s {sw.kind}")
+
+
+@mig_app.command("check")
+def mig_check(
+    file: Annotated[str, typer.Argument(help="mig-parted `version: v1` config file.")],
+    gpu: Annotated[str | None, typer.Option(help="Catalog GPU id; default every GPU.")] = None,
+    config: Annotated[str | None, typer.Option(help="Only this named config.")] = None,
+    driver: Annotated[str | None, typer.Option(help="Driver version the nodes run.")] = None,
+    output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
+) -> None:
+    """Validate a mig-parted config (MIG manager / GPU Operator format) against the catalog."""
+    gpus = load_catalog().gpus
+    if gpu is not None and gpu not in gpus:
+        sys.stderr.write(f"railplan: error: unknown GPU {gpu!r} (hint: one of "
+                         f"{', '.join(gpus)})\n")
+        raise typer.Exit(EXIT_USAGE)
+    branch = _driver_branch(driver)
+    data, source = read_yaml_file(file)
+    findings = check_mig_parted(data, source, gpus, gpu_id=gpu, config=config,
+                                driver_branch=branch)
+    if output_format is Format.JSON:
+        _say(format_json(findings))
+    else:
+        _say(format_text(findings, {source.file: source.lines}, 1))
+    failed = any(f.severity is Severity.ERROR for f in findings)
+    raise typer.Exit(EXIT_FAILED if failed else EXIT_OK)
+
+
+def _driver_branch(driver: str | None) -> int | None:
+    if driver is None:
+        return None
+    head = driver.split(".")[0]
+    if not head.isdigit():
+        raise RailplanError(f"--driver {driver!r} is not a driver version",
+                            hint="e.g. --driver 550.90.07")
+    return int(head)
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Console-script entry point: run the app and map errors to exit codes."""
+    try:
+        app(args=list(argv) if argv is not None else None, standalone_mode=False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except RailplanError as exc:
+        _complain(exc)
+        sys.exit(EXIT_USAGE)
+    except (typer.Abort, KeyboardInterrupt):
+        sys.stderr.write("railplan: aborted\n")
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if os.environ.get("RAILPLAN_DEBUG"):
+            raise
+        sys.stderr.write(f"railplan: internal error: {type(exc).__name__}: {exc} "
+                         "(a bug in railplan; rerun with RAILPLAN_DEBUG=1 and report it)\n")
+        sys.exit(EXIT_INTERNAL)
+    sys.exit(EXIT_OK)
+
+
+__all__ = ["app", "main"]
+

@@ -1,0 +1,65 @@
+"""Lint: rules over a loaded spec, and the documentation of every rule id railplan reports.
+
+`lint_loaded` runs the selected rules over one spec. `documented_rules` lists every id a user
+can meet — RP000 (the spec does not match the schema), the registered spec rules, and the
+RP1xx checks of `railplan mig check` — so `railplan rules`, `railplan explain` and the SARIF
+rule table agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from infra.catalog import Catalog
+from infra.lint.engine import LintContext, all_rules, run_rules, select_rules
+from infra.lint.finding import Finding, Severity
+from infra.lint.migparted import MIG_CHECKS
+from infra.spec import LoadedSpec
+
+__all__ = ["RuleDoc", "documented_rules", "find_documented_rule", "lint_loaded"]
+
+
+@dataclass(frozen=True)
+class RuleDoc:
+    """What `railplan rules`/`explain` and SARIF show about one rule id."""
+
+    id: str
+    name: str
+    severity: Severity
+    summary: str
+    doc: str
+
+
+SCHEMA_RULE = RuleDoc(
+    "RP000",
+    "spec-invalid",
+    Severity.ERROR,
+    "The spec is not valid YAML or does not match the spec schema.",
+    "The file must be one UTF-8 YAML document whose keys and values match the spec schema "
+    "(`railplan schema`): known keys only, values of the right type and range, names that are "
+    "safe in hostnames, paths and shell commands.\n\nWhy: nothing else can be checked about a "
+    "spec that cannot be read; railplan stops with exit code 2 and one line per problem.\n"
+    "Fix: follow the message and hint (misspelled keys get a 'did you mean'); point your editor "
+    "at the JSON Schema for completion.",
+)
+
+
+def lint_loaded(loaded: LoadedSpec, catalog: Catalog, select: Sequence[str] = (),
+                ignore: Sequence[str] = ()) -> list[Finding]:
+    """Run the rules chosen by ``select``/``ignore`` over one loaded spec."""
+    return run_rules(LintContext(loaded, catalog), select_rules(select, ignore))
+
+
+def documented_rules() -> list[RuleDoc]:
+    """Every rule id railplan can report, sorted by id."""
+    docs = [SCHEMA_RULE]
+    docs += [RuleDoc(r.id, r.name, r.severity, r.summary, r.doc) for r in all_rules()]
+    docs += [RuleDoc(rid, name, severity, summary, doc)
+             for rid, (name, severity, summary, doc) in MIG_CHECKS.items()]
+    return sorted(docs, key=lambda d: d.id)
+
+
+def find_documented_rule(key: str) -> RuleDoc | None:
+    """Look a rule up by id (case-insensitive) or name."""
+    return next((d for d in documented_rules() if d.id == key.upper() or d.name == key), None)

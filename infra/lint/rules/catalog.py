@@ -1,0 +1,100 @@
+"""Rules about references: catalog ids, MIG layout names, and names that must be unique."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from infra.lint.engine import LintContext, Violation, rule
+from infra.lint.finding import Severity
+from infra.lint.rules._util import did_you_mean, group_path
+
+
+@rule("RP001", "unknown-node", Severity.ERROR, "Node group names a node the catalog lacks.")
+def unknown_node(ctx: LintContext) -> Iterator[Violation]:
+    """Every node group's `node` must be a catalog node id.
+
+    Why: everything downstream (GPU model, NICs, power, MIG profiles, rack units) comes from the
+    catalog entry; an unknown id means railplan cannot plan or check the group at all.
+    Fix: use one of the ids `railplan catalog` lists (e.g. `dgx-h100`, `dgx-a100-640gb`,
+    `aws-p4d.24xlarge`); the hint suggests the closest one.
+    """
+    for i, group in enumerate(ctx.loaded.spec.node_groups):
+        if group.node not in ctx.catalog.nodes:
+            yield Violation(group_path(i, "node"), f"unknown node {group.node!r}",
+                            did_you_mean(group.node, ctx.catalog.nodes))
+
+
+def _switch_refs(ctx: LintContext) -> Iterator[tuple[str, str, str]]:
+    """(path, switch id, required kind) for every switch the spec names."""
+    fabrics = ctx.loaded.spec.fabrics
+    if fabrics.compute:
+        yield "fabrics.compute.switch", fabrics.compute.switch, "infiniband"
+    if fabrics.storage:
+        yield "fabrics.storage.switch", fabrics.storage.switch, "infiniband"
+    if fabrics.management:
+        yield "fabrics.management.inband_switch", fabrics.management.inband_switch, "ethernet"
+        yield "fabrics.management.oob_switch", fabrics.management.oob_switch, "ethernet"
+
+
+@rule("RP002", "unknown-switch", Severity.ERROR, "Fabric names a switch the catalog lacks.")
+def unknown_switch(ctx: LintContext) -> Iterator[Violation]:
+    """Every fabric's switch must be a catalog switch id of the right kind.
+
+    Why: the switch's radix, rate, management and SHARP support decide the fabric's shape;
+    an InfiniBand switch cannot serve the Ethernet management network, nor the reverse.
+    Fix: use a catalog id (`qm8700`, `qm8790`, `qm9700`, `qm9790` for InfiniBand; `sn2201`,
+    `sn4600c` for management Ethernet).
+    """
+    switches = ctx.catalog.switches
+    for path, switch_id, kind in _switch_refs(ctx):
+        switch = switches.get(switch_id)
+        if switch is None:
+            yield Violation(path, f"unknown switch {switch_id!r}", did_you_mean(switch_id, switches))
+        elif switch.kind != kind:
+            fitting = [k for k, s in switches.items() if s.kind == kind]
+            yield Violation(path, f"{switch_id} is an {switch.kind} switch; this fabric needs "
+                            f"{kind}", "use one of: " + ", ".join(sorted(fitting)))
+
+
+@rule("RP003", "unknown-mig-layout", Severity.ERROR,
+      "Node group refers to a MIG layout that mig_layouts does not define.")
+def unknown_mig_layout(ctx: LintContext) -> Iterator[Violation]:
+    """A node group's `mig` must be `disabled` or a key of `mig_layouts`.
+
+    Why: the layout becomes the mig-parted config applied to the node; a missing name would
+    leave the MIG manager without a config and the GPUs in whatever state they were.
+    Fix: define the layout under `mig_layouts`, or correct the name (see the hint).
+    """
+    layouts = ctx.loaded.spec.mig_layouts
+    for i, group in enumerate(ctx.loaded.spec.node_groups):
+        single = isinstance(group.mig, str)
+        for j, assignment in enumerate(group.assignments()):
+            name = assignment.layout
+            if name != "disabled" and name not in layouts:
+                path = group_path(i, "mig") if single else group_path(i, f"mig[{j}].layout")
+                yield Violation(path, f"MIG layout {name!r} is not defined in mig_layouts",
+                                did_you_mean(name, [*layouts, "disabled"]))
+
+
+@rule("RP004", "duplicate-name", Severity.ERROR,
+      "Two node groups share a name or a hostname pattern.")
+def duplicate_name(ctx: LintContext) -> Iterator[Violation]:
+    """Node group names and hostname patterns must be unique.
+
+    Why: group names become Ansible groups and scheduler partitions; two groups with one
+    hostname pattern would give two servers the same hostname and address.
+    Fix: rename one group, or give it its own `hostname` pattern.
+    """
+    names: dict[str, int] = {}
+    patterns: dict[str, int] = {}
+    for i, group in enumerate(ctx.loaded.spec.node_groups):
+        pattern = group.hostname_pattern
+        if group.name in names:  # a repeated name also repeats its default hostnames
+            yield Violation(group_path(i, "name"), f"node group name {group.name!r} is "
+                            f"already used by node_groups[{names[group.name]}]")
+        elif pattern in patterns:
+            yield Violation(group_path(i, "hostname"), f"hostname pattern {pattern!r} is "
+                            f"already used by node_groups[{patterns[pattern]}]",
+                            "give each group its own hostname prefix")
+        names.setdefault(group.name, i)
+        patterns.setdefault(pattern, i)

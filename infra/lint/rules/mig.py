@@ -1,0 +1,199 @@
+"""Rules about MIG: profiles that exist on the GPU, layouts that fit, and scheduler strategy."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from infra.catalog import Gpu, Node
+from infra.catalog.mig import check_layout
+from infra.lint.engine import LintContext, Violation, rule
+from infra.lint.finding import Severity
+from infra.lint.rules._util import did_you_mean, group_path, known_groups
+from infra.spec import NodeGroup, join_path
+
+_CI_PREFIX = re.compile(r"^[1-7]c\.")
+
+
+def _gi_name(profile: str) -> str:
+    """GPU-instance profile of a possibly compute-instance-prefixed name (`1c.3g.20gb`)."""
+    return _CI_PREFIX.sub("", profile)
+
+
+def _layout_path(name: str, field: str = "") -> str:
+    path = join_path("mig_layouts", name)
+    return join_path(path, field) if field else path
+
+
+def _gpu_layouts(group: NodeGroup, node: Node) -> dict[int, str]:
+    """Layout name per GPU index of one node (`disabled` where no assignment covers it)."""
+    per_gpu = dict.fromkeys(range(node.gpus), "disabled")
+    for assignment in group.assignments():
+        indices = range(node.gpus) if assignment.gpus == "all" else assignment.gpus
+        for index in indices:
+            if index < node.gpus:
+                per_gpu[index] = assignment.layout
+    return per_gpu
+
+
+def _used_layouts(ctx: LintContext) -> Iterator[tuple[int, NodeGroup, Node, Gpu, str]]:
+    """(group index, group, node, GPU, layout name) for each defined layout a group uses."""
+    layouts = ctx.loaded.spec.mig_layouts
+    for i, group, node, gpu in known_groups(ctx):
+        for name in sorted(set(_gpu_layouts(group, node).values())):
+            if name in layouts:
+                yield i, group, node, gpu, name
+
+
+@rule("RP010", "mig-profile-unknown", Severity.ERROR,
+      "A MIG layout uses a profile the node's GPU does not have.")
+def mig_profile_unknown(ctx: LintContext) -> Iterator[Violation]:
+    """Every profile in a layout must be a MIG profile of every GPU the layout is applied to.
+
+    Why: profile names carry the GPU's memory size (`1g.5gb` on A100-40GB is `1g.10gb` on
+    A100-80GB and H100-80GB, `1g.18gb` on H200); mig-parted fails on a name the GPU lacks and
+    the node is left without its MIG devices.
+    Fix: use the profile names of the node's GPU (the hint lists them), or a separate layout
+    per GPU model.
+    """
+    for _, group, _, gpu, name in _used_layouts(ctx):
+        valid = [p.name for p in gpu.mig.profiles] if gpu.mig else []
+        for profile in ctx.loaded.spec.mig_layouts[name].profiles:
+            if _gi_name(profile) not in valid:
+                yield Violation(
+                    join_path(_layout_path(name, "profiles"), profile),
+                    f"profile {profile} is not a MIG profile of {gpu.name} "
+                    f"(used by node group {group.name!r}, node {group.node})",
+                    _same_slice_hint(ctx, gpu, _gi_name(profile))
+                    or did_you_mean(_gi_name(profile), valid),
+                )
+
+
+def _same_slice_hint(ctx: LintContext, gpu: Gpu, profile: str) -> str | None:
+    """Name the profile with the same GI profile id on ``gpu`` (1g.5gb -> 1g.10gb)."""
+    for other in ctx.catalog.gpus.values():
+        known = other.mig.profile(profile) if other.mig else None
+        if known is not None and gpu.mig is not None:
+            match = next((p for p in gpu.mig.profiles
+                          if p.gi_profile_id == known.gi_profile_id), None)
+            if match is not None:
+                return (f"{profile} is the {other.name} name; on {gpu.name} the same slice is "
+                        f"{match.name}")
+    return None
+
+
+@rule("RP011", "mig-layout-does-not-fit", Severity.ERROR,
+      "A MIG layout does not fit on the GPU (counts, instances or placement).")
+def mig_layout_does_not_fit(ctx: LintContext) -> Iterator[Violation]:
+    """A layout's instances must have a non-overlapping placement on the GPU.
+
+    Why: MIG places each GPU instance on fixed memory-slice ranges (`nvidia-smi mig -lgipp`);
+    a layout within the slice count can still have no placement (4g + 4g), exceed a profile's
+    maximum (3 × 3g) or need a newer driver (4g + 3g before R510). mig-parted then fails on
+    the node at apply time. railplan searches every placement, as mig-parted does.
+    Fix: change the counts; the message names the rule the layout breaks.
+    """
+    driver_branch = ctx.loaded.spec.software.driver_branch
+    for _, group, _, gpu, name in _used_layouts(ctx):
+        profiles = ctx.loaded.spec.mig_layouts[name].profiles
+        if gpu.mig is None or any(gpu.mig.profile(_gi_name(p)) is None for p in profiles):
+            continue  # RP010 reports unknown profiles
+        result = check_layout(gpu, profiles, driver_branch)
+        for problem in result.problems:
+            yield Violation(_layout_path(name, "profiles"),
+                            f"layout {name!r} on {gpu.name} (node group {group.name!r}): "
+                            f"{problem}")
+
+
+def _single_strategy_problem(layouts: dict[int, str], ctx: LintContext) -> str | None:
+    if "disabled" in layouts.values():
+        return "some GPUs of the node are MIG-disabled"
+    profiles = {p for name in set(layouts.values())
+                for p, n in ctx.loaded.spec.mig_layouts[name].profiles.items() if n}
+    if len(profiles) > 1:
+        return f"the node would expose {len(profiles)} profiles ({', '.join(sorted(profiles))})"
+    return None
+
+
+@rule("RP012", "mig-strategy-single-mixed", Severity.ERROR,
+      "mig_strategy single with more than one MIG profile, or MIG-disabled GPUs, on a node.")
+def mig_strategy_single_mixed(ctx: LintContext) -> Iterator[Violation]:
+    """With `scheduler.mig_strategy: single`, every GPU of a MIG node must carry one profile.
+
+    Why: the NVIDIA device plugin's `single` strategy advertises MIG devices as plain
+    `nvidia.com/gpu` and requires all GPUs on the node to be MIG-enabled with the same profile;
+    otherwise it advertises nothing useful and pods stay pending.
+    Fix: use `mig_strategy: mixed` (resources `nvidia.com/mig-<profile>`), or give the group
+    a layout with a single profile on every GPU.
+    """
+    if ctx.loaded.spec.scheduler.mig_strategy != "single":
+        return
+    for i, group, node, _ in known_groups(ctx):
+        layouts = _gpu_layouts(group, node)
+        names = set(layouts.values())
+        if names == {"disabled"} or not names - {"disabled"} <= set(ctx.loaded.spec.mig_layouts):
+            continue  # no MIG here, or RP003 reports the undefined layout
+        problem = _single_strategy_problem(layouts, ctx)
+        if problem:
+            yield Violation(group_path(i, "mig"),
+                            f"mig_strategy single needs one MIG profile on every GPU, but in "
+                            f"node group {group.name!r} {problem}",
+                            "set scheduler.mig_strategy: mixed, or use one profile per node")
+
+
+@rule("RP013", "mig-without-strategy", Severity.ERROR,
+      "MIG layouts are used but scheduler.mig_strategy is none.")
+def mig_without_strategy(ctx: LintContext) -> Iterator[Violation]:
+    """Using MIG needs a scheduler MIG strategy (`single` or `mixed`).
+
+    Why: with strategy `none` the device plugin ignores MIG devices, so the MIG instances the
+    layout creates are never offered to workloads.
+    Fix: set `scheduler.mig_strategy: mixed` (or `single` when each node has one profile).
+    """
+    if ctx.loaded.spec.scheduler.mig_strategy != "none":
+        return
+    for i, group in enumerate(ctx.loaded.spec.node_groups):
+        if any(a.layout != "disabled" for a in group.assignments()):
+            yield Violation(group_path(i, "mig"),
+                            f"node group {group.name!r} uses MIG but scheduler.mig_strategy is "
+                            "none", "set scheduler.mig_strategy: mixed")
+
+
+@rule("RP014", "mig-gpu-index", Severity.ERROR,
+      "A MIG assignment names a GPU index the node lacks, or one GPU twice.")
+def mig_gpu_index(ctx: LintContext) -> Iterator[Violation]:
+    """Per-GPU MIG assignments must name existing GPUs, each at most once.
+
+    Why: mig-parted `devices` lists are GPU indices on the node; an index past the last GPU
+    or a GPU in two entries makes the config ambiguous or fail.
+    Fix: use indices 0..N-1 for an N-GPU node, each in one assignment.
+    """
+    for i, group, node, _ in known_groups(ctx):
+        if isinstance(group.mig, str):
+            continue
+        seen: set[int] = set()
+        for j, assignment in enumerate(group.mig):
+            indices = range(node.gpus) if assignment.gpus == "all" else assignment.gpus
+            for index in indices:
+                path = group_path(i, f"mig[{j}].gpus")
+                if index >= node.gpus:
+                    yield Violation(path, f"GPU index {index} does not exist on {node.name} "
+                                    f"({node.gpus} GPUs: 0-{node.gpus - 1})")
+                elif index in seen:
+                    yield Violation(path, f"GPU {index} is assigned more than one MIG layout")
+                seen.add(index)
+
+
+@rule("RP015", "mig-layout-unused", Severity.WARNING, "A MIG layout no node group uses.")
+def mig_layout_unused(ctx: LintContext) -> Iterator[Violation]:
+    """Every layout in `mig_layouts` should be used by some node group.
+
+    Why: an unused layout is usually a typo in a group's `mig` or a leftover; it is still
+    rendered into the mig-parted config, where nobody checks it on real hardware.
+    Fix: reference it from a node group, or delete it.
+    """
+    used = {a.layout for g in ctx.loaded.spec.node_groups for a in g.assignments()}
+    for name in ctx.loaded.spec.mig_layouts:
+        if name not in used:
+            yield Violation(_layout_path(name), f"MIG layout {name!r} is not used by any "
+                            "node group")

@@ -1,0 +1,97 @@
+"""Rules about the site: rack power, space, cooling and address space."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from infra.lint.engine import LintContext, Violation, rule
+from infra.lint.finding import Severity
+from infra.lint.rules._util import group_path, known_groups
+
+
+@rule("RP050", "rack-power-below-node", Severity.ERROR,
+      "The rack power budget is below one node's maximum power.")
+def rack_power_below_node(ctx: LintContext) -> Iterator[Violation]:
+    """A rack must be able to power at least one server at its maximum draw.
+
+    Why: a DGX H100 draws up to 10.2 kW; in a 8 kW rack it cannot be placed at all (and
+    power-capping it below its max costs throughput and trips PSU redundancy alarms).
+    Fix: raise `site.rack.power_kw` to at least the node's maximum, or choose a smaller node.
+    """
+    rack_kw = ctx.loaded.spec.site.rack.power_kw
+    for i, group, node, _ in known_groups(ctx):
+        if node.max_power_kw > rack_kw:
+            yield Violation(group_path(i, "node"),
+                            f"{node.name} draws up to {node.max_power_kw:g} kW but racks are "
+                            f"budgeted at {rack_kw:g} kW", "raise site.rack.power_kw")
+
+
+@rule("RP051", "rack-space-below-node", Severity.ERROR,
+      "A rack has fewer units than one node needs.")
+def rack_space_below_node(ctx: LintContext) -> Iterator[Violation]:
+    """A rack must hold at least one server.
+
+    Why: the node cannot be placed; the rack plan fails.
+    Fix: raise `site.rack.units`.
+    """
+    units = ctx.loaded.spec.site.rack.units
+    for i, group, node, _ in known_groups(ctx):
+        if node.rack_units > units:
+            yield Violation(group_path(i, "node"), f"{node.name} needs {node.rack_units}U but "
+                            f"racks have {units}U", "raise site.rack.units")
+
+
+@rule("RP052", "air-cooling-exceeded", Severity.ERROR,
+      "Air-cooled racks are budgeted above what air can cool.")
+def air_cooling_exceeded(ctx: LintContext) -> Iterator[Violation]:
+    """An air-cooled rack's power budget must stay within what air can remove.
+
+    Why: every watt becomes heat; past roughly 40-45 kW per rack (NVIDIA's air-cooled DGX
+    H100 racks run just above 40 kW) air needs rear-door heat exchangers, and beyond that
+    direct liquid cooling. Planning servers up to a budget the hall cannot cool means
+    throttled GPUs or racks that must be left half empty.
+    Fix: lower `site.rack.power_kw`, set `cooling: liquid`, or — if your hall is rated
+    higher — set `site.rack.air_cooling_limit_kw` to its rating.
+    """
+    rack = ctx.loaded.spec.site.rack
+    limit = rack.air_cooling_limit_kw or ctx.catalog.site["air_cooling_limit_kw"]
+    if rack.cooling == "air" and rack.power_kw > limit:
+        yield Violation("site.rack.power_kw",
+                        f"air-cooled racks budgeted at {rack.power_kw:g} kW exceed the air "
+                        f"cooling limit of {limit:g} kW",
+                        "use cooling: liquid, lower power_kw, or set air_cooling_limit_kw to "
+                        "your hall's rating")
+
+
+@rule("RP053", "cidr-too-small", Severity.ERROR,
+      "A management or BMC network has fewer addresses than servers.")
+def cidr_too_small(ctx: LintContext) -> Iterator[Violation]:
+    """Management and BMC networks need an address for every server.
+
+    Why: addresses are assigned from these CIDRs; with too few, the last servers get none and
+    the inventory cannot be rendered. (Switches and PDUs need BMC addresses too; the plan
+    checks those once it has placed them.)
+    Fix: widen the CIDR (a /16 holds 65,534 hosts).
+    """
+    site = ctx.loaded.spec.site
+    servers = ctx.loaded.spec.gpu_servers
+    for field, network in (("management_cidr", site.management_cidr),
+                           ("bmc_cidr", site.bmc_cidr)):
+        usable = max(network.num_addresses - 2, 0)
+        if usable < servers:
+            yield Violation(f"site.{field}", f"{network} has {usable} host addresses for "
+                            f"{servers} servers", "use a larger prefix")
+
+
+@rule("RP054", "cidr-overlap", Severity.ERROR, "Management and BMC networks overlap.")
+def cidr_overlap(ctx: LintContext) -> Iterator[Violation]:
+    """The in-band management and out-of-band BMC networks must not overlap.
+
+    Why: overlapping networks route BMC traffic into the host network (and the reverse) and
+    give two devices one address.
+    Fix: choose disjoint CIDRs, e.g. 10.10.0.0/16 and 10.11.0.0/16.
+    """
+    site = ctx.loaded.spec.site
+    if site.management_cidr.overlaps(site.bmc_cidr):
+        yield Violation("site.bmc_cidr",
+                        f"{site.bmc_cidr} overlaps management_cidr {site.management_cidr}")
