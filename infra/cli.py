@@ -24,7 +24,7 @@ from infra.lint import documented_rules, find_documented_rule, lint_loaded
 from infra.lint.finding import Finding, Severity
 from infra.lint.formats import format_github, format_json, format_sarif, format_text
 from infra.lint.migparted import check_mig_parted
-from infra.spec import SpecValidationError, load_spec, read_yaml_file
+from infra.spec import LoadedSpec, SpecValidationError, load_spec, read_yaml_file
 from infra.spec.schema import spec_json_schema_text
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -86,12 +86,15 @@ def _schema_findings(error: RailplanError) -> list[Finding]:
 
 @app.command()
 def lint(
-    specs: Annotated[list[str], typer.Argument(help="Spec files to lint.", show_default=False)],
+    specs: Annotated[list[str], typer.Argument(metavar="SPEC...", help="Spec files to lint.",
+                                               show_default=False)],
     output_format: Annotated[LintFormat, typer.Option("--format", "-f")] = LintFormat.TEXT,
     select: Annotated[list[str] | None, typer.Option(help="Only these rules (ids, prefixes, "
                                                      "names); repeatable.")] = None,
     ignore: Annotated[list[str] | None, typer.Option(help="Skip these rules; repeatable.")]
     = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Describe each spec.")]
+    = False,
 ) -> None:
     """Check specs against the catalog and every lint rule (`railplan rules`)."""
     findings: list[Finding] = []
@@ -106,10 +109,14 @@ def lint(
             findings += _schema_findings(exc)
             continue
         sources[loaded.file] = loaded.source.lines
-        findings += lint_loaded(loaded, load_catalog(), select or (), ignore or ())
+        found = lint_loaded(loaded, load_catalog(), select or (), ignore or ())
+        findings += found
+        if verbose and output_format is LintFormat.TEXT:
+            _say(_describe(loaded, found))
     if output_format is LintFormat.TEXT:
-        shown = [f for f in findings if f.rule != "RP000"]  # already on stderr
-        _say(format_text(shown, sources, len(specs)))
+        if sources:  # RP000 problems are already on stderr, one line each
+            shown = [f for f in findings if f.rule != "RP000"]
+            _say(format_text(shown, sources, len(sources)))
     elif output_format is LintFormat.JSON:
         _say(format_json(findings))
     elif output_format is LintFormat.SARIF:
@@ -118,6 +125,22 @@ def lint(
         _say(format_github(findings))
     failed = any(f.severity is Severity.ERROR for f in findings)
     raise typer.Exit(EXIT_USAGE if unreadable else EXIT_FAILED if failed else EXIT_OK)
+
+
+def _describe(loaded: LoadedSpec, findings: Sequence[Finding]) -> str:
+    """One line saying what a spec describes and how it fared, for `lint --verbose`."""
+    spec, cat = loaded.spec, load_catalog()
+    groups = ", ".join(f"{g.name} {g.count} × {g.node}" for g in spec.node_groups)
+    gpus = sum(g.count * cat.nodes[g.node].gpus for g in spec.node_groups if g.node in cat.nodes)
+    parts = [f"{groups} ({gpus:,} GPUs)"]
+    if spec.fabrics.compute:
+        c = spec.fabrics.compute
+        parts.append(f"compute {c.switch} SU {c.su_size}" + (" + SHARP" if c.sharp else ""))
+    mig = sorted(spec.mig_layouts)
+    parts.append(f"{spec.scheduler.kind}" + (f", MIG {'/'.join(mig)}" if mig else ""))
+    errors = sum(f.severity is Severity.ERROR for f in findings)
+    verdict = "ok" if not findings else f"{errors} errors, {len(findings) - errors} other"
+    return f"{loaded.file}: {spec.name}: {'; '.join(parts)} — {verdict}"
 
 
 @app.command()
@@ -202,10 +225,17 @@ def _driver_branch(driver: str | None) -> int | None:
     return int(head)
 
 
+def _is_usage_error(exc: Exception) -> bool:
+    # typer vendors click, so match its exceptions by shape, not by import path
+    return callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None),
+                                                               int)
+
+
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Console-script entry point: run the app and map errors to exit codes."""
     try:
-        app(args=list(argv) if argv is not None else None, standalone_mode=False)
+        # Without standalone mode click returns a command's exit code instead of exiting.
+        code = app(args=list(argv) if argv is not None else None, standalone_mode=False)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except RailplanError as exc:
@@ -215,17 +245,15 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         sys.stderr.write("railplan: aborted\n")
         sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+        if _is_usage_error(exc):  # bad option or argument: click's message, exit 2
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(EXIT_USAGE)
         if os.environ.get("RAILPLAN_DEBUG"):
             raise
         sys.stderr.write(f"railplan: internal error: {type(exc).__name__}: {exc} "
                          "(a bug in railplan; rerun with RAILPLAN_DEBUG=1 and report it)\n")
         sys.exit(EXIT_INTERNAL)
-    sys.exit(EXIT_OK)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
 __all__ = ["app", "main"]

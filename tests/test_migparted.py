@@ -379,6 +379,8 @@ def test_mig_checks_document_every_rule() -> None:
     names = [name for name, _, _ in checks.values()]
     assert len(set(names)) == len(names)
     assert all(name.startswith("mig-parted-") for name in names)
+    severities = migparted.MIG_SEVERITY
+    assert severities == {**dict.fromkeys(checks, Severity.ERROR), "RP106": Severity.WARNING}
     for name, summary, doc in checks.values():
         assert summary.endswith(".") and "\n" not in summary, name
         assert len(doc) > 100, name

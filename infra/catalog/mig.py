@@ -47,6 +47,7 @@ from itertools import combinations
 from infra.catalog.models import Gpu, MigProfile, MigSpec
 
 __all__ = [
+    "GRAMMAR",
     "KNOWN_ATTRIBUTES",
     "FitResult",
     "ParsedProfile",
@@ -60,9 +61,16 @@ KNOWN_ATTRIBUTES = frozenset({"me", "me.all", "gfx"})
 """Profile attributes a device exposes: media extensions, all media engines, graphics."""
 
 GRAMMAR = "[<C>c.]<G>g.<M>gb[+attr,...|-attr]"
+"""The profile-name grammar, as error messages quote it."""
 _FIELDS = re.compile(r"([0-9]+c\.)?([0-9]+)g\.([0-9]+)gb")
-_CI_SIZES: dict[int, tuple[int, ...]] = {1: (1,), 2: (1, 2), 3: (1, 2, 3), 4: (1, 2, 4)}
-_CI_SIZES[7] = (1, 2, 3, 4, 7)
+# Compute-instance sizes a GPU instance of G compute slices offers (known_configs.go).
+_CI_SIZES: dict[int, tuple[int, ...]] = {
+    1: (1,),
+    2: (1, 2),
+    3: (1, 2, 3),
+    4: (1, 2, 4),
+    7: (1, 2, 3, 4, 7),
+}
 _R510 = 510
 
 

@@ -27,13 +27,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.catalog.mig import check_layout, parse_profile, resolve_profile
+from infra.catalog.mig import GRAMMAR, check_layout, parse_profile, resolve_profile
 from infra.catalog.models import Gpu
 from infra.errors import RailplanError
 from infra.lint.finding import Finding, Severity
 from infra.spec.yamlpos import SourceMap, join_path
 
-__all__ = ["MIG_CHECKS", "check_mig_parted"]
+__all__ = ["MIG_CHECKS", "MIG_SEVERITY", "check_mig_parted"]
 
 MIG_CHECKS: dict[str, tuple[str, str, str]] = {
     "RP101": (
@@ -104,7 +104,10 @@ MIG_CHECKS: dict[str, tuple[str, str, str]] = {
 }
 """Rule id -> (name, one-line summary, doc: why it matters and how to fix it)."""
 
-_SEVERITY = {"RP106": Severity.WARNING}
+MIG_SEVERITY: dict[str, Severity] = {rule: Severity.ERROR for rule in MIG_CHECKS}
+MIG_SEVERITY["RP106"] = Severity.WARNING
+"""Rule id -> the severity of its findings."""
+
 _TOP_FIELDS = ("version", "mig-configs")
 _ENTRY_FIELDS = ("device-filter", "devices", "mig-enabled", "mig-devices")
 _FILTER = re.compile(r"0x([0-9a-f]{4})([0-9a-f]{4})(:0x[0-9a-f]{8})?", re.IGNORECASE)
@@ -146,7 +149,7 @@ class _Report:
 
     def add(self, rule: str, path: str, message: str, hint: str = "") -> None:
         pos = self.source.position(path)
-        severity = _SEVERITY.get(rule, Severity.ERROR)
+        severity = MIG_SEVERITY[rule]
         self.findings.append(
             Finding(self.source.file, pos.line, pos.column, rule, severity, message, path, hint)
         )
@@ -356,7 +359,7 @@ def _read_counts(report: _Report, path: str, devices: Mapping[Any, Any]) -> dict
     for key, count in devices.items():
         key_path = join_path(path, str(key))
         if parse_profile(str(key)) is None:
-            message = f"{str(key)!r} is not a MIG profile name (expected [<C>c.]<G>g.<M>gb[+attr])"
+            message = f"{str(key)!r} is not a MIG profile name (expected {GRAMMAR})"
             report.add("RP101", key_path, message, "e.g. 1g.5gb, 1c.3g.20gb or 1g.10gb+me")
         elif not isinstance(count, int) or isinstance(count, bool) or count < 0:
             report.add("RP101", key_path, f"count for {key} must be an int >= 0, got {count!r}")

@@ -26,7 +26,13 @@ from pydantic_core import ErrorDetails
 from infra.errors import SpecError
 from infra.spec import models
 from infra.spec.models import Spec
-from infra.spec.yamlpos import SourceMap, join_path, load_yaml_text, read_yaml_file
+from infra.spec.yamlpos import (
+    SourceMap,
+    join_path,
+    load_yaml_text,
+    parent_path,
+    read_yaml_file,
+)
 
 # Pattern-mismatch errors say which rule the value broke instead of echoing a regex.
 _PATTERN_RULES = {
@@ -103,9 +109,26 @@ def _translate(exc: ValidationError, data: Any, source: SourceMap) -> list[SpecE
     for err in exc.errors(include_url=False):
         path, skipped = _resolve_loc(data, err["loc"], err["type"])
         grouped[path].append((err, skipped))
-    errors = [_one_error(path, items, source) for path, items in grouped.items()]
+    errors = [_one_error(path, items, source) for path, items in grouped.items()
+              if not _explained_by_typo(path, items, grouped)]
     return sorted(errors, key=lambda e: (e.position.line, e.position.column) if e.position
                   else (0, 0))
+
+
+def _explained_by_typo(path: str, items: list[tuple[ErrorDetails, bool]],
+                       grouped: dict[str, list[tuple[ErrorDetails, bool]]]) -> bool:
+    """True for "missing key k" when a sibling unknown key is a misspelling of k."""
+    err = items[0][0]
+    if err["type"] != "missing" or not err["loc"]:
+        return False
+    parent, key = parent_path(path), str(err["loc"][-1])
+    for other_path, others in grouped.items():
+        other = others[0][0]
+        if other["type"] == "extra_forbidden" and parent_path(other_path) == parent:
+            typo = str(other["loc"][-1])
+            if difflib.get_close_matches(typo, [key], n=1, cutoff=0.6):
+                return True
+    return False
 
 
 def _resolve_loc(data: Any, loc: tuple[int | str, ...], kind: str) -> tuple[str, bool]:
