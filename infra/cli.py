@@ -77,24 +77,31 @@ def _schema_findings(error: RailplanError) -> list[Finding]:
     """Spec errors as RP000 findings, so machine formats (SARIF, GitHub) show them too."""
     errors = error.errors if isinstance(error, SpecValidationError) else [error]
     return [
-        Finding(file=e.file or "<input>", line=e.position.line if e.position else 0,
-                column=e.position.column if e.position else 0, rule="RP000",
-                severity=Severity.ERROR, message=e.message, path=e.path, hint=e.hint or "")
+        Finding(
+            file=e.file or "<input>",
+            line=e.position.line if e.position else 0,
+            column=e.position.column if e.position else 0,
+            rule="RP000",
+            severity=Severity.ERROR,
+            message=e.message,
+            path=e.path,
+            hint=e.hint or "",
+        )
         for e in errors
     ]
 
 
 @app.command()
 def lint(
-    specs: Annotated[list[str], typer.Argument(metavar="SPEC...", help="Spec files to lint.",
-                                               show_default=False)],
+    specs: Annotated[
+        list[str], typer.Argument(metavar="SPEC...", help="Spec files to lint.", show_default=False)
+    ],
     output_format: Annotated[LintFormat, typer.Option("--format", "-f")] = LintFormat.TEXT,
-    select: Annotated[list[str] | None, typer.Option(help="Only these rules (ids, prefixes, "
-                                                     "names); repeatable.")] = None,
-    ignore: Annotated[list[str] | None, typer.Option(help="Skip these rules; repeatable.")]
-    = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Describe each spec.")]
-    = False,
+    select: Annotated[
+        list[str] | None, typer.Option(help="Only these rules (ids, prefixes, names); repeatable.")
+    ] = None,
+    ignore: Annotated[list[str] | None, typer.Option(help="Skip these rules; repeatable.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Describe each spec.")] = False,
 ) -> None:
     """Check specs against the catalog and every lint rule (`railplan rules`)."""
     findings: list[Finding] = []
@@ -148,8 +155,15 @@ def rules(output_format: Annotated[Format, typer.Option("--format", "-f")] = For
     """List every rule: id, name, severity and summary."""
     docs = documented_rules()
     if output_format is Format.JSON:
-        _say(json.dumps([{"id": r.id, "name": r.name, "severity": str(r.severity),
-                          "summary": r.summary} for r in docs], indent=2))
+        _say(
+            json.dumps(
+                [
+                    {"id": r.id, "name": r.name, "severity": str(r.severity), "summary": r.summary}
+                    for r in docs
+                ],
+                indent=2,
+            )
+        )
         return
     width = max(len(r.name) for r in docs)
     for r in docs:
@@ -161,8 +175,9 @@ def explain(rule_id: Annotated[str, typer.Argument(metavar="RULE", help="Id or n
     """Show one rule's documentation: why it matters and how to fix it."""
     doc = find_documented_rule(rule_id)
     if doc is None:
-        sys.stderr.write(f"railplan: error: unknown rule {rule_id!r} (hint: `railplan rules` "
-                         "lists them)\n")
+        sys.stderr.write(
+            f"railplan: error: unknown rule {rule_id!r} (hint: `railplan rules` lists them)\n"
+        )
         raise typer.Exit(EXIT_USAGE)
     _say(f"{doc.id} {doc.name} ({doc.severity})\n\n{doc.summary}\n\n{doc.doc}")
 
@@ -183,8 +198,10 @@ def catalog(output_format: Annotated[Format, typer.Option("--format", "-f")] = F
     for key, gpu in cat.gpus.items():
         _say(f"gpu     {key:<20} {gpu.name}, {gpu.memory_gb:g} GB, {gpu.tdp_w:g} W")
     for key, node in cat.nodes.items():
-        _say(f"node    {key:<20} {node.name}: {node.gpus}x {node.gpu}, {node.compute_nics}x "
-             f"{node.compute_nic_gbps:g} Gb/s")
+        _say(
+            f"node    {key:<20} {node.name}: {node.gpus}x {node.gpu}, {node.compute_nics}x "
+            f"{node.compute_nic_gbps:g} Gb/s"
+        )
     for key, sw in cat.switches.items():
         _say(f"switch  {key:<20} {sw.name}: {sw.ports}x {sw.port_gbps:g} Gb/s {sw.kind}")
 
@@ -200,13 +217,11 @@ def mig_check(
     """Validate a mig-parted config (MIG manager / GPU Operator format) against the catalog."""
     gpus = load_catalog().gpus
     if gpu is not None and gpu not in gpus:
-        sys.stderr.write(f"railplan: error: unknown GPU {gpu!r} (hint: one of "
-                         f"{', '.join(gpus)})\n")
+        sys.stderr.write(f"railplan: error: unknown GPU {gpu!r} (hint: one of {', '.join(gpus)})\n")
         raise typer.Exit(EXIT_USAGE)
     branch = _driver_branch(driver)
     data, source = read_yaml_file(file)
-    findings = check_mig_parted(data, source, gpus, gpu_id=gpu, config=config,
-                                driver_branch=branch)
+    findings = check_mig_parted(data, source, gpus, gpu_id=gpu, config=config, driver_branch=branch)
     if output_format is Format.JSON:
         _say(format_json(findings))
     else:
@@ -220,15 +235,15 @@ def _driver_branch(driver: str | None) -> int | None:
         return None
     head = driver.split(".")[0]
     if not head.isdigit():
-        raise RailplanError(f"--driver {driver!r} is not a driver version",
-                            hint="e.g. --driver 550.90.07")
+        raise RailplanError(
+            f"--driver {driver!r} is not a driver version", hint="e.g. --driver 550.90.07"
+        )
     return int(head)
 
 
 def _is_usage_error(exc: Exception) -> bool:
     # typer vendors click, so match its exceptions by shape, not by import path
-    return callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None),
-                                                               int)
+    return callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int)
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
@@ -244,17 +259,18 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write("railplan: aborted\n")
         sys.exit(130)
-    except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+    except Exception as exc:
         if _is_usage_error(exc):  # bad option or argument: click's message, exit 2
             exc.show()  # type: ignore[attr-defined]
             sys.exit(EXIT_USAGE)
         if os.environ.get("RAILPLAN_DEBUG"):
             raise
-        sys.stderr.write(f"railplan: internal error: {type(exc).__name__}: {exc} "
-                         "(a bug in railplan; rerun with RAILPLAN_DEBUG=1 and report it)\n")
+        sys.stderr.write(
+            f"railplan: internal error: {type(exc).__name__}: {exc} "
+            "(a bug in railplan; rerun with RAILPLAN_DEBUG=1 and report it)\n"
+        )
         sys.exit(EXIT_INTERNAL)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
 __all__ = ["app", "main"]
-

@@ -20,6 +20,8 @@ def catalog() -> Catalog:
     return load_catalog()
 
 
-def lint_text(text: str, catalog: Catalog | None = None, select: tuple[str, ...] = ()) -> list[Finding]:
+def lint_text(
+    text: str, catalog: Catalog | None = None, select: tuple[str, ...] = ()
+) -> list[Finding]:
     """Lint spec text with the bundled (or a given) catalog."""
     return lint_loaded(load_spec_text(text, "spec.yaml"), catalog or load_catalog(), select)

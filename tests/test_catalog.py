@@ -9,8 +9,16 @@ from infra.catalog import Catalog, Precision
 
 DESIGN_IDS = {
     "gpus": {"a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb", "h200-sxm5-141gb"},
-    "nodes": {"dgx-a100-320gb", "dgx-a100-640gb", "hgx-a100-80gb", "dgx-h100", "dgx-h200",
-              "aws-p4d.24xlarge", "aws-p4de.24xlarge", "aws-p5.48xlarge"},
+    "nodes": {
+        "dgx-a100-320gb",
+        "dgx-a100-640gb",
+        "hgx-a100-80gb",
+        "dgx-h100",
+        "dgx-h200",
+        "aws-p4d.24xlarge",
+        "aws-p4de.24xlarge",
+        "aws-p5.48xlarge",
+    },
     "switches": {"qm8700", "qm8790", "qm9700", "qm9790"},
 }
 
@@ -63,7 +71,7 @@ def test_mig_geometry_is_consistent(catalog: Catalog, gpu_id: str) -> None:
     mig = catalog.gpus[gpu_id].mig
     assert mig is not None
     for p in mig.profiles:
-        assert all(0 <= s and s + p.memory_slices <= mig.memory_slots for s in p.placements)
+        assert all(s >= 0 and s + p.memory_slices <= mig.memory_slots for s in p.placements)
         assert p.max_count <= len(p.placements) or p.name.endswith("+me")
         assert p.name.startswith(f"{p.compute_slices}g.")
         assert p.memory_gib <= catalog.gpus[gpu_id].memory_gb

@@ -24,11 +24,13 @@ from .conftest import ROOT, TESTS
 LINT_CORPUS = sorted((TESTS / "corpus" / "lint").glob("*.yaml"))
 SCHEMA_CORPUS = sorted((TESTS / "corpus" / "schema").glob("*.yaml"))
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
-_EXPECT = re.compile(r"^# expect: (RP\d{3}) line (\d+)$", re.M)
-_EXPECT_ERROR = re.compile(r"^# expect-error: (\d+):(\d+) (.+)$", re.M)
+_EXPECT = re.compile(r"^# expect: (RP\d{3}) line (\d+)$", re.MULTILINE)
+_EXPECT_ERROR = re.compile(r"^# expect-error: (\d+):(\d+) (.+)$", re.MULTILINE)
 # Files that cannot carry a comment header.
-_HEADERLESS = {"empty.yaml": (1, 1, ["the file is empty"]),
-               "binary.yaml": (None, None, ["binary data (NUL byte at offset 0)"])}
+_HEADERLESS = {
+    "empty.yaml": (1, 1, ["the file is empty"]),
+    "binary.yaml": (None, None, ["binary data (NUL byte at offset 0)"]),
+}
 
 
 def _expected_findings(path: Path) -> set[tuple[str, int]]:

@@ -30,14 +30,32 @@ EXAMPLE_DATA = [yaml.safe_load(t) for t in EXAMPLE_TEXTS]
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True),
-    st.text(max_size=30), st.sampled_from(["1GiB", "175e9", "dgx-h100", "auto", "all", "disabled",
-                                            "1g.10gb", "10.0.0.0/8", "{index}", "-1", ""]),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=30),
+    st.sampled_from(
+        [
+            "1GiB",
+            "175e9",
+            "dgx-h100",
+            "auto",
+            "all",
+            "disabled",
+            "1g.10gb",
+            "10.0.0.0/8",
+            "{index}",
+            "-1",
+            "",
+        ]
+    ),
 )
 values = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner,
-                                                                max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -103,11 +121,15 @@ def test_byte_mutations_never_crash(raw: bytes) -> None:
     _load_and_lint(raw)
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(st.one_of(mutated_spec().map(str.encode), mangled_bytes()))
-def test_cli_exit_codes_and_no_tracebacks(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                          raw: bytes) -> None:
+def test_cli_exit_codes_and_no_tracebacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], raw: bytes
+) -> None:
     spec = tmp_path / "fuzz.yaml"
     spec.write_bytes(raw)
     with pytest.raises(SystemExit) as exited:

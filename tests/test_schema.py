@@ -34,8 +34,11 @@ def test_examples_validate_against_the_schema(validator: Any, path: Path) -> Non
         {"name": "x", "node_groups": [{"name": "g", "node": "dgx-h100", "cout": 4}]},
         {"name": "X!", "node_groups": [{"name": "g", "node": "dgx-h100", "count": 4}]},
         {"name": "x", "node_groups": []},
-        {"name": "x", "node_groups": [{"name": "g", "node": "dgx-h100", "count": 4}],
-         "budgets": [{}]},
+        {
+            "name": "x",
+            "node_groups": [{"name": "g", "node": "dgx-h100", "count": 4}],
+            "budgets": [{}],
+        },
     ],
 )
 def test_schema_rejects_what_the_loader_rejects(validator: Any, bad: dict[str, Any]) -> None:

@@ -44,8 +44,14 @@ def test_positions_point_at_the_key() -> None:
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [("1GiB", 2**30), ("2.8TB", 2_800_000_000_000), (4096, 4096), ("1.5 MiB", 1_572_864),
-     ("1e9", 10**9), ("512kb", 512_000)],
+    [
+        ("1GiB", 2**30),
+        ("2.8TB", 2_800_000_000_000),
+        (4096, 4096),
+        ("1.5 MiB", 1_572_864),
+        ("1e9", 10**9),
+        ("512kb", 512_000),
+    ],
 )
 def test_parse_bytes(value: object, expected: int) -> None:
     assert parse_bytes(value) == expected
@@ -53,7 +59,7 @@ def test_parse_bytes(value: object, expected: int) -> None:
 
 @pytest.mark.parametrize("value", ["1 GB/s", "lots", -1, 0, True, "1.5B", float("nan"), [1]])
 def test_parse_bytes_rejects(value: object) -> None:
-    with pytest.raises(ValueError, match="size|whole|positive|boolean"):
+    with pytest.raises(ValueError, match=r"size|whole|positive|boolean"):
         parse_bytes(value)
 
 
@@ -66,9 +72,18 @@ def test_parse_count_reads_yaml11_exponent_strings() -> None:
 
 @pytest.mark.parametrize(
     ("pattern", "ok"),
-    [("gpu{index:03d}", True), ("dgx-h100-{index}", True), ("{index:04d}gpu", True),
-     ("GPU{index}", False), ("gpu_{index}", False), ("gpu", False), ("{index}{index}", False),
-     ("gpu{name}", False), ("-gpu{index}", False), ("gpu{index}$(reboot)", False)],
+    [
+        ("gpu{index:03d}", True),
+        ("dgx-h100-{index}", True),
+        ("{index:04d}gpu", True),
+        ("GPU{index}", False),
+        ("gpu_{index}", False),
+        ("gpu", False),
+        ("{index}{index}", False),
+        ("gpu{name}", False),
+        ("-gpu{index}", False),
+        ("gpu{index}$(reboot)", False),
+    ],
 )
 def test_hostname_patterns(pattern: str, ok: bool) -> None:
     text = f"name: lab\nnode_groups:\n  - {{name: gpu, node: dgx-h100, count: 4, hostname: '{pattern}'}}\n"
@@ -79,8 +94,10 @@ def test_hostname_patterns(pattern: str, ok: bool) -> None:
 
 
 def test_yaml_merge_keys_and_anchors_work() -> None:
-    text = ("name: lab\nnode_groups:\n  - &g {name: a, node: dgx-h100, count: 4}\n"
-            "  - <<: *g\n    name: b\n")
+    text = (
+        "name: lab\nnode_groups:\n  - &g {name: a, node: dgx-h100, count: 4}\n"
+        "  - <<: *g\n    name: b\n"
+    )
     groups = load_spec_text(text).spec.node_groups
     assert [(g.name, g.count) for g in groups] == [("a", 4), ("b", 4)]
 
@@ -92,8 +109,11 @@ def test_norway_keys_stay_strings() -> None:
 
 def test_alias_bomb_is_refused_quickly() -> None:
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
-    lines += [f"a{i}: &a{i} [*a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, "
-              f"*a{i-1}, *a{i-1}, *a{i-1}]" for i in range(1, 9)]
+    lines += [
+        f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, "
+        f"*a{i - 1}, *a{i - 1}, *a{i - 1}]"
+        for i in range(1, 9)
+    ]
     with pytest.raises(InputError, match=f"more than {MAX_NODES:,} nodes"):
         load_yaml_text("\n".join(lines), "bomb.yaml")
 

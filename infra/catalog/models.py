@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from infra.spec.models import Precision
 
+__all__ = ["Catalog", "Gpu", "MigProfile", "MigSpec", "Node", "Precision", "Reference", "Switch"]
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)

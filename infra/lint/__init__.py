@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from infra.catalog import Catalog
 from infra.lint.engine import LintContext, all_rules, run_rules, select_rules
 from infra.lint.finding import Finding, Severity
-from infra.lint.migparted import MIG_CHECKS
+from infra.lint.migparted import MIG_CHECKS, MIG_SEVERITY
 from infra.spec import LoadedSpec
 
 __all__ = ["RuleDoc", "documented_rules", "find_documented_rule", "lint_loaded"]
@@ -45,8 +45,9 @@ SCHEMA_RULE = RuleDoc(
 )
 
 
-def lint_loaded(loaded: LoadedSpec, catalog: Catalog, select: Sequence[str] = (),
-                ignore: Sequence[str] = ()) -> list[Finding]:
+def lint_loaded(
+    loaded: LoadedSpec, catalog: Catalog, select: Sequence[str] = (), ignore: Sequence[str] = ()
+) -> list[Finding]:
     """Run the rules chosen by ``select``/``ignore`` over one loaded spec."""
     return run_rules(LintContext(loaded, catalog), select_rules(select, ignore))
 
@@ -55,8 +56,10 @@ def documented_rules() -> list[RuleDoc]:
     """Every rule id railplan can report, sorted by id."""
     docs = [SCHEMA_RULE]
     docs += [RuleDoc(r.id, r.name, r.severity, r.summary, r.doc) for r in all_rules()]
-    docs += [RuleDoc(rid, name, severity, summary, doc)
-             for rid, (name, severity, summary, doc) in MIG_CHECKS.items()]
+    docs += [
+        RuleDoc(rid, name, MIG_SEVERITY[rid], summary, doc)
+        for rid, (name, summary, doc) in MIG_CHECKS.items()
+    ]
     return sorted(docs, key=lambda d: d.id)
 
 

@@ -1,6 +1,6 @@
-"""The cluster spec: models, the YAML loader that keeps positions, and JSON Schema export.
+r"""The cluster spec: models, the YAML loader that keeps positions, and JSON Schema export.
 
->>> loaded = load_spec_text("name: lab\\nnode_groups: [{name: gpu, node: dgx-h100, count: 4}]\\n")
+>>> loaded = load_spec_text("name: lab\nnode_groups: [{name: gpu, node: dgx-h100, count: 4}]\n")
 >>> loaded.spec.gpu_servers
 4
 """

@@ -51,8 +51,13 @@ class SpecValidationError(SpecError):
 
     def __init__(self, errors: Sequence[SpecError]) -> None:
         first = errors[0]
-        super().__init__(first.message, file=first.file, path=first.path,
-                         position=first.position, hint=first.hint)
+        super().__init__(
+            first.message,
+            file=first.file,
+            path=first.path,
+            position=first.position,
+            hint=first.hint,
+        )
         self.errors = list(errors)
 
 
@@ -86,14 +91,27 @@ def validate_spec(data: Any, source: SourceMap) -> LoadedSpec:
     """Validate parsed YAML ``data`` as a spec (see `load_spec`)."""
     file = source.file
     if data is None:
-        raise SpecValidationError([SpecError(
-            "the file is empty", file=file, position=source.position(""),
-            hint="a spec needs at least `name` and `node_groups`; see `railplan schema`")])
+        raise SpecValidationError(
+            [
+                SpecError(
+                    "the file is empty",
+                    file=file,
+                    position=source.position(""),
+                    hint="a spec needs at least `name` and `node_groups`; see `railplan schema`",
+                )
+            ]
+        )
     if not isinstance(data, dict):
-        raise SpecValidationError([SpecError(
-            f"a spec is a mapping of keys (name, node_groups, ...), got {_type_name(data)}",
-            file=file, position=source.position(""),
-            hint="start the file with `name: <cluster>` on its first line")])
+        raise SpecValidationError(
+            [
+                SpecError(
+                    f"a spec is a mapping of keys (name, node_groups, ...), got {_type_name(data)}",
+                    file=file,
+                    position=source.position(""),
+                    hint="start the file with `name: <cluster>` on its first line",
+                )
+            ]
+        )
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
@@ -109,14 +127,21 @@ def _translate(exc: ValidationError, data: Any, source: SourceMap) -> list[SpecE
     for err in exc.errors(include_url=False):
         path, skipped = _resolve_loc(data, err["loc"], err["type"])
         grouped[path].append((err, skipped))
-    errors = [_one_error(path, items, source) for path, items in grouped.items()
-              if not _explained_by_typo(path, items, grouped)]
-    return sorted(errors, key=lambda e: (e.position.line, e.position.column) if e.position
-                  else (0, 0))
+    errors = [
+        _one_error(path, items, source)
+        for path, items in grouped.items()
+        if not _explained_by_typo(path, items, grouped)
+    ]
+    return sorted(
+        errors, key=lambda e: (e.position.line, e.position.column) if e.position else (0, 0)
+    )
 
 
-def _explained_by_typo(path: str, items: list[tuple[ErrorDetails, bool]],
-                       grouped: dict[str, list[tuple[ErrorDetails, bool]]]) -> bool:
+def _explained_by_typo(
+    path: str,
+    items: list[tuple[ErrorDetails, bool]],
+    grouped: dict[str, list[tuple[ErrorDetails, bool]]],
+) -> bool:
     """True for "missing key k" when a sibling unknown key is a misspelling of k."""
     err = items[0][0]
     if err["type"] != "missing" or not err["loc"]:
@@ -131,14 +156,22 @@ def _explained_by_typo(path: str, items: list[tuple[ErrorDetails, bool]],
     return False
 
 
+def _child(current: Any, seg: int | str) -> tuple[bool, Any]:
+    """``(True, value)`` when ``seg`` is a key or index of ``current``."""
+    if isinstance(current, dict) and isinstance(seg, str) and seg in current:
+        return True, current[seg]
+    if isinstance(current, list) and isinstance(seg, int) and 0 <= seg < len(current):
+        return True, current[seg]
+    return False, None
+
+
 def _resolve_loc(data: Any, loc: tuple[int | str, ...], kind: str) -> tuple[str, bool]:
     """Map a pydantic loc onto the data, dropping union tags; return (path, tags_dropped)."""
     path, current, skipped = "", data, False
     for i, seg in enumerate(loc):
-        if isinstance(current, dict) and isinstance(seg, str) and seg in current:
-            path, current = join_path(path, seg), current[seg]
-        elif isinstance(current, list) and isinstance(seg, int) and 0 <= seg < len(current):
-            path, current = join_path(path, seg), current[seg]
+        found, child = _child(current, seg)
+        if found:
+            path, current = join_path(path, seg), child
         elif i == len(loc) - 1 and kind == "missing" and isinstance(seg, str):
             path = join_path(path, seg)
         else:
@@ -189,8 +222,11 @@ def _got(err: ErrorDetails) -> str:
     text = repr(value)
     if len(text) > 60:
         text = text[:57] + "..."
-    return f"got {_type_name(value)} {text}" if not isinstance(value, dict | list) else (
-        f"got {_type_name(value)}")
+    return (
+        f"got {_type_name(value)} {text}"
+        if not isinstance(value, dict | list)
+        else (f"got {_type_name(value)}")
+    )
 
 
 def _hint(err: ErrorDetails, path: str) -> str | None:
@@ -204,8 +240,11 @@ def _hint(err: ErrorDetails, path: str) -> str | None:
         except ValueError:
             return "write a network such as 10.10.0.0/16"
     if kind == "literal_error":
-        expected = [s.strip(" '") for s in str(ctx.get("expected", "")).replace(" or ", ",")
-                    .split(",") if s.strip()]
+        expected = [
+            s.strip(" '")
+            for s in str(ctx.get("expected", "")).replace(" or ", ",").split(",")
+            if s.strip()
+        ]
         return _did_you_mean(str(err["input"]), expected, "allowed values")
     return None
 
@@ -246,6 +285,13 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
 
 
 def _type_name(value: Any) -> str:
-    names = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
-             int: "an integer", float: "a number", type(None): "null"}
+    names = {
+        dict: "a mapping",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        type(None): "null",
+    }
     return names.get(type(value), type(value).__name__)

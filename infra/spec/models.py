@@ -238,7 +238,7 @@ class MigLayout(StrictModel):
 
     profiles: dict[
         Annotated[str, Field(pattern=MIG_PROFILE)], Annotated[int, Field(ge=0, le=64)]
-    ] = Field(description="MIG profile name -> instances per GPU, e.g. `{\"1g.10gb\": 7}`.")
+    ] = Field(description='MIG profile name -> instances per GPU, e.g. `{"1g.10gb": 7}`.')
     description: str = Field("", max_length=200, description="Free text for reviewers.")
 
     @field_validator("profiles")

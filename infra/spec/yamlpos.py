@@ -1,4 +1,4 @@
-"""YAML loading that keeps positions: plain Python data plus a map from dotted path to line/column.
+r"""YAML loading that keeps positions: plain Python data plus a map from dotted path to line/column.
 
 Specs (and mig-parted files) are parsed with libyaml's composer into nodes, then walked once to
 build plain data and a `SourceMap` so every later error can point at ``file:line:column``. The
@@ -9,7 +9,7 @@ string-like mapping keys (``on:`` stays the string "on"), a size limit and an ex
 Paths look like ``node_groups[0].mig`` or ``mig-configs["all-1g.5gb"][0]``: plain keys are
 joined with dots, other keys are JSON-quoted in brackets, list items are ``[N]``.
 
->>> data, src = load_yaml_text("a:\\n  - b: 1\\n", "x.yaml")
+>>> data, src = load_yaml_text("a:\n  - b: 1\n", "x.yaml")
 >>> data, src.position("a[0].b")
 ({'a': [{'b': 1}]}, Position(line=2, column=5))
 """
@@ -93,8 +93,11 @@ class _Builder:
     def build(self, node: Node, path: str) -> Any:
         self.visited += 1
         if self.visited > MAX_NODES:
-            raise self.fail(node, f"document expands to more than {MAX_NODES:,} nodes",
-                            hint="remove deeply nested aliases")
+            raise self.fail(
+                node,
+                f"document expands to more than {MAX_NODES:,} nodes",
+                hint="remove deeply nested aliases",
+            )
         if isinstance(node, MappingNode):
             return self.mapping(node, path)
         if isinstance(node, SequenceNode):
@@ -112,9 +115,11 @@ class _Builder:
             return self._constructor.construct_object(node, deep=True)
         except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
             reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            raise self.fail(node, f"cannot read value {str(node.value)[:40]!r}: {reason}",
-                            hint="plain numbers, strings, booleans, lists and mappings only",
-                            ) from None
+            raise self.fail(
+                node,
+                f"cannot read value {str(node.value)[:40]!r}: {reason}",
+                hint="plain numbers, strings, booleans, lists and mappings only",
+            ) from None
 
     def mapping(self, node: MappingNode, path: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -128,8 +133,11 @@ class _Builder:
                 raise self.fail(key_node, "mapping keys must be plain scalars")
             key = str(key_node.value)
             if key in explicit:
-                raise self.fail(key_node, f"duplicate key {key!r}",
-                                hint="YAML keeps only the last value; remove one of them")
+                raise self.fail(
+                    key_node,
+                    f"duplicate key {key!r}",
+                    hint="YAML keeps only the last value; remove one of them",
+                )
             explicit.add(key)
             child = join_path(path, key)
             self.positions[child] = _pos(key_node)
@@ -154,18 +162,24 @@ def _decode(raw: str | bytes, file: str) -> str:
         raise _too_large(file, len(raw))
     nul = raw.find(b"\x00")
     if nul >= 0:
-        raise InputError(f"binary data (NUL byte at offset {nul})", file=file,
-                         hint="expected a UTF-8 YAML text file")
+        raise InputError(
+            f"binary data (NUL byte at offset {nul})",
+            file=file,
+            hint="expected a UTF-8 YAML text file",
+        )
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text (invalid byte at offset {exc.start})", file=file,
-                         hint="save the file as UTF-8") from None
+        raise InputError(
+            f"not UTF-8 text (invalid byte at offset {exc.start})",
+            file=file,
+            hint="save the file as UTF-8",
+        ) from None
 
 
 def _compose(text: str, file: str) -> Node | None:
     try:
-        return yaml.compose(text, Loader=_Loader)  # type: ignore[no-any-return]
+        return yaml.compose(text, Loader=_Loader)
     except yaml.composer.ComposerError as exc:
         if "expected a single document" in str(exc):
             mark = exc.problem_mark
@@ -186,8 +200,9 @@ def _yaml_error(exc: yaml.YAMLError, file: str) -> InputError:
     context = getattr(exc, "context", None)
     message = f"not valid YAML: {problem}" + (f" ({context})" if context else "")
     position = Position(mark.line + 1, mark.column + 1) if mark is not None else None
-    return InputError(message, file=file, position=position,
-                      hint="check indentation, quotes and ':' separators")
+    return InputError(
+        message, file=file, position=position, hint="check indentation, quotes and ':' separators"
+    )
 
 
 def load_yaml_text(raw: str | bytes, file: str) -> tuple[Any, SourceMap]:

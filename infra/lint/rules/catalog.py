@@ -20,8 +20,11 @@ def unknown_node(ctx: LintContext) -> Iterator[Violation]:
     """
     for i, group in enumerate(ctx.loaded.spec.node_groups):
         if group.node not in ctx.catalog.nodes:
-            yield Violation(group_path(i, "node"), f"unknown node {group.node!r}",
-                            did_you_mean(group.node, ctx.catalog.nodes))
+            yield Violation(
+                group_path(i, "node"),
+                f"unknown node {group.node!r}",
+                did_you_mean(group.node, ctx.catalog.nodes),
+            )
 
 
 def _switch_refs(ctx: LintContext) -> Iterator[tuple[str, str, str]]:
@@ -49,15 +52,24 @@ def unknown_switch(ctx: LintContext) -> Iterator[Violation]:
     for path, switch_id, kind in _switch_refs(ctx):
         switch = switches.get(switch_id)
         if switch is None:
-            yield Violation(path, f"unknown switch {switch_id!r}", did_you_mean(switch_id, switches))
+            yield Violation(
+                path, f"unknown switch {switch_id!r}", did_you_mean(switch_id, switches)
+            )
         elif switch.kind != kind:
             fitting = [k for k, s in switches.items() if s.kind == kind]
-            yield Violation(path, f"{switch_id} is an {switch.kind} switch; this fabric needs "
-                            f"{kind}", "use one of: " + ", ".join(sorted(fitting)))
+            yield Violation(
+                path,
+                f"{switch_id} is an {switch.kind} switch; this fabric needs {kind}",
+                "use one of: " + ", ".join(sorted(fitting)),
+            )
 
 
-@rule("RP003", "unknown-mig-layout", Severity.ERROR,
-      "Node group refers to a MIG layout that mig_layouts does not define.")
+@rule(
+    "RP003",
+    "unknown-mig-layout",
+    Severity.ERROR,
+    "Node group refers to a MIG layout that mig_layouts does not define.",
+)
 def unknown_mig_layout(ctx: LintContext) -> Iterator[Violation]:
     """A node group's `mig` must be `disabled` or a key of `mig_layouts`.
 
@@ -72,12 +84,16 @@ def unknown_mig_layout(ctx: LintContext) -> Iterator[Violation]:
             name = assignment.layout
             if name != "disabled" and name not in layouts:
                 path = group_path(i, "mig") if single else group_path(i, f"mig[{j}].layout")
-                yield Violation(path, f"MIG layout {name!r} is not defined in mig_layouts",
-                                did_you_mean(name, [*layouts, "disabled"]))
+                yield Violation(
+                    path,
+                    f"MIG layout {name!r} is not defined in mig_layouts",
+                    did_you_mean(name, [*layouts, "disabled"]),
+                )
 
 
-@rule("RP004", "duplicate-name", Severity.ERROR,
-      "Two node groups share a name or a hostname pattern.")
+@rule(
+    "RP004", "duplicate-name", Severity.ERROR, "Two node groups share a name or a hostname pattern."
+)
 def duplicate_name(ctx: LintContext) -> Iterator[Violation]:
     """Node group names and hostname patterns must be unique.
 
@@ -90,11 +106,16 @@ def duplicate_name(ctx: LintContext) -> Iterator[Violation]:
     for i, group in enumerate(ctx.loaded.spec.node_groups):
         pattern = group.hostname_pattern
         if group.name in names:  # a repeated name also repeats its default hostnames
-            yield Violation(group_path(i, "name"), f"node group name {group.name!r} is "
-                            f"already used by node_groups[{names[group.name]}]")
+            yield Violation(
+                group_path(i, "name"),
+                f"node group name {group.name!r} is "
+                f"already used by node_groups[{names[group.name]}]",
+            )
         elif pattern in patterns:
-            yield Violation(group_path(i, "hostname"), f"hostname pattern {pattern!r} is "
-                            f"already used by node_groups[{patterns[pattern]}]",
-                            "give each group its own hostname prefix")
+            yield Violation(
+                group_path(i, "hostname"),
+                f"hostname pattern {pattern!r} is already used by node_groups[{patterns[pattern]}]",
+                "give each group its own hostname prefix",
+            )
         names.setdefault(group.name, i)
         patterns.setdefault(pattern, i)

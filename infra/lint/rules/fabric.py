@@ -9,8 +9,12 @@ from infra.lint.finding import Severity
 from infra.lint.rules._util import known_groups
 
 
-@rule("RP040", "sharp-not-rail-optimized", Severity.ERROR,
-      "SHARP is enabled on a compute fabric that is not rail-optimized.")
+@rule(
+    "RP040",
+    "sharp-not-rail-optimized",
+    Severity.ERROR,
+    "SHARP is enabled on a compute fabric that is not rail-optimized.",
+)
 def sharp_not_rail_optimized(ctx: LintContext) -> Iterator[Violation]:
     """SHARP needs leaf switches that each carry one HCA rail.
 
@@ -23,13 +27,19 @@ def sharp_not_rail_optimized(ctx: LintContext) -> Iterator[Violation]:
     """
     compute = ctx.loaded.spec.fabrics.compute
     if compute and compute.sharp and not compute.rail_optimized:
-        yield Violation("fabrics.compute.sharp",
-                        "SHARP needs a rail-optimized fabric (one HCA rail per leaf switch)",
-                        "set fabrics.compute.rail_optimized: true")
+        yield Violation(
+            "fabrics.compute.sharp",
+            "SHARP needs a rail-optimized fabric (one HCA rail per leaf switch)",
+            "set fabrics.compute.rail_optimized: true",
+        )
 
 
-@rule("RP041", "sharp-no-aggregation-manager", Severity.ERROR,
-      "SHARP is enabled without a subnet manager host that runs the aggregation manager.")
+@rule(
+    "RP041",
+    "sharp-no-aggregation-manager",
+    Severity.ERROR,
+    "SHARP is enabled without a subnet manager host that runs the aggregation manager.",
+)
 def sharp_no_aggregation_manager(ctx: LintContext) -> Iterator[Violation]:
     """SHARP's Aggregation Manager (sharp_am) runs beside the subnet manager on a host.
 
@@ -41,14 +51,20 @@ def sharp_no_aggregation_manager(ctx: LintContext) -> Iterator[Violation]:
     """
     compute = ctx.loaded.spec.fabrics.compute
     if compute and compute.sharp and compute.subnet_manager == "switch":
-        yield Violation("fabrics.compute.subnet_manager",
-                        "SHARP needs the aggregation manager, which runs with a host-based "
-                        "subnet manager, not one embedded in a switch",
-                        "set subnet_manager: ufm (or opensm with sharp_am on that host)")
+        yield Violation(
+            "fabrics.compute.subnet_manager",
+            "SHARP needs the aggregation manager, which runs with a host-based "
+            "subnet manager, not one embedded in a switch",
+            "set subnet_manager: ufm (or opensm with sharp_am on that host)",
+        )
 
 
-@rule("RP042", "sharp-unsupported-switch", Severity.ERROR,
-      "SHARP is enabled on a switch model without SHARP.")
+@rule(
+    "RP042",
+    "sharp-unsupported-switch",
+    Severity.ERROR,
+    "SHARP is enabled on a switch model without SHARP.",
+)
 def sharp_unsupported_switch(ctx: LintContext) -> Iterator[Violation]:
     """SHARP needs Quantum (HDR) or newer InfiniBand switches.
 
@@ -61,8 +77,12 @@ def sharp_unsupported_switch(ctx: LintContext) -> Iterator[Violation]:
         yield Violation("fabrics.compute.sharp", f"{switch.name} does not support SHARP")
 
 
-@rule("RP043", "subnet-manager-unmanaged-switch", Severity.ERROR,
-      "The subnet manager is placed on an externally managed (unmanaged) switch.")
+@rule(
+    "RP043",
+    "subnet-manager-unmanaged-switch",
+    Severity.ERROR,
+    "The subnet manager is placed on an externally managed (unmanaged) switch.",
+)
 def subnet_manager_unmanaged_switch(ctx: LintContext) -> Iterator[Violation]:
     """`subnet_manager: switch` needs a managed switch model.
 
@@ -73,13 +93,19 @@ def subnet_manager_unmanaged_switch(ctx: LintContext) -> Iterator[Violation]:
     compute = ctx.loaded.spec.fabrics.compute
     switch = ctx.catalog.switches.get(compute.switch) if compute else None
     if compute and switch and compute.subnet_manager == "switch" and not switch.managed:
-        yield Violation("fabrics.compute.subnet_manager",
-                        f"{switch.name} is externally managed and cannot run a subnet manager",
-                        "set subnet_manager: ufm or opensm")
+        yield Violation(
+            "fabrics.compute.subnet_manager",
+            f"{switch.name} is externally managed and cannot run a subnet manager",
+            "set subnet_manager: ufm or opensm",
+        )
 
 
-@rule("RP044", "fabric-slower-than-nics", Severity.WARNING,
-      "The compute fabric's ports are slower than the servers' compute NICs.")
+@rule(
+    "RP044",
+    "fabric-slower-than-nics",
+    Severity.WARNING,
+    "The compute fabric's ports are slower than the servers' compute NICs.",
+)
 def fabric_slower_than_nics(ctx: LintContext) -> Iterator[Violation]:
     """Compute switch ports should run at the servers' NIC rate.
 
@@ -94,6 +120,8 @@ def fabric_slower_than_nics(ctx: LintContext) -> Iterator[Violation]:
         return  # RP002 reports unknown or wrong-kind switches
     for _, group, node, _ in known_groups(ctx):
         if node.kind != "cloud" and node.compute_nic_gbps > switch.port_gbps:
-            yield Violation("fabrics.compute.switch",
-                            f"{switch.name} ports run at {switch.port_gbps:g} Gb/s but node "
-                            f"group {group.name!r} has {node.compute_nic_gbps:g} Gb/s NICs")
+            yield Violation(
+                "fabrics.compute.switch",
+                f"{switch.name} ports run at {switch.port_gbps:g} Gb/s but node "
+                f"group {group.name!r} has {node.compute_nic_gbps:g} Gb/s NICs",
+            )

@@ -45,8 +45,12 @@ def _used_layouts(ctx: LintContext) -> Iterator[tuple[int, NodeGroup, Node, Gpu,
                 yield i, group, node, gpu, name
 
 
-@rule("RP010", "mig-profile-unknown", Severity.ERROR,
-      "A MIG layout uses a profile the node's GPU does not have.")
+@rule(
+    "RP010",
+    "mig-profile-unknown",
+    Severity.ERROR,
+    "A MIG layout uses a profile the node's GPU does not have.",
+)
 def mig_profile_unknown(ctx: LintContext) -> Iterator[Violation]:
     """Every profile in a layout must be a MIG profile of every GPU the layout is applied to.
 
@@ -74,16 +78,23 @@ def _same_slice_hint(ctx: LintContext, gpu: Gpu, profile: str) -> str | None:
     for other in ctx.catalog.gpus.values():
         known = other.mig.profile(profile) if other.mig else None
         if known is not None and gpu.mig is not None:
-            match = next((p for p in gpu.mig.profiles
-                          if p.gi_profile_id == known.gi_profile_id), None)
+            match = next(
+                (p for p in gpu.mig.profiles if p.gi_profile_id == known.gi_profile_id), None
+            )
             if match is not None:
-                return (f"{profile} is the {other.name} name; on {gpu.name} the same slice is "
-                        f"{match.name}")
+                return (
+                    f"{profile} is the {other.name} name; on {gpu.name} the same slice is "
+                    f"{match.name}"
+                )
     return None
 
 
-@rule("RP011", "mig-layout-does-not-fit", Severity.ERROR,
-      "A MIG layout does not fit on the GPU (counts, instances or placement).")
+@rule(
+    "RP011",
+    "mig-layout-does-not-fit",
+    Severity.ERROR,
+    "A MIG layout does not fit on the GPU (counts, instances or placement).",
+)
 def mig_layout_does_not_fit(ctx: LintContext) -> Iterator[Violation]:
     """A layout's instances must have a non-overlapping placement on the GPU.
 
@@ -100,23 +111,32 @@ def mig_layout_does_not_fit(ctx: LintContext) -> Iterator[Violation]:
             continue  # RP010 reports unknown profiles
         result = check_layout(gpu, profiles, driver_branch)
         for problem in result.problems:
-            yield Violation(_layout_path(name, "profiles"),
-                            f"layout {name!r} on {gpu.name} (node group {group.name!r}): "
-                            f"{problem}")
+            yield Violation(
+                _layout_path(name, "profiles"),
+                f"layout {name!r} on {gpu.name} (node group {group.name!r}): {problem}",
+            )
 
 
 def _single_strategy_problem(layouts: dict[int, str], ctx: LintContext) -> str | None:
     if "disabled" in layouts.values():
         return "some GPUs of the node are MIG-disabled"
-    profiles = {p for name in set(layouts.values())
-                for p, n in ctx.loaded.spec.mig_layouts[name].profiles.items() if n}
+    profiles = {
+        p
+        for name in set(layouts.values())
+        for p, n in ctx.loaded.spec.mig_layouts[name].profiles.items()
+        if n
+    }
     if len(profiles) > 1:
         return f"the node would expose {len(profiles)} profiles ({', '.join(sorted(profiles))})"
     return None
 
 
-@rule("RP012", "mig-strategy-single-mixed", Severity.ERROR,
-      "mig_strategy single with more than one MIG profile, or MIG-disabled GPUs, on a node.")
+@rule(
+    "RP012",
+    "mig-strategy-single-mixed",
+    Severity.ERROR,
+    "mig_strategy single with more than one MIG profile, or MIG-disabled GPUs, on a node.",
+)
 def mig_strategy_single_mixed(ctx: LintContext) -> Iterator[Violation]:
     """With `scheduler.mig_strategy: single`, every GPU of a MIG node must carry one profile.
 
@@ -135,14 +155,20 @@ def mig_strategy_single_mixed(ctx: LintContext) -> Iterator[Violation]:
             continue  # no MIG here, or RP003 reports the undefined layout
         problem = _single_strategy_problem(layouts, ctx)
         if problem:
-            yield Violation(group_path(i, "mig"),
-                            f"mig_strategy single needs one MIG profile on every GPU, but in "
-                            f"node group {group.name!r} {problem}",
-                            "set scheduler.mig_strategy: mixed, or use one profile per node")
+            yield Violation(
+                group_path(i, "mig"),
+                f"mig_strategy single needs one MIG profile on every GPU, but in "
+                f"node group {group.name!r} {problem}",
+                "set scheduler.mig_strategy: mixed, or use one profile per node",
+            )
 
 
-@rule("RP013", "mig-without-strategy", Severity.ERROR,
-      "MIG layouts are used but scheduler.mig_strategy is none.")
+@rule(
+    "RP013",
+    "mig-without-strategy",
+    Severity.ERROR,
+    "MIG layouts are used but scheduler.mig_strategy is none.",
+)
 def mig_without_strategy(ctx: LintContext) -> Iterator[Violation]:
     """Using MIG needs a scheduler MIG strategy (`single` or `mixed`).
 
@@ -154,13 +180,19 @@ def mig_without_strategy(ctx: LintContext) -> Iterator[Violation]:
         return
     for i, group in enumerate(ctx.loaded.spec.node_groups):
         if any(a.layout != "disabled" for a in group.assignments()):
-            yield Violation(group_path(i, "mig"),
-                            f"node group {group.name!r} uses MIG but scheduler.mig_strategy is "
-                            "none", "set scheduler.mig_strategy: mixed")
+            yield Violation(
+                group_path(i, "mig"),
+                f"node group {group.name!r} uses MIG but scheduler.mig_strategy is none",
+                "set scheduler.mig_strategy: mixed",
+            )
 
 
-@rule("RP014", "mig-gpu-index", Severity.ERROR,
-      "A MIG assignment names a GPU index the node lacks, or one GPU twice.")
+@rule(
+    "RP014",
+    "mig-gpu-index",
+    Severity.ERROR,
+    "A MIG assignment names a GPU index the node lacks, or one GPU twice.",
+)
 def mig_gpu_index(ctx: LintContext) -> Iterator[Violation]:
     """Per-GPU MIG assignments must name existing GPUs, each at most once.
 
@@ -177,8 +209,11 @@ def mig_gpu_index(ctx: LintContext) -> Iterator[Violation]:
             for index in indices:
                 path = group_path(i, f"mig[{j}].gpus")
                 if index >= node.gpus:
-                    yield Violation(path, f"GPU index {index} does not exist on {node.name} "
-                                    f"({node.gpus} GPUs: 0-{node.gpus - 1})")
+                    yield Violation(
+                        path,
+                        f"GPU index {index} does not exist on {node.name} "
+                        f"({node.gpus} GPUs: 0-{node.gpus - 1})",
+                    )
                 elif index in seen:
                     yield Violation(path, f"GPU {index} is assigned more than one MIG layout")
                 seen.add(index)
@@ -195,5 +230,6 @@ def mig_layout_unused(ctx: LintContext) -> Iterator[Violation]:
     used = {a.layout for g in ctx.loaded.spec.node_groups for a in g.assignments()}
     for name in ctx.loaded.spec.mig_layouts:
         if name not in used:
-            yield Violation(_layout_path(name), f"MIG layout {name!r} is not used by any "
-                            "node group")
+            yield Violation(
+                _layout_path(name), f"MIG layout {name!r} is not used by any node group"
+            )

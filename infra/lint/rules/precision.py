@@ -9,8 +9,12 @@ from infra.lint.finding import Severity
 from infra.lint.rules._util import known_groups
 
 
-@rule("RP020", "precision-unsupported", Severity.ERROR,
-      "A budget asks for a precision the cluster's GPUs lack (e.g. fp8 on A100).")
+@rule(
+    "RP020",
+    "precision-unsupported",
+    Severity.ERROR,
+    "A budget asks for a precision the cluster's GPUs lack (e.g. fp8 on A100).",
+)
 def precision_unsupported(ctx: LintContext) -> Iterator[Violation]:
     """A budget's `precision` must be supported by every GPU model in the cluster.
 
@@ -27,6 +31,8 @@ def precision_unsupported(ctx: LintContext) -> Iterator[Violation]:
         lacking = sorted(name for name, gpu in gpus.items() if not gpu.supports(precision))
         if lacking:
             have = sorted(gpus[lacking[0]].dense_tflops)
-            yield Violation(f"budgets[{j}].{budget.kind}.precision",
-                            f"{precision} is not supported by {', '.join(lacking)}",
-                            f"supported: {', '.join(have)}")
+            yield Violation(
+                f"budgets[{j}].{budget.kind}.precision",
+                f"{precision} is not supported by {', '.join(lacking)}",
+                f"supported: {', '.join(have)}",
+            )

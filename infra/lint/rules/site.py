@@ -9,8 +9,12 @@ from infra.lint.finding import Severity
 from infra.lint.rules._util import group_path, known_groups
 
 
-@rule("RP050", "rack-power-below-node", Severity.ERROR,
-      "The rack power budget is below one node's maximum power.")
+@rule(
+    "RP050",
+    "rack-power-below-node",
+    Severity.ERROR,
+    "The rack power budget is below one node's maximum power.",
+)
 def rack_power_below_node(ctx: LintContext) -> Iterator[Violation]:
     """A rack must be able to power at least one server at its maximum draw.
 
@@ -19,15 +23,19 @@ def rack_power_below_node(ctx: LintContext) -> Iterator[Violation]:
     Fix: raise `site.rack.power_kw` to at least the node's maximum, or choose a smaller node.
     """
     rack_kw = ctx.loaded.spec.site.rack.power_kw
-    for i, group, node, _ in known_groups(ctx):
+    for i, _, node, _ in known_groups(ctx):
         if node.max_power_kw > rack_kw:
-            yield Violation(group_path(i, "node"),
-                            f"{node.name} draws up to {node.max_power_kw:g} kW but racks are "
-                            f"budgeted at {rack_kw:g} kW", "raise site.rack.power_kw")
+            yield Violation(
+                group_path(i, "node"),
+                f"{node.name} draws up to {node.max_power_kw:g} kW but racks are "
+                f"budgeted at {rack_kw:g} kW",
+                "raise site.rack.power_kw",
+            )
 
 
-@rule("RP051", "rack-space-below-node", Severity.ERROR,
-      "A rack has fewer units than one node needs.")
+@rule(
+    "RP051", "rack-space-below-node", Severity.ERROR, "A rack has fewer units than one node needs."
+)
 def rack_space_below_node(ctx: LintContext) -> Iterator[Violation]:
     """A rack must hold at least one server.
 
@@ -35,14 +43,21 @@ def rack_space_below_node(ctx: LintContext) -> Iterator[Violation]:
     Fix: raise `site.rack.units`.
     """
     units = ctx.loaded.spec.site.rack.units
-    for i, group, node, _ in known_groups(ctx):
+    for i, _, node, _ in known_groups(ctx):
         if node.rack_units > units:
-            yield Violation(group_path(i, "node"), f"{node.name} needs {node.rack_units}U but "
-                            f"racks have {units}U", "raise site.rack.units")
+            yield Violation(
+                group_path(i, "node"),
+                f"{node.name} needs {node.rack_units}U but racks have {units}U",
+                "raise site.rack.units",
+            )
 
 
-@rule("RP052", "air-cooling-exceeded", Severity.ERROR,
-      "Air-cooled racks are budgeted above what air can cool.")
+@rule(
+    "RP052",
+    "air-cooling-exceeded",
+    Severity.ERROR,
+    "Air-cooled racks are budgeted above what air can cool.",
+)
 def air_cooling_exceeded(ctx: LintContext) -> Iterator[Violation]:
     """An air-cooled rack's power budget must stay within what air can remove.
 
@@ -56,15 +71,21 @@ def air_cooling_exceeded(ctx: LintContext) -> Iterator[Violation]:
     rack = ctx.loaded.spec.site.rack
     limit = rack.air_cooling_limit_kw or ctx.catalog.site["air_cooling_limit_kw"]
     if rack.cooling == "air" and rack.power_kw > limit:
-        yield Violation("site.rack.power_kw",
-                        f"air-cooled racks budgeted at {rack.power_kw:g} kW exceed the air "
-                        f"cooling limit of {limit:g} kW",
-                        "use cooling: liquid, lower power_kw, or set air_cooling_limit_kw to "
-                        "your hall's rating")
+        yield Violation(
+            "site.rack.power_kw",
+            f"air-cooled racks budgeted at {rack.power_kw:g} kW exceed the air "
+            f"cooling limit of {limit:g} kW",
+            "use cooling: liquid, lower power_kw, or set air_cooling_limit_kw to "
+            "your hall's rating",
+        )
 
 
-@rule("RP053", "cidr-too-small", Severity.ERROR,
-      "A management or BMC network has fewer addresses than servers.")
+@rule(
+    "RP053",
+    "cidr-too-small",
+    Severity.ERROR,
+    "A management or BMC network has fewer addresses than servers.",
+)
 def cidr_too_small(ctx: LintContext) -> Iterator[Violation]:
     """Management and BMC networks need an address for every server.
 
@@ -75,12 +96,14 @@ def cidr_too_small(ctx: LintContext) -> Iterator[Violation]:
     """
     site = ctx.loaded.spec.site
     servers = ctx.loaded.spec.gpu_servers
-    for field, network in (("management_cidr", site.management_cidr),
-                           ("bmc_cidr", site.bmc_cidr)):
+    for field, network in (("management_cidr", site.management_cidr), ("bmc_cidr", site.bmc_cidr)):
         usable = max(network.num_addresses - 2, 0)
         if usable < servers:
-            yield Violation(f"site.{field}", f"{network} has {usable} host addresses for "
-                            f"{servers} servers", "use a larger prefix")
+            yield Violation(
+                f"site.{field}",
+                f"{network} has {usable} host addresses for {servers} servers",
+                "use a larger prefix",
+            )
 
 
 @rule("RP054", "cidr-overlap", Severity.ERROR, "Management and BMC networks overlap.")
@@ -93,5 +116,6 @@ def cidr_overlap(ctx: LintContext) -> Iterator[Violation]:
     """
     site = ctx.loaded.spec.site
     if site.management_cidr.overlaps(site.bmc_cidr):
-        yield Violation("site.bmc_cidr",
-                        f"{site.bmc_cidr} overlaps management_cidr {site.management_cidr}")
+        yield Violation(
+            "site.bmc_cidr", f"{site.bmc_cidr} overlaps management_cidr {site.management_cidr}"
+        )

@@ -9,8 +9,12 @@ from infra.lint.finding import Severity
 from infra.lint.rules._util import known_groups
 
 
-@rule("RP030", "fabric-manager-version-mismatch", Severity.ERROR,
-      "Fabric Manager version differs from the driver version.")
+@rule(
+    "RP030",
+    "fabric-manager-version-mismatch",
+    Severity.ERROR,
+    "Fabric Manager version differs from the driver version.",
+)
 def fabric_manager_version_mismatch(ctx: LintContext) -> Iterator[Violation]:
     """`software.fabric_manager` must equal `software.driver` (or be `auto`).
 
@@ -22,13 +26,19 @@ def fabric_manager_version_mismatch(ctx: LintContext) -> Iterator[Violation]:
     """
     sw = ctx.loaded.spec.software
     if sw.fabric_manager not in ("auto", "disabled") and sw.fabric_manager != sw.driver:
-        yield Violation("software.fabric_manager",
-                        f"Fabric Manager {sw.fabric_manager} does not match driver {sw.driver}",
-                        "set fabric_manager: auto (it then follows the driver version)")
+        yield Violation(
+            "software.fabric_manager",
+            f"Fabric Manager {sw.fabric_manager} does not match driver {sw.driver}",
+            "set fabric_manager: auto (it then follows the driver version)",
+        )
 
 
-@rule("RP031", "fabric-manager-disabled-nvswitch", Severity.ERROR,
-      "Fabric Manager is disabled but nodes have NVSwitch.")
+@rule(
+    "RP031",
+    "fabric-manager-disabled-nvswitch",
+    Severity.ERROR,
+    "Fabric Manager is disabled but nodes have NVSwitch.",
+)
 def fabric_manager_disabled_nvswitch(ctx: LintContext) -> Iterator[Violation]:
     """NVSwitch systems (HGX/DGX A100, H100, H200; p4d, p5) need Fabric Manager running.
 
@@ -42,7 +52,9 @@ def fabric_manager_disabled_nvswitch(ctx: LintContext) -> Iterator[Violation]:
         return
     nvswitch_groups = sorted({g.name for _, g, node, _ in known_groups(ctx) if node.nvswitches})
     if nvswitch_groups:
-        yield Violation("software.fabric_manager",
-                        "Fabric Manager is disabled but node groups "
-                        f"{', '.join(nvswitch_groups)} have NVSwitch",
-                        "set fabric_manager: auto")
+        yield Violation(
+            "software.fabric_manager",
+            "Fabric Manager is disabled but node groups "
+            f"{', '.join(nvswitch_groups)} have NVSwitch",
+            "set fabric_manager: auto",
+        )
