@@ -1,0 +1,175 @@
+"""The real `railplan` command, run as a subprocess: outputs, exit codes, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from .conftest import ROOT, TESTS
+
+EXAMPLES = sorted(str(p) for p in (ROOT / "examples").glob("*.yaml"))
+MIG_4G_4G = str(TESTS / "corpus" / "lint" / "mig-4g-4g.yaml")
+MIG_DATA = TESTS / "data" / "mig-parted"
+
+
+def railplan(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "infra", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    return result
+
+
+def test_examples_lint_clean() -> None:
+    result = railplan("lint", "--verbose", *EXAMPLES)
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.rstrip().endswith(f"no problems found in {len(EXAMPLES)} files")
+    assert result.stdout.count(" — ok") == len(EXAMPLES)
+
+
+def test_a_failing_spec_exits_1_with_caret_and_hint() -> None:
+    result = railplan("lint", MIG_4G_4G)
+    assert result.returncode == 1
+    assert "error[RP011]" in result.stdout
+    assert '  9 |     profiles: {"4g.40gb": 2}' in result.stdout
+    assert "    |     ^" in result.stdout
+
+
+def test_json_output_follows_the_contract() -> None:
+    result = railplan("lint", "--format", "json", MIG_4G_4G)
+    (finding,) = json.loads(result.stdout)["findings"]
+    assert {"rule", "severity", "message", "path", "line", "column", "hint"} <= set(finding)
+    assert (finding["rule"], finding["line"], finding["column"]) == ("RP011", 9, 5)
+
+
+def test_sarif_output_is_valid_sarif_210() -> None:
+    schema = json.loads((TESTS / "data" / "sarif-schema-2.1.0.json").read_text())
+    result = railplan(
+        "lint",
+        "--format",
+        "sarif",
+        MIG_4G_4G,
+        str(TESTS / "corpus" / "schema" / "misspelled-key.yaml"),
+    )
+    assert result.returncode == 2  # one file is invalid input
+    log = json.loads(result.stdout)
+    jsonschema.Draft7Validator(schema).validate(log)
+    rules = {r["id"] for r in log["runs"][0]["tool"]["driver"]["rules"]}
+    assert {"RP000", "RP011", "RP101"} <= rules
+    assert {r["ruleId"] for r in log["runs"][0]["results"]} == {"RP000", "RP011"}
+
+
+def test_github_annotations() -> None:
+    result = railplan("lint", "--format", "github", MIG_4G_4G)
+    assert result.stdout.startswith(f"::error file={MIG_4G_4G},line=9,col=5,")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"name: [unclosed\n", "not valid YAML"),
+        (b"- a\n- b\n", "a spec is a mapping"),
+        (b"name: x\nnode_groups: {a: 1}\n", "node_groups"),
+        (b"", "the file is empty"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00", "binary data"),
+        ("name: caf\u00e9\nnode_groups: 3\n".encode("latin-1"), "not UTF-8"),
+    ],
+    ids=["not-yaml", "list", "wrong-type", "empty", "binary", "latin1"],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, content: bytes, message: str) -> None:
+    spec = tmp_path / "bad.yaml"
+    spec.write_bytes(content)
+    result = railplan("lint", str(spec))
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert lines and all(line.startswith(f"{spec}") for line in lines), result.stderr
+    assert message in result.stderr
+    assert result.stdout == ""
+
+
+def test_a_50_mb_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+    spec = tmp_path / "huge.yaml"
+    with spec.open("wb") as f:
+        f.truncate(50 * 1024 * 1024)
+    result = railplan("lint", str(spec))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "52.4 MB" in result.stderr
+
+
+@pytest.mark.parametrize("target", ["missing.yaml", "."])
+def test_unreadable_paths(target: str) -> None:
+    result = railplan("lint", target)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+
+
+def test_select_and_ignore() -> None:
+    assert railplan("lint", "--ignore", "RP011", MIG_4G_4G).returncode == 0
+    assert railplan("lint", "--select", "RP05", MIG_4G_4G).returncode == 0
+    assert railplan("lint", "--select", "mig-layout-does-not-fit", MIG_4G_4G).returncode == 1
+
+
+def test_rules_and_explain() -> None:
+    listed = railplan("rules", "--format", "json")
+    ids = [r["id"] for r in json.loads(listed.stdout)]
+    assert ids == sorted(ids) and {"RP000", "RP001", "RP011", "RP052", "RP101"} <= set(ids)
+    explained = railplan("explain", "RP030")
+    assert explained.returncode == 0 and "fabricmanager must match" in explained.stdout
+    assert railplan("explain", "mig-layout-does-not-fit").returncode == 0
+    unknown = railplan("explain", "RP999")
+    assert unknown.returncode == 2 and "railplan rules" in unknown.stderr
+
+
+def test_schema_command_prints_the_json_schema() -> None:
+    schema = json.loads(railplan("schema").stdout)
+    assert schema["$schema"].endswith("2020-12/schema")
+    assert set(schema["required"]) == {"name", "node_groups"}
+
+
+def test_usage_errors_exit_2() -> None:
+    assert railplan("lint").returncode == 2
+    assert railplan("lint", "--format", "xml", MIG_4G_4G).returncode == 2
+    assert railplan("no-such-command").returncode == 2
+
+
+def test_mig_check_nvidia_default_passes_and_broken_files_fail() -> None:
+    ok = railplan("mig", "check", str(MIG_DATA / "config-default.yaml"))
+    assert ok.returncode == 0, ok.stdout
+    bad = railplan("mig", "check", "--format", "json", str(MIG_DATA / "invalid-does-not-fit.yaml"))
+    assert bad.returncode == 1
+    assert {f["rule"] for f in json.loads(bad.stdout)["findings"]} == {"RP104"}
+
+
+def test_mig_check_options() -> None:
+    default = str(MIG_DATA / "config-default.yaml")
+    missing = railplan("mig", "check", "--config", "all-balansed", default)
+    assert missing.returncode == 1 and "all-balanced" in missing.stdout
+    assert railplan("mig", "check", "--gpu", "h100", default).returncode == 2
+    assert railplan("mig", "check", "--driver", "latest", default).returncode == 2
+    old = railplan(
+        "mig",
+        "check",
+        "--driver",
+        "470.256.02",
+        "--gpu",
+        "a100-sxm4-40gb",
+        "--config",
+        "all-balanced",
+        str(MIG_DATA / "config.yaml"),
+    )
+    assert old.returncode == 0, old.stdout  # 1g+2g+3g needs no R510 feature
+
+
+def test_catalog_command_lists_design_ids() -> None:
+    out = railplan("catalog").stdout
+    for key in ("a100-sxm4-40gb", "dgx-h100", "aws-p5.48xlarge", "qm9790"):
+        assert key in out

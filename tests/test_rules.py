@@ -1,0 +1,120 @@
+"""Lint rules: a passing case beside each failing corpus case, and the engine's contracts."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.catalog import Catalog
+from infra.lint.engine import all_rules, rule, select_rules
+from infra.lint.finding import Severity
+
+from .conftest import lint_text
+
+BASE = "name: lab\nnode_groups:\n  - {name: gpu, node: dgx-h100, count: 4}\n"
+A100 = "name: lab\nnode_groups:\n  - {name: infer, node: dgx-a100-640gb, count: 2, mig: x}\n"
+
+
+def rule_ids(text: str, catalog: Catalog | None = None) -> set[str]:
+    return {f.rule for f in lint_text(text, catalog)}
+
+
+# (rule, a spec that must NOT trigger it) -- the fixed twin of the corpus case.
+PASSING = {
+    "RP001": BASE,
+    "RP002": BASE + "fabrics:\n  compute: {switch: qm9700}\n",
+    "RP003": A100
+    + "scheduler: {mig_strategy: mixed}\nmig_layouts:\n  x: {profiles: {1g.10gb: 7}}\n",
+    "RP004": BASE + "  - {name: gpu2, node: dgx-h100, count: 2}\n",
+    "RP010": A100
+    + "scheduler: {mig_strategy: mixed}\nmig_layouts:\n  x: {profiles: {1g.10gb: 7}}\n",
+    "RP011": A100 + "scheduler: {mig_strategy: mixed}\n"
+    "mig_layouts:\n  x: {profiles: {4g.40gb: 1, 3g.40gb: 1}}\n",
+    "RP012": A100
+    + "scheduler: {mig_strategy: single}\nmig_layouts:\n  x: {profiles: {3g.40gb: 2}}\n",
+    "RP013": A100
+    + "scheduler: {mig_strategy: mixed}\nmig_layouts:\n  x: {profiles: {7g.80gb: 1}}\n",
+    "RP014": "name: lab\nnode_groups:\n  - name: infer\n    node: dgx-h100\n    count: 1\n"
+    "    mig: [{gpus: [0, 7], layout: x}]\nscheduler: {mig_strategy: mixed}\n"
+    "mig_layouts:\n  x: {profiles: {1g.10gb: 7}}\n",
+    "RP015": BASE,
+    "RP020": BASE + "budgets:\n  - scaling_efficiency: {gpus: 32, min: 0.9, model_params: 7e9, "
+    "precision: fp8}\n",
+    "RP030": BASE + "software: {driver: 550.90.07, fabric_manager: 550.90.07}\n",
+    "RP031": BASE + "software: {fabric_manager: auto}\n",
+    "RP040": BASE + "fabrics:\n  compute: {switch: qm9700, sharp: true, rail_optimized: true}\n",
+    "RP041": BASE + "fabrics:\n  compute: {switch: qm9700, sharp: true, subnet_manager: opensm}\n",
+    "RP042": BASE + "fabrics:\n  compute: {switch: qm9700, sharp: true}\n",
+    "RP043": BASE + "fabrics:\n  compute: {switch: qm9700, subnet_manager: switch}\n",
+    "RP044": BASE + "fabrics:\n  compute: {switch: qm9790}\n",
+    "RP050": BASE + "site: {rack: {power_kw: 10.2}}\n",
+    "RP051": BASE + "site: {rack: {units: 8}}\n",
+    "RP052": BASE + "site: {rack: {power_kw: 80, cooling: liquid}}\n",
+    "RP053": BASE + "site: {management_cidr: 10.10.0.0/29}\n",
+    "RP054": BASE + "site: {management_cidr: 10.10.0.0/16, bmc_cidr: 10.11.0.0/16}\n",
+}
+
+
+def test_every_rule_has_a_passing_case() -> None:
+    assert set(PASSING) == {r.id for r in all_rules()}
+
+
+@pytest.mark.parametrize(("rule_id", "text"), sorted(PASSING.items()))
+def test_passing_case(rule_id: str, text: str) -> None:
+    assert rule_id not in rule_ids(text)
+
+
+def test_rp042_fires_on_a_switch_without_sharp(catalog: Catalog) -> None:
+    # No InfiniBand switch in the shipped catalog lacks SHARP, so build one that does.
+    plain = catalog.switches["qm9700"].model_copy(update={"sharp": False, "sharp_flows": 0})
+    custom = catalog.model_copy(update={"switches": {**catalog.switches, "qm9700": plain}})
+    spec = BASE + "fabrics:\n  compute: {switch: qm9700, sharp: true}\n"
+    assert "RP042" in rule_ids(spec, custom)
+    assert "RP042" not in rule_ids(spec, catalog)
+
+
+def test_air_cooling_limit_can_be_raised_for_a_rated_hall() -> None:
+    hot = BASE + "site: {rack: {power_kw: 60, cooling: air%s}}\n"
+    assert "RP052" in rule_ids(hot % "")
+    assert "RP052" not in rule_ids(hot % ", air_cooling_limit_kw: 75")
+
+
+def test_single_strategy_accepts_one_profile_everywhere() -> None:
+    text = A100 + "scheduler: {mig_strategy: single}\nmig_layouts:\n  x: {profiles: {1g.10gb: 7}}\n"
+    assert rule_ids(text) == set()
+
+
+def test_compute_instance_profiles_are_understood() -> None:
+    text = (
+        A100 + "scheduler: {mig_strategy: mixed}\nmig_layouts:\n  x: {profiles: {1c.3g.40gb: 3}}\n"
+    )
+    assert rule_ids(text) == set()
+
+
+def test_rules_document_why_and_fix() -> None:
+    for r in all_rules():
+        assert r.id.startswith("RP") and len(r.id) == 5
+        assert "Why:" in r.doc and "Fix:" in r.doc, r.id
+        assert r.summary.endswith("."), r.id
+
+
+def test_selection_by_id_prefix_and_name() -> None:
+    assert {r.id for r in select_rules(["RP01"])} == {
+        r.id for r in all_rules() if r.id.startswith("RP01")
+    }
+    assert [r.id for r in select_rules(["air-cooling-exceeded"])] == ["RP052"]
+    assert "RP052" not in {r.id for r in select_rules(ignore=["RP05"])}
+
+
+def test_duplicate_rule_ids_are_refused() -> None:
+    with pytest.raises(ValueError, match="duplicate"):
+        rule("RP001", "another", Severity.ERROR, "Duplicate.")(lambda ctx: iter(()))
+
+
+def test_findings_are_sorted_and_deterministic() -> None:
+    text = (
+        "name: lab\nsite: {rack: {power_kw: 8, units: 6}}\nnode_groups:\n"
+        "  - {name: a, node: dgx-h100, count: 4}\n  - {name: b, node: dgx-h10, count: 2}\n"
+    )
+    first, second = lint_text(text), lint_text(text)
+    assert first == second == sorted(first)
+    assert [f.rule for f in first] == ["RP050", "RP051", "RP001"]
