@@ -216,9 +216,6 @@ def mig_check(
 ) -> None:
     """Validate a mig-parted config (MIG manager / GPU Operator format) against the catalog."""
     gpus = load_catalog().gpus
-    if gpu is not None and gpu not in gpus:
-        sys.stderr.write(f"railplan: error: unknown GPU {gpu!r} (hint: one of {', '.join(gpus)})\n")
-        raise typer.Exit(EXIT_USAGE)
     branch = _driver_branch(driver)
     data, source = read_yaml_file(file)
     findings = check_mig_parted(data, source, gpus, gpu_id=gpu, config=config, driver_branch=branch)

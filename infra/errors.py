@@ -8,6 +8,8 @@ path (``node_groups[0].count``), the rule that was broken and, where we can gues
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -55,7 +57,8 @@ class RailplanError(Exception):
 
     def one_line(self) -> str:
         """Render the error as the single line the CLI prints."""
-        text = f"{self.location()}: error: {self.message}"
+        where = self.location() if self.file else "railplan"  # a usage error, no file
+        text = f"{where}: error: {self.message}"
         if self.path:
             text += f" [{self.path}]"
         if self.hint:
@@ -73,3 +76,12 @@ class SpecError(RailplanError):
 
 class CatalogError(RailplanError):
     """The bundled hardware catalog is inconsistent; a bug in railplan, not in user input."""
+
+
+def spelling_hint(word: str, choices: Iterable[str], what: str = "known") -> str:
+    """``did you mean 'x'?`` for the closest choice, else ``<what>: a, b, c`` ("" if none)."""
+    options = sorted(set(choices))
+    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    return f"{what}: {', '.join(options)}" if options else ""

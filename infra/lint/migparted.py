@@ -21,15 +21,14 @@ selected the config, or when the config names one of the GPU's profiles.
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from infra.catalog.mig import GRAMMAR, check_layout, parse_profile, resolve_profile
 from infra.catalog.models import Gpu
-from infra.errors import RailplanError
+from infra.errors import RailplanError, spelling_hint
 from infra.lint.finding import Finding, Severity
 from infra.spec.yamlpos import SourceMap, join_path
 
@@ -187,7 +186,7 @@ def check_mig_parted(
     configs = _read_file(data, report)
     if config is not None:
         if configs is not None and config not in configs:
-            hint = _did_you_mean(config, configs)
+            hint = spelling_hint(config, configs, "configs")
             report.add("RP105", "mig-configs", f"config {config!r} is not in the file", hint)
         configs = {k: v for k, v in (configs or {}).items() if k == config}
     mode = _Mode(
@@ -204,14 +203,9 @@ def _select_gpus(catalog_gpus: Mapping[str, Gpu], gpu_id: str | None) -> list[Gp
     if gpu_id is None:
         return [catalog_gpus[k] for k in sorted(catalog_gpus)]
     if gpu_id not in catalog_gpus:
-        hint = _did_you_mean(gpu_id, catalog_gpus) or "known: " + ", ".join(sorted(catalog_gpus))
+        hint = spelling_hint(gpu_id, catalog_gpus)
         raise RailplanError(f"unknown GPU {gpu_id!r}", hint=hint)
     return [catalog_gpus[gpu_id]]
-
-
-def _did_you_mean(word: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f"did you mean {close[0]!r}?" if close else ""
 
 
 # --- schema -------------------------------------------------------------------------------
@@ -222,7 +216,7 @@ def _unknown_fields(
 ) -> None:
     for key in mapping:
         if key not in known:
-            hint = _did_you_mean(str(key), known) or "known fields: " + ", ".join(known)
+            hint = spelling_hint(str(key), known, "known fields")
             report.add("RP101", join_path(path, str(key)), f"unknown field {key!r}", hint)
 
 

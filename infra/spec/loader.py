@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from infra.errors import SpecError
+from infra.errors import SpecError, spelling_hint
 from infra.spec import models
 from infra.spec.models import Spec
 from infra.spec.yamlpos import (
@@ -233,7 +233,7 @@ def _hint(err: ErrorDetails, path: str) -> str | None:
     kind, ctx = err["type"], err.get("ctx") or {}
     if kind == "extra_forbidden":
         allowed = _allowed_keys(err["loc"][:-1])
-        return _did_you_mean(str(err["loc"][-1]), allowed, "allowed keys")
+        return spelling_hint(str(err["loc"][-1]), allowed, "allowed keys") or None
     if kind == "ip_v4_network" and isinstance(err["input"], str):
         try:
             return f"host bits are set; did you mean {ipaddress.ip_network(err['input'], False)}?"
@@ -245,17 +245,8 @@ def _hint(err: ErrorDetails, path: str) -> str | None:
             for s in str(ctx.get("expected", "")).replace(" or ", ",").split(",")
             if s.strip()
         ]
-        return _did_you_mean(str(err["input"]), expected, "allowed values")
+        return spelling_hint(str(err["input"]), expected, "allowed values") or None
     return None
-
-
-def _did_you_mean(word: str, choices: Sequence[str], what: str) -> str | None:
-    if not choices:
-        return None
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    if close:
-        return f"did you mean {close[0]!r}?"
-    return f"{what}: {', '.join(choices)}"
 
 
 def _allowed_keys(loc: Sequence[int | str]) -> list[str]:

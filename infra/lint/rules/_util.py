@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from infra.catalog import Gpu, Node
 from infra.lint.engine import LintContext
 from infra.spec import NodeGroup
-
-
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """``did you mean 'x'?`` for the closest choice, else the list of valid choices."""
-    options = sorted(choices)
-    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
-    if close:
-        return f"did you mean {close[0]!r}?"
-    return "known: " + ", ".join(options)
 
 
 def group_path(index: int, field: str = "") -> str:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from infra.errors import spelling_hint
 from infra.lint.engine import LintContext, Violation, rule
 from infra.lint.finding import Severity
-from infra.lint.rules._util import did_you_mean, group_path
+from infra.lint.rules._util import group_path
 
 
 @rule("RP001", "unknown-node", Severity.ERROR, "Node group names a node the catalog lacks.")
@@ -23,7 +24,7 @@ def unknown_node(ctx: LintContext) -> Iterator[Violation]:
             yield Violation(
                 group_path(i, "node"),
                 f"unknown node {group.node!r}",
-                did_you_mean(group.node, ctx.catalog.nodes),
+                spelling_hint(group.node, ctx.catalog.nodes),
             )
 
 
@@ -53,7 +54,7 @@ def unknown_switch(ctx: LintContext) -> Iterator[Violation]:
         switch = switches.get(switch_id)
         if switch is None:
             yield Violation(
-                path, f"unknown switch {switch_id!r}", did_you_mean(switch_id, switches)
+                path, f"unknown switch {switch_id!r}", spelling_hint(switch_id, switches)
             )
         elif switch.kind != kind:
             fitting = [k for k, s in switches.items() if s.kind == kind]
@@ -87,7 +88,7 @@ def unknown_mig_layout(ctx: LintContext) -> Iterator[Violation]:
                 yield Violation(
                     path,
                     f"MIG layout {name!r} is not defined in mig_layouts",
-                    did_you_mean(name, [*layouts, "disabled"]),
+                    spelling_hint(name, [*layouts, "disabled"]),
                 )
 
 

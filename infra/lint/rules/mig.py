@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from infra.catalog import Gpu, Node
-from infra.catalog.mig import check_layout
+from infra.catalog.mig import check_layout, parse_profile
+from infra.errors import spelling_hint
 from infra.lint.engine import LintContext, Violation, rule
 from infra.lint.finding import Severity
-from infra.lint.rules._util import did_you_mean, group_path, known_groups
+from infra.lint.rules._util import group_path, known_groups
 from infra.spec import NodeGroup, join_path
-
-_CI_PREFIX = re.compile(r"^[1-7]c\.")
 
 
 def _gi_name(profile: str) -> str:
     """GPU-instance profile of a possibly compute-instance-prefixed name (`1c.3g.20gb`)."""
-    return _CI_PREFIX.sub("", profile)
+    parsed = parse_profile(profile)
+    return parsed.gi_name if parsed else profile
 
 
 def _layout_path(name: str, field: str = "") -> str:
@@ -69,7 +68,7 @@ def mig_profile_unknown(ctx: LintContext) -> Iterator[Violation]:
                     f"profile {profile} is not a MIG profile of {gpu.name} "
                     f"(used by node group {group.name!r}, node {group.node})",
                     _same_slice_hint(ctx, gpu, _gi_name(profile))
-                    or did_you_mean(_gi_name(profile), valid),
+                    or spelling_hint(_gi_name(profile), valid),
                 )
 
 
