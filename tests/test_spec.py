@@ -130,3 +130,9 @@ def test_paths_round_trip() -> None:
     assert parent_path('mig-configs["all-1g.5gb"]') == "mig-configs"
     assert parent_path("name") == ""
     assert parent_path("") is None
+
+
+@pytest.mark.parametrize("value", ["true", "5", "10.0.0.0", "'10.0.0.0/33'"])
+def test_cidrs_must_be_written_as_cidrs(value: str) -> None:
+    (line,) = errors_of(MINIMAL + f"site: {{management_cidr: {value}}}\n")
+    assert "site.management_cidr" in line

@@ -11,7 +11,6 @@ so the path a user sees is always one they can find in their file.
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import os
 import types
 import typing
@@ -234,11 +233,6 @@ def _hint(err: ErrorDetails, path: str) -> str | None:
     if kind == "extra_forbidden":
         allowed = _allowed_keys(err["loc"][:-1])
         return spelling_hint(str(err["loc"][-1]), allowed, "allowed keys") or None
-    if kind == "ip_v4_network" and isinstance(err["input"], str):
-        try:
-            return f"host bits are set; did you mean {ipaddress.ip_network(err['input'], False)}?"
-        except ValueError:
-            return "write a network such as 10.10.0.0/16"
     if kind == "literal_error":
         expected = [
             s.strip(" '")

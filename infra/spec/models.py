@@ -14,7 +14,15 @@ from enum import StrEnum
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from infra.spec.units import ByteSize, Count
 
@@ -26,6 +34,27 @@ OFED_VERSION = r"^[0-9]+\.[0-9]+(-[0-9]+(\.[0-9]+)*)?$"
 MIG_PROFILE = r"^([1-7]c\.)?[1-7]g\.[0-9]+gb(\+me|\+me\.all|\+gfx|-me)?$"
 _HOSTNAME_FIELD = re.compile(r"\{index(?::0?[1-9]d)?\}")
 _HOSTNAME_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+def _parse_cidr(value: object) -> IPv4Network:
+    """Accept only ``a.b.c.d/N`` strings: YAML ints and booleans are not networks."""
+    if not isinstance(value, str) or "/" not in value:
+        raise ValueError(f"expected a CIDR such as 10.10.0.0/16, got {value!r}")
+    try:
+        return IPv4Network(value)
+    except ValueError as exc:
+        try:  # the common slip: a host address instead of the network address
+            hint = f"; did you mean {IPv4Network(value, strict=False)}?"
+        except ValueError:
+            hint = ""
+        raise ValueError(f"{value!r} is not a valid IPv4 network ({exc}){hint}") from None
+
+
+Cidr = Annotated[
+    IPv4Network,
+    BeforeValidator(_parse_cidr),
+    WithJsonSchema({"type": "string", "format": "ipv4-network", "pattern": r"^[0-9.]+/[0-9]+$"}),
+]
 
 
 class Precision(StrEnum):
@@ -41,9 +70,14 @@ class Precision(StrEnum):
 
 
 class StrictModel(BaseModel):
-    """Base of every spec model: unknown keys are errors, values are not coerced from strings."""
+    """Base of every spec model: unknown keys are errors and values are not coerced.
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=False)
+    Strict mode keeps YAML's loose typing from slipping through: ``count: true`` or
+    ``count: "4"`` are errors, not 1 and 4. Fields that parse text (sizes, CIDRs, enums)
+    convert it themselves before validation.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 # --- site -----------------------------------------------------------------------------------
@@ -68,10 +102,10 @@ class Site(StrictModel):
     """The data-center site: racks and address space."""
 
     rack: Rack = Field(default_factory=Rack, description="Rack power, space and cooling.")
-    management_cidr: IPv4Network = Field(
+    management_cidr: Cidr = Field(
         IPv4Network("10.10.0.0/16"), description="In-band management network (host addresses)."
     )
-    bmc_cidr: IPv4Network = Field(
+    bmc_cidr: Cidr = Field(
         IPv4Network("10.11.0.0/16"), description="Out-of-band network for BMCs, switches, PDUs."
     )
 
@@ -266,7 +300,7 @@ class ScalingEfficiencyBudget(StrictModel):
     gpus: int = Field(ge=2, description="GPUs in the job.")
     min: float = Field(gt=0, le=1, description="Minimum efficiency, 0-1 (0.89 = 89 %).")
     model_params: Count = Field(description="Model parameters, e.g. `175e9`.")
-    precision: Precision = Field(Precision.BF16, description="Compute precision.")
+    precision: Precision = Field(Precision.BF16, strict=False, description="Compute precision.")
 
 
 class CheckpointBudget(StrictModel):
@@ -286,7 +320,9 @@ class ModelFitsBudget(StrictModel):
     """A model must fit for mixed-precision Adam training."""
 
     model_params: Count = Field(description="Model parameters, e.g. `70e9`.")
-    precision: Precision = Field(Precision.BF16, description="Weight/activation precision.")
+    precision: Precision = Field(
+        Precision.BF16, strict=False, description="Weight/activation precision."
+    )
     gpus: int | None = Field(None, ge=1, description="GPUs to fit on; default the cluster.")
     zero_stage: Literal[0, 1, 2, 3] = Field(0, description="ZeRO / FSDP sharding stage.")
 
