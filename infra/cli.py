@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from enum import StrEnum
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
@@ -24,8 +26,10 @@ from infra.lint import documented_rules, find_documented_rule, lint_loaded
 from infra.lint.finding import Finding, Severity
 from infra.lint.formats import format_github, format_json, format_sarif, format_text
 from infra.lint.migparted import check_mig_parted
+from infra.render.fabric import bom_csv, cabling_csv, plan_json, plan_text
 from infra.spec import LoadedSpec, SpecValidationError, load_spec, read_yaml_file
 from infra.spec.schema import spec_json_schema_text
+from infra.topology import Plan, PlanError, expand
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -148,6 +152,46 @@ def _describe(loaded: LoadedSpec, findings: Sequence[Finding]) -> str:
     errors = sum(f.severity is Severity.ERROR for f in findings)
     verdict = "ok" if not findings else f"{errors} errors, {len(findings) - errors} other"
     return f"{loaded.file}: {spec.name}: {'; '.join(parts)} — {verdict}"
+
+
+def _write_atomic(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file and rename: never half a file."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent or Path(), prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        Path(tmp).replace(target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _plan_or_fail(loaded: LoadedSpec) -> Plan:
+    """Expand a loaded spec; a PlanError is located in the spec and exits 1."""
+    try:
+        return expand(loaded.spec, load_catalog())
+    except PlanError as exc:
+        exc.file = loaded.file
+        exc.position = loaded.source.position(exc.path)
+        _complain(exc)
+        raise typer.Exit(EXIT_FAILED) from None
+
+
+@app.command()
+def plan(
+    spec: Annotated[str, typer.Argument(metavar="SPEC", help="Spec file.")],
+    output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
+    cabling: Annotated[str | None, typer.Option(help="Write the cabling plan (CSV).")] = None,
+    bom: Annotated[str | None, typer.Option(help="Write the bill of materials (CSV).")] = None,
+) -> None:
+    """Expand a spec into racks, NVSwitch domains and fabrics; print the plan."""
+    planned = _plan_or_fail(load_spec(spec))
+    if cabling:
+        _write_atomic(cabling, cabling_csv(planned))
+    if bom:
+        _write_atomic(bom, bom_csv(planned, load_catalog()))
+    _say(plan_json(planned) if output_format is Format.JSON else plan_text(planned))
 
 
 @app.command()

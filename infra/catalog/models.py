@@ -107,6 +107,9 @@ class Node(_Strict):
     compute_nics: int = Field(ge=0, description="Compute-fabric ports (rails).")
     compute_nic_gbps: float = Field(ge=0)
     compute_nic_model: str
+    compute_hcas: tuple[str, ...] = Field(
+        (), description="RDMA device per rail (`mlx5_N`), rail order; NCCL_IB_HCA uses them."
+    )
     storage_nic_ports: int = Field(ge=0)
     storage_nic_gbps: float = Field(ge=0)
     max_power_kw: float = Field(ge=0, description="Max system power, kW; 0 for cloud instances.")

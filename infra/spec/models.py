@@ -89,6 +89,9 @@ class Rack(StrictModel):
     power_kw: float = Field(44.0, gt=0, le=500, description="Power budget per rack, kW.")
     units: int = Field(48, ge=4, le=60, description="Usable rack units per rack.")
     cooling: Literal["air", "liquid"] = Field("air", description="How racks are cooled.")
+    pdus: int | None = Field(
+        None, ge=0, le=8, description="PDUs per rack (BMC ports); default from the catalog."
+    )
     air_cooling_limit_kw: float | None = Field(
         None,
         gt=0,
@@ -197,6 +200,19 @@ class ComputeFabric(StrictModel):
         description="Where the subnet manager runs: UFM appliance/host, opensm on a host, "
         "or embedded in a managed switch.",
     )
+    planes: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="Independent fat trees, each carrying rails/planes of every server "
+        "(multi-plane builds beyond one three-tier fabric).",
+    )
+    spines: int | None = Field(
+        None,
+        ge=1,
+        description="Spine switches per plane when fixed in advance (two-tier only); "
+        "default: the fewest that keep leaf-spine wiring balanced.",
+    )
 
 
 class StorageFabric(StrictModel):
@@ -205,6 +221,9 @@ class StorageFabric(StrictModel):
     switch: str = Field(description="Catalog switch id, e.g. `qm9700`.")
     oversubscription: float = Field(
         1.33, ge=1.0, le=16.0, description="Node-side down:up ratio (NVIDIA RA: about 4:3)."
+    )
+    storage_ports: int = Field(
+        0, ge=0, le=100_000, description="Storage-system ports on the fabric (attached 1:1)."
     )
 
 
