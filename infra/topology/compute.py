@@ -15,6 +15,7 @@ out and the plan says so.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -83,7 +84,14 @@ def plan_compute_fabric(
     down, up = _leaf_ports(fabric, switch.ports)
     sus = math.ceil(len(servers) / fabric.su_size)
     per_plane = rails // fabric.planes
-    shape = fat_tree_shape(sus * per_plane, up, switch.ports, per_plane, fabric.spines)
+    try:
+        shape = fat_tree_shape(sus * per_plane, up, switch.ports, per_plane, fabric.spines)
+    except PlanError as exc:
+        raise PlanError(
+            exc.message,
+            path="fabrics.compute",
+            hint="set fabrics.compute.planes (each plane its own fat tree)",
+        ) from None
     builder = _Builder(fabric, switch, shape, per_plane)
     builder.wire_servers(servers)
     for plane in range(fabric.planes):
@@ -155,27 +163,28 @@ class _Builder:
             return []
         su, slot = divmod(slot_index - 1, self.fabric.su_size)
         ports = []
-        for rail in range(min(UFM_PORTS, self.rails * self.fabric.planes)):
+        planes = self.fabric.planes  # every plane is its own subnet: the UFM reaches each
+        per_plane = max(1, min(UFM_PORTS // planes, self.rails))
+        for rail in (p * self.rails + k for p in range(planes) for k in range(per_plane)):
             plane, leaf_su, leaf_rail, port = self._leaf_of(su + 1, slot + 1, rail)
             ports.append((_leaf_name(plane, leaf_su, leaf_rail), str(port), rail))
         return ports
 
     def _free_spine_ports(self) -> list[tuple[str, str, int]]:
-        used: dict[str, int] = {}
+        used: dict[str, set[int]] = defaultdict(set)
         for cable in self.cables:
             if cable.tier == "leaf_spine":
-                used[cable.b] = used.get(cable.b, 0) + 1
+                used[cable.b].add(int(cable.b_port))
             elif cable.tier == "spine_core":
-                used[cable.a] = used.get(cable.a, 0) + 1
+                used[cable.a].add(int(cable.a_port))
         free = [
-            (name, n) for name, n in sorted(used.items()) if "-spine-" in name and n < self.radix
+            (name, str(port), -1)
+            for name in sorted(used)
+            if "-spine-" in name
+            for port in range(1, self.radix + 1)
+            if port not in used[name]
         ]
-        ports = [
-            (name, str(self.radix - k), -1)
-            for name, n in free
-            for k in range(min(self.radix - n, UFM_PORTS))
-        ]
-        return ports[:UFM_PORTS]
+        return free[:UFM_PORTS]
 
     def wire_upper(self, plane: int, down: int) -> None:
         shape, model = self.shape, self.fabric.switch

@@ -118,7 +118,7 @@ def _three_tier_shape(leaves: int, up: int, radix: int, leaves_per_su: int) -> T
         raise PlanError(
             f"{pods} pods exceed what one three-tier fabric of {radix}-port switches holds "
             f"({radix} pods, {radix * per_pod} leaves)",
-            hint="split the fabric into independent planes (fabrics.compute.planes)",
+            hint="split the fabric into independent planes, or use switches of a larger radix",
         )
     cores = _smallest_divisor_at_least(spine_up, pods * spine_up / radix) or spine_up
     return TreeShape(

@@ -186,7 +186,9 @@ def plan_inband(fabric: ManagementFabric, catalog: Catalog, servers: Sequence[st
 
 
 def plan_oob(
-    fabric: ManagementFabric, catalog: Catalog, racks: Sequence[tuple[str, Sequence[str]]]
+    fabric: ManagementFabric,
+    catalog: Catalog,
+    racks: Sequence[tuple[str, Sequence[tuple[str, str]]]],
 ) -> NetworkPlan:
     """OOB switches for ``(hosting rack, devices)`` rows: enough ports for every device."""
     switch = catalog.switches[fabric.oob_switch]
@@ -199,10 +201,18 @@ def plan_oob(
             (Switch(n, "oob", "leaf", fabric.oob_switch, 0, 0, 0, -1, rack, switch.ports), rack)
             for n in names
         ]
-        for i, device in enumerate(devices):
+        for i, (device, device_port) in enumerate(devices):
             j, port = divmod(i, switch.ports)
             cables.append(
-                Cable("oob", "node_leaf", device, "bmc", names[j], str(port + 1), switch.port_gbps)
+                Cable(
+                    "oob",
+                    "node_leaf",
+                    device,
+                    device_port,
+                    names[j],
+                    str(port + 1),
+                    switch.port_gbps,
+                )
             )
     summary = FabricSummary(
         "oob",

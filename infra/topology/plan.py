@@ -199,13 +199,15 @@ class _State:
         self.racks = compute_racks + self.network_racks.racks
         pdus = self.spec.site.rack.pdus
         per_rack = int(self.catalog.site["pdu_per_rack_default"]) if pdus is None else pdus
-        devices: dict[str, list[str]] = defaultdict(list)  # per row, hosted by its first rack
+        devices: dict[str, list[tuple[str, str]]] = defaultdict(list)  # per row, first rack
         host: dict[str, str] = {}
         for rack in sorted(self.racks, key=lambda r: (r.kind != "network", r.name)):
             rack_pdus = [f"{rack.name}-pdu{j + 1}" for j in range(per_rack)]
             self.extra.update(dict.fromkeys(rack_pdus, rack.name))
             host.setdefault(rack.zone, rack.name)
-            devices[host[rack.zone]] += [*rack.servers, *rack.switches, *rack_pdus]
+            devices[host[rack.zone]] += [(n, "bmc") for n in rack.servers]
+            devices[host[rack.zone]] += [(n, "mgmt0") for n in rack.switches]
+            devices[host[rack.zone]] += [(n, "net") for n in rack_pdus]
         management = self.spec.fabrics.management
         if management is not None:
             net = plan_oob(management, self.catalog, sorted(devices.items()))

@@ -1,0 +1,279 @@
+"""Topology plans: structural properties, NVIDIA reference-architecture counts, errors."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from ipaddress import IPv4Address, IPv4Network
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from infra.catalog import Catalog
+from infra.render.fabric import cabling_csv
+from infra.spec import Spec, load_spec_text
+from infra.topology import Plan, PlanError, expand
+
+from .conftest import TESTS
+
+RA = yaml.safe_load((TESTS / "data" / "superpod-ra.yaml").read_text())
+
+
+def spec_text(nodes: int, node: str = "dgx-h100", switch: str = "qm9700", **compute: Any) -> str:
+    fabric = {"switch": switch, "su_size": 32, **compute}
+    return yaml.safe_dump(
+        {
+            "name": "t",
+            "site": {"management_cidr": "10.0.0.0/8", "bmc_cidr": "11.0.0.0/8"},
+            "node_groups": [{"name": "gpu", "node": node, "count": nodes}],
+            "fabrics": {"compute": fabric, "storage": {"switch": "qm9700"}, "management": {}},
+        }
+    )
+
+
+def plan_of(text: str, catalog: Catalog) -> Plan:
+    return expand(load_spec_text(text).spec, catalog)
+
+
+def with_switch(catalog: Catalog, key: str, ports: int, gbps: float = 400) -> Catalog:
+    base = catalog.switches["qm9700"]
+    custom = base.model_copy(
+        update={"name": f"custom {ports}-port", "ports": ports, "port_gbps": gbps}
+    )
+    return catalog.model_copy(update={"switches": {**catalog.switches, key: custom}})
+
+
+# --- NVIDIA reference architectures ----------------------------------------------------------
+
+
+def _rows(ra: str, table_prefix: str) -> list[dict[str, Any]]:
+    return [
+        r for r in RA["compute_fabric"] if r["ra"] == ra and r["table"].startswith(table_prefix)
+    ]
+
+
+def _counts(plan: Plan) -> dict[str, int]:
+    f = plan.fabrics["compute"]
+    return {
+        "leaf": f.leaf,
+        "spine": f.spine,
+        "core": f.core,
+        "node_leaf_cables": f.cables["node_leaf"],
+        "leaf_spine_cables": f.cables["leaf_spine"],
+        "spine_core_cables": f.cables["spine_core"],
+    }
+
+
+@pytest.mark.parametrize(
+    "row",
+    _rows("ra-h100", "Table 4") + _rows("ra-b200", "Table 4"),
+    ids=lambda r: f"{r['ra']}-su{r['su']}",
+)
+def test_dgx_superpod_table4_with_ufm_slot(catalog: Catalog, row: dict[str, Any]) -> None:
+    # 32-node SUs with one node slot given to UFM's fabric connections.
+    plan = plan_of(spec_text(row["nodes"], subnet_manager="ufm"), catalog)
+    got = _counts(plan)
+    for key in ("leaf", "spine", "node_leaf_cables", "leaf_spine_cables"):
+        assert got[key] == row[key], (key, got, row)
+    assert plan.gpus == row["gpus"]
+
+
+@pytest.mark.parametrize(
+    "row",
+    _rows("ra-h100", "Table 3") + _rows("ra-b200", "larger"),
+    ids=lambda r: f"{r['ra']}-su{r['su']}",
+)
+def test_dgx_superpod_larger_configurations(catalog: Catalog, row: dict[str, Any]) -> None:
+    plan = plan_of(spec_text(row["nodes"], subnet_manager="opensm"), catalog)
+    got = _counts(plan)
+    expected = {k: row[k] for k in ("leaf", "spine", "node_leaf_cables", "leaf_spine_cables")}
+    expected["core"] = row["core"] or 0
+    if row["core"]:  # two-tier rows print spine-core cables under a dashed core column
+        expected["spine_core_cables"] = row["spine_core_cables"]
+    assert {k: got[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize("row", _rows("ra-b300-xdr", "Table 3"), ids=lambda r: f"su{r['su']}")
+def test_xdr_144_port_custom_radix(catalog: Catalog, row: dict[str, Any]) -> None:
+    # A 144-port XDR switch is not in the catalog: the same builder with a custom radix must
+    # reproduce NVIDIA's B300-XDR counts, including its 18 and 36 spines (balanced wiring).
+    custom = with_switch(catalog, "xdr144", 144, 800)
+    text = spec_text(row["nodes"], switch="xdr144", su_size=72, subnet_manager="opensm")
+    got = _counts(plan_of(text, custom))
+    for key in ("leaf", "spine", "node_leaf_cables", "leaf_spine_cables"):
+        assert got[key] == row[key], (key, got, row)
+
+
+# --- structural properties -------------------------------------------------------------------
+
+
+def check_invariants(plan: Plan, spec: Spec, catalog: Catalog) -> None:
+    compute = spec.fabrics.compute
+    assert compute is not None
+    radix = catalog.switches[compute.switch].ports
+    switches = {s.name: s for s in plan.switches}
+    # every NIC cabled exactly once
+    nics = Counter(
+        (c.a, c.a_port) for c in plan.cables_in("compute", "node_leaf") if not c.a.startswith("ufm")
+    )
+    assert set(nics) == {(s.name, h) for s in plan.servers for h in s.hcas}
+    assert set(nics.values()) == {1}
+    # no switch port used twice, none beyond the radix
+    used: Counter[tuple[str, str]] = Counter()
+    for c in plan.cables:
+        for device, port in ((c.a, c.a_port), (c.b, c.b_port)):
+            if device in switches and port != "mgmt0":  # mgmt0: a switch's management port
+                used[(device, port)] += 1
+                assert 1 <= int(port) <= switches[device].ports, (device, port)
+    assert max(used.values()) == 1
+    # same-rail NICs inside an SU are one switch apart (the same leaf)
+    if compute.rail_optimized:
+        leaf_of: dict[tuple[int, int], set[str]] = defaultdict(set)
+        by_name = {s.name: s for s in plan.servers}
+        for c in plan.cables_in("compute", "node_leaf"):
+            if c.a in by_name:
+                server = by_name[c.a]
+                leaf_of[(server.su, server.hcas.index(c.a_port))].add(c.b)
+        assert all(len(leaves) == 1 for leaves in leaf_of.values())
+    # balanced leaf->spine wiring: every leaf has the same links to every spine of its pod
+    if compute.spines is None:
+        per_pair = Counter((c.a, c.b) for c in plan.cables_in("compute", "leaf_spine"))
+        assert len(set(per_pair.values())) == 1
+    # non-blocking: bisection equals servers x NICs x rate
+    if compute.oversubscription == 1:
+        rate = catalog.switches[compute.switch].port_gbps
+        assert plan.fabrics["compute"].bisection_gbps == len(plan.servers) * 8 * rate
+    # the compute fabric of each plane is one connected graph
+    # (servers' NICs are the ends; the UFM host, which manages every plane, is left out)
+    cables = nx.Graph(
+        (f"{c.a}/{c.a_port}" if c.tier == "node_leaf" else c.a, c.b)
+        for c in plan.cables_in("compute")
+        if not c.a.startswith("ufm")
+    )
+    assert nx.number_connected_components(cables) == compute.planes
+    assert radix  # used above
+
+
+def check_racks_and_addresses(plan: Plan, spec: Spec) -> None:
+    placed = Counter(name for r in plan.racks for name in r.servers)
+    assert set(placed.values()) == {1} and len(placed) == len(plan.servers)
+    for rack in plan.racks:
+        assert rack.units_used <= spec.site.rack.units, rack
+        assert rack.power_kw <= spec.site.rack.power_kw + 1e-9, rack
+    mgmt = [s.mgmt_ip for s in plan.servers]
+    bmc = [s.bmc_ip for s in plan.servers] + [s.bmc_ip for s in plan.switches]
+    for ips, cidr in ((mgmt, spec.site.management_cidr), (bmc, spec.site.bmc_cidr)):
+        assert len(set(ips)) == len(ips)
+        assert all(IPv4Address(ip) in IPv4Network(cidr) for ip in ips)
+
+
+CASES = {
+    "h100-1su": spec_text(32),
+    "h100-127": spec_text(127),
+    "h100-partial": spec_text(45),
+    "h100-3tier": spec_text(600, subnet_manager="opensm"),
+    "a100-hdr-140": spec_text(140, node="dgx-a100-640gb", switch="qm8790", su_size=20),
+    "oversub-2": spec_text(96, oversubscription=2),
+    "planes-2": spec_text(300, planes=2),
+    "planes-8": spec_text(64, planes=8),
+    "not-rail-optimized": spec_text(64, rail_optimized=False),
+    "fixed-spines": spec_text(64, spines=12),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_plan_invariants(catalog: Catalog, name: str) -> None:
+    spec = load_spec_text(CASES[name]).spec
+    plan = expand(spec, catalog)
+    check_invariants(plan, spec, catalog)
+    check_racks_and_addresses(plan, spec)
+
+
+def test_fixed_spines_can_be_unbalanced(catalog: Catalog) -> None:
+    plan = plan_of(spec_text(64, spines=12), catalog)
+    per_pair = Counter((c.a, c.b) for c in plan.cables_in("compute", "leaf_spine"))
+    assert len(set(per_pair.values())) > 1  # 32 uplinks over 12 spines: 3s and 2s
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nodes=st.integers(1, 700),
+    su=st.sampled_from([8, 16, 20, 32]),
+    over=st.sampled_from([1, 1.5, 2, 3]),
+    planes=st.sampled_from([1, 2, 4]),
+    radix=st.sampled_from([40, 48, 64, 80]),
+)
+def test_random_fabrics_keep_their_invariants(
+    nodes: int, su: int, over: float, planes: int, radix: int
+) -> None:
+    from infra.catalog import load_catalog
+
+    catalog = with_switch(load_catalog(), "custom", radix)
+    text = spec_text(
+        nodes, switch="custom", su_size=min(su, radix // 2), oversubscription=over, planes=planes
+    )
+    spec = load_spec_text(text).spec
+    try:
+        plan = expand(spec, catalog)
+    except PlanError as exc:  # only "too big for three tiers" may refuse a plan here
+        assert "planes" in (exc.hint or "")
+        return
+    check_invariants(plan, spec, catalog)
+
+
+# --- errors, determinism, graph ---------------------------------------------------------------
+
+
+def test_beyond_three_tiers_needs_planes(catalog: Catalog) -> None:
+    custom = with_switch(catalog, "small", 16)
+    with pytest.raises(PlanError, match="three-tier") as caught:
+        plan_of(spec_text(600, switch="small", su_size=8), custom)
+    assert "planes" in (caught.value.hint or "")
+    plan = plan_of(spec_text(600, switch="small", su_size=8, planes=8), custom)
+    assert plan.fabrics["compute"].planes == 8
+
+
+@pytest.mark.parametrize(
+    ("compute", "message"),
+    [({"planes": 3}, "do not split evenly"), ({"su_size": 64}, "no uplink port")],
+)
+def test_plan_errors_name_the_spec_path(
+    catalog: Catalog, compute: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(PlanError, match=message) as caught:
+        plan_of(spec_text(64, **compute), catalog)
+    assert caught.value.path.startswith("fabrics.compute.")
+
+
+def test_same_spec_same_bytes(catalog: Catalog) -> None:
+    first = cabling_csv(plan_of(CASES["h100-127"], catalog))
+    assert first == cabling_csv(plan_of(CASES["h100-127"], catalog))
+
+
+def test_graph_schema(catalog: Catalog) -> None:
+    plan = plan_of(spec_text(32), catalog)
+    g = plan.graph
+    kinds = Counter(kind for _, kind in g.nodes(data="kind"))
+    assert kinds["server"] == 32 and kinds["gpu"] == 256 and kinds["nvswitch"] == 128
+    assert kinds["nic"] == 256
+    gpu = "dgx-h100-001/gpu0" if "dgx-h100-001/gpu0" in g else f"{plan.servers[0].name}/gpu0"
+    nvlinks = [d["links"] for _, _, d in g.edges(gpu, data=True) if d["kind"] == "nvlink"]
+    assert sorted(nvlinks) == [4, 4, 5, 5]  # 18 NVLink4 ports over 4 NVSwitch chips
+    cables = sum(len(d["ports"]) for _, _, d in g.edges(data=True) if d["kind"] == "cable")
+    assert cables == len(plan.cables)
+
+
+def test_hca_map_and_partition_keys(catalog: Catalog) -> None:
+    plan = plan_of(spec_text(4), catalog)
+    assert plan.servers[0].hcas[:2] == ("mlx5_0", "mlx5_3")
+    assert plan.pkeys == {"default": "0x7fff", "gpu": "0x0001"}
+
+
+def test_examples_plan(catalog: Catalog) -> None:
+    for path in sorted(Path(TESTS.parent / "examples").glob("*.yaml")):
+        plan = expand(load_spec_text(path.read_text()).spec, catalog)
+        assert len(plan.servers) > 0
