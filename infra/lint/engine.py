@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from infra.catalog import Catalog
 from infra.lint.finding import Finding, Severity
 from infra.spec import LoadedSpec
+from infra.topology import Plan, PlanError, expand
 
 
 @dataclass(frozen=True)
@@ -28,12 +29,31 @@ class Violation:
     severity: Severity | None = None  # None: the rule's default severity
 
 
-@dataclass(frozen=True)
 class LintContext:
-    """Everything a rule may look at."""
+    """Everything a rule may look at; the plan is built once, on first use."""
 
-    loaded: LoadedSpec
-    catalog: Catalog
+    def __init__(self, loaded: LoadedSpec, catalog: Catalog) -> None:
+        self.loaded = loaded
+        self.catalog = catalog
+        self._planned: tuple[Plan | None, PlanError | None] | None = None
+
+    def _plan(self) -> tuple[Plan | None, PlanError | None]:
+        if self._planned is None:
+            try:
+                self._planned = (expand(self.loaded.spec, self.catalog, with_graph=False), None)
+            except PlanError as exc:
+                self._planned = (None, exc)
+        return self._planned
+
+    @property
+    def plan(self) -> Plan | None:
+        """The planned cluster, or None when the spec cannot be planned (see plan_error)."""
+        return self._plan()[0]
+
+    @property
+    def plan_error(self) -> PlanError | None:
+        """Why the spec cannot be planned, or None."""
+        return self._plan()[1]
 
 
 Check = Callable[[LintContext], Iterable[Violation]]
@@ -48,6 +68,7 @@ class Rule:
     severity: Severity
     summary: str
     check: Check = field(compare=False, repr=False)
+    needs_plan: bool = False
 
     @property
     def doc(self) -> str:
@@ -58,13 +79,19 @@ class Rule:
 _REGISTRY: dict[str, Rule] = {}
 
 
-def rule(rule_id: str, name: str, severity: Severity, summary: str) -> Callable[[Check], Check]:
-    """Register ``check`` as rule ``rule_id``; ids and names must be unique."""
+def rule(
+    rule_id: str, name: str, severity: Severity, summary: str, *, needs_plan: bool = False
+) -> Callable[[Check], Check]:
+    """Register ``check`` as rule ``rule_id``; ids and names must be unique.
+
+    ``needs_plan`` rules look at the planned topology; they run only when the spec-level
+    rules found no error, so one root cause gives one finding.
+    """
 
     def register(check: Check) -> Check:
         if rule_id in _REGISTRY or any(r.name == name for r in _REGISTRY.values()):
             raise ValueError(f"duplicate lint rule {rule_id} / {name}")
-        _REGISTRY[rule_id] = Rule(rule_id, name, severity, summary, check)
+        _REGISTRY[rule_id] = Rule(rule_id, name, severity, summary, check, needs_plan)
         return check
 
     return register
@@ -98,7 +125,19 @@ def select_rules(select: Sequence[str] = (), ignore: Sequence[str] = ()) -> list
 
 
 def run_rules(ctx: LintContext, rules: Iterable[Rule]) -> list[Finding]:
-    """Run ``rules`` over one loaded spec and return its findings, sorted."""
+    """Run ``rules`` over one loaded spec and return its findings, sorted.
+
+    Spec-level rules run first; plan rules only if those found no error.
+    """
+    chosen = list(rules)
+    spec_findings = _run(ctx, [r for r in all_rules() if not r.needs_plan])
+    findings = [f for f in spec_findings if f.rule in {r.id for r in chosen}]
+    if not any(f.severity is Severity.ERROR for f in spec_findings):
+        findings += _run(ctx, [r for r in chosen if r.needs_plan])
+    return sorted(set(findings))
+
+
+def _run(ctx: LintContext, rules: Iterable[Rule]) -> list[Finding]:
     findings: list[Finding] = []
     for r in rules:
         for v in r.check(ctx):
@@ -115,4 +154,4 @@ def run_rules(ctx: LintContext, rules: Iterable[Rule]) -> list[Finding]:
                     hint=v.hint,
                 )
             )
-    return sorted(set(findings))
+    return findings

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterator
 
 from infra.lint.engine import LintContext, Violation, rule
@@ -29,9 +30,30 @@ def sharp_not_rail_optimized(ctx: LintContext) -> Iterator[Violation]:
     if compute and compute.sharp and not compute.rail_optimized:
         yield Violation(
             "fabrics.compute.sharp",
-            "SHARP needs a rail-optimized fabric (one HCA rail per leaf switch)",
+            "SHARP needs a rail-optimized fabric (one HCA rail per leaf switch)"
+            + _rails_per_leaf(ctx),
             "set fabrics.compute.rail_optimized: true",
         )
+
+
+def _rails_per_leaf(ctx: LintContext) -> str:
+    """``; leaf X would carry N rails ...`` measured on the plan, when there is one."""
+    plan, compute = ctx.plan, ctx.loaded.spec.fabrics.compute
+    if plan is None or compute is None or compute.switch not in ctx.catalog.switches:
+        return ""
+    hca_rail = {(s.name, h): r for s in plan.servers for r, h in enumerate(s.hcas)}
+    rails: dict[str, set[int]] = defaultdict(set)
+    for c in plan.cables_in("compute", "node_leaf"):
+        if (c.a, c.a_port) in hca_rail:
+            rails[c.b].add(hca_rail[(c.a, c.a_port)])
+    if not rails:
+        return ""
+    leaf, carried = max(rails.items(), key=lambda kv: (len(kv[1]), kv[0]))
+    flows = ctx.catalog.switches[compute.switch].sharp_flows
+    return (
+        f"; leaf {leaf} would carry {len(carried)} rails but the switch has {flows} "
+        "SHARP aggregation flows"
+    )
 
 
 @rule(

@@ -1,0 +1,181 @@
+"""Rules that need the planned topology: radix, oversubscription, balance, SHARP flows, racks.
+
+They read `ctx.plan`, built once per spec. A spec that cannot be planned gets one RP049
+finding (at the spec path the planner names) and the other plan rules stay silent.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+
+from infra.lint.engine import LintContext, Violation, rule
+from infra.lint.finding import Severity
+
+_FABRIC_PATH = {
+    "compute": "fabrics.compute.switch",
+    "storage": "fabrics.storage.switch",
+    "inband": "fabrics.management.inband_switch",
+    "oob": "fabrics.management.oob_switch",
+}
+
+
+@rule("RP049", "plan-failed", Severity.ERROR, "The spec cannot be planned.", needs_plan=True)
+def plan_failed(ctx: LintContext) -> Iterator[Violation]:
+    """The spec must expand into a plan (racks, fabrics, addresses).
+
+    Why: a spec that cannot be planned cannot be built: a fabric too large for three tiers
+    of its switch radix, rails that do not split into the planes, a scalable unit that leaves
+    a leaf no uplink port, a node that fits in no rack.
+    Fix: follow the message; for fabrics beyond three tiers set `fabrics.compute.planes`.
+    """
+    error = ctx.plan_error
+    if error is not None:
+        yield Violation(error.path, error.message, error.hint or "")
+
+
+@rule(
+    "RP045",
+    "switch-radix-exceeded",
+    Severity.ERROR,
+    "A switch is cabled to more ports than it has.",
+    needs_plan=True,
+)
+def switch_radix_exceeded(ctx: LintContext) -> Iterator[Violation]:
+    """No switch may use more ports than its radix.
+
+    Why: the planned wiring cannot be built; usually a pinned spine count too small for the
+    leaves' uplinks, or a scalable unit larger than a leaf's down ports.
+    Fix: drop `fabrics.compute.spines` (railplan then sizes the spines), or lower `su_size`.
+    """
+    plan = ctx.plan
+    if plan is None:
+        return
+    used: Counter[str] = Counter()
+    for cable in plan.cables:
+        for device, port in ((cable.a, cable.a_port), (cable.b, cable.b_port)):
+            if port != "mgmt0":
+                used[device] += 1
+    worst: dict[str, tuple[str, int, int]] = {}
+    for switch in plan.switches:
+        if used[switch.name] > switch.ports and switch.fabric not in worst:
+            worst[switch.fabric] = (switch.name, used[switch.name], switch.ports)
+    for fabric, (name, n, ports) in sorted(worst.items()):
+        yield Violation(
+            _FABRIC_PATH[fabric],
+            f"{name} would need {n} ports but has {ports}",
+            "let railplan size the spines, or lower su_size",
+        )
+
+
+@rule(
+    "RP046",
+    "oversubscription-exceeded",
+    Severity.ERROR,
+    "The planned leaves are more oversubscribed than the spec allows.",
+    needs_plan=True,
+)
+def oversubscription_exceeded(ctx: LintContext) -> Iterator[Violation]:
+    """Planned leaf down:up ratios must not exceed the fabric's `oversubscription`.
+
+    Why: when a scalable unit takes more than half of a leaf's ports, fewer ports remain for
+    uplinks than a 1:1 (or the asked-for) ratio needs; collectives that cross the spine then
+    run slower than the budget assumed.
+    Fix: lower `su_size` to at most radix/(1+ratio) servers, or accept the ratio explicitly.
+    """
+    plan = ctx.plan
+    compute = ctx.loaded.spec.fabrics.compute
+    if plan is None or compute is None or "compute" not in plan.fabrics:
+        return
+    planned = plan.fabrics["compute"].oversubscription
+    if planned > compute.oversubscription + 1e-9:
+        yield Violation(
+            "fabrics.compute.su_size",
+            f"leaves would run {planned:g}:1 but the spec allows {compute.oversubscription:g}:1",
+            f"use su_size of at most {plan.fabrics['compute'].radix // 2}",
+        )
+
+
+@rule(
+    "RP047",
+    "leaf-spine-unbalanced",
+    Severity.WARNING,
+    "Leaves have unequal numbers of links to their spines.",
+    needs_plan=True,
+)
+def leaf_spine_unbalanced(ctx: LintContext) -> Iterator[Violation]:
+    """Every leaf should have the same number of links to every spine of its pod.
+
+    Why: ECMP hashes flows evenly over equal-cost uplinks; a spine with fewer links from a
+    leaf congests first and the fabric delivers less than its cable count suggests.
+    Fix: use a spine count that divides each leaf's uplinks (drop `spines` to let railplan
+    choose).
+    """
+    plan = ctx.plan
+    if plan is None:
+        return
+    for fabric in ("compute", "storage"):
+        links = Counter((c.a, c.b) for c in plan.cables_in(fabric, "leaf_spine"))
+        per_leaf: dict[str, set[int]] = defaultdict(set)
+        for (leaf, _), n in links.items():
+            per_leaf[leaf].add(n)
+        if len(set(links.values())) > 1:
+            yield Violation(
+                _FABRIC_PATH[fabric].rsplit(".", 1)[0],
+                f"{fabric} leaves have {min(links.values())} to "
+                f"{max(links.values())} links per spine",
+                "choose a spine count that divides the leaf uplinks",
+            )
+
+
+@rule(
+    "RP055",
+    "rack-over-budget",
+    Severity.ERROR,
+    "A planned rack exceeds the rack power budget or its units.",
+    needs_plan=True,
+)
+def rack_over_budget(ctx: LintContext) -> Iterator[Violation]:
+    """Every planned rack must stay within `site.rack.power_kw` and `site.rack.units`.
+
+    Why: the placer fills racks up to the budget, but a single switch or server can exceed
+    it on its own; that rack would trip its breakers or not close.
+    Fix: raise the rack budget, or choose equipment that fits.
+    """
+    plan, rack_spec = ctx.plan, ctx.loaded.spec.site.rack
+    if plan is None:
+        return
+    for rack in plan.racks:
+        if rack.power_kw > rack_spec.power_kw + 1e-9:
+            yield Violation(
+                "site.rack.power_kw",
+                f"rack {rack.name} would draw "
+                f"{rack.power_kw:g} kW of a {rack_spec.power_kw:g} kW budget",
+            )
+            return
+        if rack.units_used > rack_spec.units:
+            yield Violation(
+                "site.rack.units",
+                f"rack {rack.name} would need {rack.units_used}U of {rack_spec.units}U",
+            )
+            return
+
+
+@rule(
+    "RP057",
+    "ufm-no-port",
+    Severity.WARNING,
+    "The UFM appliance has no free fabric port in the plan.",
+    needs_plan=True,
+)
+def ufm_no_port(ctx: LintContext) -> Iterator[Violation]:
+    """A UFM-managed fabric needs fabric ports for the UFM appliance.
+
+    Why: NVIDIA's reference design gives the UFM the ports of one server slot ("a DGX system
+    must be removed to accommodate for UFM connectivity"); when every slot and spine port is
+    taken, the subnet manager has nowhere to plug in.
+    Fix: plan one server fewer (127 instead of 128 in a 4-SU H100 design).
+    """
+    plan = ctx.plan
+    if plan is not None and any("UFM" in note for note in plan.notes):
+        yield Violation("fabrics.compute.subnet_manager", next(n for n in plan.notes if "UFM" in n))
