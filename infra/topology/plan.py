@@ -30,6 +30,7 @@ Edges, attribute ``kind``:
 from __future__ import annotations
 
 import dataclasses
+import gc
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -60,6 +61,18 @@ def expand(spec: Spec, catalog: Catalog, *, with_graph: bool = True) -> Plan:
             more than three tiers, rails do not split into planes, ...).
     """
     _check_references(spec, catalog)
+    # A plan allocates millions of small objects that all live until the end; the cyclic
+    # GC would rescan them again and again (superlinear time), and they form no cycles.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _expand(spec, catalog, with_graph)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _expand(spec: Spec, catalog: Catalog, with_graph: bool) -> Plan:
     seeds = list_servers(spec)
     on_fabric = _fabric_servers(spec, catalog, seeds)
     su_of = (
@@ -269,19 +282,12 @@ class _State:
             key=lambda s: s.name,
         )
 
-    def _rack_of(self, device: str) -> str:
-        host = device.split("/", 1)[0]
-        return (
-            self.switch_rack.get(host)
-            or self.where.get(host, ("", 0))[0]
-            or self.extra.get(host, "")
-        )
-
     def finished_cables(self) -> list[Cable]:
         zone = _rack_zones(self.racks)
+        racks = {s: r for s, (r, _) in self.where.items()} | self.extra | self.switch_rack
         done = []
         for c in self.cables:  # the positional constructor: dataclasses.replace is 3x slower
-            a_rack, b_rack = self._rack_of(c.a), self._rack_of(c.b)
+            a_rack, b_rack = racks.get(c.a, ""), racks.get(c.b, "")
             length = (
                 "in-rack"
                 if a_rack == b_rack and a_rack
