@@ -18,6 +18,9 @@ demo: $(STAMP)
 	@echo "== railplan mig check examples/mig-parted/config-default.yaml (NVIDIA's published default)"
 	@$(BIN)/railplan mig check examples/mig-parted/config-default.yaml
 	@echo
+	@echo "== railplan plan examples/dgx-h100-superpod.yaml"
+	@$(BIN)/railplan plan examples/dgx-h100-superpod.yaml
+	@echo
 	@echo "== a broken spec: railplan lint tests/corpus/lint/mig-4g-4g.yaml (exit code 1 expected)"
 	@$(BIN)/railplan lint tests/corpus/lint/mig-4g-4g.yaml || true
 

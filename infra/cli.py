@@ -157,7 +157,10 @@ def _describe(loaded: LoadedSpec, findings: Sequence[Finding]) -> str:
 def _write_atomic(path: str, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file and rename: never half a file."""
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent or Path(), prefix=f".{target.name}.")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    except OSError as exc:
+        raise RailplanError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)

@@ -173,3 +173,47 @@ def test_catalog_command_lists_design_ids() -> None:
     out = railplan("catalog").stdout
     for key in ("a100-sxm4-40gb", "dgx-h100", "aws-p5.48xlarge", "qm9790"):
         assert key in out
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: Path(p).stem)
+def test_plan_prints_every_example(example: str) -> None:
+    result = railplan("plan", example)
+    assert result.returncode == 0, result.stderr
+    assert " GPUs, " in result.stdout.splitlines()[0]
+
+
+def test_plan_json_contract_and_csv_files(tmp_path: Path) -> None:
+    import csv
+
+    spec = str(ROOT / "examples" / "dgx-h100-superpod.yaml")
+    cabling, bom = tmp_path / "cabling.csv", tmp_path / "bom.csv"
+    result = railplan(
+        "plan", "--format", "json", spec, "--cabling", str(cabling), "--bom", str(bom)
+    )
+    doc = json.loads(result.stdout)
+    assert {"name", "servers", "gpus", "racks", "power_kw", "fabrics"} <= set(doc)
+    compute = doc["fabrics"]["compute"]
+    assert {"tiers", "switches", "cables", "oversubscription", "bisection_gbps"} <= set(compute)
+    assert compute["switches"] == {"leaf": 32, "spine": 16, "core": 0}
+    assert compute["bisection_gbps"] == 127 * 8 * 400
+    rows = list(csv.DictReader(cabling.open()))
+    assert len(rows) == sum(sum(f["cables"].values()) for f in doc["fabrics"].values())
+    assert all(r["a_device"] and r["b_device"] and r["a_port"] and r["b_port"] for r in rows)
+    items = {
+        (r["category"], r["fabric"]): int(r["quantity"])
+        for r in csv.DictReader(bom.open())
+        if r["category"] == "switch"
+    }
+    assert items[("switch", "compute")] == 48
+
+
+def test_plan_failure_is_located_and_exits_1() -> None:
+    result = railplan("plan", str(TESTS / "corpus" / "lint" / "beyond-three-tiers.yaml"))
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "beyond-three-tiers.yaml:7:3:" in result.stderr
+
+
+def test_plan_output_file_errors_are_usage_errors(tmp_path: Path) -> None:
+    spec = str(ROOT / "examples" / "a100-lab-mig.yaml")
+    result = railplan("plan", spec, "--bom", str(tmp_path / "missing-dir" / "bom.csv"))
+    assert result.returncode == 2 and "cannot write" in result.stderr

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from infra.lint.engine import LintContext, Violation, rule
 from infra.lint.finding import Severity
 from infra.lint.rules._util import group_path, known_groups
+from infra.topology.addressing import usable_hosts
 
 
 @rule(
@@ -84,24 +85,32 @@ def air_cooling_exceeded(ctx: LintContext) -> Iterator[Violation]:
     "RP053",
     "cidr-too-small",
     Severity.ERROR,
-    "A management or BMC network has fewer addresses than servers.",
+    "A management or BMC network has fewer addresses than devices.",
 )
 def cidr_too_small(ctx: LintContext) -> Iterator[Violation]:
-    """Management and BMC networks need an address for every server.
+    """Management and BMC networks need an address for every device on them.
 
-    Why: addresses are assigned from these CIDRs; with too few, the last servers get none and
-    the inventory cannot be rendered. (Switches and PDUs need BMC addresses too; the plan
-    checks those once it has placed them.)
+    Why: addresses are assigned from these CIDRs; with too few, the last devices get none and
+    the inventory cannot be rendered. The management network serves the servers; the BMC
+    network serves server BMCs, every switch's management port and every PDU, which the plan
+    counts (without a plan, servers only).
     Fix: widen the CIDR (a /16 holds 65,534 hosts).
     """
-    site = ctx.loaded.spec.site
+    site, plan = ctx.loaded.spec.site, ctx.plan
     servers = ctx.loaded.spec.gpu_servers
-    for field, network in (("management_cidr", site.management_cidr), ("bmc_cidr", site.bmc_cidr)):
-        usable = max(network.num_addresses - 2, 0)
-        if usable < servers:
+    bmc = (
+        servers
+        if plan is None
+        else (len(plan.servers) + len(plan.switches) + sum(r.pdus for r in plan.racks))
+    )
+    for field, network, needed in (
+        ("management_cidr", site.management_cidr, servers),
+        ("bmc_cidr", site.bmc_cidr, bmc),
+    ):
+        if usable_hosts(network) < needed:
             yield Violation(
                 f"site.{field}",
-                f"{network} has {usable} host addresses for {servers} servers",
+                f"{network} has {usable_hosts(network)} host addresses for {needed} devices",
                 "use a larger prefix",
             )
 
