@@ -114,23 +114,30 @@ def plan_storage(
     switches, cables, summary = _tree(
         "storage", "st", fabric.switch, k, switch.port_gbps, leaf_down, up, group
     )
-    for i, (server, ports) in enumerate(servers):
-        g, slot = divmod(i, down)
-        for p in range(ports):
-            cables.append(
-                Cable(
-                    "storage",
-                    "node_leaf",
-                    server,
-                    f"storage{p}",
-                    f"st-leaf-{g * group + p + 1:03d}",
-                    str(slot + 1),
-                    switch.port_gbps,
-                )
-            )
+    cables += _server_cables("storage", "st", servers, down, group, switch.port_gbps)
     cables += list(_storage_system_cables(fabric, server_groups * group, up, switch.port_gbps))
     summary.cables["node_leaf"] = sum(1 for c in cables if c.tier == "node_leaf")
     return NetworkPlan(switches, cables, summary)
+
+
+def _server_cables(
+    fabric: FabricName,
+    prefix: str,
+    servers: Sequence[tuple[str, int]],
+    per_leaf: int,
+    group: int,
+    gbps: float,
+) -> list[Cable]:
+    """Server port ``p`` to leaf ``p`` of the server's leaf group (one leaf per port)."""
+    cables = []
+    for i, (server, ports) in enumerate(servers):
+        g, slot = divmod(i, per_leaf)
+        for p in range(ports):
+            leaf = f"{prefix}-leaf-{g * group + p + 1:03d}"
+            cables.append(
+                Cable(fabric, "node_leaf", server, f"{fabric}{p}", leaf, str(slot + 1), gbps)
+            )
+    return cables
 
 
 def _storage_system_cables(
@@ -167,20 +174,8 @@ def plan_inband(fabric: ManagementFabric, catalog: Catalog, servers: Sequence[st
         2,
         min_spines=2,
     )  # no single spine: it would be a SPOF
-    for i, server in enumerate(servers):
-        pair, slot = divmod(i, down)
-        for p in range(INBAND_PORTS_PER_SERVER):
-            cables.append(
-                Cable(
-                    "inband",
-                    "node_leaf",
-                    server,
-                    f"inband{p}",
-                    f"mg-leaf-{2 * pair + p + 1:03d}",
-                    str(slot + 1),
-                    switch.port_gbps,
-                )
-            )
+    ports = [(server, INBAND_PORTS_PER_SERVER) for server in servers]
+    cables += _server_cables("inband", "mg", ports, down, 2, switch.port_gbps)
     summary.cables["node_leaf"] = len(servers) * INBAND_PORTS_PER_SERVER
     return NetworkPlan(switches, cables, summary)
 
