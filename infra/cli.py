@@ -20,6 +20,8 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from infra.budget.cluster import comm_topology, main_group
+from infra.budget.collectives import predict_table
 from infra.catalog import load_catalog
 from infra.errors import RailplanError
 from infra.lint import documented_rules, find_documented_rule, lint_loaded
@@ -27,8 +29,10 @@ from infra.lint.finding import Finding, Severity
 from infra.lint.formats import format_github, format_json, format_sarif, format_text
 from infra.lint.migparted import check_mig_parted
 from infra.render.fabric import bom_csv, cabling_csv, plan_json, plan_text
+from infra.render.tables import predict_json, predict_text
 from infra.spec import LoadedSpec, SpecValidationError, load_spec, read_yaml_file
 from infra.spec.schema import spec_json_schema_text
+from infra.spec.units import parse_bytes
 from infra.topology import Plan, PlanError, expand
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -51,6 +55,16 @@ class LintFormat(StrEnum):
     JSON = "json"
     SARIF = "sarif"
     GITHUB = "github"
+
+
+class CollectiveName(StrEnum):
+    """Collectives `railplan predict` models."""
+
+    ALL_REDUCE = "all_reduce"
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    BROADCAST = "broadcast"
+    ALLTOALL = "alltoall"
 
 
 class Format(StrEnum):
@@ -195,6 +209,37 @@ def plan(
     if bom:
         _write_atomic(bom, bom_csv(planned, load_catalog()))
     _say(plan_json(planned) if output_format is Format.JSON else plan_text(planned))
+
+
+@app.command()
+def predict(
+    spec: Annotated[str, typer.Argument(metavar="SPEC", help="Spec file.")],
+    collective: Annotated[CollectiveName, typer.Option(help="Collective to predict.")],
+    gpus: Annotated[int, typer.Option(help="GPUs in the communicator.")],
+    min_bytes: Annotated[str, typer.Option(help="Smallest size, e.g. 8 or 1MiB.")] = "8",
+    max_bytes: Annotated[str, typer.Option(help="Largest size, e.g. 8GiB.")] = "8GiB",
+    step_factor: Annotated[float, typer.Option(help="Size multiplier per row.")] = 2.0,
+    output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
+) -> None:
+    """Predict nccl-tests results (time, algbw, busbw) for a collective on the cluster."""
+    loaded = load_spec(spec)
+    catalog = load_catalog()
+    low, high = _size_option("--min-bytes", min_bytes), _size_option("--max-bytes", max_bytes)
+    if step_factor <= 1 or high < low:
+        raise RailplanError("need --min-bytes <= --max-bytes and --step-factor > 1")
+    topo = comm_topology(loaded.spec, catalog, gpus, path="--gpus")
+    rows = predict_table(topo, collective.value, low, high, step_factor)
+    if output_format is Format.JSON:
+        _say(predict_json(collective.value, topo, rows))
+    else:
+        _say(predict_text(collective.value, main_group(loaded.spec, catalog)[1].name, topo, rows))
+
+
+def _size_option(option: str, value: str) -> int:
+    try:
+        return parse_bytes(value)
+    except ValueError as exc:
+        raise RailplanError(f"{option}: {exc}", hint="e.g. 8, 64KiB, 1GiB") from None
 
 
 @app.command()

@@ -107,6 +107,9 @@ class Node(_Strict):
     compute_nics: int = Field(ge=0, description="Compute-fabric ports (rails).")
     compute_nic_gbps: float = Field(ge=0)
     compute_nic_model: str
+    cpu: Literal["intel", "amd"] = Field(
+        description="Host CPU vendor; NCCL's multi-node LL caps and network overhead use it."
+    )
     compute_hcas: tuple[str, ...] = Field(
         (), description="RDMA device per rail (`mlx5_N`), rail order; NCCL_IB_HCA uses them."
     )

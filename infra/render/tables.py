@@ -1,0 +1,56 @@
+"""Tables for the terminal and JSON: `railplan predict` (nccl-tests style) and budgets."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from infra.budget.collectives import CommTopology, Prediction
+
+__all__ = ["predict_json", "predict_text"]
+
+
+def predict_json(collective: str, t: CommTopology, rows: Sequence[Prediction]) -> str:
+    """The DESIGN.md JSON of `railplan predict --format json`."""
+    doc = {
+        "collective": collective,
+        "gpus": t.ranks,
+        "nodes": t.nodes,
+        "rows": [
+            {
+                "bytes": r.bytes,
+                "time_us": r.time_us,
+                "algbw_gbps": r.algbw_gbps,
+                "busbw_gbps": r.busbw_gbps,
+                "algorithm": r.algorithm,
+                "protocol": r.protocol,
+            }
+            for r in rows
+        ],
+    }
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def predict_text(collective: str, node: str, t: CommTopology, rows: Sequence[Prediction]) -> str:
+    """An nccl-tests-like table: size, time, algbw, busbw, algorithm/protocol."""
+    nvls = t.arch == "hopper" and t.nvswitch
+    head = [
+        (
+            f"# railplan predict: {collective} on {t.ranks} GPUs ({t.nodes} x {t.gpus_per_node}, "
+            f"{node}); NICs {t.nics} x {t.nic_gbps:g} Gb/s; NVLS {'yes' if nvls else 'no'}; "
+            f"SHARP {'yes' if t.sharp else 'no'}"
+        ),
+        "# model: NCCL tuning.cc structure; see docs/accuracy.md for its error",
+        (
+            f"#{'size (B)':>13} {'time (us)':>12} {'algbw (GB/s)':>13} {'busbw (GB/s)':>13}  "
+            "algorithm/protocol"
+        ),
+    ]
+    body = [
+        f"{r.bytes:>14} {r.time_us:>12.2f} {r.algbw_gbps:>13.2f} {r.busbw_gbps:>13.2f}  "
+        f"{r.algorithm}/{r.protocol}"
+        for r in rows
+    ]
+    large = [r for r in rows if r.bytes >= 2**30] or rows[-1:]
+    tail = [f"# large-message busbw: {max(r.busbw_gbps for r in large):.2f} GB/s"]
+    return "\n".join(head + body + tail) + "\n"
