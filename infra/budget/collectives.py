@@ -21,7 +21,7 @@ is 24GB/s"). NVLS (NVLink SHARP) efficiency is NCCL's `nvlsEfficiency` (0.85 on 
 ...                  nics=8, nic_gbps=400, cpu="intel", sharp=False)
 >>> row = predict(t, "all_reduce", 8 * 2**30)
 >>> row.algorithm, row.protocol, round(row.busbw_gbps)
-('nvls_tree', 'simple', 365)
+('nvls_tree', 'simple', 382)
 """
 
 from __future__ import annotations
@@ -201,6 +201,7 @@ class CommTopology:
     nic_gbps: float
     cpu: Literal["intel", "amd"]
     sharp: bool
+    nvls: bool = True  # NCCL_NVLS_ENABLE; NVLS also needs Hopper and NVSwitch
 
     @property
     def ranks(self) -> int:
@@ -263,7 +264,7 @@ def _nsteps(collective: Collective, n: int) -> int:
 
 def _algorithms(t: CommTopology, collective: Collective) -> list[str]:
     """The algorithms NCCL enables for this collective on this topology."""
-    nvls = t.arch == "hopper" and t.nvswitch and t.gpus_per_node > 1
+    nvls = t.nvls and t.arch == "hopper" and t.nvswitch and t.gpus_per_node > 1
     algos = ["ring"]
     if collective == "all_reduce":
         if t.nodes > 1:

@@ -225,6 +225,12 @@ class StorageFabric(StrictModel):
     storage_ports: int = Field(
         0, ge=0, le=100_000, description="Storage-system ports on the fabric (attached 1:1)."
     )
+    filesystem_gbps: float | None = Field(
+        None,
+        gt=0,
+        description="Aggregate write throughput of the parallel filesystem, GB/s (vendor "
+        "figure); without it only the fabric limits checkpoint speed.",
+    )
 
 
 class ManagementFabric(StrictModel):
@@ -320,6 +326,14 @@ class ScalingEfficiencyBudget(StrictModel):
     min: float = Field(gt=0, le=1, description="Minimum efficiency, 0-1 (0.89 = 89 %).")
     model_params: Count = Field(description="Model parameters, e.g. `175e9`.")
     precision: Precision = Field(Precision.BF16, strict=False, description="Compute precision.")
+    tokens_per_gpu: Count = Field(
+        8192, description="Tokens each GPU processes per step (micro-batches x sequence)."
+    )
+    mfu: float = Field(0.4, gt=0, le=1, description="Model FLOPs utilisation assumed.")
+    gradient_bytes: int = Field(2, ge=1, le=4, description="Bytes per gradient (bf16 = 2).")
+    overlap: float = Field(
+        0.5, ge=0, le=1, description="Share of compute time that hides gradient all-reduce."
+    )
 
 
 class CheckpointBudget(StrictModel):
@@ -346,12 +360,24 @@ class ModelFitsBudget(StrictModel):
     zero_stage: Literal[0, 1, 2, 3] = Field(0, description="ZeRO / FSDP sharding stage.")
 
 
+class SharpGainBudget(StrictModel):
+    """SHARP must cut all-reduce time of `bytes` over `gpus` GPUs by at least `min`."""
+
+    bytes: ByteSize = Field(description="Message size, e.g. `64KiB` for a latency claim.")
+    gpus: int = Field(ge=2, description="GPUs taking part.")
+    min: float = Field(gt=0, lt=1, description="Minimum reduction, 0-1 (0.4 = 40 % faster).")
+
+
 class CostBudget(StrictModel):
     """Energy cost per PFLOP-day must stay at or below `max_usd`."""
 
     max_usd: float = Field(gt=0, description="Limit, USD per PFLOP-day.")
     price_per_kwh: float = Field(gt=0, description="Electricity price, USD per kWh.")
     pue: float = Field(1.3, ge=1.0, le=3.0, description="Power usage effectiveness.")
+    precision: Precision = Field(
+        Precision.BF16, strict=False, description="Precision the PFLOPs are counted at."
+    )
+    mfu: float = Field(0.4, gt=0, le=1, description="Model FLOPs utilisation assumed.")
 
 
 class Budget(StrictModel):
@@ -368,6 +394,7 @@ class Budget(StrictModel):
     cluster_power: PowerBudget | None = Field(None, description="Whole-cluster IT power limit.")
     model_fits: ModelFitsBudget | None = Field(None, description=ModelFitsBudget.__doc__)
     cost_per_pflop_day: CostBudget | None = Field(None, description=CostBudget.__doc__)
+    sharp_gain: SharpGainBudget | None = Field(None, description=SharpGainBudget.__doc__)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Budget:
