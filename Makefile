@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit bench golden clean
+.PHONY: demo test lint typecheck unit bench accuracy clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ unit: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+# Regenerate docs/accuracy.md from tests/data/nccl-measurements.yaml (a test checks it).
+accuracy: $(STAMP)
+	$(BIN)/python -m infra.budget.calibration tests/data/nccl-measurements.yaml > docs/accuracy.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -22,6 +22,7 @@ import typer
 
 from infra.budget.cluster import comm_topology, main_group
 from infra.budget.collectives import predict_table
+from infra.budget.evaluate import evaluate_budgets
 from infra.catalog import load_catalog
 from infra.errors import RailplanError
 from infra.lint import documented_rules, find_documented_rule, lint_loaded
@@ -29,7 +30,7 @@ from infra.lint.finding import Finding, Severity
 from infra.lint.formats import format_github, format_json, format_sarif, format_text
 from infra.lint.migparted import check_mig_parted
 from infra.render.fabric import bom_csv, cabling_csv, plan_json, plan_text
-from infra.render.tables import predict_json, predict_text
+from infra.render.tables import budgets_json, budgets_text, predict_json, predict_text
 from infra.spec import LoadedSpec, SpecValidationError, load_spec, read_yaml_file
 from infra.spec.schema import spec_json_schema_text
 from infra.spec.units import parse_bytes
@@ -163,8 +164,10 @@ def _describe(loaded: LoadedSpec, findings: Sequence[Finding]) -> str:
         parts.append(f"compute {c.switch} SU {c.su_size}" + (" + SHARP" if c.sharp else ""))
     mig = sorted(spec.mig_layouts)
     parts.append(f"{spec.scheduler.kind}" + (f", MIG {'/'.join(mig)}" if mig else ""))
-    errors = sum(f.severity is Severity.ERROR for f in findings)
-    verdict = "ok" if not findings else f"{errors} errors, {len(findings) - errors} other"
+    count = {s: sum(f.severity is s for f in findings) for s in Severity}
+    errors, warnings, infos = count[Severity.ERROR], count[Severity.WARNING], count[Severity.INFO]
+    verdict = "ok" if not errors + warnings else f"{errors} errors, {warnings} warnings"
+    verdict += f" ({infos} info)" if infos else ""
     return f"{loaded.file}: {spec.name}: {'; '.join(parts)} — {verdict}"
 
 
@@ -240,6 +243,19 @@ def _size_option(option: str, value: str) -> int:
         return parse_bytes(value)
     except ValueError as exc:
         raise RailplanError(f"{option}: {exc}", hint="e.g. 8, 64KiB, 1GiB") from None
+
+
+@app.command()
+def budget(
+    spec: Annotated[str, typer.Argument(metavar="SPEC", help="Spec file.")],
+    output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
+) -> None:
+    """Evaluate each declared budget: predicted value, limit, pass/fail and headroom."""
+    loaded = load_spec(spec)
+    planned = _plan_or_fail(loaded)
+    results = evaluate_budgets(loaded.spec, load_catalog(), planned)
+    _say(budgets_json(results) if output_format is Format.JSON else budgets_text(results))
+    raise typer.Exit(EXIT_OK if all(r.passed for r in results) else EXIT_FAILED)
 
 
 @app.command()

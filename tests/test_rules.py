@@ -52,6 +52,8 @@ PASSING = {
     "RP049": BASE + "fabrics:\n  compute: {switch: qm9700, planes: 8}\n",
     "RP050": BASE + "site: {rack: {power_kw: 10.2}}\n",
     "RP055": BASE + "site: {rack: {power_kw: 12}}\nfabrics:\n  compute: {switch: qm9700}\n",
+    "RP060": BASE,
+    "RP061": BASE,
     "RP057": BASE + "fabrics:\n  compute: {switch: qm9700, subnet_manager: ufm}\n",
     "RP051": BASE + "site: {rack: {units: 8}}\n",
     "RP052": BASE + "site: {rack: {power_kw: 80, cooling: liquid}}\n",

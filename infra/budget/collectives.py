@@ -174,6 +174,10 @@ TREE_CORRECTION = {
     ),
 }
 RING_PLATEAU = 1.4  # "Plateau effect of ring" on Ampere and later
+# Calibration (docs/accuracy.md): NCCL's tuning model doubles NVLS all-reduce bandwidth over
+# the NVLink rate; measured H100/H200 single-node NVLS busbw is 466-482 GB/s (maintainers:
+# "peak busBw of ~480GB/s", nccl-tests#212), i.e. a gain of about 1.6 over NVLink's 370.8.
+NVLS_ALLREDUCE_GAIN = 1.6
 
 
 @dataclass(frozen=True)
@@ -289,7 +293,11 @@ def _ring_bus_bw(t: CommTopology) -> float:
 def _nvls_bus_bw(t: CommTopology, collective: Collective, algo: str) -> float:
     nch = t.channels
     intra = t.intra_gbs * NVLS_EFFICIENCY[t.arch] * (nch - 1) / nch
-    intra *= 2 if collective == "all_reduce" else (t.gpus_per_node - 1) / t.gpus_per_node
+    intra *= (
+        NVLS_ALLREDUCE_GAIN
+        if collective == "all_reduce"
+        else (t.gpus_per_node - 1) / t.gpus_per_node
+    )
     if t.nodes == 1:
         return intra
     # NVLS between nodes runs on IB SHARP (CollNet): the switches reduce, so each NIC
@@ -306,11 +314,7 @@ def _bus_bw(t: CommTopology, collective: Collective, algo: str, proto: str) -> f
     if algo in ("nvls", "nvls_tree"):
         return _nvls_bus_bw(t, collective, algo) if proto == "simple" else 0.0
     if algo.startswith("collnet"):
-        if proto != "simple":
-            return 0.0
-        # switches reduce in the network: each NIC carries S once instead of 2S
-        bw = min(t.intra_gbs, 2 * t.inter_gbs)
-        return bw * (0.85 if t.arch == "hopper" else 1.0)
+        return _collnet_bus_bw(t) if proto == "simple" else 0.0
     bw = _ring_bus_bw(t)
     ll_cap = LL_MAX_BW[t.arch if t.nodes == 1 else t.cpu][s]
     if algo == "ring":
@@ -319,12 +323,27 @@ def _bus_bw(t: CommTopology, collective: Collective, algo: str, proto: str) -> f
             "ll128": min(bw * 0.92, nch * PER_CH_RING_LL128[t.arch][s]),
             "simple": bw,
         }[proto]
+    if t.nodes == 2:  # NCCL uses bwIntra on <= 2 nodes: each half crosses the network once
+        bw = min(t.intra_gbs, 2 * t.inter_gbs)
     tree = min(bw * 0.92, nch * PER_CH_TREE[t.arch][s])
     return {
         "ll": min(tree / 3.8, ll_cap),
         "ll128": min(tree * 120 / 128, nch * PER_CH_TREE_LL128[t.arch][s]),
         "simple": tree,
     }[proto]
+
+
+def _collnet_bus_bw(t: CommTopology) -> float:
+    """CollNet (IB SHARP): switches reduce, so each NIC carries the data once, not twice.
+
+    NCCL divides by ``factor = ppn / heads - (ppn / heads - 1) / 2`` when a node has fewer
+    NICs (CollNet heads) than GPUs, and takes 15 % off on Hopper.
+    """
+    bw = min(t.intra_gbs, 2 * t.inter_gbs)
+    factor = t.gpus_per_node / max(t.nics, 1)
+    if factor > 1:
+        bw /= factor - (factor - 1) / 2
+    return bw * (0.85 if t.arch == "hopper" else 1.0)
 
 
 def _latency(t: CommTopology, collective: Collective, algo: str, proto: str) -> float:
@@ -389,17 +408,23 @@ def _alltoall(t: CommTopology, nbytes: int) -> tuple[float, str]:
     return lat + seconds_us, "p2p"
 
 
-def predict(t: CommTopology, collective: Collective, nbytes: int) -> Prediction:
-    """Predict one nccl-tests row: the fastest enabled (algorithm, protocol) for ``nbytes``."""
+def predict(
+    t: CommTopology, collective: Collective, nbytes: int, algorithms: tuple[str, ...] = ()
+) -> Prediction:
+    """Predict one nccl-tests row: the fastest enabled (algorithm, protocol) for ``nbytes``.
+
+    ``algorithms`` restricts the choice, as ``NCCL_ALGO`` does (e.g. ``("ring",)``).
+    """
     if t.ranks < 2:
         raise ValueError("a collective needs at least 2 GPUs")
     if collective == "alltoall":
         time_us, algo = _alltoall(t, nbytes)
         proto = "simple"
     else:
+        enabled = [a for a in _algorithms(t, collective) if not algorithms or a in algorithms]
         candidates = [
             (_time_us(t, collective, a, p, nbytes), a, p)
-            for a in _algorithms(t, collective)
+            for a in enabled or ["ring"]
             for p in PROTOCOLS
         ]
         time_us, algo, proto = min(candidates)

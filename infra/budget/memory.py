@@ -66,6 +66,7 @@ Assumptions (modelling choices, not from the sources):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -110,7 +111,7 @@ TRAINING_PRECISIONS: frozenset[Precision] = frozenset(_STATE_BYTES)
 
 _FOUR_BYTE_ACTIVATIONS = frozenset({Precision.FP32, Precision.TF32})
 
-_ACTIVATION_MODEL: dict[Recompute, ActivationModel] = {
+_MODEL: dict[Recompute, ActivationModel] = {
     "none": "recompute-none",
     "selective": "recompute-selective",
     "full": "recompute-full",
@@ -156,10 +157,6 @@ class MemoryEstimate:
     """Bytes one GPU holds when training a model, and whether that fits its usable memory.
 
     Attributes:
-        params: model parameters Ψ.
-        gpus: data-parallel GPUs N_d the state is sharded over.
-        zero_stage: ZeRO stage 0-3.
-        precision: weight precision.
         weights_bytes: working weights on this GPU.
         gradients_bytes: gradients on this GPU.
         optimizer_bytes: optimizer state (master weights, momentum, variance) on this GPU.
@@ -170,10 +167,6 @@ class MemoryEstimate:
         fits: ``total_bytes <= usable_bytes``.
     """
 
-    params: int
-    gpus: int
-    zero_stage: int
-    precision: Precision
     weights_bytes: int
     gradients_bytes: int
     optimizer_bytes: int
@@ -272,6 +265,7 @@ def _model_state_bytes(
     Stage 1 shards the optimizer state, stage 2 also the gradients, stage 3 also the
     weights; a shard holds ``ceil(params / gpus)`` parameters.
     """
+    _check_job(params, gpus, zero_stage)
     w, g, k = state_bytes_per_param(precision)
     shard = -(-params // gpus)  # ceil division in integers
     optimizer = k * (shard if zero_stage >= 1 else params)
@@ -306,22 +300,16 @@ def estimate_memory(
     Raises:
         ValueError: an argument is out of range or the precision is not modelled.
     """
-    _check_job(params, gpus, zero_stage)
     weights, gradients, optimizer = _model_state_bytes(params, gpus, precision, zero_stage)
     acts = 0 if activations is None else activation_bytes(activations, precision)
-    model = "omitted" if activations is None else _ACTIVATION_MODEL[activations.recompute]
     total = weights + gradients + optimizer + acts
     usable = usable_bytes(gpu, reserve_fraction)
     return MemoryEstimate(
-        params=params,
-        gpus=gpus,
-        zero_stage=zero_stage,
-        precision=precision,
         weights_bytes=weights,
         gradients_bytes=gradients,
         optimizer_bytes=optimizer,
         activation_bytes=acts,
-        activation_model=model,
+        activation_model="omitted" if activations is None else _MODEL[activations.recompute],
         total_bytes=total,
         usable_bytes=usable,
         fits=total <= usable,
@@ -340,9 +328,8 @@ def min_gpus_to_fit(
 ) -> int | None:
     """The fewest data-parallel GPUs (at most ``max_gpus``) on which the model fits.
 
-    Per-GPU bytes never grow with the GPU count, so a bisection finds the boundary: the
-    result ``n`` fits and ``n - 1`` does not. Stage 0 shards nothing, so the answer is 1
-    or ``None``. Activations are not sharded, so some models never fit at any count.
+    Bisection finds the boundary (``n`` fits, ``n - 1`` does not). Stage 0 shards nothing:
+    1 or ``None``. Activations are never sharded, so some models fit at no count.
 
     Args:
         params: model parameters Ψ.
@@ -354,8 +341,7 @@ def min_gpus_to_fit(
         activations: the transformer shape for the activation term; ``None`` omits it.
 
     Returns:
-        The smallest fitting count, or ``None`` if even ``max_gpus`` (or 1 at stage 0)
-        is not enough.
+        The smallest fitting count, or ``None`` if no count up to ``max_gpus`` fits.
 
     Raises:
         ValueError: an argument is out of range or the precision is not modelled.
@@ -367,9 +353,20 @@ def min_gpus_to_fit(
         est = estimate_memory(params, n, gpu, precision, zero_stage, reserve_fraction, activations)
         return est.fits
 
+    if zero_stage == 0:
+        return 1 if fits(1) else None
+    return _fewest_fitting(fits, max_gpus)
+
+
+def _fewest_fitting(fits: Callable[[int], bool], max_gpus: int) -> int | None:
+    """Bisect for the smallest ``n`` in ``1..max_gpus`` with ``fits(n)``.
+
+    ``fits`` must be monotone (once true, true for every larger ``n``), which holds because
+    per-GPU bytes never grow with the GPU count.
+    """
     if fits(1):
         return 1
-    if zero_stage == 0 or not fits(max_gpus):
+    if not fits(max_gpus):
         return None
     low, high = 1, max_gpus  # invariant: fits(high) and not fits(low)
     while high - low > 1:

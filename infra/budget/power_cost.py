@@ -53,6 +53,7 @@ __all__ = [
     "cluster_dense_tflops",
     "cluster_kw",
     "cost_per_pflop_day",
+    "delivered_pflops",
     "facility_kw",
     "it_power",
     "max_rack_kw",
@@ -233,6 +234,26 @@ def cluster_dense_tflops(plan: Plan, catalog: Catalog, precision: Precision) -> 
     return total
 
 
+def delivered_pflops(dense_tflops: float, mfu: float = DEFAULT_MFU) -> float:
+    """Model FLOP/s a cluster delivers, PFLOP/s: dense peak x MFU (Chowdhery et al. 2022).
+
+    Args:
+        dense_tflops: the cluster's dense peak at the training precision, TFLOP/s.
+        mfu: model FLOPs utilization, in (0, 1].
+
+    Returns:
+        ``dense_tflops x mfu / 1000``.
+
+    Raises:
+        ValueError: ``dense_tflops`` is not positive or ``mfu`` is outside (0, 1].
+    """
+    if not 0.0 < mfu <= 1.0:
+        raise ValueError(f"MFU must be in (0, 1], got {mfu}")
+    if dense_tflops <= 0:
+        raise ValueError(f"dense_tflops must be positive, got {dense_tflops}")
+    return dense_tflops * mfu / 1000.0
+
+
 def cost_per_pflop_day(
     it_kw: float,
     dense_tflops: float,
@@ -255,12 +276,10 @@ def cost_per_pflop_day(
     Raises:
         ValueError: a value is out of range.
     """
-    if not 0.0 < mfu <= 1.0:
-        raise ValueError(f"MFU must be in (0, 1], got {mfu}")
-    if dense_tflops <= 0 or price_per_kwh < 0:
-        raise ValueError("dense_tflops must be positive and price_per_kwh not negative")
+    if price_per_kwh < 0:
+        raise ValueError(f"price_per_kwh cannot be negative, got {price_per_kwh}")
     facility = facility_kw(it_kw, pue)
-    delivered = dense_tflops * mfu / 1000.0
+    delivered = delivered_pflops(dense_tflops, mfu)
     hours = _HOURS_PER_DAY / delivered
     kwh = facility * hours
     return PflopDayCost(

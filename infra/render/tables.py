@@ -6,8 +6,9 @@ import json
 from collections.abc import Sequence
 
 from infra.budget.collectives import CommTopology, Prediction
+from infra.budget.evaluate import BudgetResult
 
-__all__ = ["predict_json", "predict_text"]
+__all__ = ["budgets_json", "budgets_text", "predict_json", "predict_text"]
 
 
 def predict_json(collective: str, t: CommTopology, rows: Sequence[Prediction]) -> str:
@@ -54,3 +55,52 @@ def predict_text(collective: str, node: str, t: CommTopology, rows: Sequence[Pre
     large = [r for r in rows if r.bytes >= 2**30] or rows[-1:]
     tail = [f"# large-message busbw: {max(r.busbw_gbps for r in large):.2f} GB/s"]
     return "\n".join(head + body + tail) + "\n"
+
+
+def _value(value: float, unit: str) -> str:
+    if unit == "":
+        return f"{value:.3f}"
+    return f"{value:,.2f} {unit}"
+
+
+def budgets_text(results: Sequence[BudgetResult]) -> str:
+    """One line per budget: verdict, predicted vs limit, headroom, and why."""
+    if not results:
+        return "no budgets declared (see `budgets:` in `railplan schema`)\n"
+    lines = []
+    for r in results:
+        if r.error:
+            lines.append(f"ERROR  {r.path}: cannot evaluate: {r.error}")
+            continue
+        op = "<=" if r.better == "lower" else ">="
+        verdict = "pass " if r.passed else "FAIL "
+        lines.append(
+            f"{verdict}  {r.path}: {_value(r.predicted, r.unit)} {op} "
+            f"{_value(r.limit, r.unit)} (headroom {r.margin:+.1%})"
+        )
+        lines.append(f"       {r.detail}")
+    passed = sum(r.passed for r in results)
+    lines.append(f"{passed} of {len(results)} budgets met")
+    return "\n".join(lines) + "\n"
+
+
+def budgets_json(results: Sequence[BudgetResult]) -> str:
+    """Budgets as JSON: kind, path, predicted, limit, unit, passed, margin, detail, error."""
+    doc = {
+        "budgets": [
+            {
+                "kind": r.kind,
+                "path": r.path,
+                "predicted": None if r.error else round(r.predicted, 6),
+                "limit": None if r.error else round(r.limit, 6),
+                "unit": r.unit,
+                "better": r.better,
+                "passed": r.passed,
+                "margin": None if r.error else round(r.margin, 6),
+                "detail": r.detail,
+                "error": r.error,
+            }
+            for r in results
+        ]
+    }
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"

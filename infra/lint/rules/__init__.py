@@ -2,10 +2,10 @@
 
 Ids are stable and grouped by domain: RP00x catalog references and names, RP01x MIG, RP02x
 precisions, RP03x node software, RP04x fabrics, RP05x site (racks, power, cooling, addresses); RP045-RP049 and RP055-RP057 check the
-planned topology (infra.lint.rules.topology).
+planned topology (infra.lint.rules.topology); RP06x the declared budgets.
 RP1xx belong to `railplan mig check` (infra.lint.migparted).
 """
 
-from infra.lint.rules import catalog, fabric, mig, precision, site, software, topology
+from infra.lint.rules import budgets, catalog, fabric, mig, precision, site, software, topology
 
-__all__ = ["catalog", "fabric", "mig", "precision", "site", "software", "topology"]
+__all__ = ["budgets", "catalog", "fabric", "mig", "precision", "site", "software", "topology"]

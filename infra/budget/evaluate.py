@@ -1,0 +1,269 @@
+"""Evaluate the `budgets:` a spec declares: predicted value, limit, pass/fail and headroom.
+
+Each budget kind maps to one model: all-reduce time (`collectives`), scaling efficiency
+(`training`), checkpoint seconds (`storage`), rack and cluster power and cost per PFLOP-day
+(`power_cost`), model fit (`memory`) and the SHARP gain (`collectives` with and without
+SHARP). A budget that cannot be evaluated (more GPUs than the cluster has, no storage
+fabric, a precision the GPU lacks) gets ``error`` instead of a verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from infra.budget import memory, power_cost
+from infra.budget.cluster import BudgetError, comm_topology, main_group, sharp_usable
+from infra.budget.collectives import predict
+from infra.budget.storage import checkpoint_estimate
+from infra.budget.training import step_estimate
+from infra.catalog import Catalog
+from infra.spec import Spec
+from infra.spec.models import Budget
+from infra.topology import Plan
+
+__all__ = ["BudgetResult", "evaluate_budgets"]
+
+
+@dataclass(frozen=True)
+class BudgetResult:
+    """One evaluated budget.
+
+    ``margin`` is the headroom as a fraction of the limit (negative: the shortfall).
+    ``better`` says which direction passes: ``lower`` (time, power, cost, memory) or
+    ``higher`` (scaling efficiency, SHARP gain).
+    """
+
+    index: int
+    kind: str
+    path: str
+    predicted: float
+    limit: float
+    unit: str
+    better: Literal["lower", "higher"]
+    detail: str
+    error: str = ""
+
+    @property
+    def passed(self) -> bool:
+        """Whether the prediction meets the limit (False when it could not be evaluated)."""
+        if self.error:
+            return False
+        if self.better == "lower":
+            return self.predicted <= self.limit
+        return self.predicted >= self.limit
+
+    @property
+    def margin(self) -> float:
+        """Headroom relative to the limit: positive when met, negative when missed."""
+        if self.error or not self.limit:
+            return math.nan
+        gap = (
+            self.limit - self.predicted if self.better == "lower" else (self.predicted - self.limit)
+        )
+        return gap / self.limit
+
+
+_Eval = Callable[[Any, Spec, Catalog, Plan | None, BudgetResult], BudgetResult]
+
+
+def _all_reduce(
+    b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
+) -> BudgetResult:
+    topo = comm_topology(spec, cat, b.gpus, path=f"{r.path}.gpus")
+    row = predict(topo, "all_reduce", b.bytes)
+    return replace(
+        r,
+        predicted=row.time_us / 1000,
+        limit=b.max_ms,
+        unit="ms",
+        detail=f"{b.bytes:,} B on {b.gpus} GPUs: {row.algorithm}/{row.protocol}, "
+        f"busbw {row.busbw_gbps:g} GB/s",
+    )
+
+
+def _scaling(b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult) -> BudgetResult:
+    topo = comm_topology(spec, cat, b.gpus, path=f"{r.path}.gpus")
+    gpu = cat.gpus[main_group(spec, cat)[1].gpu]
+    if not gpu.supports(b.precision):
+        raise BudgetError(f"{gpu.name} has no {b.precision}", path=f"{r.path}.precision")
+    step = step_estimate(
+        b.model_params,
+        b.tokens_per_gpu,
+        gpu.dense_tflops[b.precision],
+        b.mfu,
+        topo,
+        b.gradient_bytes,
+        b.overlap,
+    )
+    return replace(
+        r,
+        predicted=step.efficiency,
+        limit=b.min,
+        unit="",
+        better="higher",
+        detail=f"step {step.step_s:.3f} s: compute {step.compute_s:.3f} s, "
+        f"gradient all-reduce {step.allreduce_s:.3f} s "
+        f"({step.allreduce_algorithm}), exposed {step.exposed_s:.3f} s",
+    )
+
+
+def _checkpoint(
+    b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
+) -> BudgetResult:
+    if plan is None:
+        raise BudgetError("the spec cannot be planned", path=r.path)
+    try:
+        est = checkpoint_estimate(b.bytes, spec, cat, plan)
+    except ValueError as exc:
+        raise BudgetError(str(exc), path=r.path, hint="add fabrics.storage") from None
+    stages = ", ".join(f"{k} {v:,.0f} GB/s" for k, v in est.stages_gbs.items())
+    return replace(
+        r,
+        predicted=est.seconds,
+        limit=b.max_s,
+        unit="s",
+        detail=f"limited by {est.limiter} ({stages})",
+    )
+
+
+def _rack_power(
+    b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
+) -> BudgetResult:
+    if plan is None:
+        raise BudgetError("the spec cannot be planned", path=r.path)
+    return replace(
+        r,
+        predicted=power_cost.max_rack_kw(plan),
+        limit=b.max_kw,
+        unit="kW",
+        detail=f"hottest of {len(plan.racks)} racks, at maximum draw",
+    )
+
+
+def _cluster_power(
+    b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
+) -> BudgetResult:
+    if plan is None:
+        raise BudgetError("the spec cannot be planned", path=r.path)
+    it = power_cost.it_power(plan, cat)
+    note = " (cloud servers estimated from GPU TDP)" if it.is_estimate else ""
+    return replace(
+        r,
+        predicted=it.total_kw,
+        limit=b.max_kw,
+        unit="kW",
+        detail=f"IT power of servers and switches at maximum draw{note}",
+    )
+
+
+def _model_fits(
+    b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
+) -> BudgetResult:
+    group, node = main_group(spec, cat)
+    gpus = b.gpus or group.count * node.gpus
+    gpu = cat.gpus[node.gpu]
+    if b.precision not in memory.TRAINING_PRECISIONS:
+        raise BudgetError(
+            f"{b.precision} is not a training precision",
+            path=f"{r.path}.precision",
+            hint="use bf16, fp16, fp8 or fp32",
+        )
+    est = memory.estimate_memory(b.model_params, gpus, gpu, b.precision, b.zero_stage)
+    least = memory.min_gpus_to_fit(
+        b.model_params, gpu, b.precision, b.zero_stage, max_gpus=max(gpus, 1) * 64
+    )
+    fewest = f"fits from {least} GPUs" if least else "fits on no GPU count at this stage"
+    return replace(
+        r,
+        predicted=est.total_bytes / 1e9,
+        limit=est.usable_bytes / 1e9,
+        unit="GB",
+        detail=f"per GPU on {gpus} x {gpu.name}, ZeRO-{b.zero_stage}: weights "
+        f"{est.weights_bytes / 1e9:.1f}, gradients {est.gradients_bytes / 1e9:.1f}, "
+        f"optimizer {est.optimizer_bytes / 1e9:.1f} GB; activations "
+        f"{est.activation_model}; {fewest}",
+    )
+
+
+def _cost(b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult) -> BudgetResult:
+    if plan is None:
+        raise BudgetError("the spec cannot be planned", path=r.path)
+    try:
+        c = power_cost.plan_cost_per_pflop_day(
+            plan, cat, b.precision, b.price_per_kwh, b.pue, b.mfu
+        )
+    except ValueError as exc:
+        raise BudgetError(str(exc), path=f"{r.path}.precision") from None
+    return replace(
+        r,
+        predicted=c.usd_per_pflop_day,
+        limit=b.max_usd,
+        unit="USD",
+        detail=f"{c.facility_kw:,.0f} kW facility for {c.delivered_pflops:,.1f} "
+        f"delivered PFLOP/s: {c.kwh_per_pflop_day:,.0f} kWh per PFLOP-day",
+    )
+
+
+def _sharp_gain(
+    b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
+) -> BudgetResult:
+    plain = predict(
+        comm_topology(spec, cat, b.gpus, sharp=False, path=r.path), "all_reduce", b.bytes
+    )
+    if not sharp_usable(spec, cat):
+        return replace(
+            r,
+            predicted=0.0,
+            limit=b.min,
+            unit="",
+            better="higher",
+            detail="SHARP is not usable on this fabric (fabrics.compute.sharp, "
+            "rail_optimized, a host subnet manager)",
+        )
+    sharp = predict(
+        comm_topology(spec, cat, b.gpus, sharp=True, path=r.path), "all_reduce", b.bytes
+    )
+    gain = 1 - sharp.time_us / plain.time_us
+    return replace(
+        r,
+        predicted=gain,
+        limit=b.min,
+        unit="",
+        better="higher",
+        detail=f"{b.bytes:,} B on {b.gpus} GPUs: {plain.time_us:g} us "
+        f"({plain.algorithm}) without SHARP, {sharp.time_us:g} us "
+        f"({sharp.algorithm}) with",
+    )
+
+
+_EVALUATORS: dict[str, _Eval] = {
+    "all_reduce": _all_reduce,
+    "scaling_efficiency": _scaling,
+    "checkpoint": _checkpoint,
+    "rack_power": _rack_power,
+    "cluster_power": _cluster_power,
+    "model_fits": _model_fits,
+    "cost_per_pflop_day": _cost,
+    "sharp_gain": _sharp_gain,
+}
+
+
+def _evaluate(i: int, budget: Budget, spec: Spec, cat: Catalog, plan: Plan | None) -> BudgetResult:
+    kind = budget.kind
+    blank = BudgetResult(i, kind, f"budgets[{i}].{kind}", math.nan, math.nan, "", "lower", "")
+    try:
+        return _EVALUATORS[kind](getattr(budget, kind), spec, cat, plan, blank)
+    except BudgetError as exc:
+        return replace(
+            blank,
+            error=exc.message + (f" ({exc.hint})" if exc.hint else ""),
+            path=exc.path or blank.path,
+        )
+
+
+def evaluate_budgets(spec: Spec, catalog: Catalog, plan: Plan | None) -> list[BudgetResult]:
+    """Evaluate every declared budget, in spec order."""
+    return [_evaluate(i, b, spec, catalog, plan) for i, b in enumerate(spec.budgets)]

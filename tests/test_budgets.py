@@ -1,0 +1,146 @@
+"""Budget evaluation: each kind on real example specs, verdicts, margins and errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra.budget.evaluate import BudgetResult, evaluate_budgets
+from infra.catalog import Catalog
+from infra.spec import load_spec, load_spec_text
+from infra.topology import expand
+
+from .conftest import ROOT
+from .test_cli import railplan
+
+CLAIMS = ROOT / "examples" / "claims-h100-8k.yaml"
+
+
+def results(text: str, catalog: Catalog) -> list[BudgetResult]:
+    spec = load_spec_text(text).spec
+    return evaluate_budgets(spec, catalog, expand(spec, catalog))
+
+
+@pytest.fixture(scope="module")
+def claims(catalog: Catalog) -> dict[str, BudgetResult]:
+    spec = load_spec(CLAIMS).spec
+    return {r.kind: r for r in evaluate_budgets(spec, catalog, expand(spec, catalog))}
+
+
+def test_vendor_claims_are_each_answered(claims: dict[str, BudgetResult]) -> None:
+    assert set(claims) == {
+        "scaling_efficiency",
+        "checkpoint",
+        "sharp_gain",
+        "all_reduce",
+        "rack_power",
+        "cluster_power",
+        "cost_per_pflop_day",
+        "model_fits",
+    }
+    assert all(r.passed and not r.error for r in claims.values())
+    assert 0 < claims["scaling_efficiency"].predicted <= 1
+    # 2.8 TB at the declared 40 GB/s filesystem: 70 s, limited by the filesystem
+    assert claims["checkpoint"].predicted == pytest.approx(70.0)
+    assert "filesystem" in claims["checkpoint"].detail
+    assert claims["sharp_gain"].predicted >= 0.4
+
+
+def test_margins_are_signed_headroom() -> None:
+    met = BudgetResult(0, "all_reduce", "p", 5.0, 10.0, "ms", "lower", "")
+    missed = BudgetResult(0, "scaling_efficiency", "p", 0.8, 0.9, "", "higher", "")
+    assert met.passed and met.margin == pytest.approx(0.5)
+    assert not missed.passed and missed.margin == pytest.approx(-0.1 / 0.9)
+
+
+BASE = "name: b\nnode_groups: [{name: gpu, node: dgx-h100, count: 16}]\n"
+
+
+def test_too_many_gpus_is_an_error_not_a_verdict(catalog: Catalog) -> None:
+    (r,) = results(
+        BASE + "budgets:\n  - all_reduce: {bytes: 1GiB, gpus: 4096, max_ms: 5}\n", catalog
+    )
+    assert r.error and not r.passed and "4096" in r.error
+    assert r.path == "budgets[0].all_reduce.gpus"
+
+
+def test_sharp_gain_without_usable_sharp_is_zero(catalog: Catalog) -> None:
+    text = BASE + (
+        "fabrics: {compute: {switch: qm9700, sharp: true, rail_optimized: false}}\n"
+        "budgets:\n  - sharp_gain: {bytes: 64KiB, gpus: 128, min: 0.3}\n"
+    )
+    (r,) = results(text, catalog)
+    assert r.predicted == 0 and not r.passed and "not usable" in r.detail
+
+
+def test_model_that_cannot_fit_fails_with_the_reason(catalog: Catalog) -> None:
+    text = BASE + "budgets:\n  - model_fits: {model_params: 70e9, zero_stage: 0}\n"
+    (r,) = results(text, catalog)
+    assert not r.passed and r.predicted == pytest.approx(70e9 * 16 / 1e9)
+    assert "fits on no GPU count" in r.detail
+
+
+def test_fp8_scaling_on_a100_cannot_be_evaluated(catalog: Catalog) -> None:
+    text = (
+        "name: b\nnode_groups: [{name: gpu, node: dgx-a100-640gb, count: 16}]\nbudgets:\n"
+        "  - scaling_efficiency: {gpus: 128, min: 0.9, model_params: 7e9, precision: fp8}\n"
+    )
+    (r,) = results(text, catalog)
+    assert r.error and "fp8" in r.error
+
+
+def test_budget_cli_exit_codes_and_json() -> None:
+    ok = railplan("budget", "--format", "json", str(CLAIMS))
+    assert ok.returncode == 0, ok.stdout
+    doc = json.loads(ok.stdout)
+    assert len(doc["budgets"]) == 8 and all(b["passed"] for b in doc["budgets"])
+    failing = railplan("budget", str(ROOT / "tests" / "corpus" / "lint" / "budget-not-met.yaml"))
+    assert failing.returncode == 1 and "FAIL" in failing.stdout
+
+
+def test_predict_cli_tables() -> None:
+    a100 = railplan(
+        "predict",
+        str(ROOT / "examples" / "dgx-a100-superpod.yaml"),
+        "--collective",
+        "all_reduce",
+        "--gpus",
+        "1120",
+    )
+    assert a100.returncode == 0 and "# large-message busbw" in a100.stdout
+    rows = [line for line in a100.stdout.splitlines() if not line.startswith("#")]
+    assert len(rows) == 31  # 8 B .. 8 GiB, factor 2
+    h100 = railplan(
+        "predict",
+        str(ROOT / "examples" / "dgx-h100-superpod.yaml"),
+        "--collective",
+        "all_gather",
+        "--gpus",
+        "64",
+        "--min-bytes",
+        "1MiB",
+        "--max-bytes",
+        "1GiB",
+        "--format",
+        "json",
+    )
+    doc = json.loads(h100.stdout)
+    assert (doc["collective"], doc["gpus"], doc["nodes"]) == ("all_gather", 64, 8)
+    assert set(doc["rows"][0]) == {
+        "bytes",
+        "time_us",
+        "algbw_gbps",
+        "busbw_gbps",
+        "algorithm",
+        "protocol",
+    }
+    bad = railplan(
+        "predict",
+        str(ROOT / "examples" / "dgx-h100-superpod.yaml"),
+        "--collective",
+        "all_reduce",
+        "--gpus",
+        "12",
+    )
+    assert bad.returncode == 2 and "multiple of 8" in bad.stderr
