@@ -21,6 +21,12 @@ demo: $(STAMP)
 	@echo "== railplan plan examples/dgx-h100-superpod.yaml"
 	@$(BIN)/railplan plan examples/dgx-h100-superpod.yaml
 	@echo
+	@echo "== railplan predict examples/dgx-a100-superpod.yaml --collective all_reduce --gpus 1120 --step-factor 8"
+	@$(BIN)/railplan predict examples/dgx-a100-superpod.yaml --collective all_reduce --gpus 1120 --step-factor 8
+	@echo
+	@echo "== railplan budget examples/claims-h100-8k.yaml"
+	@$(BIN)/railplan budget examples/claims-h100-8k.yaml
+	@echo
 	@echo "== a broken spec: railplan lint tests/corpus/lint/mig-4g-4g.yaml (exit code 1 expected)"
 	@$(BIN)/railplan lint tests/corpus/lint/mig-4g-4g.yaml || true
 

@@ -139,7 +139,7 @@ class NodeGroup(StrictModel):
 
     name: str = Field(pattern=GROUP_NAME, description="Group name: lowercase, digits, `_`.")
     node: str = Field(description="Catalog node id, e.g. `dgx-h100` (see `railplan catalog`).")
-    count: int = Field(ge=1, le=200_000, description="Number of servers in the group.")
+    count: int = Field(ge=1, le=16_384, description="Number of servers in the group.")
     hostname: str | None = Field(
         None,
         description="Hostname pattern with an `{index}` or `{index:03d}` field; "
