@@ -144,3 +144,12 @@ def test_predict_cli_tables() -> None:
         "12",
     )
     assert bad.returncode == 2 and "multiple of 8" in bad.stderr
+
+
+def test_activation_shape_adds_memory(catalog: Catalog) -> None:
+    base = BASE + "budgets:\n  - model_fits: {model_params: 7e9, zero_stage: 3%s}\n"
+    shape = ", activations: {seq_len: 4096, micro_batch: 1, hidden: 4096, layers: 32, heads: 32}"
+    (without,) = results(base % "", catalog)
+    (with_acts,) = results(base % shape, catalog)
+    assert with_acts.predicted > without.predicted
+    assert "recompute-none" in with_acts.detail and "omitted" in without.detail

@@ -171,9 +171,17 @@ def _model_fits(
             path=f"{r.path}.precision",
             hint="use bf16, fp16, fp8 or fp32",
         )
-    est = memory.estimate_memory(b.model_params, gpus, gpu, b.precision, b.zero_stage)
+    shape = memory.ActivationShape(**b.activations.model_dump()) if b.activations else None
+    est = memory.estimate_memory(
+        b.model_params, gpus, gpu, b.precision, b.zero_stage, activations=shape
+    )
     least = memory.min_gpus_to_fit(
-        b.model_params, gpu, b.precision, b.zero_stage, max_gpus=max(gpus, 1) * 64
+        b.model_params,
+        gpu,
+        b.precision,
+        b.zero_stage,
+        max_gpus=max(gpus, 1) * 64,
+        activations=shape,
     )
     fewest = f"fits from {least} GPUs" if least else "fits on no GPU count at this stage"
     return replace(

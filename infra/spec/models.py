@@ -349,6 +349,19 @@ class PowerBudget(StrictModel):
     max_kw: float = Field(gt=0, description="Limit, kW.")
 
 
+class ActivationSpec(StrictModel):
+    """Transformer shape for the activation-memory estimate (Korthikanti et al. 2022)."""
+
+    seq_len: int = Field(ge=1, description="Sequence length in tokens.")
+    micro_batch: int = Field(ge=1, description="Micro-batch size per GPU.")
+    hidden: int = Field(ge=1, description="Hidden size.")
+    layers: int = Field(ge=1, description="Transformer layers held by one GPU.")
+    heads: int = Field(ge=1, description="Attention heads.")
+    recompute: Literal["none", "selective", "full"] = Field(
+        "none", description="Activation recomputation."
+    )
+
+
 class ModelFitsBudget(StrictModel):
     """A model must fit for mixed-precision Adam training."""
 
@@ -358,6 +371,9 @@ class ModelFitsBudget(StrictModel):
     )
     gpus: int | None = Field(None, ge=1, description="GPUs to fit on; default the cluster.")
     zero_stage: Literal[0, 1, 2, 3] = Field(0, description="ZeRO / FSDP sharding stage.")
+    activations: ActivationSpec | None = Field(
+        None, description="Add activation memory for this transformer shape; default none."
+    )
 
 
 class SharpGainBudget(StrictModel):
