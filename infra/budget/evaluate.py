@@ -66,6 +66,13 @@ class BudgetResult:
         return gap / self.limit
 
 
+def _planned(plan: Plan | None, r: BudgetResult) -> Plan:
+    """The plan, which power, storage and cost budgets need."""
+    if plan is None:
+        raise BudgetError("the spec cannot be planned (see RP049)", path=r.path)
+    return plan
+
+
 _Eval = Callable[[Any, Spec, Catalog, Plan | None, BudgetResult], BudgetResult]
 
 
@@ -113,8 +120,7 @@ def _scaling(b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResul
 def _checkpoint(
     b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
 ) -> BudgetResult:
-    if plan is None:
-        raise BudgetError("the spec cannot be planned", path=r.path)
+    plan = _planned(plan, r)
     try:
         est = checkpoint_estimate(b.bytes, spec, cat, plan)
     except ValueError as exc:
@@ -132,8 +138,7 @@ def _checkpoint(
 def _rack_power(
     b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
 ) -> BudgetResult:
-    if plan is None:
-        raise BudgetError("the spec cannot be planned", path=r.path)
+    plan = _planned(plan, r)
     return replace(
         r,
         predicted=power_cost.max_rack_kw(plan),
@@ -146,8 +151,7 @@ def _rack_power(
 def _cluster_power(
     b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
 ) -> BudgetResult:
-    if plan is None:
-        raise BudgetError("the spec cannot be planned", path=r.path)
+    plan = _planned(plan, r)
     it = power_cost.it_power(plan, cat)
     note = " (cloud servers estimated from GPU TDP)" if it.is_estimate else ""
     return replace(
@@ -197,8 +201,7 @@ def _model_fits(
 
 
 def _cost(b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult) -> BudgetResult:
-    if plan is None:
-        raise BudgetError("the spec cannot be planned", path=r.path)
+    plan = _planned(plan, r)
     try:
         c = power_cost.plan_cost_per_pflop_day(
             plan, cat, b.precision, b.price_per_kwh, b.pue, b.mfu
