@@ -9,10 +9,12 @@ of that path, so rules never handle positions. Rules are pure: same spec, same f
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from infra.budget.evaluate import BudgetResult, evaluate_budgets
 from infra.catalog import Catalog
 from infra.lint.finding import Finding, Severity
 from infra.spec import LoadedSpec
@@ -30,7 +32,7 @@ class Violation:
 
 
 class LintContext:
-    """Everything a rule may look at; the plan is built once, on first use."""
+    """Everything a rule may look at; the plan and the budgets are computed once, on use."""
 
     def __init__(self, loaded: LoadedSpec, catalog: Catalog) -> None:
         self.loaded = loaded
@@ -54,6 +56,11 @@ class LintContext:
     def plan_error(self) -> PlanError | None:
         """Why the spec cannot be planned, or None."""
         return self._plan()[1]
+
+    @functools.cached_property
+    def budgets(self) -> list[BudgetResult]:
+        """The spec's declared budgets, evaluated once on the plan."""
+        return evaluate_budgets(self.loaded.spec, self.catalog, self.plan)
 
 
 Check = Callable[[LintContext], Iterable[Violation]]

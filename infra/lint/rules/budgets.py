@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from infra.budget.evaluate import evaluate_budgets
 from infra.lint.engine import LintContext, Violation, rule
 from infra.lint.finding import Severity
 
@@ -26,7 +25,7 @@ def budget_not_met(ctx: LintContext) -> Iterator[Violation]:
     Fix: change the spec (fabric, SHARP, storage throughput, racks) or the budget; `railplan
     budget SPEC` shows the predicted value, the limit and what limits it.
     """
-    for r in evaluate_budgets(ctx.loaded.spec, ctx.catalog, ctx.plan):
+    for r in ctx.budgets:
         if r.error:
             continue  # RP061
         op = "<=" if r.better == "lower" else ">="
@@ -52,7 +51,7 @@ def budget_unevaluable(ctx: LintContext) -> Iterator[Violation]:
     fabric or a precision the GPUs lack cannot be checked, so it silently protects nothing.
     Fix: follow the message (GPU count, `fabrics.storage`, precision).
     """
-    for r in evaluate_budgets(ctx.loaded.spec, ctx.catalog, ctx.plan):
+    for r in ctx.budgets:
         if r.error:
             yield Violation(r.path, f"{r.kind}: cannot evaluate: {r.error}")
 
