@@ -139,3 +139,49 @@ def test_cli_exit_codes_and_no_tracebacks(
     assert "Traceback" not in out + err
     if exited.value.code == 2:
         assert err and all(line.startswith(str(spec)) for line in err.splitlines()), err
+
+
+_BUDGET_FIELDS = {
+    "all_reduce": ["bytes", "gpus", "max_ms"],
+    "scaling_efficiency": [
+        "gpus",
+        "min",
+        "model_params",
+        "precision",
+        "tokens_per_gpu",
+        "mfu",
+        "gradient_bytes",
+        "overlap",
+    ],
+    "checkpoint": ["bytes", "max_s"],
+    "rack_power": ["max_kw"],
+    "cluster_power": ["max_kw"],
+    "model_fits": ["model_params", "precision", "gpus", "zero_stage"],
+    "cost_per_pflop_day": ["max_usd", "price_per_kwh", "pue", "precision", "mfu"],
+    "sharp_gain": ["bytes", "gpus", "min"],
+}
+budget_values = st.one_of(
+    st.integers(-5, 10**13),
+    st.floats(-1e3, 1e20, allow_nan=False),
+    st.sampled_from(["fp8", "bf16", "fp64", "int8", "1GiB", "175e9", "8"]),
+    values,
+)
+
+
+@st.composite
+def spec_with_budgets(draw: st.DrawFn) -> str:
+    data = copy.deepcopy(EXAMPLE_DATA[0])
+    data["budgets"] = []
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(sorted(_BUDGET_FIELDS)))
+        fields = {f: draw(budget_values) for f in _BUDGET_FIELDS[kind] if draw(st.booleans())}
+        data["budgets"].append({kind: fields})
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec_with_budgets())
+def test_random_budgets_never_crash(text: str) -> None:
+    # Budgets reach every model (collectives, memory, storage, power): any value the schema
+    # lets through must give a verdict or a BudgetError, never an exception.
+    _load_and_lint(text)
