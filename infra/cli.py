@@ -49,6 +49,22 @@ mig_app = typer.Typer(help="Check MIG configuration files.", no_args_is_help=Tru
 app.add_typer(mig_app, name="mig")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        _say(f"railplan {_tool_version()}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool | None,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Show version."),
+    ] = None,
+) -> None:
+    """Turn one YAML cluster spec into a validated, budget-checked NVIDIA GPU cluster plan."""
+
+
 class LintFormat(StrEnum):
     """Output formats of `railplan lint`."""
 

@@ -217,3 +217,8 @@ def test_plan_output_file_errors_are_usage_errors(tmp_path: Path) -> None:
     spec = str(ROOT / "examples" / "a100-lab-mig.yaml")
     result = railplan("plan", spec, "--bom", str(tmp_path / "missing-dir" / "bom.csv"))
     assert result.returncode == 2 and "cannot write" in result.stderr
+
+
+def test_version() -> None:
+    result = railplan("--version")
+    assert result.returncode == 0 and result.stdout.startswith("railplan ")
