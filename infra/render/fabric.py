@@ -81,13 +81,13 @@ def plan_json(plan: Plan) -> str:
 def plan_text(plan: Plan) -> str:
     """A human summary of the plan."""
     compute_racks = sum(1 for r in plan.racks if r.kind == "compute")
-    lines = [
-        (
-            f"{plan.name}: {len(plan.servers):,} servers, {plan.gpus:,} GPUs, "
-            f"{len(plan.racks)} racks ({compute_racks} compute, "
-            f"{len(plan.racks) - compute_racks} network), {plan.power_kw:,.1f} kW"
-        )
-    ]
+    racks = (
+        f"{len(plan.racks)} racks ({compute_racks} compute, "
+        f"{len(plan.racks) - compute_racks} network), {plan.power_kw:,.1f} kW"
+        if plan.racks
+        else "no racks (cloud instances: nothing to rack or power)"
+    )
+    lines = [f"{plan.name}: {len(plan.servers):,} servers, {plan.gpus:,} GPUs, {racks}"]
     for name, f in plan.fabrics.items():
         counts = ", ".join(f"{n:,} {t.replace('_', '-')}" for t, n in f.cables.items() if n)
         switches = " + ".join(
