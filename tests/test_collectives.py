@@ -115,10 +115,12 @@ def test_large_message_busbw_within_stated_tolerance(catalog: Catalog) -> None:
     assert max(errors) <= 0.50
 
 
-def test_medium_messages_within_stated_tolerance(catalog: Catalog) -> None:
-    # At 32 KiB - 256 MiB the model is optimistic (no launch/proxy overhead): median <= 60 %.
-    errors = _errors(catalog, "medium")
-    assert errors and statistics.median(errors) <= 0.60
+def test_medium_and_small_messages_within_stated_tolerance(catalog: Catalog) -> None:
+    # Latency-bound sizes: medium (64 KiB - 256 MiB) median |error| <= 25 %, small (<= 64 KiB)
+    # median <= 60 %; the model stays optimistic there (docs/accuracy.md).
+    medium, small = _errors(catalog, "medium"), _errors(catalog, "small")
+    assert medium and statistics.median(medium) <= 0.25
+    assert small and statistics.median(small) <= 0.60
 
 
 def test_accuracy_document_is_current(catalog: Catalog) -> None:

@@ -182,9 +182,9 @@ def accuracy_markdown(data: dict[str, Any], catalog: Catalog) -> str:
         ),
         "",
         (
-            "The model is NCCL's own ranking model with measured link speeds. It tracks "
-            "large-message bandwidth closely; at small and medium sizes it is optimistic "
-            "(it has no kernel-launch or proxy overhead), so treat latency-bound "
+            "The model is NCCL's own ranking model with measured link speeds, plus a 10 us "
+            "per-call overhead fitted to these rows. It tracks large-message bandwidth "
+            "closely; at small sizes it stays optimistic, so treat latency-bound "
             "predictions as lower bounds on time."
         ),
         "",
