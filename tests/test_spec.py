@@ -136,3 +136,15 @@ def test_paths_round_trip() -> None:
 def test_cidrs_must_be_written_as_cidrs(value: str) -> None:
     (line,) = errors_of(MINIMAL + f"site: {{management_cidr: {value}}}\n")
     assert "site.management_cidr" in line
+
+
+def test_design_md_sketch_is_a_valid_spec() -> None:
+    from pathlib import Path
+
+    from infra.spec import load_spec
+
+    spec = load_spec(Path(__file__).parent / "data" / "design-sketch.yaml").spec
+    assert [g.name for g in spec.node_groups] == ["gpu", "infer"]
+    assert [b.kind for b in spec.budgets] == ["all_reduce", "scaling_efficiency", "checkpoint"]
+    assert spec.budgets[2].checkpoint is not None
+    assert spec.budgets[2].checkpoint.bytes == 2_800_000_000_000
