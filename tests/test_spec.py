@@ -148,3 +148,12 @@ def test_design_md_sketch_is_a_valid_spec() -> None:
     assert [b.kind for b in spec.budgets] == ["all_reduce", "scaling_efficiency", "checkpoint"]
     assert spec.budgets[2].checkpoint is not None
     assert spec.budgets[2].checkpoint.bytes == 2_800_000_000_000
+
+
+def test_cluster_size_is_capped_per_spec() -> None:
+    groups = "".join(
+        f"  - {{name: g{i}, node: dgx-h100, count: 16384, hostname: 'g{i}-{{index:05d}}'}}\n"
+        for i in range(3)
+    )
+    (line,) = errors_of("name: huge\nnode_groups:\n" + groups)
+    assert "49,152 servers exceed" in line and line.startswith("s.yaml:2:1:")

@@ -26,6 +26,7 @@ from pydantic import (
 
 from infra.spec.units import ByteSize, Count
 
+MAX_SERVERS = 32_768  # keeps planning a spec within seconds and a few GB (make bench)
 CLUSTER_NAME = r"^[a-z][a-z0-9-]{0,62}$"
 GROUP_NAME = r"^[a-z][a-z0-9_]{0,31}$"
 LAYOUT_NAME = r"^[a-z0-9][a-z0-9._-]{0,62}$"
@@ -454,6 +455,17 @@ class Spec(StrictModel):
     budgets: list[Budget] = Field(
         default_factory=list, description="Targets the planned cluster must meet."
     )
+
+    @field_validator("node_groups")
+    @classmethod
+    def _cluster_size_limit(cls, groups: list[NodeGroup]) -> list[NodeGroup]:
+        total = sum(g.count for g in groups)
+        if total > MAX_SERVERS:
+            raise ValueError(
+                f"{total:,} servers exceed railplan's limit of {MAX_SERVERS:,} per spec "
+                "(262,144 GPUs on 8-GPU nodes); split the cluster into several specs"
+            )
+        return groups
 
     @property
     def gpu_servers(self) -> int:
