@@ -162,7 +162,8 @@ def lint(
     elif output_format is LintFormat.JSON:
         _say(format_json(findings))
     elif output_format is LintFormat.SARIF:
-        _say(format_sarif(findings, documented_rules(), _tool_version()))
+        # absolute spec paths become %SRCROOT%-relative URIs for code scanning
+        _say(format_sarif(findings, documented_rules(), _tool_version(), root=str(Path.cwd())))
     elif findings:
         _say(format_github(findings))
     failed = any(f.severity is Severity.ERROR for f in findings)

@@ -222,3 +222,10 @@ def test_plan_output_file_errors_are_usage_errors(tmp_path: Path) -> None:
 def test_version() -> None:
     result = railplan("--version")
     assert result.returncode == 0 and result.stdout.startswith("railplan ")
+
+
+def test_sarif_uris_are_relative_even_for_absolute_paths() -> None:
+    result = railplan("lint", "--format", "sarif", str(Path(MIG_4G_4G).resolve()))
+    (res,) = json.loads(result.stdout)["runs"][0]["results"]
+    uri = res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    assert uri == "tests/corpus/lint/mig-4g-4g.yaml"
