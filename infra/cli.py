@@ -347,6 +347,12 @@ def mig_check(
     if output_format is Format.JSON:
         _say(format_json(findings))
     else:
+        configs = data.get("mig-configs") if isinstance(data, dict) else None
+        count = len(configs) if isinstance(configs, dict) and config is None else 1
+        _say(
+            f"{source.file}: checked {count} config(s) against "
+            f"{1 if gpu else len(gpus)} catalog GPU(s)"
+        )
         _say(format_text(findings, {source.file: source.lines}, 1))
     failed = any(f.severity is Severity.ERROR for f in findings)
     raise typer.Exit(EXIT_FAILED if failed else EXIT_OK)
