@@ -49,6 +49,7 @@ PASSING = {
     "RP045": BASE + "fabrics:\n  compute: {switch: qm9700, spines: 4}\n",
     "RP046": BASE + "fabrics:\n  compute: {switch: qm9700, su_size: 32}\n",
     "RP047": BASE + "fabrics:\n  compute: {switch: qm9700, spines: 8}\n",
+    "RP048": BASE + "fabrics:\n  compute: {switch: qm9700}\n",
     "RP049": BASE + "fabrics:\n  compute: {switch: qm9700, planes: 8}\n",
     "RP050": BASE + "site: {rack: {power_kw: 10.2}}\n",
     "RP055": BASE + "site: {rack: {power_kw: 12}}\nfabrics:\n  compute: {switch: qm9700}\n",

@@ -147,3 +147,27 @@ def fabric_slower_than_nics(ctx: LintContext) -> Iterator[Violation]:
                 f"{switch.name} ports run at {switch.port_gbps:g} Gb/s but node "
                 f"group {group.name!r} has {node.compute_nic_gbps:g} Gb/s NICs",
             )
+
+
+@rule(
+    "RP048",
+    "fabric-without-servers",
+    Severity.WARNING,
+    "A compute fabric is declared but no server can attach to it.",
+)
+def fabric_without_servers(ctx: LintContext) -> Iterator[Violation]:
+    """A declared InfiniBand compute fabric needs servers with InfiniBand HCAs.
+
+    Why: cloud instances (AWS p4d/p5) bring their own network (EFA); a compute fabric in the
+    spec would be planned with no server on it, and budgets would silently use EFA instead.
+    Fix: remove `fabrics.compute` for cloud clusters, or use on-premises nodes.
+    """
+    compute = ctx.loaded.spec.fabrics.compute
+    nodes = [node for _, _, node, _ in known_groups(ctx)]
+    if compute and nodes and not any(node.compute_hcas for node in nodes):
+        yield Violation(
+            "fabrics.compute",
+            "no node group has InfiniBand HCAs for this fabric "
+            f"({', '.join(sorted({n.name for n in nodes}))})",
+            "remove fabrics.compute; cloud instances use their own network",
+        )
