@@ -72,5 +72,5 @@ def comm_topology(
         nics=node.compute_nics,
         nic_gbps=node.compute_nic_gbps,
         cpu=node.cpu,
-        sharp=sharp_usable(spec, catalog) if sharp is None else sharp,
+        sharp=(sharp_usable(spec, catalog) and bool(node.compute_hcas)) if sharp is None else sharp,
     )
