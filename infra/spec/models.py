@@ -248,6 +248,19 @@ class Fabrics(StrictModel):
     storage: StorageFabric | None = Field(None, description="Storage fabric.")
     management: ManagementFabric | None = Field(None, description="Management networks.")
 
+    def switch_references(self) -> list[tuple[str, str, str]]:
+        """``(spec path, switch id, switch kind it must be)`` for every switch named."""
+        refs = []
+        if self.compute:
+            refs.append(("fabrics.compute.switch", self.compute.switch, "infiniband"))
+        if self.storage:
+            refs.append(("fabrics.storage.switch", self.storage.switch, "infiniband"))
+        if self.management:
+            m = self.management
+            refs.append(("fabrics.management.inband_switch", m.inband_switch, "ethernet"))
+            refs.append(("fabrics.management.oob_switch", m.oob_switch, "ethernet"))
+        return refs
+
 
 # --- software -------------------------------------------------------------------------------
 

@@ -117,15 +117,8 @@ def _check_references(spec: Spec, catalog: Catalog) -> None:
                 path=f"node_groups[{i}].node",
                 hint=spelling_hint(group.node, catalog.nodes),
             )
-    f = spec.fabrics
-    refs = [
-        ("fabrics.compute.switch", f.compute.switch if f.compute else None),
-        ("fabrics.storage.switch", f.storage.switch if f.storage else None),
-        ("fabrics.management.inband_switch", f.management.inband_switch if f.management else None),
-        ("fabrics.management.oob_switch", f.management.oob_switch if f.management else None),
-    ]
-    for path, switch in refs:
-        if switch is not None and switch not in catalog.switches:
+    for path, switch, _ in spec.fabrics.switch_references():
+        if switch not in catalog.switches:
             raise PlanError(
                 f"unknown switch {switch!r}",
                 path=path,

@@ -28,18 +28,6 @@ def unknown_node(ctx: LintContext) -> Iterator[Violation]:
             )
 
 
-def _switch_refs(ctx: LintContext) -> Iterator[tuple[str, str, str]]:
-    """(path, switch id, required kind) for every switch the spec names."""
-    fabrics = ctx.loaded.spec.fabrics
-    if fabrics.compute:
-        yield "fabrics.compute.switch", fabrics.compute.switch, "infiniband"
-    if fabrics.storage:
-        yield "fabrics.storage.switch", fabrics.storage.switch, "infiniband"
-    if fabrics.management:
-        yield "fabrics.management.inband_switch", fabrics.management.inband_switch, "ethernet"
-        yield "fabrics.management.oob_switch", fabrics.management.oob_switch, "ethernet"
-
-
 @rule("RP002", "unknown-switch", Severity.ERROR, "Fabric names a switch the catalog lacks.")
 def unknown_switch(ctx: LintContext) -> Iterator[Violation]:
     """Every fabric's switch must be a catalog switch id of the right kind.
@@ -50,7 +38,7 @@ def unknown_switch(ctx: LintContext) -> Iterator[Violation]:
     `sn4600c` for management Ethernet).
     """
     switches = ctx.catalog.switches
-    for path, switch_id, kind in _switch_refs(ctx):
+    for path, switch_id, kind in ctx.loaded.spec.fabrics.switch_references():
         switch = switches.get(switch_id)
         if switch is None:
             yield Violation(
