@@ -277,3 +277,14 @@ def test_examples_plan(catalog: Catalog) -> None:
     for path in sorted(Path(TESTS.parent / "examples").glob("*.yaml")):
         plan = expand(load_spec_text(path.read_text()).spec, catalog)
         assert len(plan.servers) > 0
+
+
+def test_racks_keep_power_for_their_oob_switch(catalog: Catalog) -> None:
+    # 2 x 10.2 kW DGX H100 fill a 20.4 kW rack exactly; the OOB switch would tip it over,
+    # so the placer puts one server per rack instead.
+    data = yaml.safe_load(spec_text(8))
+    data["site"]["rack"] = {"power_kw": 20.4}
+    spec = load_spec_text(yaml.safe_dump(data)).spec
+    plan = expand(spec, catalog)
+    assert all(r.power_kw <= 20.4 for r in plan.racks)
+    assert max(len(r.servers) for r in plan.racks) == 1

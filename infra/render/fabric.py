@@ -96,7 +96,7 @@ def plan_text(plan: Plan) -> str:
         shape = (
             f"{f.tiers}-tier"
             + (f", {f.planes} planes" if f.planes > 1 else "")
-            + (f", {f.sus} SUs" if f.sus else "")
+            + (f", {f.sus} SU" + ("s" if f.sus > 1 else "") if f.sus else "")
             + (f", {f.pods} pods" if f.pods > 1 else "")
         )
         line = f"  {name:<8} {f.switch} {shape}: {switches}; cables {counts}"

@@ -36,10 +36,19 @@ class RackFill:
     switches: list[str] = field(default_factory=list)
 
 
+def oob_reserve_kw(spec: Spec, catalog: Catalog) -> float:
+    """Power every rack keeps for an out-of-band switch (when the spec has one)."""
+    management = spec.fabrics.management
+    if management is None or management.oob_switch not in catalog.switches:
+        return 0.0
+    return catalog.switches[management.oob_switch].max_power_w / 1000
+
+
 def servers_per_rack(spec: Spec, catalog: Catalog, node_id: str) -> int:
     """How many servers of ``node_id`` one rack holds (power and space); 0 if none fits."""
     node, rack = catalog.nodes[node_id], spec.site.rack
-    by_power = int(rack.power_kw // node.max_power_kw) if node.max_power_kw else 10**9
+    budget = rack.power_kw - oob_reserve_kw(spec, catalog)
+    by_power = int(budget // node.max_power_kw) if node.max_power_kw else 10**9
     by_space = (rack.units - OOB_UNITS) // node.rack_units if node.rack_units else 10**9
     return max(0, min(by_power, by_space))
 
@@ -86,6 +95,7 @@ class NetworkRacks:
     def __init__(self, spec: Spec, catalog: Catalog) -> None:
         self._rack = spec.site.rack
         self._catalog = catalog
+        self._power = spec.site.rack.power_kw - oob_reserve_kw(spec, catalog)
         self._open: dict[str, RackFill] = {}
         self.racks: list[RackFill] = []
 
@@ -95,11 +105,7 @@ class NetworkRacks:
         kw = sw.max_power_w / 1000
         rack = self._open.get(zone)
         room = self._rack.units - OOB_UNITS  # every rack keeps a unit for its OOB switch
-        if (
-            rack is None
-            or rack.units + sw.rack_units > room
-            or (rack.power_kw + kw > self._rack.power_kw)
-        ):
+        if rack is None or rack.units + sw.rack_units > room or (rack.power_kw + kw > self._power):
             rack = RackFill(f"n{len(self.racks) + 1:03d}", "network", 0, 0.0, zone)
             self.racks.append(rack)
             self._open[zone] = rack
