@@ -141,9 +141,11 @@ def _table(comparisons: list[Comparison]) -> list[str]:
     for c in comparisons:
         r = c.row
         flag = " (anomalous)" if c.anomalous else ""
+        nics, rate = _network(r)
+        network = r["network"] + (f" {nics} x {rate:g}G" if r["nodes"] > 1 and nics else "")
         lines.append(
             f"| {r['source']} | {r['gpu']} | {r['nodes']} x {r['gpus_per_node']} | "
-            f"{r['network']} {r.get('nics_per_node') or ''}x{r.get('nic_gbps') or ''} | "
+            f"{network} | "
             f"{r['collective']} | {r['bytes'] or 'peak'} | {r.get('algo')} | "
             f"{c.measured_busbw:g} | {c.predicted.busbw_gbps:g} | "
             f"{c.predicted.algorithm}/{c.predicted.protocol} | {c.error:+.1%}{flag} |"
