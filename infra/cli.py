@@ -29,7 +29,8 @@ from infra.lint import documented_rules, find_documented_rule, lint_loaded
 from infra.lint.finding import Finding, Severity
 from infra.lint.formats import format_github, format_json, format_sarif, format_text
 from infra.lint.migparted import check_mig_parted
-from infra.render.fabric import bom_csv, cabling_csv, plan_json, plan_text
+from infra.render.fabric import plan_json, plan_text
+from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
 from infra.render.tables import budgets_json, budgets_text, predict_json, predict_text
 from infra.spec import LoadedSpec, SpecValidationError, load_spec, read_yaml_file
 from infra.spec.schema import spec_json_schema_text
@@ -188,8 +189,18 @@ def _describe(loaded: LoadedSpec, findings: Sequence[Finding]) -> str:
     return f"{loaded.file}: {spec.name}: {'; '.join(parts)} — {verdict}"
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file and rename: never half a file."""
+    """Write ``text`` to ``path`` via a temporary file and rename: never half a file.
+
+    The file gets the mode a plain ``open()`` would give it (0666 less the user's umask),
+    not the temporary file's 0600.
+    """
     target = Path(path)
     try:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
@@ -198,6 +209,7 @@ def _write_atomic(path: str, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
         Path(tmp).replace(target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -215,20 +227,56 @@ def _plan_or_fail(loaded: LoadedSpec) -> Plan:
         raise typer.Exit(EXIT_FAILED) from None
 
 
+def _rack_budget_errors(loaded: LoadedSpec, planned: Plan) -> list[str]:
+    """One located error line per rack class whose racks the plan overfills."""
+    lines: list[str] = []
+    seen: set[str] = set()
+    for rack in planned.racks:
+        over_kw = rack.power_kw > rack.power_budget_kw + 1e-9
+        if rack.rack_class in seen or not (over_kw or rack.units_used > rack.units):
+            continue
+        seen.add(rack.rack_class)
+        path = (
+            "site.rack" if rack.rack_class == "default" else f"site.rack_classes.{rack.rack_class}"
+        )
+        what = (
+            f"would draw {rack.power_kw:g} kW of a {rack.power_budget_kw:g} kW budget"
+            if over_kw
+            else f"would need {rack.units_used}U of {rack.units}U"
+        )
+        error = RailplanError(
+            f"rack {rack.name} {what}", path=path, hint="raise the rack class's budget"
+        )
+        error.file, error.position = loaded.file, loaded.source.position(path)
+        lines.append(error.one_line())
+    return lines
+
+
 @app.command()
 def plan(
     spec: Annotated[str, typer.Argument(metavar="SPEC", help="Spec file.")],
     output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
     cabling: Annotated[str | None, typer.Option(help="Write the cabling plan (CSV).")] = None,
     bom: Annotated[str | None, typer.Option(help="Write the bill of materials (CSV).")] = None,
+    hosts: Annotated[str | None, typer.Option(help="Write the address plan (CSV).")] = None,
 ) -> None:
-    """Expand a spec into racks, NVSwitch domains and fabrics; print the plan."""
-    planned = _plan_or_fail(load_spec(spec))
+    """Expand a spec into racks, NVSwitch domains and fabrics; print the plan.
+
+    Exits 1 (and writes no file) when a planned rack breaks its class's budget.
+    """
+    loaded = load_spec(spec)
+    planned = _plan_or_fail(loaded)
+    _say(plan_json(planned) if output_format is Format.JSON else plan_text(planned))
+    broken = _rack_budget_errors(loaded, planned)
+    if broken:
+        sys.stderr.write("".join(f"{line}\n" for line in broken))
+        raise typer.Exit(EXIT_FAILED)
     if cabling:
         _write_atomic(cabling, cabling_csv(planned))
     if bom:
         _write_atomic(bom, bom_csv(planned, load_catalog()))
-    _say(plan_json(planned) if output_format is Format.JSON else plan_text(planned))
+    if hosts:
+        _write_atomic(hosts, hosts_csv(planned))
 
 
 @app.command()

@@ -128,7 +128,7 @@ def test_cloud_nodes_are_estimated_from_gpu_tdp(catalog: Catalog) -> None:
     # 16 x p4d.24xlarge: no racks, catalog max_power_kw 0. Estimate: 8 x 400 W x 1.8 = 5.76 kW
     # per instance, 92.16 kW in all.
     plan = plan_of("aws-p4d.24xlarge", 16, catalog)
-    assert plan.racks == []
+    assert plan.racks == ()
     power = it_power(plan, catalog)
     assert power.is_estimate
     assert power.estimated_servers == 16

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import jsonschema
@@ -186,25 +189,65 @@ def test_plan_json_contract_and_csv_files(tmp_path: Path) -> None:
     import csv
 
     spec = str(ROOT / "examples" / "dgx-h100-superpod.yaml")
-    cabling, bom = tmp_path / "cabling.csv", tmp_path / "bom.csv"
+    cabling, bom, hosts = tmp_path / "cabling.csv", tmp_path / "bom.csv", tmp_path / "hosts.csv"
     result = railplan(
-        "plan", "--format", "json", spec, "--cabling", str(cabling), "--bom", str(bom)
-    )
+        "plan", "--format", "json", spec, "--cabling", str(cabling), "--bom", str(bom),
+        "--hosts", str(hosts),
+    )  # fmt: skip
     doc = json.loads(result.stdout)
     assert {"name", "servers", "gpus", "racks", "power_kw", "fabrics"} <= set(doc)
     compute = doc["fabrics"]["compute"]
-    assert {"tiers", "switches", "cables", "oversubscription", "bisection_gbps"} <= set(compute)
+    keys = {"tiers", "switches", "cables", "oversubscription", "injection_gbps", "bisection_gbps"}
+    assert keys <= set(compute)
     assert compute["switches"] == {"leaf": 32, "spine": 16, "core": 0}
-    assert compute["bisection_gbps"] == 127 * 8 * 400
+    # DESIGN.md's example values for this spec
+    assert (compute["injection_gbps"], compute["bisection_gbps"]) == (406400, 203200)
     rows = list(csv.DictReader(cabling.open()))
     assert len(rows) == sum(sum(f["cables"].values()) for f in doc["fabrics"].values())
     assert all(r["a_device"] and r["b_device"] and r["a_port"] and r["b_port"] for r in rows)
-    items = {
-        (r["category"], r["fabric"]): int(r["quantity"])
-        for r in csv.DictReader(bom.open())
-        if r["category"] == "switch"
-    }
-    assert items[("switch", "compute")] == 48
+    assert len({r["cable_id"] for r in rows}) == len(rows)
+    assert {r["medium"] for r in rows if r["fabric"] == "oob"} == {"cat6"}
+    assert all(float(r["length_m"]) > 0 for r in rows if r["a_rack"] and r["b_rack"])
+    bom_rows = list(csv.DictReader(bom.open()))
+    quantity = Counter[str]()
+    for r in bom_rows:
+        quantity[r["category"] + "/" + r["fabric"]] += int(r["quantity"])
+    assert quantity["switch/compute"] == 48
+    assert quantity["server/"] == 127 and quantity["rack/"] == doc["racks"]
+    assert quantity["appliance/compute"] == 1  # the UFM
+    assert quantity["pdu/"] == sum(r["pdus"] for r in doc["rack_list"])
+    host_rows = list(csv.DictReader(hosts.open()))
+    assert list(host_rows[0]) == [
+        "name",
+        "group",
+        "su",
+        "slot",
+        "rack",
+        "rack_unit",
+        "mgmt_ip",
+        "bmc_ip",
+    ]
+    assert len(host_rows) == 127 and all(r["mgmt_ip"] and r["bmc_ip"] for r in host_rows)
+
+
+def test_plan_files_follow_the_umask(tmp_path: Path) -> None:
+    spec = str(ROOT / "examples" / "a100-lab-mig.yaml")
+    out = tmp_path / "hosts.csv"
+    old = os.umask(0o022)
+    try:
+        assert railplan("plan", spec, "--hosts", str(out)).returncode == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644
+
+
+def test_plan_exits_1_and_writes_nothing_when_a_rack_breaks_its_budget(tmp_path: Path) -> None:
+    spec = TESTS / "corpus" / "lint" / "rack-over-budget.yaml"
+    bom = tmp_path / "bom.csv"
+    result = railplan("plan", str(spec), "--bom", str(bom))
+    assert result.returncode == 1
+    assert "rack-over-budget.yaml:5:3: " in result.stderr and "kW budget" in result.stderr
+    assert not bom.exists()
 
 
 def test_plan_failure_is_located_and_exits_1() -> None:

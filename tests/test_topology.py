@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infra.catalog import Catalog
-from infra.render.fabric import cabling_csv
+from infra.render.sheets import cabling_csv
 from infra.spec import Spec, load_spec_text
-from infra.topology import Plan, PlanError, expand
+from infra.topology import Plan, PlanError, Server, Switch, expand, plan_graph
 
 from .conftest import TESTS
 
@@ -132,7 +132,7 @@ def check_invariants(plan: Plan, spec: Spec, catalog: Catalog) -> None:
     assert max(used.values()) == 1
     # same-rail NICs inside an SU are one switch apart (the same leaf)
     if compute.rail_optimized:
-        leaf_of: dict[tuple[int, int], set[str]] = defaultdict(set)
+        leaf_of: dict[tuple[str | None, int], set[str]] = defaultdict(set)
         by_name = {s.name: s for s in plan.servers}
         for c in plan.cables_in("compute", "node_leaf"):
             if c.a in by_name:
@@ -142,11 +142,8 @@ def check_invariants(plan: Plan, spec: Spec, catalog: Catalog) -> None:
     # balanced leaf->spine wiring: every leaf has the same links to every spine of its pod
     if compute.spines is None:
         per_pair = Counter((c.a, c.b) for c in plan.cables_in("compute", "leaf_spine"))
-        assert len(set(per_pair.values())) == 1
-    # non-blocking: bisection equals servers x NICs x rate
-    if compute.oversubscription == 1:
-        rate = catalog.switches[compute.switch].port_gbps
-        assert plan.fabrics["compute"].bisection_gbps == len(plan.servers) * 8 * rate
+        assert len(set(per_pair.values())) <= 1
+    check_bandwidth(plan, spec, catalog)
     # the compute fabric of each plane is one connected graph
     # (servers' NICs are the ends; the UFM host, which manages every plane, is left out)
     cables = nx.Graph(
@@ -158,17 +155,57 @@ def check_invariants(plan: Plan, spec: Spec, catalog: Catalog) -> None:
     assert radix  # used above
 
 
+def check_bandwidth(plan: Plan, spec: Spec, catalog: Catalog) -> None:
+    compute = spec.fabrics.compute
+    assert compute is not None
+    # no spine carries more uplinks than downlinks
+    for spine in plan.switches_in("compute", "spine"):
+        down = sum(1 for c in plan.cables_in("compute", "leaf_spine") if c.b == spine.name)
+        up = sum(1 for c in plan.cables_in("compute", "spine_core") if c.a == spine.name)
+        assert up <= down, spine.name
+    # injection is every NIC; a non-blocking fabric's bisection is half of it
+    summary = plan.fabrics["compute"]
+    rate = min(catalog.switches[compute.switch].port_gbps, 400.0)
+    assert summary.injection_gbps == len(plan.servers) * 8 * rate
+    if len(plan.servers) < 2:
+        assert summary.bisection_gbps == 0  # no two halves
+    elif compute.oversubscription == 1:
+        assert summary.bisection_gbps == pytest.approx(summary.injection_gbps / 2)
+    else:
+        assert summary.bisection_gbps <= summary.injection_gbps / 2 + 1e-6
+
+
 def check_racks_and_addresses(plan: Plan, spec: Spec) -> None:
-    placed = Counter(name for r in plan.racks for name in r.servers)
-    assert set(placed.values()) == {1} and len(placed) == len(plan.servers)
+    placed = Counter(name for r in plan.racks for name in (*r.servers, *r.switches, *r.hosts))
+    assert set(placed.values()) == {1}
+    assert {s.name for s in plan.servers} | {s.name for s in plan.switches} <= set(placed)
+    units: dict[str, set[int]] = defaultdict(set)
     for rack in plan.racks:
-        assert rack.units_used <= spec.site.rack.units, rack
-        assert rack.power_kw <= spec.site.rack.power_kw + 1e-9, rack
+        assert rack.units_used <= rack.units, rack
+        assert rack.power_kw <= rack.power_budget_kw + 1e-9, rack
+    for device in (*plan.servers, *plan.switches):
+        assert device.rack is not None and device.rack_unit is not None
+        height = catalog_units(device)
+        taken = set(range(device.rack_unit, device.rack_unit + height))
+        assert not taken & units[device.rack], device.name  # no two devices share a unit
+        assert max(taken) <= plan.rack(device.rack).units
+        units[device.rack] |= taken
     mgmt = [s.mgmt_ip for s in plan.servers]
     bmc = [s.bmc_ip for s in plan.servers] + [s.bmc_ip for s in plan.switches]
+    bmc += [p.bmc_ip for p in plan.pdus]
     for ips, cidr in ((mgmt, spec.site.management_cidr), (bmc, spec.site.bmc_cidr)):
+        assert None not in ips
         assert len(set(ips)) == len(ips)
-        assert all(IPv4Address(ip) in IPv4Network(cidr) for ip in ips)
+        assert all(IPv4Address(ip) in IPv4Network(cidr) for ip in ips if ip)
+    assert len({c.id for c in plan.cables}) == len(plan.cables)
+
+
+def catalog_units(device: Server | Switch) -> int:
+    if isinstance(device, Switch):
+        return device.units
+    from infra.catalog import load_catalog
+
+    return load_catalog().nodes[device.node].rack_units
 
 
 CASES = {
@@ -256,7 +293,7 @@ def test_same_spec_same_bytes(catalog: Catalog) -> None:
 
 def test_graph_schema(catalog: Catalog) -> None:
     plan = plan_of(spec_text(32), catalog)
-    g = plan.graph
+    g = plan_graph(plan, catalog)
     kinds = Counter(kind for _, kind in g.nodes(data="kind"))
     assert kinds["server"] == 32 and kinds["gpu"] == 256 and kinds["nvswitch"] == 128
     assert kinds["nic"] == 256

@@ -42,7 +42,7 @@ class LintContext:
     def _plan(self) -> tuple[Plan | None, PlanError | None]:
         if self._planned is None:
             try:
-                self._planned = (expand(self.loaded.spec, self.catalog, with_graph=False), None)
+                self._planned = (expand(self.loaded.spec, self.catalog), None)
             except PlanError as exc:
                 self._planned = (None, exc)
         return self._planned

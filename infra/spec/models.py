@@ -102,16 +102,68 @@ class Rack(StrictModel):
     )
 
 
-class Site(StrictModel):
-    """The data-center site: racks and address space."""
+class Layout(StrictModel):
+    """Hall geometry for cable-length estimates (rack pitch, row spacing, slack)."""
 
-    rack: Rack = Field(default_factory=Rack, description="Rack power, space and cooling.")
+    rack_width_m: float = Field(
+        0.6, gt=0, le=2, description="Centre-to-centre distance of racks in a row, metres."
+    )
+    row_pitch_m: float = Field(
+        2.4,
+        gt=0,
+        le=20,
+        description="Centre-to-centre distance of rows, metres (rack depth plus one aisle).",
+    )
+    tray_rise_m: float = Field(
+        0.5, ge=0, le=5, description="Run from a rack's top to the overhead tray, metres."
+    )
+    slack_m: float = Field(
+        1.0, ge=0, le=10, description="Service loop and routing slack per cable, metres."
+    )
+
+
+class Site(StrictModel):
+    """The data-center site: rack classes, hall layout and address space."""
+
+    rack: Rack = Field(
+        default_factory=Rack,
+        description="The default rack class (class name `default`): power, space, cooling.",
+    )
+    rack_classes: dict[Annotated[str, Field(pattern=GROUP_NAME)], Rack] = Field(
+        default_factory=dict,
+        description="Further rack classes by name; a node group picks one with `rack_class`.",
+    )
+    network_rack_class: str | None = Field(
+        None, description="Rack class of network racks; default the default class."
+    )
+    layout: Layout = Field(default_factory=Layout, description="Hall geometry.")
     management_cidr: Cidr = Field(
         IPv4Network("10.10.0.0/16"), description="In-band management network (host addresses)."
     )
     bmc_cidr: Cidr = Field(
         IPv4Network("10.11.0.0/16"), description="Out-of-band network for BMCs, switches, PDUs."
     )
+    address_block_bits: int = Field(
+        4,
+        ge=1,
+        le=8,
+        description="Each CIDR is split into 2^bits equal blocks: block 0 for shared "
+        "infrastructure, then one block per node group in spec order (stable addresses).",
+    )
+
+    @model_validator(mode="after")
+    def _default_class_is_reserved(self) -> Site:
+        if "default" in self.rack_classes:
+            raise ValueError("rack class name 'default' is reserved for site.rack")
+        if self.network_rack_class not in (None, "default", *self.rack_classes):
+            raise ValueError(
+                f"network_rack_class {self.network_rack_class!r} is not a key of site.rack_classes"
+            )
+        return self
+
+    def rack_class(self, name: str | None) -> Rack:
+        """The rack class called ``name`` (None and ``default`` are `rack`)."""
+        return self.rack if name in (None, "default") else self.rack_classes[name or ""]
 
 
 # --- node groups ----------------------------------------------------------------------------
@@ -147,6 +199,9 @@ class NodeGroup(StrictModel):
         "default `<name>{index:03d}`.",
     )
     first_index: int = Field(1, ge=0, description="Index of the first server in the pattern.")
+    rack_class: str | None = Field(
+        None, description="A key of `site.rack_classes`; default the default class `site.rack`."
+    )
     mig: str | list[MigAssignment] = Field(
         "disabled",
         description="MIG for every GPU: a key of `mig_layouts`, `disabled`, or a list of "

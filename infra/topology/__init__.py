@@ -1,12 +1,40 @@
 """Topology: expand a spec into racks, NVSwitch domains and fat-tree fabrics (`expand`).
 
-One module per family, like networkx's generators: `servers` (hostnames, NVSwitch domains),
+One module per family, like networkx's generators: `servers` (hostnames, SUs, MIG per GPU),
 `fat_tree` (tier sizing and wiring), `compute` (the rail-optimized compute fabric),
 `networks` (storage, in-band, out-of-band), `racks` (placement), `addressing` (IPs, pkeys),
-`plan` (the orchestration and graph schema) and `model` (the typed views).
+`geometry` (cable lengths and media), `finish` (the frozen records), `plan` (the
+orchestration), `graph` (the networkx view, on demand) and `model` (the typed plan).
 """
 
-from infra.topology.model import Cable, FabricSummary, Plan, PlanError, Rack, Server, Switch
+from infra.topology.graph import plan_graph
+from infra.topology.model import (
+    Cable,
+    FabricSummary,
+    Host,
+    Pdu,
+    Plan,
+    PlanError,
+    PlanWarning,
+    Rack,
+    ScalableUnit,
+    Server,
+    Switch,
+)
 from infra.topology.plan import expand
 
-__all__ = ["Cable", "FabricSummary", "Plan", "PlanError", "Rack", "Server", "Switch", "expand"]
+__all__ = [
+    "Cable",
+    "FabricSummary",
+    "Host",
+    "Pdu",
+    "Plan",
+    "PlanError",
+    "PlanWarning",
+    "Rack",
+    "ScalableUnit",
+    "Server",
+    "Switch",
+    "expand",
+    "plan_graph",
+]

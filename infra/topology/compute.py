@@ -6,10 +6,15 @@ reference architectures. Every SU is wired as a full one (a partial SU's leaves 
 exist; its missing servers' ports stay free). With ``planes: P`` the rails are split into P
 groups (rail ``r`` in plane ``r * P // rails``), each its own fat tree. A fabric that is not
 rail-optimized cables all NICs of a server to the same leaf instead (whole servers per leaf).
+A fabric whose ports all fit one switch is that one switch.
+
+Names are identities: leaves ``ib<plane>-leaf-<su>-r<rail>``, spines ``ib<plane>-spine-<pod>-
+<position>`` (``ib<plane>-spine-<position>`` for two tiers), cores ``ib<plane>-core-<group>-
+<member>``. A link's speed is the slower of switch port and NIC.
 
 A UFM subnet manager takes the fabric ports of the first free server slot (NVIDIA's RA gives
-the UFM appliance the 128th slot of a 4-SU, 127-node design); with no free slot it is left
-out and the plan says so.
+the UFM appliance the 128th slot of a 4-SU, 127-node design); with no free slot it takes
+free spine ports, and with none of those it is left out with a warning.
 """
 
 from __future__ import annotations
@@ -23,31 +28,42 @@ from infra.catalog import Catalog
 from infra.catalog import Switch as CatalogSwitch
 from infra.spec.models import ComputeFabric
 from infra.topology.fat_tree import TreeShape, fat_tree_shape, wire_upper_tiers
-from infra.topology.model import Cable, FabricSummary, PlanError, Switch
+from infra.topology.model import SWITCH_TIERS, FabricSummary, PlanError, PlanWarning, Tier
+from infra.topology.parts import (
+    LeafLoad,
+    Link,
+    SwitchPart,
+    bisection_links,
+    half_cut,
+    switch_lower_bound,
+    tier_use,
+)
 
-__all__ = ["UFM_PORTS", "ComputeFabricPlan", "FabricServer", "plan_compute_fabric"]
+__all__ = ["UFM_HOST", "UFM_PORTS", "ComputeFabricPlan", "SuMembers", "plan_compute_fabric"]
 
 UFM_PORTS = 4  # UFM appliance fabric connections; see tests/data/superpod-ra.yaml
+UFM_HOST = "ufm-1"
 
 
 @dataclass(frozen=True, slots=True)
-class FabricServer:
-    """A server as the compute fabric sees it: name, rack and HCA per rail."""
+class SuMembers:
+    """One scalable unit as the fabric sees it: name and its servers' (slot, name, HCAs)."""
 
     name: str
-    rack: str
-    hcas: tuple[str, ...]
+    servers: tuple[tuple[int, str, tuple[str, ...]], ...]
 
 
-@dataclass
+@dataclass(frozen=True)
 class ComputeFabricPlan:
-    """Switches (with zone for rack placement), cables and the summary of the fabric."""
+    """Switches, links and summary of the fabric, the leaves and pod of each SU."""
 
-    switches: list[tuple[Switch, str]]
-    cables: list[Cable]
+    switches: tuple[SwitchPart, ...]
+    links: tuple[Link, ...]
     summary: FabricSummary
-    sm_ports: list[tuple[str, str, int]]  # (leaf, port, rail) given to the UFM host
-    notes: list[str]
+    su_leaves: dict[str, tuple[str, ...]]
+    su_pod: dict[str, int | None]
+    ufm_ports: tuple[tuple[str, str], ...]  # (switch, port) the UFM host is cabled to
+    warnings: tuple[PlanWarning, ...]
 
 
 def _leaf_ports(fabric: ComputeFabric, radix: int) -> tuple[int, int]:
@@ -62,14 +78,14 @@ def _leaf_ports(fabric: ComputeFabric, radix: int) -> tuple[int, int]:
     return down, up
 
 
-def _leaf_name(plane: int, su: int, rail: int) -> str:
-    return f"ib{plane}-leaf-su{su:03d}-r{rail}"
-
-
 def plan_compute_fabric(
-    fabric: ComputeFabric, catalog: Catalog, servers: Sequence[FabricServer], rails: int
+    fabric: ComputeFabric,
+    catalog: Catalog,
+    sus: Sequence[SuMembers],
+    rails: int,
+    nic_gbps: float,
 ) -> ComputeFabricPlan:
-    """Plan the compute fabric for ``servers`` (in slot order) with ``rails`` NICs each.
+    """Plan the compute fabric for ``sus`` (in SU order) with ``rails`` NICs per server.
 
     Raises:
         PlanError: rails do not split into the planes, or a plane needs > 3 tiers.
@@ -81,178 +97,273 @@ def plan_compute_fabric(
             path="fabrics.compute.planes",
             hint="use a divisor of the rail count",
         )
-    down, up = _leaf_ports(fabric, switch.ports)
-    sus = math.ceil(len(servers) / fabric.su_size)
-    per_plane = rails // fabric.planes
-    try:
-        shape = fat_tree_shape(sus * per_plane, up, switch.ports, per_plane, fabric.spines)
-    except PlanError as exc:
-        raise PlanError(
-            exc.message,
-            path="fabrics.compute",
-            hint="set fabrics.compute.planes (each plane its own fat tree)",
-        ) from None
-    builder = _Builder(fabric, switch, shape, per_plane)
-    builder.wire_servers(servers)
-    for plane in range(fabric.planes):
-        builder.wire_upper(plane, down)
-    free_slot = len(servers) + 1 if len(servers) < sus * fabric.su_size else 0
-    sm_ports = builder.attach_ufm(free_slot) if fabric.subnet_manager == "ufm" else []
-    notes = (
-        []
-        if sm_ports or fabric.subnet_manager != "ufm"
-        else [
-            (
-                "no free leaf slot or spine port for the UFM appliance's fabric ports; leave one "
-                f"server slot free (NVIDIA's 4-SU design has {4 * fabric.su_size - 1} servers)"
-            )
+    gbps = min(switch.port_gbps, nic_gbps)
+    servers = sum(len(su.servers) for su in sus)
+    ufm = UFM_PORTS if fabric.subnet_manager == "ufm" else 0
+    if fabric.planes == 1 and servers * rails + ufm <= switch.ports:
+        return _single_switch(fabric, sus, rails, gbps, switch)
+    return _Builder(fabric, switch, rails, gbps).build(sus)
+
+
+def _single_switch(
+    fabric: ComputeFabric,
+    sus: Sequence[SuMembers],
+    rails: int,
+    gbps: float,
+    switch: CatalogSwitch,
+) -> ComputeFabricPlan:
+    """Every NIC on one switch: the whole fabric is a single hop."""
+    name = "ib0-leaf-01"
+    part = SwitchPart(name, "compute", "leaf", fabric.switch, 0, None, None, None, "core")
+    links: list[Link] = []
+    for su in sus:
+        for _, server, hcas in su.servers:
+            for hca in hcas:
+                links.append(
+                    Link("compute", "node_leaf", server, hca, name, str(len(links) + 1), gbps)
+                )
+    endpoints = len(links)
+    ufm_ports: tuple[tuple[str, str], ...] = ()
+    if fabric.subnet_manager == "ufm":
+        ufm_ports = tuple((name, str(endpoints + j + 1)) for j in range(UFM_PORTS))
+        links += [
+            Link("compute", "node_leaf", UFM_HOST, f"ib{j}", sw, port, gbps)
+            for j, (sw, port) in enumerate(ufm_ports)
         ]
+    summary = FabricSummary(
+        "compute", fabric.switch, 1, 1, 0, len(sus), switch.ports, gbps, 1, 0, 0,
+        {"node_leaf": len(links), "leaf_spine": 0, "spine_core": 0},
+        1.0, endpoints * gbps, _one_switch_bisection(sus) * rails * gbps, 1,
+        (tier_use("leaf", [name], links, switch.ports),),
+    )  # fmt: skip
+    return ComputeFabricPlan(
+        (part,),
+        tuple(links),
+        summary,
+        {su.name: (name,) for su in sus},
+        dict.fromkeys((su.name for su in sus), None),
+        ufm_ports,
+        (),
     )
-    summary = builder.summary(len(servers) * rails, down, up, sus)
-    return ComputeFabricPlan(builder.switches, builder.cables, summary, sm_ports, notes)
+
+
+def _one_switch_bisection(sus: Sequence[SuMembers]) -> float:
+    """Servers a side of the half cut on one (non-blocking) switch: n / 2, 0 for one."""
+    servers = sum(len(su.servers) for su in sus)
+    return servers / 2 if servers > 1 else 0.0
 
 
 class _Builder:
-    """Accumulates the switches and cables of every plane of one compute fabric."""
+    """Accumulates the switches and links of every plane of one compute fabric."""
 
     def __init__(
-        self, fabric: ComputeFabric, switch: CatalogSwitch, shape: TreeShape, rails: int
+        self, fabric: ComputeFabric, switch: CatalogSwitch, rails: int, gbps: float
     ) -> None:
-        self.fabric, self.shape, self.rails = fabric, shape, rails
-        self.gbps, self.radix = switch.port_gbps, switch.ports
-        self.switches: list[tuple[Switch, str]] = []
-        self.cables: list[Cable] = []
+        self.fabric, self.switch, self.rails, self.gbps = fabric, switch, rails, gbps
+        self.per_plane = rails // fabric.planes
+        self.down, self.up = _leaf_ports(fabric, switch.ports)
+        self.switches: list[SwitchPart] = []
+        self.links: list[Link] = []
+        self.spine_names: list[list[str]] = []
 
-    def _leaf_of(self, su: int, slot: int, rail: int) -> tuple[int, int, int, int]:
-        """(plane, leaf su, leaf rail, leaf port) for a server NIC."""
-        plane, local = divmod(rail, self.rails)
+    def leaf_name(self, plane: int, su: str, local: int) -> str:
         if self.fabric.rail_optimized:
-            return plane, su, local, slot
-        flat = (slot - 1) * self.rails + local  # whole servers per leaf
-        return plane, su, flat // self.fabric.su_size, flat % self.fabric.su_size + 1
+            return f"ib{plane}-leaf-{su}-r{plane * self.per_plane + local}"
+        return f"ib{plane}-leaf-{su}-l{local + 1}"
 
-    def wire_servers(self, servers: Sequence[FabricServer]) -> None:
-        for index, server in enumerate(servers):
-            su, slot = divmod(index, self.fabric.su_size)
-            for rail, hca in enumerate(server.hcas):
-                plane, leaf_su, leaf_rail, port = self._leaf_of(su + 1, slot + 1, rail)
-                self.cables.append(
-                    Cable(
-                        "compute",
-                        "node_leaf",
-                        server.name,
-                        hca,
-                        _leaf_name(plane, leaf_su, leaf_rail),
-                        str(port),
-                        self.gbps,
-                        a_rack=server.rack,
+    def leaf_of(self, su: str, slot: int, rail: int) -> tuple[str, int]:
+        """(leaf, leaf port) for NIC ``rail`` of the server in ``slot`` of ``su``."""
+        plane, local = divmod(rail, self.per_plane)
+        if self.fabric.rail_optimized:
+            return self.leaf_name(plane, su, local), slot
+        flat = (slot - 1) * self.per_plane + local  # whole servers per leaf
+        return self.leaf_name(plane, su, flat // self.down), flat % self.down + 1
+
+    def build(self, sus: Sequence[SuMembers]) -> ComputeFabricPlan:
+        shape = self._shape(len(sus))
+        for su in sus:
+            for slot, server, hcas in su.servers:
+                for rail, hca in enumerate(hcas):
+                    leaf, port = self.leaf_of(su.name, slot, rail)
+                    self.links.append(
+                        Link("compute", "node_leaf", server, hca, leaf, str(port), self.gbps)
                     )
-                )
-
-    def attach_ufm(self, slot_index: int) -> list[tuple[str, str, int]]:
-        """Cable the UFM host into a free server slot, else into free spine ports."""
-        ports = self._free_slot_ports(slot_index) or self._free_spine_ports()
-        for j, (switch, port, _) in enumerate(ports):
-            self.cables.append(
-                Cable("compute", "node_leaf", "ufm-1", f"ib{j}", switch, port, self.gbps)
+        for plane in range(self.fabric.planes):
+            self._wire_plane(plane, shape, sus)
+        ufm_ports, warnings = self._attach_ufm(sus)
+        su_pod = {
+            su.name: (i * self.per_plane // shape.leaves_per_pod + 1 if shape.tiers == 3 else None)
+            for i, su in enumerate(sus)
+        }
+        su_leaves = {
+            su.name: tuple(
+                self.leaf_name(p, su.name, k)
+                for p in range(self.fabric.planes)
+                for k in range(self.per_plane)
             )
-        return ports
+            for su in sus
+        }
+        summary = self._summary(shape, len(sus), su_pod)
+        return ComputeFabricPlan(
+            tuple(self.switches), tuple(self.links), summary, su_leaves, su_pod, ufm_ports, warnings
+        )
 
-    def _free_slot_ports(self, slot_index: int) -> list[tuple[str, str, int]]:
-        if not slot_index:
-            return []
-        su, slot = divmod(slot_index - 1, self.fabric.su_size)
-        ports = []
-        planes = self.fabric.planes  # every plane is its own subnet: the UFM reaches each
-        per_plane = max(1, min(UFM_PORTS // planes, self.rails))
-        for rail in (p * self.rails + k for p in range(planes) for k in range(per_plane)):
-            plane, leaf_su, leaf_rail, port = self._leaf_of(su + 1, slot + 1, rail)
-            ports.append((_leaf_name(plane, leaf_su, leaf_rail), str(port), rail))
-        return ports
+    def _shape(self, sus: int) -> TreeShape:
+        try:
+            return fat_tree_shape(
+                sus * self.per_plane,
+                self.up,
+                self.switch.ports,
+                self.per_plane,
+                self.fabric.spines,
+            )
+        except PlanError as exc:
+            raise PlanError(
+                exc.message,
+                path="fabrics.compute",
+                hint="set fabrics.compute.planes (each plane its own fat tree)",
+            ) from None
 
-    def _free_spine_ports(self) -> list[tuple[str, str, int]]:
-        used: dict[str, set[int]] = defaultdict(set)
-        for cable in self.cables:
-            if cable.tier == "leaf_spine":
-                used[cable.b].add(int(cable.b_port))
-            elif cable.tier == "spine_core":
-                used[cable.a].add(int(cable.a_port))
-        free = [
-            (name, str(port), -1)
-            for name in sorted(used)
-            if "-spine-" in name
-            for port in range(1, self.radix + 1)
-            if port not in used[name]
-        ]
-        return free[:UFM_PORTS]
-
-    def wire_upper(self, plane: int, down: int) -> None:
-        shape, model = self.shape, self.fabric.switch
-        leaves = [
-            _leaf_name(plane, i // self.rails + 1, i % self.rails) for i in range(shape.leaves)
-        ]
-        spines = [
-            f"ib{plane}-spine-{i // shape.spines_per_pod + 1:02d}-"
-            f"{i % shape.spines_per_pod + 1:02d}"
-            for i in range(shape.spines)
-        ]
+    def _wire_plane(self, plane: int, shape: TreeShape, sus: Sequence[SuMembers]) -> None:
+        model = self.fabric.switch
+        leaves: list[str] = []
+        for i, su in enumerate(sus):
+            for k in range(self.per_plane):
+                leaves.append(self.leaf_name(plane, su.name, k))
+                pod = (i * self.per_plane + k) // shape.leaves_per_pod + 1
+                rail = plane * self.per_plane + k if self.fabric.rail_optimized else None
+                self.switches.append(
+                    SwitchPart(
+                        leaves[-1], "compute", "leaf", model, plane,
+                        pod if shape.tiers == 3 else None, su.name, rail, su.name,
+                    )
+                )  # fmt: skip
+        spines = [self._spine(plane, shape, i) for i in range(shape.spines)]
+        groups = max(shape.cores_per_group, 1)
         cores = [
-            f"ib{plane}-core-{i // max(shape.cores_per_group, 1) + 1:02d}-"
-            f"{i % max(shape.cores_per_group, 1) + 1:02d}"
-            for i in range(shape.cores)
+            f"ib{plane}-core-{i // groups + 1:02d}-{i % groups + 1:02d}" for i in range(shape.cores)
         ]
-        self._add_switches(plane, model, leaves, spines, cores)
-        for link in wire_upper_tiers(shape, down):
+        self.spine_names.append(spines)
+        self.switches += [
+            SwitchPart(n, "compute", "core", model, plane, None, None, None, "core") for n in cores
+        ]
+        for link in wire_upper_tiers(shape, self.down):
             lower = leaves if link.tier == "leaf_spine" else spines
             upper = spines if link.tier == "leaf_spine" else cores
-            self.cables.append(
-                Cable(
-                    "compute",
-                    link.tier,
-                    lower[link.lower],
-                    str(link.lower_port),
-                    upper[link.upper],
-                    str(link.upper_port),
-                    self.gbps,
+            self.links.append(
+                Link(
+                    "compute", link.tier, lower[link.lower], str(link.lower_port),
+                    upper[link.upper], str(link.upper_port), self.gbps,
                 )
-            )
+            )  # fmt: skip
 
-    def _add_switches(
-        self, plane: int, model: str, leaves: list[str], spines: list[str], cores: list[str]
-    ) -> None:
-        for i, name in enumerate(leaves):
-            su, rail = i // self.rails + 1, i % self.rails
-            leaf = Switch(name, "compute", "leaf", model, plane, 0, su, rail, "", self.radix)
-            self.switches.append((leaf, f"su{su}"))
-        for i, name in enumerate(spines):
-            pod = i // self.shape.spines_per_pod + 1 if self.shape.tiers == 3 else 0
-            spine = Switch(name, "compute", "spine", model, plane, pod, 0, -1, "", self.radix)
-            self.switches.append((spine, "core"))
-        for name in cores:
-            core = Switch(name, "compute", "core", model, plane, 0, 0, -1, "", self.radix)
-            self.switches.append((core, "core"))
-
-    def summary(self, server_ports: int, down: int, up: int, sus: int) -> FabricSummary:
-        counts = {
-            t: sum(1 for c in self.cables if c.tier == t)
-            for t in ("node_leaf", "leaf_spine", "spine_core")
-        }
-        planes, shape = self.fabric.planes, self.shape
-        cuts = [server_ports, counts["leaf_spine"]]
-        if shape.tiers == 3:
-            cuts.append(counts["spine_core"])
-        return FabricSummary(
-            name="compute",
-            switch=self.fabric.switch,
-            tiers=shape.tiers,
-            planes=planes,
-            leaf=shape.leaves * planes,
-            spine=shape.spines * planes,
-            core=shape.cores * planes,
-            cables=counts,
-            oversubscription=round(down / up, 3),
-            bisection_gbps=min(cuts) * self.gbps,
-            radix=self.radix,
-            pods=shape.pods,
-            sus=sus,
+    def _spine(self, plane: int, shape: TreeShape, i: int) -> str:
+        pod, position = divmod(i, shape.spines_per_pod)
+        name = (
+            f"ib{plane}-spine-{pod + 1:02d}-{position + 1:02d}"
+            if shape.tiers == 3
+            else f"ib{plane}-spine-{position + 1:02d}"
         )
+        self.switches.append(
+            SwitchPart(
+                name, "compute", "spine", self.fabric.switch, plane,
+                pod + 1 if shape.tiers == 3 else None, None, None, "core",
+            )
+        )  # fmt: skip
+        return name
+
+    def _attach_ufm(
+        self, sus: Sequence[SuMembers]
+    ) -> tuple[tuple[tuple[str, str], ...], tuple[PlanWarning, ...]]:
+        """Cable the UFM host into a free server slot, else into free spine ports."""
+        if self.fabric.subnet_manager != "ufm":
+            return (), ()
+        ports = self._free_slot_ports(sus) or self._free_spine_ports()
+        for j, (switch, port) in enumerate(ports):
+            self.links.append(
+                Link("compute", "node_leaf", UFM_HOST, f"ib{j}", switch, port, self.gbps)
+            )
+        if ports:
+            return ports, ()
+        warning = PlanWarning(
+            "ufm-no-port",
+            "no free leaf slot or spine port for the UFM appliance's fabric ports",
+            "fabrics.compute.subnet_manager",
+            f"leave one server slot free (NVIDIA's 4-SU design has "
+            f"{4 * self.fabric.su_size - 1} servers)",
+        )
+        return (), (warning,)
+
+    def _free_slot_ports(self, sus: Sequence[SuMembers]) -> tuple[tuple[str, str], ...]:
+        su = next((s for s in sus if len(s.servers) < self.fabric.su_size), None)
+        if su is None:
+            return ()
+        slot = len(su.servers) + 1
+        per_plane = max(1, min(UFM_PORTS // self.fabric.planes, self.per_plane))
+        rails = (
+            p * self.per_plane + k for p in range(self.fabric.planes) for k in range(per_plane)
+        )
+        return tuple(
+            (leaf, str(port)) for leaf, port in (self.leaf_of(su.name, slot, r) for r in rails)
+        )
+
+    def _free_spine_ports(self) -> tuple[tuple[str, str], ...]:
+        used: dict[str, set[int]] = defaultdict(set)
+        for link in self.links:
+            if link.tier == "leaf_spine":
+                used[link.b].add(int(link.b_port))
+            elif link.tier == "spine_core":
+                used[link.a].add(int(link.a_port))
+        free: list[tuple[str, str]] = []
+        for name in (n for spines in self.spine_names for n in spines):
+            free += [(name, str(p)) for p in range(1, self.switch.ports + 1) if p not in used[name]]
+            if len(free) >= UFM_PORTS:
+                return tuple(free[:UFM_PORTS])
+        return ()
+
+    def _summary(self, shape: TreeShape, sus: int, su_pod: dict[str, int | None]) -> FabricSummary:
+        counts: dict[Tier, int] = {"node_leaf": 0, "leaf_spine": 0, "spine_core": 0}
+        for link in self.links:
+            counts[link.tier] += 1
+        endpoints = [lk for lk in self.links if lk.tier == "node_leaf" and lk.a != UFM_HOST]
+        planes = self.fabric.planes
+        by_tier: dict[str, list[str]] = defaultdict(list)
+        for part in self.switches:
+            by_tier[part.tier].append(part.name)
+        use = tuple(
+            tier_use(t, by_tier[t], self.links, self.switch.ports)
+            for t in SWITCH_TIERS
+            if by_tier[t]
+        )
+        return FabricSummary(
+            "compute", self.fabric.switch, shape.tiers, planes, shape.pods if shape.tiers == 3 else 1,
+            sus, self.switch.ports, self.gbps, shape.leaves * planes, shape.spines * planes,
+            shape.cores * planes, counts, round(self.down / self.up, 3),
+            len(endpoints) * self.gbps, self._bisection(shape, endpoints),
+            planes * switch_lower_bound(shape.leaves, self.up, self.switch.ports, shape.tiers), use,
+        )  # fmt: skip
+
+    def _bisection(self, shape: TreeShape, endpoints: Sequence[Link]) -> float:
+        """Gb/s across the cut between the first and second half of the servers."""
+        ports, scale = half_cut(endpoints)
+        pods = {p.name: p.pod or 0 for p in self.switches if p.tier == "leaf"}
+        plane_of = {p.name: p.plane for p in self.switches if p.tier == "leaf"}
+        spine_up = self._pod_uplinks(shape) if shape.tiers == 3 else None
+        total = 0
+        for plane in range(self.fabric.planes):
+            loads = [
+                LeafLoad(a, b, self.up, pods[leaf])
+                for leaf, (a, b) in ports.items()
+                if plane_of[leaf] == plane
+            ]
+            total += bisection_links(loads, spine_up)
+        return round(total * self.gbps * scale, 3)
+
+    def _pod_uplinks(self, shape: TreeShape) -> dict[int, int]:
+        """Spine-core links of each pod of one plane (a partial pod has fewer)."""
+        per_pod: dict[int, int] = defaultdict(int)
+        spines = {n for n in self.spine_names[0]}
+        for link in self.links:
+            if link.tier == "spine_core" and link.a in spines:
+                per_pod[int(link.a.split("-")[2])] += 1
+        return {p: per_pod.get(p, 0) for p in range(1, shape.pods + 1)}

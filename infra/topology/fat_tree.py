@@ -25,7 +25,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from infra.topology.model import PlanError
+from infra.topology.model import PlanError, Tier
 
 __all__ = ["TreeShape", "UpperLink", "fat_tree_shape", "wire_upper_tiers"]
 
@@ -130,7 +130,7 @@ def _three_tier_shape(leaves: int, up: int, radix: int, leaves_per_su: int) -> T
 class UpperLink:
     """One leaf-spine or spine-core cable, by switch position and port (1-based ports)."""
 
-    tier: str
+    tier: Tier
     lower: int  # leaf or spine index within the plane
     lower_port: int
     upper: int  # spine or core index within the plane
@@ -167,7 +167,9 @@ def _spine_core(shape: TreeShape) -> Iterator[UpperLink]:
     spine_down = shape.leaves_per_pod * shape.links_leaf_spine
     for spine in range(shape.spines):
         pod, position = divmod(spine, shape.spines_per_pod)
-        for m in range(shape.spine_up):
+        # A partial pod's spines take no more uplinks than they have downlinks.
+        leaves = min(shape.leaves_per_pod, shape.leaves - pod * shape.leaves_per_pod)
+        for m in range(min(shape.spine_up, leaves * shape.links_leaf_spine)):
             core = position * shape.cores_per_group + m % shape.cores_per_group
             port = pod * shape.links_spine_core + m // shape.cores_per_group + 1
             yield UpperLink("spine_core", spine, spine_down + m + 1, core, port)

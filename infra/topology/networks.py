@@ -4,222 +4,252 @@
   of a server to leaf p of its group, so one leaf failure leaves every server reachable);
   server-facing leaves are oversubscribed as the spec says (NVIDIA RA: about 4:3), leaves
   for the storage systems' ports are 1:1. Spines and cores come from the same fat-tree
-  builder as the compute fabric.
+  builder as the compute fabric. Leaf groups belong to one node group each
+  (``st-leaf-<group>-NN``), so growing a group never moves another group's cables.
 - In-band management (Ethernet): every server has two bonded ports to an MLAG leaf pair;
   one port in eight of a leaf is kept for uplinks to two spines when there is more than one
-  pair.
-- Out-of-band (Ethernet, 1 GbE): each row of racks (an SU's compute and network racks, or
-  the shared network row) gets as many switches as its BMCs, switch management ports and
-  PDUs need, in the row's first network rack (NVIDIA's 4-SU H100 design has 8: two per SU).
+  pair. Pairs belong to node groups the same way (``mg-leaf-<group>-NN``).
+- Either network whose endpoints fit one switch (one MLAG pair for in-band) is just that.
+- Out-of-band (Ethernet, 1 GbE, RJ45): along each row of racks, consecutive racks share an
+  OOB switch until its ports are used; the switch sits in one of the racks it serves (every
+  rack keeps a unit and the power for one).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infra.catalog import Catalog
 from infra.spec.models import ManagementFabric, StorageFabric
 from infra.topology.fat_tree import fat_tree_shape, wire_upper_tiers
-from infra.topology.model import Cable, FabricName, FabricSummary, Switch
+from infra.topology.model import SWITCH_TIERS, FabricName, FabricSummary, PlanError, Tier
+from infra.topology.parts import (
+    LeafLoad,
+    Link,
+    SwitchPart,
+    bisection_links,
+    half_cut,
+    switch_lower_bound,
+    tier_use,
+)
 
-__all__ = ["NetworkPlan", "plan_inband", "plan_oob", "plan_storage"]
+__all__ = ["Endpoints", "NetworkPlan", "OobRow", "plan_inband", "plan_oob", "plan_storage"]
 
 INBAND_PORTS_PER_SERVER = 2  # bonded pair to an MLAG leaf pair (NVIDIA RA: 100 GbE bonded)
 
 
-@dataclass
+@dataclass(frozen=True)
 class NetworkPlan:
-    """Switches (with their rack zone), cables and summary of one network."""
+    """Switches, links and summary of one network."""
 
-    switches: list[tuple[Switch, str]]
-    cables: list[Cable]
+    switches: tuple[SwitchPart, ...]
+    links: tuple[Link, ...]
     summary: FabricSummary
 
 
-def _tree(
-    fabric: FabricName,
-    prefix: str,
-    model: str,
-    radix: int,
-    gbps: float,
-    leaf_down: Sequence[int],
-    up: int,
-    group: int,
-    min_spines: int = 1,
-) -> tuple[list[tuple[Switch, str]], list[Cable], FabricSummary]:
-    """Leaves (given their endpoint counts) plus the spines/cores above them."""
-    shape = fat_tree_shape(len(leaf_down), up, radix, group)
-    if shape.tiers == 2 and shape.spines < min_spines and len(leaf_down) * up <= min_spines * radix:
-        shape = fat_tree_shape(len(leaf_down), up, radix, group, spines=min_spines)
-    down = max(leaf_down)
-    leaves = [f"{prefix}-leaf-{i + 1:03d}" for i in range(shape.leaves)]
-    spines = [f"{prefix}-spine-{i + 1:02d}" for i in range(shape.spines)] if len(leaves) > 1 else []
-    cores = [f"{prefix}-core-{i + 1:02d}" for i in range(shape.cores)]
-    switches: list[tuple[Switch, str]] = [
-        (Switch(n, fabric, "leaf", model, 0, 0, 0, -1, "", radix), fabric) for n in leaves
-    ]
-    switches += [
-        (Switch(n, fabric, t, model, 0, 0, 0, -1, "", radix), "core")
-        for t, names in (("spine", spines), ("core", cores))
+@dataclass(frozen=True, slots=True)
+class Endpoints:
+    """Devices of one node group (or the storage system) and their ports on a network."""
+
+    key: str  # DNS-safe group name, or "storage"
+    devices: tuple[tuple[str, int], ...]  # (device, ports)
+
+
+@dataclass(frozen=True)
+class _Tree:
+    fabric: FabricName
+    prefix: str
+    model: str
+    radix: int
+    gbps: float
+    down: int  # endpoint ports per leaf
+    up: int
+    group: int  # leaves that serve one chunk of endpoints (ports per device)
+    min_spines: int = 1
+
+
+def _leaf_links(tree: _Tree, owners: Sequence[Endpoints]) -> tuple[list[str], list[Link]]:
+    """Leaves per owner and the endpoint links: device port p to leaf p of its leaf group."""
+    leaves: list[str] = []
+    links: list[Link] = []
+    for owner in owners:
+        chunks = math.ceil(len(owner.devices) / tree.down)
+        leaves += [
+            f"{tree.prefix}-leaf-{owner.key}-{j + 1:02d}" for j in range(chunks * tree.group)
+        ]
+        for i, (device, ports) in enumerate(owner.devices):
+            chunk, slot = divmod(i, tree.down)
+            for p in range(ports):
+                leaf = f"{tree.prefix}-leaf-{owner.key}-{chunk * tree.group + p + 1:02d}"
+                links.append(
+                    Link(tree.fabric, "node_leaf", device, f"{tree.fabric}{p}", leaf, str(slot + 1), tree.gbps)
+                )  # fmt: skip
+    return leaves, links
+
+
+def _single(tree: _Tree, owners: Sequence[Endpoints], leaves: int) -> NetworkPlan:
+    """All endpoints on ``leaves`` switches (1, or an MLAG pair) with no tier above."""
+    names = [f"{tree.prefix}-leaf-{j + 1:02d}" for j in range(leaves)]
+    links: list[Link] = []
+    used = [0] * leaves
+    for owner in owners:
+        for device, ports in owner.devices:
+            for p in range(ports):
+                j = p % leaves
+                used[j] += 1
+                links.append(
+                    Link(tree.fabric, "node_leaf", device, f"{tree.fabric}{p}", names[j], str(used[j]), tree.gbps)
+                )  # fmt: skip
+    parts = [
+        SwitchPart(n, tree.fabric, "leaf", tree.model, 0, None, None, None, tree.fabric)
         for n in names
     ]
-    cables = []
-    if spines:
-        for link in wire_upper_tiers(shape, down):
-            lower = leaves if link.tier == "leaf_spine" else spines
-            upper = spines if link.tier == "leaf_spine" else cores
-            cables.append(
-                Cable(
-                    fabric,
-                    link.tier,
-                    lower[link.lower],
-                    str(link.lower_port),
-                    upper[link.upper],
-                    str(link.upper_port),
-                    gbps,
-                )
-            )
-    counts = {t: sum(1 for c in cables if c.tier == t) for t in ("leaf_spine", "spine_core")}
-    summary = FabricSummary(
-        fabric,
-        model,
-        shape.tiers if spines else 1,
-        1,
-        len(leaves),
-        len(spines),
-        len(cores),
-        counts,
-        round(down / up, 3) if spines else 0,
-        0.0,
-        radix,
-        shape.pods if spines else 0,
+    summary = _summary(tree, parts, links, 1, 0)
+    return NetworkPlan(tuple(parts), tuple(links), summary)
+
+
+def _tree_plan(tree: _Tree, owners: Sequence[Endpoints]) -> NetworkPlan:
+    endpoints = sum(p for o in owners for _, p in o.devices)
+    pair = tree.group if tree.fabric == "inband" else 1
+    if endpoints <= tree.radix * pair:
+        return _single(tree, owners, pair)
+    leaves, links = _leaf_links(tree, owners)
+    shape = fat_tree_shape(len(leaves), tree.up, tree.radix, tree.group)
+    if shape.tiers == 2 and shape.spines < tree.min_spines:
+        shape = fat_tree_shape(len(leaves), tree.up, tree.radix, tree.group, spines=tree.min_spines)
+    spines = [f"{tree.prefix}-spine-{i + 1:02d}" for i in range(shape.spines)]
+    cores = [f"{tree.prefix}-core-{i + 1:02d}" for i in range(shape.cores)]
+    parts = [
+        SwitchPart(n, tree.fabric, "leaf", tree.model, 0, None, None, None, tree.fabric)
+        for n in leaves
+    ]
+    parts += [
+        SwitchPart(n, tree.fabric, "spine", tree.model, 0, None, None, None, tree.fabric)
+        for n in spines
+    ]
+    parts += [
+        SwitchPart(n, tree.fabric, "core", tree.model, 0, None, None, None, tree.fabric)
+        for n in cores
+    ]
+    for link in wire_upper_tiers(shape, tree.down):
+        lower = leaves if link.tier == "leaf_spine" else spines
+        upper = spines if link.tier == "leaf_spine" else cores
+        links.append(
+            Link(tree.fabric, link.tier, lower[link.lower], str(link.lower_port), upper[link.upper], str(link.upper_port), tree.gbps)
+        )  # fmt: skip
+    return NetworkPlan(
+        tuple(parts), tuple(links), _summary(tree, parts, links, shape.tiers, shape.pods)
     )
-    return switches, cables, summary
+
+
+def _summary(
+    tree: _Tree, parts: Sequence[SwitchPart], links: Sequence[Link], tiers: int, pods: int
+) -> FabricSummary:
+    counts: dict[Tier, int] = {"node_leaf": 0, "leaf_spine": 0, "spine_core": 0}
+    for link in links:
+        counts[link.tier] += 1
+    tiers_of = {t: [p.name for p in parts if p.tier == t] for t in SWITCH_TIERS}
+    use = tuple(tier_use(t, n, links, tree.radix) for t, n in tiers_of.items() if n)
+    endpoints = [lk for lk in links if lk.tier == "node_leaf"]
+    leaves = len(tiers_of["leaf"])
+    up = tree.up if tiers > 1 else 0
+    return FabricSummary(
+        tree.fabric, tree.model, tiers, 1, pods if tiers == 3 else 1, 0, tree.radix, tree.gbps,
+        leaves, len(tiers_of["spine"]), len(tiers_of["core"]), counts,
+        round(tree.down / tree.up, 3) if tiers > 1 else 1.0, len(endpoints) * tree.gbps,
+        _bisection(endpoints, up, tiers, tree.gbps),
+        switch_lower_bound(leaves, up, tree.radix, tiers) if tiers > 1 else leaves, use,
+    )  # fmt: skip
+
+
+def _bisection(endpoints: Sequence[Link], up: int, tiers: int, gbps: float) -> float:
+    """Gb/s across the cut between the first and second half of the endpoint devices."""
+    ports, scale = half_cut(endpoints)
+    # One switch switches everything; separate switches with no tier above (an MLAG pair,
+    # whose peer link is not modelled, or OOB switches) carry nothing between them.
+    cap = up if tiers > 1 else (10**9 if len(ports) == 1 else 0)
+    links = bisection_links([LeafLoad(a, b, cap, 0) for a, b in ports.values()])
+    return round(links * gbps * scale, 3)
 
 
 def plan_storage(
-    fabric: StorageFabric, catalog: Catalog, servers: Sequence[tuple[str, int]]
+    fabric: StorageFabric, catalog: Catalog, owners: Sequence[Endpoints]
 ) -> NetworkPlan:
-    """Storage fabric for ``(server, storage ports)`` pairs plus the spec's storage ports."""
+    """Storage fabric for each node group's storage ports plus the storage systems' ports."""
     switch = catalog.switches[fabric.switch]
     k = switch.ports
     down = int(k * fabric.oversubscription // (fabric.oversubscription + 1))
-    up = k - down  # every remaining port goes up: the ratio never exceeds the spec's
-    group = max((p for _, p in servers), default=1) or 1
-    server_groups = math.ceil(len(servers) / down)
-    storage_leaves = math.ceil(fabric.storage_ports / up) if fabric.storage_ports else 0
-    leaf_down = [down] * (server_groups * group) + [up] * storage_leaves
-    switches, cables, summary = _tree(
-        "storage", "st", fabric.switch, k, switch.port_gbps, leaf_down, up, group
+    group = max((p for o in owners for _, p in o.devices), default=1) or 1
+    tree = _Tree("storage", "st", fabric.switch, k, switch.port_gbps, down, k - down, group)
+    storage = Endpoints(
+        "storage", tuple((f"storage-port{n + 1:04d}", 1) for n in range(fabric.storage_ports))
     )
-    cables += _server_cables("storage", "st", servers, down, group, switch.port_gbps)
-    cables += list(_storage_system_cables(fabric, server_groups * group, up, switch.port_gbps))
-    summary.cables["node_leaf"] = sum(1 for c in cables if c.tier == "node_leaf")
-    return NetworkPlan(switches, cables, summary)
+    plan = _tree_plan(tree, [*owners, storage] if fabric.storage_ports else owners)
+    return plan
 
 
-def _server_cables(
-    fabric: FabricName,
-    prefix: str,
-    servers: Sequence[tuple[str, int]],
-    per_leaf: int,
-    group: int,
-    gbps: float,
-) -> list[Cable]:
-    """Server port ``p`` to leaf ``p`` of the server's leaf group (one leaf per port)."""
-    cables = []
-    for i, (server, ports) in enumerate(servers):
-        g, slot = divmod(i, per_leaf)
-        for p in range(ports):
-            leaf = f"{prefix}-leaf-{g * group + p + 1:03d}"
-            cables.append(
-                Cable(fabric, "node_leaf", server, f"{fabric}{p}", leaf, str(slot + 1), gbps)
-            )
-    return cables
-
-
-def _storage_system_cables(
-    fabric: StorageFabric, first_leaf: int, per_leaf: int, gbps: float
-) -> Iterator[Cable]:
-    for n in range(fabric.storage_ports):
-        leaf, port = divmod(n, per_leaf)
-        yield Cable(
-            "storage",
-            "node_leaf",
-            f"storage-system-port{n + 1:04d}",
-            "p1",
-            f"st-leaf-{first_leaf + leaf + 1:03d}",
-            str(port + 1),
-            gbps,
-        )
-
-
-def plan_inband(fabric: ManagementFabric, catalog: Catalog, servers: Sequence[str]) -> NetworkPlan:
-    """In-band management: MLAG leaf pairs for servers, two spines when there are many."""
+def plan_inband(
+    fabric: ManagementFabric, catalog: Catalog, owners: Sequence[Endpoints]
+) -> NetworkPlan:
+    """In-band management: MLAG leaf pairs per node group, two spines when there are many."""
     switch = catalog.switches[fabric.inband_switch]
     k = switch.ports
     up = max(1, k // 8)
-    down = k - up
-    pairs = max(1, math.ceil(len(servers) / down))
-    switches, cables, summary = _tree(
-        "inband",
-        "mg",
-        fabric.inband_switch,
-        k,
-        switch.port_gbps,
-        [down] * (2 * pairs),
-        up,
-        2,
-        min_spines=2,
-    )  # no single spine: it would be a SPOF
-    ports = [(server, INBAND_PORTS_PER_SERVER) for server in servers]
-    cables += _server_cables("inband", "mg", ports, down, 2, switch.port_gbps)
-    summary.cables["node_leaf"] = len(servers) * INBAND_PORTS_PER_SERVER
-    return NetworkPlan(switches, cables, summary)
+    tree = _Tree("inband", "mg", fabric.inband_switch, k, switch.port_gbps, k - up, up, 2, 2)
+    return _tree_plan(tree, owners)  # no single spine: it would be a SPOF
 
 
-def plan_oob(
-    fabric: ManagementFabric,
-    catalog: Catalog,
-    racks: Sequence[tuple[str, Sequence[tuple[str, str]]]],
-) -> NetworkPlan:
-    """OOB switches for ``(hosting rack, devices)`` rows: enough ports for every device."""
+@dataclass(frozen=True, slots=True)
+class OobRow:
+    """One row of racks in order, each with the devices whose management ports it holds."""
+
+    racks: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]  # (rack, ((device, port)...))
+
+
+def plan_oob(fabric: ManagementFabric, catalog: Catalog, rows: Sequence[OobRow]) -> NetworkPlan:
+    """OOB switches along each row: consecutive racks share one until its ports are used.
+
+    Raises:
+        PlanError: a rack holds more devices than every OOB switch its row can host.
+    """
     switch = catalog.switches[fabric.oob_switch]
-    switches: list[tuple[Switch, str]] = []
-    cables: list[Cable] = []
-    for rack, devices in racks:
-        count = max(1, math.ceil(len(devices) / switch.ports))
-        names = [f"oob-{rack}" + (f"-{j + 1}" if count > 1 else "") for j in range(count)]
-        switches += [
-            (Switch(n, "oob", "leaf", fabric.oob_switch, 0, 0, 0, -1, rack, switch.ports), rack)
-            for n in names
-        ]
-        for i, (device, device_port) in enumerate(devices):
-            j, port = divmod(i, switch.ports)
-            cables.append(
-                Cable(
-                    "oob",
-                    "node_leaf",
-                    device,
-                    device_port,
-                    names[j],
-                    str(port + 1),
-                    switch.port_gbps,
-                )
+    parts: list[SwitchPart] = []
+    links: list[Link] = []
+    for row in rows:
+        hosted: set[str] = set()
+        devices = [(rack, d, p) for rack, items in row.racks for d, p in items]
+        order = [rack for rack, _ in row.racks]
+        for start in range(0, len(devices), switch.ports):
+            chunk = devices[start : start + switch.ports]
+            host = _host_rack(chunk, order, hosted)
+            name = f"oob-{host}"
+            parts.append(
+                SwitchPart(name, "oob", "leaf", fabric.oob_switch, 0, None, None, None, host)
             )
-    summary = FabricSummary(
-        "oob",
-        fabric.oob_switch,
-        1,
-        1,
-        len(switches),
-        0,
-        0,
-        {"node_leaf": len(cables)},
-        0.0,
-        0.0,
-        switch.ports,
+            links += [
+                Link("oob", "node_leaf", d, p, name, str(j + 1), switch.port_gbps)
+                for j, (_, d, p) in enumerate(chunk)
+            ]  # fmt: skip
+    tree = _Tree(
+        "oob", "oob", fabric.oob_switch, switch.ports, switch.port_gbps, switch.ports, 1, 1
     )
-    return NetworkPlan(switches, cables, summary)
+    summary = _summary(tree, parts, links, 1, 0)
+    return NetworkPlan(tuple(parts), tuple(links), summary)
+
+
+def _host_rack(
+    chunk: Sequence[tuple[str, str, str]], order: Sequence[str], hosted: set[str]
+) -> str:
+    """The first rack of the chunk (else of the row) that does not host an OOB switch yet."""
+    candidates = [*dict.fromkeys(r for r, _, _ in chunk), *order]
+    rack = next((r for r in candidates if r not in hosted), None)
+    if rack is None:
+        raise PlanError(
+            f"rack {chunk[0][0]} holds more management ports than its row's OOB switches have",
+            path="fabrics.management.oob_switch",
+            hint="use an OOB switch with more ports",
+        )
+    hosted.add(rack)
+    return rack

@@ -1,22 +1,9 @@
-r"""`expand(spec, catalog) -> Plan`: the whole cluster as a graph plus typed views.
+r"""`expand(spec, catalog) -> Plan`: the whole cluster as typed, frozen views.
 
-Order (each step needs the one before): servers and SU slots -> compute racks -> fabrics
-(compute, storage, in-band) -> network racks -> PDUs and out-of-band network -> addresses ->
-cable ends' racks and length classes -> graph.
-
-Graph schema (`networkx.Graph`; parallel cables between two switches are one edge whose
-``ports`` lists every cable's (a port, b port), so ``len(ports)`` is the cable count):
-
-Nodes, attribute ``kind``:
-    ``rack`` (``role`` compute|network), ``server`` (``group``, ``node``, ``su``, ``rack``),
-    ``gpu``/``nvswitch``/``nic`` (``server``; nics also ``rail``, ``device``), ``switch``
-    (``fabric``, ``tier``, ``model``, ``rack``), ``host`` (the UFM appliance), ``pdu``
-    (``rack``) and ``storage`` (storage-system ports).
-Edges, attribute ``kind``:
-    ``contains`` (rack to server/switch/pdu), ``nvlink`` (gpu to nvswitch, ``links``),
-    ``pcie`` (gpu to its rail's nic), ``cable`` (``fabric``, ``tier``, ``ports``, ``gbps``,
-    ``length_class``). A compute cable's server end is the NIC node
-    ``<server>/<hca>``; other server cables end at the server node.
+Order (each step needs the one before): servers, SUs and slots -> compute racks -> fabrics
+(compute, storage, in-band) -> network racks -> out-of-band network -> PDUs -> addresses ->
+cables with both ends' rack, unit, medium and length. The networkx graph is a separate
+function of the finished plan (`infra.topology.graph.plan_graph`).
 
 >>> from infra.catalog import load_catalog
 >>> from infra.spec import load_spec_text
@@ -29,32 +16,41 @@ Edges, attribute ``kind``:
 
 from __future__ import annotations
 
-import dataclasses
 import gc
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from typing import Any
-
-import networkx as nx
+import math
+from collections.abc import Sequence
 
 from infra.catalog import Catalog
 from infra.errors import spelling_hint
 from infra.spec import Spec
-from infra.topology.addressing import assign, partition_keys
-from infra.topology.compute import ComputeFabricPlan, FabricServer, plan_compute_fabric
-from infra.topology.model import Cable, FabricSummary, Plan, PlanError, Rack, Server, Switch
-from infra.topology.networks import NetworkPlan, plan_inband, plan_oob, plan_storage
-from infra.topology.racks import NetworkRacks, RackFill, place_servers
-from infra.topology.servers import ServerSeed, add_node_internals, list_servers
+from infra.topology.addressing import AddressBook, assign_addresses
+from infra.topology.compute import (
+    UFM_HOST,
+    ComputeFabricPlan,
+    SuMembers,
+    plan_compute_fabric,
+)
+from infra.topology.finish import finish_cables, rack_records, switch_records
+from infra.topology.model import FabricName, FabricSummary, Host, Plan, PlanError, ScalableUnit
+from infra.topology.networks import (
+    Endpoints,
+    NetworkPlan,
+    OobRow,
+    plan_inband,
+    plan_oob,
+    plan_storage,
+)
+from infra.topology.parts import Link, SwitchPart
+from infra.topology.racks import RackPlanner, pdu_records
+from infra.topology.servers import ServerSeed, list_servers
 
 __all__ = ["expand"]
 
+UFM_UNITS = 1  # the UFM Enterprise appliance is a 1U server (inferred; see the catalog)
 
-def expand(spec: Spec, catalog: Catalog, *, with_graph: bool = True) -> Plan:
+
+def expand(spec: Spec, catalog: Catalog) -> Plan:
     """Plan ``spec``: racks, NVSwitch domains, fabrics, addresses, cables.
-
-    ``with_graph=False`` skips building the graph (half the time on large plans) for
-    callers that need only the typed views, such as lint.
 
     Raises:
         PlanError: the spec cannot be planned (no rack fits a node, the fabric would need
@@ -66,56 +62,26 @@ def expand(spec: Spec, catalog: Catalog, *, with_graph: bool = True) -> Plan:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _expand(spec, catalog, with_graph)
+        return _expand(spec, catalog)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _expand(spec: Spec, catalog: Catalog, with_graph: bool) -> Plan:
-    seeds = list_servers(spec)
-    on_fabric = _fabric_servers(spec, catalog, seeds)
-    su_of = (
-        {s.name: i // spec.fabrics.compute.su_size + 1 for i, s in enumerate(on_fabric)}
-        if spec.fabrics.compute
-        else {}
-    )
-    where, compute_racks = place_servers(
-        spec, catalog, [(s.name, s.node, su_of.get(s.name, 0)) for s in seeds]
-    )
-    state = _State(spec, catalog, where)
-    compute = _plan_compute(spec, catalog, on_fabric, where)
-    if compute is not None:
-        state.add_network("compute", compute.switches, compute.cables, compute.summary)
-        state.add_ufm(compute)
-    _plan_other_networks(spec, catalog, seeds, state)
-    state.close_racks(compute_racks)
-    servers = state.servers(seeds, su_of, on_fabric)
-    plan = Plan(
-        spec.name,
-        nx.Graph(name=spec.name),
-        servers,
-        state.finished_switches(),
-        state.finished_cables(),
-        state.rack_records(),
-        state.summaries,
-        sum(catalog.nodes[s.node].gpus for s in seeds),
-        partition_keys(spec),
-        state.notes,
-    )
-    if with_graph:
-        _build_graph(plan, catalog)
-    return plan
-
-
 def _check_references(spec: Spec, catalog: Catalog) -> None:
-    """Catalog ids must resolve before planning (lint reports them with more context)."""
+    """Catalog ids and rack classes must resolve before planning (lint adds context)."""
     for i, group in enumerate(spec.node_groups):
         if group.node not in catalog.nodes:
             raise PlanError(
                 f"unknown node {group.node!r}",
                 path=f"node_groups[{i}].node",
                 hint=spelling_hint(group.node, catalog.nodes),
+            )
+        if group.rack_class not in (None, "default", *spec.site.rack_classes):
+            raise PlanError(
+                f"unknown rack class {group.rack_class!r}",
+                path=f"node_groups[{i}].rack_class",
+                hint=spelling_hint(group.rack_class or "", ["default", *spec.site.rack_classes]),
             )
     for path, switch, _ in spec.fabrics.switch_references():
         if switch not in catalog.switches:
@@ -126,240 +92,201 @@ def _check_references(spec: Spec, catalog: Catalog) -> None:
             )
 
 
-def _fabric_servers(spec: Spec, catalog: Catalog, seeds: Sequence[ServerSeed]) -> list[ServerSeed]:
-    """Servers cabled to the compute fabric: every non-cloud server with compute HCAs."""
-    if spec.fabrics.compute is None:
-        return []
-    servers = [s for s in seeds if catalog.nodes[s.node].compute_hcas]
-    rails = {len(catalog.nodes[s.node].compute_hcas) for s in servers}
+def _expand(spec: Spec, catalog: Catalog) -> Plan:
+    seeds = list_servers(spec, catalog)
+    racks = RackPlanner(spec, catalog)
+    first_network = _place_servers(spec, catalog, seeds, racks)
+    compute = _plan_compute(spec, catalog, seeds)
+    networks: dict[FabricName, NetworkPlan | ComputeFabricPlan] = {}
+    if compute is not None:
+        networks["compute"] = compute
+    networks.update(_plan_other_networks(spec, catalog, seeds))
+    parts = [p for net in networks.values() for p in net.switches]
+    for part in parts:
+        row = "core" if part.zone in ("core", "storage", "inband") else part.zone
+        racks.place_switch(part.name, part.model, part.zone, row, first_network.get(row, 1))
+    hosts = _hosts(spec, catalog, compute, racks)
+    oob = _plan_oob(spec, catalog, racks)
+    if oob is not None:
+        networks["oob"] = oob
+        parts += _place_oob(catalog, oob, racks)
+    pdus = pdu_records(sorted(racks.racks.values(), key=lambda r: r.name))
+    book = assign_addresses(spec, catalog, seeds, parts, hosts, pdus, racks, compute)
+    links = [link for net in networks.values() for link in net.links]
+    return _assemble(
+        spec, catalog, seeds, parts, hosts, pdus, links, networks, racks, book, compute
+    )
+
+
+def _place_servers(
+    spec: Spec, catalog: Catalog, seeds: Sequence[ServerSeed], racks: RackPlanner
+) -> dict[str, int]:
+    """Compute racks for every racked server; returns each SU row's first network position."""
+    first_network: dict[str, int] = {}
+    groups = {g.name: g for g in spec.node_groups}
+    capacity: dict[str, int] = {}
+    for seed in seeds:
+        group = groups[seed.group]
+        if not catalog.nodes[seed.node].rack_units:
+            continue  # a cloud instance: nothing to rack
+        class_name = group.rack_class or "default"
+        if seed.group not in capacity:
+            capacity[seed.group] = racks.capacity(seed.node, class_name)
+        cap = capacity[seed.group]
+        if seed.su is not None and seed.slot is not None:
+            k = (seed.slot - 1) // cap + 1
+            rack, row = f"{seed.su}-c{k}", seed.su
+            first_network[row] = math.ceil(spec.fabrics.compute.su_size / cap) + 1  # type: ignore[union-attr]
+        else:
+            k = seed.ordinal // cap + 1
+            row = seed.group.replace("_", "-")
+            rack = f"{row}-c{k:02d}"
+        racks.place_server(seed.name, seed.node, class_name, row, rack, k)
+    return first_network
+
+
+def _plan_compute(
+    spec: Spec, catalog: Catalog, seeds: Sequence[ServerSeed]
+) -> ComputeFabricPlan | None:
+    fabric = spec.fabrics.compute
+    members = [s for s in seeds if s.su is not None]
+    if fabric is None or not members:
+        return None
+    rails = {len(catalog.nodes[s.node].compute_hcas) for s in members}
     if len(rails) > 1:
         raise PlanError(
             f"node groups on one compute fabric have different rail counts ({sorted(rails)})",
             path="node_groups",
             hint="put nodes with different NIC counts on separate clusters",
         )
-    return servers
+    by_su: dict[str, list[tuple[int, str, tuple[str, ...]]]] = {}
+    for s in members:
+        by_su.setdefault(s.su or "", []).append(
+            (s.slot or 0, s.name, catalog.nodes[s.node].compute_hcas)
+        )
+    sus = [SuMembers(name, tuple(servers)) for name, servers in by_su.items()]
+    nic = min(catalog.nodes[s.node].compute_nic_gbps for s in members)
+    return plan_compute_fabric(fabric, catalog, sus, rails.pop(), nic)
 
 
-def _plan_compute(
-    spec: Spec, catalog: Catalog, servers: Sequence[ServerSeed], where: dict[str, tuple[str, int]]
-) -> ComputeFabricPlan | None:
-    fabric = spec.fabrics.compute
-    if fabric is None or not servers:
-        return None
-    rails = len(catalog.nodes[servers[0].node].compute_hcas)
-    members = [
-        FabricServer(s.name, where.get(s.name, ("", 0))[0], catalog.nodes[s.node].compute_hcas)
-        for s in servers
-    ]
-    return plan_compute_fabric(fabric, catalog, members, rails)
+def _owners(seeds: Sequence[ServerSeed], ports_of: dict[str, int]) -> list[Endpoints]:
+    """Endpoints per node group, in spec order, for servers with ports on the network."""
+    owners: dict[str, list[tuple[str, int]]] = {}
+    for s in seeds:
+        if ports_of[s.node]:
+            owners.setdefault(s.group.replace("_", "-"), []).append((s.name, ports_of[s.node]))
+    return [Endpoints(key, tuple(devices)) for key, devices in owners.items()]
 
 
 def _plan_other_networks(
-    spec: Spec, catalog: Catalog, seeds: Sequence[ServerSeed], state: _State
-) -> None:
+    spec: Spec, catalog: Catalog, seeds: Sequence[ServerSeed]
+) -> dict[FabricName, NetworkPlan]:
+    nets: dict[FabricName, NetworkPlan] = {}
     racked = [s for s in seeds if catalog.nodes[s.node].rack_units]
-    storage = spec.fabrics.storage
-    if storage is not None:
-        ports = [(s.name, catalog.nodes[s.node].storage_nic_ports) for s in racked]
-        net = plan_storage(storage, catalog, [p for p in ports if p[1]])
-        state.add_network("storage", net.switches, net.cables, net.summary)
+    if spec.fabrics.storage is not None:
+        ports = {n: catalog.nodes[n].storage_nic_ports for n in catalog.nodes}
+        nets["storage"] = plan_storage(spec.fabrics.storage, catalog, _owners(racked, ports))
+    if spec.fabrics.management is not None and racked:
+        ports = dict.fromkeys(catalog.nodes, 2)
+        nets["inband"] = plan_inband(spec.fabrics.management, catalog, _owners(racked, ports))
+    return nets
+
+
+def _hosts(
+    spec: Spec, catalog: Catalog, compute: ComputeFabricPlan | None, racks: RackPlanner
+) -> list[Host]:
+    hosts: list[Host] = []
+    if compute is not None and compute.ufm_ports:
+        kw = float(catalog.site.get("ufm_appliance_kw", 0.0))
+        racks.place_host(UFM_HOST, UFM_UNITS, kw, "core", "core")
+        hosts.append(Host(UFM_HOST, "ufm", None, None, UFM_UNITS, kw, None))
+    if spec.fabrics.storage is not None:
+        hosts += [
+            Host(f"storage-port{n + 1:04d}", "storage", None, None, 0, 0.0, None)
+            for n in range(spec.fabrics.storage.storage_ports)
+        ]
+    return hosts
+
+
+def _plan_oob(spec: Spec, catalog: Catalog, racks: RackPlanner) -> NetworkPlan | None:
     management = spec.fabrics.management
-    if management is not None and racked:
-        net = plan_inband(management, catalog, [s.name for s in racked])
-        state.add_network("inband", net.switches, net.cables, net.summary)
-
-
-class _State:
-    """Collects switches, cables and rack contents while the plan is assembled."""
-
-    def __init__(self, spec: Spec, catalog: Catalog, where: dict[str, tuple[str, int]]):
-        self.spec, self.catalog, self.where = spec, catalog, where
-        self.network_racks = NetworkRacks(spec, catalog)
-        self.switch_rack: dict[str, str] = {}
-        self.switches: list[Switch] = []
-        self.cables: list[Cable] = []
-        self.summaries: dict[str, FabricSummary] = {}
-        self.notes: list[str] = []
-        self.extra: dict[str, str] = {}  # hosts, PDUs, storage ports -> rack
-        self.racks: list[RackFill] = []
-        self.bmc: dict[str, str] = {}
-
-    def add_network(
-        self,
-        name: str,
-        switches: Iterable[tuple[Switch, str]],
-        cables: list[Cable],
-        summary: FabricSummary,
-    ) -> None:
-        for switch, zone in switches:
-            rack = self.network_racks.place(switch.name, switch.model, zone)
-            self.switch_rack[switch.name] = rack
-            self.switches.append(switch)
-        self.cables += cables
-        self.summaries[name] = summary
-
-    def add_ufm(self, compute: ComputeFabricPlan) -> None:
-        self.notes += compute.notes
-        if compute.sm_ports:  # the UFM appliance sits with the switches it is cabled to
-            self.extra["ufm-1"] = self.switch_rack[compute.sm_ports[0][0]]
-
-    def close_racks(self, compute_racks: list[RackFill]) -> None:
-        """Add PDUs and the out-of-band network to every rack, then assign BMC addresses."""
-        self.racks = compute_racks + self.network_racks.racks
-        pdus = self.spec.site.rack.pdus
-        per_rack = int(self.catalog.site["pdu_per_rack_default"]) if pdus is None else pdus
-        devices: dict[str, list[tuple[str, str]]] = defaultdict(list)  # per row, first rack
-        host: dict[str, str] = {}
-        for rack in sorted(self.racks, key=lambda r: (r.kind != "network", r.name)):
-            rack_pdus = [f"{rack.name}-pdu{j + 1}" for j in range(per_rack)]
-            self.extra.update(dict.fromkeys(rack_pdus, rack.name))
-            host.setdefault(rack.zone, rack.name)
-            devices[host[rack.zone]] += [(n, "bmc") for n in rack.servers]
-            devices[host[rack.zone]] += [(n, "mgmt0") for n in rack.switches]
-            devices[host[rack.zone]] += [(n, "net") for n in rack_pdus]
-        management = self.spec.fabrics.management
-        if management is not None:
-            net = plan_oob(management, self.catalog, sorted(devices.items()))
-            self._add_oob(net)
-        switch_names = sorted(s.name for s in self.switches)
-        servers = [name for rack in self.racks for name in rack.servers]
-        pdu_names = sorted(n for n in self.extra if "-pdu" in n)
-        self.bmc = assign(self.spec.site.bmc_cidr, [*servers, *switch_names, *pdu_names])
-
-    def _add_oob(self, net: NetworkPlan) -> None:
-        racks = {r.name: r for r in self.racks}
-        model = self.catalog.switches[self.spec.fabrics.management.oob_switch]  # type: ignore[union-attr]
-        for switch, rack in net.switches:
-            racks[rack].switches.append(switch.name)
-            racks[rack].units += model.rack_units  # the unit every rack kept free for it
-            racks[rack].power_kw += model.max_power_w / 1000
-            self.switch_rack[switch.name] = rack
-            self.switches.append(switch)
-        self.cables += net.cables
-        self.summaries["oob"] = net.summary
-
-    def servers(
-        self, seeds: Sequence[ServerSeed], su_of: dict[str, int], on_fabric: Sequence[ServerSeed]
-    ) -> list[Server]:
-        mgmt = assign(self.spec.site.management_cidr, [s.name for s in seeds])
-        slot_of = (
-            {s.name: i % self.spec.fabrics.compute.su_size + 1 for i, s in enumerate(on_fabric)}
-            if self.spec.fabrics.compute
-            else {}
+    if management is None or not racks.racks:
+        return None
+    rows: dict[str, list[tuple[str, tuple[tuple[str, str], ...]]]] = {}
+    for rack in sorted(racks.racks.values(), key=lambda r: (r.row != "core", r.row, r.position)):
+        devices = (
+            [(n, "bmc") for n in rack.servers]
+            + [(n, "mgmt0") for n in rack.switches]
+            + [(n, "bmc") for n in rack.hosts]
+            + [(f"{rack.name}-pdu{j + 1}", "net") for j in range(rack.pdus)]
         )
-        return [
-            Server(
-                s.name,
-                s.group,
-                s.node,
-                s.index,
-                su_of.get(s.name, 0),
-                slot_of.get(s.name, 0),
-                *self.where.get(s.name, ("", 0)),
-                mgmt.get(s.name, ""),
-                self.bmc.get(s.name, ""),
-                self.catalog.nodes[s.node].compute_hcas,
-            )
-            for s in seeds
-        ]
+        rows.setdefault(rack.row, []).append((rack.name, tuple(devices)))
+    return plan_oob(management, catalog, [OobRow(tuple(r)) for r in rows.values()])
 
-    def finished_switches(self) -> list[Switch]:
-        return sorted(
-            (
-                dataclasses.replace(
-                    s, rack=self.switch_rack[s.name], bmc_ip=self.bmc.get(s.name, "")
-                )
-                for s in self.switches
-            ),
-            key=lambda s: s.name,
+
+def _place_oob(catalog: Catalog, oob: NetworkPlan, racks: RackPlanner) -> list[SwitchPart]:
+    for part in oob.switches:
+        sw = catalog.switches[part.model]
+        kw = sw.max_power_w / 1000
+        bound = kw if getattr(sw, "power_basis", "max") == "psu_rating" else 0.0
+        racks.add_oob(part.zone, part.name, sw.rack_units, kw, bound)
+    return list(oob.switches)
+
+
+def _assemble(
+    spec: Spec,
+    catalog: Catalog,
+    seeds: Sequence[ServerSeed],
+    parts: Sequence[SwitchPart],
+    hosts: Sequence[Host],
+    pdus: Sequence[object],
+    links: Sequence[Link],
+    networks: dict[FabricName, NetworkPlan | ComputeFabricPlan],
+    racks: RackPlanner,
+    book: AddressBook,
+    compute: ComputeFabricPlan | None,
+) -> Plan:
+    servers = book.servers(seeds, racks.where, catalog)
+    racked_hosts = tuple(book.host(h, racks.where) for h in hosts)
+    rack_list = rack_records(racks)
+    summaries: dict[FabricName, FabricSummary] = {n: net.summary for n, net in networks.items()}
+    return Plan(
+        spec.name,
+        servers,
+        _scalable_units(seeds, compute, racks),
+        switch_records(parts, racks.where, book, catalog),
+        racked_hosts,
+        tuple(book.pdu(p) for p in pdus),  # type: ignore[arg-type]
+        finish_cables(links, racks, rack_list, spec, catalog),
+        rack_list,
+        summaries,
+        sum(catalog.nodes[s.node].gpus for s in seeds),
+        book.pkeys,
+        compute.warnings if compute else (),
+    )
+
+
+def _scalable_units(
+    seeds: Sequence[ServerSeed], compute: ComputeFabricPlan | None, racks: RackPlanner
+) -> tuple[ScalableUnit, ...]:
+    if compute is None:
+        return ()
+    members: dict[str, list[ServerSeed]] = {}
+    for s in seeds:
+        if s.su is not None:
+            members.setdefault(s.su, []).append(s)
+    rows: dict[str, list[str]] = {}
+    for rack in sorted(racks.racks.values(), key=lambda r: r.position):
+        rows.setdefault(rack.row, []).append(rack.name)
+    return tuple(
+        ScalableUnit(
+            su,
+            group[0].group,
+            int(su.rsplit("-su", 1)[1]),
+            compute.su_pod.get(su),
+            tuple(s.name for s in group),
+            compute.su_leaves.get(su, ()),
+            tuple(rows.get(su, ())),
         )
-
-    def finished_cables(self) -> list[Cable]:
-        zone = _rack_zones(self.racks)
-        racks = {s: r for s, (r, _) in self.where.items()} | self.extra | self.switch_rack
-        done = []
-        for c in self.cables:  # the positional constructor: dataclasses.replace is 3x slower
-            a_rack, b_rack = racks.get(c.a, ""), racks.get(c.b, "")
-            length = (
-                "in-rack"
-                if a_rack == b_rack and a_rack
-                else ("row" if zone.get(a_rack) == zone.get(b_rack) else "hall")
-            )
-            done.append(
-                Cable(
-                    c.fabric, c.tier, c.a, c.a_port, c.b, c.b_port, c.gbps, a_rack, b_rack, length
-                )
-            )
-        return done
-
-    def rack_records(self) -> list[Rack]:
-        pdus: dict[str, int] = defaultdict(int)
-        for name, rack in self.extra.items():
-            if "-pdu" in name:
-                pdus[rack] += 1
-        return [
-            Rack(
-                r.name,
-                r.kind,
-                tuple(r.servers),
-                tuple(r.switches),
-                round(r.power_kw, 3),
-                r.units,
-                pdus[r.name],
-            )
-            for r in self.racks
-        ]
-
-
-def _rack_zones(racks: Sequence[RackFill]) -> dict[str, str]:
-    """Row of each rack: an SU's compute racks and its network rack share a row."""
-    return {r.name: r.zone for r in racks}
-
-
-def _build_graph(plan: Plan, catalog: Catalog) -> None:
-    g = plan.graph
-    g.add_nodes_from((r.name, {"kind": "rack", "role": r.kind}) for r in plan.racks)
-    for s in plan.servers:
-        g.add_node(s.name, kind="server", group=s.group, node=s.node, su=s.su, rack=s.rack)
-        add_node_internals(g, s.name, catalog.nodes[s.node], catalog)
-        if s.rack:
-            g.add_edge(s.rack, s.name, kind="contains")
-    for sw in plan.switches:
-        g.add_node(
-            sw.name, kind="switch", fabric=sw.fabric, tier=sw.tier, model=sw.model, rack=sw.rack
-        )
-        g.add_edge(sw.rack, sw.name, kind="contains")
-    bundles: dict[tuple[str, str], dict[str, Any]] = {}
-    for c in plan.cables:
-        a = (
-            f"{c.a}/{c.a_port}"
-            if c.fabric == "compute"
-            and c.tier == "node_leaf"
-            and g.nodes.get(c.a, {}).get("kind") == "server"
-            else c.a
-        )
-        for end, rack in ((a, c.a_rack), (c.b, c.b_rack)):
-            if end not in g:
-                g.add_node(end, kind=_kind_of(end), rack=rack)
-        bundle = bundles.get((a, c.b))
-        if bundle is None:
-            bundles[(a, c.b)] = {
-                "kind": "cable",
-                "fabric": c.fabric,
-                "tier": c.tier,
-                "gbps": c.gbps,
-                "length_class": c.length_class,
-                "ports": [(c.a_port, c.b_port)],
-            }
-        else:
-            bundle["ports"].append((c.a_port, c.b_port))
-    g.add_edges_from((a, b, attrs) for (a, b), attrs in bundles.items())
-
-
-def _kind_of(device: str) -> str:
-    if device.startswith("ufm-"):
-        return "host"
-    if "-pdu" in device:
-        return "pdu"
-    return "storage"
+        for su, group in members.items()
+    )

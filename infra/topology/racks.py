@@ -1,24 +1,29 @@
-"""Rack placement: servers into compute racks by power, space and SU; switches into network racks.
+"""Racks: servers and switches placed by units, power and rack class, every device at a unit.
 
-Servers fill compute racks in spec order, as many per rack as both the power budget and the
-rack units allow (one unit per rack is kept for the out-of-band switch). A new rack starts at
-every scalable-unit boundary and whenever the node model changes, so an SU's servers sit in
-its own racks. Switches go to network racks: each SU's leaf switches to that SU's network
-rack, spines and cores (and other fabrics' switches) to shared network racks, filled by units
-and power.
+Compute racks: each SU's servers fill their own racks in slot order (``<su>-c1``, ``-c2``,
+...), as many per rack as the group's rack class allows by power and units; servers off the
+compute fabric fill ``<group>-cNN`` racks the same way. Network racks: an SU's leaves go to
+its own network racks (``<su>-n1``, placed after the racks of a full SU in the SU's row);
+spines, cores, storage and in-band switches and the UFM host go to shared ``core-nNN``
+racks in the ``core`` row. Every rack keeps its top unit and the power for an out-of-band
+switch (when the spec has one) and holds no more management ports than that switch has.
+Devices stack from unit 1 upwards; PDUs are zero-U, alternating feeds A and B.
+A device too large or too hot for any rack of its class gets a rack of its own, over budget,
+which lint RP055 reports (and `railplan plan` exits 1 on).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 from infra.catalog import Catalog
 from infra.spec import Spec
-from infra.topology.model import PlanError
+from infra.spec.models import Rack as RackClass
+from infra.topology.model import Feed, Pdu, RackKind
 
-__all__ = ["RackFill", "place_servers", "servers_per_rack"]
+__all__ = ["OOB_UNITS", "RackFill", "RackPlanner", "pdu_records", "servers_per_rack"]
 
 OOB_UNITS = 1  # the rack's out-of-band management switch
 
@@ -28,88 +33,157 @@ class RackFill:
     """A rack being filled: contents, units and power so far."""
 
     name: str
-    kind: Literal["compute", "network"]
-    units: int
-    power_kw: float
-    zone: str = ""  # su<N> for an SU's compute and network racks, core for the rest
+    kind: RackKind
+    rack_class: str
+    row: str
+    position: int
+    spec: RackClass
+    units_used: int = 0
+    power_kw: float = 0.0
+    power_bound_kw: float = 0.0
     servers: list[str] = field(default_factory=list)
     switches: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    pdus: int = 0
+
+    @property
+    def devices(self) -> int:
+        """Management ports the rack's OOB switch serves."""
+        return len(self.servers) + len(self.switches) + len(self.hosts) + self.pdus
 
 
-def oob_reserve_kw(spec: Spec, catalog: Catalog) -> float:
-    """Power every rack keeps for an out-of-band switch (when the spec has one)."""
+def _oob_kw(spec: Spec, catalog: Catalog) -> float:
     management = spec.fabrics.management
     if management is None or management.oob_switch not in catalog.switches:
         return 0.0
     return catalog.switches[management.oob_switch].max_power_w / 1000
 
 
-def servers_per_rack(spec: Spec, catalog: Catalog, node_id: str) -> int:
-    """How many servers of ``node_id`` one rack holds (power and space); 0 if none fits."""
-    node, rack = catalog.nodes[node_id], spec.site.rack
-    budget = rack.power_kw - oob_reserve_kw(spec, catalog)
+def servers_per_rack(spec: Spec, catalog: Catalog, node_id: str, rack: RackClass) -> int:
+    """How many servers of ``node_id`` one rack of class ``rack`` holds; 0 if none fits."""
+    node = catalog.nodes[node_id]
+    budget = rack.power_kw - _oob_kw(spec, catalog)
     by_power = int(budget // node.max_power_kw) if node.max_power_kw else 10**9
     by_space = (rack.units - OOB_UNITS) // node.rack_units if node.rack_units else 10**9
     return max(0, min(by_power, by_space))
 
 
-def place_servers(
-    spec: Spec, catalog: Catalog, servers: Sequence[tuple[str, str, int]]
-) -> tuple[dict[str, tuple[str, int]], list[RackFill]]:
-    """Place ``(name, node_id, su)`` servers; return name -> (rack, unit) and the racks.
-
-    Cloud instances (no rack units) get no rack.
-
-    Raises:
-        PlanError: a server fits in no rack (its power or height exceeds the rack's).
-    """
-    where: dict[str, tuple[str, int]] = {}
-    racks: list[RackFill] = []
-    current: RackFill | None = None
-    last_key: tuple[str, int] | None = None
-    for name, node_id, su in servers:
-        node = catalog.nodes[node_id]
-        if node.rack_units == 0:
-            continue
-        capacity = servers_per_rack(spec, catalog, node_id)
-        if capacity == 0:
-            raise PlanError(
-                f"{node.name} fits in no rack ({node.max_power_kw:g} kW, {node.rack_units}U)",
-                path="site.rack",
-                hint="raise site.rack.power_kw or site.rack.units",
-            )
-        if current is None or (node_id, su) != last_key or len(current.servers) >= capacity:
-            current = RackFill(f"c{len(racks) + 1:03d}", "compute", 0, 0.0, f"su{su}")
-            racks.append(current)
-            last_key = (node_id, su)
-        where[name] = (current.name, current.units + 1)
-        current.servers.append(name)
-        current.units += node.rack_units
-        current.power_kw += node.max_power_kw
-    return where, racks
+def pdu_records(racks: Sequence[RackFill]) -> list[Pdu]:
+    """Zero-U PDUs of every rack, feeds alternating A and B."""
+    feeds: tuple[Feed, Feed] = ("A", "B")
+    return [
+        Pdu(f"{r.name}-pdu{j + 1}", r.name, feeds[j % 2], None)
+        for r in racks
+        for j in range(r.pdus)
+    ]
 
 
-class NetworkRacks:
-    """Allocates switches to network racks; each zone (an SU, or the core row) fills its own."""
+class RackPlanner:
+    """Places servers, switches and hosts; keeps every rack within its class's budget."""
 
     def __init__(self, spec: Spec, catalog: Catalog) -> None:
-        self._rack = spec.site.rack
-        self._catalog = catalog
-        self._power = spec.site.rack.power_kw - oob_reserve_kw(spec, catalog)
-        self._open: dict[str, RackFill] = {}
-        self.racks: list[RackFill] = []
+        self.spec, self.catalog = spec, catalog
+        self.oob_kw = _oob_kw(spec, catalog)
+        management = spec.fabrics.management
+        self.oob_ports = catalog.switches[management.oob_switch].ports if management else 10**9
+        self.racks: dict[str, RackFill] = {}
+        self.where: dict[str, tuple[str, int]] = {}  # device -> (rack, lowest unit)
+        self.network_class = spec.site.network_rack_class or "default"
+        self._open: dict[str, RackFill] = {}  # zone -> network rack being filled
+        self._row_next: dict[str, int] = {}
 
-    def place(self, switch: str, model: str, zone: str) -> str:
-        """Put ``switch`` (catalog ``model``) in the current rack of ``zone``; return the rack."""
-        sw = self._catalog.switches[model]
-        kw = sw.max_power_w / 1000
-        rack = self._open.get(zone)
-        room = self._rack.units - OOB_UNITS  # every rack keeps a unit for its OOB switch
-        if rack is None or rack.units + sw.rack_units > room or (rack.power_kw + kw > self._power):
-            rack = RackFill(f"n{len(self.racks) + 1:03d}", "network", 0, 0.0, zone)
-            self.racks.append(rack)
-            self._open[zone] = rack
-        rack.switches.append(switch)
-        rack.units += sw.rack_units
+    def _pdus(self, rack: RackClass) -> int:
+        return int(self.catalog.site["pdu_per_rack_default"]) if rack.pdus is None else rack.pdus
+
+    def _rack(
+        self, name: str, kind: RackKind, class_name: str, row: str, position: int
+    ) -> RackFill:
+        rack = self.racks.get(name)
+        if rack is None:
+            spec = self.spec.site.rack_class(class_name)
+            rack = RackFill(name, kind, class_name, row, position, spec, pdus=self._pdus(spec))
+            self.racks[name] = rack
+        return rack
+
+    def _put(self, rack: RackFill, device: str, units: int, kw: float, bound_kw: float) -> None:
+        self.where[device] = (rack.name, rack.units_used + 1)
+        rack.units_used += units
         rack.power_kw += kw
-        return rack.name
+        rack.power_bound_kw += bound_kw
+
+    def place_server(
+        self, name: str, node_id: str, class_name: str, row: str, rack_name: str, position: int
+    ) -> None:
+        """Put a server into ``rack_name`` (the caller's capacity arithmetic chose it)."""
+        node = self.catalog.nodes[node_id]
+        rack = self._rack(rack_name, "compute", class_name, row, position)
+        self._put(rack, name, node.rack_units, node.max_power_kw, 0.0)
+        rack.servers.append(name)
+
+    def capacity(self, node_id: str, class_name: str) -> int:
+        """Servers of ``node_id`` per rack of the class; 1 when not even one fits.
+
+        A server too large or too hot for its class still gets a rack (of its own), over
+        budget: lint RP055 reports it and `railplan plan` exits 1, with the plan to look at.
+        """
+        rack = self.spec.site.rack_class(class_name)
+        capacity = servers_per_rack(self.spec, self.catalog, node_id, rack)
+        return max(1, min(capacity, self.oob_ports - self._pdus(rack)))
+
+    def place_switch(self, name: str, model: str, zone: str, row: str, first: int) -> None:
+        """Put a switch into the open network rack of ``zone`` (a new one when it is full)."""
+        sw = self.catalog.switches[model]
+        kw = sw.max_power_w / 1000
+        bound = kw if getattr(sw, "power_basis", "max") == "psu_rating" else 0.0
+        rack = self._network_rack(zone, row, first, sw.rack_units, kw)
+        self._put(rack, name, sw.rack_units, kw, bound)
+        rack.switches.append(name)
+
+    def place_host(self, name: str, units: int, kw: float, zone: str, row: str) -> None:
+        """Put a non-GPU host (the UFM appliance) into the open network rack of ``zone``."""
+        rack = self._network_rack(zone, row, 1, units, kw)
+        self._put(rack, name, units, kw, 0.0)
+        rack.hosts.append(name)
+
+    def _network_rack(self, zone: str, row: str, first: int, units: int, kw: float) -> RackFill:
+        spec = self.spec.site.rack_class(self.network_class)
+        room = spec.units - OOB_UNITS
+        power = spec.power_kw - self.oob_kw
+        rack = self._open.get(zone)
+        full = (
+            rack is not None
+            and rack.devices > 0
+            and (
+                rack.units_used + units > room
+                or rack.power_kw + kw > power + 1e-9
+                or rack.devices + 1 > self.oob_ports
+            )
+        )
+        if rack is None or full:
+            # A device too large for any network rack gets one of its own, over budget
+            # (lint RP055, `plan` exits 1).
+            count = sum(1 for r in self.racks.values() if r.row == row and r.kind == "network")
+            name = f"{row}-n{count + 1}" if row != "core" else f"core-n{count + 1:02d}"
+            rack = self._rack(name, "network", self.network_class, row, first + count)
+            self._open[zone] = rack
+        return rack
+
+    def add_oob(self, rack_name: str, switch: str, units: int, kw: float, bound_kw: float) -> None:
+        """Put an OOB switch into the unit its rack kept free at the top."""
+        rack = self.racks[rack_name]
+        self.where[switch] = (rack.name, rack.spec.units - units + 1)
+        rack.units_used += units
+        rack.power_kw += kw
+        rack.power_bound_kw += bound_kw
+        rack.switches.append(switch)
+
+    def network_racks_for(self, switches: int, model: str) -> int:
+        """Network racks ``switches`` switches of ``model`` fill (for address strides)."""
+        sw = self.catalog.switches[model]
+        spec = self.spec.site.rack_class(self.network_class)
+        per_rack = min(
+            (spec.units - OOB_UNITS) // sw.rack_units,
+            int((spec.power_kw - self.oob_kw) // (sw.max_power_w / 1000)),
+            max(1, self.oob_ports - self._pdus(spec) - 1),
+        )
+        return math.ceil(switches / max(1, per_rack))

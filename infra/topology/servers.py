@@ -1,82 +1,87 @@
-"""Servers and their NVSwitch domains: hostnames, scalable-unit slots, GPUs, NVSwitches, NICs.
+"""Servers and scalable units: hostnames, group indices, SU slots and MIG layout per GPU.
 
-`list_servers` expands node groups into server records in spec order; `add_node_internals`
-adds each server's GPUs, NVSwitch chips and NICs to the plan graph. Inside a DGX/HGX
-baseboard every GPU links to every NVSwitch chip; NVLink ports are spread evenly over the
-chips (A100: 12 links over 6 chips; H100/H200: 18 over 4, as 5+4+4+5 on DGX H100).
-
-Graph nodes added here: ``<host>/gpu<i>`` (kind ``gpu``), ``<host>/nvsw<i>`` (kind
-``nvswitch``), ``<host>/<hca>`` (kind ``nic``, with ``rail``). Edges: ``nvlink`` (GPU to
-NVSwitch, attribute ``links``) and ``pcie`` (GPU to the NIC of its rail).
+`list_servers` expands node groups into server seeds in spec order. A server's identity is
+its group and its index in the group's hostname pattern; its scalable unit follows from
+the same two facts: every node group fills its own SUs (``<group>-su01``, ``-su02``, ...),
+``su_size`` servers each, so the n-th server of a group sits in SU ``n // su_size + 1``,
+slot ``n % su_size + 1``. Growing a group appends servers (and SUs) to that group only;
+appending a group appends SUs. Nothing already planned moves.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import networkx as nx
-
-from infra.catalog import Catalog, Node
-from infra.spec import Spec
+from infra.catalog import Catalog
+from infra.spec import NodeGroup, Spec
 from infra.topology.model import PlanError
 
-__all__ = ["ServerSeed", "add_node_internals", "list_servers"]
+__all__ = ["ServerSeed", "list_servers", "mig_per_gpu", "su_name"]
 
 
 @dataclass(frozen=True, slots=True)
 class ServerSeed:
-    """A server before placement: name, group, catalog node and cluster index."""
+    """A server before placement: identity, catalog node, SU position and MIG per GPU."""
 
     name: str
     group: str
     node: str
-    index: int
+    index: int  # the hostname pattern's index
+    ordinal: int  # 0-based position in its group
+    su: str | None
+    slot: int | None
+    mig: tuple[str | None, ...]
 
 
-def list_servers(spec: Spec) -> list[ServerSeed]:
-    """Every server of the spec, in order; hostnames must be unique across groups."""
+def su_name(group: str, number: int) -> str:
+    """Name of a group's ``number``-th SU (DNS-safe: ``_`` becomes ``-``)."""
+    return f"{group.replace('_', '-')}-su{number:02d}"
+
+
+def mig_per_gpu(group: NodeGroup, gpus: int) -> tuple[str | None, ...]:
+    """The MIG layout of each GPU of a group's nodes (None = MIG disabled)."""
+    layouts: list[str | None] = [None] * gpus
+    for assignment in group.assignments():
+        indices = range(gpus) if assignment.gpus == "all" else assignment.gpus
+        layout = None if assignment.layout == "disabled" else assignment.layout
+        for i in indices:
+            if i < gpus:  # lint RP016-style checks report indices beyond the node
+                layouts[i] = layout
+    return tuple(layouts)
+
+
+def list_servers(spec: Spec, catalog: Catalog) -> list[ServerSeed]:
+    """Every server of the spec, groups in spec order; hostnames must be unique.
+
+    Servers get an SU and slot only when the spec has a compute fabric and their node has
+    compute HCAs (cloud instances and CPU nodes do not).
+    """
     seeds: list[ServerSeed] = []
     seen: dict[str, str] = {}
+    su_size = spec.fabrics.compute.su_size if spec.fabrics.compute else 0
     for group in spec.node_groups:
+        node = catalog.nodes[group.node]
+        mig = mig_per_gpu(group, node.gpus)
+        on_fabric = bool(su_size and node.compute_hcas)
         pattern = group.hostname_pattern
-        for i in range(group.count):
-            name = pattern.format(index=group.first_index + i)
+        for n in range(group.count):
+            name = pattern.format(index=group.first_index + n)
             if name in seen:
                 raise PlanError(
                     f"hostname {name} is produced by node groups {seen[name]!r} and {group.name!r}",
                     path="node_groups",
-                    hint="use distinct hostname patterns",
+                    hint="use distinct hostname patterns or disjoint first_index ranges",
                 )
             seen[name] = group.name
-            seeds.append(ServerSeed(name, group.name, group.node, len(seeds)))
+            su, slot = (
+                (su_name(group.name, n // su_size + 1), n % su_size + 1)
+                if on_fabric
+                else (
+                    None,
+                    None,
+                )
+            )
+            seeds.append(
+                ServerSeed(name, group.name, group.node, group.first_index + n, n, su, slot, mig)
+            )
     return seeds
-
-
-def _nvlink_split(links: int, chips: int) -> list[int]:
-    """NVLink ports per NVSwitch chip, spread evenly with the remainder on the outer chips."""
-    base, extra = divmod(links, chips)
-    counts = [base] * chips
-    for k in range(extra):  # 18 over 4 -> 5, 4, 4, 5 (DGX H100)
-        counts[k // 2 if k % 2 == 0 else chips - 1 - k // 2] += 1
-    return counts
-
-
-def add_node_internals(graph: nx.Graph[str], server: str, node: Node, catalog: Catalog) -> None:
-    """Add one server's GPUs, NVSwitches and compute NICs, with NVLink and PCIe edges."""
-    gpu = catalog.gpus[node.gpu]
-    gpus = [f"{server}/gpu{i}" for i in range(node.gpus)]
-    graph.add_nodes_from(gpus, kind="gpu", server=server)
-    if node.nvswitches:
-        chips = [f"{server}/nvsw{i}" for i in range(node.nvswitches)]
-        graph.add_nodes_from(chips, kind="nvswitch", server=server)
-        split = _nvlink_split(gpu.nvlink_links, node.nvswitches)
-        graph.add_edges_from(
-            (g, c, {"kind": "nvlink", "links": n})
-            for g in gpus
-            for c, n in zip(chips, split, strict=True)
-        )
-    for rail, hca in enumerate(node.compute_hcas):
-        nic = f"{server}/{hca}"
-        graph.add_node(nic, kind="nic", server=server, rail=rail, device=hca)
-        if rail < len(gpus):
-            graph.add_edge(gpus[rail], nic, kind="pcie")

@@ -8,6 +8,7 @@ from infra.lint.engine import LintContext, Violation, rule
 from infra.lint.finding import Severity
 from infra.lint.rules._util import group_path, known_groups
 from infra.topology.addressing import usable_hosts
+from infra.topology.model import Host, Pdu, Server, Switch
 
 
 @rule(
@@ -91,27 +92,47 @@ def cidr_too_small(ctx: LintContext) -> Iterator[Violation]:
     """Management and BMC networks need an address for every device on them.
 
     Why: addresses are assigned from these CIDRs; with too few, the last devices get none and
-    the inventory cannot be rendered. The management network serves the servers; the BMC
-    network serves server BMCs, every switch's management port and every PDU, which the plan
-    counts (without a plan, servers only).
-    Fix: widen the CIDR (a /16 holds 65,534 hosts).
+    the inventory cannot be rendered. Each CIDR is split into `2**site.address_block_bits`
+    blocks (block 0 for shared switches, then one per node group, so growing one group never
+    renumbers another); a group's block must hold its servers and its SUs' devices. The BMC
+    network serves server BMCs, every switch's management port, every PDU and the UFM host.
+    Fix: widen the CIDR (a /16 holds sixteen /20 blocks of 4,094 hosts).
     """
     site, plan = ctx.loaded.spec.site, ctx.plan
-    servers = ctx.loaded.spec.gpu_servers
-    bmc = (
-        servers
-        if plan is None
-        else (len(plan.servers) + len(plan.switches) + sum(r.pdus for r in plan.racks))
-    )
-    for field, network, needed in (
-        ("management_cidr", site.management_cidr, servers),
-        ("bmc_cidr", site.bmc_cidr, bmc),
+    if plan is None:
+        servers = ctx.loaded.spec.gpu_servers
+        for field, network in (
+            ("management_cidr", site.management_cidr),
+            ("bmc_cidr", site.bmc_cidr),
+        ):
+            if usable_hosts(network) < servers:
+                yield Violation(
+                    f"site.{field}",
+                    f"{network} has {usable_hosts(network)} host addresses for {servers} servers",
+                    "use a larger prefix",
+                )
+        return
+    bmc_devices: list[Server | Switch | Pdu | Host] = [
+        *plan.servers,
+        *plan.switches,
+        *plan.pdus,
+        *(h for h in plan.hosts if h.rack),
+    ]
+    for field, network, missing in (
+        (
+            "management_cidr",
+            site.management_cidr,
+            [s.name for s in plan.servers if s.mgmt_ip is None],
+        ),
+        ("bmc_cidr", site.bmc_cidr, [d.name for d in bmc_devices if d.bmc_ip is None]),
     ):
-        if usable_hosts(network) < needed:
+        if missing:
             yield Violation(
                 f"site.{field}",
-                f"{network} has {usable_hosts(network)} host addresses for {needed} devices",
-                "use a larger prefix",
+                f"{len(missing)} devices get no address from {network} (first: {missing[0]}); "
+                f"each of its {2**site.address_block_bits} blocks (shared, then one per node "
+                "group) holds its own devices",
+                "use a larger prefix, or lower site.address_block_bits",
             )
 
 

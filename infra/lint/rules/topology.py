@@ -136,29 +136,36 @@ def leaf_spine_unbalanced(ctx: LintContext) -> Iterator[Violation]:
     needs_plan=True,
 )
 def rack_over_budget(ctx: LintContext) -> Iterator[Violation]:
-    """Every planned rack must stay within `site.rack.power_kw` and `site.rack.units`.
+    """Every planned rack must stay within its rack class's `power_kw` and `units`.
 
-    Why: the placer fills racks up to the budget, but a single switch or server can exceed
-    it on its own; that rack would trip its breakers or not close.
-    Fix: raise the rack budget, or choose equipment that fits.
+    Why: the placer fills racks up to their class's budget, but a single switch or server
+    can exceed it on its own; that rack would trip its breakers or not close. Each class
+    (`site.rack`, `site.rack_classes.<name>`) is checked on its own racks.
+    Fix: raise the class's budget, or choose equipment that fits.
     """
-    plan, rack_spec = ctx.plan, ctx.loaded.spec.site.rack
+    plan = ctx.plan
     if plan is None:
         return
+    reported: set[tuple[str, str]] = set()
     for rack in plan.racks:
-        if rack.power_kw > rack_spec.power_kw + 1e-9:
+        path = (
+            "site.rack" if rack.rack_class == "default" else f"site.rack_classes.{rack.rack_class}"
+        )
+        if rack.power_kw > rack.power_budget_kw + 1e-9 and (path, "power") not in reported:
+            reported.add((path, "power"))
             yield Violation(
-                "site.rack.power_kw",
-                f"rack {rack.name} would draw "
-                f"{rack.power_kw:g} kW of a {rack_spec.power_kw:g} kW budget",
+                f"{path}.power_kw",
+                f"rack {rack.name} would draw {rack.power_kw:g} kW of a "
+                f"{rack.power_budget_kw:g} kW budget",
+                "raise the rack class's power_kw",
             )
-            return
-        if rack.units_used > rack_spec.units:
+        if rack.units_used > rack.units and (path, "units") not in reported:
+            reported.add((path, "units"))
             yield Violation(
-                "site.rack.units",
-                f"rack {rack.name} would need {rack.units_used}U of {rack_spec.units}U",
+                f"{path}.units",
+                f"rack {rack.name} would need {rack.units_used}U of {rack.units}U",
+                "raise the rack class's units",
             )
-            return
 
 
 @rule(
@@ -177,5 +184,6 @@ def ufm_no_port(ctx: LintContext) -> Iterator[Violation]:
     Fix: plan one server fewer (127 instead of 128 in a 4-SU H100 design).
     """
     plan = ctx.plan
-    if plan is not None and any("UFM" in note for note in plan.notes):
-        yield Violation("fabrics.compute.subnet_manager", next(n for n in plan.notes if "UFM" in n))
+    for warning in plan.warnings if plan is not None else ():
+        if warning.code == "ufm-no-port":
+            yield Violation(warning.path, warning.message, warning.hint)

@@ -1,0 +1,82 @@
+"""Hall geometry: where racks stand, how long a cable between two rack units is, its medium.
+
+Rows stand one behind the other in plan order (the shared ``core`` row first, then one row
+per scalable unit or node group), ``row_pitch_m`` apart; racks in a row stand
+``rack_width_m`` apart. A cable inside a rack runs between its two units; between racks it
+rises from each unit to the top of its rack and ``tray_rise_m`` more, then follows the
+overhead tray (along the row, then across rows). Every cable adds ``slack_m`` and is rounded
+up to the next half metre, the steps cables are sold in. Defaults are in `infra.spec.Layout`.
+
+Media (reach limits are the common LinkX product lengths, not a vendor's cable matrix: treat
+them as estimates): 1 GbE out-of-band cables are Cat6 copper (RJ45). HDR and 100 GbE links
+up to 2 m (HDR) or 3 m (100 GbE) are passive copper (DAC), longer ones active optical cables
+(AOC, up to 100 m). NDR links up to 2 m are DAC, longer ones transceivers and fibre
+(``optical``), NVIDIA's practice for NDR switch-to-switch links.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from infra.spec.models import Layout
+from infra.topology.model import FabricName, Medium
+
+__all__ = ["RACK_UNIT_M", "Place", "cable_length", "medium", "rack_places"]
+
+RACK_UNIT_M = 0.04445  # EIA-310: 1.75 in
+DAC_REACH_M = {"hdr": 2.0, "ndr": 2.0, "ethernet": 3.0}
+AOC_REACH_M = 100.0
+
+Place = tuple[float, float, int]  # x, y (metres), rack height (units)
+
+
+def rack_places(
+    racks: Iterable[tuple[str, str, int, int]], rows: list[str], layout: Layout
+) -> dict[str, Place]:
+    """``(rack, row, position, units)`` → (x, y, units) for every rack."""
+    row_index = {row: i for i, row in enumerate(rows)}
+    return {
+        name: ((position - 1) * layout.rack_width_m, row_index[row] * layout.row_pitch_m, units)
+        for name, row, position, units in racks
+    }
+
+
+def _rise(place: Place, unit: int) -> float:
+    return (place[2] - unit + 1) * RACK_UNIT_M
+
+
+def cable_length(
+    a: tuple[str | None, int | None],
+    b: tuple[str | None, int | None],
+    places: dict[str, Place],
+    layout: Layout,
+) -> float | None:
+    """Estimated length in metres between two (rack, unit) ends; None if one is unplaced."""
+    (a_rack, a_unit), (b_rack, b_unit) = a, b
+    if a_rack is None or b_rack is None or a_unit is None or b_unit is None:
+        return None
+    if a_rack == b_rack:
+        run = abs(a_unit - b_unit) * RACK_UNIT_M
+    else:
+        pa, pb = places[a_rack], places[b_rack]
+        run = (
+            _rise(pa, a_unit)
+            + _rise(pb, b_unit)
+            + 2 * layout.tray_rise_m
+            + abs(pa[0] - pb[0])
+            + abs(pa[1] - pb[1])
+        )
+    return math.ceil((run + layout.slack_m) * 2) / 2
+
+
+def medium(fabric: FabricName, generation: str, length_m: float | None) -> Medium:
+    """The cable medium for a link of ``length_m`` on ``fabric`` (see the module doc)."""
+    if fabric == "oob":
+        return "cat6"
+    family = generation if generation in DAC_REACH_M else "ethernet"
+    if length_m is not None and length_m <= DAC_REACH_M[family]:
+        return "dac"
+    if family == "ndr" or length_m is None or length_m > AOC_REACH_M:
+        return "optical"
+    return "aoc"
