@@ -139,10 +139,7 @@ def check_invariants(plan: Plan, spec: Spec, catalog: Catalog) -> None:
                 server = by_name[c.a]
                 leaf_of[(server.su, server.hcas.index(c.a_port))].add(c.b)
         assert all(len(leaves) == 1 for leaves in leaf_of.values())
-    # balanced leaf->spine wiring: every leaf has the same links to every spine of its pod
-    if compute.spines is None:
-        per_pair = Counter((c.a, c.b) for c in plan.cables_in("compute", "leaf_spine"))
-        assert len(set(per_pair.values())) <= 1
+    check_balance(plan, compute.spines is None)
     check_bandwidth(plan, spec, catalog)
     # the compute fabric of each plane is one connected graph
     # (servers' NICs are the ends; the UFM host, which manages every plane, is left out)
@@ -153,6 +150,23 @@ def check_invariants(plan: Plan, spec: Spec, catalog: Catalog) -> None:
     )
     assert nx.number_connected_components(cables) == compute.planes
     assert radix  # used above
+
+
+def check_balance(plan: Plan, sized_by_railplan: bool) -> None:
+    # balanced leaf->spine wiring
+    # (three tiers: every leaf reaches every spine of its pod, counts differ by at most one)
+    if sized_by_railplan:
+        per_pair = Counter((c.a, c.b) for c in plan.cables_in("compute", "leaf_spine"))
+        if plan.fabrics["compute"].tiers == 2:
+            assert len(set(per_pair.values())) <= 1
+        per_leaf: dict[str, list[int]] = defaultdict(list)
+        for (leaf, _), n in per_pair.items():
+            per_leaf[leaf].append(n)
+        pods = {s.name: (s.plane, s.pod) for s in plan.switches}
+        spines_of = Counter(pods[s.name] for s in plan.switches_in("compute", "spine"))
+        for leaf, counts in per_leaf.items():
+            assert max(counts) - min(counts) <= 1, leaf
+            assert len(counts) == spines_of[pods[leaf]], leaf
 
 
 def check_bandwidth(plan: Plan, spec: Spec, catalog: Catalog) -> None:
@@ -169,8 +183,12 @@ def check_bandwidth(plan: Plan, spec: Spec, catalog: Catalog) -> None:
     assert summary.injection_gbps == len(plan.servers) * 8 * rate
     if len(plan.servers) < 2:
         assert summary.bisection_gbps == 0  # no two halves
-    elif compute.oversubscription == 1:
+    elif compute.oversubscription == 1 and summary.tiers < 3:
         assert summary.bisection_gbps == pytest.approx(summary.injection_gbps / 2)
+    elif compute.oversubscription == 1:
+        # three tiers deal links out with counts differing by one; the worst half cut of
+        # a small, uneven tree may lose a link or two (the bisection is a true max-flow)
+        assert summary.bisection_gbps >= 0.98 * summary.injection_gbps / 2
     else:
         assert summary.bisection_gbps <= summary.injection_gbps / 2 + 1e-6
 

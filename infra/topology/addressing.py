@@ -22,13 +22,13 @@ order) so tenants can be isolated later.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from ipaddress import IPv4Address, IPv4Network
 from typing import TYPE_CHECKING
 
 from infra.catalog import Catalog
-from infra.spec import Spec
+from infra.spec import NodeGroup, Spec
 from infra.topology.model import Host, Pdu, PlanError, Server
 
 if TYPE_CHECKING:
@@ -131,34 +131,68 @@ class AddressBook:
         return replace(pdu, bmc_ip=self.bmc.get(pdu.name))
 
 
-def _su_devices(racks: RackPlanner, leaves: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
-    """Each SU's own devices (leaves, its racks' PDUs and OOB switches), in name order."""
-    own: dict[str, list[str]] = {su: list(names) for su, names in leaves.items()}
-    for rack in racks.racks.values():
-        if rack.row in own:
-            own[rack.row] += [f"{rack.name}-pdu{j + 1}" for j in range(rack.pdus)]
-            own[rack.row] += [n for n in rack.switches if n.startswith("oob-")]
-    return {su: sorted(set(names)) for su, names in own.items()}
+@dataclass(frozen=True)
+class SuLayout:
+    """Where an SU's own devices sit in its stride of BMC addresses (offsets from its base).
+
+    Leaves by rail first; then each of a full SU's racks (compute racks, then network
+    racks) its PDUs and the OOB switch it may host; then the node group's storage and
+    in-band leaves whose first server is in the SU. Offsets follow identities, so a
+    growing SU or group keeps every address it had.
+    """
+
+    leaves: int
+    compute_racks: int  # racks a full SU fills
+    network_racks: int
+    pdus: int
+    networks: tuple[tuple[str, int, int], ...]  # (leaf prefix, servers per chunk, leaves per chunk)
+    su_size: int
+
+    def _chunks(self, down: int) -> int:
+        return self.su_size // down + 2
+
+    @property
+    def stride(self) -> int:
+        """Addresses one SU keeps."""
+        racks = (self.compute_racks + self.network_racks) * (self.pdus + 1)
+        return self.leaves + racks + sum(self._chunks(d) * g for _, d, g in self.networks)
+
+    def rack_slot(self, rack: str) -> int:
+        """Offset of a rack's first PDU (``<su>-cK`` or ``<su>-nK``)."""
+        kind, k = rack.rsplit("-", 1)[1][0], int(rack.rsplit("-", 1)[1][1:])
+        slot = k - 1 if kind == "c" else self.compute_racks + k - 1
+        return self.leaves + slot * (self.pdus + 1)
+
+    def network_leaf(self, network: int, number: int) -> tuple[int, int]:
+        """(SU number, offset) of leaf ``number`` (1-based) of a group network.
+
+        A leaf chunk belongs to the SU of its first server.
+        """
+        _, down, group = self.networks[network]
+        chunk, port = divmod(number - 1, group)
+        su = (chunk * down) // self.su_size + 1
+        first = -(-((su - 1) * self.su_size) // down)  # first chunk starting in this SU
+        base = self.leaves + (self.compute_racks + self.network_racks) * (self.pdus + 1)
+        base += sum(self._chunks(d) * g for _, d, g in self.networks[:network])
+        return su, base + (chunk - first) * group + port
 
 
-def _su_stride(
-    racks: RackPlanner,
+def _layout(
     spec: Spec,
     catalog: Catalog,
-    own: dict[str, list[str]],
+    racks: RackPlanner,
+    group: NodeGroup,
     leaves: int,
-    node: str,
-    class_name: str,
-) -> int:
-    """BMC addresses one SU of a group keeps: the devices of a full SU (at least)."""
+    networks: Sequence[tuple[str, int, int]],
+) -> SuLayout:
     su_size = spec.fabrics.compute.su_size if spec.fabrics.compute else 1
-    cap = max(1, racks.capacity(node, class_name))
+    class_name = group.rack_class or "default"
+    cap = racks.capacity(group.node, class_name)
     rack_class = spec.site.rack_class(class_name)
     pdus = int(catalog.site["pdu_per_rack_default"]) if rack_class.pdus is None else rack_class.pdus
     model = spec.fabrics.compute.switch if spec.fabrics.compute else ""
     network = racks.network_racks_for(leaves, model) if model else 0
-    full = leaves + (math.ceil(su_size / cap) + network) * (pdus + 1)
-    return max([full, *(len(v) for v in own.values())])
+    return SuLayout(leaves, math.ceil(su_size / cap), network, pdus, tuple(networks), su_size)
 
 
 def assign_addresses(
@@ -170,8 +204,13 @@ def assign_addresses(
     pdus: Sequence[Pdu],
     racks: RackPlanner,
     compute: ComputeFabricPlan | None,
+    networks: Sequence[tuple[str, int, int]] = (),
 ) -> AddressBook:
-    """Addresses by the block scheme of this module's docstring."""
+    """Addresses by the block scheme of this module's docstring.
+
+    ``networks`` lists the group-owned leaf networks as ``(prefix, servers per chunk,
+    leaves per chunk)`` (storage ``st``, in-band ``mg``).
+    """
     devices = sorted(
         {p.name for p in parts}
         | {h.name for h in hosts if h.role == "ufm"}
@@ -184,18 +223,71 @@ def assign_addresses(
         block = Block(spec.site.bmc_cidr)
         bmc.update({name: block.down(i, len(seeds)) for i, name in enumerate(devices)})
         return AddressBook(mgmt, bmc, partition_keys(spec))
-    counts: dict[str, int] = {}
-    for s in seeds:
-        counts[s.group] = counts.get(s.group, 0) + 1
-    own = _su_devices(racks, compute.su_leaves if compute else {})
-    group_no = {g.name: i + 1 for i, g in enumerate(spec.node_groups)}
-    leaves = max((len(v) for v in compute.su_leaves.values()), default=0) if compute else 0
-    _assign_group_devices(
-        spec, catalog, seeds, racks, own, bmc, bmc_blocks, group_no, counts, leaves
-    )
-    shared = [name for name in devices if name not in bmc]
-    bmc.update({name: bmc_blocks[0].up(i) for i, name in enumerate(shared)})
+    if compute is not None:
+        _assign_group_devices(
+            spec, catalog, seeds, racks, compute, networks, devices, bmc, bmc_blocks
+        )
+    else:
+        for i, group in enumerate(spec.node_groups):
+            floor = sum(1 for s in seeds if s.group == group.name)
+            row = group.name.replace("_", "-")
+            _rack_devices_down(racks, row, bmc_blocks[i + 1], floor, bmc)
+    stride = max((r.pdus for r in racks.racks.values() if r.row == "core"), default=0) + 1
+    bmc.update(_shared_addresses([n for n in devices if n not in bmc], bmc_blocks[0], stride))
     return AddressBook(mgmt, bmc, partition_keys(spec))
+
+
+SHARED_FAMILIES = 8  # block 0 is split into eighths, one per family of shared devices
+MIN_FAMILY_SIZE = 32  # below this (block 0 under a /24) block 0 is not split
+
+
+def _family(name: str) -> int:
+    """Which eighth of block 0 a shared device takes (so one family's growth moves no other)."""
+    if name.removeprefix("oob-").startswith("core-n"):
+        return 4  # the core row's PDUs and OOB switches
+    if name.startswith("oob-") or "-pdu" in name:
+        return 5  # PDUs and OOB switches of other shared racks
+    for family, prefix in enumerate(("ib", "st-", "mg-"), start=1):
+        if (
+            prefix in {"st-", "mg-"}
+            and name.startswith(prefix)
+            and "-spine-" not in name
+            and "-core-" not in name
+        ):
+            return 0  # a one-switch (or MLAG pair) storage or in-band network
+        if name.startswith(prefix):
+            return family
+    return 0  # the UFM host, anything else
+
+
+def _core_rack_offset(name: str, stride: int) -> int | None:
+    """Offset of a core-row PDU (``core-nKK-pduJ``) or OOB switch (``oob-core-nKK``)."""
+    rack, _, pdu = name.removeprefix("oob-").partition("-pdu")
+    if not rack.startswith("core-n") or not rack[6:].isdigit():
+        return None
+    slot = (int(rack[6:]) - 1) * stride
+    return slot + int(pdu) - 1 if pdu.isdigit() else slot + stride - 1
+
+
+def _shared_addresses(names: Sequence[str], block: Block, stride: int) -> dict[str, str | None]:
+    """Block 0: each family of shared devices in its own eighth, in name order.
+
+    The core row's racks keep a fixed stride (its PDUs, then the OOB switch it may host),
+    so adding a rack there moves nothing.
+    """
+    size = (block.top - block.gateway) // SHARED_FAMILIES
+    if size < MIN_FAMILY_SIZE:  # a small block: no room for families, plain name order
+        return {name: block.up(i) for i, name in enumerate(names)}
+    families: dict[int, list[str]] = {}
+    for name in names:
+        families.setdefault(_family(name), []).append(name)
+    out: dict[str, str | None] = {}
+    for family, members in families.items():
+        for i, name in enumerate(members):
+            fixed = _core_rack_offset(name, stride) if family == 4 else None
+            offset = i if fixed is None else fixed
+            out[name] = block.up(family * size + offset) if offset < size else None
+    return out
 
 
 def _servers_up(
@@ -215,31 +307,48 @@ def _assign_group_devices(
     catalog: Catalog,
     seeds: Sequence[ServerSeed],
     racks: RackPlanner,
-    own: dict[str, list[str]],
+    compute: ComputeFabricPlan,
+    networks: Sequence[tuple[str, int, int]],
+    devices: Sequence[str],
     bmc: dict[str, str | None],
     bmc_blocks: list[Block],
-    group_no: dict[str, int],
-    counts: dict[str, int],
-    leaves: int,
 ) -> None:
-    """Per-SU (or per-rack, off the fabric) devices count down from each group's block top."""
-    first = {s.group: s for s in reversed(seeds)}
-    for group in spec.node_groups:
-        seed = first.get(group.name)
-        if seed is None:
-            continue
-        block, floor = bmc_blocks[group_no[group.name]], counts[group.name]
-        sus = {s.su for s in seeds if s.group == group.name and s.su is not None}
-        if sus:
-            group_own = {su: own.get(su, []) for su in sus}
-            stride = _su_stride(
-                racks, spec, catalog, group_own, leaves, seed.node, group.rack_class or "default"
-            )
-            for su in sorted(sus):
-                base = (int(su.rsplit("-su", 1)[1]) - 1) * stride
-                bmc.update({n: block.down(base + i, floor) for i, n in enumerate(own.get(su, []))})
-        else:
+    """Each SU's devices at fixed offsets, SU ``k`` at ``(k - 1) * stride`` from the top."""
+    counts = {g.name: 0 for g in spec.node_groups}
+    for s in seeds:
+        counts[s.group] += 1
+    leaves = max((len(v) for v in compute.su_leaves.values()), default=0)
+    for i, group in enumerate(spec.node_groups):
+        block, floor = bmc_blocks[i + 1], counts[group.name]
+        sus = sorted({s.su for s in seeds if s.group == group.name and s.su is not None})
+        if not sus:
             _rack_devices_down(racks, group.name.replace("_", "-"), block, floor, bmc)
+            continue
+        key = group.name.replace("_", "-")
+        group_nets = [(f"{prefix}-leaf-{key}-", d, g) for prefix, d, g in networks]
+        layout = _layout(spec, catalog, racks, group, leaves, group_nets)
+        net_leaves = _network_leaf_offsets(layout, devices)
+        for su in sus:
+            number = int(su.rsplit("-su", 1)[1])
+            base = (number - 1) * layout.stride
+            offsets = {n: k for k, n in enumerate(compute.su_leaves.get(su, ()))}
+            for rack in (r for r in racks.racks.values() if r.row == su):
+                slot = layout.rack_slot(rack.name)
+                offsets.update((f"{rack.name}-pdu{j + 1}", slot + j) for j in range(rack.pdus))
+                offsets.update((n, slot + rack.pdus) for n in rack.switches if n.startswith("oob-"))
+            offsets.update(net_leaves.get(number, {}))
+            bmc.update({n: block.down(base + k, floor) for n, k in offsets.items()})
+
+
+def _network_leaf_offsets(layout: SuLayout, names: Iterable[str]) -> dict[int, dict[str, int]]:
+    """Per SU number, the offsets of the group's storage and in-band leaves."""
+    found: dict[int, dict[str, int]] = {}
+    for i, (prefix, _, _) in enumerate(layout.networks):
+        for name in names:
+            if name.startswith(prefix) and name[len(prefix) :].isdigit():
+                su, offset = layout.network_leaf(i, int(name[len(prefix) :]))
+                found.setdefault(su, {})[name] = offset
+    return found
 
 
 def _rack_devices_down(

@@ -14,7 +14,7 @@ Names are identities: leaves ``ib<plane>-leaf-<su>-r<rail>``, spines ``ib<plane>
 
 A UFM subnet manager takes the fabric ports of the first free server slot (NVIDIA's RA gives
 the UFM appliance the 128th slot of a 4-SU, 127-node design); with no free slot it takes
-free spine ports, and with none of those it is left out with a warning.
+free spine (then core) ports, and with none of those it is left out with a warning.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from infra.topology.parts import (
     bisection_links,
     half_cut,
     switch_lower_bound,
+    switch_max_flow,
     tier_use,
 )
 
@@ -287,7 +288,7 @@ class _Builder:
             return ports, ()
         warning = PlanWarning(
             "ufm-no-port",
-            "no free leaf slot or spine port for the UFM appliance's fabric ports",
+            "no free leaf slot, spine or core port for the UFM appliance's fabric ports",
             "fabrics.compute.subnet_manager",
             f"leave one server slot free (NVIDIA's 4-SU design has "
             f"{4 * self.fabric.su_size - 1} servers)",
@@ -308,14 +309,16 @@ class _Builder:
         )
 
     def _free_spine_ports(self) -> tuple[tuple[str, str], ...]:
+        """Free ports on spines, then cores (the subnet manager can sit anywhere)."""
         used: dict[str, set[int]] = defaultdict(set)
         for link in self.links:
-            if link.tier == "leaf_spine":
-                used[link.b].add(int(link.b_port))
-            elif link.tier == "spine_core":
+            if link.tier != "node_leaf":
                 used[link.a].add(int(link.a_port))
+                used[link.b].add(int(link.b_port))
+        upper = [p.name for p in self.switches if p.tier == "spine"]
+        upper += [p.name for p in self.switches if p.tier == "core"]
         free: list[tuple[str, str]] = []
-        for name in (n for spines in self.spine_names for n in spines):
+        for name in upper:
             free += [(name, str(p)) for p in range(1, self.switch.ports + 1) if p not in used[name]]
             if len(free) >= UFM_PORTS:
                 return tuple(free[:UFM_PORTS])
@@ -346,6 +349,12 @@ class _Builder:
     def _bisection(self, shape: TreeShape, endpoints: Sequence[Link]) -> float:
         """Gb/s across the cut between the first and second half of the servers."""
         ports, scale = half_cut(endpoints)
+        if shape.tiers == 3 and not (shape.links_leaf_spine and shape.links_spine_core):
+            # Uneven wiring: merged tiers would overstate; every plane is the same tree.
+            plane0 = {p.name for p in self.switches if p.plane == 0}
+            uplinks = [lk for lk in self.links if lk.tier != "node_leaf" and lk.a in plane0]
+            flow = switch_max_flow(uplinks, {k: v for k, v in ports.items() if k in plane0})
+            return round(flow * self.fabric.planes * self.gbps * scale, 3)
         pods = {p.name: p.pod or 0 for p in self.switches if p.tier == "leaf"}
         plane_of = {p.name: p.plane for p in self.switches if p.tier == "leaf"}
         spine_up = self._pod_uplinks(shape) if shape.tiers == 3 else None

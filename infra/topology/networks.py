@@ -42,11 +42,16 @@ INBAND_PORTS_PER_SERVER = 2  # bonded pair to an MLAG leaf pair (NVIDIA RA: 100 
 
 @dataclass(frozen=True)
 class NetworkPlan:
-    """Switches, links and summary of one network."""
+    """Switches, links and summary of one network.
+
+    ``chunking`` is ``(servers per leaf group, leaves per group)`` when leaves belong to
+    node groups (``<prefix>-leaf-<group>-NN``), so addresses can follow a leaf's identity.
+    """
 
     switches: tuple[SwitchPart, ...]
     links: tuple[Link, ...]
     summary: FabricSummary
+    chunking: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +112,8 @@ def _single(tree: _Tree, owners: Sequence[Endpoints], leaves: int) -> NetworkPla
         for n in names
     ]
     summary = _summary(tree, parts, links, 1, 0)
-    return NetworkPlan(tuple(parts), tuple(links), summary)
+    # chunking as a tree would have it: addresses keep room for the leaves growth adds
+    return NetworkPlan(tuple(parts), tuple(links), summary, (tree.down, tree.group))
 
 
 def _tree_plan(tree: _Tree, owners: Sequence[Endpoints]) -> NetworkPlan:
@@ -139,9 +145,8 @@ def _tree_plan(tree: _Tree, owners: Sequence[Endpoints]) -> NetworkPlan:
         links.append(
             Link(tree.fabric, link.tier, lower[link.lower], str(link.lower_port), upper[link.upper], str(link.upper_port), tree.gbps)
         )  # fmt: skip
-    return NetworkPlan(
-        tuple(parts), tuple(links), _summary(tree, parts, links, shape.tiers, shape.pods)
-    )
+    summary = _summary(tree, parts, links, shape.tiers, shape.pods)
+    return NetworkPlan(tuple(parts), tuple(links), summary, (tree.down, tree.group))
 
 
 def _summary(

@@ -11,8 +11,11 @@ switches, port use per tier and the bisection across the worst equal split.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+import networkx as nx
 
 from infra.topology.model import FabricName, SwitchTier, Tier, TierUse
 
@@ -23,6 +26,7 @@ __all__ = [
     "bisection_links",
     "half_cut",
     "switch_lower_bound",
+    "switch_max_flow",
     "tier_use",
 ]
 
@@ -142,3 +146,22 @@ def half_cut(endpoints: Sequence[Link]) -> tuple[dict[str, list[int]], float]:
         if where is not None:
             counts[where] += 1
     return ports, (len(order) / (2 * half) if half else 0.0)
+
+
+def switch_max_flow(links: Iterable[Link], ports: dict[str, list[int]]) -> int:
+    """Max-flow (in links) between the two sides of a cut, on the switches themselves.
+
+    ``links`` are the switch-to-switch cables of one plane; ``ports`` gives each leaf's
+    endpoint ports on side A and side B. For fabrics whose wiring is not uniform (link
+    counts that differ by one), where `bisection_links`'s merged tiers would overstate.
+    """
+    graph: nx.DiGraph[str] = nx.DiGraph()
+    for (a, b), n in Counter((lk.a, lk.b) for lk in links).items():
+        graph.add_edge(a, b, capacity=n)
+        graph.add_edge(b, a, capacity=n)
+    for leaf, (a_ports, b_ports) in ports.items():
+        graph.add_edge("<side a>", leaf, capacity=a_ports)
+        graph.add_edge(leaf, "<side b>", capacity=b_ports)
+    if "<side a>" not in graph or "<side b>" not in graph:
+        return 0
+    return int(nx.maximum_flow_value(graph, "<side a>", "<side b>"))

@@ -111,7 +111,12 @@ def _expand(spec: Spec, catalog: Catalog) -> Plan:
         networks["oob"] = oob
         parts += _place_oob(catalog, oob, racks)
     pdus = pdu_records(sorted(racks.racks.values(), key=lambda r: r.name))
-    book = assign_addresses(spec, catalog, seeds, parts, hosts, pdus, racks, compute)
+    chunked = [
+        ("st" if name == "storage" else "mg", *net.chunking)
+        for name, net in networks.items()
+        if isinstance(net, NetworkPlan) and net.chunking is not None and name != "oob"
+    ]
+    book = assign_addresses(spec, catalog, seeds, parts, hosts, pdus, racks, compute, chunked)
     links = [link for net in networks.values() for link in net.links]
     return _assemble(
         spec, catalog, seeds, parts, hosts, pdus, links, networks, racks, book, compute

@@ -8,6 +8,7 @@ from infra.errors import spelling_hint
 from infra.lint.engine import LintContext, Violation, rule
 from infra.lint.finding import Severity
 from infra.lint.rules._util import group_path
+from infra.spec import NodeGroup
 
 
 @rule("RP001", "unknown-node", Severity.ERROR, "Node group names a node the catalog lacks.")
@@ -84,27 +85,37 @@ def unknown_mig_layout(ctx: LintContext) -> Iterator[Violation]:
     "RP004", "duplicate-name", Severity.ERROR, "Two node groups share a name or a hostname pattern."
 )
 def duplicate_name(ctx: LintContext) -> Iterator[Violation]:
-    """Node group names and hostname patterns must be unique.
+    """Node group names must be unique, and groups sharing a hostname pattern need disjoint indices.
 
     Why: group names become Ansible groups and scheduler partitions; two groups with one
-    hostname pattern would give two servers the same hostname and address.
-    Fix: rename one group, or give it its own `hostname` pattern.
+    hostname pattern and overlapping `first_index` ranges would give two servers the same
+    hostname. One pattern with disjoint ranges (`gpu{index:04d}` from 1 and from 1001) is
+    fine.
+    Fix: rename one group, give it its own `hostname` pattern, or move its `first_index`.
     """
     names: dict[str, int] = {}
-    patterns: dict[str, int] = {}
-    for i, group in enumerate(ctx.loaded.spec.node_groups):
+    patterns: dict[str, list[int]] = {}
+    groups = ctx.loaded.spec.node_groups
+    for i, group in enumerate(groups):
         pattern = group.hostname_pattern
+        clash = next((j for j in patterns.get(pattern, []) if _overlap(groups[j], group)), None)
         if group.name in names:  # a repeated name also repeats its default hostnames
             yield Violation(
                 group_path(i, "name"),
                 f"node group name {group.name!r} is "
                 f"already used by node_groups[{names[group.name]}]",
             )
-        elif pattern in patterns:
+        elif clash is not None:
             yield Violation(
                 group_path(i, "hostname"),
-                f"hostname pattern {pattern!r} is already used by node_groups[{patterns[pattern]}]",
-                "give each group its own hostname prefix",
+                f"hostname pattern {pattern!r} is already used by node_groups[{clash}] "
+                "for overlapping indices",
+                "give each group its own hostname prefix, or disjoint first_index ranges",
             )
         names.setdefault(group.name, i)
-        patterns.setdefault(pattern, i)
+        patterns.setdefault(pattern, []).append(i)
+
+
+def _overlap(a: NodeGroup, b: NodeGroup) -> bool:
+    """Whether two groups' index ranges (``first_index`` .. + ``count``) share an index."""
+    return a.first_index < b.first_index + b.count and b.first_index < a.first_index + a.count

@@ -104,10 +104,12 @@ def oversubscription_exceeded(ctx: LintContext) -> Iterator[Violation]:
     needs_plan=True,
 )
 def leaf_spine_unbalanced(ctx: LintContext) -> Iterator[Violation]:
-    """Every leaf should have the same number of links to every spine of its pod.
+    """Every leaf should reach every spine of its pod with an even share of its uplinks.
 
     Why: ECMP hashes flows evenly over equal-cost uplinks; a spine with fewer links from a
-    leaf congests first and the fabric delivers less than its cable count suggests.
+    leaf congests first and the fabric delivers less than its cable count suggests. Two-tier
+    fabrics should give every leaf the same links to every spine (NVIDIA's sizes do); in
+    three tiers railplan deals a pod's links out evenly, counts differing by at most one.
     Fix: use a spine count that divides each leaf's uplinks (drop `spines` to let railplan
     choose).
     """
@@ -115,11 +117,17 @@ def leaf_spine_unbalanced(ctx: LintContext) -> Iterator[Violation]:
     if plan is None:
         return
     for fabric in ("compute", "storage"):
+        if fabric not in plan.fabrics:
+            continue
         links = Counter((c.a, c.b) for c in plan.cables_in(fabric, "leaf_spine"))
-        per_leaf: dict[str, set[int]] = defaultdict(set)
+        per_leaf: dict[str, list[int]] = defaultdict(list)
         for (leaf, _), n in links.items():
-            per_leaf[leaf].add(n)
-        if len(set(links.values())) > 1:
+            per_leaf[leaf].append(n)
+        if plan.fabrics[fabric].tiers == 2:
+            unbalanced = len(set(links.values())) > 1
+        else:
+            unbalanced = any(max(v) - min(v) > 1 for v in per_leaf.values())
+        if unbalanced:
             yield Violation(
                 _FABRIC_PATH[fabric].rsplit(".", 1)[0],
                 f"{fabric} leaves have {min(links.values())} to "
