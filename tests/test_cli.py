@@ -200,7 +200,7 @@ def test_plan_json_contract_and_csv_files(tmp_path: Path) -> None:
     keys = {"tiers", "switches", "cables", "oversubscription", "injection_gbps", "bisection_gbps"}
     assert keys <= set(compute)
     assert compute["switches"] == {"leaf": 32, "spine": 16, "core": 0}
-    # DESIGN.md's example values for this spec
+    # docs/design.md's example values for this spec
     assert (compute["injection_gbps"], compute["bisection_gbps"]) == (406400, 203200)
     rows = list(csv.DictReader(cabling.open()))
     assert len(rows) == sum(sum(f["cables"].values()) for f in doc["fabrics"].values())

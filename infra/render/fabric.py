@@ -1,6 +1,6 @@
 """The plan as people and pipelines read it: `railplan plan` JSON and text.
 
-`plan_json` carries the keys DESIGN.md fixes for `railplan plan --format json` and more:
+`plan_json` carries the keys docs/design.md fixes for `railplan plan --format json` and more:
 per fabric the switch counts, cables per tier, oversubscription, injection and bisection
 bandwidth, the lower bound on switches and port use per tier; per rack its class, row,
 cooling and power against the budget. `plan_text` is the same for a terminal, with each

@@ -8,7 +8,7 @@
   switch cages and DGX H100/H200 compute cages are twin-port OSFP (one transceiver serves
   two ports), so those ends count half. The transceiver count is an estimate for budgeting;
   the vendor's cable matrix decides.
-- `hosts_csv`: the address plan, one row per server, columns as DESIGN.md names them.
+- `hosts_csv`: the address plan, one row per server, columns as docs/design.md names them.
 
 Missing facts (a cloud instance's rack, an exhausted address block) are empty cells.
 """

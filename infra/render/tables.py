@@ -12,7 +12,7 @@ __all__ = ["budgets_json", "budgets_text", "predict_json", "predict_text"]
 
 
 def predict_json(collective: str, t: CommTopology, rows: Sequence[Prediction]) -> str:
-    """The DESIGN.md JSON of `railplan predict --format json`."""
+    """The docs/design.md JSON of `railplan predict --format json`."""
     doc = {
         "collective": collective,
         "gpus": t.ranks,

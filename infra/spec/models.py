@@ -146,7 +146,7 @@ class Site(StrictModel):
     address_block_bits: int = Field(
         4,
         ge=1,
-        le=8,
+        le=12,
         description="Each CIDR is split into 2^bits equal blocks: block 0 for shared "
         "infrastructure, then one block per node group in spec order (stable addresses).",
     )

@@ -237,12 +237,15 @@ def assign_addresses(
     return AddressBook(mgmt, bmc, partition_keys(spec))
 
 
-SHARED_FAMILIES = 8  # block 0 is split into eighths, one per family of shared devices
-MIN_FAMILY_SIZE = 32  # below this (block 0 under a /24) block 0 is not split
+# Block 0 is split by family of shared devices, in sixteenths: where each family starts.
+# Compute spines and cores (family 1) get half: they are most of the shared switches.
+FAMILY_START = (0, 1, 9, 11, 12, 14)  # UFM/one-switch, compute, storage, in-band, core row, other
+FAMILY_SIXTEENTHS = 16
+MIN_FAMILY_SIZE = 16  # below this (block 0 under a /24) block 0 is not split
 
 
 def _family(name: str) -> int:
-    """Which eighth of block 0 a shared device takes (so one family's growth moves no other)."""
+    """Which part of block 0 a shared device takes (so one family's growth moves no other)."""
     if name.removeprefix("oob-").startswith("core-n"):
         return 4  # the core row's PDUs and OOB switches
     if name.startswith("oob-") or "-pdu" in name:
@@ -270,12 +273,12 @@ def _core_rack_offset(name: str, stride: int) -> int | None:
 
 
 def _shared_addresses(names: Sequence[str], block: Block, stride: int) -> dict[str, str | None]:
-    """Block 0: each family of shared devices in its own eighth, in name order.
+    """Block 0: each family of shared devices in its own part (`FAMILY_START`), in name order.
 
     The core row's racks keep a fixed stride (its PDUs, then the OOB switch it may host),
     so adding a rack there moves nothing.
     """
-    size = (block.top - block.gateway) // SHARED_FAMILIES
+    size = (block.top - block.gateway) // FAMILY_SIXTEENTHS
     if size < MIN_FAMILY_SIZE:  # a small block: no room for families, plain name order
         return {name: block.up(i) for i, name in enumerate(names)}
     families: dict[int, list[str]] = {}
@@ -286,7 +289,10 @@ def _shared_addresses(names: Sequence[str], block: Block, stride: int) -> dict[s
         for i, name in enumerate(members):
             fixed = _core_rack_offset(name, stride) if family == 4 else None
             offset = i if fixed is None else fixed
-            out[name] = block.up(family * size + offset) if offset < size else None
+            start = FAMILY_START[family]
+            end = FAMILY_START[family + 1] if family + 1 < len(FAMILY_START) else FAMILY_SIXTEENTHS
+            room = (end - start) * size
+            out[name] = block.up(start * size + offset) if offset < room else None
     return out
 
 
