@@ -3,7 +3,8 @@
 - `cabling_csv`: one row per cable with its stable id, both ends (device, port, rack, unit),
   rate, medium and estimated length in metres (`infra.topology.geometry`).
 - `bom_csv`: servers, racks per class, PDUs per feed, switches per fabric, the UFM
-  appliance, cables by fabric, rate, medium and length, and transceivers per cable end.
+  appliance, cables by fabric, rate, medium and stock length (the shortest common length
+  that reaches the estimate), and transceivers per cable end.
   Only ``optical`` cables take transceivers (DAC and AOC have their ends built in). NDR
   switch cages and DGX H100/H200 compute cages are twin-port OSFP (one transceiver serves
   two ports), so those ends count half. The transceiver count is an estimate for budgeting;
@@ -24,7 +25,15 @@ from collections.abc import Iterable, Sequence
 from infra.catalog import Catalog
 from infra.topology.model import Cable, Plan
 
-__all__ = ["BOM_COLUMNS", "CABLING_COLUMNS", "HOSTS_COLUMNS", "bom_csv", "cabling_csv", "hosts_csv"]
+__all__ = [
+    "BOM_COLUMNS",
+    "CABLING_COLUMNS",
+    "HOSTS_COLUMNS",
+    "bom_csv",
+    "cabling_csv",
+    "hosts_csv",
+    "stock_length",
+]
 
 CABLING_COLUMNS = (
     "cable_id", "fabric", "tier", "a_device", "a_port", "a_rack", "a_unit",
@@ -32,6 +41,9 @@ CABLING_COLUMNS = (
 )  # fmt: skip
 BOM_COLUMNS = ("category", "fabric", "item", "detail", "quantity")
 HOSTS_COLUMNS = ("name", "group", "su", "slot", "rack", "rack_unit", "mgmt_ip", "bmc_ip")
+# Lengths LinkX DAC, AOC and fibre cables are commonly sold in (metres); an estimate for
+# ordering, the vendor's cable matrix decides.
+STOCK_LENGTHS_M = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 5.0, 7.0, 10.0, 15.0, 20.0, 30.0, 50.0, 100.0)
 TWIN_PORT_NODES = frozenset({"dgx-h100", "dgx-h200"})  # 4 twin-port OSFP cages for 8 NICs
 
 
@@ -110,11 +122,21 @@ def _transceivers(plan: Plan, catalog: Catalog) -> Counter[tuple[str, str, float
     return out
 
 
+def stock_length(medium: str, length_m: float | None) -> str:
+    """The stock length a cable is ordered in: the shortest common length that reaches."""
+    if length_m is None:
+        return "length unknown"
+    if medium == "cat6":
+        return f"{math.ceil(length_m):g} m"
+    stock = next((n for n in STOCK_LENGTHS_M if n >= length_m), None)
+    return f"{stock:g} m" if stock is not None else f"{math.ceil(length_m):g} m (custom)"
+
+
 def _cable_rows(cables: Iterable[Cable]) -> list[tuple[str, str, str, str, int]]:
     counts = Counter(
-        (c.fabric, f"{c.gbps:g} Gb/s {c.medium}", "length unknown" if c.length_m is None else f"{c.length_m:g} m")
+        (c.fabric, f"{c.gbps:g} Gb/s {c.medium}", stock_length(c.medium, c.length_m))
         for c in cables
-    )  # fmt: skip
+    )
     return [("cable", f, item, detail, n) for (f, item, detail), n in counts.items()]
 
 

@@ -120,6 +120,12 @@ class Layout(StrictModel):
     slack_m: float = Field(
         1.0, ge=0, le=10, description="Service loop and routing slack per cable, metres."
     )
+    racks_per_row: int = Field(
+        20,
+        ge=2,
+        le=100,
+        description="Most racks in one row of the hall; the shared network racks wrap after it.",
+    )
 
 
 class Site(StrictModel):

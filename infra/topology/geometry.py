@@ -1,8 +1,10 @@
 """Hall geometry: where racks stand, how long a cable between two rack units is, its medium.
 
-Rows stand one behind the other in plan order (the shared ``core`` row first, then one row
-per scalable unit or node group), ``row_pitch_m`` apart; racks in a row stand
-``rack_width_m`` apart. A cable inside a rack runs between its two units; between racks it
+The hall is a grid of row segments: each scalable unit's (or node group's) racks form one
+segment, the shared ``core`` racks as many segments of at most ``racks_per_row`` as they
+need, placed in the middle of the grid so the longest spine and core runs stay short.
+Segments stand ``row_pitch_m`` apart front to back and one segment length plus an aisle
+(``row_pitch_m``) apart side by side; racks in a segment stand ``rack_width_m`` apart. A cable inside a rack runs between its two units; between racks it
 rises from each unit to the top of its rack and ``tray_rise_m`` more, then follows the
 overhead tray (along the row, then across rows). Every cable adds ``slack_m`` and is rounded
 up to the next half metre, the steps cables are sold in. Defaults are in `infra.spec.Layout`.
@@ -35,11 +37,32 @@ def rack_places(
     racks: Iterable[tuple[str, str, int, int]], rows: list[str], layout: Layout
 ) -> dict[str, Place]:
     """``(rack, row, position, units)`` → (x, y, units) for every rack."""
-    row_index = {row: i for i, row in enumerate(rows)}
-    return {
-        name: ((position - 1) * layout.rack_width_m, row_index[row] * layout.row_pitch_m, units)
-        for name, row, position, units in racks
+    racks = list(racks)
+    longest = max((p for _, row, p, _ in racks if row != "core"), default=1)
+    per_segment = max(2, min(layout.racks_per_row, max(longest, 10)))
+    core = max((p for _, row, p, _ in racks if row == "core"), default=0)
+    segments = [r for r in rows if r != "core"]
+    middle = len(segments) // 2
+    core_cells = [f"core#{k}" for k in range(math.ceil(core / per_segment))]
+    cells = segments[:middle] + core_cells + segments[middle:]
+    columns = max(1, math.ceil(math.sqrt(len(cells))))
+    width = per_segment * layout.rack_width_m + layout.row_pitch_m
+    origin = {
+        cell: ((k % columns) * width, (k // columns) * layout.row_pitch_m)
+        for k, cell in enumerate(cells)
     }
+    places: dict[str, Place] = {}
+    for name, row, position, units in racks:
+        if row == "core":
+            cell, position = (
+                f"core#{(position - 1) // per_segment}",
+                (position - 1) % per_segment + 1,
+            )
+        else:
+            cell = row
+        x, y = origin[cell]
+        places[name] = (x + (position - 1) * layout.rack_width_m, y, units)
+    return places
 
 
 def _rise(place: Place, unit: int) -> float:
