@@ -130,8 +130,8 @@ def test_predict_cli_tables() -> None:
     assert set(doc["rows"][0]) == {
         "bytes",
         "time_us",
-        "algbw_gbps",
-        "busbw_gbps",
+        "algbw_GBps",
+        "busbw_GBps",
         "algorithm",
         "protocol",
     }

@@ -95,3 +95,19 @@ def test_references_are_complete(catalog: Catalog) -> None:
         assert ref.title and ref.url, ref_id
         if ref.confidence != "primary":
             assert ref.note or ref.confidence == "secondary", f"{ref_id}: inferred needs a note"
+
+
+def test_fp64_is_plain_and_fp64_tensor_is_labelled(catalog: Catalog) -> None:
+    # NVIDIA datasheets: A100 FP64 9.7, FP64 Tensor Core 19.5; H100/H200 SXM 34 and 67.
+    expected = {"a100": (9.7, 19.5), "h100": (34, 67), "h200": (34, 67)}
+    for gpu_id, gpu in catalog.gpus.items():
+        plain, tensor = expected[gpu_id.split("-")[0]]
+        assert (gpu.dense_tflops["fp64"], gpu.fp64_tensor_tflops) == (plain, tensor), gpu_id
+        assert "fp64_tensor_tflops" in gpu.sources
+
+
+def test_switch_power_says_what_it_is(catalog: Catalog) -> None:
+    basis = {sid: sw.power_basis for sid, sw in catalog.switches.items()}
+    assert basis["qm8700"] == basis["qm8790"] == "psu_rating"  # 1,100 W per PSU
+    assert basis["sn2201"] == basis["sn4600c"] == "typical"
+    assert basis["qm9700"] == basis["qm9790"] == "max"

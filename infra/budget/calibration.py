@@ -55,7 +55,7 @@ class Comparison:
     @property
     def error(self) -> float:
         """Relative error of the predicted busbw (+0.10 = model 10 % above measured)."""
-        return self.predicted.busbw_gbps / self.measured_busbw - 1
+        return self.predicted.busbw_GBps / self.measured_busbw - 1
 
 
 def load_measurements(path: str | Path) -> dict[str, Any]:
@@ -96,7 +96,7 @@ def _network(row: dict[str, Any]) -> tuple[int, float]:
 def comparable(row: dict[str, Any]) -> bool:
     """A row can be predicted: single node, or a network whose size is known or assumed."""
     nics, rate = _network(row)
-    return bool(row.get("busbw_gbps")) and (row["nodes"] == 1 or (nics > 0 and rate > 0))
+    return bool(row.get("busbw_GBps")) and (row["nodes"] == 1 or (nics > 0 and rate > 0))
 
 
 def _size_class(nbytes: int) -> Literal["small", "medium", "large"]:
@@ -114,7 +114,7 @@ def compare_rows(data: dict[str, Any], catalog: Catalog) -> list[Comparison]:
         predicted = predict(_topology(row, catalog), row["collective"], nbytes, algos)
         anomalous = str(row.get("note") or "").startswith("ANOMALOUS")
         out.append(
-            Comparison(row, predicted, float(row["busbw_gbps"]), _size_class(nbytes), anomalous)
+            Comparison(row, predicted, float(row["busbw_GBps"]), _size_class(nbytes), anomalous)
         )
     return out
 
@@ -147,7 +147,7 @@ def _table(comparisons: list[Comparison]) -> list[str]:
             f"| {r['source']} | {r['gpu']} | {r['nodes']} x {r['gpus_per_node']} | "
             f"{network} | "
             f"{r['collective']} | {r['bytes'] or 'peak'} | {r.get('algo')} | "
-            f"{c.measured_busbw:g} | {c.predicted.busbw_gbps:g} | "
+            f"{c.measured_busbw:g} | {c.predicted.busbw_GBps:g} | "
             f"{c.predicted.algorithm}/{c.predicted.protocol} | {c.error:+.1%}{flag} |"
         )
     return lines

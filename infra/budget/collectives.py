@@ -23,7 +23,7 @@ predictions are from 82 published nccl-tests rows.
 >>> t = CommTopology("hopper", gpus_per_node=8, nodes=16, nvswitch=True, nvlink_links=18,
 ...                  nics=8, nic_gbps=400, cpu="intel", sharp=False)
 >>> row = predict(t, "all_reduce", 8 * 2**30)
->>> row.algorithm, row.protocol, round(row.busbw_gbps)
+>>> row.algorithm, row.protocol, round(row.busbw_GBps)
 ('nvls_tree', 'simple', 382)
 """
 
@@ -252,8 +252,8 @@ class Prediction:
 
     bytes: int
     time_us: float
-    algbw_gbps: float
-    busbw_gbps: float
+    algbw_GBps: float
+    busbw_GBps: float
     algorithm: str
     protocol: str
 

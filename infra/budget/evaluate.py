@@ -87,7 +87,7 @@ def _all_reduce(
         limit=b.max_ms,
         unit="ms",
         detail=f"{b.bytes:,} B on {b.gpus} GPUs: {row.algorithm}/{row.protocol}, "
-        f"busbw {row.busbw_gbps:g} GB/s",
+        f"busbw {row.busbw_GBps:g} GB/s",
     )
 
 

@@ -81,7 +81,11 @@ class Gpu(_Strict):
     pcie_generation: int = Field(ge=3)
     tdp_w: float = Field(gt=0)
     dense_tflops: dict[Precision, float] = Field(
-        description="Dense (no sparsity) peak per precision; tensor cores where they apply."
+        description="Dense (no sparsity) peak per precision; tensor cores where they apply, "
+        "but `fp64` is plain FP64 on the CUDA cores."
+    )
+    fp64_tensor_tflops: float | None = Field(
+        None, gt=0, description="FP64 Tensor Core peak (DGEMM-style work), when the GPU has it."
     )
     mig: MigSpec | None = None
     sources: dict[str, str]
@@ -137,6 +141,11 @@ class Switch(_Strict):
     )
     rack_units: int = Field(ge=1)
     max_power_w: float = Field(gt=0)
+    power_basis: Literal["max", "typical", "psu_rating"] = Field(
+        "max",
+        description="What max_power_w is: a sourced maximum draw, a typical draw (the maximum "
+        "is higher), or a PSU rating (an upper bound; the plan reports it as such).",
+    )
     sources: dict[str, str]
 
 

@@ -55,6 +55,7 @@ def _rack_json(r: Rack) -> dict[str, Any]:
         "pdus": len(r.pdus),
         "power_kw": r.power_kw,
         "power_bound_kw": r.power_bound_kw,
+        "power_typical_kw": r.power_typical_kw,
         "power_budget_kw": r.power_budget_kw,
         "units_used": r.units_used,
         "units": r.units,
@@ -70,6 +71,7 @@ def plan_json(plan: Plan) -> str:
         "racks": len(plan.racks),
         "power_kw": plan.power_kw,
         "power_bound_kw": plan.power_bound_kw,
+        "power_typical_kw": plan.power_typical_kw,
         "fabrics": {name: _fabric_json(f) for name, f in plan.fabrics.items()},
         "partition_keys": dict(plan.pkeys),
         "warnings": [
@@ -89,9 +91,14 @@ def _racks_line(plan: Plan) -> str:
         f"{len(plan.racks)} racks ({compute} compute, {len(plan.racks) - compute} network), "
         f"{plan.power_kw:,.1f} kW"
     )
+    # Parts of the total are not sourced maxima: say so rather than pretend precision.
+    caveats = []
     if plan.power_bound_kw:
-        # Part of the total is a PSU rating, not a measured maximum: the draw may be lower.
-        line += f" (of which {plan.power_bound_kw:,.1f} kW are PSU ratings, an upper bound)"
+        caveats.append(f"{plan.power_bound_kw:,.1f} kW PSU ratings, an upper bound")
+    if plan.power_typical_kw:
+        caveats.append(f"{plan.power_typical_kw:,.1f} kW typical draw, the maximum is higher")
+    if caveats:
+        line += f" (of which {'; '.join(caveats)})"
     return line
 
 

@@ -21,8 +21,8 @@ def predict_json(collective: str, t: CommTopology, rows: Sequence[Prediction]) -
             {
                 "bytes": r.bytes,
                 "time_us": r.time_us,
-                "algbw_gbps": r.algbw_gbps,
-                "busbw_gbps": r.busbw_gbps,
+                "algbw_GBps": r.algbw_GBps,
+                "busbw_GBps": r.busbw_GBps,
                 "algorithm": r.algorithm,
                 "protocol": r.protocol,
             }
@@ -48,12 +48,12 @@ def predict_text(collective: str, node: str, t: CommTopology, rows: Sequence[Pre
         ),
     ]
     body = [
-        f"{r.bytes:>14} {r.time_us:>12.2f} {r.algbw_gbps:>13.2f} {r.busbw_gbps:>13.2f}  "
+        f"{r.bytes:>14} {r.time_us:>12.2f} {r.algbw_GBps:>13.2f} {r.busbw_GBps:>13.2f}  "
         f"{r.algorithm}/{r.protocol}"
         for r in rows
     ]
     large = [r for r in rows if r.bytes >= 2**30] or rows[-1:]
-    tail = [f"# large-message busbw: {max(r.busbw_gbps for r in large):.2f} GB/s"]
+    tail = [f"# large-message busbw: {max(r.busbw_GBps for r in large):.2f} GB/s"]
     return "\n".join(head + body + tail) + "\n"
 
 

@@ -52,6 +52,7 @@ def rack_records(racks: RackPlanner) -> tuple[Rack, ...]:
             tuple(f"{r.name}-pdu{j + 1}" for j in range(r.pdus)),
             round(r.power_kw, 3),
             round(r.power_bound_kw, 3),
+            round(r.power_typical_kw, 3),
             r.units_used,
         )
         for r in _ordered(racks)

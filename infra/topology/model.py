@@ -190,7 +190,9 @@ class Rack:
 
     ``power_kw`` is the most the rack can draw (servers and switches at their budgeted
     maximum); ``power_bound_kw`` is the part of it that is only an upper bound (a PSU
-    rating where the catalog knows no measured maximum), so the true draw may be lower.
+    rating where the catalog knows no measured maximum), so the true draw may be lower;
+    ``power_typical_kw`` the part counted at a typical draw (no sourced maximum), so the
+    true maximum may be higher.
     """
 
     name: str
@@ -207,6 +209,7 @@ class Rack:
     pdus: tuple[str, ...]
     power_kw: float
     power_bound_kw: float
+    power_typical_kw: float
     units_used: int
 
 
@@ -281,6 +284,11 @@ class Plan:
     def power_kw(self) -> float:
         """IT power of everything racked (servers and switches at their budgeted maximum)."""
         return round(sum(r.power_kw for r in self.racks), 1)
+
+    @property
+    def power_typical_kw(self) -> float:
+        """The part of `power_kw` counted at a typical draw (the maximum may be higher)."""
+        return round(sum(r.power_typical_kw for r in self.racks), 1)
 
     @property
     def power_bound_kw(self) -> float:

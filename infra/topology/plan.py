@@ -109,7 +109,7 @@ def _expand(spec: Spec, catalog: Catalog) -> Plan:
     oob = _plan_oob(spec, catalog, racks)
     if oob is not None:
         networks["oob"] = oob
-        parts += _place_oob(catalog, oob, racks)
+        parts += _place_oob(oob, racks)
     pdus = pdu_records(sorted(racks.racks.values(), key=lambda r: r.name))
     chunked = [
         ("st" if name == "storage" else "mg", *net.chunking)
@@ -229,12 +229,9 @@ def _plan_oob(spec: Spec, catalog: Catalog, racks: RackPlanner) -> NetworkPlan |
     return plan_oob(management, catalog, [OobRow(tuple(r)) for r in rows.values()])
 
 
-def _place_oob(catalog: Catalog, oob: NetworkPlan, racks: RackPlanner) -> list[SwitchPart]:
+def _place_oob(oob: NetworkPlan, racks: RackPlanner) -> list[SwitchPart]:
     for part in oob.switches:
-        sw = catalog.switches[part.model]
-        kw = sw.max_power_w / 1000
-        bound = kw if getattr(sw, "power_basis", "max") == "psu_rating" else 0.0
-        racks.add_oob(part.zone, part.name, sw.rack_units, kw, bound)
+        racks.add_oob(part.zone, part.name, part.model)
     return list(oob.switches)
 
 

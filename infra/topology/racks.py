@@ -40,7 +40,8 @@ class RackFill:
     spec: RackClass
     units_used: int = 0
     power_kw: float = 0.0
-    power_bound_kw: float = 0.0
+    power_bound_kw: float = 0.0  # counted at a PSU rating (an upper bound)
+    power_typical_kw: float = 0.0  # counted at a typical draw (the maximum is higher)
     servers: list[str] = field(default_factory=list)
     switches: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
@@ -66,6 +67,15 @@ def servers_per_rack(spec: Spec, catalog: Catalog, node_id: str, rack: RackClass
     by_power = int(budget // node.max_power_kw) if node.max_power_kw else 10**9
     by_space = (rack.units - OOB_UNITS) // node.rack_units if node.rack_units else 10**9
     return max(0, min(by_power, by_space))
+
+
+def _add_power(rack: RackFill, units: int, kw: float, basis: str) -> None:
+    rack.units_used += units
+    rack.power_kw += kw
+    if basis == "psu_rating":
+        rack.power_bound_kw += kw
+    elif basis == "typical":
+        rack.power_typical_kw += kw
 
 
 def pdu_records(racks: Sequence[RackFill]) -> list[Pdu]:
@@ -105,11 +115,9 @@ class RackPlanner:
             self.racks[name] = rack
         return rack
 
-    def _put(self, rack: RackFill, device: str, units: int, kw: float, bound_kw: float) -> None:
+    def _put(self, rack: RackFill, device: str, units: int, kw: float, basis: str = "max") -> None:
         self.where[device] = (rack.name, rack.units_used + 1)
-        rack.units_used += units
-        rack.power_kw += kw
-        rack.power_bound_kw += bound_kw
+        _add_power(rack, units, kw, basis)
 
     def place_server(
         self, name: str, node_id: str, class_name: str, row: str, rack_name: str, position: int
@@ -117,7 +125,7 @@ class RackPlanner:
         """Put a server into ``rack_name`` (the caller's capacity arithmetic chose it)."""
         node = self.catalog.nodes[node_id]
         rack = self._rack(rack_name, "compute", class_name, row, position)
-        self._put(rack, name, node.rack_units, node.max_power_kw, 0.0)
+        self._put(rack, name, node.rack_units, node.max_power_kw)
         rack.servers.append(name)
 
     def capacity(self, node_id: str, class_name: str) -> int:
@@ -134,15 +142,14 @@ class RackPlanner:
         """Put a switch into the open network rack of ``zone`` (a new one when it is full)."""
         sw = self.catalog.switches[model]
         kw = sw.max_power_w / 1000
-        bound = kw if getattr(sw, "power_basis", "max") == "psu_rating" else 0.0
         rack = self._network_rack(zone, row, first, sw.rack_units, kw)
-        self._put(rack, name, sw.rack_units, kw, bound)
+        self._put(rack, name, sw.rack_units, kw, sw.power_basis)
         rack.switches.append(name)
 
     def place_host(self, name: str, units: int, kw: float, zone: str, row: str) -> None:
         """Put a non-GPU host (the UFM appliance) into the open network rack of ``zone``."""
         rack = self._network_rack(zone, row, 1, units, kw)
-        self._put(rack, name, units, kw, 0.0)
+        self._put(rack, name, units, kw)
         rack.hosts.append(name)
 
     def _network_rack(self, zone: str, row: str, first: int, units: int, kw: float) -> RackFill:
@@ -168,13 +175,12 @@ class RackPlanner:
             self._open[zone] = rack
         return rack
 
-    def add_oob(self, rack_name: str, switch: str, units: int, kw: float, bound_kw: float) -> None:
+    def add_oob(self, rack_name: str, switch: str, model: str) -> None:
         """Put an OOB switch into the unit its rack kept free at the top."""
+        sw = self.catalog.switches[model]
         rack = self.racks[rack_name]
-        self.where[switch] = (rack.name, rack.spec.units - units + 1)
-        rack.units_used += units
-        rack.power_kw += kw
-        rack.power_bound_kw += bound_kw
+        self.where[switch] = (rack.name, rack.spec.units - sw.rack_units + 1)
+        _add_power(rack, sw.rack_units, sw.max_power_w / 1000, sw.power_basis)
         rack.switches.append(switch)
 
     def network_racks_for(self, switches: int, model: str) -> int:
