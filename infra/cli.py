@@ -287,6 +287,10 @@ def predict(
     min_bytes: Annotated[str, typer.Option(help="Smallest size, e.g. 8 or 1MiB.")] = "8",
     max_bytes: Annotated[str, typer.Option(help="Largest size, e.g. 8GiB.")] = "8GiB",
     step_factor: Annotated[float, typer.Option(help="Size multiplier per row.")] = 2.0,
+    group: Annotated[
+        str | None,
+        typer.Option(help="Node group to run on (default: the largest group without MIG)."),
+    ] = None,
     output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
 ) -> None:
     """Predict nccl-tests results (time, algbw, busbw) for a collective on the cluster."""
@@ -295,12 +299,13 @@ def predict(
     low, high = _size_option("--min-bytes", min_bytes), _size_option("--max-bytes", max_bytes)
     if step_factor <= 1 or high < low:
         raise RailplanError("need --min-bytes <= --max-bytes and --step-factor > 1")
-    topo = comm_topology(loaded.spec, catalog, gpus, path="--gpus")
+    topo = comm_topology(loaded.spec, catalog, gpus, path="--gpus", group=group)
     rows = predict_table(topo, collective.value, low, high, step_factor)
     if output_format is Format.JSON:
         _say(predict_json(collective.value, topo, rows))
     else:
-        _say(predict_text(collective.value, main_group(loaded.spec, catalog)[1].name, topo, rows))
+        chosen, node = main_group(loaded.spec, catalog, group)
+        _say(predict_text(collective.value, f"{chosen.name} ({node.name})", topo, rows))
 
 
 def _size_option(option: str, value: str) -> int:

@@ -1,9 +1,15 @@
 """From a spec to the inputs of the performance models: which GPUs a job runs on.
 
-A budget names a GPU count; the job runs on the spec's largest node group (the training
-partition of a real cluster), on as few nodes as hold that many GPUs. SHARP counts as usable
-only when the spec enables it on a fabric where it can work (rail-optimized, host subnet
-manager, SHARP-capable switches): the same conditions lint checks.
+A job runs on one node group, on as few nodes as hold its GPUs: the group the user names
+(`--group`, or `group:` in a budget), else the largest group whose GPUs are not split by MIG
+(the training partition of a real cluster); the output names the group either way. A
+MIG-partitioned group is refused: MIG instances have no peer-to-peer or NVLink, so a
+collective over them is not an NVLink domain. The network side comes from the compute
+fabric: each NIC runs at the slower of its own rate and the switch port's, and a job that
+spans more than one scalable unit shares the leaves' uplinks, so its per-NIC rate is divided
+by the fabric's oversubscription. SHARP counts as usable only when the spec enables it on a
+fabric where it can work (rail-optimized, host subnet manager, SHARP-capable switches): the
+same conditions lint checks.
 """
 
 from __future__ import annotations
@@ -12,22 +18,54 @@ import math
 
 from infra.budget.collectives import CommTopology
 from infra.catalog import Catalog, Node
-from infra.errors import RailplanError
+from infra.errors import RailplanError, spelling_hint
 from infra.spec import NodeGroup, Spec
 
-__all__ = ["BudgetError", "comm_topology", "main_group", "sharp_usable"]
+__all__ = ["BudgetError", "comm_topology", "main_group", "mig_partitioned", "sharp_usable"]
 
 
 class BudgetError(RailplanError):
     """A budget cannot be evaluated on this spec (asks for more GPUs than exist, ...)."""
 
 
-def main_group(spec: Spec, catalog: Catalog) -> tuple[NodeGroup, Node]:
-    """The node group with the most GPUs (first on a tie) and its catalog node."""
+def mig_partitioned(group: NodeGroup) -> bool:
+    """Whether any GPU of the group's nodes is split into MIG instances."""
+    return any(a.layout != "disabled" for a in group.assignments())
+
+
+def main_group(
+    spec: Spec, catalog: Catalog, name: str | None = None, path: str = "--group"
+) -> tuple[NodeGroup, Node]:
+    """The node group ``name``, else the largest one not split by MIG (first on a tie).
+
+    Raises:
+        BudgetError: no such group, or it is MIG-partitioned, or there is no whole-GPU group.
+    """
     known = [g for g in spec.node_groups if g.node in catalog.nodes]
-    if not known:
-        raise BudgetError("no node group names a catalog node", path="node_groups")
-    group = max(known, key=lambda g: g.count * catalog.nodes[g.node].gpus)
+    if name is not None:
+        group = next((g for g in known if g.name == name), None)
+        if group is None:
+            raise BudgetError(
+                f"no node group {name!r}",
+                path=path,
+                hint=spelling_hint(name, [g.name for g in known]) or "name a node group",
+            )
+    else:
+        whole = [g for g in known if not mig_partitioned(g)]
+        if not whole:
+            raise BudgetError(
+                "every node group is MIG-partitioned: no NVLink domain to run a job on",
+                path="node_groups",
+                hint="name a group without MIG, or predict on whole GPUs",
+            )
+        group = max(whole, key=lambda g: g.count * catalog.nodes[g.node].gpus)
+    if mig_partitioned(group):
+        raise BudgetError(
+            f"node group {group.name!r} is MIG-partitioned: MIG instances have no P2P or "
+            "NVLink, so its GPUs are not an NVLink domain for a collective",
+            path=path,
+            hint="choose a group with mig: disabled",
+        )
     return group, catalog.nodes[group.node]
 
 
@@ -40,18 +78,25 @@ def sharp_usable(spec: Spec, catalog: Catalog) -> bool:
 
 
 def comm_topology(
-    spec: Spec, catalog: Catalog, gpus: int, *, sharp: bool | None = None, path: str = ""
+    spec: Spec,
+    catalog: Catalog,
+    gpus: int,
+    *,
+    sharp: bool | None = None,
+    path: str = "",
+    group: str | None = None,
+    group_path: str = "--group",
 ) -> CommTopology:
-    """The communicator of a ``gpus``-GPU job on the spec's main node group.
+    """The communicator of a ``gpus``-GPU job on one node group (see `main_group`).
 
     Raises:
-        BudgetError: fewer than 2 GPUs, or more than the group has.
+        BudgetError: fewer than 2 GPUs, more than the group has, or no usable group.
     """
-    group, node = main_group(spec, catalog)
-    available = group.count * node.gpus
+    chosen, node = main_group(spec, catalog, group, group_path)
+    available = chosen.count * node.gpus
     if gpus < 2 or gpus > available:
         raise BudgetError(
-            f"asks for {gpus} GPUs but node group {group.name!r} has {available}",
+            f"asks for {gpus} GPUs but node group {chosen.name!r} has {available}",
             path=path,
             hint="use a GPU count between 2 and the group's GPUs",
         )
@@ -63,14 +108,34 @@ def comm_topology(
             hint=f"use a multiple of {node.gpus}",
         )
     gpu = catalog.gpus[node.gpu]
+    nodes = math.ceil(gpus / per_node)
     return CommTopology(
         arch=gpu.architecture,
         gpus_per_node=per_node,
-        nodes=math.ceil(gpus / per_node),
+        nodes=nodes,
         nvswitch=node.nvswitches > 0,
         nvlink_links=gpu.nvlink_links,
         nics=node.compute_nics,
-        nic_gbps=node.compute_nic_gbps,
+        nic_gbps=nic_rate(spec, catalog, node, nodes),
         cpu=node.cpu,
         sharp=(sharp_usable(spec, catalog) and bool(node.compute_hcas)) if sharp is None else sharp,
     )
+
+
+def nic_rate(spec: Spec, catalog: Catalog, node: Node, nodes: int) -> float:
+    """Gb/s each NIC of a ``nodes``-node job gets from the compute fabric.
+
+    The slower of NIC and switch port; past one scalable unit, divided by the leaves'
+    oversubscription (the planner's ratio: SU size over uplinks, never below 1).
+    """
+    fabric = spec.fabrics.compute
+    if fabric is None or fabric.switch not in catalog.switches:
+        return node.compute_nic_gbps
+    switch = catalog.switches[fabric.switch]
+    rate = min(node.compute_nic_gbps, switch.port_gbps)
+    if nodes > fabric.su_size:
+        uplinks = min(
+            math.ceil(fabric.su_size / fabric.oversubscription), switch.ports - fabric.su_size
+        )
+        rate /= max(1.0, fabric.su_size / max(1, uplinks))
+    return rate

@@ -79,7 +79,9 @@ _Eval = Callable[[Any, Spec, Catalog, Plan | None, BudgetResult], BudgetResult]
 def _all_reduce(
     b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
 ) -> BudgetResult:
-    topo = comm_topology(spec, cat, b.gpus, path=f"{r.path}.gpus")
+    topo = comm_topology(
+        spec, cat, b.gpus, path=f"{r.path}.gpus", group=b.group, group_path=f"{r.path}.group"
+    )
     row = predict(topo, "all_reduce", b.bytes)
     return replace(
         r,
@@ -92,8 +94,10 @@ def _all_reduce(
 
 
 def _scaling(b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult) -> BudgetResult:
-    topo = comm_topology(spec, cat, b.gpus, path=f"{r.path}.gpus")
-    gpu = cat.gpus[main_group(spec, cat)[1].gpu]
+    topo = comm_topology(
+        spec, cat, b.gpus, path=f"{r.path}.gpus", group=b.group, group_path=f"{r.path}.group"
+    )
+    gpu = cat.gpus[main_group(spec, cat, b.group, f"{r.path}.group")[1].gpu]
     if not gpu.supports(b.precision):
         raise BudgetError(f"{gpu.name} has no {b.precision}", path=f"{r.path}.precision")
     step = step_estimate(
@@ -166,7 +170,7 @@ def _cluster_power(
 def _model_fits(
     b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
 ) -> BudgetResult:
-    group, node = main_group(spec, cat)
+    group, node = main_group(spec, cat, b.group, f"{r.path}.group")
     gpus = b.gpus or group.count * node.gpus
     gpu = cat.gpus[node.gpu]
     if b.precision not in memory.TRAINING_PRECISIONS:
@@ -222,7 +226,11 @@ def _sharp_gain(
     b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
 ) -> BudgetResult:
     plain = predict(
-        comm_topology(spec, cat, b.gpus, sharp=False, path=r.path), "all_reduce", b.bytes
+        comm_topology(
+            spec, cat, b.gpus, sharp=False, path=r.path, group=b.group, group_path=f"{r.path}.group"
+        ),
+        "all_reduce",
+        b.bytes,
     )
     if not sharp_usable(spec, cat):
         return replace(
@@ -235,7 +243,11 @@ def _sharp_gain(
             "rail_optimized, a host subnet manager)",
         )
     sharp = predict(
-        comm_topology(spec, cat, b.gpus, sharp=True, path=r.path), "all_reduce", b.bytes
+        comm_topology(
+            spec, cat, b.gpus, sharp=True, path=r.path, group=b.group, group_path=f"{r.path}.group"
+        ),
+        "all_reduce",
+        b.bytes,
     )
     gain = 1 - sharp.time_us / plain.time_us
     return replace(

@@ -392,6 +392,9 @@ class AllReduceBudget(StrictModel):
     bytes: ByteSize = Field(description="Message size, e.g. `1GiB`.")
     gpus: int = Field(ge=2, description="GPUs taking part.")
     max_ms: float = Field(gt=0, description="Limit, milliseconds.")
+    group: str | None = Field(
+        None, description="Node group the job runs on; default the largest group without MIG."
+    )
 
 
 class ScalingEfficiencyBudget(StrictModel):
@@ -408,6 +411,9 @@ class ScalingEfficiencyBudget(StrictModel):
     gradient_bytes: int = Field(2, ge=1, le=4, description="Bytes per gradient (bf16 = 2).")
     overlap: float = Field(
         0.5, ge=0, le=1, description="Share of compute time that hides gradient all-reduce."
+    )
+    group: str | None = Field(
+        None, description="Node group the job runs on; default the largest group without MIG."
     )
 
 
@@ -449,6 +455,9 @@ class ModelFitsBudget(StrictModel):
     activations: ActivationSpec | None = Field(
         None, description="Add activation memory for this transformer shape; default none."
     )
+    group: str | None = Field(
+        None, description="Node group the job runs on; default the largest group without MIG."
+    )
 
 
 class SharpGainBudget(StrictModel):
@@ -457,6 +466,9 @@ class SharpGainBudget(StrictModel):
     bytes: ByteSize = Field(description="Message size, e.g. `64KiB` for a latency claim.")
     gpus: int = Field(ge=2, description="GPUs taking part.")
     min: float = Field(gt=0, lt=1, description="Minimum reduction, 0-1 (0.4 = 40 % faster).")
+    group: str | None = Field(
+        None, description="Node group the job runs on; default the largest group without MIG."
+    )
 
 
 class CostBudget(StrictModel):

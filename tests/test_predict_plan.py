@@ -1,0 +1,80 @@
+"""Predictions read the fabric and the chosen node group (oversubscription, port rate, MIG)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.budget.cluster import BudgetError, comm_topology
+from infra.budget.collectives import predict
+from infra.catalog import Catalog
+from infra.spec import Spec, load_spec_text
+
+from .test_cli import railplan
+
+
+def spec(
+    switch: str = "qm9700", groups: list[dict[str, Any]] | None = None, **compute: Any
+) -> Spec:
+    data = {
+        "name": "t",
+        "node_groups": groups or [{"name": "gpu", "node": "dgx-h100", "count": 128}],
+        "fabrics": {"compute": {"switch": switch, "su_size": 32, **compute}},
+    }
+    return load_spec_text(yaml.safe_dump(data)).spec
+
+
+def busbw(s: Spec, catalog: Catalog, gpus: int, group: str | None = None) -> float:
+    topo = comm_topology(s, catalog, gpus, sharp=False, group=group)
+    return predict(topo, "all_reduce", 2**30).busbw_GBps
+
+
+def test_oversubscription_slows_jobs_beyond_one_su(catalog: Catalog) -> None:
+    full, over = spec(oversubscription=1), spec(oversubscription=4)
+    assert busbw(over, catalog, 1024, None) < busbw(full, catalog, 1024, None)  # 4 SUs
+    assert busbw(over, catalog, 256, None) == busbw(full, catalog, 256, None)  # one SU
+
+
+def test_the_slower_of_switch_port_and_nic_sets_the_rate(catalog: Catalog) -> None:
+    ndr, hdr = spec("qm9700"), spec("qm8790", su_size=20)
+    assert comm_topology(hdr, catalog, 64).nic_gbps == 200  # ConnectX-7 at 400 on an HDR port
+    assert comm_topology(ndr, catalog, 64).nic_gbps == 400
+    assert busbw(hdr, catalog, 64) < busbw(ndr, catalog, 64)
+
+
+GROUPS = [
+    {"name": "infer", "node": "dgx-a100-640gb", "count": 40, "mig": "all-1g"},
+    {"name": "train", "node": "dgx-a100-640gb", "count": 20},
+]
+
+
+def test_the_node_group_is_chosen_not_guessed(catalog: Catalog) -> None:
+    data = {
+        "name": "t",
+        "node_groups": GROUPS,
+        "mig_layouts": {"all-1g": {"profiles": {"1g.10gb": 7}}},
+        "fabrics": {"compute": {"switch": "qm8790", "su_size": 20}},
+    }
+    s = load_spec_text(yaml.safe_dump(data)).spec
+    # the largest group is MIG-partitioned: the default is the largest whole-GPU group
+    assert comm_topology(s, catalog, 160).nodes == 20
+    with pytest.raises(BudgetError, match="MIG-partitioned"):
+        comm_topology(s, catalog, 16, group="infer")
+    with pytest.raises(BudgetError, match="no node group 'trian'") as caught:
+        comm_topology(s, catalog, 16, group="trian")
+    assert "train" in (caught.value.hint or "")
+
+
+def test_predict_group_option_and_its_errors() -> None:
+    example = "examples/a100-lab-mig.yaml"
+    ok = railplan(
+        "predict", example, "--collective", "all_reduce", "--gpus", "16", "--group", "train"
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert "train (" in ok.stdout.splitlines()[0]
+    bad = railplan(
+        "predict", example, "--collective", "all_reduce", "--gpus", "16", "--group", "infer"
+    )
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "MIG" in bad.stderr
