@@ -341,7 +341,12 @@ def _assign_group_devices(
             for rack in (r for r in racks.racks.values() if r.row == su):
                 slot = layout.rack_slot(rack.name)
                 offsets.update((f"{rack.name}-pdu{j + 1}", slot + j) for j in range(rack.pdus))
-                offsets.update((n, slot + rack.pdus) for n in rack.switches if n.startswith("oob-"))
+                # an OOB switch's offset follows its name (the rack it is named after)
+                offsets.update(
+                    (n, layout.rack_slot(n.removeprefix("oob-")) + rack.pdus)
+                    for n in rack.switches
+                    if n.startswith("oob-")
+                )
             offsets.update(net_leaves.get(number, {}))
             bmc.update({n: block.down(base + k, floor) for n, k in offsets.items()})
 

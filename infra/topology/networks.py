@@ -10,9 +10,9 @@
   one port in eight of a leaf is kept for uplinks to two spines when there is more than one
   pair. Pairs belong to node groups the same way (``mg-leaf-<group>-NN``).
 - Either network whose endpoints fit one switch (one MLAG pair for in-band) is just that.
-- Out-of-band (Ethernet, 1 GbE, RJ45): along each row of racks, consecutive racks share an
-  OOB switch until its ports are used; the switch sits in one of the racks it serves (every
-  rack keeps a unit and the power for one).
+- Out-of-band (Ethernet, 1 GbE, RJ45): along each row of racks, consecutive whole racks
+  share an OOB switch while its ports last (a compute rack counts the ports of a full rack);
+  the switch stands in the first rack it serves (every rack keeps a unit and the power).
 """
 
 from __future__ import annotations
@@ -208,35 +208,50 @@ def plan_inband(
 
 @dataclass(frozen=True, slots=True)
 class OobRow:
-    """One row of racks in order, each with the devices whose management ports it holds."""
+    """One row of racks in order, each with the management ports it holds (None: kept free)."""
 
-    racks: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]  # (rack, ((device, port)...))
+    racks: tuple[tuple[str, tuple[tuple[str, str] | None, ...]], ...]
 
 
 def plan_oob(fabric: ManagementFabric, catalog: Catalog, rows: Sequence[OobRow]) -> NetworkPlan:
-    """OOB switches along each row: consecutive racks share one until its ports are used.
+    """OOB switches along each row: consecutive whole racks share one while its ports last.
+
+    Each rack's ports are consecutive on its switch, free slots included, so a rack that
+    fills up keeps every cable and the switch's name (``oob-<first rack>``) stays.
 
     Raises:
-        PlanError: a rack holds more devices than every OOB switch its row can host.
+        PlanError: a rack holds more management ports than one OOB switch has.
     """
     switch = catalog.switches[fabric.oob_switch]
     parts: list[SwitchPart] = []
     links: list[Link] = []
     for row in rows:
-        hosted: set[str] = set()
-        devices = [(rack, d, p) for rack, items in row.racks for d, p in items]
-        order = [rack for rack, _ in row.racks]
-        for start in range(0, len(devices), switch.ports):
-            chunk = devices[start : start + switch.ports]
-            host = _host_rack(chunk, order, hosted)
-            name = f"oob-{host}"
+        for chunk in _rack_chunks(row, switch.ports):
+            # Named after the chunk's first rack (a placeholder for a rack a partial SU has
+            # yet to fill keeps the name stable); it stands in the first rack that exists.
+            name = f"oob-{chunk[0][0]}"
+            host = next((rack for rack, devices in chunk if any(devices)), None)
+            if host is None:
+                continue  # only racks yet to be filled: no switch until they are
             parts.append(
                 SwitchPart(name, "oob", "leaf", fabric.oob_switch, 0, None, None, None, host)
             )
-            links += [
-                Link("oob", "node_leaf", d, p, name, str(j + 1), switch.port_gbps)
-                for j, (_, d, p) in enumerate(chunk)
-            ]  # fmt: skip
+            port = 0
+            for _, devices in chunk:
+                for device in devices:
+                    port += 1
+                    if device is not None:
+                        links.append(
+                            Link(
+                                "oob",
+                                "node_leaf",
+                                device[0],
+                                device[1],
+                                name,
+                                str(port),
+                                switch.port_gbps,
+                            )
+                        )
     tree = _Tree(
         "oob", "oob", fabric.oob_switch, switch.ports, switch.port_gbps, switch.ports, 1, 1
     )
@@ -244,17 +259,22 @@ def plan_oob(fabric: ManagementFabric, catalog: Catalog, rows: Sequence[OobRow])
     return NetworkPlan(tuple(parts), tuple(links), summary)
 
 
-def _host_rack(
-    chunk: Sequence[tuple[str, str, str]], order: Sequence[str], hosted: set[str]
-) -> str:
-    """The first rack of the chunk (else of the row) that does not host an OOB switch yet."""
-    candidates = [*dict.fromkeys(r for r, _, _ in chunk), *order]
-    rack = next((r for r in candidates if r not in hosted), None)
-    if rack is None:
-        raise PlanError(
-            f"rack {chunk[0][0]} holds more management ports than its row's OOB switches have",
-            path="fabrics.management.oob_switch",
-            hint="use an OOB switch with more ports",
-        )
-    hosted.add(rack)
-    return rack
+def _rack_chunks(
+    row: OobRow, ports: int
+) -> list[list[tuple[str, tuple[tuple[str, str] | None, ...]]]]:
+    """Consecutive racks whose ports (free slots included) fit one switch."""
+    chunks: list[list[tuple[str, tuple[tuple[str, str] | None, ...]]]] = []
+    used = ports
+    for rack, devices in row.racks:
+        if len(devices) > ports:
+            raise PlanError(
+                f"rack {rack} holds {len(devices)} management ports but an OOB switch has {ports}",
+                path="fabrics.management.oob_switch",
+                hint="use an OOB switch with more ports",
+            )
+        if used + len(devices) > ports:
+            chunks.append([])
+            used = 0
+        chunks[-1].append((rack, devices))
+        used += len(devices)
+    return chunks

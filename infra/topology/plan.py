@@ -106,7 +106,7 @@ def _expand(spec: Spec, catalog: Catalog) -> Plan:
         row = "core" if part.zone in ("core", "storage", "inband") else part.zone
         racks.place_switch(part.name, part.model, part.zone, row, first_network.get(row, 1))
     hosts = _hosts(spec, catalog, compute, racks)
-    oob = _plan_oob(spec, catalog, racks)
+    oob = _plan_oob(spec, catalog, racks, first_network)
     if oob is not None:
         networks["oob"] = oob
         parts += _place_oob(oob, racks)
@@ -213,20 +213,37 @@ def _hosts(
     return hosts
 
 
-def _plan_oob(spec: Spec, catalog: Catalog, racks: RackPlanner) -> NetworkPlan | None:
+def _plan_oob(
+    spec: Spec, catalog: Catalog, racks: RackPlanner, first_network: dict[str, int]
+) -> NetworkPlan | None:
     management = spec.fabrics.management
     if management is None or not racks.racks:
         return None
-    rows: dict[str, list[tuple[str, tuple[tuple[str, str], ...]]]] = {}
+    rows: dict[str, list[tuple[str, tuple[tuple[str, str] | None, ...]]]] = {}
     for rack in sorted(racks.racks.values(), key=lambda r: (r.row != "core", r.row, r.position)):
+        row = rows.setdefault(rack.row, [])
+        if rack.kind == "network" and rack.position == first_network.get(rack.row):
+            row += _missing_compute_racks(racks, rack.row, first_network[rack.row], len(row))
+        # A compute rack keeps ports for a full rack of servers, so growth moves no cable.
+        free = max(0, rack.server_slots - len(rack.servers))
         devices = (
             [(n, "bmc") for n in rack.servers]
+            + [None] * free
             + [(n, "mgmt0") for n in rack.switches]
             + [(n, "bmc") for n in rack.hosts]
             + [(f"{rack.name}-pdu{j + 1}", "net") for j in range(rack.pdus)]
         )
-        rows.setdefault(rack.row, []).append((rack.name, tuple(devices)))
+        row.append((rack.name, tuple(devices)))
     return plan_oob(management, catalog, [OobRow(tuple(r)) for r in rows.values()])
+
+
+def _missing_compute_racks(
+    racks: RackPlanner, row: str, first_network: int, present: int
+) -> list[tuple[str, tuple[None, ...]]]:
+    """Placeholders for the compute racks a partial SU has yet to fill (OOB ports kept free)."""
+    model = next(r for r in racks.racks.values() if r.row == row and r.kind == "compute")
+    ports = (None,) * (model.server_slots + model.pdus)
+    return [(f"{row}-c{k}", ports) for k in range(present + 1, first_network)]
 
 
 def _place_oob(oob: NetworkPlan, racks: RackPlanner) -> list[SwitchPart]:

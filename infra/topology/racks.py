@@ -46,6 +46,7 @@ class RackFill:
     switches: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
     pdus: int = 0
+    server_slots: int = 0  # servers a full rack of this kind holds (compute racks)
 
     @property
     def devices(self) -> int:
@@ -125,6 +126,7 @@ class RackPlanner:
         """Put a server into ``rack_name`` (the caller's capacity arithmetic chose it)."""
         node = self.catalog.nodes[node_id]
         rack = self._rack(rack_name, "compute", class_name, row, position)
+        rack.server_slots = self.capacity(node_id, class_name)
         self._put(rack, name, node.rack_units, node.max_power_kw)
         rack.servers.append(name)
 
