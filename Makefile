@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit bench accuracy clean
+.PHONY: demo test lint typecheck unit bench accuracy golden sandbox clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,15 @@ bench: $(STAMP)
 # Regenerate docs/accuracy.md from tests/data/nccl-measurements.yaml (a test checks it).
 accuracy: $(STAMP)
 	$(BIN)/python -m infra.budget.calibration tests/data/nccl-measurements.yaml > docs/accuracy.md
+
+# Regenerate the golden rendered trees under tests/golden/expected/ (review the diff, then commit).
+golden: $(STAMP)
+	$(BIN)/python tests/golden/regenerate.py
+
+# Run the rendered playbook's configuration tasks for real, twice, against a Debian chroot
+# built with debootstrap (needs root and Debian's mirror; .ci/run runs it, `make test` does not).
+sandbox: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python tests/sandbox/run.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
