@@ -30,6 +30,8 @@ from infra.lint.finding import Finding, Severity
 from infra.lint.formats import format_github, format_json, format_sarif, format_text
 from infra.lint.migparted import check_mig_parted
 from infra.render.fabric import plan_json, plan_text
+from infra.render.tree import render_tree
+from infra.render.writer import RenderConflict, write_tree
 from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
 from infra.render.tables import budgets_json, budgets_text, predict_json, predict_text
 from infra.spec import LoadedSpec, SpecValidationError, load_spec, read_yaml_file
@@ -277,6 +279,43 @@ def plan(
         _write_atomic(bom, bom_csv(planned, load_catalog()))
     if hosts:
         _write_atomic(hosts, hosts_csv(planned))
+
+
+@app.command()
+def render(
+    spec: Annotated[str, typer.Argument(metavar="SPEC", help="Spec file.")],
+    root: Annotated[str, typer.Option(help="Directory to render the tree into.")] = ".",
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite files edited since the last render.")
+    ] = False,
+) -> None:
+    """Render the deployment tree: ansible.cfg, inventory, entry playbook, roles and files.
+
+    Refuses (exit 1, nothing written) a spec with lint errors, a plan that breaks a rack
+    budget, or a tree whose rendered files were edited since the last render (unless --force).
+    """
+    loaded = load_spec(spec)
+    catalog = load_catalog()
+    errors = [f for f in lint_loaded(loaded, catalog) if f.severity is Severity.ERROR]
+    if errors:
+        sys.stderr.write(format_text(errors))
+        sys.stderr.write(f"{loaded.file}: not rendered: {len(errors)} lint error(s)\n")
+        raise typer.Exit(EXIT_FAILED)
+    planned = _plan_or_fail(loaded)
+    broken = _rack_budget_errors(loaded, planned)
+    if broken:
+        sys.stderr.write("".join(f"{line}\n" for line in broken))
+        raise typer.Exit(EXIT_FAILED)
+    try:
+        report = write_tree(Path(root), render_tree(loaded.spec, catalog, planned), force=force)
+    except RenderConflict as exc:
+        _complain(exc)
+        raise typer.Exit(EXIT_FAILED) from None
+    _say(
+        f"{root}: {len(report.written)} files written, {len(report.unchanged)} unchanged, "
+        f"{len(report.removed)} removed (inventory inventories/{loaded.spec.name}, "
+        f"playbook playbooks/{loaded.spec.name}.yml)"
+    )
 
 
 @app.command()

@@ -12,11 +12,12 @@ from infra.spec.loader import (
     load_spec_text,
     validate_spec,
 )
-from infra.spec.models import NodeGroup, Precision, Spec
+from infra.spec.models import MigAssignment, NodeGroup, Precision, Spec
 from infra.spec.yamlpos import SourceMap, join_path, load_yaml_text, read_yaml_file
 
 __all__ = [
     "LoadedSpec",
+    "MigAssignment",
     "NodeGroup",
     "Precision",
     "SourceMap",

@@ -1,0 +1,306 @@
+"""The Ansible side of a rendered tree: ansible.cfg, the inventory and the entry playbook.
+
+`ansible_files` turns a plan into the files `docs/ansible.md` describes: `hosts.yml` with
+groups by role, node group, SU and rack (JSON syntax: ansible-core's YAML loader tries JSON
+first, which is what keeps a 16,384-host inventory loading in seconds); `group_vars/` with
+what a group shares (versions cluster-wide; HCAs, NCCL settings, MIG config and acceptance
+thresholds per node group); `host_vars/` with only what differs per host (addresses, rack,
+unit, SU, slot); and `playbooks/<name>.yml`, which imports only the roles this cluster needs
+and rolls disruptive steps one SU at a time. Acceptance thresholds come from
+`infra.budget` predictions, so a node is held to what railplan promised.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from infra.budget.cluster import comm_topology, mig_partitioned, nic_rate, sharp_usable
+from infra.budget.collectives import predict
+from infra.catalog import Catalog
+from infra.render.mig import mig_config_name, mig_parted_configs
+from infra.render.templating import render_template
+from infra.render.writer import RenderError
+from infra.spec import NodeGroup, Spec
+from infra.topology.model import Plan, Server
+
+__all__ = ["ACCEPTANCE_BYTES", "RESERVED_GROUPS", "ansible_files", "group_name"]
+
+RESERVED_GROUPS = frozenset(
+    {"all", "ungrouped", "gpu_servers", "nvswitch_servers", "mig_servers", "subnet_managers"}
+)
+ACCEPTANCE_BYTES = 1 << 30  # nccl-tests size of the acceptance run: bandwidth-bound on any fabric
+MAX_FAIL_PERCENTAGE = 10
+FORKS = 100
+_HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class _GroupPlay:
+    """What the entry playbook needs to know of one node group."""
+
+    name: str
+    batch: int
+    fabric_manager: bool
+    mig: str | None
+
+    @property
+    def post_reboot(self) -> bool:
+        return self.fabric_manager or self.mig is not None
+
+
+def group_name(kind: str, name: str) -> str:
+    """An inventory group name for an SU or a rack: ``su_train_su01``, ``rack_train_su01_c1``."""
+    return f"{kind}_{name.replace('-', '_')}"
+
+
+def ansible_files(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, str]:
+    """The Ansible files of one cluster, relative path -> text."""
+    _check_names(spec, plan)
+    inventory = f"inventories/{spec.name}"
+    files = {
+        "ansible.cfg": render_template("ansible/ansible.cfg.j2", forks=FORKS),
+        f"{inventory}/hosts.yml": _hosts_yml(spec, catalog, plan),
+        f"{inventory}/group_vars/all.yml": _yaml_file(_cluster_vars(spec), spec, "every host"),
+        f"playbooks/{spec.name}.yml": _playbook(spec, catalog, plan),
+    }
+    for group in spec.node_groups:
+        values = _node_group_vars(spec, catalog, plan, group)
+        files[f"{inventory}/group_vars/{group.name}.yml"] = _yaml_file(
+            values, spec, f"node group {group.name}"
+        )
+    if _opensm(spec):
+        files[f"{inventory}/group_vars/subnet_managers.yml"] = _yaml_file(
+            _subnet_manager_vars(spec, catalog), spec, "the subnet-manager hosts"
+        )
+    for server in plan.servers:
+        files[f"{inventory}/host_vars/{server.name}.yml"] = _host_vars(plan, server)
+    return files
+
+
+def _check_names(spec: Spec, plan: Plan) -> None:
+    """Names become inventory groups and file names: refuse what Ansible or a path can't hold."""
+    for group in spec.node_groups:
+        if group.name in RESERVED_GROUPS:
+            raise RenderError(
+                f"node group name {group.name!r} is an inventory group railplan reserves",
+                path="node_groups",
+                hint=f"rename the group; reserved: {', '.join(sorted(RESERVED_GROUPS))}",
+            )
+    for server in plan.servers:
+        if not _HOSTNAME.match(server.name):
+            raise RenderError(
+                f"hostname {server.name!r} is not a valid DNS label",
+                path="node_groups",
+                hint="use lowercase letters, digits and '-' in the hostname pattern",
+            )
+
+
+def _opensm(spec: Spec) -> bool:
+    compute = spec.fabrics.compute
+    return compute is not None and compute.subnet_manager == "opensm"
+
+
+# --- hosts.yml --------------------------------------------------------------------------------
+
+
+def _hosts_yml(spec: Spec, catalog: Catalog, plan: Plan) -> str:
+    groups: dict[str, dict[str, Any]] = {
+        "gpu_servers": {"children": {g.name: {} for g in spec.node_groups}}
+    }
+    for group in spec.node_groups:
+        groups[group.name] = _members(s.name for s in plan.servers_in(group.name))
+    nvswitch = {g.name for g in spec.node_groups if catalog.nodes[g.node].nvswitches > 0}
+    groups["nvswitch_servers"] = _members(s.name for s in plan.servers if s.group in nvswitch)
+    groups["mig_servers"] = _members(s.name for s in plan.servers if s.mig_partitioned)
+    for su in plan.sus:
+        groups[group_name("su", su.name)] = _members(su.servers)
+    for rack in plan.racks:
+        if rack.servers:
+            groups[group_name("rack", rack.name)] = _members(rack.servers)
+    if _opensm(spec):
+        groups["subnet_managers"] = _members(_subnet_manager_hosts(plan))
+    document = {"all": {"children": groups}}
+    return json.dumps(document, indent=1) + "\n"
+
+
+def _members(names: Iterable[str]) -> dict[str, Any]:
+    return {"hosts": {name: {} for name in names}}
+
+
+def _subnet_manager_hosts(plan: Plan) -> list[str]:
+    """Master and standby OpenSM: the first server of the first two SUs (two failure domains).
+
+    railplan plans no separate management servers, so the subnet manager runs on GPU
+    servers, as NVIDIA's OpenSM deployments on small clusters do.
+    """
+    firsts = [su.servers[0] for su in plan.sus if su.servers][:2]
+    if len(firsts) < 2:
+        firsts = [s.name for s in plan.servers[:2]]
+    return firsts
+
+
+# --- variables --------------------------------------------------------------------------------
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """A safe dumper that writes repeated values out instead of as anchors and aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _yaml_file(values: dict[str, Any], spec: Spec, scope: str) -> str:
+    header = f"---\n# Rendered by railplan from spec {spec.name!r}: values {scope} shares.\n"
+    body = yaml.dump(
+        values, Dumper=_PlainDumper, sort_keys=True, default_flow_style=False, width=100
+    )
+    return header + body
+
+
+def _cluster_vars(spec: Spec) -> dict[str, Any]:
+    sw = spec.software
+    return {
+        "railplan_cluster": spec.name,
+        "railplan_scheduler": spec.scheduler.kind,
+        "railplan_sandbox": False,
+        "nvidia_driver_version": sw.driver,
+        "nvidia_driver_branch": str(sw.driver_branch),
+        "fabric_manager_version": sw.driver if sw.fabric_manager == "auto" else sw.fabric_manager,
+        "nccl_version": sw.nccl,
+        "nccl_cuda_version": sw.cuda,
+        "dcgm_version": sw.dcgm,
+        "rdma_stack": _rdma_stack(spec),
+        "rdma_doca_version": sw.doca or "",
+        "rdma_ofed_version": sw.ofed or "",
+    }
+
+
+def _rdma_stack(spec: Spec) -> str:
+    if spec.software.ofed:
+        return "ofed"
+    return "doca" if spec.software.doca else "none"
+
+
+def _node_group_vars(spec: Spec, catalog: Catalog, plan: Plan, group: NodeGroup) -> dict[str, Any]:
+    node = catalog.nodes[group.node]
+    gpu = catalog.gpus[node.gpu]
+    servers = plan.servers_in(group.name)
+    hcas = list(servers[0].hcas) if servers else []
+    values: dict[str, Any] = {
+        "railplan_node_group": group.name,
+        "railplan_node_type": group.node,
+        "railplan_gpus_per_node": node.gpus,
+        "nccl_ib_hca": hcas,
+        "acceptance_gpu_count": node.gpus,
+        "acceptance_gpu_name": gpu.name,
+        "acceptance_nvlink_links_per_gpu": gpu.nvlink_links if node.nvswitches else 0,
+        "acceptance_ib_devices": hcas,
+        "acceptance_ib_rate_gbps": round(nic_rate(spec, catalog, node, 1)) if hcas else 0,
+    }
+    if node.cloud == "aws":
+        values["rdma_stack"] = "efa"
+    values.update(_expected_busbw(spec, catalog, group))
+    if mig_partitioned(group):
+        values["mig_config_name"] = mig_config_name(group)
+        values["mig_parted_config"] = mig_parted_configs(spec, [group])
+    return values
+
+
+def _expected_busbw(spec: Spec, catalog: Catalog, group: NodeGroup) -> dict[str, float]:
+    """Predicted all_reduce busbw at 1 GiB on one node and across one SU (0 = no test)."""
+    gpus = catalog.nodes[group.node].gpus
+    su_size = spec.fabrics.compute.su_size if spec.fabrics.compute else 1
+    su_nodes = min(su_size, group.count)
+    node_bw = su_bw = 0.0
+    if not mig_partitioned(group):
+        if gpus >= 2:
+            node_bw = _busbw(spec, catalog, group, gpus)
+        if su_nodes >= 2:
+            su_bw = _busbw(spec, catalog, group, su_nodes * gpus)
+    return {
+        "acceptance_node_expected_busbw_gbytes_per_s": node_bw,
+        "acceptance_su_expected_busbw_gbytes_per_s": su_bw,
+    }
+
+
+def _busbw(spec: Spec, catalog: Catalog, group: NodeGroup, gpus: int) -> float:
+    topo = comm_topology(spec, catalog, gpus, group=group.name)
+    return predict(topo, "all_reduce", ACCEPTANCE_BYTES).busbw_GBps
+
+
+def _subnet_manager_vars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
+    files = "{{ inventory_dir }}/files/subnet-manager"
+    values: dict[str, Any] = {
+        "rdma_opensm_enabled": True,
+        "rdma_opensm_conf_file": f"{files}/opensm.conf",
+        "rdma_opensm_partitions_file": f"{files}/partitions.conf",
+    }
+    if sharp_usable(spec, catalog):
+        values["sharp_am_enabled"] = True
+        values["sharp_am_conf_file"] = f"{files}/sharp_am.cfg"
+    return values
+
+
+def _host_vars(plan: Plan, server: Server) -> str:
+    su = next((s for s in plan.sus if s.name == server.su), None)
+    values = {
+        "ansible_host": server.mgmt_ip,
+        "railplan_index": server.index,
+        "railplan_su": server.su,
+        "railplan_slot": server.slot,
+        "railplan_rack": server.rack,
+        "railplan_rack_unit": server.rack_unit,
+        "railplan_pod": su.pod if su else None,
+        "railplan_bmc_ip": server.bmc_ip,
+    }
+    present = {k: v for k, v in values.items() if v is not None}
+    return json.dumps(present, sort_keys=True) + "\n"
+
+
+# --- the entry playbook -----------------------------------------------------------------------
+
+
+def _playbook(spec: Spec, catalog: Catalog, plan: Plan) -> str:
+    su_size = spec.fabrics.compute.su_size if spec.fabrics.compute else None
+    plays = [
+        _GroupPlay(
+            name=g.name,
+            batch=min(su_size or g.count, g.count),
+            fabric_manager=catalog.nodes[g.node].nvswitches > 0
+            and spec.software.fabric_manager != "disabled",
+            mig=mig_config_name(g) if mig_partitioned(g) else None,
+        )
+        for g in spec.node_groups
+    ]
+    sharp = sharp_usable(spec, catalog)
+    return render_template(
+        "ansible/playbook.yml.j2",
+        name=spec.name,
+        groups=plays,
+        sharp=sharp,
+        subnet_manager_play=_opensm(spec),
+        max_fail_percentage=MAX_FAIL_PERCENTAGE,
+        overview=_overview(plays, sharp, _opensm(spec)),
+    )
+
+
+def _overview(plays: list[_GroupPlay], sharp: bool, opensm: bool) -> list[str]:
+    lines = []
+    if opensm:
+        lines.append(
+            "subnet_managers: OpenSM" + (" and the SHARP aggregation manager" if sharp else "")
+        )
+    for play in plays:
+        extra = [r for r, on in (("fabric_manager", play.fabric_manager), ("mig", play.mig)) if on]
+        roles = ", ".join(["os_tuning", "rdma", "nvidia_driver", *extra])
+        lines.append(f"{play.name}: {roles} — {play.batch} servers (one SU) per batch")
+    common = ", ".join(["nccl", *(["sharp"] if sharp else []), "dcgm", "topology_labels"])
+    lines.append(f"gpu_servers: {common} — all at once (no reboot)")
+    lines.append("gpu_servers: acceptance (tag `acceptance`) — all at once, read-only")
+    return lines

@@ -1,0 +1,32 @@
+"""The whole rendered tree of one cluster, as relative path -> bytes (written by `writer`).
+
+Puts together the Ansible files (`infra.render.ansible`), the static roles, and the files a
+deployment reads from `inventories/<name>/files/`: cabling, BOM and address plan (CSV),
+Slurm's topology and GRES files, the subnet manager's and SHARP aggregation manager's
+configuration and the NCCL environment per node group. A pure function: the same spec and
+catalog give the same bytes.
+"""
+
+from __future__ import annotations
+
+from infra.catalog import Catalog
+from infra.render.ansible import ansible_files
+from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
+from infra.render.templating import render_template, role_files
+from infra.spec import Spec
+from infra.topology.model import Plan
+
+__all__ = ["render_tree"]
+
+
+def render_tree(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, bytes]:
+    """Every file of the rendered tree of ``spec``."""
+    texts = ansible_files(spec, catalog, plan)
+    texts[".ansible-lint"] = render_template("ansible/ansible-lint.j2")
+    files_dir = f"inventories/{spec.name}/files"
+    texts[f"{files_dir}/cabling.csv"] = cabling_csv(plan)
+    texts[f"{files_dir}/bom.csv"] = bom_csv(plan, catalog)
+    texts[f"{files_dir}/hosts.csv"] = hosts_csv(plan)
+    tree = {path: text.encode("utf-8") for path, text in texts.items()}
+    tree.update(role_files())
+    return dict(sorted(tree.items()))
