@@ -30,10 +30,10 @@ from infra.lint.finding import Finding, Severity
 from infra.lint.formats import format_github, format_json, format_sarif, format_text
 from infra.lint.migparted import check_mig_parted
 from infra.render.fabric import plan_json, plan_text
-from infra.render.tree import render_tree
-from infra.render.writer import RenderConflict, write_tree
 from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
 from infra.render.tables import budgets_json, budgets_text, predict_json, predict_text
+from infra.render.tree import render_tree
+from infra.render.writer import RenderConflict, write_tree
 from infra.spec import LoadedSpec, SpecValidationError, load_spec, read_yaml_file
 from infra.spec.schema import spec_json_schema_text
 from infra.spec.units import parse_bytes

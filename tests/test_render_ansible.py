@@ -1,0 +1,211 @@
+"""`railplan render`: the inventory Ansible reads, the entry playbook, and the CLI contract.
+
+Inventories are read back with the real `ansible-inventory`, so what is asserted is what
+Ansible sees, not what we meant to write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.catalog import load_catalog
+from infra.render.ansible import ansible_files
+from infra.render.tree import render_tree
+from infra.spec import load_spec, load_spec_text
+from infra.topology import expand
+
+ROOT = Path(__file__).parents[1]
+BIN = Path(sys.executable).parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+HOST_VARS = {
+    "ansible_host",
+    "railplan_index",
+    "railplan_su",
+    "railplan_slot",
+    "railplan_rack",
+    "railplan_rack_unit",
+    "railplan_pod",
+    "railplan_bmc_ip",
+}
+
+
+def _render(spec_file: Path, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "railplan"), "render", str(spec_file), "--root", str(root), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def _inventory(root: Path, name: str) -> dict[str, object]:
+    out = subprocess.run(
+        [str(BIN / "ansible-inventory"), "-i", str(root / "inventories" / name), "--list"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "ANSIBLE_CONFIG": str(root / "ansible.cfg")},
+    )
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def superpod(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object]]:
+    root = tmp_path_factory.mktemp("superpod")
+    result = _render(ROOT / "examples/dgx-a100-superpod.yaml", root)
+    assert result.returncode == 0, result.stderr
+    name = load_spec(str(ROOT / "examples/dgx-a100-superpod.yaml")).spec.name
+    return root, _inventory(root, name)
+
+
+def _hosts(inventory: dict[str, object], group: str) -> list[str]:
+    entry = inventory.get(group, {})
+    assert isinstance(entry, dict)
+    hosts = entry.get("hosts", [])
+    assert isinstance(hosts, list)
+    return hosts
+
+
+def test_every_server_is_in_one_node_group_one_su_and_one_rack(
+    superpod: tuple[Path, dict[str, object]],
+) -> None:
+    _, inventory = superpod
+    spec = load_spec(str(ROOT / "examples/dgx-a100-superpod.yaml")).spec
+    plan = expand(spec, load_catalog())
+    names = [s.name for s in plan.servers]
+    for prefix in ("su_", "rack_"):
+        seen = [h for g in inventory if g.startswith(prefix) for h in _hosts(inventory, g)]
+        assert sorted(seen) == sorted(names), prefix
+    by_group = [h for g in spec.node_groups for h in _hosts(inventory, g.name)]
+    assert by_group == names  # index order: the rolling batches depend on it
+    assert sorted(_hosts(inventory, "nvswitch_servers")) == sorted(names)
+    assert _hosts(inventory, "mig_servers") == []
+
+
+def test_host_vars_hold_only_what_differs_per_host(
+    superpod: tuple[Path, dict[str, object]],
+) -> None:
+    _, inventory = superpod
+    hostvars = inventory["_meta"]["hostvars"]  # type: ignore[index]
+    first = hostvars["dgx001"]
+    assert set(first) | {"railplan_pod"} >= HOST_VARS
+    assert first["railplan_su"] == "dgx-su01" and first["railplan_slot"] == 1
+    spec = load_spec(str(ROOT / "examples/dgx-a100-superpod.yaml")).spec
+    assert first["nvidia_driver_version"] == spec.software.driver  # from group_vars/all.yml
+    assert "dgx001" in hostvars and len(hostvars) == spec.gpu_servers  # nothing but servers
+    assert len({v["ansible_host"] for v in hostvars.values()}) == len(hostvars)
+
+
+def test_host_vars_files_carry_no_group_values(superpod: tuple[Path, dict[str, object]]) -> None:
+    root, _ = superpod
+    for path in (root / "inventories").glob("*/host_vars/*.yml"):
+        assert set(json.loads(path.read_text())) <= HOST_VARS, path
+
+
+def test_nccl_hcas_follow_the_rails(superpod: tuple[Path, dict[str, object]]) -> None:
+    root, _ = superpod
+    group_vars = yaml.safe_load((root / "inventories/a100-superpod/group_vars/dgx.yml").read_text())
+    spec = load_spec(str(ROOT / "examples/dgx-a100-superpod.yaml")).spec
+    plan = expand(spec, load_catalog())
+    assert group_vars["nccl_ib_hca"] == list(plan.servers[0].hcas)
+    assert group_vars["acceptance_ib_rate_gbps"] == 200
+    assert group_vars["acceptance_su_expected_busbw_gbytes_per_s"] > 0
+
+
+def _playbook(spec_text: str) -> list[dict[str, object]]:
+    spec = load_spec_text(spec_text).spec
+    catalog = load_catalog()
+    files = ansible_files(spec, catalog, expand(spec, catalog))
+    plays = yaml.safe_load(files[f"playbooks/{spec.name}.yml"])
+    assert isinstance(plays, list)
+    return plays
+
+
+def _roles(plays: list[dict[str, object]]) -> set[str]:
+    names = set()
+    for play in plays:
+        names |= {r["role"] for r in play.get("roles", [])}  # type: ignore[attr-defined, index]
+        for task in play.get("post_tasks", []):  # type: ignore[attr-defined]
+            names.add(task["ansible.builtin.import_role"]["name"])
+    return names
+
+
+LAB = """
+name: lab
+node_groups:
+  - {name: train, node: dgx-h100, count: 8, hostname: "t{index:02d}"}
+fabrics:
+  compute: {switch: qm9700, su_size: 4, rail_optimized: true}
+"""
+
+
+def test_the_playbook_imports_only_the_roles_the_cluster_needs() -> None:
+    plain = _roles(_playbook(LAB))
+    assert "mig" not in plain and "sharp" not in plain
+    assert {"nvidia_driver", "fabric_manager", "nccl", "dcgm", "acceptance"} <= plain
+    sharp = LAB.replace(
+        "rail_optimized: true", "rail_optimized: true, sharp: true, subnet_manager: opensm"
+    )
+    plays = _playbook(sharp)
+    assert "sharp" in _roles(plays)
+    assert plays[0]["hosts"] == "subnet_managers"
+
+
+def test_disruptive_plays_roll_one_su_at_a_time() -> None:
+    rolling = [p for p in _playbook(LAB) if "serial" in p]
+    assert [p["hosts"] for p in rolling] == ["train"]
+    play = rolling[0]
+    assert play["serial"] == "{{ railplan_rolling_batch | default(4) }}"
+    assert play["max_fail_percentage"] == 10 and play["strategy"] == "linear"
+    assert {r["role"] for r in play["roles"]} >= {"nvidia_driver"}  # type: ignore[attr-defined, index]
+
+
+def test_render_is_deterministic() -> None:
+    spec = load_spec(str(ROOT / "examples/a100-lab-mig.yaml")).spec
+    catalog = load_catalog()
+    first = render_tree(spec, catalog, expand(spec, catalog))
+    second = render_tree(spec, catalog, expand(spec, catalog))
+    assert first == second
+
+
+def test_a_second_render_is_byte_identical_and_an_edit_is_kept(tmp_path: Path) -> None:
+    spec_file = ROOT / "examples/a100-lab-mig.yaml"
+    assert _render(spec_file, tmp_path).returncode == 0
+    snapshot = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    again = _render(spec_file, tmp_path)
+    assert again.returncode == 0 and "0 files written" in again.stdout
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == snapshot
+    edited = tmp_path / "inventories/a100-lab/group_vars/train.yml"
+    edited.write_text(edited.read_text() + "my_setting: 1\n")
+    refused = _render(spec_file, tmp_path)
+    assert refused.returncode == 1
+    assert "inventories/a100-lab/group_vars/train.yml" in refused.stderr
+    assert "my_setting" in edited.read_text()
+    forced = _render(spec_file, tmp_path, "--force")
+    assert forced.returncode == 0 and "my_setting" not in edited.read_text()
+
+
+def test_a_spec_with_lint_errors_renders_nothing(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "name: bad\nnode_groups: [{name: g, node: dgx-a100-640gb, count: 2, mig: nope}]\n"
+    )
+    result = _render(bad, tmp_path / "out")
+    assert result.returncode == 1
+    assert "not rendered" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_node_group_named_like_a_reserved_group_is_refused(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\nnode_groups: [{name: gpu_servers, node: dgx-h100, count: 1}]\n")
+    result = _render(spec, tmp_path / "out")
+    assert result.returncode == 2
+    assert "reserved" in result.stderr and "Traceback" not in result.stderr
