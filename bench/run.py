@@ -1,4 +1,4 @@
-"""Benchmarks: wall time and peak memory of linting and planning specs of growing size.
+"""Benchmarks: wall time and peak memory of linting, planning and rendering growing specs.
 
 Not a test: numbers are printed, never asserted. Each case runs in a fresh Python process
 so its peak RSS (``ru_maxrss``) is its own; wall time covers the work only (spec parse and
@@ -6,21 +6,30 @@ catalog load excluded). Planning cost should grow linearly with the GPU count.
 
     make bench            # all cases
     python bench/run.py --case plan:8192:1   # one case (servers, planes)
+    python bench/run.py --case render:2048   # render one tree (servers)
+
+The render cases also time `ansible-inventory --list` on the rendered inventory against a
+bare inventory of the same hostnames (JSON syntax, no variables): the ratio is what the
+rendered groups and variables cost Ansible.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAN_CASES = [(128, 1), (2048, 1), (8192, 1), (16384, 8)]  # DGX H100 servers, planes
 LINT_GROUPS = [10, 100, 400]
+RENDER_SERVERS = [2048, 16384]
+BENCH_ROOT = Path(tempfile.gettempdir()) / "railplan-bench"
 
 
 def plan_spec(servers: int, planes: int) -> str:
@@ -64,6 +73,8 @@ def run_case(case: str) -> dict[str, float]:
 
     kind, *args = case.split(":")
     catalog = load_catalog()
+    if kind == "render":
+        return render_case(int(args[0]))
     if kind == "plan":
         spec = load_spec_text(plan_spec(int(args[0]), int(args[1]))).spec
         start = time.perf_counter()
@@ -80,6 +91,57 @@ def run_case(case: str) -> dict[str, float]:
     return {"seconds": round(seconds, 3), "peak_mib": round(peak, 1), **extra}
 
 
+def render_case(servers: int) -> dict[str, float]:
+    """Plan and render ``servers`` DGX H100 into BENCH_ROOT/render-N; time the render only."""
+    from infra.catalog import load_catalog
+    from infra.render.tree import render_tree
+    from infra.render.writer import write_tree
+    from infra.spec import load_spec_text
+    from infra.topology import expand
+
+    catalog = load_catalog()
+    spec = load_spec_text(plan_spec(servers, 1)).spec
+    plan = expand(spec, catalog)
+    start = time.perf_counter()
+    tree = render_tree(spec, catalog, plan)
+    rendered = time.perf_counter() - start
+    write_tree(BENCH_ROOT / f"render-{servers}", tree, force=True)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        "seconds": round(seconds, 3),
+        "peak_mib": round(peak, 1),
+        "files": len(tree),
+        "render_s": round(rendered, 2),
+    }
+
+
+def inventory_seconds(source: Path, config: Path | None) -> float:
+    """Wall time of `ansible-inventory --list` on ``source``."""
+    env = {**os.environ, "ANSIBLE_CONFIG": str(config)} if config else dict(os.environ)
+    tool = Path(sys.executable).parent / "ansible-inventory"
+    start = time.perf_counter()
+    subprocess.run(
+        [str(tool), "-i", str(source), "--list"], capture_output=True, check=True, env=env
+    )
+    return time.perf_counter() - start
+
+
+def inventory_comparison(servers: int) -> str:
+    """Time the rendered inventory against a bare one with the same hostnames."""
+    tree = BENCH_ROOT / f"render-{servers}"
+    inventory = tree / "inventories" / "bench"
+    hosts = json.loads((inventory / "hosts.yml").read_text())["all"]["children"]["gpu"]["hosts"]
+    bare = BENCH_ROOT / f"bare-{servers}.yml"
+    bare.write_text(json.dumps({"all": {"hosts": dict.fromkeys(hosts)}}))
+    rendered_s = inventory_seconds(inventory, tree / "ansible.cfg")
+    bare_s = inventory_seconds(bare, None)
+    return (
+        f"ansible-inventory --list: rendered {rendered_s:.1f} s, bare {bare_s:.1f} s, "
+        f"ratio {rendered_s / bare_s:.2f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--case")
@@ -92,6 +154,7 @@ def main() -> None:
         for s, p in PLAN_CASES
     ]
     cases += [(f"lint {g} groups ({g * 256:,} GPUs)", f"lint:{g}") for g in LINT_GROUPS]
+    cases += [(f"render {s:,} servers", f"render:{s}") for s in RENDER_SERVERS]
     print(f"{'case':<36} {'wall s':>8} {'peak MiB':>9}  detail")
     for label, case in cases:
         out = subprocess.run(
@@ -106,6 +169,8 @@ def main() -> None:
             f"{k} {v:,}" for k, v in result.items() if k not in ("seconds", "peak_mib")
         )
         print(f"{label:<36} {result['seconds']:>8.2f} {result['peak_mib']:>9.1f}  {detail}")
+        if case.startswith("render:"):
+            print(f"{'':<36} {inventory_comparison(int(case.split(':')[1]))}")
 
 
 if __name__ == "__main__":

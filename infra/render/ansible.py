@@ -78,8 +78,9 @@ def ansible_files(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, str]:
         files[f"{inventory}/group_vars/subnet_managers.yml"] = _yaml_file(
             _subnet_manager_vars(spec, catalog), spec, "the subnet-manager hosts"
         )
+    pods = {su.name: su.pod for su in plan.sus}
     for server in plan.servers:
-        files[f"{inventory}/host_vars/{server.name}.yml"] = _host_vars(plan, server)
+        files[f"{inventory}/host_vars/{server.name}.yml"] = _host_vars(server, pods)
     return files
 
 
@@ -110,23 +111,45 @@ def _opensm(spec: Spec) -> bool:
 
 
 def _hosts_yml(spec: Spec, catalog: Catalog, plan: Plan) -> str:
+    """Node groups list their servers in index order; SUs nest racks; roles nest node groups.
+
+    The rolling plays batch a node group one SU at a time with ``serial``, which needs the
+    group's hosts in index order (each SU a run of consecutive servers). Ansible keeps the
+    order of a group's own host list but not of its children's, so a node group lists its
+    servers itself rather than through its SUs.
+    """
     groups: dict[str, dict[str, Any]] = {
         "gpu_servers": {"children": {g.name: {} for g in spec.node_groups}}
     }
+    nvswitch = [g.name for g in spec.node_groups if catalog.nodes[g.node].nvswitches > 0]
+    groups["nvswitch_servers"] = {"children": {name: {} for name in nvswitch}}
+    groups["mig_servers"] = {
+        "children": {g.name: {} for g in spec.node_groups if mig_partitioned(g)}
+    }
     for group in spec.node_groups:
-        groups[group.name] = _members(s.name for s in plan.servers_in(group.name))
-    nvswitch = {g.name for g in spec.node_groups if catalog.nodes[g.node].nvswitches > 0}
-    groups["nvswitch_servers"] = _members(s.name for s in plan.servers if s.group in nvswitch)
-    groups["mig_servers"] = _members(s.name for s in plan.servers if s.mig_partitioned)
-    for su in plan.sus:
-        groups[group_name("su", su.name)] = _members(su.servers)
-    for rack in plan.racks:
-        if rack.servers:
-            groups[group_name("rack", rack.name)] = _members(rack.servers)
+        groups.update(_node_group_tree(plan, group.name))
     if _opensm(spec):
         groups["subnet_managers"] = _members(_subnet_manager_hosts(plan))
     document = {"all": {"children": groups}}
     return json.dumps(document, indent=1) + "\n"
+
+
+def _node_group_tree(plan: Plan, name: str) -> dict[str, dict[str, Any]]:
+    """The groups of one node group: itself, its SUs, their racks."""
+    servers = plan.servers_in(name)
+    sus = [su for su in plan.sus if su.group == name]
+    tree: dict[str, dict[str, Any]] = {name: _members(s.name for s in servers)}
+    for su in sus:
+        racks = [r for r in su.racks if plan.rack(r).servers]
+        in_racks = {h for r in racks for h in plan.rack(r).servers}
+        entry: dict[str, Any] = {
+            "children": {group_name("rack", r): {} for r in racks},
+            **_members(h for h in su.servers if h not in in_racks),
+        }
+        tree[group_name("su", su.name)] = {k: v for k, v in entry.items() if v}
+        for rack in racks:
+            tree[group_name("rack", rack)] = _members(plan.rack(rack).servers)
+    return tree
 
 
 def _members(names: Iterable[str]) -> dict[str, Any]:
@@ -247,8 +270,7 @@ def _subnet_manager_vars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
     return values
 
 
-def _host_vars(plan: Plan, server: Server) -> str:
-    su = next((s for s in plan.sus if s.name == server.su), None)
+def _host_vars(server: Server, pods: dict[str, int | None]) -> str:
     values = {
         "ansible_host": server.mgmt_ip,
         "railplan_index": server.index,
@@ -256,7 +278,7 @@ def _host_vars(plan: Plan, server: Server) -> str:
         "railplan_slot": server.slot,
         "railplan_rack": server.rack,
         "railplan_rack_unit": server.rack_unit,
-        "railplan_pod": su.pod if su else None,
+        "railplan_pod": pods.get(server.su) if server.su else None,
         "railplan_bmc_ip": server.bmc_ip,
     }
     present = {k: v for k, v in values.items() if v is not None}
