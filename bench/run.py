@@ -100,7 +100,7 @@ def render_case(servers: int) -> dict[str, float]:
     from infra.topology import expand
 
     catalog = load_catalog()
-    spec = load_spec_text(plan_spec(servers, 1)).spec
+    spec = load_spec_text(plan_spec(servers, 1 if servers <= 8192 else 8)).spec
     plan = expand(spec, catalog)
     start = time.perf_counter()
     tree = render_tree(spec, catalog, plan)

@@ -48,6 +48,11 @@ class _GroupPlay:
     batch: int
     fabric_manager: bool
     mig: str | None
+    by_su: bool  # batches are SUs (else plain batches: no compute fabric, no SUs)
+
+    @property
+    def batch_text(self) -> str:
+        return f"one SU ({self.batch} servers)" if self.by_su else f"{self.batch} servers"
 
     @property
     def post_reboot(self) -> bool:
@@ -297,6 +302,7 @@ def _playbook(spec: Spec, catalog: Catalog, plan: Plan) -> str:
             fabric_manager=catalog.nodes[g.node].nvswitches > 0
             and spec.software.fabric_manager != "disabled",
             mig=mig_config_name(g) if mig_partitioned(g) else None,
+            by_su=su_size is not None,
         )
         for g in spec.node_groups
     ]
@@ -321,7 +327,7 @@ def _overview(plays: list[_GroupPlay], sharp: bool, opensm: bool) -> list[str]:
     for play in plays:
         extra = [r for r, on in (("fabric_manager", play.fabric_manager), ("mig", play.mig)) if on]
         roles = ", ".join(["os_tuning", "rdma", "nvidia_driver", *extra])
-        lines.append(f"{play.name}: {roles} — {play.batch} servers (one SU) per batch")
+        lines.append(f"{play.name}: {roles} — {play.batch_text} per batch")
     common = ", ".join(["nccl", *(["sharp"] if sharp else []), "dcgm", "topology_labels"])
     lines.append(f"gpu_servers: {common} — all at once (no reboot)")
     lines.append("gpu_servers: acceptance (tag `acceptance`) — all at once, read-only")
