@@ -57,6 +57,12 @@ def _split(name: str, index: int) -> tuple[str, str, str]:
     return name, "", ""
 
 
+def _extends(run: tuple[str, str, str, int], prefix: str, suffix: str, digits: str, n: int) -> bool:
+    """Whether name (prefix, digits, suffix) with index ``n`` continues ``run`` in Slurm's rule."""
+    same = (run[0], run[1]) == (prefix, suffix) and n == run[3] + 1
+    return same and str(n).zfill(len(run[2])) == digits
+
+
 def _runs(servers: Iterable[tuple[str, int]]) -> list[tuple[str, str, list[str]]]:
     """Maximal runs Slurm can expand back exactly: (prefix, suffix, range texts)."""
     keyed: dict[tuple[str, str], list[str]] = {}
@@ -74,10 +80,9 @@ def _runs(servers: Iterable[tuple[str, int]]) -> list[tuple[str, str, list[str]]
         if not digits:
             singles.append((name, "", []))
             continue
-        if run is not None and (run[0], run[1]) == (prefix, suffix) and index == run[3] + 1:
-            if str(index).zfill(len(run[2])) == digits:
-                run = (prefix, suffix, run[2], index)
-                continue
+        if run is not None and _extends(run, prefix, suffix, digits, index):
+            run = (prefix, suffix, run[2], index)
+            continue
         close()
         run = (prefix, suffix, digits, index)
     close()
