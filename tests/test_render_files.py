@@ -126,6 +126,21 @@ def test_every_server_once_at_the_lowest_level(
             assert set(line.split("Switches=")[1].split(",")) <= set(switches)
 
 
+def test_not_rail_optimized_uses_leaf_switches(catalog: Catalog) -> None:
+    data = {
+        "name": "t",
+        "node_groups": [{"name": "g", "node": "dgx-h100", "count": 100}],
+        "fabrics": {"compute": {"switch": "qm9700", "rail_optimized": False}},
+    }
+    plan = expand(load_spec_text(yaml.safe_dump(data)).spec, catalog)
+    lines = _config_lines(slurm.topology_conf(plan))
+    leaves = [line for line in lines if " Nodes=" in line]
+    named = [n for line in leaves for n in expand_hostlist(line.split("Nodes=")[1])]
+    assert sorted(named) == sorted(s.name for s in plan.servers)
+    leaf_names = {s.name for s in plan.switches_in("compute", "leaf")}
+    assert all(line.split()[0].removeprefix("SwitchName=") in leaf_names for line in leaves)
+
+
 def test_three_tier_fabric_has_pods_under_one_top(plans: dict[str, tuple[Plan, Spec]]) -> None:
     plan, _ = plans["three-tier"]
     lines = _config_lines(slurm.topology_conf(plan))
