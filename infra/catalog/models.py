@@ -139,6 +139,11 @@ class Switch(_Strict):
     sharp_flows: int = Field(
         ge=0, description="Streaming aggregation flows one switch carries at once."
     )
+    adaptive_routing: bool = Field(
+        False,
+        description="InfiniBand adaptive routing the subnet manager can configure (opensm "
+        "routing engines ar_updn / ar_ftree); false for Ethernet switches.",
+    )
     rack_units: int = Field(ge=1)
     max_power_w: float = Field(gt=0)
     power_basis: Literal["max", "typical", "psu_rating"] = Field(

@@ -1,0 +1,294 @@
+"""Slurm files from the plan: topology.conf (tree plugin), gres.conf and slurm.conf node lines.
+
+- `topology_conf`: the compute fabric as Slurm's ``topology/tree`` sees it. On a
+  rail-optimized fabric the scalable unit is the leaf domain: NIC ``r`` of every server of an
+  SU is cabled to leaf ``(SU, r)``, so any two servers of one SU reach each other through one
+  switch on every rail, and Slurm should treat the SU as one "switch". Pods (three-tier
+  fabrics) group their SUs; one top switch joins pods or SUs. A fabric that is not
+  rail-optimized puts whole servers on a leaf, so there the physical leaf is the leaf domain.
+  Servers without an SU (no compute fabric, cloud instances) get one switch per node group,
+  deliberately joined to nothing: Slurm then never spans a job across groups that share no
+  planned fabric, and jobs inside a group are placed as if on one switch.
+- `gres_conf`: ``Name=gpu`` lines with ``File=/dev/nvidia[...]`` for whole-GPU groups; MIG
+  groups get ``AutoDetect=nvml``, as SchedMD documents for MIG (Slurm >= 21.08; the MIG
+  device files are per compute instance and only NVML knows them).
+- `nodes_conf`: slurm.conf ``NodeName=`` lines with ``Gres=`` counts per type and ``Features=``
+  (node group, SU, rack, pod), one line per (group, SU, rack) as a hostlist expression.
+
+Node names are compressed into Slurm hostlist ranges (`hostlist`): ``dgx[001-020]``. Slurm
+pads every number of a range to the width of its first bound, so a range is only emitted
+where that rule gives back exactly the planned names (padded or not).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from itertools import groupby
+
+from infra.catalog import Catalog, Gpu
+from infra.spec import Spec
+from infra.topology.model import Plan, Server
+
+__all__ = [
+    "gpu_type",
+    "gres_conf",
+    "gres_counts",
+    "hostlist",
+    "mig_type",
+    "nodes_conf",
+    "slurm_files",
+    "topology_conf",
+]
+
+_DIGITS = re.compile(r"[0-9]+")
+TOP_SWITCH = "compute-top"
+
+
+# --- hostlists -------------------------------------------------------------------------------
+
+
+def _split(name: str, index: int) -> tuple[str, str, str]:
+    """(prefix, digits, suffix): the rightmost digit run whose value is ``index``."""
+    for m in reversed(list(_DIGITS.finditer(name))):
+        if int(m.group()) == index:
+            return name[: m.start()], m.group(), name[m.end() :]
+    return name, "", ""
+
+
+def _extends(run: tuple[str, str, str, int], prefix: str, suffix: str, digits: str, n: int) -> bool:
+    """Whether name (prefix, digits, suffix) with index ``n`` continues ``run`` in Slurm's rule."""
+    same = (run[0], run[1]) == (prefix, suffix) and n == run[3] + 1
+    return same and str(n).zfill(len(run[2])) == digits
+
+
+def _runs(servers: Iterable[tuple[str, int]]) -> list[tuple[str, str, list[str]]]:
+    """Maximal runs Slurm can expand back exactly: (prefix, suffix, range texts)."""
+    keyed: dict[tuple[str, str], list[str]] = {}
+    singles: list[tuple[str, str, list[str]]] = []
+    run: tuple[str, str, str, int] | None = None  # prefix, suffix, first digits, last value
+
+    def close() -> None:
+        if run is not None:
+            p, s, first, last = run
+            text = first if int(first) == last else f"{first}-{str(last).zfill(len(first))}"
+            keyed.setdefault((p, s), []).append(text)
+
+    for name, index in servers:
+        prefix, digits, suffix = _split(name, index)
+        if not digits:
+            singles.append((name, "", []))
+            continue
+        if run is not None and _extends(run, prefix, suffix, digits, index):
+            run = (prefix, suffix, run[2], index)
+            continue
+        close()
+        run = (prefix, suffix, digits, index)
+    close()
+    return [(p, s, texts) for (p, s), texts in keyed.items()] + singles
+
+
+def hostlist(servers: Iterable[Server]) -> str:
+    """A Slurm hostlist expression naming exactly ``servers`` (in the order given).
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class S:
+    ...     name: str
+    ...     index: int
+    >>> hostlist([S("dgx001", 1), S("dgx002", 2), S("dgx004", 4)])  # type: ignore[list-item]
+    'dgx[001-002,004]'
+    >>> hostlist([S("n9", 9), S("n10", 10), S("n11", 11)])  # type: ignore[list-item]
+    'n[9-11]'
+    """
+    parts = []
+    for prefix, suffix, texts in _runs((s.name, s.index) for s in servers):
+        if not texts:
+            parts.append(prefix)
+        elif len(texts) == 1 and "-" not in texts[0]:
+            parts.append(f"{prefix}{texts[0]}{suffix}")
+        else:
+            parts.append(f"{prefix}[{','.join(texts)}]{suffix}")
+    return ",".join(parts)
+
+
+# --- topology.conf ---------------------------------------------------------------------------
+
+
+def _leaf_domains(plan: Plan) -> list[tuple[str, int | None, list[Server]]]:
+    """(switch name, pod, servers) of the lowest level: SUs, or leaves when not rail-optimized."""
+    by_name = {s.name: s for s in plan.servers}
+    switches = {w.name: w for w in plan.switches_in("compute", "leaf")}
+    rails = {w.rail for w in switches.values()}
+    if rails == {None} and any(len(su.leaves) > 1 for su in plan.sus):
+        first_leaf: dict[str, str] = {}
+        for c in plan.cables_in("compute", "node_leaf"):
+            first_leaf.setdefault(c.a, c.b)
+        members: dict[str, list[Server]] = {}
+        for server in plan.servers:
+            if server.name in first_leaf:
+                members.setdefault(first_leaf[server.name], []).append(server)
+        return [(leaf, switches[leaf].pod, group) for leaf, group in members.items()]
+    return [(su.name, su.pod, [by_name[n] for n in su.servers]) for su in plan.sus]
+
+
+def topology_conf(plan: Plan) -> str:
+    """Slurm ``topology/tree`` configuration of the compute fabric.
+
+    Every server appears exactly once, on the lowest level. Needs ``TopologyPlugin=
+    topology/tree`` in slurm.conf.
+    """
+    domains = _leaf_domains(plan)
+    by_su = all(name in {su.name for su in plan.sus} for name, _, _ in domains)
+    why = (
+        [
+            "# Leaf domain = scalable unit: on a rail-optimized fabric NIC r of every server of",
+            "# an SU is cabled to leaf (SU, r), so all servers of an SU are one switch hop apart",
+            "# on every rail; cross-SU traffic goes through spines (and cores: pods).",
+        ]
+        if by_su
+        else ["# Leaf domain = leaf switch: the fabric is not rail-optimized (whole servers)."]
+    )
+    lines = [
+        f"# topology.conf for {plan.name}: generated by railplan from the plan; do not edit.",
+        "# slurm.conf: TopologyPlugin=topology/tree",
+        *why,
+        "# Servers outside the compute fabric: one switch per node group, joined to nothing.",
+    ]
+    lines += [f"SwitchName={name} Nodes={hostlist(servers)}" for name, _, servers in domains]
+    pods = sorted({pod for _, pod, _ in domains if pod is not None})
+    if pods:
+        for pod in pods:
+            children = [name for name, p, _ in domains if p == pod]
+            lines.append(f"SwitchName=compute-pod{pod:02d} Switches={','.join(children)}")
+        lines.append(
+            f"SwitchName={TOP_SWITCH} Switches={','.join(f'compute-pod{p:02d}' for p in pods)}"
+        )
+    elif domains:
+        lines.append(f"SwitchName={TOP_SWITCH} Switches={','.join(n for n, _, _ in domains)}")
+    loose = [s for s in plan.servers if s.su is None]
+    for group, servers in groupby(loose, key=lambda s: s.group):
+        lines.append(f"SwitchName={group} Nodes={hostlist(servers)}")
+    return "\n".join(lines) + "\n"
+
+
+# --- GRES ------------------------------------------------------------------------------------
+
+
+def gpu_type(gpu: Gpu) -> str:
+    """Slurm GRES type of a whole GPU: the model token of its NVML name (``a100``, ``h100``).
+
+    slurmd's NVML autodetect names a GPU after its NVML device name, lower case with ``_``
+    for spaces (``nvidia_a100-sxm4-80gb``); a configured type matches by substring.
+    """
+    return gpu.name.lower().removeprefix("nvidia ").replace("-", " ").split()[0]
+
+
+def mig_type(gpu: Gpu, profile: str) -> str:
+    """Slurm GRES type of a MIG device, as slurmd's NVML autodetect builds it.
+
+    slurmd (``src/plugins/gpu/nvml/gpu_nvml.c``, ``_handle_mig``) names a MIG device
+    ``<device name up to its first '-'>_<slices>g.<memory MiB / 1024, rounded>gb``, lower
+    case with ``_`` for spaces, so an A100-80GB ``4g.40gb`` (39.25 GiB) is
+    ``nvidia_a100_4g.39gb`` and the type here is ``a100_4g.39gb``.
+    """
+    base = gpu.name.split("-", 1)[0].lower().removeprefix("nvidia ").replace(" ", "_")
+    spec = gpu.mig.profile(profile) if gpu.mig else None
+    if spec is None:
+        return f"{base}_{profile}"
+    return f"{base}_{spec.compute_slices}g.{math.floor(spec.memory_gib + 0.5)}gb"
+
+
+def gres_counts(server: Server, spec: Spec, catalog: Catalog) -> dict[str, int]:
+    """GPU GRES per Slurm type on ``server``: whole GPUs plus MIG devices of each layout."""
+    gpu = catalog.node_gpu(server.node)
+    counts: dict[str, int] = {}
+    for layout in server.mig:
+        if layout is None:
+            counts[gpu_type(gpu)] = counts.get(gpu_type(gpu), 0) + 1
+            continue
+        for profile, n in sorted(spec.mig_layouts[layout].profiles.items()):
+            if n:
+                key = mig_type(gpu, profile)
+                counts[key] = counts.get(key, 0) + n
+    return dict(sorted(counts.items()))
+
+
+def _gres_text(counts: dict[str, int]) -> str:
+    return ",".join(f"gpu:{t}:{n}" for t, n in counts.items())
+
+
+def _by_layout(plan: Plan) -> list[tuple[str, tuple[str | None, ...], list[Server]]]:
+    """Servers by (node group, MIG layout per GPU), in plan order."""
+    groups: dict[tuple[str, tuple[str | None, ...]], list[Server]] = {}
+    for s in plan.servers:
+        groups.setdefault((s.group, s.mig), []).append(s)
+    return [(group, mig, servers) for (group, mig), servers in groups.items()]
+
+
+def gres_conf(plan: Plan, spec: Spec, catalog: Catalog) -> str:
+    """gres.conf: explicit device files for whole GPUs, NVML autodetection for MIG nodes."""
+    lines = [
+        f"# gres.conf for {plan.name}: generated by railplan from the plan; do not edit.",
+        "# Whole-GPU nodes: explicit device files. MIG nodes: AutoDetect=nvml, which SchedMD",
+        "# documents for MIG (https://slurm.schedmd.com/gres.html#MIG_Management): slurmd finds",
+        "# the MIG devices and their /dev/nvidia-caps files itself; partition the GPUs first",
+        "# (mig-parted), Slurm does not. Check the types with slurmd's debug2 'MIG Profile'.",
+    ]
+    for group, mig, servers in _by_layout(plan):
+        nodes = hostlist(servers)
+        counts = gres_counts(servers[0], spec, catalog)
+        if any(layout is not None for layout in mig):
+            lines.append(f"# {group}: MIG, expects Gres={_gres_text(counts)}")
+            lines.append(f"NodeName={nodes} AutoDetect=nvml")
+            continue
+        gpus = catalog.nodes[servers[0].node].gpus
+        devices = "/dev/nvidia0" if gpus == 1 else f"/dev/nvidia[0-{gpus - 1}]"
+        kind = gpu_type(catalog.node_gpu(servers[0].node))
+        lines.append(f"NodeName={nodes} AutoDetect=off Name=gpu Type={kind} File={devices}")
+    return "\n".join(lines) + "\n"
+
+
+# --- slurm.conf node lines ---------------------------------------------------------------------
+
+
+def _features(server: Server, pods: dict[str, int | None]) -> list[str]:
+    """Node features: group, SU, rack and pod (``-`` becomes ``_``, like Ansible groups)."""
+    features = [server.group]
+    if server.su is not None:
+        features.append(f"su_{server.su.replace('-', '_')}")
+    if server.rack is not None:
+        features.append(f"rack_{server.rack.replace('-', '_')}")
+    pod = pods.get(server.su or "")
+    if pod is not None:
+        features.append(f"pod_{pod}")
+    return features
+
+
+def nodes_conf(plan: Plan, spec: Spec, catalog: Catalog) -> str:
+    """slurm.conf ``NodeName=`` lines: GRES counts per type and features, per (group, SU, rack)."""
+    pods = {su.name: su.pod for su in plan.sus}
+    lines = [
+        f"# slurm.conf node lines for {plan.name}: generated by railplan; do not edit.",
+        "# CPUs, sockets, cores, threads and RealMemory are not in railplan's catalog: add what",
+        "# `slurmd -C` prints on one node of each group.",
+        "GresTypes=gpu",
+    ]
+    groups: dict[tuple[str, str | None, str | None, tuple[str | None, ...]], list[Server]] = {}
+    for s in plan.servers:
+        groups.setdefault((s.group, s.su, s.rack, s.mig), []).append(s)
+    for servers in groups.values():
+        counts = gres_counts(servers[0], spec, catalog)
+        features = ",".join(_features(servers[0], pods))
+        lines.append(f"NodeName={hostlist(servers)} Gres={_gres_text(counts)} Features={features}")
+    return "\n".join(lines) + "\n"
+
+
+def slurm_files(plan: Plan, spec: Spec, catalog: Catalog) -> dict[str, str]:
+    """The Slurm files by relative name (under ``files/slurm/``)."""
+    return {
+        "gres.conf": gres_conf(plan, spec, catalog),
+        "nodes.conf": nodes_conf(plan, spec, catalog),
+        "topology.conf": topology_conf(plan),
+    }
