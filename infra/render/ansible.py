@@ -24,6 +24,7 @@ from infra.budget.cluster import comm_topology, mig_partitioned, nic_rate, sharp
 from infra.budget.collectives import predict
 from infra.catalog import Catalog
 from infra.render.mig import mig_config_name, mig_parted_configs
+from infra.render.nccl_env import nccl_conf
 from infra.render.templating import render_template
 from infra.render.writer import RenderError
 from infra.spec import NodeGroup, Spec
@@ -74,8 +75,10 @@ def ansible_files(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, str]:
         f"{inventory}/group_vars/all.yml": _yaml_file(_cluster_vars(spec), spec, "every host"),
         f"playbooks/{spec.name}.yml": _playbook(spec, catalog, plan),
     }
+    settings = nccl_conf(plan, spec, catalog)
     for group in spec.node_groups:
         values = _node_group_vars(spec, catalog, plan, group)
+        values["nccl_conf"] = settings.get(group.name, {})
         files[f"{inventory}/group_vars/{group.name}.yml"] = _yaml_file(
             values, spec, f"node group {group.name}"
         )

@@ -20,6 +20,7 @@ systemd/Slurm environment file, so the Ansible variable and the rendered file al
 
 from __future__ import annotations
 
+from infra.budget.cluster import sharp_usable
 from infra.catalog import Catalog
 from infra.spec import Spec
 from infra.topology.model import Plan, Server
@@ -30,10 +31,8 @@ _EFA_SETTINGS = {"FI_EFA_USE_DEVICE_RDMA": "1", "FI_PROVIDER": "efa", "RDMAV_FOR
 
 
 def _sharp(plan: Plan, spec: Spec, catalog: Catalog) -> bool:
-    fabric = spec.fabrics.compute
-    if fabric is None or not fabric.sharp or "compute" not in plan.fabrics:
-        return False
-    return catalog.switches[fabric.switch].sharp
+    """SHARP as the predictions see it (`sharp_usable`), on a planned compute fabric."""
+    return "compute" in plan.fabrics and sharp_usable(spec, catalog)
 
 
 def group_nccl_settings(

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from infra.catalog import Catalog
 from infra.render.ansible import ansible_files
+from infra.render.nccl_env import nccl_env_files
 from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
+from infra.render.slurm import slurm_files
+from infra.render.subnet_manager import subnet_manager_files
 from infra.render.templating import render_template, role_files
 from infra.spec import Spec
 from infra.topology.model import Plan
@@ -27,6 +30,13 @@ def render_tree(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, bytes]:
     texts[f"{files_dir}/cabling.csv"] = cabling_csv(plan)
     texts[f"{files_dir}/bom.csv"] = bom_csv(plan, catalog)
     texts[f"{files_dir}/hosts.csv"] = hosts_csv(plan)
+    sections = {
+        "nccl": nccl_env_files(plan, spec, catalog),
+        "subnet-manager": subnet_manager_files(plan, spec, catalog),
+        "slurm": slurm_files(plan, spec, catalog) if spec.scheduler.kind == "slurm" else {},
+    }
+    for section, named in sections.items():
+        texts.update((f"{files_dir}/{section}/{name}", text) for name, text in named.items())
     tree = {path: text.encode("utf-8") for path, text in texts.items()}
     tree.update(role_files())
     return dict(sorted(tree.items()))
