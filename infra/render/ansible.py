@@ -180,10 +180,13 @@ def _subnet_manager_hosts(plan: Plan) -> list[str]:
 
 
 class _PlainDumper(yaml.SafeDumper):
-    """A safe dumper that writes repeated values out instead of as anchors and aliases."""
+    """A safe dumper as yamllint likes it: no anchors, lists indented under their key."""
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
 
 
 def _yaml_file(values: dict[str, Any], spec: Spec, scope: str) -> str:
@@ -196,7 +199,7 @@ def _yaml_file(values: dict[str, Any], spec: Spec, scope: str) -> str:
 
 def _cluster_vars(spec: Spec) -> dict[str, Any]:
     sw = spec.software
-    return {
+    values: dict[str, Any] = {
         "railplan_cluster": spec.name,
         "railplan_scheduler": spec.scheduler.kind,
         "railplan_sandbox": False,
@@ -209,7 +212,22 @@ def _cluster_vars(spec: Spec) -> dict[str, Any]:
         "rdma_stack": _rdma_stack(spec),
         "rdma_doca_version": sw.doca or "",
         "rdma_ofed_version": sw.ofed or "",
+        # nvidia_driver configures the CUDA repository on every GPU server, before nccl
+        # runs; a second entry for the same URL with another key makes apt refuse both.
+        "nccl_repo_manage": False,
+        # On Kubernetes the GPU Operator runs dcgm-exporter; on Slurm the host runs it, from
+        # NVIDIA's package, which needs DCGM 4 (DCGM 3 would need a binary URL of your own).
+        "dcgm_exporter_enabled": spec.scheduler.kind == "slurm" and _major(sw.dcgm) >= 4,
+        "acceptance_nccl_size": f"{ACCEPTANCE_BYTES >> 30}G",
     }
+    if spec.scheduler.kind == "slurm":
+        # Static NodeName lines (files/slurm/nodes.conf) carry the features already.
+        values["topology_labels_slurm_method"] = "file"
+    return values
+
+
+def _major(version: str) -> int:
+    return int(version.split(".")[0])
 
 
 def _rdma_stack(spec: Spec) -> str:
@@ -274,7 +292,6 @@ def _subnet_manager_vars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
     }
     if sharp_usable(spec, catalog):
         values["sharp_am_enabled"] = True
-        values["sharp_am_conf_file"] = f"{files}/sharp_am.cfg"
     return values
 
 
