@@ -26,6 +26,7 @@ def render_tree(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, bytes]:
     """Every file of the rendered tree of ``spec``."""
     texts = ansible_files(spec, catalog, plan)
     texts[".ansible-lint"] = render_template("ansible/ansible-lint.j2")
+    texts[".gitignore"] = "# Ansible's fact cache and temporary files (ansible.cfg)\n.cache/\n"
     files_dir = f"inventories/{spec.name}/files"
     texts[f"{files_dir}/cabling.csv"] = cabling_csv(plan)
     texts[f"{files_dir}/bom.csv"] = bom_csv(plan, catalog)
