@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from infra.catalog import load_catalog
-from infra.render.ansible import ansible_files
+from infra.render.ansible import ACCEPTANCE_BYTES, ansible_files
 from infra.render.tree import render_tree
 from infra.spec import load_spec, load_spec_text
 from infra.topology import expand
@@ -129,6 +129,11 @@ def test_nccl_hcas_follow_the_rails(superpod: tuple[Path, dict[str, object]]) ->
     assert group_vars["nccl_ib_hca"] == list(plan.servers[0].hcas)
     assert group_vars["acceptance_ib_rate_gbps"] == 200
     assert group_vars["acceptance_su_expected_busbw_gbytes_per_s"] > 0
+
+
+def test_acceptance_runs_at_the_size_the_thresholds_were_predicted_at() -> None:
+    defaults = yaml.safe_load((ROOT / "playbooks/roles/acceptance/defaults/main.yml").read_text())
+    assert defaults["acceptance_nccl_size"] == f"{ACCEPTANCE_BYTES >> 30}G"
 
 
 def _playbook(spec_text: str) -> list[dict[str, object]]:

@@ -35,7 +35,7 @@ __all__ = ["ACCEPTANCE_BYTES", "RESERVED_GROUPS", "ansible_files", "group_name"]
 RESERVED_GROUPS = frozenset(
     {"all", "ungrouped", "gpu_servers", "nvswitch_servers", "mig_servers", "subnet_managers"}
 )
-ACCEPTANCE_BYTES = 1 << 30  # nccl-tests size of the acceptance run: bandwidth-bound on any fabric
+ACCEPTANCE_BYTES = 1 << 30  # the acceptance role's nccl-tests size (1G): bandwidth-bound
 MAX_FAIL_PERCENTAGE = 10
 FORKS = 100
 _HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -78,7 +78,10 @@ def ansible_files(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, str]:
     settings = nccl_conf(plan, spec, catalog)
     for group in spec.node_groups:
         values = _node_group_vars(spec, catalog, plan, group)
-        values["nccl_conf"] = settings.get(group.name, {})
+        # NCCL_IB_HCA is left to the nccl role, which builds it from nccl_ib_hca
+        extra = {k: v for k, v in settings.get(group.name, {}).items() if k != "NCCL_IB_HCA"}
+        if extra:
+            values["nccl_conf"] = extra
         files[f"{inventory}/group_vars/{group.name}.yml"] = _yaml_file(
             values, spec, f"node group {group.name}"
         )
@@ -198,28 +201,33 @@ def _yaml_file(values: dict[str, Any], spec: Spec, scope: str) -> str:
 
 
 def _cluster_vars(spec: Spec) -> dict[str, Any]:
+    """What the spec decides for every host; what a role derives (branches) stays there.
+
+    Every inventory value is printed once per host by `ansible-inventory --list`, so the
+    inventory holds decisions, not copies of role defaults.
+    """
     sw = spec.software
     values: dict[str, Any] = {
         "railplan_cluster": spec.name,
         "railplan_scheduler": spec.scheduler.kind,
-        "railplan_sandbox": False,
         "nvidia_driver_version": sw.driver,
-        "nvidia_driver_branch": str(sw.driver_branch),
-        "fabric_manager_version": sw.driver if sw.fabric_manager == "auto" else sw.fabric_manager,
         "nccl_version": sw.nccl,
         "nccl_cuda_version": sw.cuda,
         "dcgm_version": sw.dcgm,
         "rdma_stack": _rdma_stack(spec),
-        "rdma_doca_version": sw.doca or "",
-        "rdma_ofed_version": sw.ofed or "",
         # nvidia_driver configures the CUDA repository on every GPU server, before nccl
         # runs; a second entry for the same URL with another key makes apt refuse both.
         "nccl_repo_manage": False,
         # On Kubernetes the GPU Operator runs dcgm-exporter; on Slurm the host runs it, from
         # NVIDIA's package, which needs DCGM 4 (DCGM 3 would need a binary URL of your own).
         "dcgm_exporter_enabled": spec.scheduler.kind == "slurm" and _major(sw.dcgm) >= 4,
-        "acceptance_nccl_size": f"{ACCEPTANCE_BYTES >> 30}G",
     }
+    if sw.fabric_manager not in ("auto", "disabled"):
+        values["fabric_manager_version"] = sw.fabric_manager
+    if values["rdma_stack"] == "doca":
+        values["rdma_doca_version"] = sw.doca
+    elif values["rdma_stack"] == "ofed":
+        values["rdma_ofed_version"] = sw.ofed
     if spec.scheduler.kind == "slurm":
         # Static NodeName lines (files/slurm/nodes.conf) carry the features already.
         values["topology_labels_slurm_method"] = "file"
@@ -246,10 +254,8 @@ def _node_group_vars(spec: Spec, catalog: Catalog, plan: Plan, group: NodeGroup)
         "railplan_node_type": group.node,
         "railplan_gpus_per_node": node.gpus,
         "nccl_ib_hca": hcas,
-        "acceptance_gpu_count": node.gpus,
         "acceptance_gpu_name": gpu.name,
         "acceptance_nvlink_links_per_gpu": gpu.nvlink_links if node.nvswitches else 0,
-        "acceptance_ib_devices": hcas,
         "acceptance_ib_rate_gbps": round(nic_rate(spec, catalog, node, 1)) if hcas else 0,
     }
     if node.cloud == "aws":
