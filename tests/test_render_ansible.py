@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from infra.catalog import load_catalog
-from infra.render.ansible import ACCEPTANCE_BYTES, ansible_files
+from infra.render.ansible import ACCEPTANCE_BYTES, RESERVED_GROUPS, ansible_files
 from infra.render.tree import render_tree
 from infra.spec import load_spec, load_spec_text
 from infra.topology import expand
@@ -226,3 +228,40 @@ def test_a_node_group_named_like_a_reserved_group_is_refused(tmp_path: Path) -> 
     result = _render(spec, tmp_path / "out")
     assert result.returncode == 2
     assert "reserved" in result.stderr and "Traceback" not in result.stderr
+
+
+_NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True).filter(
+    lambda n: n not in RESERVED_GROUPS
+)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cluster=st.from_regex(r"[a-z][a-z0-9-]{0,12}", fullmatch=True),
+    groups=st.lists(_NAMES, min_size=1, max_size=3, unique=True),
+    prefix=st.from_regex(r"[a-z][a-z0-9-]{0,6}", fullmatch=True),
+    counts=st.lists(st.integers(1, 9), min_size=3, max_size=3),
+)
+def test_any_valid_spec_renders_yaml_that_parses_inside_its_tree(
+    cluster: str, groups: list[str], prefix: str, counts: list[int]
+) -> None:
+    """Spec values reach paths, YAML and JSON: whatever the spec allows must stay valid."""
+    lines = [f"name: {cluster}", "node_groups:"]
+    for i, name in enumerate(groups):
+        lines.append(
+            f"  - {{name: {name}, node: dgx-h100, count: {counts[i]}, "
+            f"hostname: '{prefix}{i}-{{index:02d}}'}}"
+        )
+    lines += ["fabrics:", "  compute: {switch: qm9700, su_size: 4}"]
+    spec = load_spec_text("\n".join(lines) + "\n").spec
+    catalog = load_catalog()
+    tree = render_tree(spec, catalog, expand(spec, catalog))
+    for path, data in tree.items():
+        assert not path.startswith(("/", "..")) and "/../" not in path
+        if path.startswith(f"inventories/{cluster}/host_vars/"):
+            json.loads(data)
+        elif path.endswith(".yml") and not path.startswith("playbooks/roles/"):
+            assert yaml.safe_load(data) is not None, path
+    hosts = json.loads(tree[f"inventories/{cluster}/hosts.yml"])
+    listed = [h for g in groups for h in hosts["all"]["children"][g]["hosts"]]
+    assert len(listed) == sum(counts[: len(groups)])
