@@ -2,7 +2,7 @@
 
 `ansible_files` turns a plan into the files `docs/ansible.md` describes: `hosts.yml` with
 groups by role, node group, SU and rack (JSON syntax: ansible-core's YAML loader tries JSON
-first, which is what keeps a 16,384-host inventory loading in seconds); `group_vars/` with
+first, its fastest path); `group_vars/` with
 what a group shares (versions cluster-wide; HCAs, NCCL settings, MIG config and acceptance
 thresholds per node group); `host_vars/` with only what differs per host (addresses, rack,
 unit, SU, slot); and `playbooks/<name>.yml`, which imports only the roles this cluster needs
