@@ -36,6 +36,7 @@ from typing import IO, Any
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_SPEC = REPO / "examples" / "a100-lab-mig.yaml"
 DEBOOTSTRAP = "/usr/sbin/debootstrap"
+DEBOOTSTRAP_ATTEMPTS = 3
 SUITE = "bookworm"
 MIRROR = os.environ.get("RAILPLAN_SANDBOX_MIRROR", "http://deb.debian.org/debian")
 # python3 for Ansible itself, python3-apt for the apt modules; the rest is in minbase.
@@ -127,8 +128,13 @@ def ensure_base(cache: Path) -> Path:
         print(f"sandbox: building {SUITE} root with debootstrap (about a minute) -> {cache}")
         log = build / "debootstrap.log"
         started = time.monotonic()
-        with log.open("w") as out:
-            rc = wait_for([DEBOOTSTRAP, *DEBOOTSTRAP_ARGS, str(build / "root"), MIRROR], out)
+        for attempt in range(DEBOOTSTRAP_ATTEMPTS):  # a mirror hiccup should not fail CI
+            remove_tree(build / "root")
+            with log.open("w") as out:
+                rc = wait_for([DEBOOTSTRAP, *DEBOOTSTRAP_ARGS, str(build / "root"), MIRROR], out)
+            if rc == 0:
+                break
+            print(f"sandbox: debootstrap attempt {attempt + 1} failed (rc={rc})")
         if rc != 0:
             sys.stderr.write("".join(log.read_text().splitlines(True)[-20:]))
             raise SandboxError(f"sandbox: debootstrap {MIRROR} failed (rc={rc})")
