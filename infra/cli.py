@@ -33,7 +33,7 @@ from infra.render.fabric import plan_json, plan_text
 from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
 from infra.render.tables import budgets_json, budgets_text, predict_json, predict_text
 from infra.render.tree import render_tree
-from infra.render.writer import RenderConflict, write_tree
+from infra.render.writer import RenderConflict, user_umask, write_tree
 from infra.spec import LoadedSpec, SpecValidationError, load_spec, read_yaml_file
 from infra.spec.schema import spec_json_schema_text
 from infra.spec.units import parse_bytes
@@ -191,12 +191,6 @@ def _describe(loaded: LoadedSpec, findings: Sequence[Finding]) -> str:
     return f"{loaded.file}: {spec.name}: {'; '.join(parts)} — {verdict}"
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def _write_atomic(path: str, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file and rename: never half a file.
 
@@ -211,7 +205,7 @@ def _write_atomic(path: str, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
-            os.fchmod(f.fileno(), 0o666 & ~_umask())
+            os.fchmod(f.fileno(), 0o666 & ~user_umask())
         Path(tmp).replace(target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

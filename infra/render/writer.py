@@ -27,7 +27,7 @@ from pathlib import Path, PurePosixPath
 
 from infra.errors import RailplanError
 
-__all__ = ["MANIFEST", "RenderConflict", "RenderError", "WriteReport", "write_tree"]
+__all__ = ["MANIFEST", "RenderConflict", "RenderError", "WriteReport", "user_umask", "write_tree"]
 
 MANIFEST = ".railplan-manifest.json"
 _JOURNAL = ".railplan-journal.json"
@@ -177,7 +177,8 @@ def _units(paths: Iterable[str]) -> list[str]:
     return sorted({_unit_of(p) for p in paths})
 
 
-def _umask() -> int:
+def user_umask() -> int:
+    """The process's umask (read without changing it for longer than a call)."""
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
@@ -192,7 +193,7 @@ def _stage(
     stale: set[str],
 ) -> None:
     """Write the new tree under ``staging``, with the user's own files of each unit kept."""
-    mask = _umask()
+    mask = user_umask()
     for path, data in sorted(paths.items()):
         _write_file(staging / path, data, 0o666 & ~mask, 0o777 & ~mask)
     for unit in units:
@@ -283,7 +284,7 @@ def _manifest_text(
 def _atomic_text(path: Path, text: str) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
-        _write_file(tmp, text.encode(), 0o666 & ~_umask(), 0o777 & ~_umask())
+        _write_file(tmp, text.encode(), 0o666 & ~user_umask(), 0o777 & ~user_umask())
         with tmp.open("rb") as f:
             os.fsync(f.fileno())
         tmp.replace(path)
