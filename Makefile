@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit bench accuracy golden sandbox clean
+.PHONY: demo test lint typecheck unit fuzz bench accuracy golden sandbox clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,13 @@ typecheck: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/pytest
+
+# The property tests with fresh random examples, FUZZ_RUNS times (`make test` replays fixed ones).
+FUZZ_RUNS ?= 10
+fuzz: $(STAMP)
+	for run in $$(seq $(FUZZ_RUNS)); do \
+	  HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -q $$(grep -l '@given' tests/*.py) || exit 1; \
+	done
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

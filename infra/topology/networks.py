@@ -208,15 +208,21 @@ def plan_inband(
 
 @dataclass(frozen=True, slots=True)
 class OobRow:
-    """One row of racks in order, each with the management ports it holds (None: kept free)."""
+    """One row of racks in order, each with the management ports it holds (None: kept free).
+
+    ``shared``: consecutive racks may share an OOB switch. The core row's racks do not: their
+    contents are repacked as the fabric grows, and a shared switch would then change its name
+    (and address) with the packing.
+    """
 
     racks: tuple[tuple[str, tuple[tuple[str, str] | None, ...]], ...]
+    shared: bool = True
 
 
 def plan_oob(fabric: ManagementFabric, catalog: Catalog, rows: Sequence[OobRow]) -> NetworkPlan:
-    """OOB switches along each row: consecutive whole racks share one while its ports last.
+    """OOB switches along each row: consecutive racks share one while its ports last.
 
-    Each rack's ports are consecutive on its switch, free slots included, so a rack that
+    Only in a row that allows sharing; otherwise each rack has its own. Each rack's ports are consecutive on its switch, free slots included, so a rack that
     fills up keeps every cable and the switch's name (``oob-<first rack>``) stays.
 
     Raises:
@@ -272,7 +278,7 @@ def _rack_chunks(
                 path="fabrics.management.oob_switch",
                 hint="use an OOB switch with more ports",
             )
-        if used + len(devices) > ports:
+        if used + len(devices) > ports or not row.shared:
             chunks.append([])
             used = 0
         chunks[-1].append((rack, devices))

@@ -234,7 +234,9 @@ def _plan_oob(
             + [(f"{rack.name}-pdu{j + 1}", "net") for j in range(rack.pdus)]
         )
         row.append((rack.name, tuple(devices)))
-    return plan_oob(management, catalog, [OobRow(tuple(r)) for r in rows.values()])
+    return plan_oob(
+        management, catalog, [OobRow(tuple(r), shared=row != "core") for row, r in rows.items()]
+    )
 
 
 def _missing_compute_racks(
