@@ -138,16 +138,26 @@ def test_cidrs_must_be_written_as_cidrs(value: str) -> None:
     assert "site.management_cidr" in line
 
 
-def test_design_md_sketch_is_a_valid_spec() -> None:
+def test_design_md_sketch_is_a_valid_spec_and_lints_without_errors() -> None:
     from pathlib import Path
 
+    from infra.catalog import load_catalog
+    from infra.lint import lint_loaded
     from infra.spec import load_spec
 
-    spec = load_spec(Path(__file__).parent / "data" / "design-sketch.yaml").spec
-    assert [g.name for g in spec.node_groups] == ["gpu", "infer"]
+    loaded = load_spec(Path(__file__).parent / "data" / "design-sketch.yaml")
+    spec = loaded.spec
+    assert [g.name for g in spec.node_groups] == ["train", "infer"]
     assert [b.kind for b in spec.budgets] == ["all_reduce", "scaling_efficiency", "checkpoint"]
     assert spec.budgets[2].checkpoint is not None
     assert spec.budgets[2].checkpoint.bytes == 2_800_000_000_000
+    schedule = spec.node_groups[1].mig_schedule
+    assert schedule is not None and [c.mig for c in schedule.changes] == ["infer-day", "disabled"]
+    assert [t.name for t in spec.scheduler.tenants] == ["research", "serving"]
+    severities = {(f.rule, f.severity.value) for f in lint_loaded(loaded, load_catalog())}
+    # Known: its 7 full SUs of 20 leave no leaf port for the UFM appliance (a real finding).
+    assert {r for r, sev in severities if sev != "info"} == {"RP057"}
+    assert ("RP057", "warning") in severities
 
 
 def test_cluster_size_is_capped_per_spec() -> None:

@@ -12,17 +12,42 @@ from infra.spec.loader import (
     load_spec_text,
     validate_spec,
 )
-from infra.spec.models import MigAssignment, NodeGroup, Precision, Spec
+from infra.spec.models import (
+    MigAssignment,
+    MigChange,
+    MigSchedule,
+    MigValue,
+    NodeGroup,
+    Precision,
+    Spec,
+    assignments_of,
+)
+from infra.spec.scheduling import (
+    CheckpointStorage,
+    Monitoring,
+    Scheduler,
+    Tenant,
+    duration_seconds,
+)
 from infra.spec.yamlpos import SourceMap, join_path, load_yaml_text, read_yaml_file
 
 __all__ = [
+    "CheckpointStorage",
     "LoadedSpec",
     "MigAssignment",
+    "MigChange",
+    "MigSchedule",
+    "MigValue",
+    "Monitoring",
     "NodeGroup",
     "Precision",
+    "Scheduler",
     "SourceMap",
     "Spec",
     "SpecValidationError",
+    "Tenant",
+    "assignments_of",
+    "duration_seconds",
     "join_path",
     "load_spec",
     "load_spec_text",

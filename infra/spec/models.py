@@ -9,13 +9,14 @@ known, does this MIG layout fit) are lint rules, so one run reports all of them 
 
 from __future__ import annotations
 
+import functools
 import re
+import zoneinfo
 from enum import StrEnum
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -24,6 +25,8 @@ from pydantic import (
     model_validator,
 )
 
+from infra.spec.base import StrictModel
+from infra.spec.scheduling import Duration, Scheduler, cron_fields_valid
 from infra.spec.units import ByteSize, Count
 
 MAX_SERVERS = 32_768  # keeps planning a spec within seconds and a few GB (make bench)
@@ -68,17 +71,6 @@ class Precision(StrEnum):
     FP16 = "fp16"
     FP8 = "fp8"
     INT8 = "int8"
-
-
-class StrictModel(BaseModel):
-    """Base of every spec model: unknown keys are errors and values are not coerced.
-
-    Strict mode keeps YAML's loose typing from slipping through: ``count: true`` or
-    ``count: "4"`` are errors, not 1 and 4. Fields that parse text (sizes, CIDRs, enums)
-    convert it themselves before validation.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 # --- site -----------------------------------------------------------------------------------
@@ -193,6 +185,68 @@ class MigAssignment(StrictModel):
         return v
 
 
+MigValue = str | list[MigAssignment]
+
+
+class MigChange(StrictModel):
+    """One change of a MIG schedule: at a cron time, the group's GPUs take a new `mig` value."""
+
+    at: str = Field(
+        max_length=100,
+        description='Cron schedule (five fields, or a macro such as `@daily`), e.g. `"0 8 * * *"`.',
+    )
+    mig: MigValue = Field(
+        description="MIG from then on: a key of `mig_layouts`, `disabled`, or per-GPU list."
+    )
+
+    @field_validator("at")
+    @classmethod
+    def _valid_cron(cls, v: str) -> str:
+        if not cron_fields_valid(v):
+            raise ValueError(
+                f"{v!r} is not a cron schedule: five fields (minute hour day-of-month month "
+                'day-of-week), e.g. "0 20 * * *", or a macro such as @daily'
+            )
+        return v
+
+
+class MigSchedule(StrictModel):
+    """Time-based re-partitioning of a group's GPUs (Kubernetes: one CronJob per change)."""
+
+    timezone: str = Field(
+        "Etc/UTC",
+        max_length=64,
+        description="IANA time zone the cron times are in, e.g. `Europe/Berlin`.",
+    )
+    drain_timeout: Duration = Field(
+        "30m", description="How long GPU pods get to finish before a change goes ahead."
+    )
+    changes: list[MigChange] = Field(
+        min_length=1, max_length=48, description="The changes, each at its own time."
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, v: str) -> str:
+        if v not in _time_zones():
+            raise ValueError(f"{v!r} is not an IANA time zone name (e.g. Europe/Berlin, Etc/UTC)")
+        return v
+
+    @field_validator("changes")
+    @classmethod
+    def _distinct_times(cls, changes: list[MigChange]) -> list[MigChange]:
+        times = [" ".join(c.at.split()) for c in changes]
+        repeated = sorted({t for t in times if times.count(t) > 1})
+        if repeated:
+            raise ValueError(f"two changes at the same time: {', '.join(repeated)}")
+        return changes
+
+
+@functools.cache
+def _time_zones() -> frozenset[str]:
+    return frozenset(zoneinfo.available_timezones())
+
+
 class NodeGroup(StrictModel):
     """A group of identical servers (one Ansible group, one scheduler partition/pool)."""
 
@@ -208,10 +262,15 @@ class NodeGroup(StrictModel):
     rack_class: str | None = Field(
         None, description="A key of `site.rack_classes`; default the default class `site.rack`."
     )
-    mig: str | list[MigAssignment] = Field(
+    mig: MigValue = Field(
         "disabled",
         description="MIG for every GPU: a key of `mig_layouts`, `disabled`, or a list of "
         "per-GPU assignments.",
+    )
+    mig_schedule: MigSchedule | None = Field(
+        None,
+        description="Re-partition the group's GPUs on a schedule (Kubernetes); `mig` is the "
+        "layout until the first change.",
     )
 
     @field_validator("hostname")
@@ -237,9 +296,24 @@ class NodeGroup(StrictModel):
 
     def assignments(self) -> list[MigAssignment]:
         """The group's MIG setting as a list of assignments (a plain name covers all GPUs)."""
-        if isinstance(self.mig, str):
-            return [MigAssignment(gpus="all", layout=self.mig)]
-        return list(self.mig)
+        return assignments_of(self.mig)
+
+    def mig_values(self) -> list[tuple[str, MigValue]]:
+        """``(spec path, value)`` of every `mig` the group takes: `mig`, then each change's."""
+        values: list[tuple[str, MigValue]] = [("mig", self.mig)]
+        if self.mig_schedule is not None:
+            values += [
+                (f"mig_schedule.changes[{i}].mig", c.mig)
+                for i, c in enumerate(self.mig_schedule.changes)
+            ]
+        return values
+
+
+def assignments_of(value: MigValue) -> list[MigAssignment]:
+    """A `mig` value as a list of assignments (a plain name covers all GPUs)."""
+    if isinstance(value, str):
+        return [MigAssignment(gpus="all", layout=value)]
+    return list(value)
 
 
 # --- fabrics --------------------------------------------------------------------------------
@@ -353,17 +427,6 @@ class Software(StrictModel):
         return int(self.driver.split(".")[0])
 
 
-class Scheduler(StrictModel):
-    """The workload scheduler."""
-
-    kind: Literal["kubernetes", "slurm"] = Field("kubernetes", description="Scheduler.")
-    mig_strategy: Literal["none", "single", "mixed"] = Field(
-        "none",
-        description="How MIG devices are exposed (NVIDIA device plugin / GPU Operator): "
-        "`single` needs every GPU of a node MIG-enabled with one profile.",
-    )
-
-
 # --- MIG layouts ----------------------------------------------------------------------------
 
 
@@ -397,11 +460,21 @@ class AllReduceBudget(StrictModel):
     )
 
 
+# Parameter counts of published models a budget can name instead of `model_params`.
+MODEL_PRESETS = {
+    "gpt3-175b": 175e9,  # Brown et al. 2020, "Language Models are Few-Shot Learners", Table 2.1
+    "mt-nlg-530b": 530e9,  # Smith et al. 2022, "Using DeepSpeed and Megatron to Train MT-NLG"
+}
+
+
 class ScalingEfficiencyBudget(StrictModel):
     """Data-parallel training must keep at least `min` of linear scaling at `gpus` GPUs."""
 
     gpus: int = Field(ge=2, description="GPUs in the job.")
     min: float = Field(gt=0, le=1, description="Minimum efficiency, 0-1 (0.89 = 89 %).")
+    model: Literal["gpt3-175b", "mt-nlg-530b"] | None = Field(
+        None, description="A published model whose parameter count to use (or `model_params`)."
+    )
     model_params: Count = Field(description="Model parameters, e.g. `175e9`.")
     precision: Precision = Field(Precision.BF16, strict=False, description="Compute precision.")
     tokens_per_gpu: Count = Field(
@@ -415,6 +488,14 @@ class ScalingEfficiencyBudget(StrictModel):
     group: str | None = Field(
         None, description="Node group the job runs on; default the largest group without MIG."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset_params(cls, data: object) -> object:
+        """`model: gpt3-175b` stands for its parameter count (an explicit count wins)."""
+        if isinstance(data, dict) and data.get("model") in MODEL_PRESETS:
+            return {"model_params": MODEL_PRESETS[data["model"]], **data}
+        return data
 
 
 class CheckpointBudget(StrictModel):

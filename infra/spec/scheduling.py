@@ -1,0 +1,182 @@
+"""Spec models of the workload scheduler and what runs on it, with their duration and cron types.
+
+The scheduler's kind and MIG strategy, the batch scheduler, tenants, monitoring thresholds
+and checkpoint storage. Everything here reaches Kubernetes objects (names, quotas, cron schedules, alert rules), so
+each value is checked to be something the API server and Prometheus accept: tenant names are
+DNS labels, durations are Prometheus/Go durations in s, m or h, cron expressions have five
+fields in range (or a macro), and CSI parameters are plain strings.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from infra.spec.base import DNS_LABEL, StrictModel
+
+__all__ = [
+    "CheckpointStorage",
+    "Duration",
+    "Monitoring",
+    "Scheduler",
+    "Tenant",
+    "cron_fields_valid",
+    "duration_seconds",
+]
+
+Duration = Annotated[
+    str,
+    Field(
+        pattern=r"^[1-9][0-9]{0,5}[smh]$",
+        description="A duration such as `90s`, `30m` or `2h`.",
+    ),
+]
+_UNIT_S = {"s": 1, "m": 60, "h": 3600}
+# Kubernetes CronJobs (robfig/cron) accept these macros besides five fields.
+CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+_CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))  # minute hour dom month dow
+_CRON_NAMES: tuple[dict[str, int], ...] = (
+    {},
+    {},
+    {},
+    {
+        m: i + 1
+        for i, m in enumerate(
+            ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+        )
+    },
+    {d: i for i, d in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])},
+)
+_CRON_ITEM = re.compile(r"^(\*|[0-9a-z]+(-[0-9a-z]+)?)(/[0-9]+)?$")
+PRIORITIES = ("low", "normal", "high", "critical")
+
+
+def duration_seconds(value: str) -> int:
+    """Seconds in a `Duration` string (``30m`` -> 1800)."""
+    return int(value[:-1]) * _UNIT_S[value[-1]]
+
+
+def _cron_value(text: str, field: int) -> int | None:
+    if text.isdigit() and len(text) <= 2:
+        return int(text)
+    return _CRON_NAMES[field].get(text)
+
+
+def _cron_field_valid(text: str, field: int) -> bool:
+    low, high = _CRON_RANGES[field]
+    for item in text.lower().split(","):
+        match = _CRON_ITEM.match(item)
+        if match is None:
+            return False
+        base, step = match.group(1), match.group(3)
+        if step is not None and not 1 <= int(step[1:]) <= high:
+            return False
+        if base == "*":
+            continue
+        ends = [_cron_value(part, field) for part in base.split("-")]
+        if any(v is None or not low <= v <= high for v in ends):
+            return False
+    return True
+
+
+def cron_fields_valid(expression: str) -> bool:
+    """Whether ``expression`` is a cron schedule a Kubernetes CronJob accepts (no CRON_TZ)."""
+    if expression.strip() in CRON_MACROS:
+        return True
+    fields = expression.split()
+    return len(fields) == 5 and all(_cron_field_valid(f, i) for i, f in enumerate(fields))
+
+
+class Tenant(StrictModel):
+    """A team sharing the cluster: one namespace, one queue and a GPU quota."""
+
+    name: str = Field(
+        pattern=DNS_LABEL,
+        description="Tenant name: a DNS label (names its namespace, queue and priority class).",
+    )
+    gpus: int = Field(ge=0, le=10_000_000, description="GPUs the tenant may use at once.")
+    priority: Literal["low", "normal", "high", "critical"] = Field(
+        "normal",
+        description="Preemption order: a tenant's jobs may preempt those of lower priority.",
+    )
+
+
+class Monitoring(StrictModel):
+    """Alert thresholds of the GPU PrometheusRules (dcgm-exporter metrics)."""
+
+    scrape_interval: Duration = Field("15s", description="dcgm-exporter scrape interval.")
+    idle_gpu_util_pct: float = Field(
+        5.0, ge=0, le=100, description="A GPU below this utilisation, percent, counts as idle."
+    )
+    idle_for: Duration = Field("1h", description="How long a GPU stays idle before it alerts.")
+    throttle_for: Duration = Field(
+        "15m", description="How long thermal or power throttling lasts before it alerts."
+    )
+    error_window: Duration = Field(
+        "5m", description="Window in which any new XID, NVLink or ECC error alerts."
+    )
+
+
+class CheckpointStorage(StrictModel):
+    """The checkpoint filesystem as a Kubernetes StorageClass of its CSI driver."""
+
+    name: str = Field("checkpoints", pattern=DNS_LABEL, description="StorageClass name.")
+    provisioner: str = Field(
+        pattern=r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$",
+        description="CSI driver name, e.g. `fsx.csi.aws.com` or `lustre.csi.hpe.com`.",
+    )
+    parameters: dict[
+        Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")],
+        Annotated[str, Field(max_length=1024)],
+    ] = Field(default_factory=dict, description="The driver's StorageClass parameters.")
+    reclaim_policy: Literal["Retain", "Delete"] = Field(
+        "Retain", description="Checkpoints outlive their claims unless you say otherwise."
+    )
+    mount_options: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.,=:/-]{1,128}$")]] = Field(
+        default_factory=list, description="Mount options, e.g. `flock`."
+    )
+
+
+class Scheduler(StrictModel):
+    """The workload scheduler and what runs on top of it."""
+
+    kind: Literal["kubernetes", "slurm"] = Field("kubernetes", description="Scheduler.")
+    mig_strategy: Literal["none", "single", "mixed"] = Field(
+        "none",
+        description="How MIG devices are exposed (NVIDIA device plugin / GPU Operator): "
+        "`single` needs every GPU of a node MIG-enabled with one profile.",
+    )
+    batch: Literal["volcano", "kueue", "none"] = Field(
+        "none",
+        description="Kubernetes batch scheduler for gang scheduling and topology-aware "
+        "placement: Volcano (HyperNodes) or Kueue (Topology); `none` for neither.",
+    )
+    tenants: list[Tenant] = Field(
+        default_factory=list, description="Teams, each with a namespace, queue and GPU quota."
+    )
+    monitoring: Monitoring = Field(
+        default_factory=Monitoring, description="GPU alert thresholds (Kubernetes)."
+    )
+    checkpoint_storage: CheckpointStorage | None = Field(
+        None, description="StorageClass for checkpoints (Kubernetes); none when absent."
+    )
+
+    @field_validator("tenants")
+    @classmethod
+    def _unique_tenants(cls, tenants: list[Tenant]) -> list[Tenant]:
+        names = [t.name for t in tenants]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"tenant names must be unique; repeated: {', '.join(repeated)}")
+        return tenants
+
+    @model_validator(mode="after")
+    def _tenants_need_kubernetes(self) -> Scheduler:
+        if self.kind == "slurm" and (self.tenants or self.batch != "none"):
+            raise ValueError(
+                "tenants and batch are Kubernetes settings; with kind: slurm use Slurm "
+                "accounts and QOS instead (remove them or set kind: kubernetes)"
+            )
+        return self
