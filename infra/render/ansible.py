@@ -23,11 +23,11 @@ import yaml
 from infra.budget.cluster import comm_topology, mig_partitioned, nic_rate, sharp_usable
 from infra.budget.collectives import predict
 from infra.catalog import Catalog
-from infra.render.mig import mig_config_name, mig_parted_configs
 from infra.render.nccl_env import nccl_conf
 from infra.render.templating import render_template
 from infra.render.writer import RenderError
 from infra.spec import NodeGroup, Spec
+from infra.topology.migconfig import mig_config_name, mig_parted_configs
 from infra.topology.model import Plan, Server
 
 __all__ = ["ACCEPTANCE_BYTES", "RESERVED_GROUPS", "ansible_files", "group_name"]
