@@ -22,6 +22,7 @@ __all__ = [
     "HelmRelease",
     "KubeObject",
     "KubernetesObjects",
+    "ServiceSet",
     "common_labels",
     "kube_object",
     "topology_label",
@@ -50,7 +51,7 @@ def kube_object(
     api_version: str,
     kind: str,
     name: str,
-    spec: Spec,
+    cluster: Spec,
     *,
     namespace: str | None = None,
     labels: Mapping[str, str] | None = None,
@@ -59,12 +60,13 @@ def kube_object(
 ) -> KubeObject:
     """One object: ``apiVersion``, ``kind``, ``metadata`` (common labels added), ``fields``.
 
-    ``fields`` become top-level keys (``spec``, ``data``, ``rules``, ...), written camelCase.
+    ``fields`` become top-level keys (``spec``, ``data``, ``rules``, ...), written camelCase;
+    ``cluster`` is the railplan spec (named so the object's own ``spec=`` stays free).
     """
     metadata: dict[str, Any] = {"name": name}
     if namespace is not None:
         metadata["namespace"] = namespace
-    metadata["labels"] = {**common_labels(spec), **(labels or {})}
+    metadata["labels"] = {**common_labels(cluster), **(labels or {})}
     if annotations:
         metadata["annotations"] = dict(annotations)
     return {"apiVersion": api_version, "kind": kind, "metadata": metadata, **fields}
@@ -84,12 +86,34 @@ class HelmRelease:
 
 
 @dataclass(frozen=True)
-class KubernetesObjects:
-    """Everything railplan puts on a Kubernetes cluster, in apply order.
+class ServiceSet:
+    """One concern's releases and objects (GPU stack, scheduler topology, tenants, ...).
 
-    Releases first (they install the CRDs the objects use), then namespaces before the
-    objects in them.
+    ``examples`` are written to files for users to copy (job templates) and never applied.
     """
 
+    name: str  # DNS-safe: names the Pulumi component of this set
     releases: tuple[HelmRelease, ...] = ()
-    objects: tuple[KubeObject, ...] = field(default_factory=tuple)
+    objects: tuple[KubeObject, ...] = ()
+    examples: tuple[KubeObject, ...] = ()
+
+
+@dataclass(frozen=True)
+class KubernetesObjects:
+    """Everything railplan puts on a Kubernetes cluster, one `ServiceSet` per concern.
+
+    Within a set, releases come first (they install the CRDs its objects use) and namespaces
+    before the objects in them.
+    """
+
+    sets: tuple[ServiceSet, ...] = field(default_factory=tuple)
+
+    @property
+    def objects(self) -> list[KubeObject]:
+        """Every object to apply, set by set."""
+        return [o for s in self.sets for o in s.objects]
+
+    @property
+    def releases(self) -> list[HelmRelease]:
+        """Every Helm release, set by set."""
+        return [r for s in self.sets for r in s.releases]

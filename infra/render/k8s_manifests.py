@@ -1,0 +1,112 @@
+"""The Kubernetes manifests under ``files/k8s/``: one file per object kind, in apply order.
+
+The objects come from `infra.k8s.build_kubernetes`, the builder the Pulumi program declares
+too, so a GitOps user (``kubectl apply -f files/k8s/``) and a ``pulumi up`` user get the same
+objects. File names carry a two-digit prefix so ``kubectl apply -f`` (which reads a
+directory in name order) creates namespaces, RBAC and priority classes before what uses them.
+Helm releases are written as their values files plus ``helm/releases.yaml`` (chart,
+repository, version, namespace), and job templates that are examples, never applied, go to
+``examples/``. YAML is block style with multi-line strings as literal blocks, keys in the
+builder's order, so the same spec gives the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import yaml
+
+from infra.k8s import KubeObject, KubernetesObjects
+
+__all__ = ["k8s_files", "manifest_yaml"]
+
+# Apply order: what others refer to first; custom resources after their prerequisites.
+_KIND_ORDER = (
+    "Namespace",
+    "PriorityClass",
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "ConfigMap",
+    "ResourceQuota",
+    "NetworkPolicy",
+    "StorageClass",
+    "HyperNode",
+    "Queue",
+    "Topology",
+    "ResourceFlavor",
+    "WorkloadPriorityClass",
+    "ClusterQueue",
+    "LocalQueue",
+    "ServiceMonitor",
+    "PrometheusRule",
+    "CronJob",
+)
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """SafeDumper writing multi-line strings as literal blocks (scripts, embedded configs)."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _str)
+
+
+def manifest_yaml(objects: Iterable[Any]) -> str:
+    """Objects as one multi-document YAML text."""
+    docs = [
+        yaml.dump(o, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False, width=100)
+        for o in objects
+    ]
+    return "---\n" + "---\n".join(docs)
+
+
+def _file_name(kind: str) -> str:
+    rank = _KIND_ORDER.index(kind) if kind in _KIND_ORDER else len(_KIND_ORDER)
+    return f"{rank:02d}-{kind.lower()}.yaml"
+
+
+def _by_kind(objects: Iterable[KubeObject]) -> dict[str, list[KubeObject]]:
+    kinds: dict[str, list[KubeObject]] = {}
+    for obj in objects:
+        kinds.setdefault(obj["kind"], []).append(obj)
+    return kinds
+
+
+def _releases_yaml(k8s: KubernetesObjects) -> str:
+    rows = [
+        {
+            "name": r.name,
+            "namespace": r.namespace,
+            "chart": r.chart,
+            "repository": r.repository,
+            "version": r.version,
+            "values": f"{r.name}.values.yaml",
+            **({"description": r.description} if r.description else {}),
+        }
+        for r in k8s.releases
+    ]
+    header = "# helm upgrade --install NAME CHART --repo REPOSITORY --version VERSION \\\n"
+    header += "#   --namespace NAMESPACE --values VALUES   (for each release below, in order)\n"
+    return header + yaml.safe_dump({"releases": rows}, sort_keys=False)
+
+
+def k8s_files(k8s: KubernetesObjects) -> dict[str, str]:
+    """``files/k8s/`` as relative name -> text (empty when there is nothing to apply)."""
+    files = {_file_name(kind): manifest_yaml(objs) for kind, objs in _by_kind(k8s.objects).items()}
+    for kind, objs in _by_kind(o for s in k8s.sets for o in s.examples).items():
+        files[f"examples/{kind.lower()}.yaml"] = manifest_yaml(objs)
+    if k8s.releases:
+        files["helm/releases.yaml"] = _releases_yaml(k8s)
+        for release in k8s.releases:
+            files[f"helm/{release.name}.values.yaml"] = yaml.safe_dump(
+                release.values, sort_keys=True, default_flow_style=False
+            )
+    return dict(sorted(files.items()))
