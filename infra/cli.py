@@ -24,7 +24,7 @@ from infra.budget.cluster import comm_topology, main_group
 from infra.budget.collectives import predict_table
 from infra.budget.evaluate import evaluate_budgets
 from infra.catalog import load_catalog
-from infra.errors import RailplanError
+from infra.errors import InputError, RailplanError
 from infra.lint import documented_rules, find_documented_rule, lint_loaded
 from infra.lint.finding import Finding, Severity
 from infra.lint.formats import format_github, format_json, format_sarif, format_text
@@ -34,10 +34,11 @@ from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
 from infra.render.tables import budgets_json, budgets_text, predict_json, predict_text
 from infra.render.tree import render_tree
 from infra.render.writer import RenderConflict, user_umask, write_tree
-from infra.spec import LoadedSpec, SpecValidationError, load_spec, read_yaml_file
+from infra.spec import LoadedSpec, SpecValidationError, join_path, load_spec, read_yaml_file
 from infra.spec.schema import spec_json_schema_text
 from infra.spec.units import parse_bytes
 from infra.topology import Plan, PlanError, expand
+from infra.topology.addresses import AddressesError, with_addresses
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -223,6 +224,26 @@ def _plan_or_fail(loaded: LoadedSpec) -> Plan:
         raise typer.Exit(EXIT_FAILED) from None
 
 
+def _with_addresses_file(planned: Plan, file: str) -> Plan:
+    """The plan with the addresses in ``file`` (a bare mapping or the whole stack output)."""
+    data, source = read_yaml_file(file)
+    prefix = ""
+    if isinstance(data, dict) and isinstance(data.get("hosts"), dict):
+        data, prefix = data["hosts"], "hosts"  # `pulumi stack output --json`: every output
+    if not isinstance(data, dict):
+        raise InputError(
+            "expected a mapping of hostname to IPv4 address",
+            file=file,
+            hint="write it with: pulumi stack output hosts --json > hosts.json",
+        )
+    try:
+        return with_addresses(planned, data)
+    except AddressesError as exc:
+        where = join_path(prefix, exc.path) if prefix else join_path("", exc.path)
+        exc.file, exc.position, exc.path = file, source.position(where), where
+        raise
+
+
 def _rack_budget_errors(loaded: LoadedSpec, planned: Plan) -> list[str]:
     """One located error line per rack class whose racks the plan overfills."""
     lines: list[str] = []
@@ -282,6 +303,14 @@ def render(
     force: Annotated[
         bool, typer.Option("--force", help="Overwrite files edited since the last render.")
     ] = False,
+    addresses: Annotated[
+        str | None,
+        typer.Option(
+            metavar="FILE.json",
+            help="Management addresses assigned outside railplan: {hostname: ip}, e.g. "
+            "`pulumi stack output hosts --json` of the AWS target.",
+        ),
+    ] = None,
 ) -> None:
     """Render the deployment tree: ansible.cfg, inventory, entry playbook, roles and files.
 
@@ -300,6 +329,8 @@ def render(
     if broken:
         sys.stderr.write("".join(f"{line}\n" for line in broken))
         raise typer.Exit(EXIT_FAILED)
+    if addresses is not None:
+        planned = _with_addresses_file(planned, addresses)
     try:
         report = write_tree(Path(root), render_tree(loaded.spec, catalog, planned), force=force)
     except RenderConflict as exc:
