@@ -1,4 +1,4 @@
-"""Rules about MIG: profiles that exist on the GPU, layouts that fit, and scheduler strategy."""
+"""Rules about MIG: profiles on the GPU, layouts that fit, scheduler strategy, MIG schedules."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from infra.lint.finding import Severity
 from infra.lint.rules._util import (
     MigUse,
     gpu_layouts,
+    group_path,
     known_mig_uses,
     mig_uses,
 )
-from infra.spec import join_path
+from infra.spec import MigValue, assignments_of, join_path
 
 
 def _gi_name(profile: str) -> str:
@@ -237,3 +238,88 @@ def mig_layout_unused(ctx: LintContext) -> Iterator[Violation]:
             yield Violation(
                 _layout_path(name), f"MIG layout {name!r} is not used by any node group"
             )
+
+
+@rule(
+    "RP016",
+    "mig-schedule-needs-kubernetes",
+    Severity.ERROR,
+    "A node group has a mig_schedule but scheduler.kind is slurm.",
+)
+def mig_schedule_needs_kubernetes(ctx: LintContext) -> Iterator[Violation]:
+    """A MIG schedule needs Kubernetes.
+
+    Why: railplan builds a schedule as CronJobs that relabel the nodes for the GPU Operator's
+    MIG manager, which drains GPU pods and re-partitions the GPUs. On Slurm, re-partitioning
+    needs node drains and a gres.conf change that railplan does not build, so the schedule
+    would silently never happen.
+    Fix: set `scheduler.kind: kubernetes`, or remove the group's `mig_schedule` and keep one
+    `mig` value (re-partition Slurm nodes by hand in a maintenance window).
+    """
+    if ctx.loaded.spec.scheduler.kind != "slurm":
+        return
+    for i, group in enumerate(ctx.loaded.spec.node_groups):
+        if group.mig_schedule is not None:
+            yield Violation(
+                group_path(i, "mig_schedule"),
+                f"node group {group.name!r} has a MIG schedule, which needs Kubernetes: "
+                "railplan builds CronJobs for the GPU Operator's MIG manager; on Slurm "
+                "re-partitioning needs node drains and a gres.conf change railplan does not build",
+                "set scheduler.kind: kubernetes, or remove mig_schedule",
+            )
+
+
+@rule(
+    "RP017",
+    "mig-schedule-no-change",
+    Severity.WARNING,
+    "A mig_schedule never changes the MIG layout, or a change repeats the one before it.",
+)
+def mig_schedule_no_change(ctx: LintContext) -> Iterator[Violation]:
+    """Every change of a `mig_schedule` should change the group's MIG layout.
+
+    Values are compared per GPU, so `layout: x` and `[{gpus: all, layout: x}]` are equal. A
+    schedule whose every change equals `mig` is reported once at `mig_schedule`; otherwise
+    each change equal to the one listed before it is reported at that change.
+    Why: each change drains the group's GPU pods (up to `drain_timeout`) and re-partitions the
+    GPUs; a change to the layout they already have costs that disruption for nothing, and
+    usually means a typo or a change that was meant to be different.
+    Fix: give the change the layout you meant, or delete it (and the whole `mig_schedule` if
+    nothing changes). Changes are read in the order listed; list them in time order.
+    """
+    for i, group in enumerate(ctx.loaded.spec.node_groups):
+        schedule = group.mig_schedule
+        if schedule is None:
+            continue
+        node = ctx.catalog.nodes.get(group.node)
+        gpus = node.gpus if node is not None else 0
+        key = [_mig_key(value, gpus) for _, value in group.mig_values()]
+        if all(k == key[0] for k in key[1:]):
+            yield Violation(
+                group_path(i, "mig_schedule"),
+                f"the MIG schedule of node group {group.name!r} never changes anything: "
+                f"every change sets the group's mig ({_describe(group.mig)})",
+                "remove mig_schedule, or give a change a different layout",
+            )
+            continue
+        for j in range(1, len(schedule.changes)):
+            if key[j + 1] == key[j]:
+                yield Violation(
+                    group_path(i, f"mig_schedule.changes[{j}].mig"),
+                    f"in node group {group.name!r}, MIG schedule change {j + 1} "
+                    f"(at {schedule.changes[j].at!r}) repeats change {j} "
+                    f"({_describe(schedule.changes[j].mig)}): it changes nothing",
+                    "give it the layout you meant, or delete it",
+                )
+
+
+def _mig_key(value: MigValue, gpus: int) -> object:
+    """A `mig` value in a form equal values share: the per-GPU layouts (raw if node unknown)."""
+    assignments = assignments_of(value)
+    if gpus:
+        return gpu_layouts(assignments, gpus)
+    return [(a.gpus, a.layout) for a in assignments]
+
+
+def _describe(value: MigValue) -> str:
+    return value if isinstance(value, str) else "a per-GPU list"
