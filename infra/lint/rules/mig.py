@@ -281,6 +281,7 @@ def mig_schedule_no_change(ctx: LintContext) -> Iterator[Violation]:
     Values are compared per GPU, so `layout: x` and `[{gpus: all, layout: x}]` are equal. A
     schedule whose every change equals `mig` is reported once at `mig_schedule`; otherwise
     each change equal to the one listed before it is reported at that change.
+
     Why: each change drains the group's GPU pods (up to `drain_timeout`) and re-partitions the
     GPUs; a change to the layout they already have costs that disruption for nothing, and
     usually means a typo or a change that was meant to be different.

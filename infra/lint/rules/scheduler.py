@@ -48,6 +48,7 @@ def tenant_quota_exceeds_cluster(ctx: LintContext) -> Iterator[Violation]:
     """No single tenant's `gpus` quota may exceed the GPUs the cluster has.
 
     GPUs are counted over all node groups (servers × GPUs per node), MIG-partitioned or not.
+
     Why: a quota no cluster can fill is a typo (a missing digit, servers instead of GPUs) or
     a spec of a different cluster; the tenant's largest jobs would queue forever.
     Fix: set the tenant's `gpus` to at most the cluster's GPUs (the message names both).
@@ -76,9 +77,10 @@ def tenant_quotas_overcommitted(ctx: LintContext) -> Iterator[Violation]:
     """The sum of the tenants' `gpus` quotas should not exceed the cluster's GPUs.
 
     Not reported when a single tenant already exceeds the cluster (RP070).
+
     Why: over-committed quotas mean tenants cannot all use their quota at once; the batch
     scheduler's borrowing and priority preemption then decide who waits. That is often
-    deliberate (idle quota is lent out), so this is a warning that names the totals, so the
+    deliberate (idle quota is lent out), so this is a warning; it names the totals so the
     over-commit is a decision rather than an accident.
     Fix: lower the quotas to fit the cluster, or keep the over-commit on purpose and rely on
     priorities (`railplan lint --ignore RP071`).
