@@ -12,6 +12,17 @@ from .conftest import lint_text
 
 BASE = "name: lab\nnode_groups:\n  - {name: gpu, node: dgx-h100, count: 4}\n"
 A100 = "name: lab\nnode_groups:\n  - {name: infer, node: dgx-a100-640gb, count: 2, mig: x}\n"
+# A100 with a day/night MIG schedule: `x` by day, whole GPUs by night (as in the design sketch).
+SCHEDULED = (
+    "name: lab\nnode_groups:\n  - name: infer\n    node: dgx-a100-640gb\n    count: 2\n"
+    "    mig: x\n    mig_schedule:\n      changes:\n"
+    '        - {at: "0 8 * * *", mig: x}\n        - {at: "0 20 * * *", mig: disabled}\n'
+)
+MIG_X = "mig_layouts:\n  x: {profiles: {1g.10gb: 7}}\n"
+TENANTS = (
+    "scheduler:\n  batch: kueue\n  tenants:\n"
+    "    - {name: research, gpus: 24, priority: high}\n    - {name: serving, gpus: 8}\n"
+)
 
 
 def rule_ids(text: str, catalog: Catalog | None = None) -> set[str]:
@@ -37,6 +48,8 @@ PASSING = {
     "    mig: [{gpus: [0, 7], layout: x}]\nscheduler: {mig_strategy: mixed}\n"
     "mig_layouts:\n  x: {profiles: {1g.10gb: 7}}\n",
     "RP015": BASE,
+    "RP016": SCHEDULED + "scheduler: {kind: kubernetes, mig_strategy: mixed}\n" + MIG_X,
+    "RP017": SCHEDULED + "scheduler: {mig_strategy: mixed}\n" + MIG_X,
     "RP020": BASE + "budgets:\n  - scaling_efficiency: {gpus: 32, min: 0.9, model_params: 7e9, "
     "precision: fp8}\n",
     "RP030": BASE + "software: {driver: 550.90.07, fabric_manager: 550.90.07}\n",
@@ -55,6 +68,10 @@ PASSING = {
     "RP055": BASE + "site: {rack: {power_kw: 12}}\nfabrics:\n  compute: {switch: qm9700}\n",
     "RP060": BASE,
     "RP061": BASE,
+    "RP070": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",
+    "RP071": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",
+    "RP072": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",
+    "RP073": BASE + "scheduler: {batch: volcano}\nfabrics:\n  compute: {switch: qm9700}\n",
     "RP057": BASE + "fabrics:\n  compute: {switch: qm9700, subnet_manager: ufm}\n",
     "RP051": BASE + "site: {rack: {units: 8}}\n",
     "RP052": BASE + "site: {rack: {power_kw: 80, cooling: liquid}}\n",
@@ -127,3 +144,61 @@ def test_findings_are_sorted_and_deterministic() -> None:
     first, second = lint_text(text), lint_text(text)
     assert first == second == sorted(first)
     assert [f.rule for f in first] == ["RP050", "RP051", "RP001"]
+
+
+def test_scheduled_spec_and_tenants_lint_clean() -> None:
+    assert rule_ids(SCHEDULED + "scheduler: {mig_strategy: mixed}\n" + MIG_X) == set()
+    tenants = BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n"
+    assert {f.rule for f in lint_text(tenants) if f.severity is not Severity.INFO} == set()
+
+
+def test_a_schedule_finding_lands_on_its_change() -> None:
+    text = SCHEDULED.replace("mig: disabled}", "mig: y}") + "scheduler: {mig_strategy: mixed}\n"
+    (finding,) = [f for f in lint_text(text + MIG_X) if f.rule == "RP003"]
+    assert finding.path == "node_groups[0].mig_schedule.changes[1].mig"
+    assert (finding.line, finding.column) == (10, 30)
+    assert text.splitlines()[finding.line - 1][finding.column - 1 :] == "mig: y}"
+
+
+def test_a_layout_only_a_schedule_uses_is_used() -> None:
+    text = SCHEDULED.replace("mig: x}", "mig: z}") + "scheduler: {mig_strategy: mixed}\n"
+    layouts = MIG_X + "  z: {profiles: {7g.80gb: 1}}\n"
+    assert rule_ids(text + layouts) == set()
+    assert "RP015" in rule_ids(text + layouts + "  w: {profiles: {7g.80gb: 1}}\n")
+
+
+def test_single_strategy_accepts_a_schedule_of_single_profile_values() -> None:
+    text = SCHEDULED.replace("mig: x}", "mig: z}") + "scheduler: {mig_strategy: single}\n"
+    assert rule_ids(text + MIG_X + "  z: {profiles: {3g.40gb: 2}}\n") == set()
+    mixed = MIG_X + "  z: {profiles: {3g.40gb: 1, 4g.40gb: 1}}\n"
+    (finding,) = [f for f in lint_text(text + mixed) if f.rule == "RP012"]
+    assert finding.path == "node_groups[0].mig_schedule.changes[0].mig"
+
+
+def test_a_schedule_back_to_mig_is_a_change() -> None:
+    # mig -> x at 8, disabled at 20: the first change equals `mig` but the schedule cycles.
+    assert "RP017" not in rule_ids(SCHEDULED + "scheduler: {mig_strategy: mixed}\n" + MIG_X)
+    same = SCHEDULED.replace("mig: disabled}", "mig: [{gpus: all, layout: x}]}")
+    findings = [f for f in lint_text(same + "scheduler: {mig_strategy: mixed}\n" + MIG_X)]
+    assert [(f.rule, f.path) for f in findings] == [("RP017", "node_groups[0].mig_schedule")]
+
+
+def test_one_oversized_tenant_is_an_error_not_also_an_overcommit() -> None:
+    text = (
+        BASE + TENANTS.replace("gpus: 24", "gpus: 240") + "fabrics:\n  compute: {switch: qm9700}\n"
+    )
+    assert {"RP070"} == {f.rule for f in lint_text(text) if f.severity is not Severity.INFO}
+
+
+def test_quota_totals_note_mig_gpus() -> None:
+    text = SCHEDULED + "scheduler:\n  mig_strategy: mixed\n  batch: kueue\n  tenants:\n"
+    text += "    - {name: a, gpus: 10}\n    - {name: b, gpus: 10}\n" + MIG_X
+    text += "fabrics:\n  compute: {switch: qm8790}\n"
+    (finding,) = [f for f in lint_text(text) if f.rule == "RP071"]
+    assert "sum to 20 GPUs (a 10 + b 10)" in finding.message
+    assert "16 GPUs; 16 of them are in node groups that use MIG" in finding.message
+
+
+def test_quotas_are_not_checked_against_unknown_nodes() -> None:
+    text = BASE.replace("dgx-h100", "dgx-h10") + TENANTS.replace("gpus: 24", "gpus: 240")
+    assert rule_ids(text) & {"RP070", "RP071"} == set()

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from infra.errors import spelling_hint
 from infra.lint.engine import LintContext, Violation, rule
 from infra.lint.finding import Severity
-from infra.lint.rules._util import group_path
+from infra.lint.rules._util import group_path, mig_uses
 from infra.spec import NodeGroup
 
 
@@ -61,21 +61,21 @@ def unknown_switch(ctx: LintContext) -> Iterator[Violation]:
     "Node group refers to a MIG layout that mig_layouts does not define.",
 )
 def unknown_mig_layout(ctx: LintContext) -> Iterator[Violation]:
-    """A node group's `mig` must be `disabled` or a key of `mig_layouts`.
+    """A node group's `mig` and each `mig_schedule` change must name a defined layout.
+
+    Each value is `disabled` or a key of `mig_layouts` (in a per-GPU list, each `layout`).
 
     Why: the layout becomes the mig-parted config applied to the node; a missing name would
     leave the MIG manager without a config and the GPUs in whatever state they were.
     Fix: define the layout under `mig_layouts`, or correct the name (see the hint).
     """
     layouts = ctx.loaded.spec.mig_layouts
-    for i, group in enumerate(ctx.loaded.spec.node_groups):
-        single = isinstance(group.mig, str)
-        for j, assignment in enumerate(group.assignments()):
+    for use in mig_uses(ctx):
+        for j, assignment in enumerate(use.assignments):
             name = assignment.layout
             if name != "disabled" and name not in layouts:
-                path = group_path(i, "mig") if single else group_path(i, f"mig[{j}].layout")
                 yield Violation(
-                    path,
+                    use.assignment_path(j, "layout"),
                     f"MIG layout {name!r} is not defined in mig_layouts",
                     spelling_hint(name, [*layouts, "disabled"]),
                 )

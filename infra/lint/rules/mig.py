@@ -1,16 +1,22 @@
-"""Rules about MIG: profiles that exist on the GPU, layouts that fit, and scheduler strategy."""
+"""Rules about MIG: profiles on the GPU, layouts that fit, scheduler strategy, MIG schedules."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from infra.catalog import Gpu, Node
+from infra.catalog import Gpu
 from infra.catalog.mig import check_layout, parse_profile
 from infra.errors import spelling_hint
 from infra.lint.engine import LintContext, Violation, rule
 from infra.lint.finding import Severity
-from infra.lint.rules._util import group_path, known_groups
-from infra.spec import NodeGroup, join_path
+from infra.lint.rules._util import (
+    MigUse,
+    gpu_layouts,
+    group_path,
+    known_mig_uses,
+    mig_uses,
+)
+from infra.spec import MigValue, assignments_of, join_path
 
 
 def _gi_name(profile: str) -> str:
@@ -24,24 +30,19 @@ def _layout_path(name: str, field: str = "") -> str:
     return join_path(path, field) if field else path
 
 
-def _gpu_layouts(group: NodeGroup, node: Node) -> dict[int, str]:
-    """Layout name per GPU index of one node (`disabled` where no assignment covers it)."""
-    per_gpu = dict.fromkeys(range(node.gpus), "disabled")
-    for assignment in group.assignments():
-        indices = range(node.gpus) if assignment.gpus == "all" else assignment.gpus
-        for index in indices:
-            if index < node.gpus:
-                per_gpu[index] = assignment.layout
-    return per_gpu
+def _used_layouts(ctx: LintContext) -> Iterator[tuple[MigUse, Gpu, str]]:
+    """(first use, GPU, layout name) for each defined layout a node group uses.
 
-
-def _used_layouts(ctx: LintContext) -> Iterator[tuple[int, NodeGroup, Node, Gpu, str]]:
-    """(group index, group, node, GPU, layout name) for each defined layout a group uses."""
+    A group's `mig` and every change of its `mig_schedule` count; a layout a group uses in
+    several values is reported at its first use only.
+    """
     layouts = ctx.loaded.spec.mig_layouts
-    for i, group, node, gpu in known_groups(ctx):
-        for name in sorted(set(_gpu_layouts(group, node).values())):
-            if name in layouts:
-                yield i, group, node, gpu, name
+    seen: set[tuple[int, str]] = set()
+    for use, node, gpu in known_mig_uses(ctx):
+        for name in sorted(set(gpu_layouts(use.assignments, node.gpus).values())):
+            if name in layouts and (use.group_index, name) not in seen:
+                seen.add((use.group_index, name))
+                yield use, gpu, name
 
 
 @rule(
@@ -59,14 +60,14 @@ def mig_profile_unknown(ctx: LintContext) -> Iterator[Violation]:
     Fix: use the profile names of the node's GPU (the hint lists them), or a separate layout
     per GPU model.
     """
-    for _, group, _, gpu, name in _used_layouts(ctx):
+    for use, gpu, name in _used_layouts(ctx):
         valid = [p.name for p in gpu.mig.profiles] if gpu.mig else []
         for profile in ctx.loaded.spec.mig_layouts[name].profiles:
             if _gi_name(profile) not in valid:
                 yield Violation(
                     join_path(_layout_path(name, "profiles"), profile),
                     f"profile {profile} is not a MIG profile of {gpu.name} "
-                    f"(used by node group {group.name!r}, node {group.node})",
+                    f"(used by {use.label}, node {use.group.node})",
                     _same_slice_hint(ctx, gpu, _gi_name(profile))
                     or spelling_hint(_gi_name(profile), valid),
                 )
@@ -104,7 +105,7 @@ def mig_layout_does_not_fit(ctx: LintContext) -> Iterator[Violation]:
     Fix: change the counts; the message names the rule the layout breaks.
     """
     driver_branch = ctx.loaded.spec.software.driver_branch
-    for _, group, _, gpu, name in _used_layouts(ctx):
+    for use, gpu, name in _used_layouts(ctx):
         profiles = ctx.loaded.spec.mig_layouts[name].profiles
         if gpu.mig is None or any(gpu.mig.profile(_gi_name(p)) is None for p in profiles):
             continue  # RP010 reports unknown profiles
@@ -112,7 +113,7 @@ def mig_layout_does_not_fit(ctx: LintContext) -> Iterator[Violation]:
         for problem in result.problems:
             yield Violation(
                 _layout_path(name, "profiles"),
-                f"layout {name!r} on {gpu.name} (node group {group.name!r}): {problem}",
+                f"layout {name!r} on {gpu.name} ({use.label}): {problem}",
             )
 
 
@@ -139,6 +140,9 @@ def _single_strategy_problem(layouts: dict[int, str], ctx: LintContext) -> str |
 def mig_strategy_single_mixed(ctx: LintContext) -> Iterator[Violation]:
     """With `scheduler.mig_strategy: single`, every GPU of a MIG node must carry one profile.
 
+    This holds for a group's `mig` and for every value its `mig_schedule` changes to: each is
+    what the device plugin sees after the change, and is reported at that change.
+
     Why: the NVIDIA device plugin's `single` strategy advertises MIG devices as plain
     `nvidia.com/gpu` and requires all GPUs on the node to be MIG-enabled with the same profile;
     otherwise it advertises nothing useful and pods stay pending.
@@ -147,17 +151,17 @@ def mig_strategy_single_mixed(ctx: LintContext) -> Iterator[Violation]:
     """
     if ctx.loaded.spec.scheduler.mig_strategy != "single":
         return
-    for i, group, node, _ in known_groups(ctx):
-        layouts = _gpu_layouts(group, node)
+    for use, node, _ in known_mig_uses(ctx):
+        layouts = gpu_layouts(use.assignments, node.gpus)
         names = set(layouts.values())
         if names == {"disabled"} or not names - {"disabled"} <= set(ctx.loaded.spec.mig_layouts):
             continue  # no MIG here, or RP003 reports the undefined layout
         problem = _single_strategy_problem(layouts, ctx)
         if problem:
             yield Violation(
-                group_path(i, "mig"),
+                use.path,
                 f"mig_strategy single needs one MIG profile on every GPU, but in "
-                f"node group {group.name!r} {problem}",
+                f"{use.label} {problem}",
                 "set scheduler.mig_strategy: mixed, or use one profile per node",
             )
 
@@ -177,11 +181,11 @@ def mig_without_strategy(ctx: LintContext) -> Iterator[Violation]:
     """
     if ctx.loaded.spec.scheduler.mig_strategy != "none":
         return
-    for i, group in enumerate(ctx.loaded.spec.node_groups):
-        if any(a.layout != "disabled" for a in group.assignments()):
+    for use in mig_uses(ctx):
+        if any(a.layout != "disabled" for a in use.assignments):
             yield Violation(
-                group_path(i, "mig"),
-                f"node group {group.name!r} uses MIG but scheduler.mig_strategy is none",
+                use.path,
+                f"{use.label} uses MIG but scheduler.mig_strategy is none",
                 "set scheduler.mig_strategy: mixed",
             )
 
@@ -199,14 +203,14 @@ def mig_gpu_index(ctx: LintContext) -> Iterator[Violation]:
     or a GPU in two entries makes the config ambiguous or fail.
     Fix: use indices 0..N-1 for an N-GPU node, each in one assignment.
     """
-    for i, group, node, _ in known_groups(ctx):
-        if isinstance(group.mig, str):
+    for use, node, _ in known_mig_uses(ctx):
+        if isinstance(use.value, str):
             continue
         seen: set[int] = set()
-        for j, assignment in enumerate(group.mig):
+        for j, assignment in enumerate(use.value):
             indices = range(node.gpus) if assignment.gpus == "all" else assignment.gpus
             for index in indices:
-                path = group_path(i, f"mig[{j}].gpus")
+                path = use.assignment_path(j, "gpus")
                 if index >= node.gpus:
                     yield Violation(
                         path,
@@ -222,13 +226,101 @@ def mig_gpu_index(ctx: LintContext) -> Iterator[Violation]:
 def mig_layout_unused(ctx: LintContext) -> Iterator[Violation]:
     """Every layout in `mig_layouts` should be used by some node group.
 
+    A layout counts as used when a group's `mig` or any change of its `mig_schedule` names it.
+
     Why: an unused layout is usually a typo in a group's `mig` or a leftover; it is still
     rendered into the mig-parted config, where nobody checks it on real hardware.
     Fix: reference it from a node group, or delete it.
     """
-    used = {a.layout for g in ctx.loaded.spec.node_groups for a in g.assignments()}
+    used = {a.layout for use in mig_uses(ctx) for a in use.assignments}
     for name in ctx.loaded.spec.mig_layouts:
         if name not in used:
             yield Violation(
                 _layout_path(name), f"MIG layout {name!r} is not used by any node group"
             )
+
+
+@rule(
+    "RP016",
+    "mig-schedule-needs-kubernetes",
+    Severity.ERROR,
+    "A node group has a mig_schedule but scheduler.kind is slurm.",
+)
+def mig_schedule_needs_kubernetes(ctx: LintContext) -> Iterator[Violation]:
+    """A MIG schedule needs Kubernetes.
+
+    Why: railplan builds a schedule as CronJobs that relabel the nodes for the GPU Operator's
+    MIG manager, which drains GPU pods and re-partitions the GPUs. On Slurm, re-partitioning
+    needs node drains and a gres.conf change that railplan does not build, so the schedule
+    would silently never happen.
+    Fix: set `scheduler.kind: kubernetes`, or remove the group's `mig_schedule` and keep one
+    `mig` value (re-partition Slurm nodes by hand in a maintenance window).
+    """
+    if ctx.loaded.spec.scheduler.kind != "slurm":
+        return
+    for i, group in enumerate(ctx.loaded.spec.node_groups):
+        if group.mig_schedule is not None:
+            yield Violation(
+                group_path(i, "mig_schedule"),
+                f"node group {group.name!r} has a MIG schedule, which needs Kubernetes: "
+                "railplan builds CronJobs for the GPU Operator's MIG manager; on Slurm "
+                "re-partitioning needs node drains and a gres.conf change railplan does not build",
+                "set scheduler.kind: kubernetes, or remove mig_schedule",
+            )
+
+
+@rule(
+    "RP017",
+    "mig-schedule-no-change",
+    Severity.WARNING,
+    "A mig_schedule never changes the MIG layout, or a change repeats the one before it.",
+)
+def mig_schedule_no_change(ctx: LintContext) -> Iterator[Violation]:
+    """Every change of a `mig_schedule` should change the group's MIG layout.
+
+    Values are compared per GPU, so `layout: x` and `[{gpus: all, layout: x}]` are equal. A
+    schedule whose every change equals `mig` is reported once at `mig_schedule`; otherwise
+    each change equal to the one listed before it is reported at that change.
+
+    Why: each change drains the group's GPU pods (up to `drain_timeout`) and re-partitions the
+    GPUs; a change to the layout they already have costs that disruption for nothing, and
+    usually means a typo or a change that was meant to be different.
+    Fix: give the change the layout you meant, or delete it (and the whole `mig_schedule` if
+    nothing changes). Changes are read in the order listed; list them in time order.
+    """
+    for i, group in enumerate(ctx.loaded.spec.node_groups):
+        schedule = group.mig_schedule
+        if schedule is None:
+            continue
+        node = ctx.catalog.nodes.get(group.node)
+        gpus = node.gpus if node is not None else 0
+        key = [_mig_key(value, gpus) for _, value in group.mig_values()]
+        if all(k == key[0] for k in key[1:]):
+            yield Violation(
+                group_path(i, "mig_schedule"),
+                f"the MIG schedule of node group {group.name!r} never changes anything: "
+                f"every change sets the group's mig ({_describe(group.mig)})",
+                "remove mig_schedule, or give a change a different layout",
+            )
+            continue
+        for j in range(1, len(schedule.changes)):
+            if key[j + 1] == key[j]:
+                yield Violation(
+                    group_path(i, f"mig_schedule.changes[{j}].mig"),
+                    f"in node group {group.name!r}, MIG schedule change {j + 1} "
+                    f"(at {schedule.changes[j].at!r}) repeats change {j} "
+                    f"({_describe(schedule.changes[j].mig)}): it changes nothing",
+                    "give it the layout you meant, or delete it",
+                )
+
+
+def _mig_key(value: MigValue, gpus: int) -> object:
+    """A `mig` value in a form equal values share: the per-GPU layouts (raw if node unknown)."""
+    assignments = assignments_of(value)
+    if gpus:
+        return gpu_layouts(assignments, gpus)
+    return [(a.gpus, a.layout) for a in assignments]
+
+
+def _describe(value: MigValue) -> str:
+    return value if isinstance(value, str) else "a per-GPU list"

@@ -1,0 +1,154 @@
+"""Rules about the workload scheduler: tenants' GPU quotas and the batch scheduler."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from infra.lint.engine import LintContext, Violation, rule
+from infra.lint.finding import Severity
+from infra.lint.rules._util import mig_uses
+
+
+def _cluster_gpus(ctx: LintContext) -> tuple[int, int] | None:
+    """(GPUs in the cluster, GPUs in groups that use MIG at some time); None if unknown.
+
+    None when some group's node is not in the catalog (RP001 reports it): a partial count
+    would report quotas against a cluster smaller than the one meant.
+    """
+    nodes = ctx.catalog.nodes
+    groups = ctx.loaded.spec.node_groups
+    if any(g.node not in nodes for g in groups):
+        return None
+    total = sum(g.count * nodes[g.node].gpus for g in groups)
+    mig_groups = {
+        use.group_index
+        for use in mig_uses(ctx)
+        if any(a.layout != "disabled" for a in use.assignments)
+    }
+    mig = sum(groups[i].count * nodes[groups[i].node].gpus for i in mig_groups)
+    return total, mig
+
+
+def _mig_note(mig_gpus: int) -> str:
+    if not mig_gpus:
+        return ""
+    return (
+        f"; {mig_gpus:,} of them are in node groups that use MIG, and a quota counts whole "
+        "GPUs, not MIG instances"
+    )
+
+
+@rule(
+    "RP070",
+    "tenant-quota-exceeds-cluster",
+    Severity.ERROR,
+    "A tenant's GPU quota is larger than the cluster's GPUs.",
+)
+def tenant_quota_exceeds_cluster(ctx: LintContext) -> Iterator[Violation]:
+    """No single tenant's `gpus` quota may exceed the GPUs the cluster has.
+
+    GPUs are counted over all node groups (servers × GPUs per node), MIG-partitioned or not.
+
+    Why: a quota no cluster can fill is a typo (a missing digit, servers instead of GPUs) or
+    a spec of a different cluster; the tenant's largest jobs would queue forever.
+    Fix: set the tenant's `gpus` to at most the cluster's GPUs (the message names both).
+    """
+    counted = _cluster_gpus(ctx)
+    if counted is None:
+        return
+    total, mig = counted
+    for k, tenant in enumerate(ctx.loaded.spec.scheduler.tenants):
+        if tenant.gpus > total:
+            yield Violation(
+                f"scheduler.tenants[{k}].gpus",
+                f"tenant {tenant.name!r} has a quota of {tenant.gpus:,} GPUs, but the cluster "
+                f"has {total:,} GPUs{_mig_note(mig)}",
+                f"set gpus to at most {total:,}",
+            )
+
+
+@rule(
+    "RP071",
+    "tenant-quotas-overcommitted",
+    Severity.WARNING,
+    "The tenants' GPU quotas sum to more than the cluster's GPUs.",
+)
+def tenant_quotas_overcommitted(ctx: LintContext) -> Iterator[Violation]:
+    """The sum of the tenants' `gpus` quotas should not exceed the cluster's GPUs.
+
+    Not reported when a single tenant already exceeds the cluster (RP070).
+
+    Why: over-committed quotas mean tenants cannot all use their quota at once; the batch
+    scheduler's borrowing and priority preemption then decide who waits. That is often
+    deliberate (idle quota is lent out), so this is a warning; it names the totals so the
+    over-commit is a decision rather than an accident.
+    Fix: lower the quotas to fit the cluster, or keep the over-commit on purpose and rely on
+    priorities (`railplan lint --ignore RP071`).
+    """
+    counted = _cluster_gpus(ctx)
+    tenants = ctx.loaded.spec.scheduler.tenants
+    if counted is None or not tenants:
+        return
+    total, mig = counted
+    asked = sum(t.gpus for t in tenants)
+    if asked > total and all(t.gpus <= total for t in tenants):
+        parts = " + ".join(f"{t.name} {t.gpus:,}" for t in tenants)
+        yield Violation(
+            "scheduler.tenants",
+            f"tenants' GPU quotas sum to {asked:,} GPUs ({parts}), {asked / total:.2f}× the "
+            f"cluster's {total:,} GPUs{_mig_note(mig)}",
+            "if the over-commit is deliberate, make sure priorities say who is preempted",
+        )
+
+
+@rule(
+    "RP072",
+    "tenants-without-batch-scheduler",
+    Severity.WARNING,
+    "Tenants are declared but scheduler.batch is none.",
+)
+def tenants_without_batch_scheduler(ctx: LintContext) -> Iterator[Violation]:
+    """Tenants' quotas and priorities want a batch scheduler (`volcano` or `kueue`).
+
+    Why: with `batch: none` each tenant gets only a namespace ResourceQuota: pods above the
+    quota are rejected at admission instead of queued, idle quota cannot be lent to another
+    tenant, and nothing gang-schedules a multi-pod job, so two half-placed distributed jobs
+    can hold GPUs while neither runs. A warning, not info: the spec asks for tenants sharing
+    the cluster, and without a queue that sharing mostly does not happen.
+    Fix: set `scheduler.batch: kueue` (queues and borrowing) or `volcano` (gang scheduling and
+    queues); keep `none` only if plain hard quotas are what you want.
+    """
+    scheduler = ctx.loaded.spec.scheduler
+    if scheduler.tenants and scheduler.batch == "none":
+        yield Violation(
+            "scheduler.tenants",
+            f"{len(scheduler.tenants)} tenant(s) but scheduler.batch is none: no queue "
+            "enforces the quotas beyond a ResourceQuota, and no gang scheduling",
+            "set scheduler.batch: kueue or volcano",
+        )
+
+
+@rule(
+    "RP073",
+    "batch-without-compute-fabric",
+    Severity.WARNING,
+    "A batch scheduler is set but the spec has no compute fabric.",
+)
+def batch_without_compute_fabric(ctx: LintContext) -> Iterator[Violation]:
+    """Volcano and Kueue are set up for topology-aware placement over the compute fabric.
+
+    Why: topology-aware placement (Volcano HyperNodes, Kueue Topology levels) groups nodes by
+    the compute fabric's scalable units and leaves; with no `fabrics.compute` there are no
+    SUs, so it has nothing to work with and jobs are placed without regard to the network.
+    Gang scheduling and queues still work.
+    Fix: declare `fabrics.compute`, or, when the cluster really has no compute fabric (cloud
+    instances), accept placement without topology (`railplan lint --ignore RP073`).
+    """
+    scheduler = ctx.loaded.spec.scheduler
+    if scheduler.batch != "none" and ctx.loaded.spec.fabrics.compute is None:
+        yield Violation(
+            "scheduler.batch",
+            f"scheduler.batch is {scheduler.batch} but the spec has no compute fabric: "
+            "no SUs, so topology-aware placement has nothing to work with",
+            "declare fabrics.compute, or set scheduler.batch: none",
+        )
