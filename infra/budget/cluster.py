@@ -19,7 +19,7 @@ import math
 from infra.budget.collectives import CommTopology
 from infra.catalog import Catalog, Node
 from infra.errors import RailplanError, spelling_hint
-from infra.spec import NodeGroup, Spec
+from infra.spec import NodeGroup, Spec, assignments_of
 
 __all__ = ["BudgetError", "comm_topology", "main_group", "mig_partitioned", "sharp_usable"]
 
@@ -29,8 +29,13 @@ class BudgetError(RailplanError):
 
 
 def mig_partitioned(group: NodeGroup) -> bool:
-    """Whether any GPU of the group's nodes is split into MIG instances."""
-    return any(a.layout != "disabled" for a in group.assignments())
+    """Whether any GPU of the group's nodes is split into MIG instances, now or by schedule.
+
+    A group that is MIG-split by day is no place for a job that needs whole GPUs at any time.
+    """
+    return any(
+        a.layout != "disabled" for _, value in group.mig_values() for a in assignments_of(value)
+    )
 
 
 def main_group(
