@@ -169,6 +169,8 @@ def _check_p5_inputs(mocks: Mocks) -> None:
     (root,) = template.inputs["blockDeviceMappings"]
     assert root["ebs"]["encrypted"] == "true", f"{template.name}: root volume unencrypted"
     assert template.inputs["placement"]["groupName"] == "gpu-pg", template.name
+    tagged = {spec["resourceType"] for spec in template.inputs["tagSpecifications"]}
+    assert tagged == {"volume", "network-interface"}, tagged
 
     fsx = mocks.of_type(FSX)[0].inputs
     assert fsx["deploymentType"] == "PERSISTENT_2"

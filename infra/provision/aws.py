@@ -53,7 +53,9 @@ __all__ = [
     "AwsClusterArgs",
     "AwsGpuCluster",
     "fsx_size",
+    "instance_type",
     "launch_template_interfaces",
+    "server_tags",
     "subnet_cidr",
 ]
 
@@ -64,9 +66,10 @@ COMPONENT_TYPE = "railplan:aws:GpuCluster"
 # https://docs.aws.amazon.com/fsx/latest/LustreGuide/managing-throughput-capacity.html), and
 # storage capacity is "1200 GiB, 2400 GiB, and increments of 2400 GiB" (FSx API
 # CreateFileSystem StorageCapacity, for SCRATCH_2, PERSISTENT_2 and PERSISTENT_1 SSD).
-# The price weights rank the tiers only: rounded ratios of the per-GB-month list prices
-# (ap-northeast-1, 2022: 0.31, 0.46, 0.77 and 1.39 USD per hour for 1.2 TiB), so a higher
-# tier costs more per GiB but less per MB/s. They are not a cost estimate.
+# The price weights rank the tiers only: rounded ratios of the list prices per GB-month as a
+# third-party table quoted them (ap-northeast-1, September 2022: 0.31, 0.46, 0.77 and 1.39
+# USD per hour for 1.2 TiB at 125/250/500/1000), not checked against the AWS pricing page.
+# A higher tier costs more per GiB but less per MB/s; the weights are not a cost estimate.
 FSX_TIERS: Mapping[int, float] = {125: 1.0, 250: 1.5, 500: 2.5, 1000: 4.5}
 FSX_MIN_CAPACITY_GIB = 1200
 FSX_CAPACITY_STEP_GIB = 2400
@@ -415,6 +418,13 @@ class AwsGpuCluster(pulumi.ComponentResource):
                         delete_on_termination="true",
                     ),
                 )
+            ],
+            # The instances carry their own tags; their volumes and interfaces get these.
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(
+                    resource_type=kind, tags={**tags, "railplan:group": group}
+                )
+                for kind in ("volume", "network-interface")
             ],
             tags={**tags, "railplan:group": group},
             opts=opts,
