@@ -331,10 +331,10 @@ class AwsGpuCluster(pulumi.ComponentResource):
     ) -> aws.ec2.SecurityGroup:
         """All traffic from and to the group itself, as EFA requires, and nothing else.
 
-        EC2 User Guide, "Get started with EFA" step 1 (Prepare an EFA-enabled security group,
-        https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html): the group "must
-        allow all inbound and outbound traffic to and from the security group itself"; AWS
-        PCS gives the same rules as CLI calls (``--protocol -1 --source-group <itself>``,
+        EC2 User Guide, "Get started with EFA", step "Prepare an EFA-enabled security group"
+        (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html): the group must
+        allow all inbound and outbound traffic from and to itself. The AWS PCS guide gives the
+        same two rules as CLI calls (``--protocol -1 --source-group <the group itself>``,
         https://docs.aws.amazon.com/pcs/latest/userguide/working-with_networking_efa_create-sg.html).
         The FSx file system joins this group too, so Lustre's ports (988, 1018-1023) between
         clients and file servers are covered by the same self rules.
