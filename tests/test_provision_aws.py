@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from infra.catalog import Catalog
 from infra.lint import lint_loaded
-from infra.provision import AwsClusterArgs, AwsGpuCluster, fsx_size
+from infra.provision.aws import AwsClusterArgs, AwsGpuCluster, fsx_size
 from infra.provision.aws import (
     FSX_CAPACITY_STEP_GIB,
     FSX_MIN_CAPACITY_GIB,
