@@ -1,0 +1,202 @@
+"""GPU monitoring and checkpoint storage as plain data: ServiceMonitor, alerts, StorageClass.
+
+Owns how Prometheus scrapes dcgm-exporter (a ``ServiceMonitor`` with the spec's interval),
+the GPU alert rules (``PrometheusRule`` ``railplan-gpu-alerts``: idle GPUs, XID, NVLink and
+ECC errors, thermal and power throttling) and the checkpoint ``StorageClass``. Thresholds
+come only from ``spec.scheduler.monitoring`` (its defaults are documented there), and every
+rule reads a metric the counters file of the Ansible ``dcgm`` role exports, which is also
+what the GPU Operator's dcgm-exporter exports (infra.k8s.gpu).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.catalog import Catalog
+from infra.k8s.gpu import GPU_NAMESPACE, counters_csv, custom_resource
+from infra.k8s.objects import KubeObject, kube_object
+from infra.spec import Monitoring, Spec
+from infra.topology.model import Plan
+
+__all__ = [
+    "ALERTS_NAME",
+    "checkpoint_storage",
+    "exported_metrics",
+    "gpu_alert_rules",
+    "monitoring",
+]
+
+MONITORING_API = "monitoring.coreos.com/v1"
+ALERTS_NAME = "railplan-gpu-alerts"
+# The Service the GPU Operator creates for dcgm-exporter: its label and port name.
+EXPORTER_SELECTOR = {"app": "nvidia-dcgm-exporter"}
+EXPORTER_PORT = "gpu-metrics"
+
+# DCGM_CLOCKS_EVENT_REASON_* bits of DCGM_FI_DEV_CLOCKS_EVENT_REASONS (DCGM's dcgm_fields:
+# the same values as NVML's nvmlClocksEventReason*): SW power cap 0x4, HW slowdown 0x8,
+# SW thermal 0x20, HW thermal 0x40, HW power brake 0x80. SW power cap is left out on
+# purpose: a busy GPU sits at its power limit, and DCGM's own diagnostic counts only the
+# other four as failures.
+THERMAL_BITS = (0x20, 0x40)
+POWER_BITS = (0x8, 0x80)
+EVENT_REASONS = "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"
+NVLINK_ERRORS = (
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+)
+WHERE = "GPU {{ $labels.gpu }} on {{ $labels.Hostname }}"  # dcgm-exporter's labels
+
+
+def monitoring(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
+    """The dcgm-exporter ServiceMonitor and the GPU alert rules, in the GPU namespace."""
+    del plan, catalog  # thresholds are spec-wide; kept for a uniform builder signature
+    return [service_monitor(spec), gpu_alerts(spec)]
+
+
+def exported_metrics() -> frozenset[str]:
+    """The DCGM fields the counters file exports (its non-comment first columns)."""
+    lines = (line.strip() for line in counters_csv().splitlines())
+    return frozenset(line.split(",")[0].strip() for line in lines if line and line[0] != "#")
+
+
+def service_monitor(spec: Spec) -> KubeObject:
+    """Scrape dcgm-exporter at the spec's interval (the chart's own monitor is off)."""
+    endpoint: dict[str, Any] = {
+        "port": EXPORTER_PORT,
+        "interval": spec.scheduler.monitoring.scrape_interval,
+        # dcgm-exporter labels series with the pod using the GPU (pod, namespace,
+        # container); honouring them keeps those the workload's instead of exported_*.
+        "honorLabels": True,
+    }
+    return custom_resource(
+        MONITORING_API,
+        "ServiceMonitor",
+        "nvidia-dcgm-exporter",
+        spec,
+        {"selector": {"matchLabels": dict(EXPORTER_SELECTOR)}, "endpoints": [endpoint]},
+        namespace=GPU_NAMESPACE,
+    )
+
+
+def gpu_alerts(spec: Spec) -> KubeObject:
+    """The PrometheusRule holding `gpu_alert_rules`."""
+    group = {"name": "railplan-gpu", "rules": gpu_alert_rules(spec.scheduler.monitoring)}
+    return custom_resource(
+        MONITORING_API,
+        "PrometheusRule",
+        ALERTS_NAME,
+        spec,
+        {"groups": [group]},
+        namespace=GPU_NAMESPACE,
+    )
+
+
+def gpu_alert_rules(m: Monitoring) -> list[dict[str, Any]]:
+    """Alerting rules from the spec's thresholds, one per GPU fault class."""
+    window = m.error_window
+    return [
+        _rule(
+            "GPUIdle",
+            f"DCGM_FI_DEV_GPU_UTIL < {m.idle_gpu_util_pct:g}",
+            m.idle_for,
+            "info",
+            f"{WHERE} is idle",
+            f"Utilisation has stayed below {m.idle_gpu_util_pct:g}% for {m.idle_for}.",
+        ),
+        _rule(
+            "GPUXidError",
+            # The field holds the last XID seen, so a new XID is a change of value.
+            f"changes(DCGM_FI_DEV_XID_ERRORS[{window}]) > 0",
+            None,
+            "critical",
+            f"{WHERE} reported a new XID error",
+            f"The last XID (DCGM_FI_DEV_XID_ERRORS) changed within {window}; check the "
+            "node's kernel log (dmesg) for the NVRM Xid line.",
+        ),
+        _rule(
+            "GPUNVLinkErrors",
+            _any_increase(NVLINK_ERRORS, window),
+            None,
+            "warning",
+            f"{WHERE} has NVLink errors",
+            f"NVLink CRC, replay or recovery errors within {window}.",
+        ),
+        _rule(
+            "GPUDoubleBitECC",
+            f"increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[{window}]) > 0",
+            None,
+            "critical",
+            f"{WHERE} has uncorrectable ECC errors",
+            f"Double-bit (uncorrectable) volatile ECC errors within {window}; drain the node.",
+        ),
+        *_throttle_rules(m),
+    ]
+
+
+def _throttle_rules(m: Monitoring) -> list[dict[str, Any]]:
+    return [
+        _rule(
+            "GPUThermalThrottling",
+            _any_bit(EVENT_REASONS, THERMAL_BITS),
+            m.throttle_for,
+            "warning",
+            f"{WHERE} is thermally throttled",
+            f"SW or HW thermal slowdown for {m.throttle_for}; check cooling and airflow.",
+        ),
+        _rule(
+            "GPUPowerThrottling",
+            _any_bit(EVENT_REASONS, POWER_BITS),
+            m.throttle_for,
+            "warning",
+            f"{WHERE} is power throttled",
+            f"HW slowdown or power brake for {m.throttle_for}; check PSUs and the rack's power.",
+        ),
+    ]
+
+
+def _any_increase(metrics: tuple[str, ...], window: str) -> str:
+    return " or ".join(f"increase({metric}[{window}]) > 0" for metric in metrics)
+
+
+def _any_bit(metric: str, bits: tuple[int, ...]) -> str:
+    # PromQL has no bitwise operators: bit b of x is set when floor(x / b) is odd.
+    return " or ".join(f"floor({metric} / {bit}) % 2 == 1" for bit in bits)
+
+
+def _rule(
+    alert: str,
+    expr: str,
+    for_: str | None,
+    severity: str,
+    summary: str,
+    description: str,
+) -> dict[str, Any]:
+    rule: dict[str, Any] = {"alert": alert, "expr": expr}
+    if for_ is not None:  # error rules fire at once: one XID or ECC error is already news
+        rule["for"] = for_
+    rule["labels"] = {"severity": severity}
+    rule["annotations"] = {"summary": summary, "description": description}
+    return rule
+
+
+# --- checkpoint storage -------------------------------------------------------------------
+
+
+def checkpoint_storage(spec: Spec) -> list[KubeObject]:
+    """The checkpoint StorageClass of `scheduler.checkpoint_storage`; none when absent."""
+    storage = spec.scheduler.checkpoint_storage
+    if storage is None:
+        return []
+    fields: dict[str, Any] = {"provisioner": storage.provisioner}
+    if storage.parameters:
+        fields["parameters"] = dict(sorted(storage.parameters.items()))
+    fields["reclaimPolicy"] = storage.reclaim_policy
+    if storage.mount_options:
+        fields["mountOptions"] = list(storage.mount_options)
+    # A shared parallel filesystem is reachable from every node, so there is no zone to
+    # wait for; a training job's pods mount the same volume wherever they land.
+    fields["volumeBindingMode"] = "Immediate"
+    fields["allowVolumeExpansion"] = True  # checkpoints grow with the model
+    return [kube_object("storage.k8s.io/v1", "StorageClass", storage.name, spec, **fields)]

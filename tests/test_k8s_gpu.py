@@ -1,0 +1,364 @@
+"""GPU/RDMA operators, monitoring and checkpoint storage (infra.k8s.gpu, infra.k8s.monitoring).
+
+Every object is validated strictly (tests/schemas/validate_crs.py: CRD schemas with unknown
+fields rejected, built-in kinds through kubernetes_validate strict), and the GPU Operator's
+values are checked against the ClusterPolicy CRD they become. Properties, not snapshots.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.catalog import Catalog, load_catalog
+from infra.k8s import HelmRelease, KubeObject
+from infra.k8s.gpu import (
+    COUNTERS_CONFIGMAP,
+    COUNTERS_KEY,
+    GPU_NAMESPACE,
+    MIG_CONFIGMAP,
+    NETWORK_NAMESPACE,
+    counters_path,
+    gpu_stack,
+    uses_mig,
+)
+from infra.k8s.monitoring import checkpoint_storage, exported_metrics, monitoring
+from infra.spec import Spec, load_spec, load_spec_text
+from infra.topology import Plan, expand
+from infra.topology.migconfig import mig_parted_configs
+
+ROOT = Path(__file__).resolve().parents[1]
+VALIDATOR = ROOT / "tests" / "schemas" / "validate_crs.py"
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+# CRDs with no vendored schema: shape-checked by the properties below instead.
+UNVALIDATED_KINDS = {"NicClusterPolicy"}
+RDMA_SELECTORS = {"vendors", "deviceIDs", "drivers", "ifNames", "linkTypes"}  # plugin README
+
+
+@cache
+def _catalog() -> Catalog:
+    return load_catalog()
+
+
+def _example(path: Path) -> tuple[Spec, Plan]:
+    spec = load_spec(path).spec
+    return spec, expand(spec, _catalog())
+
+
+def _lab_dict() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((ROOT / "examples" / "a100-lab-mig.yaml").read_text())
+    return data
+
+
+def _from_dict(data: dict[str, Any]) -> tuple[Spec, Plan]:
+    spec = load_spec_text(yaml.safe_dump(data)).spec
+    return spec, expand(spec, _catalog())
+
+
+def _everything(spec: Spec, plan: Plan) -> tuple[list[HelmRelease], list[KubeObject]]:
+    releases, objects = gpu_stack(spec, plan, _catalog())
+    return releases, objects + monitoring(spec, plan, _catalog()) + checkpoint_storage(spec)
+
+
+def _validate(objects: list[KubeObject], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    manifest = tmp_path / "objects.yaml"
+    manifest.write_text(yaml.safe_dump_all(objects, sort_keys=True), encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, str(VALIDATOR), str(manifest)],
+        capture_output=True,
+        text=True,
+        check=False,  # the return code is what the tests assert on
+    )
+
+
+def _release(releases: list[HelmRelease], name: str) -> HelmRelease:
+    return next(r for r in releases if r.name == name)
+
+
+def _object(objects: list[KubeObject], kind: str, name: str) -> KubeObject:
+    return next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name)
+
+
+def _cluster_policy(values: dict[str, Any]) -> KubeObject:
+    """The ClusterPolicy the chart renders from ``values`` (chart-only keys dropped)."""
+    spec = {k: copy.deepcopy(v) for k, v in values.items() if k != "nfd"}  # nfd: subchart
+    for required in ("daemonsets", "dcgm", "dcgmExporter", "devicePlugin", "driver", "gfd"):
+        spec.setdefault(required, {})
+    for required in ("nodeStatusExporter", "operator", "toolkit"):
+        spec.setdefault(required, {})
+    return {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {"name": "cluster-policy"},
+        "spec": spec,
+    }
+
+
+def _mig_schedule_spec() -> dict[str, Any]:
+    data = _lab_dict()
+    infer = next(g for g in data["node_groups"] if g["name"] == "infer")
+    infer["mig_schedule"] = {
+        "timezone": "Europe/Berlin",
+        "changes": [
+            {"at": "0 20 * * *", "mig": "infer-large"},
+            {
+                "at": "0 8 * * 1-5",
+                "mig": [
+                    {"gpus": [0, 1], "layout": "infer-small"},
+                    {"gpus": [2, 3, 4, 5, 6, 7], "layout": "disabled"},
+                ],
+            },
+        ],
+    }
+    return data
+
+
+# --- strict validation ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_example_objects_validate_strictly(path: Path, tmp_path: Path) -> None:
+    releases, objects = _everything(*_example(path))
+    checked = [o for o in objects if o["kind"] not in UNVALIDATED_KINDS]
+    gpu = _release(releases, "gpu-operator")
+    result = _validate([*checked, _cluster_policy(gpu.values)], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_scheduled_mig_and_checkpoint_objects_validate_strictly(tmp_path: Path) -> None:
+    data = _mig_schedule_spec()
+    data["scheduler"]["checkpoint_storage"] = {
+        "provisioner": "fsx.csi.aws.com",
+        "parameters": {"subnetId": "subnet-0abc", "deploymentType": "PERSISTENT_2"},
+        "mount_options": ["flock"],
+    }
+    releases, objects = _everything(*_from_dict(data))
+    assert any(o["kind"] == "StorageClass" for o in objects)
+    checked = [o for o in objects if o["kind"] not in UNVALIDATED_KINDS]
+    gpu = _release(releases, "gpu-operator")
+    result = _validate([*checked, _cluster_policy(gpu.values)], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "typo"),
+    [
+        ("ServiceMonitor", ("spec", "endpoints", 0), "intervall"),
+        ("PrometheusRule", ("spec", "groups", 0, "rules", 0), "expresion"),
+        ("ConfigMap", (), "dataa"),
+        ("ClusterPolicy", ("spec", "migManager"), "enabeld"),
+    ],
+)
+def test_validator_rejects_a_misspelled_field(
+    kind: str, path: tuple[Any, ...], typo: str, tmp_path: Path
+) -> None:
+    releases, objects = _everything(*_example(ROOT / "examples" / "a100-lab-mig.yaml"))
+    candidates = [*objects, _cluster_policy(_release(releases, "gpu-operator").values)]
+    obj = copy.deepcopy(next(o for o in candidates if o["kind"] == kind))
+    node: Any = obj
+    for key in path:
+        node = node[key]
+    node[typo] = "x"
+    result = _validate([obj], tmp_path)
+    assert result.returncode == 1
+    assert typo in result.stdout
+
+
+# --- GPU Operator ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_gpu_operator_leaves_driver_to_ansible(path: Path) -> None:
+    spec, plan = _example(path)
+    releases, objects = gpu_stack(spec, plan, _catalog())
+    gpu = _release(releases, "gpu-operator")
+    assert gpu.version == "v26.7.0"
+    assert gpu.namespace == GPU_NAMESPACE
+    assert gpu.values["driver"] == {"enabled": False}
+    assert gpu.values["mig"]["strategy"] == spec.scheduler.mig_strategy
+    assert gpu.values["dcgmExporter"]["config"]["name"] == COUNTERS_CONFIGMAP
+    assert gpu.values["dcgmExporter"]["serviceMonitor"]["enabled"] is False
+    names = [o["metadata"]["name"] for o in objects]
+    assert names.index(GPU_NAMESPACE) < names.index(COUNTERS_CONFIGMAP)
+
+
+def test_counters_configmap_is_the_roles_file_byte_for_byte() -> None:
+    spec, plan = _example(ROOT / "examples" / "dgx-h100-superpod.yaml")
+    _, objects = gpu_stack(spec, plan, _catalog())
+    cm = _object(objects, "ConfigMap", COUNTERS_CONFIGMAP)
+    assert cm["data"][COUNTERS_KEY].encode("utf-8") == counters_path().read_bytes()
+
+
+def test_mig_configmap_names_the_specs_layouts() -> None:
+    spec, plan = _example(ROOT / "examples" / "a100-lab-mig.yaml")
+    releases, objects = gpu_stack(spec, plan, _catalog())
+    manager = _release(releases, "gpu-operator").values["migManager"]
+    assert manager["enabled"] is True
+    assert manager["config"] == {"name": MIG_CONFIGMAP, "default": "all-disabled"}
+    assert {"name": "WITH_REBOOT", "value": "false"} in manager["env"]
+    document = yaml.safe_load(_object(objects, "ConfigMap", MIG_CONFIGMAP)["data"]["config.yaml"])
+    assert document == mig_parted_configs(spec, schedules=True)
+    assert document["version"] == "v1"
+
+
+def test_mig_configmap_covers_scheduled_changes() -> None:
+    spec, plan = _from_dict(_mig_schedule_spec())
+    _, objects = gpu_stack(spec, plan, _catalog())
+    configs = yaml.safe_load(_object(objects, "ConfigMap", MIG_CONFIGMAP)["data"]["config.yaml"])
+    names = set(configs["mig-configs"])
+    # the group's per-GPU list, the layout it changes to, and the per-GPU change
+    assert {"group-infer", "infer-large", "group-infer-change2", "all-disabled"} <= names
+    large = configs["mig-configs"]["infer-large"][0]
+    assert large["mig-devices"] == spec.mig_layouts["infer-large"].profiles
+
+
+def test_mig_only_by_schedule_still_enables_the_manager() -> None:
+    data = _lab_dict()
+    data["node_groups"] = [g for g in data["node_groups"] if g["name"] == "train"]
+    data["node_groups"][0]["mig_schedule"] = {"changes": [{"at": "@daily", "mig": "infer-small"}]}
+    spec, plan = _from_dict(data)
+    assert uses_mig(spec)
+    releases, objects = gpu_stack(spec, plan, _catalog())
+    assert _release(releases, "gpu-operator").values["migManager"]["enabled"] is True
+    assert any(o["metadata"]["name"] == MIG_CONFIGMAP for o in objects)
+
+
+def test_no_mig_no_mig_configmap() -> None:
+    spec, plan = _example(ROOT / "examples" / "dgx-h100-superpod.yaml")
+    releases, objects = gpu_stack(spec, plan, _catalog())
+    assert _release(releases, "gpu-operator").values["migManager"] == {"enabled": False}
+    assert all(o["metadata"]["name"] != MIG_CONFIGMAP for o in objects)
+
+
+# --- Network Operator -----------------------------------------------------------------------
+
+
+def test_infiniband_brings_the_network_operator() -> None:
+    spec, plan = _example(ROOT / "examples" / "dgx-h100-superpod.yaml")
+    releases, objects = gpu_stack(spec, plan, _catalog())
+    network = _release(releases, "network-operator")
+    assert network.namespace == NETWORK_NAMESPACE
+    assert network.values["nfd"]["enabled"] is False  # the GPU Operator's NFD serves both
+    names = [o["metadata"]["name"] for o in objects]
+    assert names.index(NETWORK_NAMESPACE) < names.index("nic-cluster-policy")
+    policy = _object(objects, "NicClusterPolicy", "nic-cluster-policy")
+    assert set(policy["spec"]) == {"rdmaSharedDevicePlugin"}  # no ofedDriver: Ansible's
+    plugin = policy["spec"]["rdmaSharedDevicePlugin"]
+    assert {"image", "repository", "version", "config"} <= set(plugin)
+    (resource,) = json.loads(plugin["config"])["configList"]
+    assert resource["resourceName"] == "rdma_shared_device_ib"
+    assert resource["rdmaHcaMax"] == 63
+    assert set(resource["selectors"]) <= RDMA_SELECTORS
+    assert resource["selectors"]["vendors"] == ["15b3"]
+    hcas = policy["metadata"]["annotations"]["railplan.dev/compute-hcas"].split(",")
+    assert set(hcas) == {h for s in plan.servers for h in s.hcas}
+
+
+def test_no_infiniband_no_network_operator() -> None:
+    spec, plan = _example(ROOT / "examples" / "aws-p4d.yaml")  # EFA, no mlx5 HCAs
+    assert not any(s.hcas for s in plan.servers)
+    releases, objects = gpu_stack(spec, plan, _catalog())
+    assert [r.name for r in releases] == ["gpu-operator"]
+    assert all(o["metadata"]["name"] != NETWORK_NAMESPACE for o in objects)
+    assert all(o["kind"] != "NicClusterPolicy" for o in objects)
+
+
+# --- monitoring -----------------------------------------------------------------------------
+
+
+def _rules(spec: Spec, plan: Plan) -> dict[str, dict[str, Any]]:
+    objects = monitoring(spec, plan, _catalog())
+    rule = _object(objects, "PrometheusRule", "railplan-gpu-alerts")
+    return {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
+
+
+def test_rules_follow_the_specs_thresholds() -> None:
+    data = _lab_dict()
+    defaults = _rules(*_from_dict(data))
+    data["scheduler"]["monitoring"] = {
+        "scrape_interval": "30s",
+        "idle_gpu_util_pct": 12.5,
+        "idle_for": "45m",
+        "throttle_for": "7m",
+        "error_window": "11m",
+    }
+    spec, plan = _from_dict(data)
+    rules = _rules(spec, plan)
+    assert "< 12.5" in rules["GPUIdle"]["expr"] and rules["GPUIdle"]["for"] == "45m"
+    for name in ("GPUXidError", "GPUNVLinkErrors", "GPUDoubleBitECC"):
+        assert "[11m]" in rules[name]["expr"] and "[5m]" in defaults[name]["expr"]
+        assert "for" not in rules[name]  # a single error alerts at once
+    for name in ("GPUThermalThrottling", "GPUPowerThrottling"):
+        assert rules[name]["for"] == "7m" and defaults[name]["for"] == "15m"
+    assert "< 5" in defaults["GPUIdle"]["expr"] and defaults["GPUIdle"]["for"] == "1h"
+    monitor = _object(monitoring(spec, plan, _catalog()), "ServiceMonitor", "nvidia-dcgm-exporter")
+    assert monitor["spec"]["endpoints"][0]["interval"] == "30s"
+
+
+def test_rules_only_read_metrics_the_counters_file_exports() -> None:
+    rules = _rules(*_example(ROOT / "examples" / "a100-lab-mig.yaml"))
+    used = {m for r in rules.values() for m in re.findall(r"DCGM_FI_[A-Z0-9_]+", r["expr"])}
+    assert used and used <= exported_metrics()
+
+
+def test_every_rule_names_node_gpu_and_severity() -> None:
+    for rule in _rules(*_example(ROOT / "examples" / "dgx-a100-superpod.yaml")).values():
+        assert rule["labels"]["severity"] in {"info", "warning", "critical"}
+        assert "{{ $labels.Hostname }}" in rule["annotations"]["summary"]
+        assert "{{ $labels.gpu }}" in rule["annotations"]["summary"]
+        assert rule["annotations"]["description"]
+
+
+def test_throttle_rules_test_the_documented_bits() -> None:
+    rules = _rules(*_example(ROOT / "examples" / "a100-lab-mig.yaml"))
+    thermal, power = rules["GPUThermalThrottling"]["expr"], rules["GPUPowerThrottling"]["expr"]
+    assert "/ 32)" in thermal and "/ 64)" in thermal  # SW and HW thermal slowdown
+    assert "/ 8)" in power and "/ 128)" in power  # HW slowdown and HW power brake
+    assert "/ 4)" not in thermal + power  # SW power cap: a busy GPU at its limit
+
+
+def test_service_monitor_selects_the_dcgm_exporter_service() -> None:
+    spec, plan = _example(ROOT / "examples" / "aws-p4d.yaml")
+    monitor = _object(monitoring(spec, plan, _catalog()), "ServiceMonitor", "nvidia-dcgm-exporter")
+    assert monitor["metadata"]["namespace"] == GPU_NAMESPACE
+    assert monitor["spec"]["selector"] == {"matchLabels": {"app": "nvidia-dcgm-exporter"}}
+    assert monitor["spec"]["endpoints"][0]["port"] == "gpu-metrics"
+
+
+# --- checkpoint storage ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_no_storage_class_without_checkpoint_storage(path: Path) -> None:
+    spec, _ = _example(path)
+    if spec.scheduler.checkpoint_storage is None:
+        assert checkpoint_storage(spec) == []
+
+
+def test_storage_class_from_checkpoint_storage() -> None:
+    data = _lab_dict()
+    data["scheduler"]["checkpoint_storage"] = {
+        "name": "ckpt",
+        "provisioner": "lustre.csi.hpe.com",
+        "parameters": {"fsName": "scratch"},
+        "reclaim_policy": "Delete",
+        "mount_options": ["flock", "noatime"],
+    }
+    spec, _ = _from_dict(data)
+    (sc,) = checkpoint_storage(spec)
+    assert sc["apiVersion"] == "storage.k8s.io/v1" and sc["kind"] == "StorageClass"
+    assert sc["metadata"]["name"] == "ckpt" and "namespace" not in sc["metadata"]
+    assert sc["provisioner"] == "lustre.csi.hpe.com"
+    assert sc["parameters"] == {"fsName": "scratch"}
+    assert sc["reclaimPolicy"] == "Delete"
+    assert sc["mountOptions"] == ["flock", "noatime"]
+    assert sc["volumeBindingMode"] == "Immediate" and sc["allowVolumeExpansion"] is True
