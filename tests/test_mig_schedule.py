@@ -85,6 +85,12 @@ def test_every_object_validates_strictly(built: Any, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_no_shared_substructure(built: Any) -> None:
+    # a dict used twice becomes a YAML anchor in rendered manifests
+    text = yaml.safe_dump_all(built[1])
+    assert "&id" not in text and "*id" not in text
+
+
 def test_one_cronjob_per_change(built: Any, catalog: Catalog) -> None:
     spec, objects = built
     group = spec.node_groups[1]

@@ -166,7 +166,7 @@ def _cronjobs(spec: Spec, group: NodeGroup, sus: list[str]) -> list[KubeObject]:
             "backoffLimit": 0,
             "activeDeadlineSeconds": deadline_s,
             "template": {
-                "metadata": {"labels": labels},
+                "metadata": {"labels": dict(labels)},
                 "spec": _pod_spec(group, env),
             },
         }
@@ -186,7 +186,7 @@ def _cronjobs(spec: Spec, group: NodeGroup, sus: list[str]) -> list[KubeObject]:
                     "startingDeadlineSeconds": STARTING_DEADLINE_S,
                     "successfulJobsHistoryLimit": 3,
                     "failedJobsHistoryLimit": 3,
-                    "jobTemplate": {"metadata": {"labels": labels}, "spec": job_spec},
+                    "jobTemplate": {"metadata": {"labels": dict(labels)}, "spec": job_spec},
                 },
             )
         )
