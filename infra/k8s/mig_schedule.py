@@ -251,7 +251,9 @@ def _pod_spec(group: NodeGroup, env: dict[str, str]) -> dict[str, object]:
     }
 
 
-# The newest Job of each railplan CronJob: start times joined to their owning CronJob.
+# The newest Job of each railplan CronJob: start times joined to their owning CronJob
+# (kube-state-metrics kube_job_owner). Written against the PromQL grammar; not run through
+# promtool or a Prometheus here (neither is installed).
 _JOB_START = (
     f'kube_job_status_start_time{{namespace="{SYSTEM_NAMESPACE}"}}'
     " * on (namespace, job_name) group_left (owner_name)"
