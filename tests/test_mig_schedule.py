@@ -1,0 +1,426 @@
+"""The MIG schedule objects (infra.k8s.mig_schedule) and the script their CronJobs run.
+
+The script runs for real under sh and bash, but against tests/fake_kubectl.py, a stand-in
+`kubectl` on PATH that keeps nodes and pods in a JSON file: no cluster exists here. The two
+kubectl output templates the script relies on are checked against the real kubectl (offline,
+`kubectl label --local`) when one is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.catalog import Catalog
+from infra.k8s.mig_schedule import (
+    FAILED_LABEL,
+    MIG_TIMEOUT_S,
+    SCRIPT_PATH,
+    SERVICE_ACCOUNT,
+    mig_schedule,
+)
+from infra.spec import load_spec_text
+from infra.spec.scheduling import duration_seconds
+from infra.topology import expand
+from infra.topology.migconfig import mig_config_name
+
+TESTS = Path(__file__).resolve().parent
+SPEC = """
+name: mig-lab
+node_groups:
+  - name: train
+    node: dgx-a100-640gb
+    count: 4
+  - name: infer_a
+    node: dgx-a100-640gb
+    count: 6
+    mig: day
+    mig_schedule:
+      timezone: Europe/Berlin
+      drain_timeout: 20m
+      changes:
+        - {at: "0 8 * * 1-5", mig: day}
+        - {at: "0 20 * * *", mig: disabled}
+        - at: "@weekly"
+          mig: [{gpus: [0, 1], layout: day}, {gpus: [2, 3, 4, 5, 6, 7], layout: disabled}]
+fabrics:
+  compute: {switch: qm8790, su_size: 2}
+scheduler: {kind: kubernetes, mig_strategy: mixed}
+mig_layouts:
+  day: {profiles: {"1g.10gb": 7}}
+"""
+CONFIG_LABEL = "nvidia.com/mig.config"
+STATE_LABEL = "nvidia.com/mig.config.state"
+REASON = "railplan.dev/mig-change-reason"
+
+
+@pytest.fixture(scope="module")
+def built(catalog: Catalog) -> tuple[Any, list[dict[str, Any]]]:
+    spec = load_spec_text(SPEC).spec
+    return spec, mig_schedule(spec, expand(spec, catalog), catalog)
+
+
+def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def test_every_object_validates_strictly(built: Any, tmp_path: Path) -> None:
+    manifest = tmp_path / "mig.yaml"
+    manifest.write_text(yaml.safe_dump_all(built[1]))
+    result = subprocess.run(
+        [sys.executable, str(TESTS / "schemas" / "validate_crs.py"), str(manifest)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_no_shared_substructure(built: Any) -> None:
+    # a dict used twice becomes a YAML anchor in rendered manifests
+    text = yaml.safe_dump_all(built[1])
+    assert "&id" not in text and "*id" not in text
+
+
+def test_one_cronjob_per_change(built: Any, catalog: Catalog) -> None:
+    spec, objects = built
+    group = spec.node_groups[1]
+    jobs = of_kind(objects, "CronJob")
+    assert [j["metadata"]["name"] for j in jobs] == [
+        "mig-infer-a-1",
+        "mig-infer-a-2",
+        "mig-infer-a-3",
+    ]
+    plan = expand(spec, catalog)
+    sus = [su.name for su in plan.sus if su.group == "infer_a"]
+    assert len(sus) == 3
+    for k, job in enumerate(jobs):
+        cron = job["spec"]
+        assert cron["schedule"] == group.mig_schedule.changes[k].at
+        assert cron["timeZone"] == "Europe/Berlin"
+        assert cron["concurrencyPolicy"] == "Forbid"
+        assert cron["startingDeadlineSeconds"] > 0
+        job_spec = cron["jobTemplate"]["spec"]
+        assert job_spec["backoffLimit"] == 0
+        drain = duration_seconds("20m")
+        assert job_spec["activeDeadlineSeconds"] >= len(sus) * (drain + MIG_TIMEOUT_S)
+        pod = job_spec["template"]["spec"]
+        assert pod["serviceAccountName"] == SERVICE_ACCOUNT
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        (container,) = pod["containers"]
+        assert re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+", container["image"])
+        ctx = container["securityContext"]
+        assert ctx["readOnlyRootFilesystem"] is True
+        assert ctx["allowPrivilegeEscalation"] is False
+        assert ctx["capabilities"] == {"drop": ["ALL"]}
+        assert set(container["resources"]) == {"requests", "limits"}
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["GROUP"] == "infer_a"
+        assert env["CONFIG"] == mig_config_name(group, change=k)
+        assert env["SUS"].split() == sus
+        assert env["DRAIN_TIMEOUT"] == str(drain)
+        # spec values reach the script through env only, never its text
+        assert "infer" not in json.dumps(container["command"])
+    configs = [j["metadata"]["annotations"]["railplan.dev/mig-config"] for j in jobs]
+    assert configs == ["day", "all-disabled", "group-infer-a-change3"]
+
+
+def test_rbac_is_exactly_what_the_script_needs(built: Any) -> None:
+    objects = built[1]
+    (role,) = of_kind(objects, "ClusterRole")
+    assert "*" not in json.dumps(role["rules"])
+    granted = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert granted == {
+        ("", "nodes", "get"),
+        ("", "nodes", "list"),
+        ("", "nodes", "patch"),
+        ("", "pods", "list"),
+        ("", "pods/eviction", "create"),
+    }
+    assert all(set(rule) == {"apiGroups", "resources", "verbs"} for rule in role["rules"])
+    (binding,) = of_kind(objects, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": "railplan-system"}
+    ]
+    (cm,) = of_kind(objects, "ConfigMap")
+    assert cm["data"]["mig-change.sh"] == SCRIPT_PATH.read_text()
+    assert [o["metadata"]["name"] for o in of_kind(objects, "Namespace")] == ["railplan-system"]
+
+
+def test_alerts(built: Any) -> None:
+    (rule,) = of_kind(built[1], "PrometheusRule")
+    assert rule["metadata"]["name"] == "railplan-mig-schedule"
+    exprs = {r["alert"]: r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert 'label_railplan_dev_mig_change="failed"' in exprs["RailplanMigChangeFailed"]
+    assert FAILED_LABEL == "railplan.dev/mig-change"
+    assert (
+        'kube_job_status_failed{namespace="railplan-system"} > 0'
+        in (exprs["RailplanMigScheduleJobFailed"])
+    )
+
+
+def test_nothing_without_a_schedule(catalog: Catalog) -> None:
+    spec = load_spec_text(
+        "name: plain\nnode_groups: [{name: g, node: dgx-a100-640gb, count: 2}]\n"
+    ).spec
+    assert mig_schedule(spec, expand(spec, catalog), catalog) == []
+
+
+# --- the script, against the stand-in kubectl ------------------------------------------------
+
+
+def node(group: str, su: str | None, config: str | None = None, **extra: Any) -> dict[str, Any]:
+    labels = {"railplan.dev/node-group": group}
+    if su:
+        labels["railplan.dev/su"] = su
+    if config:
+        labels[CONFIG_LABEL] = config
+        labels[STATE_LABEL] = "success"
+    return {
+        "labels": labels,
+        "annotations": {},
+        "unschedulable": extra.pop("unschedulable", False),
+        "mig_result": extra.pop("mig_result", "success"),
+    }
+
+
+def pod(name: str, on: str, *resources: str, refusals: int = 0) -> dict[str, Any]:
+    return {
+        "namespace": "team",
+        "name": name,
+        "node": on,
+        "phase": "Running",
+        "resources": ["cpu", "memory", *resources],
+        "pdb_refusals": refusals,
+    }
+
+
+def run_script(
+    tmp_path: Path,
+    shell: str,
+    nodes: dict[str, Any],
+    pods: list[dict[str, Any]],
+    *,
+    sus: str,
+    config: str = "day",
+    drain_timeout: int = 5,
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    state = tmp_path / "kube.json"
+    state.write_text(json.dumps({"nodes": nodes, "pods": pods, "calls": []}))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    kubectl = bin_dir / "kubectl"
+    kubectl.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{TESTS / "fake_kubectl.py"}" "$@"\n')
+    kubectl.chmod(0o755)
+    env = {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "FAKE_KUBE_STATE": str(state),
+        "GROUP": "infer_a",
+        "CONFIG": config,
+        "SUS": sus,
+        "DRAIN_TIMEOUT": str(drain_timeout),
+        "MIG_TIMEOUT": "5",
+        "POLL_SECONDS": "0",
+    }
+    result = subprocess.run(
+        [shell, str(SCRIPT_PATH)], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    return result, json.loads(state.read_text())
+
+
+def touched(state: dict[str, Any], name: str) -> list[list[str]]:
+    return [c for c in state["calls"] if name in c and c[0] != "get"]
+
+
+SHELLS = [s for s in ("sh", "bash", "dash") if shutil.which(s)]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_failed_node_stays_cordoned_and_stops_the_rollout(tmp_path: Path, shell: str) -> None:
+    nodes = {
+        "ok": node("infer_a", "su1", config="all-disabled"),
+        "done": node("infer_a", "su1", config="day"),
+        "bad": node("infer_a", "su1", config="all-disabled", mig_result="failed"),
+        "later": node("infer_a", "su2", config="all-disabled"),
+        "other": node("train", "su1"),
+    }
+    pods = [
+        pod("trainer", "ok", "nvidia.com/gpu", refusals=2),  # a PDB refuses twice
+        pod("sidecar", "ok"),  # no GPU: stays
+        pod("server", "bad", "nvidia.com/mig-1g.10gb"),
+        pod("on-done", "done", "nvidia.com/gpu"),
+    ]
+    result, state = run_script(tmp_path, shell, nodes, pods, sus="su1 su2")
+    assert result.returncode == 1, result.stderr
+    out = state["nodes"]
+    # succeeded: at the config, schedulable again, no failure mark
+    assert out["ok"]["labels"][CONFIG_LABEL] == "day"
+    assert out["ok"]["labels"][STATE_LABEL] == "success"
+    assert out["ok"]["unschedulable"] is False
+    assert FAILED_LABEL not in out["ok"]["labels"]
+    # failed: cordoned, marked, with a reason
+    assert out["bad"]["unschedulable"] is True
+    assert out["bad"]["labels"][FAILED_LABEL] == "failed"
+    assert "failed" in out["bad"]["annotations"][REASON]
+    # already at the config: not cordoned, not relabelled, its GPU pod kept
+    assert touched(state, "done") == []
+    assert out["done"]["unschedulable"] is False
+    # the SU after the failure, and other groups, are left alone
+    assert touched(state, "later") == []
+    assert out["later"]["labels"][CONFIG_LABEL] == "all-disabled"
+    assert touched(state, "other") == []
+    assert sorted(p["name"] for p in state["pods"]) == ["on-done", "sidecar"]
+    assert "later SUs are not changed" in result.stderr
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_all_sus_in_order(tmp_path: Path, shell: str) -> None:
+    nodes = {
+        "a1": node("infer_a", "su1", config="day"),
+        "b1": node("infer_a", "su2"),
+        "b2": node("infer_a", "su2", unschedulable=True),  # an admin's cordon survives
+        "c1": node("infer_a", "su3"),
+    }
+    pods = [pod("p", "b1", "nvidia.com/gpu"), pod("q", "c1", "nvidia.com/mig-3g.40gb")]
+    result, state = run_script(
+        tmp_path, shell, nodes, pods, sus="su2 su3 su1", config="all-disabled"
+    )
+    assert result.returncode == 0, result.stderr
+    out = state["nodes"]
+    assert all(n["labels"][CONFIG_LABEL] == "all-disabled" for n in out.values())
+    assert [out[n]["unschedulable"] for n in ("a1", "b1", "b2", "c1")] == [
+        False,
+        False,
+        True,
+        False,
+    ]
+    assert state["pods"] == []
+    labelled = [c[2] for c in state["calls"] if c[:2] == ["label", "node"]]
+    # SU by SU (within an SU, a node without GPU pods goes first)
+    assert sorted(labelled[:2]) == ["b1", "b2"]
+    assert labelled[2:] == ["c1", "a1"]
+    # the old state label is dropped in the same patch that sets the config
+    assert [
+        "label",
+        "node",
+        "c1",
+        f"{CONFIG_LABEL}=all-disabled",
+        f"{STATE_LABEL}-",
+        "--overwrite",
+    ] in (state["calls"])
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_drain_timeout_fails_without_forcing(tmp_path: Path, shell: str) -> None:
+    nodes = {"n": node("infer_a", "su1", config="all-disabled")}
+    pods = [pod("guarded", "n", "nvidia.com/gpu", refusals=-1)]  # a PDB that never allows it
+    result, state = run_script(tmp_path, shell, nodes, pods, sus="su1", drain_timeout=1)
+    assert result.returncode == 1
+    n = state["nodes"]["n"]
+    assert n["labels"][CONFIG_LABEL] == "all-disabled"  # not applied under a running pod
+    assert n["unschedulable"] is True
+    assert n["labels"][FAILED_LABEL] == "failed"
+    assert "drain timeout" in n["annotations"][REASON]
+    assert [p["name"] for p in state["pods"]] == ["guarded"]
+
+
+def test_earlier_failure_is_cleared_on_success(tmp_path: Path) -> None:
+    nodes = {"n": node("infer_a", None, config="all-disabled", unschedulable=True)}
+    nodes["n"]["labels"][FAILED_LABEL] = "failed"
+    nodes["n"]["annotations"][REASON] = "earlier"
+    result, state = run_script(tmp_path, "sh", nodes, [], sus="")  # no SUs: one batch
+    assert result.returncode == 0, result.stderr
+    n = state["nodes"]["n"]
+    assert n["unschedulable"] is False
+    assert FAILED_LABEL not in n["labels"]
+    assert REASON not in n["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("CONFIG", "day;reboot"), ("SUS", "su1 $(id)"), ("DRAIN_TIMEOUT", "5m")]
+)
+def test_bad_inputs_are_refused_before_any_call(tmp_path: Path, name: str, value: str) -> None:
+    values = {"CONFIG": "day", "SUS": "su1", "DRAIN_TIMEOUT": "5"} | {name: value}
+    state = tmp_path / "kube.json"
+    state.write_text(json.dumps({"nodes": {}, "pods": [], "calls": []}))
+    env = {"PATH": os.environ["PATH"], "GROUP": "infer_a", "FAKE_KUBE_STATE": str(state)}
+    result = subprocess.run(
+        ["sh", str(SCRIPT_PATH)], env=env | values, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 2
+    assert name in result.stderr or "SU" in result.stderr
+
+
+# --- the output templates, against the real kubectl (offline) ---------------------------------
+
+
+def script_value(name: str) -> str:
+    match = re.search(rf"^{name}='(.*)'$", SCRIPT_PATH.read_text(), re.MULTILINE)
+    assert match is not None
+    return match.group(1)
+
+
+def kubectl_render(tmp_path: Path, obj: dict[str, Any], output: str) -> str:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("no kubectl installed")
+    path = tmp_path / "obj.json"
+    path.write_text(json.dumps(obj))
+    result = subprocess.run(
+        [kubectl, "label", "--local", "-f", str(path), "x=y", "-o", output],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_node_jsonpath_on_real_kubectl(tmp_path: Path) -> None:
+    labels = {CONFIG_LABEL: "day", STATE_LABEL: "success", FAILED_LABEL: "failed"}
+    obj = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "labels": labels}}
+    template = "jsonpath=" + script_value("NODE_JSONPATH")
+    assert kubectl_render(tmp_path, obj, template) == "day|success||failed"
+    obj["metadata"]["labels"] = {}
+    obj["spec"] = {"unschedulable": True}
+    assert kubectl_render(tmp_path, obj, template) == "||true|"
+
+
+def test_gpu_pod_template_on_real_kubectl(tmp_path: Path) -> None:
+    # `label --local` prints one object, so apply the per-item body of the template to a Pod
+    template = script_value("GPU_POD_TEMPLATE")
+    assert template.startswith("{{range .items}}") and template.endswith("{{end}}")
+    body = template.removeprefix("{{range .items}}").removesuffix("{{end}}")
+    container = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    init = {"name": "i", "image": "x", "resources": {"requests": {"cpu": "1"}}}
+    obj = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {"containers": [container, {"name": "d", "image": "x"}], "initContainers": [init]},
+    }
+    assert (
+        kubectl_render(tmp_path, obj, "go-template=" + body) == "ns p running nvidia.com/gpu cpu\n"
+    )
+    obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    del obj["spec"]["initContainers"]
+    assert (
+        kubectl_render(tmp_path, obj, "go-template=" + body) == "ns p terminating nvidia.com/gpu\n"
+    )
