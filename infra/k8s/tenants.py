@@ -227,7 +227,7 @@ def podgroup_examples(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObje
 
     The gang asks for ``min(SU size, tenant GPUs // GPUs per node)`` nodes of the largest
     SU's node type, one pod per node, and is held to one tier-1 HyperNode (one SU) so its
-    all-reduce never crosses a spine. Without a compute fabric there is no topology
+    same-rail traffic stays on the SU's leaves, never crossing a spine. Without a compute fabric there is no topology
     constraint. A tenant with less than one node's GPUs gets no example.
     """
     if spec.scheduler.batch != "volcano":
