@@ -1,0 +1,354 @@
+"""Tenants as Kubernetes objects: namespace, GPU quota, priorities, network isolation, queues.
+
+`tenants(spec, plan, catalog)` returns, in apply order, for the tenants of ``scheduler``:
+
+- a `PriorityClass` per priority some tenant uses (cluster-scoped), ordered
+  low < normal < high < critical and far below ``system-cluster-critical`` (2,000,000,000);
+- per tenant a Namespace, a ResourceQuota on GPUs and four NetworkPolicies (deny all,
+  then allow the namespace itself, DNS, and scrapes from the monitoring namespace);
+- with ``batch: volcano`` a Queue per tenant; with ``batch: kueue`` WorkloadPriorityClasses,
+  a ClusterQueue per tenant and a LocalQueue in its namespace.
+
+`podgroup_examples` returns example Volcano PodGroups (one gang per tenant) that a renderer
+writes as examples: they are templates for jobs, not objects to apply.
+
+Whether the tenants' quotas add up to more GPUs than the cluster has is lint's concern.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from infra.catalog import Catalog
+from infra.k8s.objects import LABEL_PREFIX, KubeObject, kube_object
+from infra.k8s.topology import KUEUE_API, flavor_name, spec_object
+from infra.spec import Spec
+from infra.spec.scheduling import PRIORITIES, Tenant
+from infra.topology import Plan
+
+__all__ = [
+    "GPU_RESOURCE",
+    "MONITORING_NAMESPACE",
+    "PRIORITY_VALUES",
+    "VOLCANO_API",
+    "mig_quota",
+    "podgroup_examples",
+    "priority_class_name",
+    "split_quota",
+    "tenants",
+]
+
+GPU_RESOURCE = "nvidia.com/gpu"
+VOLCANO_API = "scheduling.volcano.sh/v1beta1"
+# Where the Prometheus that scrapes tenant pods (dcgm-exporter, training metrics) runs; the
+# monitoring stack's release must use this namespace or scrapes are dropped by the policy.
+MONITORING_NAMESPACE = "monitoring"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
+TENANT_LABEL = f"{LABEL_PREFIX}/tenant"
+# Steps of ten, so an operator can slot a class in between; the highest is 500x below
+# system-cluster-critical, so no tenant job ever preempts cluster services.
+PRIORITY_VALUES = {"low": 1_000, "normal": 10_000, "high": 100_000, "critical": 1_000_000}
+_VOLCANO_WEIGHT_MAX = 65_535  # the Queue CRD's maximum weight
+# Profiles the device plugin exposes as `nvidia.com/mig-<profile>` (no `+attribute` forms:
+# `+` is not allowed in a resource name, and how those are named is not settled here).
+_PLAIN_MIG_PROFILE = re.compile(r"^([1-7]c\.)?[1-7]g\.[0-9]+gb$")
+
+
+def priority_class_name(spec: Spec, priority: str) -> str:
+    """The PriorityClass (and Kueue WorkloadPriorityClass) of a tenant priority."""
+    return f"{spec.name}-{priority}"
+
+
+def tenants(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
+    """Every tenant object in apply order (cluster-scoped first); [] without tenants."""
+    listed = spec.scheduler.tenants
+    if not listed:
+        return []
+    objects = priority_classes(spec)
+    objects += [_namespace(spec, t) for t in listed]
+    for tenant in listed:
+        objects += [_resource_quota(spec, tenant), *network_policies(spec, tenant)]
+    if spec.scheduler.batch == "volcano":
+        objects += volcano_queues(spec)
+    elif spec.scheduler.batch == "kueue":
+        objects += kueue_queues(spec, plan, catalog)
+    return objects
+
+
+def _used_priorities(spec: Spec) -> list[str]:
+    used = {t.priority for t in spec.scheduler.tenants}
+    return [p for p in PRIORITIES if p in used]
+
+
+def _tenant_labels(tenant: Tenant) -> dict[str, str]:
+    return {TENANT_LABEL: tenant.name}
+
+
+# --- priorities --------------------------------------------------------------------------------
+
+
+def priority_classes(spec: Spec) -> list[KubeObject]:
+    """A PriorityClass per priority the tenants use, lowest first."""
+    return [
+        kube_object(
+            "scheduling.k8s.io/v1",
+            "PriorityClass",
+            priority_class_name(spec, p),
+            spec,
+            value=PRIORITY_VALUES[p],
+            globalDefault=False,
+            preemptionPolicy="PreemptLowerPriority",
+            description=f"railplan tenant priority {p!r}: preempts lower tenant priorities.",
+        )
+        for p in _used_priorities(spec)
+    ]
+
+
+# --- namespace, quota, network policies --------------------------------------------------------
+
+
+def _namespace(spec: Spec, tenant: Tenant) -> KubeObject:
+    return kube_object("v1", "Namespace", tenant.name, spec, labels=_tenant_labels(tenant))
+
+
+def _resource_quota(spec: Spec, tenant: Tenant) -> KubeObject:
+    # Extended resources take only `requests.` quotas (they cannot be overcommitted).
+    hard = {f"requests.{GPU_RESOURCE}": str(tenant.gpus)}
+    hard.update({f"requests.{r}": str(n) for r, n in mig_quota(spec, tenant.gpus).items()})
+    return spec_object(
+        "v1",
+        "ResourceQuota",
+        "gpus",
+        spec,
+        namespace=tenant.name,
+        labels=_tenant_labels(tenant),
+        body={"hard": hard},
+    )
+
+
+def mig_quota(spec: Spec, gpus: int) -> dict[str, int]:
+    """MIG slices a tenant of ``gpus`` GPUs may request, per `nvidia.com/mig-*` resource.
+
+    With the ``mixed`` strategy MIG slices are their own resources and a quota on
+    `nvidia.com/gpu` would leave them unlimited. Each profile is capped at what ``gpus``
+    whole GPUs give when cut into the densest layout holding it: a tenant never holds more
+    of one slice than its GPU quota could yield. With ``single`` the slices *are*
+    `nvidia.com/gpu` and the GPU quota counts slices; with ``none`` there are none.
+    """
+    if spec.scheduler.mig_strategy != "mixed":
+        return {}
+    per_gpu: dict[str, int] = {}
+    for layout in spec.mig_layouts.values():
+        for profile, count in layout.profiles.items():
+            if count and _PLAIN_MIG_PROFILE.match(profile):
+                per_gpu[profile] = max(per_gpu.get(profile, 0), count)
+    return {f"nvidia.com/mig-{p}": gpus * n for p, n in sorted(per_gpu.items())}
+
+
+def network_policies(spec: Spec, tenant: Tenant) -> list[KubeObject]:
+    """Deny all traffic, then allow the namespace, DNS and the monitoring namespace.
+
+    NetworkPolicies add up: the deny-all selects every pod with no rule, and each allow
+    policy opens one path. Egress to the API server stays closed (it is not a pod a
+    selector can name); a tenant whose jobs talk to it needs a policy of its own.
+    """
+    everyone: dict[str, Any] = {}
+    rules: dict[str, dict[str, Any]] = {
+        "default-deny": {"policyTypes": ["Ingress", "Egress"]},
+        "allow-same-namespace": {
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [{"podSelector": everyone}]}],
+            "egress": [{"to": [{"podSelector": everyone}]}],
+        },
+        "allow-dns": {"policyTypes": ["Egress"], "egress": [_dns_egress()]},
+        "allow-monitoring": {
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [_namespace_peer(MONITORING_NAMESPACE)]}],
+        },
+    }
+    return [
+        spec_object(
+            "networking.k8s.io/v1",
+            "NetworkPolicy",
+            name,
+            spec,
+            namespace=tenant.name,
+            labels=_tenant_labels(tenant),
+            body={"podSelector": everyone, **body},
+        )
+        for name, body in rules.items()
+    ]
+
+
+def _namespace_peer(namespace: str) -> dict[str, Any]:
+    return {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}}
+
+
+def _dns_egress() -> dict[str, Any]:
+    dns = {
+        **_namespace_peer("kube-system"),
+        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+    }
+    ports = [{"protocol": proto, "port": 53} for proto in ("UDP", "TCP")]
+    return {"to": [dns], "ports": ports}
+
+
+# --- Volcano -----------------------------------------------------------------------------------
+
+
+def volcano_queues(spec: Spec) -> list[KubeObject]:
+    """A Queue per tenant, capped at its GPUs, weighted by its GPUs."""
+    listed = spec.scheduler.tenants
+    largest = max(t.gpus for t in listed)
+    return [_volcano_queue(spec, t, _weight(t.gpus, largest)) for t in listed]
+
+
+def _weight(gpus: int, largest: int) -> int:
+    # `proportion` splits idle capacity by weight: weighting by quota keeps each tenant's
+    # deserved share in line with its quota. Scaled into the CRD's 1..65535 range.
+    if largest <= _VOLCANO_WEIGHT_MAX:
+        return max(1, gpus)
+    return max(1, round(gpus * _VOLCANO_WEIGHT_MAX / largest))
+
+
+def _volcano_queue(spec: Spec, tenant: Tenant, weight: int) -> KubeObject:
+    # capability is a hard cap (the ResourceQuota again, seen by the scheduler, so a gang
+    # over quota waits in the queue instead of failing pod creation); reclaimable lets
+    # other queues take back what this one borrowed beyond its deserved share.
+    body = {"weight": weight, "reclaimable": True, "capability": {GPU_RESOURCE: str(tenant.gpus)}}
+    return spec_object(
+        VOLCANO_API, "Queue", tenant.name, spec, labels=_tenant_labels(tenant), body=body
+    )
+
+
+def podgroup_examples(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
+    """One example gang per tenant (Volcano only): as many whole nodes as fit one SU.
+
+    The gang asks for ``min(SU size, tenant GPUs // GPUs per node)`` nodes of the largest
+    SU's node type, one pod per node, and is held to one tier-1 HyperNode (one SU) so its
+    same-rail traffic stays on the SU's leaves, never crossing a spine. Without a compute fabric there is no topology
+    constraint. A tenant with less than one node's GPUs gets no example.
+    """
+    if spec.scheduler.batch != "volcano":
+        return []
+    examples = []
+    for tenant in spec.scheduler.tenants:
+        example = _podgroup(spec, plan, catalog, tenant)
+        if example is not None:
+            examples.append(example)
+    return examples
+
+
+def _gang_shape(spec: Spec, plan: Plan, catalog: Catalog) -> tuple[int, int]:
+    """(nodes in the example's domain, GPUs per node): the largest SU, else largest group."""
+    if plan.sus:
+        su = max(plan.sus, key=lambda s: len(s.servers))
+        group = next(g for g in spec.node_groups if g.name == su.group)
+        return len(su.servers), catalog.nodes[group.node].gpus
+    group = max(spec.node_groups, key=lambda g: g.count)
+    return group.count, catalog.nodes[group.node].gpus
+
+
+def _podgroup(spec: Spec, plan: Plan, catalog: Catalog, tenant: Tenant) -> KubeObject | None:
+    domain, per_node = _gang_shape(spec, plan, catalog)
+    nodes = min(domain, tenant.gpus // per_node)
+    if nodes == 0:
+        return None
+    body: dict[str, Any] = {
+        "minMember": nodes,
+        "minResources": {GPU_RESOURCE: str(nodes * per_node)},
+        "queue": tenant.name,
+        "priorityClassName": priority_class_name(spec, tenant.priority),
+    }
+    if plan.sus:
+        body["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1}
+    return spec_object(
+        VOLCANO_API,
+        "PodGroup",
+        f"{tenant.name}-example-gang",
+        spec,
+        namespace=tenant.name,
+        labels=_tenant_labels(tenant),
+        body=body,
+    )
+
+
+# --- Kueue -------------------------------------------------------------------------------------
+
+
+def kueue_queues(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
+    """WorkloadPriorityClasses, then a ClusterQueue and a LocalQueue per tenant."""
+    del plan  # flavors are per node group; their GPUs come from the spec and catalog
+    objects = [
+        kube_object(
+            KUEUE_API,
+            "WorkloadPriorityClass",
+            priority_class_name(spec, p),
+            spec,
+            value=PRIORITY_VALUES[p],
+            description=f"railplan tenant priority {p!r}.",
+        )
+        for p in _used_priorities(spec)
+    ]
+    capacity = [catalog.nodes[g.node].gpus * g.count for g in spec.node_groups]
+    for tenant in spec.scheduler.tenants:
+        quotas = split_quota(tenant.gpus, capacity)
+        objects.append(_cluster_queue(spec, tenant, quotas))
+    objects += [_local_queue(spec, t) for t in spec.scheduler.tenants]
+    return objects
+
+
+def split_quota(total: int, capacities: list[int]) -> list[int]:
+    """Split ``total`` over flavors in proportion to their GPUs; the parts add up to ``total``.
+
+    Largest remainder (ties to the earlier flavor), so the split is exact and stable.
+    """
+    whole = sum(capacities)
+    if whole == 0:
+        return [total, *([0] * (len(capacities) - 1))] if capacities else []
+    parts = [total * c // whole for c in capacities]
+    by_remainder = sorted(
+        range(len(capacities)), key=lambda i: (-(total * capacities[i] % whole), i)
+    )
+    for i in by_remainder[: total - sum(parts)]:
+        parts[i] += 1
+    return parts
+
+
+def _cluster_queue(spec: Spec, tenant: Tenant, quotas: list[int]) -> KubeObject:
+    # Kueue quota is per flavor and, without a cohort, hard-isolated: the nominal quotas
+    # add up to exactly the tenant's GPUs, so Kueue never admits a workload whose pods the
+    # namespace's ResourceQuota would then reject. Splitting by each group's share of the
+    # cluster keeps every flavor usable; the price is that one job can use at most its
+    # flavor's share (a cohort with borrowing would lift that, but then admission could
+    # exceed the ResourceQuota). Kueue admits only workloads whose every requested resource
+    # is covered, so its configuration must exclude cpu/memory (resources.
+    # excludeResourcePrefixes) or pods asking for them stay pending.
+    flavors = [
+        {
+            "name": flavor_name(spec, g.name),
+            "resources": [{"name": GPU_RESOURCE, "nominalQuota": str(q)}],
+        }
+        for g, q in zip(spec.node_groups, quotas, strict=True)
+    ]
+    body = {
+        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: tenant.name}},
+        "resourceGroups": [{"coveredResources": [GPU_RESOURCE], "flavors": flavors}],
+        "preemption": {"withinClusterQueue": "LowerPriority"},
+    }
+    return spec_object(
+        KUEUE_API, "ClusterQueue", tenant.name, spec, labels=_tenant_labels(tenant), body=body
+    )
+
+
+def _local_queue(spec: Spec, tenant: Tenant) -> KubeObject:
+    return spec_object(
+        KUEUE_API,
+        "LocalQueue",
+        tenant.name,
+        spec,
+        namespace=tenant.name,
+        labels=_tenant_labels(tenant),
+        body={"clusterQueue": tenant.name},
+    )
