@@ -4,6 +4,7 @@
 and `railplan render` writes the same objects under ``files/k8s/``.
 """
 
+from infra.k8s.build import build_kubernetes
 from infra.k8s.objects import (
     LABEL_PREFIX,
     SYSTEM_NAMESPACE,
@@ -23,6 +24,7 @@ __all__ = [
     "KubeObject",
     "KubernetesObjects",
     "ServiceSet",
+    "build_kubernetes",
     "common_labels",
     "kube_object",
     "topology_label",

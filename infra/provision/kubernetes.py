@@ -134,7 +134,13 @@ class ClusterServices(pulumi.ComponentResource):
     ) -> None:
         super().__init__("railplan:kubernetes:ClusterServices", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        self.sets = [ServiceSetComponent(s, child) for s in args.objects.sets]
+        self.sets = []
+        for service_set in args.objects.sets:
+            # Sets apply in order: a later one may use an earlier one's namespace or CRDs
+            # (monitoring selects the GPU Operator's exporter in its namespace).
+            after = pulumi.ResourceOptions(depends_on=self.sets[-1:]) if self.sets else None
+            opts = pulumi.ResourceOptions.merge(child, after)
+            self.sets.append(ServiceSetComponent(service_set, opts))
         self.pull_secret = _pull_secret(args, self.sets, child)
         self.register_outputs(
             {"sets": [s.name for s in args.objects.sets], "objects": len(args.objects.objects)}

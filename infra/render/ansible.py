@@ -264,6 +264,12 @@ def _node_group_vars(spec: Spec, catalog: Catalog, plan: Plan, group: NodeGroup)
     if mig_partitioned(group):
         values["mig_config_name"] = mig_config_name(group)
         values["mig_parted_config"] = mig_parted_configs(spec, [group])
+        if spec.scheduler.kind == "kubernetes":
+            # The GPU Operator's MIG manager applies the config this label names (its
+            # default would undo the group's layout); MIG schedules relabel through the API.
+            values["topology_labels_kubernetes_extra"] = {
+                "nvidia.com/mig.config": mig_config_name(group)
+            }
     return values
 
 

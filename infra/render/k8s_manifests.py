@@ -34,6 +34,7 @@ _KIND_ORDER = (
     "ResourceQuota",
     "NetworkPolicy",
     "StorageClass",
+    "NicClusterPolicy",
     "HyperNode",
     "Queue",
     "Topology",
@@ -98,11 +99,33 @@ def _releases_yaml(k8s: KubernetesObjects) -> str:
     return header + yaml.safe_dump({"releases": rows}, sort_keys=False)
 
 
+def _readme(k8s: KubernetesObjects) -> str:
+    sets = ", ".join(s.name for s in k8s.sets)
+    return f"""# Kubernetes cluster services (rendered by railplan)
+
+The same objects `pulumi up` declares (Pulumi.yaml, `railplan:target: kubernetes`), for a
+GitOps repository or `kubectl`. Sets: {sets}.
+
+Apply in this order:
+1. Prerequisites railplan does not install: the batch scheduler the spec names (Volcano with
+   HyperNode support, or Kueue serving kueue.x-k8s.io/v1beta2) and the Prometheus operator
+   CRDs (ServiceMonitor, PrometheusRule).
+2. The Helm releases in `helm/releases.yaml`, in order, each with its values file; they
+   install the GPU Operator (and Network Operator) CRDs.
+3. `kubectl apply -f .` here: file names are numbered so namespaces, priority classes and
+   RBAC come before what uses them.
+
+`examples/` holds job templates (gang-scheduled PodGroups) to copy; they are not applied.
+Secrets (an NGC API key) are not here: Pulumi takes them as config secrets.
+"""
+
+
 def k8s_files(k8s: KubernetesObjects) -> dict[str, str]:
     """``files/k8s/`` as relative name -> text (empty when there is nothing to apply)."""
     files = {_file_name(kind): manifest_yaml(objs) for kind, objs in _by_kind(k8s.objects).items()}
     for kind, objs in _by_kind(o for s in k8s.sets for o in s.examples).items():
         files[f"examples/{kind.lower()}.yaml"] = manifest_yaml(objs)
+    files["README.md"] = _readme(k8s)
     if k8s.releases:
         files["helm/releases.yaml"] = _releases_yaml(k8s)
         for release in k8s.releases:

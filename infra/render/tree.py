@@ -3,14 +3,17 @@
 Puts together the Ansible files (`infra.render.ansible`), the static roles, and the files a
 deployment reads from `inventories/<name>/files/`: cabling, BOM and address plan (CSV),
 Slurm's topology and GRES files, the subnet manager's and SHARP aggregation manager's
-configuration and the NCCL environment per node group. A pure function: the same spec and
+configuration, the NCCL environment per node group, and for a Kubernetes spec the manifests
+of its cluster services (`infra.k8s`, the builder the Pulumi program declares). A pure function: the same spec and
 catalog give the same bytes.
 """
 
 from __future__ import annotations
 
 from infra.catalog import Catalog
+from infra.k8s import build_kubernetes
 from infra.render.ansible import ansible_files
+from infra.render.k8s_manifests import k8s_files
 from infra.render.nccl_env import nccl_env_files
 from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
 from infra.render.slurm import slurm_files
@@ -35,6 +38,11 @@ def render_tree(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, bytes]:
         "nccl": nccl_env_files(plan, spec, catalog),
         "subnet-manager": subnet_manager_files(plan, spec, catalog),
         "slurm": slurm_files(plan, spec, catalog) if spec.scheduler.kind == "slurm" else {},
+        "k8s": (
+            k8s_files(build_kubernetes(spec, plan, catalog))
+            if spec.scheduler.kind == "kubernetes"
+            else {}
+        ),
     }
     for section, named in sections.items():
         texts.update((f"{files_dir}/{section}/{name}", text) for name, text in named.items())
