@@ -23,11 +23,13 @@ from hypothesis import strategies as st
 
 from infra.catalog import Catalog
 from infra.lint import lint_loaded
-from infra.provision.aws import AwsClusterArgs, AwsGpuCluster, fsx_size
 from infra.provision.aws import (
     FSX_CAPACITY_STEP_GIB,
     FSX_MIN_CAPACITY_GIB,
     FSX_TIERS,
+    AwsClusterArgs,
+    AwsGpuCluster,
+    fsx_size,
     launch_template_interfaces,
     subnet_cidr,
 )
