@@ -33,11 +33,12 @@ demo: $(STAMP)
 test: lint typecheck unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check infra tests bench
-	$(BIN)/ruff format --check infra tests bench
+	$(BIN)/ruff check infra tests bench __main__.py
+	$(BIN)/ruff format --check infra tests bench __main__.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+	$(BIN)/mypy __main__.py
 
 unit: $(STAMP)
 	$(BIN)/pytest

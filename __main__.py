@@ -30,37 +30,45 @@ def _checked_spec(path: str) -> LoadedSpec:
 
 
 spec = _checked_spec(config.require("spec")).spec
-try:
+
+
+def _declare() -> None:
+    """Declare the target's components (a refusal is a RailplanError, reported below)."""
     plan = expand(spec, catalog)
+    if target == "kubernetes":
+        from infra.k8s import build_kubernetes
+        from infra.provision.kubernetes import ClusterServices, ClusterServicesArgs
+
+        objects = build_kubernetes(spec, plan, catalog)
+        ClusterServices(
+            spec.name,
+            ClusterServicesArgs(objects=objects, ngc_api_key=config.get_secret("ngcApiKey")),
+        )
+        pulumi.export("sets", [s.name for s in objects.sets])
+        pulumi.export("objects", len(objects.objects))
+    elif target == "aws":
+        from infra.provision.aws import AwsClusterArgs, AwsGpuCluster
+
+        cluster = AwsGpuCluster(
+            spec.name,
+            AwsClusterArgs(
+                spec=spec,
+                plan=plan,
+                catalog=catalog,
+                availability_zone=config.require("availabilityZone"),
+                ami_id=config.require("amiId"),
+                key_name=config.get("keyName"),
+            ),
+        )
+        pulumi.export("hosts", cluster.hosts)  # for `railplan render --addresses`
+        pulumi.export("vpc_id", cluster.vpc_id)
+    else:
+        raise RailplanError(
+            f"railplan:target is {target!r}; expected kubernetes or aws", path="railplan:target"
+        )
+
+
+try:
+    _declare()
 except RailplanError as exc:
     raise pulumi.RunError(exc.one_line()) from None
-
-if target == "kubernetes":
-    from infra.k8s import build_kubernetes
-    from infra.provision.kubernetes import ClusterServices, ClusterServicesArgs
-
-    objects = build_kubernetes(spec, plan, catalog)
-    services = ClusterServices(
-        spec.name,
-        ClusterServicesArgs(objects=objects, ngc_api_key=config.get_secret("ngcApiKey")),
-    )
-    pulumi.export("sets", [s.name for s in objects.sets])
-    pulumi.export("objects", len(objects.objects))
-elif target == "aws":
-    from infra.provision.aws import AwsClusterArgs, AwsGpuCluster
-
-    cluster = AwsGpuCluster(
-        spec.name,
-        AwsClusterArgs(
-            spec=spec,
-            plan=plan,
-            catalog=catalog,
-            availability_zone=config.require("availabilityZone"),
-            ami_id=config.require("amiId"),
-            key_name=config.get("keyName"),
-        ),
-    )
-    pulumi.export("hosts", cluster.hosts)
-    pulumi.export("vpc_id", cluster.vpc_id)
-else:
-    raise pulumi.RunError(f"railplan:target is {target!r}; expected kubernetes or aws")

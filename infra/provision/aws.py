@@ -43,6 +43,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.catalog import Catalog, Node
+from infra.errors import RailplanError
 from infra.spec import Spec
 from infra.topology import Plan, Server
 
@@ -52,12 +53,18 @@ __all__ = [
     "FSX_TIERS",
     "AwsClusterArgs",
     "AwsGpuCluster",
+    "AwsTargetError",
     "fsx_size",
     "instance_type",
     "launch_template_interfaces",
     "server_tags",
     "subnet_cidr",
 ]
+
+
+class AwsTargetError(RailplanError, ValueError):
+    """The spec cannot be provisioned on AWS (not AWS instance types, subnet too small)."""
+
 
 COMPONENT_TYPE = "railplan:aws:GpuCluster"
 
@@ -204,18 +211,20 @@ class AwsClusterArgs:
         """The catalog node of every node group, checked to be an AWS instance type.
 
         Raises:
-            ValueError: a group's node is not an AWS cloud node with EFA interfaces.
+            AwsTargetError: a group's node is not an AWS cloud node with EFA interfaces.
         """
         nodes: dict[str, Node] = {}
         for group in self.spec.node_groups:
             node = self.catalog.nodes.get(group.node)
             if node is None or node.cloud != "aws" or node.kind != "cloud":
-                raise ValueError(
+                raise AwsTargetError(
                     f"node group {group.name!r}: {group.node!r} is not an AWS instance type "
                     "(catalog nodes with cloud: aws, e.g. aws-p5.48xlarge)"
                 )
             if node.compute_nics < 1:
-                raise ValueError(f"node group {group.name!r}: {group.node!r} has no EFA devices")
+                raise AwsTargetError(
+                    f"node group {group.name!r}: {group.node!r} has no EFA devices"
+                )
             nodes[group.name] = node
         return nodes
 
@@ -486,12 +495,12 @@ def _check_subnet_room(cidr: str, plan: Plan, nodes: dict[str, Node]) -> None:
     """Every EFA (with ENA) interface takes an address: the subnet must hold them all.
 
     Raises:
-        ValueError: the subnet is too small for the planned instances' interfaces.
+        AwsTargetError: the subnet is too small for the planned instances' interfaces.
     """
     needed = sum(nodes[s.group].compute_nics for s in plan.servers) + SUBNET_ADDRESS_ALLOWANCE
     usable = ipaddress.IPv4Network(cidr).num_addresses - SUBNET_RESERVED
     if needed > usable:
-        raise ValueError(
+        raise AwsTargetError(
             f"subnet {cidr} has {usable} usable addresses; the planned instances' EFA "
             f"interfaces and FSx need about {needed}: use a larger vpc_cidr or subnet_cidr"
         )
