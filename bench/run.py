@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PLAN_CASES = [(128, 1), (2048, 1), (8192, 1), (16384, 8)]  # DGX H100 servers, planes
 LINT_GROUPS = [10, 100, 400]
 RENDER_SERVERS = [2048, 16384]
+PULUMI_SERVERS = [1250]  # 10,000 GPUs on Kubernetes, under Pulumi's mock runtime
 BENCH_ROOT = Path(tempfile.gettempdir()) / "railplan-bench"
 
 
@@ -64,6 +65,59 @@ def lint_spec(groups: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def pulumi_spec(servers: int) -> str:
+    """A Kubernetes DGX H100 cluster with Volcano, two tenants and a MIG day/night group."""
+    infer = max(8, servers // 16)
+    return f"""name: bench
+site: {{rack: {{power_kw: 44}}, management_cidr: 10.0.0.0/8, bmc_cidr: 11.0.0.0/8}}
+node_groups:
+  - {{name: train, node: dgx-h100, count: {servers - infer}, hostname: "t{{index:05d}}"}}
+  - name: infer
+    node: dgx-h100
+    count: {infer}
+    hostname: "i{{index:05d}}"
+    mig: day
+    mig_schedule:
+      changes: [{{at: "0 7 * * *", mig: day}}, {{at: "0 21 * * *", mig: disabled}}]
+fabrics:
+  compute: {{switch: qm9700, su_size: 32, sharp: true, subnet_manager: opensm}}
+scheduler:
+  mig_strategy: mixed
+  batch: volcano
+  tenants: [{{name: research, gpus: {servers * 6}, priority: high}},
+            {{name: serving, gpus: {infer * 8}, priority: critical}}]
+mig_layouts: {{day: {{profiles: {{"1g.10gb": 7}}}}}}
+"""
+
+
+def pulumi_case(servers: int) -> dict[str, float]:
+    """Run __main__.py under Pulumi's mock runtime (no engine here) for ``servers``."""
+    import runpy
+    import tempfile as tmp
+
+    import pulumi
+
+    class Counting(pulumi.runtime.Mocks):
+        count = 0
+
+        def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+            Counting.count += 1
+            return f"{args.name}_id", dict(args.inputs)
+
+        def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+            return {}
+
+    spec_file = Path(tmp.mkdtemp()) / "bench.yaml"
+    spec_file.write_text(pulumi_spec(servers))
+    start = time.perf_counter()
+    pulumi.runtime.set_mocks(Counting(), project="railplan", stack="bench", preview=False)
+    pulumi.runtime.set_all_config({"railplan:spec": str(spec_file)})
+    pulumi.runtime.test(lambda: runpy.run_path(str(ROOT / "__main__.py")))()
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"seconds": round(seconds, 3), "peak_mib": round(peak, 1), "resources": Counting.count}
+
+
 def run_case(case: str) -> dict[str, float]:
     """Run one case in this process; return seconds and peak RSS in MiB."""
     from infra.catalog import load_catalog
@@ -75,6 +129,8 @@ def run_case(case: str) -> dict[str, float]:
     catalog = load_catalog()
     if kind == "render":
         return render_case(int(args[0]))
+    if kind == "pulumi":
+        return pulumi_case(int(args[0]))
     if kind == "plan":
         spec = load_spec_text(plan_spec(int(args[0]), int(args[1]))).spec
         start = time.perf_counter()
@@ -163,6 +219,7 @@ def main() -> None:
     ]
     cases += [(f"lint {g} groups ({g * 256:,} GPUs)", f"lint:{g}") for g in LINT_GROUPS]
     cases += [(f"render {s:,} servers", f"render:{s}") for s in RENDER_SERVERS]
+    cases += [(f"pulumi (mocks) {s * 8:,} GPUs", f"pulumi:{s}") for s in PULUMI_SERVERS]
     print(f"{'case':<36} {'wall s':>8} {'peak MiB':>9}  detail")
     for label, case in cases:
         out = subprocess.run(
