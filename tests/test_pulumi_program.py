@@ -25,7 +25,12 @@ from .k8s_validation import manifest_problems
 from .pulumi_mocks import ROOT, RecordingMocks, run_program
 
 EXAMPLES = ROOT / "examples"
-K8S_EXAMPLES = ["a100-lab-mig.yaml", "k8s-tenants.yaml"]
+# Every Kubernetes example, and the design document's sketch (Volcano, tenants, MIG schedule).
+K8S_EXAMPLES = [
+    str(p)
+    for p in [*sorted(EXAMPLES.glob("*.yaml")), ROOT / "tests" / "data" / "design-sketch.yaml"]
+    if load_spec(p).spec.scheduler.kind == "kubernetes"
+]
 
 
 def _numbers_as_floats(value: Any) -> Any:
@@ -68,10 +73,10 @@ def _declared_objects(mocks: RecordingMocks) -> dict[tuple[str, str, str], dict[
     return out
 
 
-@pytest.mark.parametrize("example", K8S_EXAMPLES)
+@pytest.mark.parametrize("example", K8S_EXAMPLES, ids=lambda p: Path(p).stem)
 def test_kubernetes_target_declares_what_render_writes(example: str) -> None:
-    mocks = run_program({"railplan:spec": str(EXAMPLES / example), "railplan:target": "kubernetes"})
-    rendered = _rendered_manifests(EXAMPLES / example)
+    mocks = run_program({"railplan:spec": example, "railplan:target": "kubernetes"})
+    rendered = _rendered_manifests(Path(example))
     assert rendered and manifest_problems(rendered) == []
     declared = _declared_objects(mocks)
     keys = [
@@ -84,9 +89,9 @@ def test_kubernetes_target_declares_what_render_writes(example: str) -> None:
         assert _numbers_as_floats(declared[key]) == _numbers_as_floats(obj), key
 
 
-@pytest.mark.parametrize("example", K8S_EXAMPLES)
+@pytest.mark.parametrize("example", K8S_EXAMPLES, ids=lambda p: Path(p).stem)
 def test_releases_leave_the_driver_to_ansible(example: str) -> None:
-    mocks = run_program({"railplan:spec": str(EXAMPLES / example), "railplan:target": "kubernetes"})
+    mocks = run_program({"railplan:spec": example, "railplan:target": "kubernetes"})
     releases = {r.inputs["name"]: r for r in mocks.of_type("kubernetes:helm.sh/v3:Release")}
     assert "gpu-operator" in releases
     gpu = releases["gpu-operator"]

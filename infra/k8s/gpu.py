@@ -38,7 +38,6 @@ __all__ = [
     "RDMA_RESOURCE",
     "counters_csv",
     "counters_path",
-    "custom_resource",
     "gpu_stack",
     "infiniband_hcas",
     "uses_mig",
@@ -114,22 +113,6 @@ def gpu_stack(
         releases.append(network_operator())
         objects += [_namespace(NETWORK_NAMESPACE, spec), nic_cluster_policy(spec, plan)]
     return releases, objects
-
-
-def custom_resource(
-    api_version: str,
-    kind: str,
-    name: str,
-    spec: Spec,
-    body: dict[str, Any],
-    *,
-    namespace: str | None = None,
-    annotations: dict[str, str] | None = None,
-) -> KubeObject:
-    """`kube_object` with a ``spec`` field (its own ``spec`` parameter is the railplan spec)."""
-    obj = kube_object(api_version, kind, name, spec, namespace=namespace, annotations=annotations)
-    obj["spec"] = body
-    return obj
 
 
 def _namespace(name: str, spec: Spec) -> KubeObject:
@@ -251,12 +234,12 @@ def nic_cluster_policy(spec: Spec, plan: Plan) -> KubeObject:
     # The plugin cannot select RDMA devices by name (below), so the plan's compute HCAs
     # are recorded for reviewers; NCCL_IB_HCA from the plan picks them inside the pod.
     hcas = ",".join(infiniband_hcas(plan))
-    return custom_resource(
+    return kube_object(
         "mellanox.com/v1alpha1",
         "NicClusterPolicy",
         "nic-cluster-policy",  # the operator reconciles only this name
         spec,
-        {"rdmaSharedDevicePlugin": plugin},
+        spec={"rdmaSharedDevicePlugin": plugin},
         annotations={"railplan.dev/compute-hcas": hcas},
     )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.catalog import Catalog
-from infra.k8s.gpu import GPU_NAMESPACE, counters_csv, custom_resource
+from infra.k8s.gpu import GPU_NAMESPACE, counters_csv
 from infra.k8s.objects import KubeObject, kube_object
 from infra.spec import Monitoring, Spec
 from infra.topology.model import Plan
@@ -70,12 +70,12 @@ def service_monitor(spec: Spec) -> KubeObject:
         # container); honouring them keeps those the workload's instead of exported_*.
         "honorLabels": True,
     }
-    return custom_resource(
+    return kube_object(
         MONITORING_API,
         "ServiceMonitor",
         "nvidia-dcgm-exporter",
         spec,
-        {"selector": {"matchLabels": dict(EXPORTER_SELECTOR)}, "endpoints": [endpoint]},
+        spec={"selector": {"matchLabels": dict(EXPORTER_SELECTOR)}, "endpoints": [endpoint]},
         namespace=GPU_NAMESPACE,
     )
 
@@ -83,12 +83,12 @@ def service_monitor(spec: Spec) -> KubeObject:
 def gpu_alerts(spec: Spec) -> KubeObject:
     """The PrometheusRule holding `gpu_alert_rules`."""
     group = {"name": "railplan-gpu", "rules": gpu_alert_rules(spec.scheduler.monitoring)}
-    return custom_resource(
+    return kube_object(
         MONITORING_API,
         "PrometheusRule",
         ALERTS_NAME,
         spec,
-        {"groups": [group]},
+        spec={"groups": [group]},
         namespace=GPU_NAMESPACE,
     )
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from infra.catalog import Catalog
 from infra.k8s.objects import LABEL_PREFIX, KubeObject, kube_object
-from infra.k8s.topology import KUEUE_API, flavor_name, spec_object
+from infra.k8s.topology import KUEUE_API, flavor_name
 from infra.spec import Spec
 from infra.spec.scheduling import PRIORITIES, Tenant
 from infra.topology import Plan
@@ -116,14 +116,14 @@ def _resource_quota(spec: Spec, tenant: Tenant) -> KubeObject:
     # Extended resources take only `requests.` quotas (they cannot be overcommitted).
     hard = {f"requests.{GPU_RESOURCE}": str(tenant.gpus)}
     hard.update({f"requests.{r}": str(n) for r, n in mig_quota(spec, tenant.gpus).items()})
-    return spec_object(
+    return kube_object(
         "v1",
         "ResourceQuota",
         "gpus",
         spec,
         namespace=tenant.name,
         labels=_tenant_labels(tenant),
-        body={"hard": hard},
+        spec={"hard": hard},
     )
 
 
@@ -168,14 +168,14 @@ def network_policies(spec: Spec, tenant: Tenant) -> list[KubeObject]:
         },
     }
     return [
-        spec_object(
+        kube_object(
             "networking.k8s.io/v1",
             "NetworkPolicy",
             name,
             spec,
             namespace=tenant.name,
             labels=_tenant_labels(tenant),
-            body={"podSelector": everyone, **body},
+            spec={"podSelector": everyone, **body},
         )
         for name, body in rules.items()
     ]
@@ -217,8 +217,8 @@ def _volcano_queue(spec: Spec, tenant: Tenant, weight: int) -> KubeObject:
     # over quota waits in the queue instead of failing pod creation); reclaimable lets
     # other queues take back what this one borrowed beyond its deserved share.
     body = {"weight": weight, "reclaimable": True, "capability": {GPU_RESOURCE: str(tenant.gpus)}}
-    return spec_object(
-        VOLCANO_API, "Queue", tenant.name, spec, labels=_tenant_labels(tenant), body=body
+    return kube_object(
+        VOLCANO_API, "Queue", tenant.name, spec, labels=_tenant_labels(tenant), spec=body
     )
 
 
@@ -263,14 +263,14 @@ def _podgroup(spec: Spec, plan: Plan, catalog: Catalog, tenant: Tenant) -> KubeO
     }
     if plan.sus:
         body["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1}
-    return spec_object(
+    return kube_object(
         VOLCANO_API,
         "PodGroup",
         f"{tenant.name}-example-gang",
         spec,
         namespace=tenant.name,
         labels=_tenant_labels(tenant),
-        body=body,
+        spec=body,
     )
 
 
@@ -337,18 +337,18 @@ def _cluster_queue(spec: Spec, tenant: Tenant, quotas: list[int]) -> KubeObject:
         "resourceGroups": [{"coveredResources": [GPU_RESOURCE], "flavors": flavors}],
         "preemption": {"withinClusterQueue": "LowerPriority"},
     }
-    return spec_object(
-        KUEUE_API, "ClusterQueue", tenant.name, spec, labels=_tenant_labels(tenant), body=body
+    return kube_object(
+        KUEUE_API, "ClusterQueue", tenant.name, spec, labels=_tenant_labels(tenant), spec=body
     )
 
 
 def _local_queue(spec: Spec, tenant: Tenant) -> KubeObject:
-    return spec_object(
+    return kube_object(
         KUEUE_API,
         "LocalQueue",
         tenant.name,
         spec,
         namespace=tenant.name,
         labels=_tenant_labels(tenant),
-        body={"clusterQueue": tenant.name},
+        spec={"clusterQueue": tenant.name},
     )

@@ -18,7 +18,7 @@ alphanumeric part; they follow SU, pod and group names, which the plan keeps sta
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from infra.catalog import Catalog
@@ -36,7 +36,6 @@ __all__ = [
     "kueue_topology",
     "pod_hypernode_name",
     "scheduler_topology",
-    "spec_object",
     "su_hypernode_name",
     "topology_levels",
     "topology_name",
@@ -56,26 +55,6 @@ def scheduler_topology(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObj
     if batch == "kueue":
         return kueue_topology(spec, plan)
     return []
-
-
-def spec_object(
-    api_version: str,
-    kind: str,
-    name: str,
-    cluster: Spec,
-    *,
-    body: Mapping[str, Any],
-    namespace: str | None = None,
-    labels: Mapping[str, str] | None = None,
-) -> KubeObject:
-    """`kube_object` with the object's own ``spec`` set to ``body``.
-
-    The railplan spec goes to `kube_object` by position and the object's ``spec`` is set
-    afterwards, so a ``spec=`` field never meets the parameter that holds the railplan spec.
-    """
-    obj = kube_object(api_version, kind, name, cluster, namespace=namespace, labels=labels)
-    obj["spec"] = dict(body)
-    return obj
 
 
 # --- names -------------------------------------------------------------------------------------
@@ -149,8 +128,8 @@ def _exact(names: Iterable[str]) -> list[dict[str, Any]]:
 
 
 def _hypernode(spec: Spec, name: str, tier: int, members: list[dict[str, Any]]) -> KubeObject:
-    return spec_object(
-        HYPERNODE_API, "HyperNode", name, spec, body={"tier": tier, "members": members}
+    return kube_object(
+        HYPERNODE_API, "HyperNode", name, spec, spec={"tier": tier, "members": members}
     )
 
 
@@ -164,7 +143,7 @@ def kueue_topology(spec: Spec, plan: Plan) -> list[KubeObject]:
     if on_fabric:
         levels = [{"nodeLabel": label} for label in topology_levels(plan.sus)]
         objects.append(
-            spec_object(KUEUE_API, "Topology", topology_name(spec), spec, body={"levels": levels})
+            kube_object(KUEUE_API, "Topology", topology_name(spec), spec, spec={"levels": levels})
         )
     for group in spec.node_groups:
         objects.append(_flavor(spec, group.name, group.name in on_fabric))
@@ -183,4 +162,4 @@ def _flavor(spec: Spec, group: str, on_fabric: bool) -> KubeObject:
     body: dict[str, Any] = {"nodeLabels": {topology_label("node-group"): group}}
     if on_fabric:
         body["topologyName"] = topology_name(spec)
-    return spec_object(KUEUE_API, "ResourceFlavor", flavor_name(spec, group), spec, body=body)
+    return kube_object(KUEUE_API, "ResourceFlavor", flavor_name(spec, group), spec, spec=body)
