@@ -22,7 +22,7 @@ from infra.budget.memory import (
     usable_bytes,
 )
 from infra.catalog import Catalog, Gpu, load_catalog
-from infra.spec.models import Precision
+from infra.spec.base import Precision
 
 PSI_7_5B = 7_500_000_000
 BF16 = Precision.BF16

@@ -24,7 +24,7 @@ from infra.budget.power_cost import (
 )
 from infra.catalog import Catalog
 from infra.spec import load_spec_text
-from infra.spec.models import Precision
+from infra.spec.base import Precision
 from infra.topology import Plan, expand
 
 

@@ -21,7 +21,7 @@ from infra.budget.storage import checkpoint_estimate
 from infra.budget.training import step_estimate
 from infra.catalog import Catalog
 from infra.spec import Spec
-from infra.spec.models import Budget
+from infra.spec.budgets import Budget
 from infra.topology import Plan
 
 __all__ = ["BudgetResult", "evaluate_budgets"]

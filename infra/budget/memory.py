@@ -71,7 +71,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from infra.catalog.models import Gpu
-from infra.spec.models import Precision
+from infra.spec.base import Precision
 
 __all__ = [
     "DEFAULT_RESERVE_FRACTION",

@@ -40,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infra.catalog.models import Catalog, Gpu, Node
-from infra.spec.models import Precision
+from infra.spec.base import Precision
 from infra.topology.model import Plan
 
 __all__ = [

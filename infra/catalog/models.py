@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from infra.spec.models import Precision
+from infra.spec.base import Precision
 
 __all__ = ["Catalog", "Gpu", "MigProfile", "MigSpec", "Node", "Precision", "Reference", "Switch"]
 

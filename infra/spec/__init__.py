@@ -5,6 +5,7 @@ r"""The cluster spec: models, the YAML loader that keeps positions, and JSON Sch
 4
 """
 
+from infra.spec.base import Precision
 from infra.spec.loader import (
     LoadedSpec,
     SpecValidationError,
@@ -18,7 +19,6 @@ from infra.spec.models import (
     MigSchedule,
     MigValue,
     NodeGroup,
-    Precision,
     Spec,
     assignments_of,
 )

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["DNS_LABEL", "StrictModel"]
+__all__ = ["DNS_LABEL", "Precision", "StrictModel"]
 
 # A Kubernetes namespace or object name that is also a safe path and shell word.
 DNS_LABEL = r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$"
@@ -19,3 +21,15 @@ class StrictModel(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Precision(StrEnum):
+    """Numeric formats a workload can ask of a GPU (the catalog says which each supports)."""
+
+    FP64 = "fp64"
+    FP32 = "fp32"
+    TF32 = "tf32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+    INT8 = "int8"

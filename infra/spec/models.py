@@ -1,7 +1,7 @@
 """Pydantic models of the railplan cluster spec: the one YAML file a cluster is described in.
 
-These models are the single place defaults live and the source of the JSON Schema
-(`railplan schema`). They check what can be checked from the spec alone: types, ranges, names
+These models (with `scheduling` for the scheduler section and `budgets` for the budgets) are
+the single place defaults live and the source of the JSON Schema (`railplan schema`). They check what can be checked from the spec alone: types, ranges, names
 that reach a shell, a path or YAML (cluster and group names, hostnames, versions, profile
 names) and references inside the spec. Facts that need the hardware catalog (is this node id
 known, does this MIG layout fit) are lint rules, so one run reports all of them at once.
@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import re
 import zoneinfo
-from enum import StrEnum
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
 
@@ -26,8 +25,8 @@ from pydantic import (
 )
 
 from infra.spec.base import StrictModel
+from infra.spec.budgets import Budget
 from infra.spec.scheduling import Duration, Scheduler, cron_fields_valid
-from infra.spec.units import ByteSize, Count
 
 MAX_SERVERS = 32_768  # keeps planning a spec within seconds and a few GB (make bench)
 CLUSTER_NAME = r"^[a-z][a-z0-9-]{0,62}$"
@@ -59,18 +58,6 @@ Cidr = Annotated[
     BeforeValidator(_parse_cidr),
     WithJsonSchema({"type": "string", "format": "ipv4-network", "pattern": r"^[0-9.]+/[0-9]+$"}),
 ]
-
-
-class Precision(StrEnum):
-    """Numeric formats a workload can ask of a GPU (the catalog says which each supports)."""
-
-    FP64 = "fp64"
-    FP32 = "fp32"
-    TF32 = "tf32"
-    BF16 = "bf16"
-    FP16 = "fp16"
-    FP8 = "fp8"
-    INT8 = "int8"
 
 
 # --- site -----------------------------------------------------------------------------------
@@ -444,156 +431,6 @@ class MigLayout(StrictModel):
         if not any(v.values()):
             raise ValueError("a MIG layout needs at least one profile with a count above 0")
         return v
-
-
-# --- budgets (evaluated by infra.budget) -----------------------------------------------------
-
-
-class AllReduceBudget(StrictModel):
-    """NCCL all-reduce of `bytes` over `gpus` GPUs must finish within `max_ms`."""
-
-    bytes: ByteSize = Field(description="Message size, e.g. `1GiB`.")
-    gpus: int = Field(ge=2, description="GPUs taking part.")
-    max_ms: float = Field(gt=0, description="Limit, milliseconds.")
-    group: str | None = Field(
-        None, description="Node group the job runs on; default the largest group without MIG."
-    )
-
-
-# Parameter counts of published models a budget can name instead of `model_params`.
-MODEL_PRESETS = {
-    "gpt3-175b": 175e9,  # Brown et al. 2020, "Language Models are Few-Shot Learners", Table 2.1
-    "mt-nlg-530b": 530e9,  # Smith et al. 2022, "Using DeepSpeed and Megatron to Train MT-NLG"
-}
-
-
-class ScalingEfficiencyBudget(StrictModel):
-    """Data-parallel training must keep at least `min` of linear scaling at `gpus` GPUs."""
-
-    gpus: int = Field(ge=2, description="GPUs in the job.")
-    min: float = Field(gt=0, le=1, description="Minimum efficiency, 0-1 (0.89 = 89 %).")
-    model: Literal["gpt3-175b", "mt-nlg-530b"] | None = Field(
-        None, description="A published model whose parameter count to use (or `model_params`)."
-    )
-    model_params: Count = Field(description="Model parameters, e.g. `175e9`.")
-    precision: Precision = Field(Precision.BF16, strict=False, description="Compute precision.")
-    tokens_per_gpu: Count = Field(
-        8192, description="Tokens each GPU processes per step (micro-batches x sequence)."
-    )
-    mfu: float = Field(0.4, gt=0, le=1, description="Model FLOPs utilisation assumed.")
-    gradient_bytes: int = Field(2, ge=1, le=4, description="Bytes per gradient (bf16 = 2).")
-    overlap: float = Field(
-        0.5, ge=0, le=1, description="Share of compute time that hides gradient all-reduce."
-    )
-    group: str | None = Field(
-        None, description="Node group the job runs on; default the largest group without MIG."
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _preset_params(cls, data: object) -> object:
-        """`model: gpt3-175b` stands for its parameter count (an explicit count wins)."""
-        if isinstance(data, dict) and data.get("model") in MODEL_PRESETS:
-            return {"model_params": MODEL_PRESETS[data["model"]], **data}
-        return data
-
-
-class CheckpointBudget(StrictModel):
-    """Saving a checkpoint of `bytes` must take at most `max_s` seconds."""
-
-    bytes: ByteSize = Field(description="Checkpoint size, e.g. `2.8TB`.")
-    max_s: float = Field(gt=0, description="Limit, seconds.")
-
-
-class PowerBudget(StrictModel):
-    """Power must stay at or below `max_kw`."""
-
-    max_kw: float = Field(gt=0, description="Limit, kW.")
-
-
-class ActivationSpec(StrictModel):
-    """Transformer shape for the activation-memory estimate (Korthikanti et al. 2022)."""
-
-    seq_len: int = Field(ge=1, description="Sequence length in tokens.")
-    micro_batch: int = Field(ge=1, description="Micro-batch size per GPU.")
-    hidden: int = Field(ge=1, description="Hidden size.")
-    layers: int = Field(ge=1, description="Transformer layers held by one GPU.")
-    heads: int = Field(ge=1, description="Attention heads.")
-    recompute: Literal["none", "selective", "full"] = Field(
-        "none", description="Activation recomputation."
-    )
-
-
-class ModelFitsBudget(StrictModel):
-    """A model must fit for mixed-precision Adam training."""
-
-    model_params: Count = Field(description="Model parameters, e.g. `70e9`.")
-    precision: Precision = Field(
-        Precision.BF16, strict=False, description="Weight/activation precision."
-    )
-    gpus: int | None = Field(None, ge=1, description="GPUs to fit on; default the cluster.")
-    zero_stage: Literal[0, 1, 2, 3] = Field(0, description="ZeRO / FSDP sharding stage.")
-    activations: ActivationSpec | None = Field(
-        None, description="Add activation memory for this transformer shape; default none."
-    )
-    group: str | None = Field(
-        None, description="Node group the job runs on; default the largest group without MIG."
-    )
-
-
-class SharpGainBudget(StrictModel):
-    """SHARP must cut all-reduce time of `bytes` over `gpus` GPUs by at least `min`."""
-
-    bytes: ByteSize = Field(description="Message size, e.g. `64KiB` for a latency claim.")
-    gpus: int = Field(ge=2, description="GPUs taking part.")
-    min: float = Field(gt=0, lt=1, description="Minimum reduction, 0-1 (0.4 = 40 % faster).")
-    group: str | None = Field(
-        None, description="Node group the job runs on; default the largest group without MIG."
-    )
-
-
-class CostBudget(StrictModel):
-    """Energy cost per PFLOP-day must stay at or below `max_usd`."""
-
-    max_usd: float = Field(gt=0, description="Limit, USD per PFLOP-day.")
-    price_per_kwh: float = Field(gt=0, description="Electricity price, USD per kWh.")
-    pue: float = Field(1.3, ge=1.0, le=3.0, description="Power usage effectiveness.")
-    precision: Precision = Field(
-        Precision.BF16, strict=False, description="Precision the PFLOPs are counted at."
-    )
-    mfu: float = Field(0.4, gt=0, le=1, description="Model FLOPs utilisation assumed.")
-
-
-class Budget(StrictModel):
-    """One declared budget: exactly one of the keys below."""
-
-    model_config = ConfigDict(json_schema_extra={"minProperties": 1, "maxProperties": 1})
-
-    all_reduce: AllReduceBudget | None = Field(None, description=AllReduceBudget.__doc__)
-    scaling_efficiency: ScalingEfficiencyBudget | None = Field(
-        None, description=ScalingEfficiencyBudget.__doc__
-    )
-    checkpoint: CheckpointBudget | None = Field(None, description=CheckpointBudget.__doc__)
-    rack_power: PowerBudget | None = Field(None, description="Per-rack power limit.")
-    cluster_power: PowerBudget | None = Field(None, description="Whole-cluster IT power limit.")
-    model_fits: ModelFitsBudget | None = Field(None, description=ModelFitsBudget.__doc__)
-    cost_per_pflop_day: CostBudget | None = Field(None, description=CostBudget.__doc__)
-    sharp_gain: SharpGainBudget | None = Field(None, description=SharpGainBudget.__doc__)
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> Budget:
-        chosen = [k for k in type(self).model_fields if getattr(self, k) is not None]
-        if len(chosen) != 1:
-            raise ValueError(
-                "each budget entry has exactly one kind "
-                f"({', '.join(type(self).model_fields)}); got {len(chosen)}"
-            )
-        return self
-
-    @property
-    def kind(self) -> str:
-        """The budget's key, e.g. ``all_reduce``."""
-        return next(k for k in type(self).model_fields if getattr(self, k) is not None)
 
 
 # --- the spec -------------------------------------------------------------------------------
