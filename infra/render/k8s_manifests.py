@@ -49,7 +49,14 @@ _KIND_ORDER = (
 
 
 class _BlockDumper(yaml.SafeDumper):
-    """SafeDumper writing multi-line strings as literal blocks (scripts, embedded configs)."""
+    """SafeDumper writing multi-line strings as literal blocks (scripts, embedded configs).
+
+    Never anchors and aliases: a builder may share one dict between two places, and a
+    manifest reader (or reviewer) should see each value written out.
+    """
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
