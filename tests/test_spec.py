@@ -167,3 +167,16 @@ def test_cluster_size_is_capped_per_spec() -> None:
     )
     (line,) = errors_of("name: huge\nnode_groups:\n" + groups)
     assert "49,152 servers exceed" in line and line.startswith("s.yaml:2:1:")
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"), [("lab", True), ("a-1", True), ("lab-", False), ("1lab", False)]
+)
+def test_cluster_names_are_dns_labels(name: str, ok: bool) -> None:
+    # The name is a Kubernetes label value (railplan.dev/cluster) and an inventory path.
+    text = f"name: {name}\nnode_groups: [{{name: gpu, node: dgx-h100, count: 1}}]\n"
+    if ok:
+        assert load_spec_text(text).spec.name == name
+    else:
+        (line,) = errors_of(text)
+        assert "must be a lowercase DNS label" in line and "[name]" in line

@@ -35,7 +35,8 @@ from infra.spec.yamlpos import (
 
 # Pattern-mismatch errors say which rule the value broke instead of echoing a regex.
 _PATTERN_RULES = {
-    models.CLUSTER_NAME: "must be a lowercase DNS label: a-z, 0-9 and '-', starting with a letter",
+    models.CLUSTER_NAME: "must be a lowercase DNS label: a-z, 0-9 and '-', starting with a "
+    "letter, not ending with '-'",
     models.GROUP_NAME: "must be lowercase letters, digits and '_' (Ansible group names cannot "
     "contain '-'), starting with a letter",
     models.LAYOUT_NAME: "must be lowercase letters, digits, '.', '_' and '-'",

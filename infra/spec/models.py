@@ -29,7 +29,7 @@ from infra.spec.budgets import Budget
 from infra.spec.scheduling import Duration, Scheduler, cron_fields_valid
 
 MAX_SERVERS = 32_768  # keeps planning a spec within seconds and a few GB (make bench)
-CLUSTER_NAME = r"^[a-z][a-z0-9-]{0,62}$"
+CLUSTER_NAME = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"  # a DNS label (and a label value)
 GROUP_NAME = r"^[a-z][a-z0-9_]{0,31}$"
 LAYOUT_NAME = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 VERSION = r"^[0-9]+(\.[0-9]+){1,3}$"
