@@ -131,6 +131,14 @@ def test_an_ngc_key_is_a_pulumi_secret_and_never_rendered() -> None:
     mocks = run_program(config, secrets=("railplan:ngcApiKey",))
     (secret,) = mocks.of_type("kubernetes:core/v1:Secret")
     assert secret.inputs["metadata"]["namespace"] == "gpu-operator", secret.name
+    releases = {r.inputs["name"]: r for r in mocks.of_type("kubernetes:helm.sh/v3:Release")}
+    values = releases["gpu-operator"].inputs["values"]
+    assert values["operator"]["imagePullSecrets"] == ["ngc-registry"]
+    assert values["validator"]["imagePullSecrets"] == ["ngc-registry"]
+    assert values["driver"] == {"enabled": False}  # the rest of the values untouched
+    without = run_program({"railplan:spec": config["railplan:spec"]})
+    plain = {r.inputs["name"]: r for r in without.of_type("kubernetes:helm.sh/v3:Release")}
+    assert "operator" not in plain["gpu-operator"].inputs["values"]
     spec = load_spec(EXAMPLES / "a100-lab-mig.yaml").spec
     catalog = load_catalog()
     tree = render_tree(spec, catalog, expand(spec, catalog))

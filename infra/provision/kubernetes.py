@@ -13,6 +13,7 @@ secrets and become a Secret object only here: they never reach rendered files.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
 from collections.abc import Sequence
@@ -44,6 +45,18 @@ _BUILTIN_MODULES: dict[str, Any] = {
     "storage.k8s.io/v1": k8s.storage.v1,
 }
 NGC_PULL_SECRET = "ngc-registry"  # in the GPU Operator's namespace, for nvcr.io images
+# GPU Operator chart sections whose images take imagePullSecrets (the ClusterPolicy CRD has
+# the field on each operand; `operator` is the chart's own deployment).
+PULL_SECRET_SECTIONS = (
+    "operator",
+    "validator",
+    "toolkit",
+    "devicePlugin",
+    "dcgmExporter",
+    "gfd",
+    "migManager",
+    "nodeStatusExporter",
+)
 
 
 def resource_name(obj: KubeObject) -> str:
@@ -134,8 +147,11 @@ class ClusterServices(pulumi.ComponentResource):
     ) -> None:
         super().__init__("railplan:kubernetes:ClusterServices", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        sets = args.objects.sets
+        if args.ngc_api_key is not None:
+            sets = tuple(_with_pull_secret(s) for s in sets)
         self.sets = []
-        for service_set in args.objects.sets:
+        for service_set in sets:
             # Sets apply in order: a later one may use an earlier one's namespace or CRDs
             # (monitoring selects the GPU Operator's exporter in its namespace).
             after = pulumi.ResourceOptions(depends_on=self.sets[-1:]) if self.sets else None
@@ -160,8 +176,32 @@ def _pull_secret(
         metadata={"name": NGC_PULL_SECRET, "namespace": "gpu-operator"},
         type="kubernetes.io/dockerconfigjson",
         string_data={".dockerconfigjson": config},
+        # After the sets (its namespace is in the first); operator pods that start before it
+        # retry their image pulls until it exists.
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(sets))),
     )
+
+
+def _with_pull_secret(service_set: ServiceSet) -> ServiceSet:
+    """The set with the GPU Operator's images pulled with the NGC secret.
+
+    Only the Pulumi program knows a key was given, so only its release values name the
+    Secret; a GitOps user who creates the Secret adds the same values to the values file.
+    """
+    releases = tuple(
+        dataclasses.replace(r, values=_pull_secret_values(r.values))
+        if r.chart == "gpu-operator"
+        else r
+        for r in service_set.releases
+    )
+    return dataclasses.replace(service_set, releases=releases)
+
+
+def _pull_secret_values(values: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(values)
+    for section in PULL_SECRET_SECTIONS:
+        merged[section] = {**merged.get(section, {}), "imagePullSecrets": [NGC_PULL_SECRET]}
+    return merged
 
 
 def _docker_config(key: str) -> str:
