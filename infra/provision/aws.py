@@ -27,7 +27,7 @@ Only instances scale with the cluster; everything else is per cluster or per nod
 ``internet_egress=False`` builds none of the way out (no gateway, NAT, public subnet, egress
 group or bastion): an air-gapped VPC that brings its own VPC endpoints or mirrors.
 Construction is pure: nothing here reads Pulumi config or prints; the project's
-``__main__.py`` reads config (AMI, AZ, key pair) and exports the outputs.
+``__main__.py`` reads config (AMI, AZ, key pair, bastion CIDRs) and exports the outputs.
 
 Outputs (attributes and ``register_outputs``), the shape ``railplan render`` can turn into an
 Ansible inventory::
@@ -157,9 +157,9 @@ def _valid_capacity(gib: float) -> int:
 def subnet_cidr(vpc_cidr: str) -> str:
     """The cluster subnet: the first half of the VPC.
 
-    The other half stays free (e.g. for a public subnet with a NAT gateway). It does not
-    depend on the cluster's size, so growing a node group never replaces the subnet and
-    every instance in it.
+    The public subnet (`public_subnet_cidr`) takes the last /24 of the other half; the rest
+    stays free. It does not depend on the cluster's size, so growing a node group never
+    replaces the subnet and every instance in it.
 
     >>> subnet_cidr("10.0.0.0/16")
     '10.0.0.0/17'
@@ -505,12 +505,9 @@ class AwsGpuCluster(pulumi.ComponentResource):
         groups: list[pulumi.Input[str]] = [self.efa_security_group.id]
         if self.egress_security_group is not None:
             groups.append(self.egress_security_group.id)
-        bastion_group = self._bastion_group(name, ssh_cidrs, tags, child) if ssh_cidrs else None
-        cluster_ssh = (
-            self._cluster_ssh_group(name, bastion_group, tags, child) if bastion_group else None
-        )
-        if cluster_ssh is not None:
-            groups.append(cluster_ssh.id)
+        ssh = self._ssh_groups(name, ssh_cidrs, tags, child) if ssh_cidrs else None
+        if ssh is not None:
+            groups.append(ssh[1].id)  # the cluster instances take SSH from the bastion
 
         self.launch_templates = {
             group: self._launch_template(name, group, node_id, node, args, groups, tags, child)
@@ -521,17 +518,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
             for server in args.plan.servers
         }
         self.fsx = self._fsx(name, need, tags, child) if need is not None else None
-        self.bastion = None
-        if bastion_group and cluster_ssh and self.internet and self.egress_security_group:
-            # Outbound (updates, SSH on to the cluster) through the egress group.
-            bastion_groups: list[pulumi.Input[str]] = [
-                bastion_group.id,
-                self.egress_security_group.id,
-            ]
-            instance = self._bastion(
-                name, args, self.internet.public_subnet, bastion_groups, tags, child
-            )
-            self.bastion = Bastion(bastion_group, cluster_ssh, instance)
+        self.bastion = self._bastion(name, args, *ssh, tags, child) if ssh else None
 
         names = list(self.instances)
         self.hosts = pulumi.Output.all(*(i.private_ip for i in self.instances.values())).apply(
@@ -630,6 +617,13 @@ class AwsGpuCluster(pulumi.ComponentResource):
         )
         return table, association
 
+    def _ssh_groups(
+        self, name: str, cidrs: list[str], tags: dict[str, str], opts: pulumi.ResourceOptions
+    ) -> tuple[aws.ec2.SecurityGroup, aws.ec2.SecurityGroup]:
+        """The bastion's group (SSH from ``cidrs``) and the cluster's (SSH from the bastion)."""
+        bastion = self._bastion_group(name, cidrs, tags, opts)
+        return bastion, self._cluster_ssh_group(name, bastion, tags, opts)
+
     def _bastion_group(
         self, name: str, cidrs: list[str], tags: dict[str, str], opts: pulumi.ResourceOptions
     ) -> aws.ec2.SecurityGroup:
@@ -678,20 +672,26 @@ class AwsGpuCluster(pulumi.ComponentResource):
         self,
         name: str,
         args: AwsClusterArgs,
-        subnet: aws.ec2.Subnet,
-        groups: list[pulumi.Input[str]],
+        group: aws.ec2.SecurityGroup,
+        cluster_ssh: aws.ec2.SecurityGroup,
         tags: dict[str, str],
         opts: pulumi.ResourceOptions,
-    ) -> aws.ec2.Instance:
-        """The jump host: the public subnet, a public IP, IMDSv2, an encrypted root volume."""
-        return aws.ec2.Instance(
+    ) -> Bastion:
+        """The jump host: the public subnet, a public IP, IMDSv2, an encrypted root volume.
+
+        Outbound (updates, SSH on to the cluster) goes through the egress group.
+        """
+        if self.internet is None or self.egress_security_group is None:
+            # AwsClusterArgs.ssh_cidrs refuses a bastion without internet_egress first.
+            raise AwsTargetError("a bastion needs internet_egress (an internet gateway)")
+        instance = aws.ec2.Instance(
             f"{name}-bastion",
             ami=args.bastion_ami_id or args.ami_id,
             instance_type=args.bastion_instance_type,
             key_name=args.key_name,
-            subnet_id=subnet.id,
+            subnet_id=self.internet.public_subnet.id,
             associate_public_ip_address=True,
-            vpc_security_group_ids=groups,
+            vpc_security_group_ids=[group.id, self.egress_security_group.id],
             metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
                 http_endpoint="enabled", http_tokens="required"
             ),
@@ -702,6 +702,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
             tags={**tags, "Name": f"{name}-bastion", "railplan:role": "bastion"},
             opts=opts,
         )
+        return Bastion(group, cluster_ssh, instance)
 
     def _efa_security_group(
         self, name: str, tags: dict[str, str], opts: pulumi.ResourceOptions
