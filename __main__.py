@@ -32,6 +32,19 @@ def _checked_spec(path: str) -> LoadedSpec:
 spec = _checked_spec(config.require("spec")).spec
 
 
+def _bastion_cidrs() -> tuple[str, ...]:
+    """``railplan:bastionCidrs``: a JSON list of CIDRs SSH to the bastion comes from, or ()."""
+    value = config.get_object("bastionCidrs")
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(c, str) for c in value):
+        raise RailplanError(
+            'railplan:bastionCidrs must be a list of CIDR strings, e.g. ["203.0.113.7/32"]',
+            path="railplan:bastionCidrs",
+        )
+    return tuple(value)
+
+
 def _declare() -> None:
     """Declare the target's components (a refusal is a RailplanError, reported below)."""
     plan = expand(spec, catalog)
@@ -58,10 +71,13 @@ def _declare() -> None:
                 availability_zone=config.require("availabilityZone"),
                 ami_id=config.require("amiId"),
                 key_name=config.get("keyName"),
+                bastion_cidrs=_bastion_cidrs(),
             ),
         )
         pulumi.export("hosts", cluster.hosts)  # for `railplan render --addresses`
         pulumi.export("vpc_id", cluster.vpc_id)
+        if cluster.bastion_public_ip is not None:
+            pulumi.export("bastion_public_ip", cluster.bastion_public_ip)  # SSH jump host
     else:
         raise RailplanError(
             f"railplan:target is {target!r}; expected kubernetes or aws", path="railplan:target"

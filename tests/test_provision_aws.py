@@ -29,8 +29,11 @@ from infra.provision.aws import (
     FSX_TIERS,
     AwsClusterArgs,
     AwsGpuCluster,
+    AwsTargetError,
+    bastion_ssh_cidrs,
     fsx_size,
     launch_template_interfaces,
+    public_subnet_cidr,
     subnet_cidr,
 )
 from infra.spec import Spec, load_spec_text
@@ -56,6 +59,14 @@ INSTANCE = "aws:ec2/instance:Instance"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
+IGW = "aws:ec2/internetGateway:InternetGateway"
+NAT = "aws:ec2/natGateway:NatGateway"
+EIP = "aws:ec2/eip:Eip"
+ROUTE_TABLE = "aws:ec2/routeTable:RouteTable"
+ASSOCIATION = "aws:ec2/routeTableAssociation:RouteTableAssociation"
+SUBNET = "aws:ec2/subnet:Subnet"
+NETWORK_TYPES = (IGW, NAT, EIP, ROUTE_TABLE, ASSOCIATION)
+SSH_FROM = ("203.0.113.7/32", "198.51.100.0/24")
 COMPONENT = "railplan:aws:GpuCluster"
 
 
@@ -71,6 +82,8 @@ class Mocks(pulumi.runtime.Mocks):
         if args.typ == INSTANCE:
             n = sum(1 for r in self.created if r.typ == INSTANCE)
             outputs["privateIp"] = str(ipaddress.IPv4Address("10.0.0.10") + n)
+            if args.inputs.get("associatePublicIpAddress"):
+                outputs["publicIp"] = str(ipaddress.IPv4Address("203.0.113.100") + n)
         elif args.typ == FSX:
             outputs["dnsName"] = f"fs-{args.name}.fsx.us-east-1.amazonaws.com"
             outputs["mountName"] = "abcdef01"
@@ -99,10 +112,17 @@ def planned(text: str, catalog: Catalog) -> tuple[Spec, Plan]:
     return spec, expand(spec, catalog)
 
 
-def build(text: str, catalog: Catalog, name: str = "gpu") -> tuple[AwsGpuCluster, Plan]:
+def build(
+    text: str, catalog: Catalog, name: str = "gpu", **options: Any
+) -> tuple[AwsGpuCluster, Plan]:
     spec, plan = planned(text, catalog)
     args = AwsClusterArgs(
-        spec=spec, plan=plan, catalog=catalog, availability_zone="us-east-1a", ami_id="ami-0123"
+        spec=spec,
+        plan=plan,
+        catalog=catalog,
+        availability_zone="us-east-1a",
+        ami_id="ami-0123",
+        **options,
     )
     return AwsGpuCluster(name, args), plan
 
@@ -118,6 +138,8 @@ def children(cluster: AwsGpuCluster) -> list[pulumi.Resource]:
         *cluster.instances.values(),
     ]
     found += [r for r in (cluster.egress_security_group, cluster.fsx) if r is not None]
+    found += cluster.internet.resources() if cluster.internet is not None else []
+    found += cluster.bastion.resources() if cluster.bastion is not None else []
     return found
 
 
@@ -161,7 +183,7 @@ def _check_p5_inputs(mocks: Mocks) -> None:
     assert counts == {INSTANCE: 4, LAUNCH_TEMPLATE: 1, FSX: 1}, counts
     assert [r.name for r in mocks.of_type(COMPONENT)] == ["gpu"]
     children = [r.typ for r in mocks.created if r.typ != COMPONENT]
-    assert len(children) == 11, children  # see test_resource_counts
+    assert len(children) == 19, children  # see test_resource_counts
 
     (template,) = mocks.of_type(LAUNCH_TEMPLATE)
     nics = template.inputs["networkInterfaces"]
@@ -289,7 +311,7 @@ def _security_group_check(cluster: AwsGpuCluster) -> pulumi.Output[None]:
 
 @pulumi.runtime.test
 def test_resource_counts(mocks: Mocks, catalog: Catalog) -> pulumi.Output[None]:
-    """Only instances grow with the cluster: 4 p5 make 11 resources, 16 p4d 22."""
+    """Only instances grow with the cluster: 4 p5 make 19 resources, 16 p4d 30."""
     a, _ = build(P5_SPEC, catalog, name="a")
     b, _ = build(P4D_SPEC, catalog, name="b")
 
@@ -298,9 +320,10 @@ def test_resource_counts(mocks: Mocks, catalog: Catalog) -> pulumi.Output[None]:
             prefix: [r.typ for r in mocks.created if r.name.startswith(f"{prefix}-")]
             for prefix in "ab"
         }
-        # vpc, subnet, placement group, efa + egress groups, 1 launch template, instances, fsx
-        assert len(per["a"]) == 6 + 4 + 1, per["a"]
-        assert len(per["b"]) == 6 + 16, per["b"]
+        # vpc, subnet, placement group, efa + egress groups, 1 launch template, instances, fsx;
+        # the way out: gateway, public subnet, EIP, NAT, 2 route tables, 2 associations
+        assert len(per["a"]) == 6 + 4 + 1 + 8, per["a"]
+        assert len(per["b"]) == 6 + 16 + 8, per["b"]
         (egress,) = [r for r in mocks.of_type(SECURITY_GROUP) if r.name == "a-egress"]
         assert egress.inputs["egress"][0]["cidrBlocks"] == ["0.0.0.0/0"], egress.inputs
         assert not egress.inputs.get("ingress"), f"{egress.name} lets traffic in"
@@ -340,6 +363,246 @@ def test_subnet_too_small_is_refused(mocks: Mocks, catalog: Catalog) -> None:
     with pytest.raises(ValueError, match="usable addresses"):
         AwsGpuCluster("gpu", args)
     assert not mocks.created
+
+
+# --- the way out and the bastion -----------------------------------------------------------
+
+
+@pulumi.runtime.test
+def test_private_subnet_routes_through_nat_public_through_gateway(
+    mocks: Mocks, catalog: Catalog
+) -> pulumi.Output[Any]:
+    cluster, _ = build(P4D_SPEC, catalog, name="p4d")
+    net = cluster.internet
+    assert net is not None, "internet_egress defaults to True: the way out must be built"
+    assert cluster.bastion is None and cluster.bastion_public_ip is None
+
+    def check_attachments(args: list[Any]) -> None:
+        gw_urn, gw_vpc, nat_urn, nat_subnet, nat_alloc, eip_urn, domain, vpc, public, eip = args
+        assert gw_vpc == vpc, f"{gw_urn}: attached to {gw_vpc!r}, not the VPC {vpc!r}"
+        assert nat_subnet == public, f"{nat_urn}: in {nat_subnet!r}, not the public subnet"
+        assert nat_alloc == eip, f"{nat_urn}: allocation {nat_alloc!r}, want the EIP {eip!r}"
+        assert domain == "vpc", f"{eip_urn}: domain {domain!r}"
+
+    def check_routes(args: list[Any]) -> None:
+        urn, routes, target_key, target = args
+        assert len(routes) == 1, f"{urn}: {len(routes)} routes, want one default route"
+        (route,) = routes
+        assert route["cidr_block"] == "0.0.0.0/0", f"{urn}: {route}"
+        assert route.get(target_key) == target, f"{urn}: {route}, want {target_key}={target}"
+        other = {"gateway_id", "nat_gateway_id"} - {target_key}
+        assert not any(route.get(k) for k in other), f"{urn}: {route} has two targets"
+
+    def check_association(args: list[Any]) -> None:
+        urn, subnet, table, want_subnet, want_table = args
+        assert (subnet, table) == (want_subnet, want_table), f"{urn}: {subnet} -> {table}"
+
+    def check_no_public_ip_on_cluster() -> None:
+        for r in mocks.of_type(INSTANCE):
+            assert not r.inputs.get("associatePublicIpAddress"), f"{r.name} is public"
+        (public,) = [r for r in mocks.of_type(SUBNET) if r.name == "p4d-public"]
+        assert not public.inputs.get("mapPublicIpOnLaunch"), public.name
+
+    o = pulumi.Output.all
+    return o(
+        registered([cluster], check_no_public_ip_on_cluster),
+        o(
+            net.gateway.urn, net.gateway.vpc_id, net.nat.urn, net.nat.subnet_id,
+            net.nat.allocation_id, net.nat_ip.urn, net.nat_ip.domain, cluster.vpc.id,
+            net.public_subnet.id, net.nat_ip.id,
+        ).apply(check_attachments),
+        o(net.public_routes.urn, net.public_routes.routes, "gateway_id", net.gateway.id).apply(
+            check_routes
+        ),
+        o(net.private_routes.urn, net.private_routes.routes, "nat_gateway_id", net.nat.id).apply(
+            check_routes
+        ),
+        o(
+            net.public_association.urn, net.public_association.subnet_id,
+            net.public_association.route_table_id, net.public_subnet.id, net.public_routes.id,
+        ).apply(check_association),
+        o(
+            net.private_association.urn, net.private_association.subnet_id,
+            net.private_association.route_table_id, cluster.subnet.id, net.private_routes.id,
+        ).apply(check_association),
+    )  # fmt: skip
+
+
+@pulumi.runtime.test
+@pytest.mark.parametrize("vpc_cidr", ["10.0.0.0/16", "172.31.0.0/20", "192.168.64.0/18"])
+def test_public_subnet_is_outside_the_cluster_subnet(
+    mocks: Mocks, catalog: Catalog, vpc_cidr: str
+) -> pulumi.Output[None]:
+    cluster, _ = build(P5_SPEC, catalog, vpc_cidr=vpc_cidr)
+    assert cluster.internet is not None
+
+    def check(args: list[Any]) -> None:
+        urn, public, private = args
+        vpc = ipaddress.IPv4Network(vpc_cidr)
+        pub, priv = ipaddress.IPv4Network(public), ipaddress.IPv4Network(private)
+        assert pub.subnet_of(vpc) and priv.subnet_of(vpc), f"{urn}: {public}, {private}"
+        assert not pub.overlaps(priv), f"{urn}: {public} overlaps the cluster's {private}"
+        assert pub.prefixlen == 24, f"{urn}: {public}"
+
+    subnet = cluster.internet.public_subnet
+    return pulumi.Output.all(subnet.urn, subnet.cidr_block, cluster.subnet.cidr_block).apply(check)
+
+
+@given(
+    base=st.integers(min_value=0, max_value=2**32 - 1),
+    prefix=st.integers(min_value=16, max_value=26),
+)
+def test_public_subnet_cidr_never_overlaps_the_default_cluster_subnet(
+    base: int, prefix: int
+) -> None:
+    vpc = ipaddress.IPv4Network((base, prefix), strict=False)
+    public = ipaddress.IPv4Network(public_subnet_cidr(str(vpc)))
+    cluster = ipaddress.IPv4Network(subnet_cidr(str(vpc)))
+    assert public.subnet_of(vpc), (vpc, public)
+    assert not public.overlaps(cluster), (vpc, public, cluster)
+    assert public.prefixlen == max(24, prefix + 2), (vpc, public)
+    assert public.broadcast_address == vpc.broadcast_address, "the last block of the VPC"
+
+
+def test_public_subnet_cidr_examples() -> None:
+    assert public_subnet_cidr("10.0.0.0/16") == "10.0.255.0/24"
+    assert public_subnet_cidr("172.31.0.0/20") == "172.31.15.0/24"
+    assert public_subnet_cidr("10.0.0.0/24") == "10.0.0.192/26"
+    with pytest.raises(AwsTargetError, match="too small"):
+        public_subnet_cidr("10.0.0.0/27")
+
+
+def test_overlapping_public_subnet_is_refused(mocks: Mocks, catalog: Catalog) -> None:
+    with pytest.raises(AwsTargetError, match="overlaps the cluster subnet"):
+        build(P5_SPEC, catalog, public_subnet_cidr="10.0.1.0/24")
+    with pytest.raises(AwsTargetError, match="must lie in the VPC"):
+        build(P5_SPEC, catalog, public_subnet_cidr="192.168.0.0/24")
+    assert not mocks.created
+
+
+@pulumi.runtime.test
+def test_air_gapped_vpc_builds_no_way_out(mocks: Mocks, catalog: Catalog) -> pulumi.Output[None]:
+    cluster, _ = build(P5_SPEC, catalog, internet_egress=False)
+    assert cluster.internet is None and cluster.egress_security_group is None
+
+    def check() -> None:
+        for typ in NETWORK_TYPES:
+            assert not mocks.of_type(typ), f"internet_egress=False, yet {typ} was declared"
+        subnets = [r.name for r in mocks.of_type(SUBNET)]
+        assert subnets == ["gpu-subnet"], f"only the cluster subnet, got {subnets}"
+        groups = [r.name for r in mocks.of_type(SECURITY_GROUP)]
+        assert groups == ["gpu-efa"], groups
+
+    return registered([cluster], check)
+
+
+@pulumi.runtime.test
+def test_bastion_ssh_from_the_given_cidrs_and_cluster_ssh_from_the_bastion(
+    mocks: Mocks, catalog: Catalog
+) -> pulumi.Output[Any]:
+    cluster, plan = build(P5_SPEC, catalog, bastion_cidrs=SSH_FROM, key_name="ops")
+    bastion, net = cluster.bastion, cluster.internet
+    assert bastion is not None and net is not None and cluster.bastion_public_ip is not None
+    assert set(cluster.instances) == {s.name for s in plan.servers}, "the bastion is no host"
+
+    def check_bastion_group(args: list[Any]) -> None:
+        urn, ingress = args
+        (rule,) = ingress
+        assert rule["cidr_blocks"] == list(SSH_FROM), f"{urn}: SSH from {rule['cidr_blocks']}"
+        ports = (rule["protocol"], rule["from_port"], rule["to_port"])
+        assert ports == ("tcp", 22, 22), f"{urn}: {ports}"
+        assert not rule.get("security_groups") and not rule.get("self"), f"{urn}: {rule}"
+
+    def check_cluster_ssh(args: list[Any]) -> None:
+        urn, ingress, egress, bastion_group = args
+        (rule,) = ingress
+        assert rule["security_groups"] == [bastion_group], f"{urn}: from {rule}"
+        assert not rule.get("cidr_blocks"), f"{urn}: SSH opened to CIDRs {rule['cidr_blocks']}"
+        assert (rule["protocol"], rule["from_port"], rule["to_port"]) == ("tcp", 22, 22), urn
+        assert not egress, f"{urn}: egress {egress}"
+
+    def check_instance(args: list[Any]) -> None:
+        urn, subnet, public, ami, itype, key, groups, meta, root, want = args
+        assert subnet == public and public, f"{urn}: subnet {subnet!r}, want {want[0]!r}"
+        assert ami == "ami-0123" and itype == "t3.micro" and key == "ops", (urn, ami, itype)
+        assert groups == want[1], f"{urn}: groups {groups}"
+        assert meta["http_tokens"] == "required", f"{urn}: IMDSv1 allowed"
+        assert root["encrypted"] is True, f"{urn}: root volume unencrypted"
+
+    def check_templates(args: list[Any]) -> None:
+        ssh_group, *nics = args
+        for nic in (n for interfaces in nics for n in interfaces):
+            assert ssh_group in nic["security_groups"], f"interface without SSH group: {nic}"
+
+    def check_inputs() -> None:
+        (b,) = [r for r in mocks.of_type(INSTANCE) if r.name == "gpu-bastion"]
+        assert b.inputs["associatePublicIpAddress"] is True, b.name
+
+    def check_ip(args: list[Any]) -> None:
+        urn, ip = args
+        assert ipaddress.IPv4Address(ip), f"{urn}: bastion_public_ip {ip!r}"
+
+    sg, ssh, inst = bastion.security_group, bastion.cluster_ssh_group, bastion.instance
+    assert cluster.egress_security_group is not None
+    o = pulumi.Output.all
+    want = o(net.public_subnet.id, o(sg.id, cluster.egress_security_group.id))
+    return o(
+        registered([cluster], check_inputs),
+        o(sg.urn, sg.ingress).apply(check_bastion_group),
+        o(ssh.urn, ssh.ingress, ssh.egress, sg.id).apply(check_cluster_ssh),
+        o(
+            inst.urn, inst.subnet_id, net.public_subnet.id, inst.ami, inst.instance_type,
+            inst.key_name, inst.vpc_security_group_ids, inst.metadata_options,
+            inst.root_block_device, want,
+        ).apply(check_instance),
+        o(ssh.id, *(t.network_interfaces for t in cluster.launch_templates.values())).apply(
+            check_templates
+        ),
+        o(inst.urn, cluster.bastion_public_ip).apply(check_ip),
+    )  # fmt: skip
+
+
+@pulumi.runtime.test
+def test_bastion_ami_and_type_can_be_given(mocks: Mocks, catalog: Catalog) -> pulumi.Output[None]:
+    cluster, _ = build(
+        P5_SPEC, catalog, bastion_cidrs=SSH_FROM[:1], bastion_ami_id="ami-small",
+        bastion_instance_type="t4g.nano",
+    )  # fmt: skip
+    assert cluster.bastion is not None
+    inst = cluster.bastion.instance
+
+    def check(args: list[Any]) -> None:
+        urn, ami, itype = args
+        assert (ami, itype) == ("ami-small", "t4g.nano"), f"{urn}: {ami}, {itype}"
+
+    return pulumi.Output.all(inst.urn, inst.ami, inst.instance_type).apply(check)
+
+
+@pytest.mark.parametrize(
+    ("cidrs", "options", "message"),
+    [
+        (("0.0.0.0/0",), {}, "whole internet"),
+        (("203.0.113.7/32", "::/0"), {}, "whole internet"),
+        (("2001:db8::/32",), {}, "IPv6"),
+        (("10.0.0.1/24",), {}, "not a network"),
+        (("office",), {}, "not a network"),
+        (("203.0.113.7/32",), {"internet_egress": False}, "needs internet_egress"),
+    ],
+)
+def test_bad_bastion_cidrs_are_refused(
+    mocks: Mocks, catalog: Catalog, cidrs: tuple[str, ...], options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(AwsTargetError, match=message):
+        build(P5_SPEC, catalog, bastion_cidrs=cidrs, **options)
+    assert not mocks.created, "nothing may be declared before the arguments are checked"
+
+
+def test_bastion_ssh_cidrs_are_canonical() -> None:
+    assert bastion_ssh_cidrs(["203.0.113.7", "198.51.100.0/24"]) == [
+        "203.0.113.7/32",
+        "198.51.100.0/24",
+    ]
+    assert bastion_ssh_cidrs([]) == []
 
 
 def test_subnet_is_half_the_vpc() -> None:

@@ -9,6 +9,7 @@ stops it with one clear line (a Pulumi RunError: no stack trace), not a half-dec
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +165,37 @@ def test_aws_target_declares_one_instance_per_planned_server() -> None:
     assert len(interfaces) == 4 and {i["interfaceType"] for i in interfaces} == {"efa"}
 
 
+AWS_CONFIG = {
+    "railplan:spec": str(EXAMPLES / "aws-p4d.yaml"),
+    "railplan:target": "aws",
+    "railplan:availabilityZone": "us-east-1a",
+    "railplan:amiId": "ami-0123456789abcdef0",
+}
+
+
+def test_aws_target_routes_out_through_a_nat_and_builds_no_bastion_unasked() -> None:
+    mocks = run_program(AWS_CONFIG)
+    assert len(mocks.of_type("aws:ec2/internetGateway:InternetGateway")) == 1
+    (nat,) = mocks.of_type("aws:ec2/natGateway:NatGateway")
+    (public,) = [r for r in mocks.of_type("aws:ec2/subnet:Subnet") if r.name.endswith("-public")]
+    assert nat.inputs["subnetId"] == f"{public.name}_id", nat.name
+    groups = [r.name for r in mocks.of_type("aws:ec2/securityGroup:SecurityGroup")]
+    assert not any("bastion" in g or g.endswith("-ssh") for g in groups), groups
+
+
+def test_aws_target_bastion_from_config() -> None:
+    cidrs = ["203.0.113.7/32", "198.51.100.0/24"]
+    mocks = run_program({**AWS_CONFIG, "railplan:bastionCidrs": json.dumps(cidrs)})
+    plan = expand(load_spec(EXAMPLES / "aws-p4d.yaml").spec, load_catalog())
+    instances = mocks.of_type("aws:ec2/instance:Instance")
+    (bastion,) = [i for i in instances if i.inputs["tags"].get("railplan:role") == "bastion"]
+    assert len(instances) == len(plan.servers) + 1
+    assert bastion.inputs["associatePublicIpAddress"] is True, bastion.name
+    groups = {r.name: r for r in mocks.of_type("aws:ec2/securityGroup:SecurityGroup")}
+    (rule,) = groups[f"{plan.name}-bastion"].inputs["ingress"]
+    assert rule["cidrBlocks"] == cidrs, rule
+
+
 @pytest.mark.parametrize(
     ("config", "message"),
     [
@@ -179,6 +211,26 @@ def test_aws_target_declares_one_instance_per_planned_server() -> None:
                 "railplan:amiId": "ami-0123456789abcdef0",
             },
             "is not an AWS instance type",
+        ),
+        (
+            {
+                "railplan:spec": "examples/aws-p4d.yaml",
+                "railplan:target": "aws",
+                "railplan:availabilityZone": "us-east-1a",
+                "railplan:amiId": "ami-0123456789abcdef0",
+                "railplan:bastionCidrs": '["0.0.0.0/0"]',
+            },
+            "whole internet",
+        ),
+        (
+            {
+                "railplan:spec": "examples/aws-p4d.yaml",
+                "railplan:target": "aws",
+                "railplan:availabilityZone": "us-east-1a",
+                "railplan:amiId": "ami-0123456789abcdef0",
+                "railplan:bastionCidrs": '"203.0.113.7/32"',
+            },
+            "must be a list of CIDR strings",
         ),
     ],
 )

@@ -2,8 +2,16 @@
 
 `AwsGpuCluster` builds, from a spec, its plan and the catalog (`AwsClusterArgs`):
 
-* a VPC and one subnet in the chosen Availability Zone (the first half of the VPC unless
-  given; EFA needs every instance in one AZ and one placement group);
+* a VPC and one private subnet for the cluster in the chosen Availability Zone (the first half
+  of the VPC unless given; EFA needs every instance in one AZ and one placement group);
+* unless ``internet_egress=False``: a way out (`InternetAccess`): an internet gateway, a small
+  public subnet in the same AZ (the last /24 of the VPC, `public_subnet_cidr`), a NAT gateway
+  with an Elastic IP in it, and route tables sending ``0.0.0.0/0`` from the public subnet to
+  the gateway and from the cluster subnet to the NAT. The GPU instances stay private: they
+  reach package mirrors through the NAT, and nothing outside can open a connection to them;
+* when ``bastion_cidrs`` is given (`Bastion`): a small instance in the public subnet with a
+  public IP, SSH allowed in from those CIDRs only, and a group on the cluster instances
+  allowing SSH from the bastion's group only (Ansible's jump host);
 * a cluster placement group (strategy ``cluster``);
 * the EFA security group: all traffic in from, and out to, itself and nothing else, which
   EFA requires (see `efa_security_group`); a separate egress group adds outbound traffic to
@@ -16,27 +24,29 @@
   by `fsx_size` so a checkpoint can be written in its time limit.
 
 Only instances scale with the cluster; everything else is per cluster or per node group.
+``internet_egress=False`` builds none of the way out (no gateway, NAT, public subnet, egress
+group or bastion): an air-gapped VPC that brings its own VPC endpoints or mirrors.
 Construction is pure: nothing here reads Pulumi config or prints; the project's
-``__main__.py`` reads config (AMI, AZ, key pair) and exports the outputs.
+``__main__.py`` reads config (AMI, AZ, key pair, bastion CIDRs) and exports the outputs.
 
 Outputs (attributes and ``register_outputs``), the shape ``railplan render`` can turn into an
 Ansible inventory::
 
     hosts: {hostname: private IPv4 of the primary interface}   # every planned server
     vpc_id: "vpc-..."
+    bastion_public_ip: "203.0.113.10"                          # only with bastion_cidrs
     fsx_dns_name: "fs-....fsx.<region>.amazonaws.com"          # only with FSx
     fsx_mount_name: "abcdef01"                                 # only with FSx
 
-Not built here: a route to the internet (internet gateway / NAT) and any way in from outside
-(bastion, SSM endpoints). Without them the egress group allows traffic that has nowhere to
-go, and Ansible must run from a host inside the EFA security group.
+Not built here: SSM endpoints or any other way in besides the bastion. Without a bastion,
+Ansible must run from a host inside the VPC that has the EFA security group.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -54,9 +64,13 @@ __all__ = [
     "AwsClusterArgs",
     "AwsGpuCluster",
     "AwsTargetError",
+    "Bastion",
+    "InternetAccess",
+    "bastion_ssh_cidrs",
     "fsx_size",
     "instance_type",
     "launch_template_interfaces",
+    "public_subnet_cidr",
     "server_tags",
     "subnet_cidr",
 ]
@@ -89,6 +103,13 @@ SUBNET_ADDRESS_ALLOWANCE = 256
 SUBNET_RESERVED = 5  # AWS reserves the first four and the last address of every subnet
 
 ROOT_DEVICE_NAME = "/dev/sda1"  # Ubuntu AMIs (the Deep Learning AMIs); Amazon Linux: /dev/xvda
+
+# The public subnet holds only the NAT gateway and the bastion: a /24 is plenty.
+PUBLIC_SUBNET_PREFIX = 24
+AWS_SMALLEST_SUBNET_PREFIX = 28  # AWS subnets are /16 to /28
+ANYWHERE = "0.0.0.0/0"
+SSH_PORT = 22
+BASTION_INSTANCE_TYPE = "t3.micro"  # a jump host forwards SSH; it needs no more
 
 
 def fsx_size(nbytes: int, max_s: float) -> tuple[int, int]:
@@ -136,15 +157,74 @@ def _valid_capacity(gib: float) -> int:
 def subnet_cidr(vpc_cidr: str) -> str:
     """The cluster subnet: the first half of the VPC.
 
-    The other half stays free (e.g. for a public subnet with a NAT gateway). It does not
-    depend on the cluster's size, so growing a node group never replaces the subnet and
-    every instance in it.
+    The public subnet (`public_subnet_cidr`) takes the last /24 of the other half; the rest
+    stays free. It does not depend on the cluster's size, so growing a node group never
+    replaces the subnet and every instance in it.
 
     >>> subnet_cidr("10.0.0.0/16")
     '10.0.0.0/17'
     """
     vpc = ipaddress.IPv4Network(vpc_cidr)
     return str(next(vpc.subnets(prefixlen_diff=1)))
+
+
+def public_subnet_cidr(vpc_cidr: str) -> str:
+    """The public subnet (NAT gateway, bastion): the last /24 of the VPC.
+
+    It sits at the far end of the half `subnet_cidr` leaves free, so it never overlaps the
+    default cluster subnet and, like it, does not depend on the cluster's size. In a VPC
+    smaller than /22 the last /24 would be too much of it: there it is the last quarter.
+
+    >>> public_subnet_cidr("10.0.0.0/16")
+    '10.0.255.0/24'
+    >>> public_subnet_cidr("172.31.0.0/20")
+    '172.31.15.0/24'
+
+    Raises:
+        AwsTargetError: the VPC is too small for a quarter of it to be an AWS subnet.
+    """
+    vpc = ipaddress.IPv4Network(vpc_cidr)
+    prefix = max(PUBLIC_SUBNET_PREFIX, vpc.prefixlen + 2)
+    if prefix > AWS_SMALLEST_SUBNET_PREFIX:
+        raise AwsTargetError(
+            f"VPC {vpc_cidr} is too small for a public subnet: use a /26 or larger"
+        )
+    size = 2 ** (32 - prefix)
+    return str(ipaddress.IPv4Network((int(vpc.broadcast_address) + 1 - size, prefix)))
+
+
+def bastion_ssh_cidrs(cidrs: Sequence[str]) -> list[str]:
+    """The sources SSH to the bastion is allowed from, checked and in canonical form.
+
+    Each must be an IPv4 network (host bits zero: ``203.0.113.7/32``, ``198.51.100.0/24``).
+    The whole internet (``0.0.0.0/0``, ``::/0``) is refused: a bastion is the one host with
+    a public address, and an SSH port open to everyone draws brute-force scans within
+    minutes. IPv6 sources are refused too: the VPC and the bastion have no IPv6 address, so
+    such a rule could never match.
+
+    >>> bastion_ssh_cidrs(["203.0.113.7/32"])
+    ['203.0.113.7/32']
+
+    Raises:
+        AwsTargetError: a source is not a CIDR, is the whole internet, or is IPv6.
+    """
+    checked: list[str] = []
+    for text in cidrs:
+        try:
+            net = ipaddress.ip_network(text, strict=True)
+        except ValueError as exc:
+            raise AwsTargetError(f"bastion_cidrs: {text!r} is not a network ({exc})") from None
+        if net.prefixlen == 0:
+            raise AwsTargetError(
+                f"bastion_cidrs: {text} is the whole internet; allow SSH to the bastion from "
+                "your own addresses only (e.g. your office or VPN egress as a /32)"
+            )
+        if net.version != 4:
+            raise AwsTargetError(
+                f"bastion_cidrs: {text} is IPv6; the VPC and the bastion are IPv4 only"
+            )
+        checked.append(str(net))
+    return checked
 
 
 def launch_template_interfaces(
@@ -189,8 +269,15 @@ class AwsClusterArgs:
         key_name: an EC2 key pair for SSH, or None.
         vpc_cidr: the VPC's IPv4 range.
         subnet_cidr: the cluster subnet; default `subnet_cidr` of the VPC.
-        internet_egress: attach a security group allowing all outbound traffic (package
-            installs, container pulls); the EFA group itself stays self-only.
+        internet_egress: build the way out (`InternetAccess`: internet gateway, public
+            subnet, NAT, routes) and attach a security group allowing all outbound traffic
+            (package installs, container pulls); the EFA group itself stays self-only.
+            False: none of these, for an air-gapped VPC with its own endpoints or mirrors.
+        public_subnet_cidr: the public subnet; default `public_subnet_cidr` of the VPC.
+        bastion_cidrs: when non-empty, build a bastion (`Bastion`) that SSH is allowed to
+            from these IPv4 networks only (`bastion_ssh_cidrs`); needs ``internet_egress``.
+        bastion_instance_type: the bastion's instance type.
+        bastion_ami_id: the bastion's AMI; default ``ami_id`` (a small AMI boots faster).
         root_volume_gib: size of the encrypted gp3 root volume.
         root_device_name: the AMI's root device (``/dev/sda1`` on Ubuntu DLAMIs).
     """
@@ -206,6 +293,10 @@ class AwsClusterArgs:
     internet_egress: bool = True
     root_volume_gib: int = 512
     root_device_name: str = ROOT_DEVICE_NAME
+    public_subnet_cidr: str | None = None
+    bastion_cidrs: tuple[str, ...] = ()
+    bastion_instance_type: str = BASTION_INSTANCE_TYPE
+    bastion_ami_id: str | None = None
 
     def aws_nodes(self) -> dict[str, Node]:
         """The catalog node of every node group, checked to be an AWS instance type.
@@ -227,6 +318,46 @@ class AwsClusterArgs:
                 )
             nodes[group.name] = node
         return nodes
+
+    def public_cidr(self, cluster_cidr: str) -> str | None:
+        """The public subnet's CIDR, checked against the VPC and the cluster subnet, or None.
+
+        Raises:
+            AwsTargetError: it is outside the VPC or overlaps the cluster subnet.
+        """
+        if not self.internet_egress:
+            return None
+        public = self.public_subnet_cidr or public_subnet_cidr(self.vpc_cidr)
+        vpc = ipaddress.IPv4Network(self.vpc_cidr)
+        net, cluster = ipaddress.IPv4Network(public), ipaddress.IPv4Network(cluster_cidr)
+        if not net.subnet_of(vpc) or not cluster.subnet_of(vpc):
+            raise AwsTargetError(
+                f"subnets {cluster_cidr} (cluster) and {public} (public) must lie in the "
+                f"VPC {self.vpc_cidr}"
+            )
+        if net.overlaps(cluster):
+            raise AwsTargetError(
+                f"public subnet {public} overlaps the cluster subnet {cluster_cidr}: give a "
+                "public_subnet_cidr outside it"
+            )
+        return public
+
+    def ssh_cidrs(self) -> list[str]:
+        """The checked `bastion_ssh_cidrs`; empty when there is no bastion.
+
+        Raises:
+            AwsTargetError: a bad source, a bastion without ``internet_egress`` (it would
+                have no way in), or a planned server named like the bastion.
+        """
+        cidrs = bastion_ssh_cidrs(self.bastion_cidrs)
+        if cidrs and not self.internet_egress:
+            raise AwsTargetError(
+                "bastion_cidrs needs internet_egress: without an internet gateway nothing "
+                "can reach the bastion"
+            )
+        if cidrs and any(s.name == "bastion" for s in self.plan.servers):
+            raise AwsTargetError("a planned server is named 'bastion', as the bastion is")
+        return cidrs
 
     def checkpoint_need(self) -> tuple[int, float] | None:
         """(bytes to keep, MB/s to write) over the spec's checkpoint budgets, or None."""
@@ -255,11 +386,66 @@ def server_tags(cluster: str, server: Server) -> dict[str, str]:
     return tags
 
 
+@dataclass(frozen=True)
+class InternetAccess:
+    """The VPC's way out: internet gateway, public subnet, NAT gateway, route tables.
+
+    The NAT lives in the public subnet (whose default route is the internet gateway) and the
+    cluster subnet's default route is the NAT: instances without public addresses can open
+    connections out, and nothing can open one in. EFA instances could not use a public
+    subnet anyway: EC2 auto-assigns a public IP only to an instance with one network
+    interface, and p4d/p5 have 4 or 32.
+    """
+
+    gateway: aws.ec2.InternetGateway
+    public_subnet: aws.ec2.Subnet
+    public_routes: aws.ec2.RouteTable
+    public_association: aws.ec2.RouteTableAssociation
+    nat_ip: aws.ec2.Eip
+    nat: aws.ec2.NatGateway
+    private_routes: aws.ec2.RouteTable
+    private_association: aws.ec2.RouteTableAssociation
+
+    def resources(self) -> list[pulumi.Resource]:
+        """Every resource, in declaration order."""
+        return [
+            self.gateway,
+            self.public_subnet,
+            self.public_routes,
+            self.public_association,
+            self.nat_ip,
+            self.nat,
+            self.private_routes,
+            self.private_association,
+        ]
+
+
+@dataclass(frozen=True)
+class Bastion:
+    """The jump host: SSH in from ``bastion_cidrs``, and from it to the cluster instances.
+
+    Two groups so that each rule names the narrowest source: the bastion's group lets SSH
+    in from the given CIDRs; the cluster's SSH group lets SSH in from members of the
+    bastion's group only (a group reference, not a CIDR: it follows the bastion if it is
+    replaced and admits nothing else in the public subnet, such as the NAT).
+    """
+
+    security_group: aws.ec2.SecurityGroup
+    cluster_ssh_group: aws.ec2.SecurityGroup
+    instance: aws.ec2.Instance
+
+    def resources(self) -> list[pulumi.Resource]:
+        """Every resource, in declaration order."""
+        return [self.security_group, self.cluster_ssh_group, self.instance]
+
+
 class AwsGpuCluster(pulumi.ComponentResource):
-    """A planned GPU cluster on EC2: VPC, subnet, placement group, EFA, instances, FSx."""
+    """A planned GPU cluster on EC2: VPC, subnets, NAT, placement group, EFA, instances, FSx."""
 
     vpc: aws.ec2.Vpc
     subnet: aws.ec2.Subnet
+    internet: InternetAccess | None
+    bastion: Bastion | None
     placement_group: aws.ec2.PlacementGroup
     efa_security_group: aws.ec2.SecurityGroup
     egress_security_group: aws.ec2.SecurityGroup | None
@@ -268,6 +454,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
     fsx: aws.fsx.LustreFileSystem | None
     hosts: pulumi.Output[dict[str, str]]
     vpc_id: pulumi.Output[str]
+    bastion_public_ip: pulumi.Output[str] | None
     fsx_dns_name: pulumi.Output[str] | None
     fsx_mount_name: pulumi.Output[str] | None
 
@@ -278,6 +465,8 @@ class AwsGpuCluster(pulumi.ComponentResource):
         nodes = args.aws_nodes()
         cidr = args.subnet_cidr or subnet_cidr(args.vpc_cidr)
         _check_subnet_room(cidr, args.plan, nodes)
+        public_cidr = args.public_cidr(cidr)
+        ssh_cidrs = args.ssh_cidrs()
         need = args.checkpoint_need()
 
         super().__init__(COMPONENT_TYPE, name, {}, opts)
@@ -301,6 +490,11 @@ class AwsGpuCluster(pulumi.ComponentResource):
             tags={**tags, "Name": f"{name}-subnet"},
             opts=child,
         )
+        self.internet = (
+            self._internet_access(name, args.availability_zone, public_cidr, tags, child)
+            if public_cidr is not None
+            else None
+        )
         self.placement_group = aws.ec2.PlacementGroup(
             f"{name}-pg", strategy="cluster", tags=tags, opts=child
         )
@@ -311,6 +505,9 @@ class AwsGpuCluster(pulumi.ComponentResource):
         groups: list[pulumi.Input[str]] = [self.efa_security_group.id]
         if self.egress_security_group is not None:
             groups.append(self.egress_security_group.id)
+        ssh = self._ssh_groups(name, ssh_cidrs, tags, child) if ssh_cidrs else None
+        if ssh is not None:
+            groups.append(ssh[1].id)  # the cluster instances take SSH from the bastion
 
         self.launch_templates = {
             group: self._launch_template(name, group, node_id, node, args, groups, tags, child)
@@ -321,19 +518,191 @@ class AwsGpuCluster(pulumi.ComponentResource):
             for server in args.plan.servers
         }
         self.fsx = self._fsx(name, need, tags, child) if need is not None else None
+        self.bastion = self._bastion(name, args, *ssh, tags, child) if ssh else None
 
         names = list(self.instances)
         self.hosts = pulumi.Output.all(*(i.private_ip for i in self.instances.values())).apply(
             lambda ips: dict(zip(names, ips, strict=True))
         )
         self.vpc_id = self.vpc.id
+        self.bastion_public_ip = self.bastion.instance.public_ip if self.bastion else None
         self.fsx_dns_name = self.fsx.dns_name if self.fsx is not None else None
         self.fsx_mount_name = self.fsx.mount_name if self.fsx is not None else None
         outputs: dict[str, pulumi.Output[object]] = {"hosts": self.hosts, "vpc_id": self.vpc_id}
+        if self.bastion_public_ip is not None:
+            outputs["bastion_public_ip"] = self.bastion_public_ip
         if self.fsx_dns_name is not None and self.fsx_mount_name is not None:
             outputs["fsx_dns_name"] = self.fsx_dns_name
             outputs["fsx_mount_name"] = self.fsx_mount_name
         self.register_outputs(outputs)
+
+    def _internet_access(
+        self,
+        name: str,
+        availability_zone: str,
+        public_cidr: str,
+        tags: dict[str, str],
+        opts: pulumi.ResourceOptions,
+    ) -> InternetAccess:
+        """Internet gateway and public subnet, then the NAT the cluster subnet routes through."""
+        gateway = aws.ec2.InternetGateway(
+            f"{name}-igw", vpc_id=self.vpc.id, tags={**tags, "Name": f"{name}-igw"}, opts=opts
+        )
+        # Same AZ as the cluster: a NAT gateway serves its own AZ, and traffic to one in
+        # another AZ would pay cross-AZ charges and fail with that AZ.
+        public = aws.ec2.Subnet(
+            f"{name}-public",
+            vpc_id=self.vpc.id,
+            cidr_block=public_cidr,
+            availability_zone=availability_zone,
+            tags={**tags, "Name": f"{name}-public"},
+            opts=opts,
+        )
+        public_route = aws.ec2.RouteTableRouteArgs(cidr_block=ANYWHERE, gateway_id=gateway.id)
+        public_routes, public_association = self._default_route(
+            f"{name}-public", public, public_route, tags, opts
+        )
+        # AWS: a public NAT gateway (and its Elastic IP) needs the VPC's internet gateway.
+        after_gateway = pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(depends_on=[gateway])
+        )
+        nat_ip = aws.ec2.Eip(
+            f"{name}-nat", domain="vpc", tags={**tags, "Name": f"{name}-nat"}, opts=after_gateway
+        )
+        nat = aws.ec2.NatGateway(
+            f"{name}-nat",
+            allocation_id=nat_ip.id,
+            subnet_id=public.id,
+            connectivity_type="public",
+            tags={**tags, "Name": f"{name}-nat"},
+            opts=after_gateway,
+        )
+        private_route = aws.ec2.RouteTableRouteArgs(cidr_block=ANYWHERE, nat_gateway_id=nat.id)
+        private_routes, private_association = self._default_route(
+            f"{name}-private", self.subnet, private_route, tags, opts
+        )
+        return InternetAccess(
+            gateway,
+            public,
+            public_routes,
+            public_association,
+            nat_ip,
+            nat,
+            private_routes,
+            private_association,
+        )
+
+    def _default_route(
+        self,
+        name: str,
+        subnet: aws.ec2.Subnet,
+        route: aws.ec2.RouteTableRouteArgs,
+        tags: dict[str, str],
+        opts: pulumi.ResourceOptions,
+    ) -> tuple[aws.ec2.RouteTable, aws.ec2.RouteTableAssociation]:
+        """A route table with one default route, and its association with ``subnet``.
+
+        The VPC's local route is implicit in every table. Each subnet gets its own table
+        rather than a change to the VPC's main one, which every other subnet would inherit.
+        """
+        table = aws.ec2.RouteTable(
+            f"{name}-rt",
+            vpc_id=self.vpc.id,
+            routes=[route],
+            tags={**tags, "Name": f"{name}-rt"},
+            opts=opts,
+        )
+        association = aws.ec2.RouteTableAssociation(
+            f"{name}-rt", subnet_id=subnet.id, route_table_id=table.id, opts=opts
+        )
+        return table, association
+
+    def _ssh_groups(
+        self, name: str, cidrs: list[str], tags: dict[str, str], opts: pulumi.ResourceOptions
+    ) -> tuple[aws.ec2.SecurityGroup, aws.ec2.SecurityGroup]:
+        """The bastion's group (SSH from ``cidrs``) and the cluster's (SSH from the bastion)."""
+        bastion = self._bastion_group(name, cidrs, tags, opts)
+        return bastion, self._cluster_ssh_group(name, bastion, tags, opts)
+
+    def _bastion_group(
+        self, name: str, cidrs: list[str], tags: dict[str, str], opts: pulumi.ResourceOptions
+    ) -> aws.ec2.SecurityGroup:
+        """SSH in from ``cidrs`` only. Outbound comes from the egress group."""
+        return aws.ec2.SecurityGroup(
+            f"{name}-bastion",
+            vpc_id=self.vpc.id,
+            description="Bastion: SSH in from the listed CIDRs only",
+            ingress=[
+                aws.ec2.SecurityGroupIngressArgs(
+                    protocol="tcp", from_port=SSH_PORT, to_port=SSH_PORT, cidr_blocks=cidrs
+                )
+            ],
+            tags={**tags, "Name": f"{name}-bastion"},
+            opts=opts,
+        )
+
+    def _cluster_ssh_group(
+        self,
+        name: str,
+        bastion: aws.ec2.SecurityGroup,
+        tags: dict[str, str],
+        opts: pulumi.ResourceOptions,
+    ) -> aws.ec2.SecurityGroup:
+        """On the cluster instances: SSH in from the bastion's group only.
+
+        No egress rules (replies to an allowed connection are let out: groups are stateful).
+        """
+        return aws.ec2.SecurityGroup(
+            f"{name}-ssh",
+            vpc_id=self.vpc.id,
+            description="SSH in from the bastion's security group only",
+            ingress=[
+                aws.ec2.SecurityGroupIngressArgs(
+                    protocol="tcp",
+                    from_port=SSH_PORT,
+                    to_port=SSH_PORT,
+                    security_groups=[bastion.id],
+                )
+            ],
+            tags={**tags, "Name": f"{name}-ssh"},
+            opts=opts,
+        )
+
+    def _bastion(
+        self,
+        name: str,
+        args: AwsClusterArgs,
+        group: aws.ec2.SecurityGroup,
+        cluster_ssh: aws.ec2.SecurityGroup,
+        tags: dict[str, str],
+        opts: pulumi.ResourceOptions,
+    ) -> Bastion:
+        """The jump host: the public subnet, a public IP, IMDSv2, an encrypted root volume.
+
+        Outbound (updates, SSH on to the cluster) goes through the egress group.
+        """
+        if self.internet is None or self.egress_security_group is None:
+            # AwsClusterArgs.ssh_cidrs refuses a bastion without internet_egress first.
+            raise AwsTargetError("a bastion needs internet_egress (an internet gateway)")
+        instance = aws.ec2.Instance(
+            f"{name}-bastion",
+            ami=args.bastion_ami_id or args.ami_id,
+            instance_type=args.bastion_instance_type,
+            key_name=args.key_name,
+            subnet_id=self.internet.public_subnet.id,
+            associate_public_ip_address=True,
+            vpc_security_group_ids=[group.id, self.egress_security_group.id],
+            metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
+                http_endpoint="enabled", http_tokens="required"
+            ),
+            # Size from the AMI's snapshot: a large GPU AMI's needs more than a fixed default.
+            root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
+                volume_type="gp3", encrypted=True, delete_on_termination=True
+            ),
+            tags={**tags, "Name": f"{name}-bastion", "railplan:role": "bastion"},
+            opts=opts,
+        )
+        return Bastion(group, cluster_ssh, instance)
 
     def _efa_security_group(
         self, name: str, tags: dict[str, str], opts: pulumi.ResourceOptions
