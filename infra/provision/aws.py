@@ -45,15 +45,31 @@ Ansible must run from a host inside the VPC that has the EFA security group.
 from __future__ import annotations
 
 import ipaddress
-import math
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
 
 from infra.catalog import Catalog, Node
-from infra.errors import RailplanError
+from infra.provision.aws_layout import (
+    ANYWHERE,
+    BASTION_INSTANCE_TYPE,
+    FSX_CAPACITY_STEP_GIB,
+    FSX_CHECKPOINTS_KEPT,
+    FSX_MIN_CAPACITY_GIB,
+    FSX_TIERS,
+    ROOT_DEVICE_NAME,
+    SSH_PORT,
+    AwsTargetError,
+    bastion_ssh_cidrs,
+    check_subnet_room,
+    fsx_capacity_and_tier,
+    fsx_size,
+    instance_type,
+    public_subnet_cidr,
+    server_tags,
+    subnet_cidr,
+)
 from infra.spec import Spec
 from infra.topology import Plan, Server
 
@@ -76,155 +92,7 @@ __all__ = [
 ]
 
 
-class AwsTargetError(RailplanError, ValueError):
-    """The spec cannot be provisioned on AWS (not AWS instance types, subnet too small)."""
-
-
 COMPONENT_TYPE = "railplan:aws:GpuCluster"
-
-# FSx for Lustre PERSISTENT_2 (SSD): per-unit storage throughput, MB/s per TiB, is one of
-# 125, 250, 500 or 1000 ("For PERSISTENT_2 SSD storage: 125, 250, 500, 1000",
-# https://docs.aws.amazon.com/fsx/latest/LustreGuide/managing-throughput-capacity.html), and
-# storage capacity is "1200 GiB, 2400 GiB, and increments of 2400 GiB" (FSx API
-# CreateFileSystem StorageCapacity, for SCRATCH_2, PERSISTENT_2 and PERSISTENT_1 SSD).
-# The price weights rank the tiers only: rounded ratios of the list prices per GB-month as a
-# third-party table quoted them (ap-northeast-1, September 2022: 0.31, 0.46, 0.77 and 1.39
-# USD per hour for 1.2 TiB at 125/250/500/1000), not checked against the AWS pricing page.
-# A higher tier costs more per GiB but less per MB/s; the weights are not a cost estimate.
-FSX_TIERS: Mapping[int, float] = {125: 1.0, 250: 1.5, 500: 2.5, 1000: 4.5}
-FSX_MIN_CAPACITY_GIB = 1200
-FSX_CAPACITY_STEP_GIB = 2400
-# Keep two checkpoints: the one being written must not overwrite the last good one.
-FSX_CHECKPOINTS_KEPT = 2
-
-# Addresses in the subnet besides the instances' interfaces: FSx file servers' interfaces and
-# a margin. A guess: AWS does not state how many interfaces a file system takes.
-SUBNET_ADDRESS_ALLOWANCE = 256
-SUBNET_RESERVED = 5  # AWS reserves the first four and the last address of every subnet
-
-ROOT_DEVICE_NAME = "/dev/sda1"  # Ubuntu AMIs (the Deep Learning AMIs); Amazon Linux: /dev/xvda
-
-# The public subnet holds only the NAT gateway and the bastion: a /24 is plenty.
-PUBLIC_SUBNET_PREFIX = 24
-AWS_SMALLEST_SUBNET_PREFIX = 28  # AWS subnets are /16 to /28
-ANYWHERE = "0.0.0.0/0"
-SSH_PORT = 22
-BASTION_INSTANCE_TYPE = "t3.micro"  # a jump host forwards SSH; it needs no more
-
-
-def fsx_size(nbytes: int, max_s: float) -> tuple[int, int]:
-    """Size a PERSISTENT_2 file system for a checkpoint of ``nbytes`` within ``max_s`` seconds.
-
-    Needs: capacity x tier >= ``nbytes / max_s`` (MB/s; 1 MB = 10**6 bytes, the conservative
-    reading of AWS's "MB/s") and capacity >= two checkpoints. Rule: for every tier take the
-    smallest valid capacity that meets both, then the cheapest by ``capacity x FSX_TIERS[tier]``;
-    on a tie the lower tier (it gives more capacity for the price).
-
-    >>> fsx_size(2_800_000_000_000, 120)
-    (24000, 1000)
-    >>> fsx_size(10**9, 600)
-    (1200, 125)
-
-    Returns:
-        ``(storage capacity in GiB, per-unit storage throughput in MB/s/TiB)``.
-
-    Raises:
-        ValueError: ``nbytes`` or ``max_s`` is not positive.
-    """
-    if nbytes <= 0 or max_s <= 0:
-        raise ValueError(f"checkpoint bytes and max_s must be positive, got {nbytes}, {max_s}")
-    return _fsx_size(FSX_CHECKPOINTS_KEPT * nbytes, nbytes / max_s / 1e6)
-
-
-def _fsx_size(keep_bytes: int, mbps: float) -> tuple[int, int]:
-    """The cheapest (capacity GiB, tier) holding ``keep_bytes`` and writing ``mbps`` MB/s."""
-    floor_gib = keep_bytes / 2**30
-    options = []
-    for tier, weight in FSX_TIERS.items():
-        capacity = _valid_capacity(max(floor_gib, mbps * 1024 / tier))
-        options.append((capacity * weight, tier, capacity))
-    _, tier, capacity = min(options)
-    return capacity, tier
-
-
-def _valid_capacity(gib: float) -> int:
-    """The smallest PERSISTENT_2 SSD capacity of at least ``gib``: 1200, 2400, 4800, ..."""
-    if gib <= FSX_MIN_CAPACITY_GIB:
-        return FSX_MIN_CAPACITY_GIB
-    return FSX_CAPACITY_STEP_GIB * max(1, math.ceil(gib / FSX_CAPACITY_STEP_GIB))
-
-
-def subnet_cidr(vpc_cidr: str) -> str:
-    """The cluster subnet: the first half of the VPC.
-
-    The public subnet (`public_subnet_cidr`) takes the last /24 of the other half; the rest
-    stays free. It does not depend on the cluster's size, so growing a node group never
-    replaces the subnet and every instance in it.
-
-    >>> subnet_cidr("10.0.0.0/16")
-    '10.0.0.0/17'
-    """
-    vpc = ipaddress.IPv4Network(vpc_cidr)
-    return str(next(vpc.subnets(prefixlen_diff=1)))
-
-
-def public_subnet_cidr(vpc_cidr: str) -> str:
-    """The public subnet (NAT gateway, bastion): the last /24 of the VPC.
-
-    It sits at the far end of the half `subnet_cidr` leaves free, so it never overlaps the
-    default cluster subnet and, like it, does not depend on the cluster's size. In a VPC
-    smaller than /22 the last /24 would be too much of it: there it is the last quarter.
-
-    >>> public_subnet_cidr("10.0.0.0/16")
-    '10.0.255.0/24'
-    >>> public_subnet_cidr("172.31.0.0/20")
-    '172.31.15.0/24'
-
-    Raises:
-        AwsTargetError: the VPC is too small for a quarter of it to be an AWS subnet.
-    """
-    vpc = ipaddress.IPv4Network(vpc_cidr)
-    prefix = max(PUBLIC_SUBNET_PREFIX, vpc.prefixlen + 2)
-    if prefix > AWS_SMALLEST_SUBNET_PREFIX:
-        raise AwsTargetError(
-            f"VPC {vpc_cidr} is too small for a public subnet: use a /26 or larger"
-        )
-    size = 2 ** (32 - prefix)
-    return str(ipaddress.IPv4Network((int(vpc.broadcast_address) + 1 - size, prefix)))
-
-
-def bastion_ssh_cidrs(cidrs: Sequence[str]) -> list[str]:
-    """The sources SSH to the bastion is allowed from, checked and in canonical form.
-
-    Each must be an IPv4 network (host bits zero: ``203.0.113.7/32``, ``198.51.100.0/24``).
-    The whole internet (``0.0.0.0/0``, ``::/0``) is refused: a bastion is the one host with
-    a public address, and an SSH port open to everyone draws brute-force scans within
-    minutes. IPv6 sources are refused too: the VPC and the bastion have no IPv6 address, so
-    such a rule could never match.
-
-    >>> bastion_ssh_cidrs(["203.0.113.7/32"])
-    ['203.0.113.7/32']
-
-    Raises:
-        AwsTargetError: a source is not a CIDR, is the whole internet, or is IPv6.
-    """
-    checked: list[str] = []
-    for text in cidrs:
-        try:
-            net = ipaddress.ip_network(text, strict=True)
-        except ValueError as exc:
-            raise AwsTargetError(f"bastion_cidrs: {text!r} is not a network ({exc})") from None
-        if net.prefixlen == 0:
-            raise AwsTargetError(
-                f"bastion_cidrs: {text} is the whole internet; allow SSH to the bastion from "
-                "your own addresses only (e.g. your office or VPN egress as a /32)"
-            )
-        if net.version != 4:
-            raise AwsTargetError(
-                f"bastion_cidrs: {text} is IPv6; the VPC and the bastion are IPv4 only"
-            )
-        checked.append(str(net))
-    return checked
 
 
 def launch_template_interfaces(
@@ -368,24 +236,6 @@ class AwsClusterArgs:
         return keep, max(b.bytes / b.max_s / 1e6 for b in budgets)
 
 
-def instance_type(node_id: str, node: Node) -> str:
-    """The EC2 instance type of a catalog node (``aws-p5.48xlarge`` -> ``p5.48xlarge``)."""
-    return node.instance_type or node_id.removeprefix("aws-")
-
-
-def server_tags(cluster: str, server: Server) -> dict[str, str]:
-    """The tags of one instance: its planned name and where it sits in the plan."""
-    tags = {
-        "Name": server.name,
-        "railplan:cluster": cluster,
-        "railplan:group": server.group,
-        "railplan:index": str(server.index),
-    }
-    if server.su is not None:
-        tags["railplan:su"] = server.su
-    return tags
-
-
 @dataclass(frozen=True)
 class InternetAccess:
     """The VPC's way out: internet gateway, public subnet, NAT gateway, route tables.
@@ -464,7 +314,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
         # Check everything that can be wrong before declaring any resource.
         nodes = args.aws_nodes()
         cidr = args.subnet_cidr or subnet_cidr(args.vpc_cidr)
-        _check_subnet_room(cidr, args.plan, nodes)
+        check_subnet_room(cidr, args.plan, nodes)
         public_cidr = args.public_cidr(cidr)
         ssh_cidrs = args.ssh_cidrs()
         need = args.checkpoint_need()
@@ -840,7 +690,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions,
     ) -> aws.fsx.LustreFileSystem:
         """The checkpoint file system, sized by `fsx_size`'s rule for the strictest budget."""
-        capacity, tier = _fsx_size(*need)
+        capacity, tier = fsx_capacity_and_tier(*need)
         return aws.fsx.LustreFileSystem(
             f"{name}-fsx",
             deployment_type="PERSISTENT_2",
@@ -858,18 +708,3 @@ def _group_nodes(args: AwsClusterArgs, nodes: dict[str, Node]) -> dict[str, tupl
     """Node groups with servers in the plan: (catalog id, node) each, in spec order."""
     planned = {s.group for s in args.plan.servers}
     return {g.name: (g.node, nodes[g.name]) for g in args.spec.node_groups if g.name in planned}
-
-
-def _check_subnet_room(cidr: str, plan: Plan, nodes: dict[str, Node]) -> None:
-    """Every EFA (with ENA) interface takes an address: the subnet must hold them all.
-
-    Raises:
-        AwsTargetError: the subnet is too small for the planned instances' interfaces.
-    """
-    needed = sum(nodes[s.group].compute_nics for s in plan.servers) + SUBNET_ADDRESS_ALLOWANCE
-    usable = ipaddress.IPv4Network(cidr).num_addresses - SUBNET_RESERVED
-    if needed > usable:
-        raise AwsTargetError(
-            f"subnet {cidr} has {usable} usable addresses; the planned instances' EFA "
-            f"interfaces and FSx need about {needed}: use a larger vpc_cidr or subnet_cidr"
-        )
