@@ -147,6 +147,15 @@ def test_growing_removes_no_cable() -> None:
     assert d.cables_removed == ()
 
 
+def test_shrinking_removes_the_last_su_and_drains_it() -> None:
+    d, _, _ = _diff(_spec(60), _spec(40))
+    assert d.servers_removed == tuple(f"dgx{n:03d}" for n in range(41, 61))
+    assert d.servers_added == ()
+    (step,) = d.rolling_order
+    assert (step.unit, len(step.removed), step.added) == ("dgx-su03", 20, ())
+    assert step.actions[0] == "drain dgx-su03" and step.actions[-1] == "undrain dgx-su03"
+
+
 def test_appending_a_node_group_removes_no_device() -> None:
     extra = {"name": "extra", "node": "dgx-a100-640gb", "count": 20, "hostname": "x{index:03d}"}
     base = _spec()

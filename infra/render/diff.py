@@ -8,8 +8,9 @@ but matching by both ends also reports a cable whose far end moved (same id, new
 one removed and one added, which is what a technician has to do with it.
 
 The rolling order lists the scalable units (or racks, for servers without an SU; the node
-group for servers without either) that hold changed or added servers, in plan order; each
-step drains the unit, cables and joins its added servers, applies the change and undrains.
+group for servers without either) that hold changed, added or removed servers, in plan
+order; each step drains the unit (when it holds servers in service), removes and uncables
+what goes, cables what comes, applies the change, joins the added servers and undrains.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ __all__ = [
 ]
 
 DeviceKind = Literal["server", "switch"]
+UnitKind = Literal["su", "rack", "group"]
 CableKey = tuple[str, str, str, str, str]
 
 
@@ -101,9 +103,10 @@ class RollingStep:
     """One step of the rolling change: a unit (SU, rack or group) and what to do there."""
 
     unit: str
-    kind: Literal["su", "rack", "group"]
+    kind: UnitKind
     changed: tuple[str, ...]
     added: tuple[str, ...]
+    removed: tuple[str, ...]
     actions: tuple[str, ...]
 
 
@@ -168,7 +171,7 @@ def plan_diff(
         mig,
         software,
         budgets,
-        rolling_order(new_plan, changed - set(servers_added), set(servers_added)),
+        rolling_order(old_plan, new_plan, changed, set(servers_added), set(servers_removed)),
     )
 
 
@@ -300,7 +303,7 @@ def _changed_servers(
     return changed & both
 
 
-def _unit_of(server: Server) -> tuple[str, Literal["su", "rack", "group"]]:
+def _unit_of(server: Server) -> tuple[str, UnitKind]:
     if server.su is not None:
         return server.su, "su"
     if server.rack is not None:
@@ -308,31 +311,39 @@ def _unit_of(server: Server) -> tuple[str, Literal["su", "rack", "group"]]:
     return server.group, "group"
 
 
-def rolling_order(plan: Plan, changed: set[str], added: set[str]) -> tuple[RollingStep, ...]:
-    """One step per unit holding changed or added servers of ``plan``, in plan order."""
-    units: dict[str, tuple[Literal["su", "rack", "group"], list[str], list[str]]] = {}
-    for server in plan.servers:
-        if server.name not in changed and server.name not in added:
+def rolling_order(
+    old: Plan, new: Plan, changed: set[str], added: set[str], removed: set[str]
+) -> tuple[RollingStep, ...]:
+    """One step per unit holding changed, added or removed servers.
+
+    Units of ``new`` come in its plan order; units that only held removed servers follow in
+    ``old``'s plan order.
+    """
+    units: dict[str, tuple[UnitKind, dict[str, list[str]]]] = {}
+    touched = [(s, "added" if s.name in added else "changed") for s in new.servers]
+    touched += [(s, "removed") for s in old.servers if s.name in removed]
+    for server, how in touched:
+        if how == "changed" and server.name not in changed:
             continue
         name, kind = _unit_of(server)
-        _, old_ones, new_ones = units.setdefault(name, (kind, [], []))
-        (new_ones if server.name in added else old_ones).append(server.name)
-    return tuple(
-        RollingStep(name, kind, tuple(old), tuple(new), _actions(name, old, new))
-        for name, (kind, old, new) in units.items()
-    )
+        lists = units.setdefault(name, (kind, {"changed": [], "added": [], "removed": []}))[1]
+        lists[how].append(server.name)
+    return tuple(_step(name, kind, lists) for name, (kind, lists) in units.items())
 
 
-def _actions(unit: str, changed: Sequence[str], added: Sequence[str]) -> tuple[str, ...]:
-    steps: list[str] = [f"drain {unit}"] if changed else []
+def _step(unit: str, kind: UnitKind, lists: dict[str, list[str]]) -> RollingStep:
+    changed, added, removed = lists["changed"], lists["added"], lists["removed"]
+    actions: list[str] = [f"drain {unit}"] if changed or removed else []
+    if removed:
+        actions.append(f"remove {len(removed)} server(s), then uncable them")
     if added:
-        steps.append(f"cable {len(added)} added server(s)")
-    steps.append("apply")
+        actions.append(f"cable {len(added)} added server(s)")
+    actions.append("apply")
     if added:
-        steps.append(f"join {len(added)} added server(s)")
-    if changed:
-        steps.append(f"undrain {unit}")
-    return tuple(steps)
+        actions.append(f"join {len(added)} added server(s)")
+    if changed or removed:
+        actions.append(f"undrain {unit}")
+    return RollingStep(unit, kind, tuple(changed), tuple(added), tuple(removed), tuple(actions))
 
 
 def _cable_line(c: Cable) -> str:
