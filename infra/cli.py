@@ -29,6 +29,7 @@ from infra.lint import documented_rules, find_documented_rule, lint_loaded
 from infra.lint.finding import Finding, Severity
 from infra.lint.formats import format_github, format_json, format_sarif, format_text
 from infra.lint.migparted import check_mig_parted
+from infra.render.diff import diff_json, diff_text, plan_diff
 from infra.render.fabric import plan_json, plan_text
 from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
 from infra.render.tables import budgets_json, budgets_text, predict_json, predict_text
@@ -294,6 +295,63 @@ def plan(
         _write_atomic(bom, bom_csv(planned, load_catalog()))
     if hosts:
         _write_atomic(hosts, hosts_csv(planned))
+
+
+@app.command()
+def diff(
+    old: Annotated[str, typer.Argument(metavar="OLD", help="Spec as deployed.")],
+    new: Annotated[str, typer.Argument(metavar="NEW", help="Spec to change to.")],
+    output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
+) -> None:
+    """Show the day-2 change plan from OLD to NEW: devices, cables, addresses, rolling order.
+
+    Exits 0 when nothing changes, 1 when something does (or a spec cannot be planned), 2 for
+    unreadable or invalid input. With --format json stdout holds one document, errors too.
+    """
+    json_errors = output_format is Format.JSON
+    try:
+        before, after = load_spec(old), load_spec(new)
+    except RailplanError as exc:
+        _fail_diff(exc, EXIT_USAGE, json_errors)
+    try:
+        catalog = load_catalog()
+        old_plan = _planned_or_raise(before)
+        new_plan = _planned_or_raise(after)
+    except PlanError as exc:
+        _fail_diff(exc, EXIT_FAILED, json_errors)
+    result = plan_diff(before.spec, old_plan, after.spec, new_plan, catalog)
+    _say(diff_json(result) if json_errors else diff_text(result))
+    raise typer.Exit(EXIT_FAILED if result.changed else EXIT_OK)
+
+
+def _planned_or_raise(loaded: LoadedSpec) -> Plan:
+    """Expand a loaded spec; a PlanError is located in the spec and raised."""
+    try:
+        return expand(loaded.spec, load_catalog())
+    except PlanError as exc:
+        exc.file = loaded.file
+        exc.position = loaded.source.position(exc.path)
+        raise
+
+
+def _fail_diff(error: RailplanError, code: int, json_errors: bool) -> NoReturn:
+    """One line per problem on stderr and, for JSON, the same problems as the document."""
+    _complain(error)
+    if json_errors:
+        errors = error.errors if isinstance(error, SpecValidationError) else [error]
+        problems = [
+            {
+                "file": e.file,
+                "line": e.position.line if e.position else None,
+                "column": e.position.column if e.position else None,
+                "message": e.message,
+                "path": e.path,
+                "hint": e.hint or "",
+            }
+            for e in errors
+        ]
+        _say(json.dumps({"changed": None, "errors": problems}, indent=2, sort_keys=True))
+    raise typer.Exit(code)
 
 
 @app.command()

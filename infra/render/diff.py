@@ -1,0 +1,469 @@
+"""A day-2 change plan between two specs, at plan level (`railplan diff OLD NEW`).
+
+Pure functions, no printing: `plan_diff` compares two plans (and the specs they came from)
+and returns a frozen `PlanDiff`; `diff_text` and `diff_json` format it. Servers and switches
+are matched by name and cables by their ends ``(a, a_port, b, b_port, fabric)``: names are
+stable identities in the plan, and a cable's ``id`` (``<a device>:<a port>``) is stable too,
+but matching by both ends also reports a cable whose far end moved (same id, new peer) as
+one removed and one added, which is what a technician has to do with it.
+
+The rolling order lists the scalable units (or racks, for servers without an SU; the node
+group for servers without either) that hold changed, added or removed servers, in plan
+order; each step drains the unit (when it holds servers in service), removes and uncables
+what goes, cables what comes, applies the change, joins the added servers and undrains.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from infra.budget.evaluate import BudgetResult, evaluate_budgets
+from infra.catalog import Catalog
+from infra.spec import NodeGroup, Spec
+from infra.topology import Cable, Plan, Server
+from infra.topology.migconfig import mig_config_name
+
+__all__ = [
+    "AddressChange",
+    "BudgetDelta",
+    "MigChange",
+    "Move",
+    "PlanDiff",
+    "RollingStep",
+    "SoftwareChange",
+    "diff_json",
+    "diff_text",
+    "plan_diff",
+]
+
+DeviceKind = Literal["server", "switch"]
+UnitKind = Literal["su", "rack", "group"]
+CableKey = tuple[str, str, str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class AddressChange:
+    """One address of a server or switch that differs between the plans."""
+
+    kind: DeviceKind
+    name: str
+    field: Literal["mgmt_ip", "bmc_ip"]
+    old: str | None
+    new: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """A server or switch standing in another rack or rack unit."""
+
+    kind: DeviceKind
+    name: str
+    old_rack: str | None
+    old_unit: int | None
+    new_rack: str | None
+    new_unit: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class MigChange:
+    """A node group's MIG layout (`mig`) or schedule (`mig_schedule`) changed."""
+
+    group: str
+    old: str
+    new: str
+    old_schedule: tuple[str, ...]  # "<cron> <config>" per change
+    new_schedule: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SoftwareChange:
+    """One `software:` version that differs."""
+
+    field: str
+    old: str | None
+    new: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetDelta:
+    """One budget evaluated on both plans: its predicted value before and after."""
+
+    path: str
+    kind: str
+    unit: str
+    old: float
+    new: float
+
+
+@dataclass(frozen=True, slots=True)
+class RollingStep:
+    """One step of the rolling change: a unit (SU, rack or group) and what to do there."""
+
+    unit: str
+    kind: UnitKind
+    changed: tuple[str, ...]
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    actions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PlanDiff:
+    """Everything that differs between two plans, each list in a deterministic order."""
+
+    servers_added: tuple[str, ...]
+    servers_removed: tuple[str, ...]
+    switches_added: tuple[str, ...]
+    switches_removed: tuple[str, ...]
+    cables_added: tuple[Cable, ...]
+    cables_removed: tuple[Cable, ...]
+    addresses: tuple[AddressChange, ...]
+    moves: tuple[Move, ...]
+    mig: tuple[MigChange, ...]
+    software: tuple[SoftwareChange, ...]
+    budgets: tuple[BudgetDelta, ...]
+    rolling_order: tuple[RollingStep, ...]
+
+    @property
+    def changed(self) -> bool:
+        """Whether anything differs (a budget counts only when its prediction moved)."""
+        lists: tuple[Sequence[object], ...] = (
+            self.servers_added,
+            self.servers_removed,
+            self.switches_added,
+            self.switches_removed,
+            self.cables_added,
+            self.cables_removed,
+            self.addresses,
+            self.moves,
+            self.mig,
+            self.software,
+        )
+        return any(lists) or any(b.old != b.new for b in self.budgets)
+
+
+def plan_diff(
+    old_spec: Spec, old_plan: Plan, new_spec: Spec, new_plan: Plan, catalog: Catalog
+) -> PlanDiff:
+    """The change plan from ``old_plan`` to ``new_plan`` (and their specs)."""
+    servers_added, servers_removed = _names_diff(old_plan.servers, new_plan.servers)
+    switches_added, switches_removed = _names_diff(old_plan.switches, new_plan.switches)
+    cables_added, cables_removed = cable_diff(old_plan, new_plan)
+    addresses, moves = address_changes(old_plan, new_plan), moves_between(old_plan, new_plan)
+    mig, software = mig_changes(old_spec, new_spec), software_changes(old_spec, new_spec)
+    budgets = budget_deltas(
+        evaluate_budgets(old_spec, catalog, old_plan), evaluate_budgets(new_spec, catalog, new_plan)
+    )
+    changed = _changed_servers(old_plan, new_plan, addresses, moves, mig, software)
+    changed |= {n for c in (*cables_added, *cables_removed) for n in (c.a, c.b)}
+    return PlanDiff(
+        servers_added,
+        servers_removed,
+        switches_added,
+        switches_removed,
+        cables_added,
+        cables_removed,
+        addresses,
+        moves,
+        mig,
+        software,
+        budgets,
+        rolling_order(old_plan, new_plan, changed, set(servers_added), set(servers_removed)),
+    )
+
+
+def _names_diff(old: Iterable[Any], new: Iterable[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Names only in ``new`` (added, in new plan order) and only in ``old`` (removed)."""
+    old_names = [item.name for item in old]
+    new_names = [item.name for item in new]
+    old_set, new_set = set(old_names), set(new_names)
+    added = tuple(n for n in new_names if n not in old_set)
+    return added, tuple(n for n in old_names if n not in new_set)
+
+
+def cable_key(cable: Cable) -> CableKey:
+    """What identifies a cable for the diff: both ends and the fabric."""
+    return (cable.a, cable.a_port, cable.b, cable.b_port, cable.fabric)
+
+
+def cable_diff(old: Plan, new: Plan) -> tuple[tuple[Cable, ...], tuple[Cable, ...]]:
+    """Cables only in ``new`` (added) and only in ``old`` (removed), each in plan order."""
+    old_keys = {cable_key(c) for c in old.cables}
+    new_keys = {cable_key(c) for c in new.cables}
+    added = tuple(c for c in new.cables if cable_key(c) not in old_keys)
+    return added, tuple(c for c in old.cables if cable_key(c) not in new_keys)
+
+
+def address_changes(old: Plan, new: Plan) -> tuple[AddressChange, ...]:
+    """Management and BMC addresses of servers, and BMC addresses of switches, that moved."""
+    changes: list[AddressChange] = []
+    new_servers = {s.name: s for s in new.servers}
+    for s in old.servers:
+        n = new_servers.get(s.name)
+        if n is not None and s.mgmt_ip != n.mgmt_ip:
+            changes.append(AddressChange("server", s.name, "mgmt_ip", s.mgmt_ip, n.mgmt_ip))
+        if n is not None and s.bmc_ip != n.bmc_ip:
+            changes.append(AddressChange("server", s.name, "bmc_ip", s.bmc_ip, n.bmc_ip))
+    new_switches = {s.name: s for s in new.switches}
+    for w in old.switches:
+        m = new_switches.get(w.name)
+        if m is not None and w.bmc_ip != m.bmc_ip:
+            changes.append(AddressChange("switch", w.name, "bmc_ip", w.bmc_ip, m.bmc_ip))
+    return tuple(changes)
+
+
+def moves_between(old: Plan, new: Plan) -> tuple[Move, ...]:
+    """Servers, then switches, that stand in another rack or unit in ``new``."""
+    moves: list[Move] = []
+    kinds: tuple[tuple[DeviceKind, Sequence[Any], Sequence[Any]], ...] = (
+        ("server", old.servers, new.servers),
+        ("switch", old.switches, new.switches),
+    )
+    for kind, old_items, new_items in kinds:
+        placed = {item.name: (item.rack, item.rack_unit) for item in new_items}
+        for item in old_items:
+            where = placed.get(item.name)
+            if where is not None and where != (item.rack, item.rack_unit):
+                moves.append(Move(kind, item.name, item.rack, item.rack_unit, *where))
+    return tuple(moves)
+
+
+def _schedule(group: NodeGroup) -> tuple[str, ...]:
+    if group.mig_schedule is None:
+        return ()
+    changes = group.mig_schedule.changes
+    return tuple(f"{c.at} {mig_config_name(group, k)}" for k, c in enumerate(changes))
+
+
+def mig_changes(old: Spec, new: Spec) -> tuple[MigChange, ...]:
+    """Node groups in both specs whose `mig` or `mig_schedule` differs, in new spec order."""
+    before = {g.name: g for g in old.node_groups}
+    changes: list[MigChange] = []
+    for group in new.node_groups:
+        prior = before.get(group.name)
+        if prior is None or (prior.mig, prior.mig_schedule) == (group.mig, group.mig_schedule):
+            continue
+        changes.append(
+            MigChange(
+                group.name,
+                mig_config_name(prior),
+                mig_config_name(group),
+                _schedule(prior),
+                _schedule(group),
+            )
+        )
+    return tuple(changes)
+
+
+def software_changes(old: Spec, new: Spec) -> tuple[SoftwareChange, ...]:
+    """`software:` fields whose value differs, in field order."""
+    before, after = old.software.model_dump(), new.software.model_dump()
+    return tuple(
+        SoftwareChange(key, before.get(key), value)
+        for key, value in after.items()
+        if before.get(key) != value
+    )
+
+
+def budget_deltas(
+    old: Sequence[BudgetResult], new: Sequence[BudgetResult]
+) -> tuple[BudgetDelta, ...]:
+    """Budgets (matched by path and kind) evaluated without error on both plans."""
+    before = {(r.path, r.kind): r for r in old if not r.error}
+    deltas: list[BudgetDelta] = []
+    for r in new:
+        prior = before.get((r.path, r.kind))
+        if prior is not None and not r.error:
+            deltas.append(BudgetDelta(r.path, r.kind, r.unit, prior.predicted, r.predicted))
+    return tuple(deltas)
+
+
+def _changed_servers(
+    old: Plan,
+    new: Plan,
+    addresses: Sequence[AddressChange],
+    moves: Sequence[Move],
+    mig: Sequence[MigChange],
+    software: Sequence[SoftwareChange],
+) -> set[str]:
+    """Servers present in both plans that the change touches."""
+    both = {s.name for s in old.servers} & {s.name for s in new.servers}
+    if software:  # a version change reaches every server
+        return both
+    changed = {a.name for a in addresses if a.kind == "server"}
+    changed |= {m.name for m in moves if m.kind == "server"}
+    groups = {m.group for m in mig}
+    before = {s.name: s.mig for s in old.servers}
+    changed |= {
+        s.name for s in new.servers if s.group in groups or before.get(s.name, s.mig) != s.mig
+    }
+    return changed & both
+
+
+def _unit_of(server: Server) -> tuple[str, UnitKind]:
+    if server.su is not None:
+        return server.su, "su"
+    if server.rack is not None:
+        return server.rack, "rack"
+    return server.group, "group"
+
+
+def rolling_order(
+    old: Plan, new: Plan, changed: set[str], added: set[str], removed: set[str]
+) -> tuple[RollingStep, ...]:
+    """One step per unit holding changed, added or removed servers.
+
+    Units of ``new`` come in its plan order; units that only held removed servers follow in
+    ``old``'s plan order.
+    """
+    units: dict[str, tuple[UnitKind, dict[str, list[str]]]] = {}
+    touched = [(s, "added" if s.name in added else "changed") for s in new.servers]
+    touched += [(s, "removed") for s in old.servers if s.name in removed]
+    for server, how in touched:
+        if how == "changed" and server.name not in changed:
+            continue
+        name, kind = _unit_of(server)
+        lists = units.setdefault(name, (kind, {"changed": [], "added": [], "removed": []}))[1]
+        lists[how].append(server.name)
+    return tuple(_step(name, kind, lists) for name, (kind, lists) in units.items())
+
+
+def _step(unit: str, kind: UnitKind, lists: dict[str, list[str]]) -> RollingStep:
+    changed, added, removed = lists["changed"], lists["added"], lists["removed"]
+    actions: list[str] = [f"drain {unit}"] if changed or removed else []
+    if removed:
+        actions.append(f"remove {len(removed)} server(s), then uncable them")
+    if added:
+        actions.append(f"cable {len(added)} added server(s)")
+    actions.append("apply")
+    if added:
+        actions.append(f"join {len(added)} added server(s)")
+    if changed or removed:
+        actions.append(f"undrain {unit}")
+    return RollingStep(unit, kind, tuple(changed), tuple(added), tuple(removed), tuple(actions))
+
+
+def _cable_line(c: Cable) -> str:
+    return f"{c.id} {c.fabric} {c.tier} {c.a}:{c.a_port} -> {c.b}:{c.b_port}"
+
+
+def _summary(d: PlanDiff) -> list[str]:
+    moved = sum(b.old != b.new for b in d.budgets)
+    return [
+        f"servers: {len(d.servers_added)} added, {len(d.servers_removed)} removed",
+        f"switches: {len(d.switches_added)} added, {len(d.switches_removed)} removed",
+        f"cables: {len(d.cables_added)} added, {len(d.cables_removed)} removed",
+        f"addresses: {len(d.addresses)} changed",
+        f"moves: {len(d.moves)}",
+        f"mig: {len(d.mig)} group(s) changed",
+        f"software: {len(d.software)} version(s) changed",
+        f"budgets: {moved} of {len(d.budgets)} prediction(s) changed",
+        f"rolling order: {len(d.rolling_order)} step(s)",
+    ]
+
+
+def _detail(d: PlanDiff) -> list[str]:
+    lines = [f"+ server {n}" for n in d.servers_added]
+    lines += [f"- server {n}" for n in d.servers_removed]
+    lines += [f"+ switch {n}" for n in d.switches_added]
+    lines += [f"- switch {n}" for n in d.switches_removed]
+    lines += [f"+ cable {_cable_line(c)}" for c in d.cables_added]
+    lines += [f"- cable {_cable_line(c)}" for c in d.cables_removed]
+    lines += [f"~ {a.kind} {a.name} {a.field} {a.old} -> {a.new}" for a in d.addresses]
+    lines += [
+        f"~ {m.kind} {m.name} {m.old_rack}/U{m.old_unit} -> {m.new_rack}/U{m.new_unit}"
+        for m in d.moves
+    ]
+    lines += [
+        f"~ mig {m.group} {m.old} -> {m.new}"
+        + (
+            f" (schedule {list(m.old_schedule)} -> {list(m.new_schedule)})"
+            if m.old_schedule or m.new_schedule
+            else ""
+        )
+        for m in d.mig
+    ]
+    lines += [f"~ software {s.field} {s.old} -> {s.new}" for s in d.software]
+    lines += [
+        f"~ budget {b.path} {b.kind} {b.old:g} -> {b.new:g} {b.unit}"
+        for b in d.budgets
+        if b.old != b.new
+    ]
+    return lines
+
+
+def diff_text(d: PlanDiff) -> str:
+    """The change plan as text: a summary line per category, the lists, the rolling order."""
+    lines = _summary(d)
+    detail = _detail(d)
+    if detail:
+        lines += ["", *detail]
+    if d.rolling_order:
+        lines += ["", "rolling order:"]
+        lines += [
+            f"{k}. {s.kind} {s.unit}: {', '.join(s.actions)}"
+            for k, s in enumerate(d.rolling_order, 1)
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _cable_json(c: Cable) -> dict[str, str]:
+    return {
+        "id": c.id,
+        "fabric": c.fabric,
+        "tier": c.tier,
+        "a": c.a,
+        "a_port": c.a_port,
+        "b": c.b,
+        "b_port": c.b_port,
+    }
+
+
+def diff_document(d: PlanDiff) -> dict[str, Any]:
+    """The change plan as the JSON document's data (lists sorted deterministically)."""
+    return {
+        "changed": d.changed,
+        "servers": {"added": sorted(d.servers_added), "removed": sorted(d.servers_removed)},
+        "switches": {"added": sorted(d.switches_added), "removed": sorted(d.switches_removed)},
+        "cables": {
+            "added": sorted((_cable_json(c) for c in d.cables_added), key=lambda c: c["id"]),
+            "removed": sorted((_cable_json(c) for c in d.cables_removed), key=lambda c: c["id"]),
+        },
+        "addresses": sorted((_fields(a) for a in d.addresses), key=_by_name),
+        "moves": sorted((_fields(m) for m in d.moves), key=_by_name),
+        "mig": [_fields(m) for m in sorted(d.mig, key=lambda m: m.group)],
+        "software": [_fields(s) for s in sorted(d.software, key=lambda s: s.field)],
+        "budgets": [_budget_json(b) for b in d.budgets],
+        "rolling_order": [_fields(s) for s in d.rolling_order],  # plan order is the point
+    }
+
+
+def _fields(record: Any) -> dict[str, Any]:
+    return {
+        name: list(value) if isinstance(value, tuple) else value
+        for name in record.__slots__
+        for value in (getattr(record, name),)
+    }
+
+
+def _by_name(record: dict[str, Any]) -> tuple[str, str, str]:
+    return (record["kind"], record["name"], str(record.get("field", "")))
+
+
+def _budget_json(b: BudgetDelta) -> dict[str, Any]:
+    return {
+        "path": b.path,
+        "kind": b.kind,
+        "unit": b.unit,
+        "old_predicted": round(b.old, 6),
+        "new_predicted": round(b.new, 6),
+        "changed": b.old != b.new,
+    }
+
+
+def diff_json(d: PlanDiff) -> str:
+    """The change plan as one JSON document (keys sorted, two-space indent)."""
+    return json.dumps(diff_document(d), indent=2, sort_keys=True) + "\n"
