@@ -7,8 +7,8 @@ function of the finished plan (`infra.topology.graph.plan_graph`).
 
 >>> from infra.catalog import load_catalog
 >>> from infra.spec import load_spec_text
->>> spec = load_spec_text("name: x\\nnode_groups: [{name: g, node: dgx-h100, count: 32}]\\n"
-...                       "fabrics: {compute: {switch: qm9700}}\\n").spec
+>>> spec = load_spec_text("name: x\nnode_groups: [{name: g, node: dgx-h100, count: 32}]\n"
+...                       "fabrics: {compute: {switch: qm9700}}\n").spec
 >>> plan = expand(spec, load_catalog())
 >>> plan.gpus, plan.fabrics["compute"].leaf, plan.fabrics["compute"].spine
 (256, 8, 4)
