@@ -217,10 +217,8 @@ def _write_atomic(path: str, text: str) -> None:
 def _plan_or_fail(loaded: LoadedSpec) -> Plan:
     """Expand a loaded spec; a PlanError is located in the spec and exits 1."""
     try:
-        return expand(loaded.spec, load_catalog())
+        return _planned_or_raise(loaded)
     except PlanError as exc:
-        exc.file = loaded.file
-        exc.position = loaded.source.position(exc.path)
         _complain(exc)
         raise typer.Exit(EXIT_FAILED) from None
 
