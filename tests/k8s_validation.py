@@ -1,9 +1,9 @@
 """Strict validation of Kubernetes manifests, as the tests and `make` use it.
 
-Custom resources are checked against the strict JSON Schemas in ``tests/schemas/`` (vendored)
-or ``tests/schemas-local/`` (ours, see its README); built-in kinds with
-``kubernetes_validate.validate(doc, "1.33", strict=True)``. A kind with no schema anywhere
-fails. This is ``tests/schemas/validate_crs.py``'s rule, with the local folder added.
+Custom resources are checked against the strict JSON Schemas in ``tests/schemas/`` (vendored);
+built-in kinds with ``kubernetes_validate.validate(doc, "1.33", strict=True)``. A kind with no
+schema anywhere fails. This is ``tests/schemas/validate_crs.py``'s rule, as a function that
+returns the problems (the script prints them).
 """
 
 from __future__ import annotations
@@ -19,17 +19,16 @@ import kubernetes_validate
 import yaml
 
 HERE = Path(__file__).resolve().parent
-SCHEMA_DIRS = (HERE / "schemas", HERE / "schemas-local")
+SCHEMA_DIR = HERE / "schemas"
 K8S_VERSION = "1.33"
 
 
 @cache
 def _validator(key: str) -> jsonschema.Draft7Validator | None:
-    for folder in SCHEMA_DIRS:
-        path = folder / key
-        if path.exists():
-            return jsonschema.Draft7Validator(json.loads(path.read_text()))
-    return None
+    path = SCHEMA_DIR / key
+    if not path.exists():
+        return None
+    return jsonschema.Draft7Validator(json.loads(path.read_text()))
 
 
 def _schema_key(doc: dict[str, Any]) -> str:

@@ -26,7 +26,7 @@ from infra.k8s.gpu import (
     COUNTERS_KEY,
     GPU_NAMESPACE,
     MIG_CONFIGMAP,
-    NETWORK_NAMESPACE,
+    RDMA_NAMESPACE,
     counters_path,
     gpu_stack,
     uses_mig,
@@ -39,8 +39,6 @@ from infra.topology.migconfig import mig_parted_configs
 ROOT = Path(__file__).resolve().parents[1]
 VALIDATOR = ROOT / "tests" / "schemas" / "validate_crs.py"
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
-# CRDs with no vendored schema: shape-checked by the properties below instead.
-UNVALIDATED_KINDS = {"NicClusterPolicy"}
 RDMA_SELECTORS = {"vendors", "deviceIDs", "drivers", "ifNames", "linkTypes"}  # plugin README
 
 
@@ -128,9 +126,8 @@ def _mig_schedule_spec() -> dict[str, Any]:
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_example_objects_validate_strictly(path: Path, tmp_path: Path) -> None:
     releases, objects = _everything(*_example(path))
-    checked = [o for o in objects if o["kind"] not in UNVALIDATED_KINDS]
     gpu = _release(releases, "gpu-operator")
-    result = _validate([*checked, _cluster_policy(gpu.values)], tmp_path)
+    result = _validate([*objects, _cluster_policy(gpu.values)], tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -143,9 +140,8 @@ def test_scheduled_mig_and_checkpoint_objects_validate_strictly(tmp_path: Path) 
     }
     releases, objects = _everything(*_from_dict(data))
     assert any(o["kind"] == "StorageClass" for o in objects)
-    checked = [o for o in objects if o["kind"] not in UNVALIDATED_KINDS]
     gpu = _release(releases, "gpu-operator")
-    result = _validate([*checked, _cluster_policy(gpu.values)], tmp_path)
+    result = _validate([*objects, _cluster_policy(gpu.values)], tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -239,37 +235,37 @@ def test_no_mig_no_mig_configmap() -> None:
     assert all(o["metadata"]["name"] != MIG_CONFIGMAP for o in objects)
 
 
-# --- Network Operator -----------------------------------------------------------------------
+# --- RDMA shared device plugin ---------------------------------------------------------------
 
 
-def test_infiniband_brings_the_network_operator() -> None:
+def test_infiniband_brings_the_rdma_device_plugin() -> None:
     spec, plan = _example(ROOT / "examples" / "dgx-h100-superpod.yaml")
     releases, objects = gpu_stack(spec, plan, _catalog())
-    network = _release(releases, "network-operator")
-    assert network.namespace == NETWORK_NAMESPACE
-    assert network.values["nfd"]["enabled"] is False  # the GPU Operator's NFD serves both
+    assert [r.name for r in releases] == ["gpu-operator"]  # no Network Operator needed
     names = [o["metadata"]["name"] for o in objects]
-    assert names.index(NETWORK_NAMESPACE) < names.index("nic-cluster-policy")
-    policy = _object(objects, "NicClusterPolicy", "nic-cluster-policy")
-    assert set(policy["spec"]) == {"rdmaSharedDevicePlugin"}  # no ofedDriver: Ansible's
-    plugin = policy["spec"]["rdmaSharedDevicePlugin"]
-    assert {"image", "repository", "version", "config"} <= set(plugin)
-    (resource,) = json.loads(plugin["config"])["configList"]
+    assert names.index(RDMA_NAMESPACE) < names.index("rdma-devices")
+    config = _object(objects, "ConfigMap", "rdma-devices")
+    daemonset = _object(objects, "DaemonSet", "rdma-shared-device-plugin")
+    assert config["metadata"]["namespace"] == daemonset["metadata"]["namespace"] == RDMA_NAMESPACE
+    (resource,) = json.loads(config["data"]["config.json"])["configList"]
     assert resource["resourceName"] == "rdma_shared_device_ib"
     assert resource["rdmaHcaMax"] == 63
     assert set(resource["selectors"]) <= RDMA_SELECTORS
     assert resource["selectors"]["vendors"] == ["15b3"]
-    hcas = policy["metadata"]["annotations"]["railplan.dev/compute-hcas"].split(",")
+    hcas = config["metadata"]["annotations"]["railplan.dev/compute-hcas"].split(",")
     assert set(hcas) == {h for s in plan.servers for h in s.hcas}
+    pod = daemonset["spec"]["template"]["spec"]
+    mounted = {v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v}
+    assert mounted == {"rdma-devices"} and pod["hostNetwork"] is True
 
 
-def test_no_infiniband_no_network_operator() -> None:
+def test_no_infiniband_no_rdma_device_plugin() -> None:
     spec, plan = _example(ROOT / "examples" / "aws-p4d.yaml")  # EFA, no mlx5 HCAs
     assert not any(s.hcas for s in plan.servers)
     releases, objects = gpu_stack(spec, plan, _catalog())
     assert [r.name for r in releases] == ["gpu-operator"]
-    assert all(o["metadata"]["name"] != NETWORK_NAMESPACE for o in objects)
-    assert all(o["kind"] != "NicClusterPolicy" for o in objects)
+    assert all(o["metadata"]["name"] != RDMA_NAMESPACE for o in objects)
+    assert all(o["kind"] != "DaemonSet" for o in objects)
 
 
 # --- monitoring -----------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +23,20 @@ def k8s_tree(spec_file: str) -> dict[str, bytes]:
     spec = load_spec(spec_file).spec
     catalog = load_catalog()
     tree = render_tree(spec, catalog, expand(spec, catalog))
-    prefix = f"inventories/{spec.name}/files/k8s/"
-    return {p.removeprefix(prefix): d for p, d in tree.items() if p.startswith(prefix)}
+    prefix = f"inventories/{spec.name}/files/"
+    return {
+        p.removeprefix(prefix): d
+        for p, d in tree.items()
+        if p.startswith((f"{prefix}k8s/", f"{prefix}helm/"))
+    }
 
 
 def applied(files: dict[str, bytes]) -> list[tuple[str, list[dict[str, Any]]]]:
     """(file, objects) of the files `kubectl apply -f .` reads, in its (name) order."""
     return [
-        (name, [d for d in yaml.safe_load_all(data) if d])
+        (name.removeprefix("k8s/"), [d for d in yaml.safe_load_all(data) if d])
         for name, data in sorted(files.items())
-        if "/" not in name and name.endswith(".yaml")
+        if name.startswith("k8s/") and name.count("/") == 1 and name.endswith(".yaml")
     ]
 
 
@@ -44,7 +50,7 @@ def test_manifests_are_strict_one_kind_per_file_and_alias_free(example: str) -> 
     examples = [
         d
         for n, data in files.items()
-        if n.startswith("examples/")
+        if n.startswith("k8s/examples/")
         for d in yaml.safe_load_all(data)
         if d
     ]
@@ -80,3 +86,22 @@ def test_helm_releases_list_every_values_file() -> None:
 def test_slurm_specs_get_no_kubernetes_manifests() -> None:
     root = Path(__file__).resolve().parent.parent
     assert k8s_tree(str(root / "examples" / "dgx-h100-superpod.yaml")) == {}
+
+
+@pytest.mark.parametrize("example", K8S_EXAMPLES, ids=lambda p: Path(p).stem)
+def test_every_yaml_under_k8s_is_a_manifest_the_shared_validator_accepts(
+    example: str, tmp_path: Path
+) -> None:
+    # validate_crs.py reads every YAML file it is given: values files would not be manifests.
+    files = {n: d for n, d in k8s_tree(example).items() if n.startswith("k8s/")}
+    paths = []
+    for name, data in files.items():
+        if name.endswith(".yaml"):
+            path = tmp_path / name.replace("/", "_")
+            path.write_bytes(data)
+            paths.append(str(path))
+    validator = Path(__file__).resolve().parent / "schemas" / "validate_crs.py"
+    done = subprocess.run(
+        [sys.executable, str(validator), *paths], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

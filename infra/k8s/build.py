@@ -1,8 +1,8 @@
 """`build_kubernetes`: every Kubernetes object railplan builds for a cluster, set by set.
 
-One `ServiceSet` per concern, in the order they must be applied: the GPU stack (GPU and
-Network Operators, the mig-parted and DCGM counters ConfigMaps, the RDMA device plugin
-policy), checkpoint storage, the batch scheduler's view of the fabric (Volcano HyperNodes or
+One `ServiceSet` per concern, in the order they must be applied: the GPU stack (the GPU
+Operator, the mig-parted and DCGM counters ConfigMaps, the RDMA shared device plugin),
+checkpoint storage, the batch scheduler's view of the fabric (Volcano HyperNodes or
 a Kueue Topology and flavors), tenants, monitoring (it selects the GPU Operator's exporter),
 and the MIG schedule (CronJobs and their least-privilege RBAC). A set that has nothing to do
 for the spec is left out. Only a Kubernetes spec has any: a Slurm spec is refused.

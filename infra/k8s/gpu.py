@@ -6,8 +6,12 @@ Owns what railplan puts on Kubernetes so pods see GPUs, MIG devices and InfiniBa
   driver stays Ansible's, the MIG manager reads railplan's mig-parted configs, and
   dcgm-exporter exports the same counters file as the Ansible ``dcgm`` role;
 * the ConfigMaps those values name (``railplan-mig-parted``, ``railplan-dcgm-counters``);
-* the NVIDIA Network Operator release and its ``NicClusterPolicy`` (``network-operator``
-  namespace) when the plan has InfiniBand HCAs, deploying only the RDMA shared device plugin.
+* the RDMA shared device plugin (``rdma-device-plugin`` namespace: a ConfigMap and a
+  DaemonSet, built-in kinds) when the plan has InfiniBand HCAs, so pods get the HCAs as
+  ``rdma/rdma_shared_device_ib`` for GPUDirect RDMA. Not through the NVIDIA Network
+  Operator: its chart no longer deploys the plugin from values (``deployCR`` was removed in
+  24.10), and its NicClusterPolicy would be the operator's only job here, since Ansible
+  installs DOCA-Host and loads nvidia-peermem.
 
 Every function is a pure function of the spec and plan; nothing here imports Pulumi.
 """
@@ -32,9 +36,8 @@ __all__ = [
     "GPU_NAMESPACE",
     "GPU_OPERATOR_VERSION",
     "MIG_CONFIGMAP",
-    "NETWORK_NAMESPACE",
-    "NETWORK_OPERATOR_VERSION",
     "NVIDIA_HELM_REPO",
+    "RDMA_NAMESPACE",
     "RDMA_RESOURCE",
     "counters_csv",
     "counters_path",
@@ -46,15 +49,14 @@ __all__ = [
 NVIDIA_HELM_REPO = "https://helm.ngc.nvidia.com/nvidia"
 # The chart tag whose values.yaml /work/shared/facts/peers.md §4.1 documents.
 GPU_OPERATOR_VERSION = "v26.7.0"
-# NicClusterPolicy is created by us, not by the chart: chart-deployed policies (`deployCR`)
-# were deprecated and removed in 24.10 (the chart's NOTES.txt says so). v26.4.0 is the
-# release whose docs give componentVersion `network-operator-v26.4.0` for its images.
-NETWORK_OPERATOR_VERSION = "v26.4.0"
-NETWORK_COMPONENT_REPOSITORY = "nvcr.io/nvidia/mellanox"
-NETWORK_COMPONENT_VERSION = f"network-operator-{NETWORK_OPERATOR_VERSION}"
+# The plugin image NVIDIA ships with Network Operator v26.4.0 (its docs give component
+# version `network-operator-v26.4.0`); inferred, not pulled here: pin it by digest.
+RDMA_PLUGIN_IMAGE = "nvcr.io/nvidia/mellanox/k8s-rdma-shared-dev-plugin:network-operator-v26.4.0"
+RDMA_CONFIGMAP = "rdma-devices"
+RDMA_CONFIG_DIR = "/k8s-rdma-shared-dev-plugin"  # the plugin reads config.json from here
 
 GPU_NAMESPACE = "gpu-operator"
-NETWORK_NAMESPACE = "network-operator"
+RDMA_NAMESPACE = "rdma-device-plugin"
 MIG_CONFIGMAP = "railplan-mig-parted"
 MIG_CONFIG_KEY = "config.yaml"  # the key the MIG manager reads (peers.md §4.1)
 COUNTERS_CONFIGMAP = "railplan-dcgm-counters"
@@ -99,7 +101,7 @@ def infiniband_hcas(plan: Plan) -> list[str]:
 def gpu_stack(
     spec: Spec, plan: Plan, catalog: Catalog
 ) -> tuple[list[HelmRelease], list[KubeObject]]:
-    """The GPU Operator (and, with InfiniBand, the Network Operator) and their objects.
+    """The GPU Operator and its ConfigMaps, and with InfiniBand the RDMA device plugin.
 
     Objects come in apply order: each namespace before the objects in it.
     """
@@ -110,8 +112,7 @@ def gpu_stack(
         objects.append(mig_configmap(spec))
     objects.append(counters_configmap(spec))
     if infiniband_hcas(plan):
-        releases.append(network_operator())
-        objects += [_namespace(NETWORK_NAMESPACE, spec), nic_cluster_policy(spec, plan)]
+        objects += rdma_device_plugin(spec, plan)
     return releases, objects
 
 
@@ -201,51 +202,71 @@ def counters_configmap(spec: Spec) -> KubeObject:
     )
 
 
-# --- Network Operator ---------------------------------------------------------------------
+# --- RDMA shared device plugin ------------------------------------------------------------
 
 
-def network_operator() -> HelmRelease:
-    """The Network Operator release: the operator and CRDs only; railplan writes the policy."""
-    return HelmRelease(
-        name="network-operator",
-        namespace=NETWORK_NAMESPACE,
-        chart="network-operator",
-        repository=NVIDIA_HELM_REPO,
-        version=NETWORK_OPERATOR_VERSION,
-        # The GPU Operator's NFD already labels the nodes; two NFD masters would race.
-        values={"nfd": {"enabled": False}},
-        description="NVIDIA Network Operator: RDMA shared device plugin for the InfiniBand HCAs",
-    )
-
-
-def nic_cluster_policy(spec: Spec, plan: Plan) -> KubeObject:
-    """The cluster's NicClusterPolicy: the RDMA shared device plugin and nothing else.
-
-    There is no ``ofedDriver`` section: the Ansible rdma role installs DOCA-Host on the
-    nodes, and an absent section deploys nothing (Mellanox/network-operator
-    ``api/v1alpha1/nicclusterpolicy_types.go``: every component is optional).
-    """
-    plugin = {
-        "image": "k8s-rdma-shared-dev-plugin",
-        "repository": NETWORK_COMPONENT_REPOSITORY,
-        "version": NETWORK_COMPONENT_VERSION,
-        "config": rdma_plugin_config(),
-    }
-    # The plugin cannot select RDMA devices by name (below), so the plan's compute HCAs
-    # are recorded for reviewers; NCCL_IB_HCA from the plan picks them inside the pod.
-    hcas = ",".join(infiniband_hcas(plan))
-    return kube_object(
-        "mellanox.com/v1alpha1",
-        "NicClusterPolicy",
-        "nic-cluster-policy",  # the operator reconciles only this name
+def rdma_device_plugin(spec: Spec, plan: Plan) -> list[KubeObject]:
+    """Namespace, ConfigMap and DaemonSet of Mellanox's k8s-rdma-shared-dev-plugin."""
+    # The plugin cannot select RDMA devices by name (rdma_plugin_config), so the plan's
+    # compute HCAs are recorded for reviewers; NCCL_IB_HCA from the plan picks them in pods.
+    hcas = {"railplan.dev/compute-hcas": ",".join(infiniband_hcas(plan))}
+    config = kube_object(
+        "v1",
+        "ConfigMap",
+        RDMA_CONFIGMAP,
         spec,
-        spec={"rdmaSharedDevicePlugin": plugin},
-        annotations={"railplan.dev/compute-hcas": hcas},
+        namespace=RDMA_NAMESPACE,
+        annotations=hcas,
+        data={"config.json": rdma_plugin_config()},
+    )
+    return [_namespace(RDMA_NAMESPACE, spec), config, _rdma_daemonset(spec)]
+
+
+def _rdma_daemonset(spec: Spec) -> KubeObject:
+    labels = {"app.kubernetes.io/name": "rdma-shared-device-plugin"}
+    host_paths = {  # what a device plugin needs of the node: kubelet's sockets, /dev/infiniband
+        "device-plugins": "/var/lib/kubelet/device-plugins",
+        "plugins-registry": "/var/lib/kubelet/plugins_registry",
+        "dev": "/dev",
+    }
+    container = {
+        "name": "rdma-shared-device-plugin",
+        "image": RDMA_PLUGIN_IMAGE,
+        "imagePullPolicy": "IfNotPresent",
+        # It opens every node's RDMA devices and registers with the kubelet: privileged, as
+        # the plugin's own manifest runs it.
+        "securityContext": {"privileged": True},
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+        "volumeMounts": [{"name": n, "mountPath": path} for n, path in host_paths.items()]
+        + [{"name": "config", "mountPath": RDMA_CONFIG_DIR, "readOnly": True}],
+    }
+    volumes = [{"name": n, "hostPath": {"path": path}} for n, path in host_paths.items()]
+    volumes.append({"name": "config", "configMap": {"name": RDMA_CONFIGMAP}})
+    pod = {
+        # RDMA devices and their netdevs live in the host's network namespace.
+        "hostNetwork": True,
+        "priorityClassName": "system-node-critical",
+        # On every node: where no HCA matches, the plugin advertises none (a node selector
+        # on an NFD PCI label would depend on NFD's label rules, which the Network Operator
+        # ships and railplan does not install).
+        "containers": [container],
+        "volumes": volumes,
+    }
+    return kube_object(
+        "apps/v1",
+        "DaemonSet",
+        "rdma-shared-device-plugin",
+        spec,
+        namespace=RDMA_NAMESPACE,
+        spec={
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": pod},
+        },
     )
 
 
 def rdma_plugin_config(hca_max: int = RDMA_HCA_MAX) -> str:
-    """k8s-rdma-shared-dev-plugin's ``configList`` JSON: one resource over all IB HCAs.
+    """k8s-rdma-shared-dev-plugin's ``config.json``: one resource over all IB HCAs.
 
     Selectors (Mellanox/k8s-rdma-shared-dev-plugin README, "Devices Selectors") are
     vendors, deviceIDs, drivers, ifNames and linkTypes; ifNames match netdev names
@@ -259,4 +280,6 @@ def rdma_plugin_config(hca_max: int = RDMA_HCA_MAX) -> str:
         "rdmaHcaMax": hca_max,
         "selectors": {"vendors": [MELLANOX_VENDOR]},
     }
-    return json.dumps({"configList": [resource]}, indent=2, sort_keys=True)
+    # periodicUpdateInterval: seconds between rescans for HCAs that appear or go away.
+    config = {"periodicUpdateInterval": 300, "configList": [resource]}
+    return json.dumps(config, indent=2, sort_keys=True) + "\n"

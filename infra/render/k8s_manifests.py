@@ -1,12 +1,13 @@
-"""The Kubernetes manifests under ``files/k8s/``: one file per object kind, in apply order.
+"""Kubernetes manifests for `files/k8s/` (one file per kind, apply order) and `files/helm/`.
 
 The objects come from `infra.k8s.build_kubernetes`, the builder the Pulumi program declares
 too, so a GitOps user (``kubectl apply -f files/k8s/``) and a ``pulumi up`` user get the same
 objects. File names carry a two-digit prefix so ``kubectl apply -f`` (which reads a
 directory in name order) creates namespaces, RBAC and priority classes before what uses them.
-Helm releases are written as their values files plus ``helm/releases.yaml`` (chart,
-repository, version, namespace), and job templates that are examples, never applied, go to
-``examples/``. YAML is block style with multi-line strings as literal blocks, keys in the
+Helm releases are written beside it, under ``files/helm/``, as their values files plus
+``releases.yaml`` (chart, repository, version, namespace): values are not manifests, so
+``files/k8s/`` holds nothing a manifest validator or ``kubectl apply`` would trip on. Job
+templates that are examples, never applied, go to ``k8s/examples/``. YAML is block style with multi-line strings as literal blocks, keys in the
 builder's order, so the same spec gives the same bytes.
 """
 
@@ -31,10 +32,10 @@ _KIND_ORDER = (
     "Role",
     "RoleBinding",
     "ConfigMap",
+    "DaemonSet",
     "ResourceQuota",
     "NetworkPolicy",
     "StorageClass",
-    "NicClusterPolicy",
     "HyperNode",
     "Queue",
     "Topology",
@@ -117,8 +118,8 @@ Apply in this order:
 1. Prerequisites railplan does not install: the batch scheduler the spec names (Volcano with
    HyperNode support, or Kueue serving kueue.x-k8s.io/v1beta2) and the Prometheus operator
    CRDs (ServiceMonitor, PrometheusRule).
-2. The Helm releases in `helm/releases.yaml`, in order, each with its values file; they
-   install the GPU Operator (and Network Operator) CRDs.
+2. The Helm releases in `../helm/releases.yaml`, in order, each with its values file (the
+   GPU Operator and its CRDs).
 3. `kubectl apply -f .` here: file names are numbered so namespaces, priority classes and
    RBAC come before what uses them.
 
@@ -128,11 +129,14 @@ Secrets (an NGC API key) are not here: Pulumi takes them as config secrets.
 
 
 def k8s_files(k8s: KubernetesObjects) -> dict[str, str]:
-    """``files/k8s/`` as relative name -> text (empty when there is nothing to apply)."""
-    files = {_file_name(kind): manifest_yaml(objs) for kind, objs in _by_kind(k8s.objects).items()}
+    """``k8s/...`` and ``helm/...`` (relative to ``files/``) as name -> text."""
+    files = {
+        f"k8s/{_file_name(kind)}": manifest_yaml(objs)
+        for kind, objs in _by_kind(k8s.objects).items()
+    }
     for kind, objs in _by_kind(o for s in k8s.sets for o in s.examples).items():
-        files[f"examples/{kind.lower()}.yaml"] = manifest_yaml(objs)
-    files["README.md"] = _readme(k8s)
+        files[f"k8s/examples/{kind.lower()}.yaml"] = manifest_yaml(objs)
+    files["k8s/README.md"] = _readme(k8s)
     if k8s.releases:
         files["helm/releases.yaml"] = _releases_yaml(k8s)
         for release in k8s.releases:

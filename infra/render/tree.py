@@ -38,14 +38,12 @@ def render_tree(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, bytes]:
         "nccl": nccl_env_files(plan, spec, catalog),
         "subnet-manager": subnet_manager_files(plan, spec, catalog),
         "slurm": slurm_files(plan, spec, catalog) if spec.scheduler.kind == "slurm" else {},
-        "k8s": (
-            k8s_files(build_kubernetes(spec, plan, catalog))
-            if spec.scheduler.kind == "kubernetes"
-            else {}
-        ),
     }
     for section, named in sections.items():
         texts.update((f"{files_dir}/{section}/{name}", text) for name, text in named.items())
+    if spec.scheduler.kind == "kubernetes":
+        k8s = k8s_files(build_kubernetes(spec, plan, catalog))
+        texts.update((f"{files_dir}/{name}", text) for name, text in k8s.items())
     tree = {path: text.encode("utf-8") for path, text in texts.items()}
     tree.update(role_files())
     return dict(sorted(tree.items()))
