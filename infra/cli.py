@@ -12,11 +12,13 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from enum import StrEnum
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -29,6 +31,8 @@ from infra.lint import documented_rules, find_documented_rule, lint_loaded
 from infra.lint.finding import Finding, Severity
 from infra.lint.formats import format_github, format_json, format_sarif, format_text
 from infra.lint.migparted import check_mig_parted
+from infra.progress import Progress as ProgressFn
+from infra.progress import quiet
 from infra.render.diff import diff_json, diff_text, plan_diff
 from infra.render.fabric import plan_json, plan_text
 from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
@@ -68,6 +72,63 @@ def _options(
     ] = None,
 ) -> None:
     """Turn one YAML cluster spec into a validated, budget-checked NVIDIA GPU cluster plan."""
+
+
+PROGRESS_DELAY_S = 1.0  # work shorter than this shows no bar at all
+
+
+class _ProgressBar:
+    """Rich progress bars on stderr for long work; silent unless stderr is a terminal.
+
+    Off in CI (``CI`` set), on a dumb terminal and when stderr is not a tty;
+    ``RAILPLAN_PROGRESS=always|never`` overrides. The bar appears only once the work has
+    run for `PROGRESS_DELAY_S` and is gone when it ends (transient), so output stays clean.
+    """
+
+    def __init__(self) -> None:
+        mode = os.environ.get("RAILPLAN_PROGRESS", "auto")
+        tty = sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
+        self.enabled = mode == "always" or (mode == "auto" and tty and "CI" not in os.environ)
+        self.bars: Any = None
+        self.timer: threading.Timer | None = None
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
+
+            columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn())
+            console = Console(file=sys.stderr, force_terminal=mode == "always")
+            self.bars = Progress(*columns, console=console, transient=True)
+            delay = 0.0 if mode == "always" else PROGRESS_DELAY_S
+            self.timer = threading.Timer(delay, self.bars.start)
+            self.timer.daemon = True
+            self.timer.start()
+
+    def task(self, title: str) -> ProgressFn:
+        """A progress callback that drives one bar titled ``title``."""
+        if self.bars is None:
+            return quiet
+        bars, task = self.bars, self.bars.add_task(title, total=None)
+
+        def report(what: str, done: int, total: int) -> None:
+            bars.update(task, description=f"{title}: {what}", completed=done, total=total)
+
+        return report
+
+    def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer.join()
+        if self.bars is not None:
+            self.bars.stop()
+
+
+@contextmanager
+def _progress_bar() -> Iterator[_ProgressBar]:
+    bar = _ProgressBar()
+    try:
+        yield bar
+    finally:
+        bar.close()
 
 
 class LintFormat(StrEnum):
@@ -214,10 +275,10 @@ def _write_atomic(path: str, text: str) -> None:
         raise
 
 
-def _plan_or_fail(loaded: LoadedSpec) -> Plan:
+def _plan_or_fail(loaded: LoadedSpec, progress: ProgressFn = quiet) -> Plan:
     """Expand a loaded spec; a PlanError is located in the spec and exits 1."""
     try:
-        return _planned_or_raise(loaded)
+        return _planned_or_raise(loaded, progress)
     except PlanError as exc:
         _complain(exc)
         raise typer.Exit(EXIT_FAILED) from None
@@ -281,7 +342,8 @@ def plan(
     Exits 1 (and writes no file) when a planned rack breaks its class's budget.
     """
     loaded = load_spec(spec)
-    planned = _plan_or_fail(loaded)
+    with _progress_bar() as bar:
+        planned = _plan_or_fail(loaded, bar.task("plan"))
     _say(plan_json(planned) if output_format is Format.JSON else plan_text(planned))
     broken = _rack_budget_errors(loaded, planned)
     if broken:
@@ -313,19 +375,20 @@ def diff(
         _fail_diff(exc, EXIT_USAGE, json_errors)
     try:
         catalog = load_catalog()
-        old_plan = _planned_or_raise(before)
-        new_plan = _planned_or_raise(after)
+        with _progress_bar() as bar:
+            old_plan = _planned_or_raise(before, bar.task(f"plan {old}"))
+            new_plan = _planned_or_raise(after, bar.task(f"plan {new}"))
+            result = plan_diff(before.spec, old_plan, after.spec, new_plan, catalog)
     except PlanError as exc:
         _fail_diff(exc, EXIT_FAILED, json_errors)
-    result = plan_diff(before.spec, old_plan, after.spec, new_plan, catalog)
     _say(diff_json(result) if json_errors else diff_text(result))
     raise typer.Exit(EXIT_FAILED if result.changed else EXIT_OK)
 
 
-def _planned_or_raise(loaded: LoadedSpec) -> Plan:
+def _planned_or_raise(loaded: LoadedSpec, progress: ProgressFn = quiet) -> Plan:
     """Expand a loaded spec; a PlanError is located in the spec and raised."""
     try:
-        return expand(loaded.spec, load_catalog())
+        return expand(loaded.spec, load_catalog(), progress)
     except PlanError as exc:
         exc.file = loaded.file
         exc.position = loaded.source.position(exc.path)
@@ -375,20 +438,27 @@ def render(
     """
     loaded = load_spec(spec)
     catalog = load_catalog()
-    errors = [f for f in lint_loaded(loaded, catalog) if f.severity is Severity.ERROR]
+    with _progress_bar() as bar:
+        lint_step = bar.task("lint")
+        lint_step("rules", 0, 1)
+        errors = [f for f in lint_loaded(loaded, catalog) if f.severity is Severity.ERROR]
+        lint_step("done", 1, 1)
+        planned = None if errors else _plan_or_fail(loaded, bar.task("plan"))
+        files = None
+        if planned is not None and not _rack_budget_errors(loaded, planned):
+            if addresses is not None:
+                planned = _with_addresses_file(planned, addresses)
+            files = render_tree(loaded.spec, catalog, planned, bar.task("render"))
     if errors:
         sys.stderr.write(format_text(errors))
         sys.stderr.write(f"{loaded.file}: not rendered: {len(errors)} lint error(s)\n")
         raise typer.Exit(EXIT_FAILED)
-    planned = _plan_or_fail(loaded)
-    broken = _rack_budget_errors(loaded, planned)
-    if broken:
-        sys.stderr.write("".join(f"{line}\n" for line in broken))
+    if files is None:
+        assert planned is not None
+        sys.stderr.write("".join(f"{line}\n" for line in _rack_budget_errors(loaded, planned)))
         raise typer.Exit(EXIT_FAILED)
-    if addresses is not None:
-        planned = _with_addresses_file(planned, addresses)
     try:
-        report = write_tree(Path(root), render_tree(loaded.spec, catalog, planned), force=force)
+        report = write_tree(Path(root), files, force=force)
     except RenderConflict as exc:
         _complain(exc)
         raise typer.Exit(EXIT_FAILED) from None

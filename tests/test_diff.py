@@ -2,8 +2,9 @@
 
 The base spec is a 40-node DGX A100 cluster (QM8790, SUs of 20, rail-optimized, 1:1): two
 SUs of eight rail leaves each, ten spines. Growing it by one SU adds 20 servers, eight
-leaves, ten spines and their cables; see `test_growing_rewires_the_spines` for what else
-it changes.
+leaves, ten spines and their cables, and by default re-sizes the spines (pinned in
+`test_growing_without_max_sus_rewires_the_spines_and_says_how_to_avoid_it`); with
+`fabrics.compute.max_sus` the upper tiers are built for the target and nothing moves.
 """
 
 from __future__ import annotations
@@ -115,36 +116,141 @@ def test_growing_by_one_su_adds_its_servers_leaves_and_cables() -> None:
     )
 
 
-def test_growing_rewires_the_spines() -> None:
-    """What growing 40 -> 60 removes, pinned: the spines are sized to the leaves planned.
+def test_growing_without_max_sus_rewires_the_spines_and_says_how_to_avoid_it() -> None:
+    """What growing 40 -> 60 removes by default, pinned: spines are sized to the leaves planned.
 
     Two-tier spines are the fewest that divide a leaf's 20 uplinks and take all leaves'
-    uplinks (`infra.topology.fat_tree`): 16 leaves need 8 -> 10 spines (2 links per leaf
-    and spine), 24 leaves need 12 -> 20 (1 link each). So every leaf's uplinks fan out
-    anew and the spine ports shift; the UFM appliance, cabled to the first free spine ports
-    after the leaves', moves with them. No server's cable is touched.
+    uplinks (`infra.topology.fat_tree`; NVIDIA's published two-tier sizes do the same):
+    16 leaves need 8 -> 10 spines (2 links per leaf and spine), 24 leaves need 12 -> 20
+    (1 link each). So every leaf's uplinks fan out anew. No server's cable is touched, and
+    the UFM appliance, on the highest free spine ports, stays where it is.
     """
     d, old, new = _diff(_spec(40), _spec(60))
     assert (old.fabrics["compute"].spine, new.fabrics["compute"].spine) == (10, 20)
     removed = Counter((c.fabric, c.tier) for c in d.cables_removed)
-    assert removed == {("compute", "leaf_spine"): 310, ("compute", "node_leaf"): 4}
-    assert {c.a for c in d.cables_removed if c.tier == "node_leaf"} == {"ufm-1"}
+    assert removed == {("compute", "leaf_spine"): 310}
+    (note,) = d.notes
+    assert "310 compute uplink cable(s)" in note and "fabrics.compute.max_sus" in note
+    assert f"note: {note}" in diff_text(d)
+    assert json.loads(diff_json(d))["notes"] == [note]
 
 
-def test_growing_within_the_spines_moves_only_the_ufm_ports() -> None:
+def test_growing_within_the_spines_removes_nothing() -> None:
     d, _, _ = _diff(_spec(60), _spec(80))  # 24 and 32 leaves: 20 spines either way
-    assert {(c.a, c.tier) for c in d.cables_removed} == {("ufm-1", "node_leaf")}
-    assert len(d.cables_removed) == 4
+    assert d.cables_removed == () and d.moves == () and d.notes == ()
+    assert len(d.cables_added) == 2 * 20 * RAILS
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="spines are sized to the leaves planned, so growth rewires leaf-spine links "
-    "and the UFM's spine ports (see test_growing_rewires_the_spines)",
+def _grown(count: int, max_sus: int, **fabrics: Any) -> dict[str, Any]:
+    doc = _spec(count)
+    doc["fabrics"]["compute"]["max_sus"] = max_sus
+    doc["fabrics"].update(fabrics)
+    return doc
+
+
+ALL_NETWORKS = {"storage": {"switch": "qm8790", "storage_ports": 8}, "management": {}}
+
+
+def test_growing_by_one_su_within_max_sus_adds_exactly_its_cables_and_removes_nothing() -> None:
+    """The issue's done-when: 40 -> 60 DGX A100 lists the 160 node-leaf cables of the new SU
+    and its leaves' 160 uplinks, and removes nothing (spines built for max_sus 3 SUs)."""
+    d, old, new = _diff(_grown(40, 3), _grown(60, 3))
+    assert old.fabrics["compute"].spine == new.fabrics["compute"].spine == 20
+    assert d.cables_removed == () and d.switches_removed == () and d.moves == ()
+    assert Counter(c.tier for c in d.cables_added) == {"node_leaf": 160, "leaf_spine": 160}
+    new_leaves = {s.name for s in new.switches_in("compute", "leaf") if s.su == "dgx-su03"}
+    assert set(d.switches_added) == new_leaves
+    assert {c.a for c in d.cables_added if c.tier == "node_leaf"} == set(d.servers_added)
+    assert {c.a for c in d.cables_added if c.tier == "leaf_spine"} == new_leaves
+    assert d.addresses == () and d.notes == ()
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "max_sus"),
+    [(40, 60, 3), (140, 300, 16), (20, 140, 7), (100, 160, 12)],
+    ids=["two-tier", "three-tier-new-pods", "two-to-three-tier", "three-tier-partial-pod"],
 )
-def test_growing_removes_no_cable() -> None:
-    d, _, _ = _diff(_spec(40), _spec(60))
-    assert d.cables_removed == ()
+def test_growing_within_max_sus_with_every_network_removes_and_moves_nothing(
+    old: int, new: int, max_sus: int
+) -> None:
+    """Storage and in-band trees are sized in proportion; cores, spines and storage-system
+    leaves are placed before what growth adds, and the core row's OOB ports keep order."""
+    d, _, _ = _diff(_grown(old, max_sus, **ALL_NETWORKS), _grown(new, max_sus, **ALL_NETWORKS))
+    assert d.cables_removed == () and d.switches_removed == ()
+    assert d.moves == () and d.addresses == () and d.notes == ()
+    assert len(d.servers_added) == new - old
+
+
+def test_multi_plane_h100_growth_within_max_sus_moves_no_cable_or_address() -> None:
+    """Two planes of DGX H100 on QM9700, 397 -> 835 servers of max_sus 31: new pods in both
+    planes; the cores, every plane's spines and all addresses stay."""
+
+    def h100(count: int) -> dict[str, Any]:
+        doc = _grown(count, 31, **ALL_NETWORKS)
+        doc["node_groups"][0]["node"] = "dgx-h100"
+        doc["fabrics"]["compute"].update(switch="qm9700", su_size=32, planes=2)
+        doc["fabrics"]["storage"]["switch"] = "qm9700"
+        return doc
+
+    d, old, new = _diff(h100(397), h100(835))
+    assert (old.fabrics["compute"].tiers, new.fabrics["compute"].spine) == (3, 216)
+    assert d.addresses == () and d.switches_removed == ()
+    assert {c.a for c in d.cables_removed} <= {"ufm-1"}
+    old_racks = {r.name for r in old.racks}
+    assert not [m for m in d.moves if m.new_rack in old_racks]
+
+
+def test_appending_a_node_group_within_max_sus_removes_nothing() -> None:
+    extra = {"name": "extra", "node": "dgx-a100-640gb", "count": 20, "hostname": "x{index:03d}"}
+    base = _grown(40, 3, **ALL_NETWORKS)
+    grown = _grown(40, 3, **ALL_NETWORKS)
+    grown["node_groups"].append(extra)
+    d, _, _ = _diff(base, grown)
+    assert d.cables_removed == () and d.switches_removed == () and d.moves == ()
+    assert d.addresses == () and d.servers_added == tuple(f"x{n:03d}" for n in range(1, 21))
+
+
+def test_filling_the_fabric_to_max_sus_leaves_no_port_for_the_ufm() -> None:
+    """Grown to max_sus the tree is full, so the UFM can only borrow ports growth takes:
+    the smaller plan warns (RP058) and the full one has no UFM port (RP057)."""
+    d, old, new = _diff(_grown(140, 8), _grown(160, 8))
+    assert {c.a for c in d.cables_removed} == {"ufm-1"}
+    assert [w.code for w in old.warnings] == ["ufm-moves-with-growth"]
+    assert [w.code for w in new.warnings] == ["ufm-no-port"]
+
+
+def test_more_sus_than_max_sus_is_a_plan_error() -> None:
+    from infra.topology import PlanError
+
+    with pytest.raises(PlanError) as caught:
+        _planned(_grown(60, 2))
+    assert caught.value.path == "fabrics.compute.max_sus"
+    assert "3 scalable units" in caught.value.message
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    start=st.integers(min_value=1, max_value=100),
+    grow=st.integers(min_value=1, max_value=100),
+    spare=st.integers(min_value=0, max_value=3),
+)
+def test_growth_within_max_sus_never_removes_renames_or_moves(
+    start: int, grow: int, spare: int
+) -> None:
+    max_sus = -(-(start + grow) // 20) + spare
+    d, old, new = _diff(
+        _grown(start, max_sus, **ALL_NETWORKS), _grown(start + grow, max_sus, **ALL_NETWORKS)
+    )
+    # Only a UFM that its plan said would move (RP058) may move.
+    ufm = {"ufm-1"} if [w for w in old.warnings if w.code == "ufm-moves-with-growth"] else set()
+    assert {c.a for c in d.cables_removed} <= ufm and d.switches_removed == ()
+    assert d.addresses == ()
+    # An SU's OOB switch stands in for the rack it serves until that rack exists, then moves
+    # into it (a move into a new rack); nothing moves into a rack that was already there.
+    old_racks = {r.name for r in old.racks}
+    assert not [m for m in d.moves if m.new_rack in old_racks and not ufm]
+    spines = {s.name for s in old.switches if s.tier != "leaf"}
+    assert spines <= {s.name for s in new.switches}
 
 
 def test_shrinking_removes_the_last_su_and_drains_it() -> None:

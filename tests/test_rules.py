@@ -73,6 +73,7 @@ PASSING = {
     "RP072": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",
     "RP073": BASE + "scheduler: {batch: volcano}\nfabrics:\n  compute: {switch: qm9700}\n",
     "RP057": BASE + "fabrics:\n  compute: {switch: qm9700, subnet_manager: ufm}\n",
+    "RP058": BASE + "fabrics:\n  compute: {switch: qm9700, max_sus: 3}\n",
     "RP051": BASE + "site: {rack: {units: 8}}\n",
     "RP052": BASE + "site: {rack: {power_kw: 80, cooling: liquid}}\n",
     "RP053": BASE + "site: {management_cidr: 10.10.0.0/29}\n",

@@ -16,6 +16,7 @@ what goes, cables what comes, applies the change, joins the added servers and un
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -126,6 +127,7 @@ class PlanDiff:
     software: tuple[SoftwareChange, ...]
     budgets: tuple[BudgetDelta, ...]
     rolling_order: tuple[RollingStep, ...]
+    notes: tuple[str, ...] = ()  # advice, e.g. how to avoid the recabling listed
 
     @property
     def changed(self) -> bool:
@@ -172,7 +174,33 @@ def plan_diff(
         software,
         budgets,
         rolling_order(old_plan, new_plan, changed, set(servers_added), set(servers_removed)),
+        recabling_notes(new_spec, new_plan, cables_removed, set(switches_removed)),
     )
+
+
+def recabling_notes(
+    spec: Spec, plan: Plan, removed: Sequence[Cable], gone: set[str]
+) -> tuple[str, ...]:
+    """Why uplink cables between kept switches move, and the spec key that avoids it.
+
+    Spines and cores are sized for the SUs planned unless ``fabrics.compute.max_sus``
+    says what the fabric is to grow to (the storage and in-band trees follow it).
+    """
+    moved = Counter(c.fabric for c in removed if c.tier != "node_leaf" and not {c.a, c.b} & gone)
+    compute = spec.fabrics.compute
+    if not moved or compute is None:
+        return ()
+    where = ", ".join(f"{n} {fabric}" for fabric, n in sorted(moved.items()))
+    sus = len(plan.sus)
+    if compute.max_sus is None:
+        hint = f"declare fabrics.compute.max_sus (at least {sus}) in both specs"
+    else:
+        hint = "keep the same max_sus in both specs and grow the last node group"
+    note = (
+        f"{where} uplink cable(s) between switches that stay are recabled: the spines were "
+        f"sized for the old size; to grow without recabling, {hint}"
+    )
+    return (note,)
 
 
 def _names_diff(old: Iterable[Any], new: Iterable[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -397,7 +425,7 @@ def _detail(d: PlanDiff) -> list[str]:
 
 def diff_text(d: PlanDiff) -> str:
     """The change plan as text: a summary line per category, the lists, the rolling order."""
-    lines = _summary(d)
+    lines = _summary(d) + [f"note: {n}" for n in d.notes]
     detail = _detail(d)
     if detail:
         lines += ["", *detail]
@@ -438,6 +466,7 @@ def diff_document(d: PlanDiff) -> dict[str, Any]:
         "software": [_fields(s) for s in sorted(d.software, key=lambda s: s.field)],
         "budgets": [_budget_json(b) for b in d.budgets],
         "rolling_order": [_fields(s) for s in d.rolling_order],  # plan order is the point
+        "notes": list(d.notes),
     }
 
 

@@ -30,6 +30,7 @@ def _fabric_json(f: FabricSummary) -> dict[str, Any]:
         "port_gbps": f.port_gbps,
         "switches": {"leaf": f.leaf, "spine": f.spine, "core": f.core},
         "lower_bound": f.lower_bound,
+        "built_for_sus": f.built_for_sus,
         "cables": {t: f.cables.get(t, 0) for t in TIERS},
         "oversubscription": f.oversubscription,
         "injection_gbps": f.injection_gbps,
@@ -130,7 +131,13 @@ def _fabric_lines(name: str, f: FabricSummary) -> list[str]:
         if u.ports_total
     )
     noun = "switch" if f.switches == 1 else "switches"
-    return [line, f"           {f.switches:,} {noun}, {bound}; {use}"]
+    lines = [line, f"           {f.switches:,} {noun}, {bound}; {use}"]
+    if f.built_for_sus:
+        lines.append(
+            f"           spines and cores built for {f.built_for_sus} SUs (max_sus): "
+            "growing to them moves no cable"
+        )
+    return lines
 
 
 def _class_lines(plan: Plan) -> list[str]:

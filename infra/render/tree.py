@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from infra.catalog import Catalog
 from infra.k8s import build_kubernetes
+from infra.progress import Progress, quiet
 from infra.render.ansible import ansible_files
 from infra.render.k8s_manifests import k8s_files
 from infra.render.nccl_env import nccl_env_files
@@ -25,9 +26,17 @@ from infra.topology.model import Plan
 __all__ = ["render_tree"]
 
 
-def render_tree(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, bytes]:
-    """Every file of the rendered tree of ``spec``."""
+RENDER_STEPS = ("inventory and playbook", "sheets and fabric files", "manifests and roles")
+
+
+def render_tree(
+    spec: Spec, catalog: Catalog, plan: Plan, progress: Progress = quiet
+) -> dict[str, bytes]:
+    """Every file of the rendered tree of ``spec`` (``progress`` hears `RENDER_STEPS`)."""
+    total = len(RENDER_STEPS)
+    progress(RENDER_STEPS[0], 0, total)
     texts = ansible_files(spec, catalog, plan)
+    progress(RENDER_STEPS[1], 1, total)
     texts[".ansible-lint"] = render_template("ansible/ansible-lint.j2")
     texts[".gitignore"] = "# Ansible's fact cache and temporary files (ansible.cfg)\n.cache/\n"
     files_dir = f"inventories/{spec.name}/files"
@@ -41,9 +50,11 @@ def render_tree(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, bytes]:
     }
     for section, named in sections.items():
         texts.update((f"{files_dir}/{section}/{name}", text) for name, text in named.items())
+    progress(RENDER_STEPS[2], 2, total)
     if spec.scheduler.kind == "kubernetes":
         k8s = k8s_files(build_kubernetes(spec, plan, catalog))
         texts.update((f"{files_dir}/{name}", text) for name, text in k8s.items())
     tree = {path: text.encode("utf-8") for path, text in texts.items()}
     tree.update(role_files())
+    progress("rendered", total, total)
     return dict(sorted(tree.items()))

@@ -336,6 +336,16 @@ class ComputeFabric(StrictModel):
         description="Spine switches per plane when fixed in advance (two-tier only); "
         "default: the fewest that keep leaf-spine wiring balanced.",
     )
+    max_sus: int | None = Field(
+        None,
+        ge=1,
+        le=4096,
+        description="Scalable units the spines and cores are built and wired for: growing "
+        "the cluster up to this many SUs adds servers, leaves and (three tiers) pods with "
+        "their cables but never moves a cable already planned. Default: the SUs planned "
+        "(the fewest switches; growing past a spine step then recables, as NVIDIA's "
+        "SuperPOD tables do).",
+    )
 
 
 class StorageFabric(StrictModel):

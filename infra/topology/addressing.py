@@ -22,7 +22,7 @@ order) so tenants can be isolated later.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from ipaddress import IPv4Address, IPv4Network
 from typing import TYPE_CHECKING
@@ -195,6 +195,24 @@ def _layout(
     return SuLayout(leaves, math.ceil(su_size / cap), network, pdus, tuple(networks), su_size)
 
 
+def _growth_order(parts: Sequence[SwitchPart]) -> Callable[[str], tuple[int, int, int, str]]:
+    """Sort key for shared devices: compute cores, then spines by pod, before the rest.
+
+    Shared devices are numbered in this order within their family, and growth (more
+    pods, in every plane) then only appends: no spine or core of another plane moves.
+    """
+    rank = {
+        p.name: (0 if p.tier == "core" else 1, p.pod or 0, p.plane)
+        for p in parts
+        if p.fabric == "compute" and p.tier != "leaf"
+    }
+
+    def key(name: str) -> tuple[int, int, int, str]:
+        return (*rank.get(name, (2, 0, 0)), name)
+
+    return key
+
+
 def assign_addresses(
     spec: Spec,
     catalog: Catalog,
@@ -214,7 +232,8 @@ def assign_addresses(
     devices = sorted(
         {p.name for p in parts}
         | {h.name for h in hosts if h.role == "ufm"}
-        | {p.name for p in pdus}
+        | {p.name for p in pdus},
+        key=_growth_order(parts),
     )
     mgmt = _servers_up(spec, seeds, spec.site.management_cidr)
     bmc = _servers_up(spec, seeds, spec.site.bmc_cidr)

@@ -14,7 +14,13 @@ Names are identities: leaves ``ib<plane>-leaf-<su>-r<rail>``, spines ``ib<plane>
 
 A UFM subnet manager takes the fabric ports of the first free server slot (NVIDIA's RA gives
 the UFM appliance the 128th slot of a 4-SU, 127-node design); with no free slot it takes
-free spine (then core) ports, and with none of those it is left out with a warning.
+the highest free spine (three tiers: core) ports, and with none of those it is left out with
+a warning. With ``max_sus`` the upper-tier ports come first, then the last slot of the last partial SU:
+growth fills slots in order.
+
+``max_sus`` builds spines and cores for that many SUs (tiers, pod size, spines per pod and
+cores all follow from it); leaves and pods come as SUs do, and wiring is by position, so
+growing up to it never moves a cable.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from infra.catalog import Catalog
 from infra.catalog import Switch as CatalogSwitch
@@ -65,6 +71,7 @@ class ComputeFabricPlan:
     su_pod: dict[str, int | None]
     ufm_ports: tuple[tuple[str, str], ...]  # (switch, port) the UFM host is cabled to
     warnings: tuple[PlanWarning, ...]
+    upper_at_max: int = 0  # spines and cores at fabrics.compute.max_sus (0: not set)
 
 
 def _leaf_ports(fabric: ComputeFabric, radix: int) -> tuple[int, int]:
@@ -98,8 +105,17 @@ def plan_compute_fabric(
             path="fabrics.compute.planes",
             hint="use a divisor of the rail count",
         )
+    if fabric.max_sus is not None and len(sus) > fabric.max_sus:
+        raise PlanError(
+            f"{len(sus)} scalable units are planned but the fabric is built for "
+            f"max_sus {fabric.max_sus}",
+            path="fabrics.compute.max_sus",
+            hint=f"raise max_sus to at least {len(sus)} (growing past it recables the spines)",
+        )
     gbps = min(switch.port_gbps, nic_gbps)
     servers = sum(len(su.servers) for su in sus)
+    if fabric.max_sus is not None:  # one switch only if it also holds the growth
+        servers = max(servers, fabric.max_sus * fabric.su_size)
     ufm = UFM_PORTS if fabric.subnet_manager == "ufm" else 0
     if fabric.planes == 1 and servers * rails + ufm <= switch.ports:
         return _single_switch(fabric, sus, rails, gbps, switch)
@@ -166,6 +182,7 @@ class _Builder:
         self.switches: list[SwitchPart] = []
         self.links: list[Link] = []
         self.spine_names: list[list[str]] = []
+        self.core_names: list[list[str]] = []
 
     def leaf_name(self, plane: int, su: str, local: int) -> str:
         if self.fabric.rail_optimized:
@@ -191,7 +208,7 @@ class _Builder:
                     )
         for plane in range(self.fabric.planes):
             self._wire_plane(plane, shape, sus)
-        ufm_ports, warnings = self._attach_ufm(sus)
+        ufm_ports, warnings = self._attach_ufm(sus, self._used_at_max(shape))
         su_pod = {
             su.name: (i * self.per_plane // shape.leaves_per_pod + 1 if shape.tiers == 3 else None)
             for i, su in enumerate(sus)
@@ -206,8 +223,18 @@ class _Builder:
         }
         summary = self._summary(shape, len(sus), su_pod)
         return ComputeFabricPlan(
-            tuple(self.switches), tuple(self.links), summary, su_leaves, su_pod, ufm_ports, warnings
-        )
+            tuple(self.switches), tuple(self.links), summary, su_leaves, su_pod, ufm_ports,
+            warnings, self._upper_at_max(shape),
+        )  # fmt: skip
+
+    def _upper_at_max(self, shape: TreeShape) -> int:
+        """Spines and cores of every plane once the fabric holds ``max_sus`` SUs."""
+        if self.fabric.max_sus is None:
+            return 0
+        if shape.tiers == 2:
+            return self.fabric.planes * shape.spines_per_pod
+        pods = math.ceil(self.fabric.max_sus * self.per_plane / shape.leaves_per_pod)
+        return self.fabric.planes * (pods * shape.spines_per_pod + shape.cores)
 
     def _shape(self, sus: int) -> TreeShape:
         try:
@@ -217,6 +244,7 @@ class _Builder:
                 self.switch.ports,
                 self.per_plane,
                 self.fabric.spines,
+                sized_for=(self.fabric.max_sus or 0) * self.per_plane,
             )
         except PlanError as exc:
             raise PlanError(
@@ -245,6 +273,7 @@ class _Builder:
             f"ib{plane}-core-{i // groups + 1:02d}-{i % groups + 1:02d}" for i in range(shape.cores)
         ]
         self.spine_names.append(spines)
+        self.core_names.append(cores)
         self.switches += [
             SwitchPart(n, "compute", "core", model, plane, None, None, None, "core") for n in cores
         ]
@@ -273,19 +302,44 @@ class _Builder:
         )  # fmt: skip
         return name
 
+    def _used_at_max(self, shape: TreeShape) -> set[tuple[str, int]]:
+        """Spine and core ports the tree uses once grown to ``max_sus`` (empty without it)."""
+        if self.fabric.max_sus is None:
+            return set()
+        leaves = self.fabric.max_sus * self.per_plane
+        pods = math.ceil(leaves / shape.leaves_per_pod) if shape.tiers == 3 else 1
+        full = replace(shape, leaves=leaves, pods=pods)
+        used: set[tuple[str, int]] = set()
+        for spines, cores in zip(self.spine_names, self.core_names, strict=True):
+            for link in wire_upper_tiers(full, self.down):
+                if link.tier == "spine_core":
+                    used.add((cores[link.upper], link.upper_port))
+                    if link.lower < len(spines):
+                        used.add((spines[link.lower], link.lower_port))
+                elif link.upper < len(spines):
+                    used.add((spines[link.upper], link.upper_port))
+        return used
+
     def _attach_ufm(
-        self, sus: Sequence[SuMembers]
+        self, sus: Sequence[SuMembers], used_at_max: set[tuple[str, int]]
     ) -> tuple[tuple[tuple[str, str], ...], tuple[PlanWarning, ...]]:
         """Cable the UFM host into a free server slot, else into free spine ports."""
         if self.fabric.subnet_manager != "ufm":
             return (), ()
-        ports = self._free_slot_ports(sus) or self._free_spine_ports()
+        moves: tuple[PlanWarning, ...] = ()
+        if self.fabric.max_sus is None:
+            ports = self._free_slot_ports(sus) or self._free_spine_ports(set())
+        else:  # growth fills the free slots, and the spines are already built for it
+            ports = self._free_spine_ports(used_at_max)
+            if not ports:
+                ports = self._free_slot_ports(sus, last=True) or self._free_spine_ports(set())
+                moves = (self._ufm_moves_warning(),) if ports else ()
         for j, (switch, port) in enumerate(ports):
             self.links.append(
                 Link("compute", "node_leaf", UFM_HOST, f"ib{j}", switch, port, self.gbps)
             )
         if ports:
-            return ports, ()
+            return ports, moves
         warning = PlanWarning(
             "ufm-no-port",
             "no free leaf slot, spine or core port for the UFM appliance's fabric ports",
@@ -295,11 +349,29 @@ class _Builder:
         )
         return (), (warning,)
 
-    def _free_slot_ports(self, sus: Sequence[SuMembers]) -> tuple[tuple[str, str], ...]:
-        su = next((s for s in sus if len(s.servers) < self.fabric.su_size), None)
-        if su is None:
+    def _ufm_moves_warning(self) -> PlanWarning:
+        max_sus = self.fabric.max_sus or 0
+        return PlanWarning(
+            "ufm-moves-with-growth",
+            f"grown to max_sus {max_sus} the fabric has no port left for the UFM appliance: "
+            "its cables move as servers fill the slot or ports it takes now",
+            "fabrics.compute.max_sus",
+            f"grow to at most {max_sus * self.fabric.su_size - 1} servers (one slot kept "
+            "for the UFM, as NVIDIA's designs do), or raise max_sus",
+        )
+
+    def _free_slot_ports(
+        self, sus: Sequence[SuMembers], last: bool = False
+    ) -> tuple[tuple[str, str], ...]:
+        """Leaf ports of a free server slot: the first, or (``last``) the slot growth fills last.
+
+        ``last`` takes the last slot of the last partial SU.
+        """
+        partial = [s for s in sus if len(s.servers) < self.fabric.su_size]
+        if not partial:
             return ()
-        slot = len(su.servers) + 1
+        su = partial[-1] if last else partial[0]
+        slot = self.fabric.su_size if last else len(su.servers) + 1
         per_plane = max(1, min(UFM_PORTS // self.fabric.planes, self.per_plane))
         rails = (
             p * self.per_plane + k for p in range(self.fabric.planes) for k in range(per_plane)
@@ -308,20 +380,37 @@ class _Builder:
             (leaf, str(port)) for leaf, port in (self.leaf_of(su.name, slot, r) for r in rails)
         )
 
-    def _free_spine_ports(self) -> tuple[tuple[str, str], ...]:
-        """Free ports on spines, then cores (the subnet manager can sit anywhere)."""
+    def _free_spine_ports(self, kept: set[tuple[str, int]]) -> tuple[tuple[str, str], ...]:
+        """Free ports on spines or cores (the subnet manager can sit anywhere).
+
+        Each switch gives its highest-numbered free port first, one switch after another:
+        growth fills spine and core ports from the bottom up, so the UFM's cables stay
+        where they are until the tree is full, and no single switch carries all four.
+        """
         used: dict[str, set[int]] = defaultdict(set)
         for link in self.links:
             if link.tier != "node_leaf":
                 used[link.a].add(int(link.a_port))
                 used[link.b].add(int(link.b_port))
-        upper = [p.name for p in self.switches if p.tier == "spine"]
-        upper += [p.name for p in self.switches if p.tier == "core"]
-        free: list[tuple[str, str]] = []
-        for name in upper:
-            free += [(name, str(p)) for p in range(1, self.switch.ports + 1) if p not in used[name]]
-            if len(free) >= UFM_PORTS:
-                return tuple(free[:UFM_PORTS])
+        # Three tiers: a pod's spines fill their top (uplink) ports as the pod grows, the
+        # cores theirs only when the whole tree is full, so cores go first.
+        order = ("core", "spine") if any(p.tier == "core" for p in self.switches) else ("spine",)
+        upper = [p.name for tier in order for p in self.switches if p.tier == tier]
+        free = {
+            name: [
+                p
+                for p in range(self.switch.ports, 0, -1)
+                if p not in used[name] and (name, p) not in kept
+            ]
+            for name in upper
+        }
+        picked: list[tuple[str, str]] = []
+        for rank in range(self.switch.ports):
+            for name in upper:
+                if rank < len(free[name]):
+                    picked.append((name, str(free[name][rank])))
+                    if len(picked) == UFM_PORTS:
+                        return tuple(picked)
         return ()
 
     def _summary(self, shape: TreeShape, sus: int, su_pod: dict[str, int | None]) -> FabricSummary:
@@ -344,6 +433,7 @@ class _Builder:
             shape.cores * planes, counts, round(self.down / self.up, 3),
             len(endpoints) * self.gbps, self._bisection(shape, endpoints),
             planes * switch_lower_bound(shape.leaves, self.up, self.switch.ports, shape.tiers), use,
+            self.fabric.max_sus,
         )  # fmt: skip
 
     def _bisection(self, shape: TreeShape, endpoints: Sequence[Link]) -> float:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from infra.topology.model import PlanError, Tier
 
@@ -85,7 +85,12 @@ def _smallest_divisor_at_least(n: int, floor: float) -> int | None:
 
 
 def fat_tree_shape(
-    leaves: int, up: int, radix: int, leaves_per_su: int, spines: int | None = None
+    leaves: int,
+    up: int,
+    radix: int,
+    leaves_per_su: int,
+    spines: int | None = None,
+    sized_for: int | None = None,
 ) -> TreeShape:
     """Size a fat tree over ``leaves`` leaves with ``up`` uplinks each.
 
@@ -96,12 +101,27 @@ def fat_tree_shape(
         leaves_per_su: leaves of one scalable unit (pods hold whole SUs).
         spines: force this many spines in a two-tier tree (what a user already owns);
             links are then spread as evenly as possible and may be unbalanced.
+        sized_for: leaves the upper tiers are built for (growth); the shape keeps its
+            tiers, pod size, spines per pod and cores from that size, and holds only the
+            pods ``leaves`` fill. Wiring is by position, so growing up to it never moves
+            a cable.
 
     Raises:
         PlanError: the tree needs more than three tiers.
     """
     if leaves < 1 or up < 1:
         raise PlanError(f"a fat tree needs leaves with uplinks (leaves={leaves}, up={up})")
+    target = max(leaves, sized_for or 0)
+    shape = _sized_shape(target, up, radix, leaves_per_su, spines)
+    if target == leaves:
+        return shape
+    pods = math.ceil(leaves / shape.leaves_per_pod) if shape.tiers == 3 else 1
+    return replace(shape, leaves=leaves, pods=pods)
+
+
+def _sized_shape(
+    leaves: int, up: int, radix: int, leaves_per_su: int, spines: int | None
+) -> TreeShape:
     if spines is not None or leaves <= radix:
         count = spines or _smallest_divisor_at_least(up, leaves * up / radix) or up
         even = up // count if up % count == 0 else 0

@@ -229,7 +229,8 @@ class FabricSummary:
 
     ``injection_gbps`` is every endpoint NIC's rate added up; ``bisection_gbps`` the
     bandwidth across the worst cut that splits the servers into two equal halves.
-    ``lower_bound`` is the fewest switches any fat tree over the same leaves could have.
+    ``lower_bound`` is the fewest switches any fat tree over the same leaves could have;
+    ``built_for_sus`` the SUs the spines and cores are built for (``max_sus``), if set.
     """
 
     name: FabricName
@@ -249,6 +250,7 @@ class FabricSummary:
     bisection_gbps: float
     lower_bound: int
     port_use: tuple[TierUse, ...]
+    built_for_sus: int | None = None  # fabrics.compute.max_sus: upper tiers sized for it
 
     @property
     def switches(self) -> int:

@@ -35,7 +35,15 @@ from infra.topology.parts import (
     tier_use,
 )
 
-__all__ = ["Endpoints", "NetworkPlan", "OobRow", "plan_inband", "plan_oob", "plan_storage"]
+__all__ = [
+    "Endpoints",
+    "NetworkPlan",
+    "OobRow",
+    "plan_inband",
+    "plan_oob",
+    "plan_storage",
+    "upper_zone",
+]
 
 INBAND_PORTS_PER_SERVER = 2  # bonded pair to an MLAG leaf pair (NVIDIA RA: 100 GbE bonded)
 
@@ -52,6 +60,7 @@ class NetworkPlan:
     links: tuple[Link, ...]
     summary: FabricSummary
     chunking: tuple[int, int] | None = None
+    switches_at_max: tuple[int, int] = (0, 0)  # (leaves, spines + cores) at max_sus
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,15 +125,25 @@ def _single(tree: _Tree, owners: Sequence[Endpoints], leaves: int) -> NetworkPla
     return NetworkPlan(tuple(parts), tuple(links), summary, (tree.down, tree.group))
 
 
-def _tree_plan(tree: _Tree, owners: Sequence[Endpoints]) -> NetworkPlan:
+def _tree_plan(tree: _Tree, owners: Sequence[Endpoints], extra: int = 0) -> NetworkPlan:
+    """One network over ``owners``, its upper tiers sized for ``extra`` more servers.
+
+    The extra servers (what ``fabrics.compute.max_sus`` leaves room for) are counted as
+    growth of the last owner, the way clusters grow: more leaves of its own.
+    """
     endpoints = sum(p for o in owners for _, p in o.devices)
     pair = tree.group if tree.fabric == "inband" else 1
-    if endpoints <= tree.radix * pair:
+    if endpoints + extra * tree.group <= tree.radix * pair:
         return _single(tree, owners, pair)
     leaves, links = _leaf_links(tree, owners)
-    shape = fat_tree_shape(len(leaves), tree.up, tree.radix, tree.group)
+    last = len(owners[-1].devices)
+    more = math.ceil((last + extra) / tree.down) - math.ceil(last / tree.down)
+    sized = len(leaves) + more * tree.group
+    shape = fat_tree_shape(len(leaves), tree.up, tree.radix, tree.group, sized_for=sized)
     if shape.tiers == 2 and shape.spines < tree.min_spines:
-        shape = fat_tree_shape(len(leaves), tree.up, tree.radix, tree.group, spines=tree.min_spines)
+        shape = fat_tree_shape(
+            len(leaves), tree.up, tree.radix, tree.group, tree.min_spines, sized_for=sized
+        )
     spines = [f"{tree.prefix}-spine-{i + 1:02d}" for i in range(shape.spines)]
     cores = [f"{tree.prefix}-core-{i + 1:02d}" for i in range(shape.cores)]
     parts = [
@@ -132,11 +151,13 @@ def _tree_plan(tree: _Tree, owners: Sequence[Endpoints]) -> NetworkPlan:
         for n in leaves
     ]
     parts += [
-        SwitchPart(n, tree.fabric, "spine", tree.model, 0, None, None, None, tree.fabric)
+        SwitchPart(
+            n, tree.fabric, "spine", tree.model, 0, None, None, None, upper_zone(tree.fabric)
+        )
         for n in spines
     ]
     parts += [
-        SwitchPart(n, tree.fabric, "core", tree.model, 0, None, None, None, tree.fabric)
+        SwitchPart(n, tree.fabric, "core", tree.model, 0, None, None, None, upper_zone(tree.fabric))
         for n in cores
     ]
     for link in wire_upper_tiers(shape, tree.down):
@@ -146,7 +167,17 @@ def _tree_plan(tree: _Tree, owners: Sequence[Endpoints]) -> NetworkPlan:
             Link(tree.fabric, link.tier, lower[link.lower], str(link.lower_port), upper[link.upper], str(link.upper_port), tree.gbps)
         )  # fmt: skip
     summary = _summary(tree, parts, links, shape.tiers, shape.pods)
-    return NetworkPlan(tuple(parts), tuple(links), summary, (tree.down, tree.group))
+    pods = math.ceil(sized / shape.leaves_per_pod) if shape.tiers == 3 else 1
+    at_max = (sized, pods * shape.spines_per_pod + shape.cores) if extra else (0, 0)
+    return NetworkPlan(tuple(parts), tuple(links), summary, (tree.down, tree.group), at_max)
+
+
+def upper_zone(fabric: FabricName) -> str:
+    """The core-row zone of a storage or in-band tree's spines and cores.
+
+    Leaves and upper tiers both grow, so each fills (and keeps) racks of its own.
+    """
+    return f"{fabric}-upper"
 
 
 def _summary(
@@ -180,7 +211,7 @@ def _bisection(endpoints: Sequence[Link], up: int, tiers: int, gbps: float) -> f
 
 
 def plan_storage(
-    fabric: StorageFabric, catalog: Catalog, owners: Sequence[Endpoints]
+    fabric: StorageFabric, catalog: Catalog, owners: Sequence[Endpoints], extra: int = 0
 ) -> NetworkPlan:
     """Storage fabric for each node group's storage ports plus the storage systems' ports."""
     switch = catalog.switches[fabric.switch]
@@ -191,19 +222,20 @@ def plan_storage(
     storage = Endpoints(
         "storage", tuple((f"storage-port{n + 1:04d}", 1) for n in range(fabric.storage_ports))
     )
-    plan = _tree_plan(tree, [*owners, storage] if fabric.storage_ports else owners)
-    return plan
+    # The storage systems' leaves first: node groups grow and append at the end, so the
+    # position-based uplink wiring of everything planned before stays put.
+    return _tree_plan(tree, [storage, *owners] if fabric.storage_ports else owners, extra)
 
 
 def plan_inband(
-    fabric: ManagementFabric, catalog: Catalog, owners: Sequence[Endpoints]
+    fabric: ManagementFabric, catalog: Catalog, owners: Sequence[Endpoints], extra: int = 0
 ) -> NetworkPlan:
     """In-band management: MLAG leaf pairs per node group, two spines when there are many."""
     switch = catalog.switches[fabric.inband_switch]
     k = switch.ports
     up = max(1, k // 8)
     tree = _Tree("inband", "mg", fabric.inband_switch, k, switch.port_gbps, k - up, up, 2, 2)
-    return _tree_plan(tree, owners)  # no single spine: it would be a SPOF
+    return _tree_plan(tree, owners, extra)  # no single spine: it would be a SPOF
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from infra.catalog import Catalog
 from infra.errors import spelling_hint
+from infra.progress import Progress, quiet
 from infra.spec import Spec
 from infra.topology.addressing import AddressBook, assign_addresses
 from infra.topology.compute import (
@@ -39,6 +40,7 @@ from infra.topology.networks import (
     plan_inband,
     plan_oob,
     plan_storage,
+    upper_zone,
 )
 from infra.topology.parts import Link, SwitchPart
 from infra.topology.racks import RackPlanner, pdu_records
@@ -46,11 +48,23 @@ from infra.topology.servers import ServerSeed, list_servers
 
 __all__ = ["expand"]
 
+# Zones whose switches stand in the shared core row (the others are SU names).
+SHARED_ZONES = ("core", "storage", "inband", upper_zone("storage"), upper_zone("inband"))
+PLAN_STEPS = (
+    "servers and racks",
+    "compute fabric",
+    "storage and management networks",
+    "network racks",
+    "addresses",
+    "cables",
+)
 UFM_UNITS = 1  # the UFM Enterprise appliance is a 1U server (inferred; see the catalog)
 
 
-def expand(spec: Spec, catalog: Catalog) -> Plan:
+def expand(spec: Spec, catalog: Catalog, progress: Progress = quiet) -> Plan:
     """Plan ``spec``: racks, NVSwitch domains, fabrics, addresses, cables.
+
+    ``progress`` hears each of the planning steps (`PLAN_STEPS`) as it starts.
 
     Raises:
         PlanError: the spec cannot be planned (no rack fits a node, the fabric would need
@@ -62,7 +76,9 @@ def expand(spec: Spec, catalog: Catalog) -> Plan:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _expand(spec, catalog)
+        plan = _expand(spec, catalog, progress)
+        progress("planned", len(PLAN_STEPS), len(PLAN_STEPS))
+        return plan
     finally:
         if was_enabled:
             gc.enable()
@@ -92,20 +108,26 @@ def _check_references(spec: Spec, catalog: Catalog) -> None:
             )
 
 
-def _expand(spec: Spec, catalog: Catalog) -> Plan:
+def _expand(spec: Spec, catalog: Catalog, progress: Progress) -> Plan:
+    step = _stepper(progress)
+    step("servers and racks")
     seeds = list_servers(spec, catalog)
     racks = RackPlanner(spec, catalog)
     first_network = _place_servers(spec, catalog, seeds, racks)
+    step("compute fabric")
     compute = _plan_compute(spec, catalog, seeds)
     networks: dict[FabricName, NetworkPlan | ComputeFabricPlan] = {}
     if compute is not None:
         networks["compute"] = compute
+    step("storage and management networks")
     networks.update(_plan_other_networks(spec, catalog, seeds))
     parts = [p for net in networks.values() for p in net.switches]
-    for part in parts:
-        row = "core" if part.zone in ("core", "storage", "inband") else part.zone
+    step("network racks")
+    _reserve_core_row(networks, racks)
+    hosts = _hosts(spec, catalog, compute, racks)  # the UFM first: growth never moves it
+    for part in _placement_order(parts):
+        row = "core" if part.zone in SHARED_ZONES else part.zone
         racks.place_switch(part.name, part.model, part.zone, row, first_network.get(row, 1))
-    hosts = _hosts(spec, catalog, compute, racks)
     oob = _plan_oob(spec, catalog, racks, first_network)
     if oob is not None:
         networks["oob"] = oob
@@ -116,8 +138,10 @@ def _expand(spec: Spec, catalog: Catalog) -> Plan:
         for name, net in networks.items()
         if isinstance(net, NetworkPlan) and net.chunking is not None and name != "oob"
     ]
+    step("addresses")
     book = assign_addresses(spec, catalog, seeds, parts, hosts, pdus, racks, compute, chunked)
     links = [link for net in networks.values() for link in net.links]
+    step("cables")
     return _assemble(
         spec, catalog, seeds, parts, hosts, pdus, links, networks, racks, book, compute
     )
@@ -188,13 +212,73 @@ def _plan_other_networks(
 ) -> dict[FabricName, NetworkPlan]:
     nets: dict[FabricName, NetworkPlan] = {}
     racked = [s for s in seeds if catalog.nodes[s.node].rack_units]
+    extra = _growth(spec, seeds)
     if spec.fabrics.storage is not None:
         ports = {n: catalog.nodes[n].storage_nic_ports for n in catalog.nodes}
-        nets["storage"] = plan_storage(spec.fabrics.storage, catalog, _owners(racked, ports))
+        owners = _owners(racked, ports)
+        nets["storage"] = plan_storage(spec.fabrics.storage, catalog, owners, extra)
     if spec.fabrics.management is not None and racked:
         ports = dict.fromkeys(catalog.nodes, 2)
-        nets["inband"] = plan_inband(spec.fabrics.management, catalog, _owners(racked, ports))
+        owners = _owners(racked, ports)
+        nets["inband"] = plan_inband(spec.fabrics.management, catalog, owners, extra)
     return nets
+
+
+def _stepper(progress: Progress) -> Callable[[str], None]:
+    """``step(what)``: report ``what`` as the next of `PLAN_STEPS`."""
+    done = iter(range(len(PLAN_STEPS)))
+
+    def step(what: str) -> None:
+        progress(what, next(done), len(PLAN_STEPS))
+
+    return step
+
+
+def _reserve_core_row(
+    networks: dict[FabricName, NetworkPlan | ComputeFabricPlan], racks: RackPlanner
+) -> None:
+    """Keep core-row racks for each zone's switches at ``max_sus``."""
+    for name, net in networks.items():
+        if not net.switches:
+            continue
+        model = net.switches[0].model
+        if isinstance(net, ComputeFabricPlan):
+            zones = {"core": net.upper_at_max + UFM_UNITS if net.upper_at_max else 0}
+        else:
+            leaves, upper = net.switches_at_max
+            zones = {name: leaves, upper_zone(name): upper}
+        for zone, switches in zones.items():
+            if switches:
+                racks.reserve(zone, racks.network_racks_for(switches, model))
+
+
+def _growth(spec: Spec, seeds: Sequence[ServerSeed]) -> int:
+    """Servers the compute fabric is built to add (``max_sus``), 0 when it is not set.
+
+    The storage and in-band trees size their spines for them too, so growing the cluster
+    up to ``max_sus`` SUs does not recable those either.
+    """
+    compute = spec.fabrics.compute
+    if compute is None or compute.max_sus is None:
+        return 0
+    on_fabric = sum(1 for s in seeds if s.su is not None)
+    return max(0, compute.max_sus * compute.su_size - on_fabric)
+
+
+def _placement_order(parts: Sequence[SwitchPart]) -> list[SwitchPart]:
+    """Per network: cores, then spines pod by pod, then leaves, so growth only appends.
+
+    Cores and spines are sized for the growth the spec declares (``max_sus``), leaves are
+    added as servers are: placed in this order, a zone's racks fill at their end and
+    nothing placed before moves. Networks keep their order, and so do ties (stable sort).
+    """
+    fabrics = list(dict.fromkeys(p.fabric for p in parts))
+    rank = {"core": 0, "spine": 1, "leaf": 2}
+
+    def key(part: SwitchPart) -> tuple[int, int, int, int]:
+        return (fabrics.index(part.fabric), rank[part.tier], part.pod or 0, part.plane)
+
+    return sorted(parts, key=key)
 
 
 def _hosts(
@@ -226,13 +310,20 @@ def _plan_oob(
             row += _missing_compute_racks(racks, rack.row, first_network[rack.row], len(row))
         # A compute rack keeps ports for a full rack of servers, so growth moves no cable.
         free = max(0, rack.server_slots - len(rack.servers))
+        pdus: list[tuple[str, str] | None] = [
+            (f"{rack.name}-pdu{j + 1}", "net") for j in range(rack.pdus)
+        ]
         devices = (
             [(n, "bmc") for n in rack.servers]
             + [None] * free
             + [(n, "mgmt0") for n in rack.switches]
             + [(n, "bmc") for n in rack.hosts]
-            + [(f"{rack.name}-pdu{j + 1}", "net") for j in range(rack.pdus)]
+            + pdus
         )
+        if rack.kind == "network":  # a network rack fills with switches: those go last
+            devices = (
+                pdus + [(n, "bmc") for n in rack.hosts] + [(n, "mgmt0") for n in rack.switches]
+            )
         row.append((rack.name, tuple(devices)))
     return plan_oob(
         management, catalog, [OobRow(tuple(r), shared=row != "core") for row, r in rows.items()]

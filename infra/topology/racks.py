@@ -101,7 +101,28 @@ class RackPlanner:
         self.where: dict[str, tuple[str, int]] = {}  # device -> (rack, lowest unit)
         self.network_class = spec.site.network_rack_class or "default"
         self._open: dict[str, RackFill] = {}  # zone -> network rack being filled
-        self._row_next: dict[str, int] = {}
+        self._row_claimed: dict[str, int] = {}  # row -> highest rack number taken or kept
+        self._zone_numbers: dict[str, list[int]] = {}  # zone -> its racks' numbers
+        self._reserved: dict[str, int] = {}  # zone -> network racks kept for its growth
+
+    def reserve(self, zone: str, racks: int) -> None:
+        """Keep ``racks`` consecutive rack numbers of the row for ``zone``'s growth.
+
+        The zone's first rack opens the block; other zones of the row number after it, so
+        the zone growing into its block renames and moves nothing of theirs.
+        """
+        self._reserved[zone] = racks
+
+    def _rack_number(self, zone: str, row: str) -> int:
+        mine = self._zone_numbers.setdefault(zone, [])
+        if mine and len(mine) < self._reserved.get(zone, 0):
+            number = mine[-1] + 1  # inside the zone's kept block
+        else:
+            number = self._row_claimed.get(row, 0) + 1
+            kept = self._reserved.get(zone, 0) if not mine else 0
+            self._row_claimed[row] = number - 1 + max(1, kept)
+        mine.append(number)
+        return number
 
     def _pdus(self, rack: RackClass) -> int:
         return int(self.catalog.site["pdu_per_rack_default"]) if rack.pdus is None else rack.pdus
@@ -171,9 +192,9 @@ class RackPlanner:
         if rack is None or full:
             # A device too large for any network rack gets one of its own, over budget
             # (lint RP055, `plan` exits 1).
-            count = sum(1 for r in self.racks.values() if r.row == row and r.kind == "network")
-            name = f"{row}-n{count + 1}" if row != "core" else f"core-n{count + 1:02d}"
-            rack = self._rack(name, "network", self.network_class, row, first + count)
+            number = self._rack_number(zone, row)
+            name = f"{row}-n{number}" if row != "core" else f"core-n{number:02d}"
+            rack = self._rack(name, "network", self.network_class, row, first + number - 1)
             self._open[zone] = rack
         return rack
 

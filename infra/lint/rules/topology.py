@@ -195,3 +195,25 @@ def ufm_no_port(ctx: LintContext) -> Iterator[Violation]:
     for warning in plan.warnings if plan is not None else ():
         if warning.code == "ufm-no-port":
             yield Violation(warning.path, warning.message, warning.hint)
+
+
+@rule(
+    "RP058",
+    "ufm-moves-with-growth",
+    Severity.WARNING,
+    "Growing to max_sus takes the UFM appliance's fabric ports.",
+    needs_plan=True,
+)
+def ufm_moves_with_growth(ctx: LintContext) -> Iterator[Violation]:
+    """The UFM appliance should sit on ports that growth up to `max_sus` leaves free.
+
+    Why: `fabrics.compute.max_sus` promises that growing the cluster moves no cable, but
+    when the fabric grown to that size has every slot and spine port in use, the UFM can
+    only take a slot or port that later servers need, and it is recabled when they come.
+    Fix: keep one server slot of the grown fabric free (grow to max_sus x su_size - 1
+    servers), or raise `max_sus`.
+    """
+    plan = ctx.plan
+    for warning in plan.warnings if plan is not None else ():
+        if warning.code == "ufm-moves-with-growth":
+            yield Violation(warning.path, warning.message, warning.hint)
