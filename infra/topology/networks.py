@@ -125,25 +125,29 @@ def _single(tree: _Tree, owners: Sequence[Endpoints], leaves: int) -> NetworkPla
     return NetworkPlan(tuple(parts), tuple(links), summary, (tree.down, tree.group))
 
 
-def _tree_plan(tree: _Tree, owners: Sequence[Endpoints], extra: int = 0) -> NetworkPlan:
+def _tree_plan(tree: _Tree, owners: Sequence[Endpoints], extra: int | None = None) -> NetworkPlan:
     """One network over ``owners``, its upper tiers sized for ``extra`` more servers.
 
-    The extra servers (what ``fabrics.compute.max_sus`` leaves room for) are counted as
-    growth of the last owner, the way clusters grow: more leaves of its own.
+    The extra servers (what ``fabrics.compute.max_sus`` leaves room for; None when it is
+    not set) are counted as growth of the last owner, the way clusters grow: more leaves
+    of its own.
     """
+    growth = extra or 0
     endpoints = sum(p for o in owners for _, p in o.devices)
     pair = tree.group if tree.fabric == "inband" else 1
-    if endpoints + extra * tree.group <= tree.radix * pair:
+    if endpoints + growth * tree.group <= tree.radix * pair:
         return _single(tree, owners, pair)
     leaves, links = _leaf_links(tree, owners)
     last = len(owners[-1].devices)
-    more = math.ceil((last + extra) / tree.down) - math.ceil(last / tree.down)
+    more = math.ceil((last + growth) / tree.down) - math.ceil(last / tree.down)
     sized = len(leaves) + more * tree.group
     shape = fat_tree_shape(len(leaves), tree.up, tree.radix, tree.group, sized_for=sized)
     if shape.tiers == 2 and shape.spines < tree.min_spines:
         shape = fat_tree_shape(
             len(leaves), tree.up, tree.radix, tree.group, tree.min_spines, sized_for=sized
         )
+    # Built for growth, the upper tiers keep racks of their own (leaves grow past them).
+    zone = upper_zone(tree.fabric) if extra is not None else tree.fabric
     spines = [f"{tree.prefix}-spine-{i + 1:02d}" for i in range(shape.spines)]
     cores = [f"{tree.prefix}-core-{i + 1:02d}" for i in range(shape.cores)]
     parts = [
@@ -151,14 +155,10 @@ def _tree_plan(tree: _Tree, owners: Sequence[Endpoints], extra: int = 0) -> Netw
         for n in leaves
     ]
     parts += [
-        SwitchPart(
-            n, tree.fabric, "spine", tree.model, 0, None, None, None, upper_zone(tree.fabric)
-        )
-        for n in spines
+        SwitchPart(n, tree.fabric, "spine", tree.model, 0, None, None, None, zone) for n in spines
     ]
     parts += [
-        SwitchPart(n, tree.fabric, "core", tree.model, 0, None, None, None, upper_zone(tree.fabric))
-        for n in cores
+        SwitchPart(n, tree.fabric, "core", tree.model, 0, None, None, None, zone) for n in cores
     ]
     for link in wire_upper_tiers(shape, tree.down):
         lower = leaves if link.tier == "leaf_spine" else spines
@@ -168,7 +168,7 @@ def _tree_plan(tree: _Tree, owners: Sequence[Endpoints], extra: int = 0) -> Netw
         )  # fmt: skip
     summary = _summary(tree, parts, links, shape.tiers, shape.pods)
     pods = math.ceil(sized / shape.leaves_per_pod) if shape.tiers == 3 else 1
-    at_max = (sized, pods * shape.spines_per_pod + shape.cores) if extra else (0, 0)
+    at_max = (sized, pods * shape.spines_per_pod + shape.cores) if extra is not None else (0, 0)
     return NetworkPlan(tuple(parts), tuple(links), summary, (tree.down, tree.group), at_max)
 
 
@@ -211,7 +211,7 @@ def _bisection(endpoints: Sequence[Link], up: int, tiers: int, gbps: float) -> f
 
 
 def plan_storage(
-    fabric: StorageFabric, catalog: Catalog, owners: Sequence[Endpoints], extra: int = 0
+    fabric: StorageFabric, catalog: Catalog, owners: Sequence[Endpoints], extra: int | None = None
 ) -> NetworkPlan:
     """Storage fabric for each node group's storage ports plus the storage systems' ports."""
     switch = catalog.switches[fabric.switch]
@@ -228,7 +228,10 @@ def plan_storage(
 
 
 def plan_inband(
-    fabric: ManagementFabric, catalog: Catalog, owners: Sequence[Endpoints], extra: int = 0
+    fabric: ManagementFabric,
+    catalog: Catalog,
+    owners: Sequence[Endpoints],
+    extra: int | None = None,
 ) -> NetworkPlan:
     """In-band management: MLAG leaf pairs per node group, two spines when there are many."""
     switch = catalog.switches[fabric.inband_switch]

@@ -252,15 +252,15 @@ def _reserve_core_row(
                 racks.reserve(zone, racks.network_racks_for(switches, model))
 
 
-def _growth(spec: Spec, seeds: Sequence[ServerSeed]) -> int:
-    """Servers the compute fabric is built to add (``max_sus``), 0 when it is not set.
+def _growth(spec: Spec, seeds: Sequence[ServerSeed]) -> int | None:
+    """Servers the compute fabric is built to add (``max_sus``), None when it is not set.
 
     The storage and in-band trees size their spines for them too, so growing the cluster
     up to ``max_sus`` SUs does not recable those either.
     """
     compute = spec.fabrics.compute
     if compute is None or compute.max_sus is None:
-        return 0
+        return None
     on_fabric = sum(1 for s in seeds if s.su is not None)
     return max(0, compute.max_sus * compute.su_size - on_fabric)
 
