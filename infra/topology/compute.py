@@ -15,8 +15,8 @@ Names are identities: leaves ``ib<plane>-leaf-<su>-r<rail>``, spines ``ib<plane>
 A UFM subnet manager takes the fabric ports of the first free server slot (NVIDIA's RA gives
 the UFM appliance the 128th slot of a 4-SU, 127-node design); with no free slot it takes
 the highest free spine (three tiers: core) ports, and with none of those it is left out with
-a warning. With ``max_sus`` the upper-tier ports come first, then the last slot of the last partial SU:
-growth fills slots in order.
+a warning. With ``max_sus`` the upper-tier ports still free at that size come first, then
+the last slot of the last partial SU (growth fills slots in order).
 
 ``max_sus`` builds spines and cores for that many SUs (tiers, pod size, spines per pod and
 cores all follow from it); leaves and pods come as SUs do, and wiring is by position, so
@@ -208,7 +208,7 @@ class _Builder:
                     )
         for plane in range(self.fabric.planes):
             self._wire_plane(plane, shape, sus)
-        ufm_ports, warnings = self._attach_ufm(sus, self._used_at_max(shape))
+        ufm_ports, warnings = self._attach_ufm(sus, shape)
         su_pod = {
             su.name: (i * self.per_plane // shape.leaves_per_pod + 1 if shape.tiers == 3 else None)
             for i, su in enumerate(sus)
@@ -321,7 +321,7 @@ class _Builder:
         return used
 
     def _attach_ufm(
-        self, sus: Sequence[SuMembers], used_at_max: set[tuple[str, int]]
+        self, sus: Sequence[SuMembers], shape: TreeShape
     ) -> tuple[tuple[tuple[str, str], ...], tuple[PlanWarning, ...]]:
         """Cable the UFM host into a free server slot, else into free spine ports."""
         if self.fabric.subnet_manager != "ufm":
@@ -330,7 +330,7 @@ class _Builder:
         if self.fabric.max_sus is None:
             ports = self._free_slot_ports(sus) or self._free_spine_ports(set())
         else:  # growth fills the free slots, and the spines are already built for it
-            ports = self._free_spine_ports(used_at_max)
+            ports = self._free_spine_ports(self._used_at_max(shape))
             if not ports:
                 ports = self._free_slot_ports(sus, last=True) or self._free_spine_ports(set())
                 moves = (self._ufm_moves_warning(),) if ports else ()
