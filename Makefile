@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit fuzz bench accuracy golden sandbox clean
+.PHONY: demo test lint typecheck unit chromium fuzz bench accuracy golden sandbox clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -40,8 +40,21 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/mypy __main__.py
 
-unit: $(STAMP)
+unit: $(STAMP) chromium
 	$(BIN)/pytest
+
+# The browser test of `railplan report` (tests/test_report_browser.py) drives Debian's Chromium.
+# As root with apt-get (CI) a missing one is installed; elsewhere the test skips, saying why.
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "== installing Debian's chromium for the browser test"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else \
+	    echo "chromium is missing and cannot be installed here (needs root and apt-get):"; \
+	    echo "tests/test_report_browser.py will skip"; \
+	  fi; \
+	fi
 
 # The property tests with fresh random examples, FUZZ_RUNS times (`make test` replays fixed ones).
 FUZZ_RUNS ?= 10

@@ -7,6 +7,7 @@ catalog load excluded). Planning cost should grow linearly with the GPU count.
     make bench            # all cases
     python bench/run.py --case plan:8192:1   # one case (servers, planes)
     python bench/run.py --case render:2048   # render one tree (servers)
+    python bench/run.py --case report:1250   # `railplan report` of 1,250 DGX A100 (10,000 GPUs)
 
 The render cases also time `ansible-inventory --list` on the rendered inventory against a
 bare inventory of the same hostnames (JSON syntax, no variables): the ratio is what the
@@ -30,6 +31,7 @@ PLAN_CASES = [(128, 1), (2048, 1), (8192, 1), (16384, 8)]  # DGX H100 servers, p
 LINT_GROUPS = [10, 100, 400]
 RENDER_SERVERS = [2048, 16384]
 PULUMI_SERVERS = [1250]  # 10,000 GPUs on Kubernetes, under Pulumi's mock runtime
+REPORT_SERVERS = [140, 1250]  # DGX A100: the SuperPOD example's size and 10,000 GPUs
 BENCH_ROOT = Path(tempfile.gettempdir()) / "railplan-bench"
 
 
@@ -90,6 +92,53 @@ mig_layouts: {{day: {{profiles: {{"1g.10gb": 7}}}}}}
 """
 
 
+def report_spec(servers: int) -> str:
+    """DGX A100 on HDR (QM8790, SUs of 20, SHARP) with storage, management and budgets."""
+    gpus = servers * 8
+    return f"""name: bench
+site: {{rack: {{power_kw: 28, units: 42}}, management_cidr: 10.0.0.0/8, bmc_cidr: 11.0.0.0/8}}
+node_groups: [{{name: dgx, node: dgx-a100-640gb, count: {servers}, hostname: "dgx{{index:04d}}"}}]
+fabrics:
+  compute: {{switch: qm8790, su_size: 20, sharp: true, subnet_manager: ufm}}
+  storage: {{switch: qm8790, oversubscription: 1.33, filesystem_gbps: 400}}
+  management: {{}}
+budgets:
+  - all_reduce: {{bytes: 1GiB, gpus: {gpus}, max_ms: 15}}
+  - scaling_efficiency: {{gpus: {gpus}, min: 0.85, model: gpt3-175b}}
+  - checkpoint: {{bytes: 2.8TB, max_s: 120}}
+  - rack_power: {{max_kw: 28}}
+"""
+
+
+def report_case(servers: int) -> dict[str, float]:
+    """What `railplan report` does after loading: lint, plan, build the page, write it."""
+    from infra.catalog import load_catalog
+    from infra.lint import lint_loaded
+    from infra.render.report import report_html
+    from infra.spec import load_spec_text
+    from infra.topology import expand
+
+    catalog = load_catalog()
+    loaded = load_spec_text(report_spec(servers))
+    start = time.perf_counter()
+    findings = lint_loaded(loaded, catalog)
+    plan = expand(loaded.spec, catalog)
+    built = time.perf_counter()
+    html = report_html(loaded.spec, catalog, plan, findings)
+    page_s = time.perf_counter() - built
+    BENCH_ROOT.mkdir(parents=True, exist_ok=True)
+    (BENCH_ROOT / f"report-{servers}.html").write_text(html, encoding="utf-8")
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        "seconds": round(seconds, 3),
+        "peak_mib": round(peak, 1),
+        "page_s": round(page_s, 2),
+        "mib": round(len(html.encode()) / 2**20, 2),
+        "svgs": html.count("<svg "),
+    }
+
+
 def pulumi_case(servers: int) -> dict[str, float]:
     """Run __main__.py under Pulumi's mock runtime (no engine here) for ``servers``."""
     import runpy
@@ -131,6 +180,8 @@ def run_case(case: str) -> dict[str, float]:
         return render_case(int(args[0]))
     if kind == "pulumi":
         return pulumi_case(int(args[0]))
+    if kind == "report":
+        return report_case(int(args[0]))
     if kind == "plan":
         spec = load_spec_text(plan_spec(int(args[0]), int(args[1]))).spec
         start = time.perf_counter()
@@ -220,6 +271,7 @@ def main() -> None:
     cases += [(f"lint {g} groups ({g * 256:,} GPUs)", f"lint:{g}") for g in LINT_GROUPS]
     cases += [(f"render {s:,} servers", f"render:{s}") for s in RENDER_SERVERS]
     cases += [(f"pulumi (mocks) {s * 8:,} GPUs", f"pulumi:{s}") for s in PULUMI_SERVERS]
+    cases += [(f"report {s * 8:,} GPUs", f"report:{s}") for s in REPORT_SERVERS]
     print(f"{'case':<36} {'wall s':>8} {'peak MiB':>9}  detail")
     for label, case in cases:
         out = subprocess.run(

@@ -35,6 +35,7 @@ from infra.progress import Progress as ProgressFn
 from infra.progress import quiet
 from infra.render.diff import diff_json, diff_text, plan_diff
 from infra.render.fabric import plan_json, plan_text
+from infra.render.report import report_html
 from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
 from infra.render.tables import budgets_json, budgets_text, predict_json, predict_text
 from infra.render.tree import render_tree
@@ -467,6 +468,33 @@ def render(
         f"{len(report.removed)} removed (inventory inventories/{loaded.spec.name}, "
         f"playbook playbooks/{loaded.spec.name}.yml)"
     )
+
+
+@app.command()
+def report(
+    spec: Annotated[str, typer.Argument(metavar="SPEC", help="Spec file.")],
+    output: Annotated[
+        str, typer.Option("--output", "-o", metavar="FILE.html", help="Page to write.")
+    ],
+) -> None:
+    """Write one self-contained HTML page: plan, racks, fabric, MIG, budgets, lint.
+
+    The page is written whenever the spec can be planned, lint errors or not (they are in
+    it, for review); the command then exits 1 if lint found errors (a missed budget or an
+    overfull rack among them), else 0. An unreadable or invalid spec exits 2 and a spec
+    that cannot be planned exits 1, both writing nothing. Same spec, same bytes.
+    """
+    loaded = load_spec(spec)
+    catalog = load_catalog()
+    findings = lint_loaded(loaded, catalog)
+    planned = _plan_or_fail(loaded)
+    _write_atomic(output, report_html(loaded.spec, catalog, planned, findings))
+    errors = sum(f.severity is Severity.ERROR for f in findings)
+    _say(
+        f"{output}: report of {planned.name} ({len(planned.servers):,} servers, "
+        f"{len(planned.racks):,} racks)" + (f"; {errors} lint error(s)" if errors else "")
+    )
+    raise typer.Exit(EXIT_FAILED if errors else EXIT_OK)
 
 
 @app.command()

@@ -18,13 +18,13 @@ from infra.budget import memory, power_cost
 from infra.budget.cluster import BudgetError, comm_topology, main_group, sharp_usable
 from infra.budget.collectives import predict
 from infra.budget.storage import checkpoint_estimate
-from infra.budget.training import step_estimate
+from infra.budget.training import StepEstimate, step_estimate
 from infra.catalog import Catalog
 from infra.spec import Spec
-from infra.spec.budgets import Budget
+from infra.spec.budgets import Budget, ScalingEfficiencyBudget
 from infra.topology import Plan
 
-__all__ = ["BudgetResult", "evaluate_budgets"]
+__all__ = ["BudgetResult", "evaluate_budgets", "scaling_step"]
 
 
 @dataclass(frozen=True)
@@ -93,14 +93,19 @@ def _all_reduce(
     )
 
 
-def _scaling(b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult) -> BudgetResult:
+def scaling_step(b: ScalingEfficiencyBudget, spec: Spec, cat: Catalog, path: str) -> StepEstimate:
+    """The training step a `scaling_efficiency` budget (at spec ``path``) describes.
+
+    Raises:
+        BudgetError: the budget cannot be evaluated on this spec.
+    """
     topo = comm_topology(
-        spec, cat, b.gpus, path=f"{r.path}.gpus", group=b.group, group_path=f"{r.path}.group"
+        spec, cat, b.gpus, path=f"{path}.gpus", group=b.group, group_path=f"{path}.group"
     )
-    gpu = cat.gpus[main_group(spec, cat, b.group, f"{r.path}.group")[1].gpu]
+    gpu = cat.gpus[main_group(spec, cat, b.group, f"{path}.group")[1].gpu]
     if not gpu.supports(b.precision):
-        raise BudgetError(f"{gpu.name} has no {b.precision}", path=f"{r.path}.precision")
-    step = step_estimate(
+        raise BudgetError(f"{gpu.name} has no {b.precision}", path=f"{path}.precision")
+    return step_estimate(
         b.model_params,
         b.tokens_per_gpu,
         gpu.dense_tflops[b.precision],
@@ -109,6 +114,10 @@ def _scaling(b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResul
         b.gradient_bytes,
         b.overlap,
     )
+
+
+def _scaling(b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult) -> BudgetResult:
+    step = scaling_step(b, spec, cat, r.path)
     return replace(
         r,
         predicted=step.efficiency,

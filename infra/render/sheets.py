@@ -29,7 +29,9 @@ __all__ = [
     "BOM_COLUMNS",
     "CABLING_COLUMNS",
     "HOSTS_COLUMNS",
+    "BomRow",
     "bom_csv",
+    "bom_rows",
     "cabling_csv",
     "hosts_csv",
     "stock_length",
@@ -44,6 +46,7 @@ HOSTS_COLUMNS = ("name", "group", "su", "slot", "rack", "rack_unit", "mgmt_ip", 
 # Lengths LinkX DAC, AOC and fibre cables are commonly sold in (metres); an estimate for
 # ordering, the vendor's cable matrix decides.
 STOCK_LENGTHS_M = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 5.0, 7.0, 10.0, 15.0, 20.0, 30.0, 50.0, 100.0)
+BomRow = tuple[str, str, str, str, int]  # category, fabric, item, detail, quantity
 TWIN_PORT_NODES = frozenset({"dgx-h100", "dgx-h200"})  # 4 twin-port OSFP cages for 8 NICs
 
 
@@ -138,7 +141,7 @@ def stock_length(medium: str, length_m: float | None) -> str:
     return f"{stock:g} m" if stock is not None else f"{math.ceil(length_m):g} m (custom)"
 
 
-def _cable_rows(cables: Iterable[Cable]) -> list[tuple[str, str, str, str, int]]:
+def _cable_rows(cables: Iterable[Cable]) -> list[BomRow]:
     counts = Counter(
         (c.fabric, f"{c.gbps:g} Gb/s {c.medium}", stock_length(c.medium, c.length_m))
         for c in cables
@@ -146,8 +149,8 @@ def _cable_rows(cables: Iterable[Cable]) -> list[tuple[str, str, str, str, int]]
     return [("cable", f, item, detail, n) for (f, item, detail), n in counts.items()]
 
 
-def _equipment_rows(plan: Plan, catalog: Catalog) -> list[tuple[str, str, str, str, int]]:
-    rows: list[tuple[str, str, str, str, int]] = []
+def _equipment_rows(plan: Plan, catalog: Catalog) -> list[BomRow]:
+    rows: list[BomRow] = []
     servers = Counter(s.node for s in plan.servers)
     rows += [("server", "", n, catalog.nodes[n].name, k) for n, k in servers.items()]
     racks = Counter((r.rack_class, r.units, r.cooling, r.power_budget_kw) for r in plan.racks)
@@ -167,11 +170,16 @@ def _equipment_rows(plan: Plan, catalog: Catalog) -> list[tuple[str, str, str, s
     return rows
 
 
-def bom_csv(plan: Plan, catalog: Catalog) -> str:
-    """Bill of materials (columns `BOM_COLUMNS`), rows sorted."""
+def bom_rows(plan: Plan, catalog: Catalog) -> list[BomRow]:
+    """Bill of materials rows (`BOM_COLUMNS`), sorted: what `bom_csv` and the report list."""
     rows = _equipment_rows(plan, catalog) + _cable_rows(plan.cables)
     rows += [
         ("transceiver", fabric, f"{gbps:g} Gb/s", kind, n)
         for (fabric, kind, gbps), n in _transceivers(plan, catalog).items()
     ]
-    return _csv(BOM_COLUMNS, sorted(rows))
+    return sorted(rows)
+
+
+def bom_csv(plan: Plan, catalog: Catalog) -> str:
+    """Bill of materials (columns `BOM_COLUMNS`), rows sorted."""
+    return _csv(BOM_COLUMNS, bom_rows(plan, catalog))

@@ -1,0 +1,285 @@
+"""`railplan report`: one self-contained HTML page, the human view of a plan.
+
+`report_html` is pure: spec, catalog, plan and lint findings in, the page's text out, the
+same bytes for the same input (no timestamps, stable order). The page has no script and
+no external reference: CSS and SVG are inline, so it opens offline, reads on a laptop and
+prints on A4 or Letter (each section starts a page; no SVG is split).
+
+Sections: summary (servers, GPUs, racks, power and its bound, fabrics), bill of materials
+(`infra.render.sheets.bom_rows`), rack elevations by row (`report_racks`), the compute
+fabric (`report_fabric`), MIG per node group and schedule (`report_mig`), budgets
+(`infra.budget.evaluate`), predicted nccl-tests busbw per collective against the NIC and
+NVLink ceilings, the training step of each `scaling_efficiency` budget, lint findings.
+The template, ``templates/report/report.html.j2``, renders with autoescape; the SVG comes
+from `report_svg`, which escapes every string it is given.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from markupsafe import Markup
+
+from infra.budget.cluster import BudgetError, comm_topology, main_group
+from infra.budget.collectives import COLLECTIVES, CommTopology, Prediction, predict_table
+from infra.budget.evaluate import BudgetResult, evaluate_budgets, scaling_step
+from infra.budget.training import StepEstimate
+from infra.catalog import Catalog
+from infra.lint.finding import Finding, Severity
+from infra.render.report_fabric import DETAIL_MAX_SERVERS, fabric_diagram, tier_label
+from infra.render.report_mig import mig_groups
+from infra.render.report_racks import rack_rows
+from infra.render.report_svg import Ceiling, Series, line_chart, rect, svg, text
+from infra.render.sheets import BOM_COLUMNS, bom_rows
+from infra.render.templating import render_html
+from infra.spec import Spec
+from infra.topology.model import FabricSummary, Plan
+
+__all__ = ["report_html"]
+
+MIN_BYTES, MAX_BYTES = 8, 8 * 2**30  # nccl-tests -b 8 -e 8G -f 2
+
+
+@dataclass(frozen=True)
+class _Budget:
+    path: str
+    kind: str
+    predicted: str
+    limit: str
+    verdict: str
+    headroom: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class _Step:
+    path: str
+    gpus: int
+    estimate: StepEstimate | None
+    error: str
+    drawing: Markup | None
+    summary: str
+    what: str
+
+
+@dataclass(frozen=True)
+class _Collectives:
+    caption: str
+    chart: Markup | None
+    rows: tuple[tuple[str, str, str, str], ...]
+    error: str
+
+
+def _value(value: float, unit: str) -> str:
+    return f"{value:.3f}" if unit == "" else f"{value:,.2f} {unit}"
+
+
+def _budget_row(r: BudgetResult) -> _Budget:
+    if r.error:
+        return _Budget(r.path, r.kind, "", "", "error", "", r.error)
+    op = "≤" if r.better == "lower" else "≥"
+    return _Budget(
+        r.path,
+        r.kind,
+        _value(r.predicted, r.unit),
+        f"{op} {_value(r.limit, r.unit)}",
+        "pass" if r.passed else "fail",
+        "" if math.isnan(r.margin) else f"{r.margin:+.1%}",
+        r.detail,
+    )
+
+
+FABRIC_KEYS = (
+    ("switch", "switch"),
+    ("shape", "shape"),
+    ("switches", "switches"),
+    ("bound", "total"),
+    ("cables", "cables"),
+    ("oversubscription", "oversubscription"),
+    ("injection", "injection"),
+    ("bisection", "bisection"),
+    ("ports", "port use per tier"),
+)
+
+
+def _rate(gbps: float) -> str:
+    return f"{gbps / 1000:,.1f} Tb/s" if gbps >= 1000 else f"{gbps:,.1f} Gb/s"
+
+
+def _fabric_rows(plan: Plan) -> list[dict[str, str | list[str]]]:
+    def row(name: str, f: FabricSummary) -> dict[str, str | list[str]]:
+        switches = " + ".join(
+            f"{n:,} {t}" for t, n in (("leaf", f.leaf), ("spine", f.spine), ("core", f.core)) if n
+        )
+        shape = f"{f.tiers}-tier" + (f", {f.planes} planes" if f.planes > 1 else "")
+        shape += f", {f.sus} SUs" if f.sus else ""
+        shape += f", {f.pods} pods" if f.pods > 1 else ""
+        return {
+            "name": name,
+            "switch": f.switch,
+            "shape": shape,
+            "switches": switches,
+            "bound": f"{f.switches:,} (lower bound {f.lower_bound:,})",
+            "cables": ", ".join(f"{n:,} {t.replace('_', '-')}" for t, n in f.cables.items() if n),
+            "oversubscription": f"{f.oversubscription:g}:1",
+            "injection": _rate(f.injection_gbps),
+            "bisection": _rate(f.bisection_gbps),
+            "ports": [tier_label(u) for u in f.port_use if u.ports_total],
+        }
+
+    return [row(name, f) for name, f in plan.fabrics.items()]
+
+
+def _summary(spec: Spec, plan: Plan) -> list[tuple[str, str]]:
+    compute = sum(1 for r in plan.racks if r.kind == "compute")
+    power = f"{plan.power_kw:,.1f} kW at maximum draw"
+    if plan.power_bound_kw:
+        power += f"; {plan.power_bound_kw:,.1f} kW of it PSU ratings, an upper bound"
+    if plan.power_typical_kw:
+        power += f"; {plan.power_typical_kw:,.1f} kW typical draw, the maximum is higher"
+    groups = ", ".join(f"{g.name}: {g.count:,} × {g.node}" for g in spec.node_groups)
+    racks = f"{len(plan.racks):,} ({compute:,} compute, {len(plan.racks) - compute:,} network)"
+    sw = spec.software
+    return [
+        ("cluster", plan.name),
+        ("node groups", groups),
+        ("servers", f"{len(plan.servers):,}"),
+        ("GPUs", f"{plan.gpus:,}"),
+        ("racks", racks),
+        ("power", power),
+        ("software", f"{sw.os}, driver {sw.driver}, CUDA {sw.cuda}, NCCL {sw.nccl}"),
+        ("scheduler", spec.scheduler.kind),
+    ]
+
+
+def _ceilings(t: CommTopology) -> list[Ceiling]:
+    nvlink = f"NVLink {t.nvlink_links} × {t.intra_gbs / t.nvlink_links:g} = {t.intra_gbs:g} GB/s"
+    out = [Ceiling(nvlink, t.intra_gbs, "nvlink")]
+    if t.nodes > 1:
+        nic = f"NICs {t.nics} × {t.nic_gbs:g} = {t.inter_gbs:g} GB/s"
+        out.append(Ceiling(nic, t.inter_gbs, "nic"))
+    return out
+
+
+def _largest(rows: Sequence[Prediction]) -> Prediction:
+    return max(rows, key=lambda r: (r.busbw_GBps, -r.bytes))
+
+
+def _collectives(spec: Spec, catalog: Catalog) -> _Collectives:
+    try:
+        group, node = main_group(spec, catalog)
+        gpus = group.count * node.gpus
+        if gpus < 2:
+            raise BudgetError(f"node group {group.name!r} has a single GPU")
+        topo = comm_topology(spec, catalog, gpus, group=group.name)
+    except BudgetError as exc:
+        return _Collectives("", None, (), exc.message)
+    tables = {c: predict_table(topo, c, MIN_BYTES, MAX_BYTES) for c in COLLECTIVES}
+    series = [
+        Series(c, [(r.bytes, r.busbw_GBps) for r in rows], f"c{i}")
+        for i, (c, rows) in enumerate(tables.items())
+    ]
+    chart = line_chart(
+        series,
+        _ceilings(topo),
+        x_label="message size",
+        y_label="busbw (GB/s)",
+        label=f"Predicted busbw per collective on {gpus:,} GPUs",
+    )
+    peaks = {c: _largest(t) for c, t in tables.items()}
+    rows = tuple(
+        (
+            c,
+            f"{p.busbw_GBps:,.1f}",
+            f"{p.algorithm}/{p.protocol}",
+            f"{t[-1].time_us / 1000:,.2f} ms",
+        )
+        for (c, p), t in zip(peaks.items(), tables.values(), strict=True)
+    )
+    caption = (
+        f"{gpus:,} GPUs of node group {group.name} ({topo.nodes:,} × {node.name}), "
+        f"SHARP {'usable' if topo.sharp else 'not used'}; 8 B to 8 GiB, ×2 per step"
+    )
+    return _Collectives(caption, chart, rows, "")
+
+
+def _step_drawing(step: StepEstimate) -> Markup:
+    """Two bars on one time scale: the step (compute + exposed) and the all-reduce."""
+    left, bar_w = 90, 520
+    scale = bar_w / max(step.step_s, step.allreduce_s, 1e-12)
+    hidden = step.allreduce_s - step.exposed_s
+    compute, exposed = step.compute_s * scale, step.exposed_s * scale
+    exposed_tip = f"exposed all-reduce {step.exposed_s:.3f} s"
+    parts = [
+        text(0, 18, "step", class_="axis"),
+        rect(left, 4, compute, 20, f"compute {step.compute_s:.3f} s", class_="st-compute"),
+        rect(left + compute, 4, exposed, 20, exposed_tip, class_="st-exposed"),
+        text(left + compute + exposed + 6, 18, f"{step.step_s:.3f} s", class_="legend"),
+        text(0, 50, "all-reduce", class_="axis"),
+        rect(left, 36, hidden * scale, 20, f"hidden {hidden:.3f} s", class_="st-hidden"),
+        rect(left + hidden * scale, 36, exposed, 20, exposed_tip, class_="st-exposed"),
+        text(left + step.allreduce_s * scale + 6, 50, f"{step.allreduce_s:.3f} s", class_="legend"),
+    ]
+    return svg(left + bar_w + 90, 62, parts, "Training step breakdown", class_="step")
+
+
+def _step_summary(step: StepEstimate) -> str:
+    return (
+        f"Step {step.step_s:.3f} s = compute {step.compute_s:.3f} s + exposed gradient "
+        f"all-reduce {step.exposed_s:.3f} s; the all-reduce takes {step.allreduce_s:.3f} s "
+        f"({step.allreduce_algorithm}), {step.allreduce_s - step.exposed_s:.3f} s of it hidden "
+        f"behind the backward pass. Scaling efficiency {step.efficiency:.1%}."
+    )
+
+
+def _steps(spec: Spec, catalog: Catalog) -> list[_Step]:
+    out = []
+    for i, budget in enumerate(spec.budgets):
+        b = budget.scaling_efficiency
+        if b is None:
+            continue
+        path = f"budgets[{i}].scaling_efficiency"
+        what = (
+            f"{b.model or 'model'} of {b.model_params / 1e9:,.1f} B parameters, "
+            f"{b.tokens_per_gpu:,} tokens per GPU per step, {b.precision} at MFU {b.mfu:.0%}, "
+            f"{b.overlap:.0%} of compute overlapping the gradient all-reduce"
+        )
+        try:
+            step = scaling_step(b, spec, catalog, path)
+        except BudgetError as exc:
+            out.append(_Step(path, b.gpus, None, exc.message, None, "", what))
+            continue
+        out.append(_Step(path, b.gpus, step, "", _step_drawing(step), _step_summary(step), what))
+    return out
+
+
+def _lint_counts(findings: Sequence[Finding]) -> dict[str, int]:
+    return {str(s): sum(f.severity is s for f in findings) for s in Severity}
+
+
+def report_html(spec: Spec, catalog: Catalog, plan: Plan, findings: Sequence[Finding]) -> str:
+    """The report page of a planned spec, with its lint ``findings``."""
+    budgets = [_budget_row(r) for r in evaluate_budgets(spec, catalog, plan)]
+    return render_html(
+        "report/report.html.j2",
+        name=plan.name,
+        summary=_summary(spec, plan),
+        fabrics=_fabric_rows(plan),
+        fabric_keys=FABRIC_KEYS,
+        warnings=plan.warnings,
+        bom_columns=BOM_COLUMNS,
+        bom=bom_rows(plan, catalog),
+        rows=rack_rows(plan, catalog),
+        fabric=fabric_diagram(plan),
+        collapsed=len(plan.servers) > DETAIL_MAX_SERVERS,
+        detail_max=DETAIL_MAX_SERVERS,
+        mig=mig_groups(spec, catalog, plan),
+        budgets=budgets,
+        passed=sum(b.verdict == "pass" for b in budgets),
+        collectives=_collectives(spec, catalog),
+        steps=_steps(spec, catalog),
+        findings=findings,
+        lint_counts=_lint_counts(findings),
+    )
