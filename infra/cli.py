@@ -486,9 +486,16 @@ def report(
     """
     loaded = load_spec(spec)
     catalog = load_catalog()
-    findings = lint_loaded(loaded, catalog)
-    planned = _plan_or_fail(loaded)
-    _write_atomic(output, report_html(loaded.spec, catalog, planned, findings))
+    with _progress_bar() as bar:
+        step = bar.task("report")
+        step("lint", 0, 3)
+        findings = lint_loaded(loaded, catalog)
+        step("plan", 1, 3)
+        planned = _plan_or_fail(loaded)
+        step("page", 2, 3)
+        page = report_html(loaded.spec, catalog, planned, findings)
+        step("written", 3, 3)
+    _write_atomic(output, page)
     errors = sum(f.severity is Severity.ERROR for f in findings)
     _say(
         f"{output}: report of {planned.name} ({len(planned.servers):,} servers, "
