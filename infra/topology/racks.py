@@ -5,7 +5,8 @@ Compute racks: each SU's servers fill their own racks in slot order (``<su>-c1``
 compute fabric fill ``<group>-cNN`` racks the same way. Network racks: an SU's leaves go to
 its own network racks (``<su>-n1``, placed after the racks of a full SU in the SU's row);
 spines, cores, storage and in-band switches and the UFM host go to shared ``core-nNN``
-racks in the ``core`` row. Every rack keeps its top unit and the power for an out-of-band
+racks in the ``core`` row, one zone per network (and per upper tiers when built for growth);
+a zone may keep a block of rack numbers for its size at ``max_sus`` (`RackPlanner.reserve`). Every rack keeps its top unit and the power for an out-of-band
 switch (when the spec has one) and holds no more management ports than that switch has.
 Devices stack from unit 1 upwards; PDUs are zero-U, alternating feeds A and B.
 A device too large or too hot for any rack of its class gets a rack of its own, over budget,
