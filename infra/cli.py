@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +27,7 @@ from infra.budget.collectives import predict_table
 from infra.budget.evaluate import evaluate_budgets
 from infra.catalog import load_catalog
 from infra.errors import InputError, RailplanError
+from infra.files import check_outputs, write_atomic
 from infra.lint import documented_rules, find_documented_rule, lint_loaded
 from infra.lint.finding import Finding, Severity
 from infra.lint.formats import format_github, format_json, format_sarif, format_text
@@ -39,7 +40,8 @@ from infra.render.report import report_html
 from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
 from infra.render.tables import budgets_json, budgets_text, predict_json, predict_text
 from infra.render.tree import render_tree
-from infra.render.writer import RenderConflict, user_umask, write_tree
+from infra.render.writer import RenderConflict, write_tree
+from infra.signals import Interrupted, raising_on_signals
 from infra.spec import LoadedSpec, SpecValidationError, join_path, load_spec, read_yaml_file
 from infra.spec.schema import spec_json_schema_text
 from infra.spec.units import parse_bytes
@@ -165,8 +167,33 @@ def _tool_version() -> str:
         return "0.0.0"
 
 
+class _BrokenPipe(Exception):
+    """Standard output's reader has gone (``railplan rules | head -1``)."""
+
+
 def _say(text: str) -> None:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    """Write ``text`` (and a newline) to stdout; a full, closed or broken stdout raises."""
+    out = sys.stdout
+    if out is None:  # started with stdout closed (`railplan lint x >&-`)
+        raise RailplanError(
+            "cannot write: standard output is closed",
+            file="<stdout>",
+            hint="redirect it instead, e.g. > /dev/null",
+        )
+    try:
+        out.write(text if text.endswith("\n") else text + "\n")
+    except BrokenPipeError:
+        raise _BrokenPipe from None
+    except OSError as exc:
+        raise _stdout_error(exc) from None
+
+
+def _stdout_error(exc: OSError) -> RailplanError:
+    return RailplanError(
+        f"cannot write: {exc.strerror or exc}",
+        file="<stdout>",
+        hint="free space where standard output goes, or redirect it elsewhere",
+    )
 
 
 def _complain(error: RailplanError) -> None:
@@ -255,25 +282,12 @@ def _describe(loaded: LoadedSpec, findings: Sequence[Finding]) -> str:
     return f"{loaded.file}: {spec.name}: {'; '.join(parts)} — {verdict}"
 
 
-def _write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file and rename: never half a file.
-
-    The file gets the mode a plain ``open()`` would give it (0666 less the user's umask),
-    not the temporary file's 0600.
-    """
-    target = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    except OSError as exc:
-        raise RailplanError(f"cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            os.fchmod(f.fileno(), 0o666 & ~user_umask())
-        Path(tmp).replace(target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def _write_output(path: str, text: str) -> None:
+    """``text`` to the file ``path`` (atomically, see `infra.files`) or to stdout for ``-``."""
+    if path == "-":
+        _say(text)
+    else:
+        write_atomic(path, text.encode("utf-8"))
 
 
 def _plan_or_fail(loaded: LoadedSpec, progress: ProgressFn = quiet) -> Plan:
@@ -342,6 +356,9 @@ def plan(
 
     Exits 1 (and writes no file) when a planned rack breaks its class's budget.
     """
+    outputs = {"--cabling": cabling, "--bom": bom, "--hosts": hosts}
+    chosen = {option: path for option, path in outputs.items() if path is not None}
+    check_outputs(chosen, inputs=[spec])
     loaded = load_spec(spec)
     with _progress_bar() as bar:
         planned = _plan_or_fail(loaded, bar.task("plan"))
@@ -350,12 +367,12 @@ def plan(
     if broken:
         sys.stderr.write("".join(f"{line}\n" for line in broken))
         raise typer.Exit(EXIT_FAILED)
-    if cabling:
-        _write_atomic(cabling, cabling_csv(planned))
-    if bom:
-        _write_atomic(bom, bom_csv(planned, load_catalog()))
-    if hosts:
-        _write_atomic(hosts, hosts_csv(planned))
+    if cabling is not None:
+        _write_output(cabling, cabling_csv(planned))
+    if bom is not None:
+        _write_output(bom, bom_csv(planned, load_catalog()))
+    if hosts is not None:
+        _write_output(hosts, hosts_csv(planned))
 
 
 @app.command()
@@ -437,6 +454,8 @@ def render(
     Refuses (exit 1, nothing written) a spec with lint errors, a plan that breaks a rack
     budget, or a tree whose rendered files were edited since the last render (unless --force).
     """
+    if not root:
+        raise RailplanError("--root needs a directory", hint="e.g. --root deploy")
     loaded = load_spec(spec)
     catalog = load_catalog()
     with _progress_bar() as bar:
@@ -484,6 +503,7 @@ def report(
     overfull rack among them), else 0. An unreadable or invalid spec exits 2 and a spec
     that cannot be planned exits 1, both writing nothing. Same spec, same bytes.
     """
+    check_outputs({"--output": output}, inputs=[spec])
     loaded = load_spec(spec)
     catalog = load_catalog()
     with _progress_bar() as bar:
@@ -495,7 +515,7 @@ def report(
         step("page", 2, 3)
         page = report_html(loaded.spec, catalog, planned, findings)
         step("written", 3, 3)
-    _write_atomic(output, page)
+    _write_output(output, page)
     errors = sum(f.severity is Severity.ERROR for f in findings)
     _say(
         f"{output}: report of {planned.name} ({len(planned.servers):,} servers, "
@@ -653,30 +673,89 @@ def _is_usage_error(exc: Exception) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
-    """Console-script entry point: run the app and map errors to exit codes."""
+    """Console-script entry point: run the app and map errors to exit codes.
+
+    SIGINT exits 130 and SIGTERM/SIGHUP end the process by that signal, each after one line
+    and after every temp file is removed; a stdout whose reader went away ends it by SIGPIPE,
+    silently, as other Unix tools do.
+    """
+    try:
+        with raising_on_signals():
+            code = _run(argv)
+            _flush_stdout()
+    except Interrupted as exc:
+        _die_of_signal(exc.signum)
+    except _BrokenPipe:
+        _die_of_signal(signal.SIGPIPE)
+    except RailplanError as exc:  # stdout full at the last flush
+        _complain(exc)
+        code = EXIT_USAGE
+    if code != EXIT_OK:
+        _detach_stdout()  # what stdout could not take must not fail again at exit
+    sys.exit(code)
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    """Run the app; the exit code for every outcome but signals and a broken stdout."""
     try:
         # Without standalone mode click returns a command's exit code instead of exiting.
         code = app(args=list(argv) if argv is not None else None, standalone_mode=False)
     except typer.Exit as exc:
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except RailplanError as exc:
         _complain(exc)
-        sys.exit(EXIT_USAGE)
+        return EXIT_USAGE
     except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write("railplan: aborted\n")
-        sys.exit(130)
+        return 130
     except Exception as exc:
         if _is_usage_error(exc):  # bad option or argument: click's message, exit 2
             exc.show()  # type: ignore[attr-defined]
-            sys.exit(EXIT_USAGE)
+            return EXIT_USAGE
         if os.environ.get("RAILPLAN_DEBUG"):
             raise
         sys.stderr.write(
             f"railplan: internal error: {type(exc).__name__}: {exc} "
             "(a bug in railplan; rerun with RAILPLAN_DEBUG=1 and report it)\n"
         )
-        sys.exit(EXIT_INTERNAL)
-    sys.exit(code if isinstance(code, int) else EXIT_OK)
+        return EXIT_INTERNAL
+    return code if isinstance(code, int) else EXIT_OK
+
+
+def _flush_stdout() -> None:
+    if sys.stdout is None:
+        return
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise _BrokenPipe from None
+    except OSError as exc:
+        raise _stdout_error(exc) from None
+
+
+def _detach_stdout() -> None:
+    """Point stdout at /dev/null so Python's flush at exit has nothing to fail on."""
+    if sys.stdout is None:
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        sys.stdout = None
+
+
+def _die_of_signal(signum: int) -> NoReturn:
+    """Exit as a signal would: 130 for SIGINT (one line), else by the signal itself."""
+    _detach_stdout()
+    if signum != signal.SIGPIPE:
+        sys.stderr.write(f"railplan: interrupted by {signal.Signals(signum).name}\n")
+        sys.stderr.flush()
+    if signum == signal.SIGINT:
+        sys.exit(130)
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    sys.exit(128 + signum)  # not reached: the default action ends the process
 
 
 __all__ = ["app", "main"]

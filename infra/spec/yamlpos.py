@@ -20,13 +20,13 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from infra.errors import InputError, Position
+from infra.files import read_bounded
 
 MAX_BYTES = 8 * 1024 * 1024
 MAX_NODES = 100_000  # a large spec has a few thousand; this refuses alias bombs fast
@@ -232,18 +232,13 @@ def load_yaml_text(raw: str | bytes, file: str) -> tuple[Any, SourceMap]:
 
 
 def read_yaml_file(path: str | os.PathLike[str]) -> tuple[Any, SourceMap]:
-    """Read and parse ``path`` (see `load_yaml_text`); unreadable files raise `InputError`."""
+    """Read and parse ``path`` (see `load_yaml_text`); unreadable files raise `InputError`.
+
+    At most `MAX_BYTES` + 1 bytes are read (`infra.files.read_bounded`): devices, directories
+    and named FIFOs are refused, and no size the file system reports is trusted.
+    """
     file = os.fspath(path)
-    p = Path(file)
-    try:
-        if p.is_dir():
-            raise InputError("is a directory, not a file", file=file)
-        if p.stat().st_size > MAX_BYTES:  # refuse before reading 50 MB into memory
-            raise _too_large(file, p.stat().st_size)
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror or exc}", file=file) from None
-    return load_yaml_text(raw, file)
+    return load_yaml_text(read_bounded(file, MAX_BYTES), file)
 
 
 def _too_large(file: str, size: int) -> InputError:

@@ -1,0 +1,351 @@
+"""The one place railplan reads input files and writes output files; it raises, never prints.
+
+Reading (`read_bounded`): at most ``limit + 1`` bytes are read whatever ``st_size`` says, so
+``/dev/zero`` or an endless pipe cannot grow memory. Only regular files and pipes the shell hands
+over (``<(cmd)``, ``/dev/stdin`` fed by ``|``) are read; directories, devices, sockets and named
+FIFOs are refused before they are opened (opening a FIFO waits for a writer, opening some
+devices has effects), and the opened file is checked again.
+
+Writing (`check_outputs`, `write_atomic`): an output replaces a *regular* file or creates one,
+atomically (temp file, fsync, rename, fsync of the directory), so a reader sees the old file or
+the new one, never half of one. Decisions, each enforced here:
+
+- ``-`` is standard output (the CLI writes it); any other non-regular target (a device such as
+  ``/dev/null``, a directory, a FIFO, a socket) is refused, and so are ``/dev/stdout``,
+  ``/dev/fd/N`` and ``/proc``/``/sys`` paths: replacing them would break the machine.
+- A symlink is written *through*: its target is replaced and the link stays a link.
+- An existing target keeps its permission bits (and, for root, its owner); a new file gets
+  0666 less the umask. A read-only target (no write bit, or not writable by the user) is
+  refused: railplan does not replace a file someone protected.
+- An output that is also an input, or that two options name, is refused (before any work).
+- The temp file, ``.NAME.railplan-PID-XXXXXXXX.tmp`` next to the target (``NAME`` shortened so
+  the whole stays within NAME_MAX), is removed on any error and on SIGINT, SIGTERM and SIGHUP
+  (`infra.signals`). Temp files of that shape whose PID is no longer running (left by a
+  ``kill -9``) are swept from the directory before each write.
+"""
+
+# This module works on file descriptors and os-level names (bytes from scandir included), where
+# os.* is the precise tool; pathlib would hide the flags (O_NOFOLLOW, O_EXCL) this relies on.
+# ruff: noqa: PTH100, PTH104, PTH108, PTH116, PTH118, PTH120
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import secrets
+import stat
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from infra.errors import InputError, RailplanError
+from infra.signals import raising_on_signals
+
+__all__ = ["OutputError", "check_outputs", "read_bounded", "write_atomic"]
+
+_CHUNK = 1 << 20
+_ANON_PIPE = re.compile(r"/fd/pipe:\[\d+\]$")
+_TEMP = re.compile(rb"^\..*\.railplan-(\d+)-[0-9a-f]{8}\.tmp$", re.DOTALL)
+_FD_ALIASES = ("/dev/stdin", "/dev/stdout", "/dev/stderr")
+_KERNEL_TREES = ("/dev/fd/", "/proc/", "/sys/")
+_OUT_HINT = "name a regular file, or '-' for standard output"
+
+
+class OutputError(RailplanError):
+    """An output cannot be written where it was asked to go."""
+
+
+def _kind(mode: int) -> str:
+    """A file type in words: 'a directory', 'a character device', ..."""
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((word for test, word in kinds if test(mode)), "not a regular file")
+
+
+# --- reading -------------------------------------------------------------------------------
+
+
+def read_bounded(path: str, limit: int) -> bytes:
+    """The bytes of ``path``, refusing more than ``limit`` bytes and non-file inputs.
+
+    Raises:
+        InputError: missing or unreadable, a directory, device, socket or named FIFO, or
+            longer than ``limit`` bytes.
+    """
+    try:
+        return _read_checked(path, limit)
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror or exc}", file=path) from None
+
+
+def _read_checked(path: str, limit: int) -> bytes:
+    pipe = _is_anonymous_pipe(path)
+    _refuse_input(path, os.stat(path).st_mode, pipe)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        _refuse_input(path, os.fstat(fd).st_mode, pipe)  # it may have changed since stat
+        os.set_blocking(fd, True)
+        data = _read_at_most(fd, limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise InputError(
+            f"file is larger than {limit // (1024 * 1024)} MiB, the most railplan reads",
+            file=path,
+            hint="a cluster spec is a few kilobytes; check that this is the right file",
+        )
+    return data
+
+
+def _is_anonymous_pipe(path: str) -> bool:
+    """True for a pipe reached through ``/dev/fd`` (``<(cmd)``, a piped ``/dev/stdin``)."""
+    return bool(_ANON_PIPE.search(os.path.realpath(path)))
+
+
+def _refuse_input(path: str, mode: int, pipe: bool) -> None:
+    if stat.S_ISREG(mode) or (pipe and stat.S_ISFIFO(mode)):
+        return
+    if stat.S_ISDIR(mode):
+        raise InputError("is a directory, not a file", file=path, hint="name a spec file")
+    raise InputError(
+        f"is {_kind(mode)}, not a regular file; railplan reads only files and pipes",
+        file=path,
+        hint="save the spec to a file and name that file",
+    )
+
+
+def _read_at_most(fd: int, size: int) -> bytes:
+    chunks: list[bytes] = []
+    left = size
+    while left > 0:
+        chunk = os.read(fd, min(left, _CHUNK))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+# --- checking outputs ----------------------------------------------------------------------
+
+
+def check_outputs(outputs: Mapping[str, str], inputs: Iterable[str] = ()) -> None:
+    """Refuse, before any work, outputs that cannot or must not be written.
+
+    ``outputs`` maps an option (``--cabling``) to its path; ``-`` is standard output.
+
+    Raises:
+        OutputError: an empty path, a target `write_atomic` would refuse, an output that is
+            an input, or two outputs naming the same file.
+    """
+    seen: dict[object, str] = {}
+    for path in inputs:
+        key = _identity(path)
+        if key is not None:
+            seen[key] = f"input {path}"
+    for option, path in outputs.items():
+        if not path:
+            raise OutputError(f"{option} needs a file name", hint=_OUT_HINT)
+        if path != "-":
+            _target(path)
+        key = _identity(path)
+        if key in seen:
+            raise OutputError(
+                f"{option} is the same file as {seen[key]}",
+                file=path,
+                hint="give every output its own file, apart from the inputs",
+            )
+        if key is not None:
+            seen[key] = option
+
+
+def _identity(path: str) -> object:
+    """What makes two names the same file: device and inode if it exists, else its real path."""
+    if path == "-":
+        return "-"
+    try:
+        st = os.stat(path)
+    except OSError:
+        return os.path.realpath(path)
+    return (st.st_dev, st.st_ino)
+
+
+# --- writing -------------------------------------------------------------------------------
+
+
+def _target(path: str) -> tuple[str, os.stat_result | None]:
+    """The real path to replace (symlinks followed) and its stat, if it exists; or refuse."""
+    absolute = os.path.abspath(path)
+    real = os.path.realpath(path)
+    if absolute in _FD_ALIASES or any(p.startswith(_KERNEL_TREES) for p in (absolute, real)):
+        raise OutputError(
+            "names a kernel or file-descriptor path; railplan will not replace it",
+            file=path,
+            hint=_OUT_HINT,
+        )
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        return real, None
+    except OSError as exc:
+        raise OutputError(f"cannot write: {exc.strerror or exc}", file=path) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputError(
+            f"is {_kind(st.st_mode)}; railplan writes outputs only to regular files",
+            file=path,
+            hint=_OUT_HINT,
+        )
+    if not st.st_mode & 0o222 or not os.access(real, os.W_OK):
+        raise OutputError(
+            f"is read-only (mode {stat.S_IMODE(st.st_mode):04o}); railplan does not replace it",
+            file=path,
+            hint="make it writable (chmod u+w) or choose another file",
+        )
+    return real, st
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """Replace (or create) the regular file ``path`` with ``data``, atomically and durably.
+
+    Raises:
+        OutputError: the target is refused (see the module docstring) or cannot be written
+            (no such directory, no space, read-only file system, ...); nothing is left behind.
+    """
+    real, existing = _target(path)
+    directory, name = os.path.split(real)
+    mode = stat.S_IMODE(existing.st_mode) if existing else 0o666 & ~_umask()
+    try:
+        sweep_stale_temps(directory)
+        with raising_on_signals():
+            _replace(directory, name, data, mode, existing)
+    except OSError as exc:
+        raise _write_error(path, exc) from None
+
+
+def _replace(
+    directory: str, name: str, data: bytes, mode: int, existing: os.stat_result | None
+) -> None:
+    fd, tmp = _create_temp(directory, name)
+    try:
+        try:
+            _write_all(fd, data)
+            os.fchmod(fd, mode)
+            if existing is not None:
+                _keep_owner(fd, existing)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, os.path.join(directory, name))
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(directory)
+
+
+def _create_temp(directory: str, name: str) -> tuple[int, str]:
+    """Create ``.NAME.railplan-PID-RANDOM.tmp`` (0600, exclusive) within NAME_MAX."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    while True:
+        tmp = os.path.join(directory, temp_name(name, _name_max(directory)))
+        try:
+            return os.open(tmp, flags, 0o600), tmp
+        except FileExistsError:
+            continue
+
+
+def temp_name(name: str, name_max: int = 255) -> str:
+    """The temp file's name for ``name``: recognisable, unique, at most ``name_max`` bytes."""
+    suffix = f".railplan-{os.getpid()}-{secrets.token_hex(4)}.tmp".encode()
+    stem = os.fsencode(name)[: max(0, name_max - len(suffix) - 1)]
+    return os.fsdecode(b"." + stem + suffix)
+
+
+def _name_max(directory: str) -> int:
+    try:
+        return os.pathconf(directory or ".", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view[:_CHUNK]) :]
+
+
+def _keep_owner(fd: int, existing: os.stat_result) -> None:
+    with contextlib.suppress(PermissionError):  # not root: the new file is the user's
+        os.fchown(fd, existing.st_uid, existing.st_gid)
+
+
+def _fsync_dir(directory: str) -> None:
+    fd = os.open(directory or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP):  # some file systems cannot
+            raise
+    finally:
+        os.close(fd)
+
+
+def sweep_stale_temps(directory: str) -> list[str]:
+    """Remove temp files of railplan processes that no longer run; return their names."""
+    removed = []
+    try:
+        entries = list(os.scandir(os.fsencode(directory or ".")))
+    except OSError:
+        return []
+    for entry in entries:
+        match = _TEMP.match(entry.name)
+        if match is None or not entry.is_file(follow_symlinks=False):
+            continue
+        if not _running(int(match.group(1))):
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                continue
+            removed.append(os.fsdecode(entry.name))
+    return removed
+
+
+def _running(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_WRITE_HINTS = {
+    errno.ENOSPC: "free space on that file system or write elsewhere",
+    errno.EDQUOT: "free space within your quota or write elsewhere",
+    errno.ENOENT: "create the directory first",
+    errno.EROFS: "the file system is read-only; write elsewhere",
+    errno.EACCES: "choose a directory you can write to",
+    errno.ENAMETOOLONG: "use a shorter file name",
+}
+
+
+def _write_error(path: str, exc: OSError) -> OutputError:
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.ENOENT:
+        reason = f"directory {os.path.dirname(os.path.abspath(path))} does not exist"
+    hint = _WRITE_HINTS.get(exc.errno or 0)
+    return OutputError(f"cannot write: {reason}", file=path, hint=hint)
