@@ -42,7 +42,14 @@ from pathlib import Path
 from infra.errors import InputError, RailplanError
 from infra.signals import raising_on_signals
 
-__all__ = ["OutputError", "check_outputs", "read_bounded", "write_atomic"]
+__all__ = [
+    "OutputError",
+    "check_outputs",
+    "pid_running",
+    "read_bounded",
+    "sweep_stale_temps",
+    "write_atomic",
+]
 
 _CHUNK = 1 << 20
 _ANON_PIPE = re.compile(r"/fd/pipe:\[\d+\]$")
@@ -89,18 +96,25 @@ def _read_checked(path: str, limit: int) -> bytes:
     _refuse_input(path, os.stat(path).st_mode, pipe)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     try:
-        _refuse_input(path, os.fstat(fd).st_mode, pipe)  # it may have changed since stat
+        st = os.fstat(fd)
+        _refuse_input(path, st.st_mode, pipe)  # it may have changed since stat
+        if st.st_size > limit:  # a cheap early refusal; the read below is bounded anyway
+            raise _too_large(path, limit, f"is {st.st_size / 1e6:.1f} MB")
         os.set_blocking(fd, True)
         data = _read_at_most(fd, limit + 1)
     finally:
         os.close(fd)
     if len(data) > limit:
-        raise InputError(
-            f"file is larger than {limit // (1024 * 1024)} MiB, the most railplan reads",
-            file=path,
-            hint="a cluster spec is a few kilobytes; check that this is the right file",
-        )
+        raise _too_large(path, limit, f"holds more than {limit // (1024 * 1024)} MiB")
     return data
+
+
+def _too_large(path: str, limit: int, what: str) -> InputError:
+    return InputError(
+        f"file {what}; railplan refuses inputs above {limit // (1024 * 1024)} MiB",
+        file=path,
+        hint="a cluster spec is a few kilobytes; check that this is the right file",
+    )
 
 
 def _is_anonymous_pipe(path: str) -> bool:
@@ -306,7 +320,7 @@ def sweep_stale_temps(directory: str) -> list[str]:
         match = _TEMP.match(entry.name)
         if match is None or not entry.is_file(follow_symlinks=False):
             continue
-        if not _running(int(match.group(1))):
+        if not pid_running(int(match.group(1))):
             try:
                 os.unlink(entry.path)
             except OSError:
@@ -315,7 +329,8 @@ def sweep_stale_temps(directory: str) -> list[str]:
     return removed
 
 
-def _running(pid: int) -> bool:
+def pid_running(pid: int) -> bool:
+    """Whether process ``pid`` exists (this process counts as running)."""
     if pid == os.getpid():
         return True
     try:

@@ -329,8 +329,9 @@ def test_lint_errors_still_write_the_report_and_exit_1(tmp_path: Path) -> None:
 
 
 def test_an_unwritable_output_exits_2(tmp_path: Path) -> None:
-    result = railplan("report", str(LAB), "-o", str(tmp_path / "no" / "such" / "dir.html"))
-    assert result.returncode == 2 and result.stderr.startswith("railplan: error: cannot write")
+    out = tmp_path / "no" / "such" / "dir.html"
+    result = railplan("report", str(LAB), "-o", str(out))
+    assert result.returncode == 2 and result.stderr.startswith(f"{out}: error: cannot write")
 
 
 def test_report_needs_an_output() -> None:

@@ -20,12 +20,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from infra.errors import RailplanError
+from infra.files import pid_running
+from infra.signals import raising_on_signals
 
 __all__ = ["MANIFEST", "RenderConflict", "RenderError", "WriteReport", "user_umask", "write_tree"]
 
@@ -82,8 +85,9 @@ def write_tree(root: Path, files: Mapping[str, bytes], *, force: bool = False) -
     staging, old = root / f"{_STAGING}-{os.getpid()}", root / f"{_OLD}-{os.getpid()}"
     manifest = _manifest_text(root, old_manifest, paths, stale)
     try:
-        _stage(root, staging, paths, units, old_manifest, stale)
-        _swap(root, staging, old, units, manifest)
+        with raising_on_signals():  # SIGTERM/SIGHUP/SIGINT unwind through the finally below
+            _stage(root, staging, paths, units, old_manifest, stale)
+            _swap(root, staging, old, units, manifest)
     finally:
         _recover(root)  # rolls back a swap that did not commit; drops what is left over
     written = [p for p in sorted(paths) if old_manifest.get(p) != _digest(paths[p])]
@@ -258,10 +262,22 @@ def _recover(root: Path) -> None:
                 (old / unit).rename(root / unit)
         journal_path.unlink()
     for leftover in root.glob(".railplan-*"):
+        if _live_other(leftover.name):
+            continue  # another render on this root is still running
         if leftover.name.startswith((_STAGING, _OLD)):
             shutil.rmtree(leftover, ignore_errors=True)
         elif leftover.name.endswith(".tmp"):
             leftover.unlink(missing_ok=True)
+
+
+def _live_other(name: str) -> bool:
+    """Whether ``name`` (``.railplan-staging-PID``, ...) belongs to another running process."""
+    match = re.search(r"[-.](\d+)(?:\.tmp)?$", name)
+    return (
+        match is not None
+        and pid_running(int(match.group(1)))
+        and int(match.group(1)) != os.getpid()
+    )
 
 
 def _remove(path: Path) -> None:
