@@ -708,6 +708,8 @@ def _run(argv: Sequence[str] | None) -> int:
     except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write("railplan: aborted\n")
         return 130
+    except _BrokenPipe:
+        raise  # main ends the process by SIGPIPE
     except Exception as exc:
         if _is_usage_error(exc):  # bad option or argument: click's message, exit 2
             exc.show()  # type: ignore[attr-defined]
