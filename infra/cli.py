@@ -8,6 +8,7 @@ never a traceback (set ``RAILPLAN_DEBUG=1`` to see one for internal errors).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -189,6 +190,7 @@ def _say(text: str) -> None:
 
 
 def _stdout_error(exc: OSError) -> RailplanError:
+    _detach_stdout()  # what stdout could not take must not fail again at exit
     return RailplanError(
         f"cannot write: {exc.strerror or exc}",
         file="<stdout>",
@@ -690,8 +692,6 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     except RailplanError as exc:  # stdout full at the last flush
         _complain(exc)
         code = EXIT_USAGE
-    if code != EXIT_OK:
-        _detach_stdout()  # what stdout could not take must not fail again at exit
     sys.exit(code)
 
 
@@ -744,11 +744,14 @@ def _detach_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     except (OSError, ValueError):
-        sys.stdout = None
+        pass  # no file descriptor (a test's capture): nothing to fail at exit
 
 
 def _die_of_signal(signum: int) -> NoReturn:
     """Exit as a signal would: 130 for SIGINT (one line), else by the signal itself."""
+    if signum != signal.SIGPIPE and sys.stdout is not None:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()  # what was printed before the signal still arrives
     _detach_stdout()
     if signum != signal.SIGPIPE:
         sys.stderr.write(f"railplan: interrupted by {signal.Signals(signum).name}\n")
