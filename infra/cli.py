@@ -24,12 +24,12 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from infra.budget.cluster import comm_topology, main_group
-from infra.budget.collectives import predict_table
+from infra.budget.collectives import predict_table, table_rows
 from infra.budget.evaluate import evaluate_budgets
 from infra.catalog import load_catalog
 from infra.errors import InputError, RailplanError
 from infra.files import check_outputs, write_atomic
-from infra.lint import documented_rules, find_documented_rule, lint_loaded
+from infra.lint import check_rule_keys, documented_rules, find_documented_rule, lint_loaded
 from infra.lint.finding import Finding, Severity
 from infra.lint.formats import format_github, format_json, format_sarif, format_text
 from infra.lint.migparted import check_mig_parted
@@ -235,6 +235,7 @@ def lint(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Describe each spec.")] = False,
 ) -> None:
     """Check specs against the catalog and every lint rule (`railplan rules`)."""
+    check_rule_keys(select or (), ignore or ())  # a typo must not select nothing
     findings: list[Finding] = []
     sources: dict[str, Sequence[str]] = {}
     unreadable = False
@@ -544,8 +545,7 @@ def predict(
     loaded = load_spec(spec)
     catalog = load_catalog()
     low, high = _size_option("--min-bytes", min_bytes), _size_option("--max-bytes", max_bytes)
-    if step_factor <= 1 or high < low:
-        raise RailplanError("need --min-bytes <= --max-bytes and --step-factor > 1")
+    table_rows(low, high, step_factor)  # finite factor, bounded rows: refuse before planning
     topo = comm_topology(loaded.spec, catalog, gpus, path="--gpus", group=group)
     rows = predict_table(topo, collective.value, low, high, step_factor)
     if output_format is Format.JSON:

@@ -9,6 +9,7 @@ path (``node_groups[0].count``), the rule that was broken and, where we can gues
 from __future__ import annotations
 
 import difflib
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -56,14 +57,36 @@ class RailplanError(Exception):
         return ":".join(parts)
 
     def one_line(self) -> str:
-        """Render the error as the single line the CLI prints."""
+        """Render the error as the single line the CLI prints.
+
+        Control characters from file names or values (a newline, ESC) are shown escaped, so
+        the line stays one line and nothing reaches the terminal or a CI log parser raw.
+        """
         where = self.location() if self.file else "railplan"  # a usage error, no file
         text = f"{where}: error: {self.message}"
         if self.path:
             text += f" [{self.path}]"
         if self.hint:
             text += f" (hint: {self.hint})"
+        return escape_controls(text)
+
+
+def escape_controls(text: str) -> str:
+    r"""Show control characters (newlines, ESC, ...) as Python escapes, keep the rest.
+
+    Examples:
+        >>> print(escape_controls("a\nb\x1b[31m"))
+        a\nb\x1b[31m
+    """
+    if text.isprintable():  # the usual case, checked in C
         return text
+    return "".join(
+        ch.encode("unicode_escape").decode("ascii") if _is_control(ch) else ch for ch in text
+    )
+
+
+def _is_control(ch: str) -> bool:
+    return unicodedata.category(ch) in ("Cc", "Zl", "Zp")
 
 
 class InputError(RailplanError):

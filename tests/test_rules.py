@@ -72,6 +72,7 @@ PASSING = {
     "RP071": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",
     "RP072": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",
     "RP073": BASE + "scheduler: {batch: volcano}\nfabrics:\n  compute: {switch: qm9700}\n",
+    "RP056": BASE + "fabrics:\n  compute: {switch: qm9700}\n",
     "RP057": BASE + "fabrics:\n  compute: {switch: qm9700, subnet_manager: ufm}\n",
     "RP058": BASE + "fabrics:\n  compute: {switch: qm9700, max_sus: 3}\n",
     "RP051": BASE + "site: {rack: {units: 8}}\n",

@@ -33,8 +33,11 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from infra.errors import RailplanError
+
 __all__ = [
     "COLLECTIVES",
+    "MAX_PREDICT_ROWS",
     "CommTopology",
     "Prediction",
     "bus_factor",
@@ -447,6 +450,36 @@ def predict(
     )
 
 
+MAX_PREDICT_ROWS = 10_000
+"""Most rows `predict_table` makes: nccl-tests' own sweeps have tens; 10,000 stay within
+seconds and a few MB, while ``--step-factor 1.000001`` over 8 B..8 GiB would need 22 million."""
+
+
+def table_rows(min_bytes: int, max_bytes: int, step_factor: float) -> int:
+    """How many rows a sweep from ``min_bytes`` to ``max_bytes`` by ``step_factor`` has.
+
+    Raises:
+        RailplanError: a bound or the factor is not finite, or the sweep has more than
+            `MAX_PREDICT_ROWS` rows (the hint names the smallest factor that fits).
+    """
+    if not math.isfinite(step_factor) or step_factor <= 1 or not 1 <= min_bytes <= max_bytes:
+        raise RailplanError(
+            "need 1 <= --min-bytes <= --max-bytes and a finite --step-factor > 1",
+            hint="e.g. --min-bytes 8 --max-bytes 8GiB --step-factor 2",
+        )
+    ratio = math.log(max_bytes / min_bytes)
+    rows = math.floor(ratio / math.log(step_factor) + 1e-9) + 1
+    if rows > MAX_PREDICT_ROWS:
+        least = math.exp(ratio / (MAX_PREDICT_ROWS - 1))
+        raise RailplanError(
+            f"--step-factor {step_factor} gives {rows:,} rows, more than the "
+            f"{MAX_PREDICT_ROWS:,} railplan makes",
+            hint=f"use --step-factor {math.ceil(least * 1e6) / 1e6:g} or more, "
+            "or a narrower --min-bytes..--max-bytes",
+        )
+    return rows
+
+
 def predict_table(
     t: CommTopology,
     collective: Collective,
@@ -454,11 +487,15 @@ def predict_table(
     max_bytes: int,
     step_factor: float = 2.0,
 ) -> list[Prediction]:
-    """Rows from ``min_bytes`` to ``max_bytes`` multiplying by ``step_factor`` (nccl-tests -f)."""
-    if step_factor <= 1 or min_bytes < 1 or max_bytes < min_bytes:
-        raise ValueError("need 1 <= min_bytes <= max_bytes and step_factor > 1")
-    rows, size = [], float(min_bytes)
-    while size <= max_bytes:
+    """Rows from ``min_bytes`` to ``max_bytes`` multiplying by ``step_factor`` (nccl-tests -f).
+
+    Raises:
+        RailplanError: see `table_rows` (at most `MAX_PREDICT_ROWS` rows, finite factor).
+    """
+    count = table_rows(min_bytes, max_bytes, step_factor)
+    rows: list[Prediction] = []
+    size = float(min_bytes)
+    while size <= max_bytes and len(rows) < count:
         rows.append(predict(t, collective, int(size)))
         size *= step_factor
     return rows

@@ -180,7 +180,14 @@ def _model_fits(
     b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
 ) -> BudgetResult:
     group, node = main_group(spec, cat, b.group, f"{r.path}.group")
-    gpus = b.gpus or group.count * node.gpus
+    available = group.count * node.gpus
+    gpus = b.gpus or available
+    if gpus > available:  # fitting on GPUs the cluster does not have proves nothing
+        raise BudgetError(
+            f"asks for {gpus:,} GPUs but node group {group.name!r} has {available:,}",
+            path=f"{r.path}.gpus",
+            hint="use a GPU count up to the group's GPUs, or leave gpus out",
+        )
     gpu = cat.gpus[node.gpu]
     if b.precision not in memory.TRAINING_PRECISIONS:
         raise BudgetError(

@@ -12,12 +12,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infra.catalog import Catalog
+from infra.errors import RailplanError, spelling_hint
 from infra.lint.engine import LintContext, all_rules, run_rules, select_rules
 from infra.lint.finding import Finding, Severity
 from infra.lint.migparted import MIG_CHECKS, MIG_SEVERITY
 from infra.spec import LoadedSpec
 
-__all__ = ["RuleDoc", "documented_rules", "find_documented_rule", "lint_loaded"]
+__all__ = [
+    "RuleDoc",
+    "check_rule_keys",
+    "documented_rules",
+    "find_documented_rule",
+    "lint_loaded",
+]
 
 
 @dataclass(frozen=True)
@@ -48,8 +55,35 @@ SCHEMA_RULE = RuleDoc(
 def lint_loaded(
     loaded: LoadedSpec, catalog: Catalog, select: Sequence[str] = (), ignore: Sequence[str] = ()
 ) -> list[Finding]:
-    """Run the rules chosen by ``select``/``ignore`` over one loaded spec."""
+    """Run the rules chosen by ``select``/``ignore`` over one loaded spec.
+
+    Raises:
+        RailplanError: a key of ``select`` or ``ignore`` names no rule (see `check_rule_keys`).
+    """
+    check_rule_keys(select, ignore)
     return run_rules(LintContext(loaded, catalog), select_rules(select, ignore))
+
+
+def check_rule_keys(select: Sequence[str] = (), ignore: Sequence[str] = ()) -> None:
+    """Refuse a ``--select``/``--ignore`` key that matches no rule id, id prefix or name.
+
+    A misspelled key would otherwise select nothing and hide every error (exit 0).
+
+    Raises:
+        RailplanError: for the first unknown key, with a did-you-mean hint.
+    """
+    docs = documented_rules()
+    for option, keys in (("--select", select), ("--ignore", ignore)):
+        for key in keys:
+            upper = key.strip().upper()
+            if upper and any(d.id.startswith(upper) or d.name == key for d in docs):
+                continue
+            choices = [d.id for d in docs] + [d.name for d in docs]
+            hint = spelling_hint(upper if upper.startswith("RP") else key, choices, "rules")
+            raise RailplanError(
+                f"{option} {key[:80]!r} matches no rule id, id prefix or rule name",
+                hint=hint if hint.startswith("did you mean") else "see `railplan rules`",
+            )
 
 
 def documented_rules() -> list[RuleDoc]:

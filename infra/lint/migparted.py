@@ -131,6 +131,78 @@ class _Config:
     complete: bool
 
 
+# MIG profiles of every GPU NVIDIA's published mig-parted default config covers, including GPUs
+# outside the catalog (RTX PRO 6000 Blackwell, B200, GH200, ...): the names in
+# NVIDIA/mig-parted@1400787269cadb4f91db863a4b9f9af5c8fabcd7:deployments/systemd/config-default.yaml
+# (vendored as examples/mig-parted/config-default.yaml). A profile of an unfiltered entry that is
+# neither here nor on a catalog GPU exists on no GPU (RP103), e.g. "1g.11gb".
+NVIDIA_PROFILES = frozenset(
+    {
+        "1g.5gb",
+        "1g.5gb+me",
+        "1g.6gb",
+        "1g.6gb+me",
+        "1g.10gb",
+        "1g.10gb+me",
+        "1g.12gb",
+        "1g.12gb+me",
+        "1g.18gb",
+        "1g.18gb+me",
+        "1g.20gb",
+        "1g.23gb",
+        "1g.23gb+me",
+        "1g.24gb",
+        "1g.24gb+gfx",
+        "1g.24gb+me.all",
+        "1g.24gb-me",
+        "1g.35gb",
+        "1g.36gb",
+        "1g.45gb",
+        "1g.47gb",
+        "2g.10gb",
+        "2g.12gb",
+        "2g.12gb+me",
+        "2g.20gb",
+        "2g.24gb",
+        "2g.35gb",
+        "2g.36gb",
+        "2g.45gb",
+        "2g.47gb",
+        "2g.48gb",
+        "2g.48gb+gfx",
+        "2g.48gb+me.all",
+        "2g.48gb-me",
+        "3g.20gb",
+        "3g.40gb",
+        "3g.47gb",
+        "3g.48gb",
+        "3g.71gb",
+        "3g.72gb",
+        "3g.90gb",
+        "3g.95gb",
+        "4g.20gb",
+        "4g.24gb",
+        "4g.40gb",
+        "4g.47gb",
+        "4g.48gb",
+        "4g.71gb",
+        "4g.72gb",
+        "4g.90gb",
+        "4g.95gb",
+        "4g.96gb",
+        "4g.96gb+gfx",
+        "7g.40gb",
+        "7g.80gb",
+        "7g.94gb",
+        "7g.96gb",
+        "7g.141gb",
+        "7g.144gb",
+        "7g.180gb",
+        "7g.189gb",
+    }
+)
+
+
 @dataclass(frozen=True)
 class _Mode:
     """How the user narrowed the check (see the module docstring)."""
@@ -196,6 +268,8 @@ def check_mig_parted(
     for gpu in gpus:
         for name, cfg in sorted((configs or {}).items()):
             _check_config_on_gpu(report, name, cfg, gpu, mode, driver_branch)
+    for name, cfg in sorted((configs or {}).items()):
+        _check_profiles_known_somewhere(report, name, cfg, list(catalog_gpus.values()))
     return report.result()
 
 
@@ -401,6 +475,30 @@ def _check_config_on_gpu(
             f"{gpu.mig_device_filter}); the MIG manager would change nothing on it",
             f"add {gpu.mig_device_filter} to a device-filter",
         )
+
+
+def _check_profiles_known_somewhere(
+    report: _Report, name: str, cfg: _Config, catalog_gpus: list[Gpu]
+) -> None:
+    """RP103 for the profiles of unfiltered entries that no GPU has (catalog or NVIDIA's list).
+
+    Such an entry applies to no GPU (see `_applies`), so the per-GPU check never sees it;
+    without this, ``"1g.11gb": 7`` would pass as "meant for another model".
+    """
+    for entry in cfg.entries:
+        if entry.filters is not None or any(
+            _known_on(gpu, p) for gpu in catalog_gpus for p, n in entry.profiles.items() if n
+        ):
+            continue
+        devices_path = join_path(entry.path, "mig-devices")
+        for profile, count in sorted(entry.profiles.items()):
+            if count > 0 and re.sub(r"^[1-7]c\.", "", profile) not in NVIDIA_PROFILES:
+                report.add(
+                    "RP103",
+                    join_path(devices_path, profile),
+                    f"config {name}: {profile} is a MIG profile of no GPU",
+                    "list the GPU's profiles with `nvidia-smi mig -lgip` or `railplan catalog`",
+                )
 
 
 def _check_entry_on_gpu(

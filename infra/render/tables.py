@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 
 from infra.budget.collectives import CommTopology, Prediction
 from infra.budget.evaluate import BudgetResult
 
 __all__ = ["budgets_json", "budgets_text", "predict_json", "predict_text"]
+
+
+def _finite(value: float, digits: int | None = None) -> float | None:
+    """``value`` (rounded to ``digits``), or None (JSON null) when it is infinite or NaN.
+
+    JSON has no Infinity or NaN; `json.dumps` would write them and break every parser.
+    """
+    if not math.isfinite(value):
+        return None
+    return value if digits is None else round(value, digits)
+
+
+def _dumps(doc: object) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
 def predict_json(collective: str, t: CommTopology, rows: Sequence[Prediction]) -> str:
@@ -20,16 +35,16 @@ def predict_json(collective: str, t: CommTopology, rows: Sequence[Prediction]) -
         "rows": [
             {
                 "bytes": r.bytes,
-                "time_us": r.time_us,
-                "algbw_GBps": r.algbw_GBps,
-                "busbw_GBps": r.busbw_GBps,
+                "time_us": _finite(r.time_us),
+                "algbw_GBps": _finite(r.algbw_GBps),
+                "busbw_GBps": _finite(r.busbw_GBps),
                 "algorithm": r.algorithm,
                 "protocol": r.protocol,
             }
             for r in rows
         ],
     }
-    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    return _dumps(doc)
 
 
 def predict_text(collective: str, node: str, t: CommTopology, rows: Sequence[Prediction]) -> str:
@@ -91,16 +106,16 @@ def budgets_json(results: Sequence[BudgetResult]) -> str:
             {
                 "kind": r.kind,
                 "path": r.path,
-                "predicted": None if r.error else round(r.predicted, 6),
-                "limit": None if r.error else round(r.limit, 6),
+                "predicted": None if r.error else _finite(r.predicted, 6),
+                "limit": None if r.error else _finite(r.limit, 6),
                 "unit": r.unit,
                 "better": r.better,
                 "passed": r.passed,
-                "margin": None if r.error else round(r.margin, 6),
+                "margin": None if r.error else _finite(r.margin, 6),
                 "detail": r.detail,
                 "error": r.error,
             }
             for r in results
         ]
     }
-    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    return _dumps(doc)

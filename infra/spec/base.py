@@ -17,10 +17,11 @@ class StrictModel(BaseModel):
 
     Strict mode keeps YAML's loose typing from slipping through: ``count: true`` or
     ``count: "4"`` are errors, not 1 and 4. Fields that parse text (sizes, CIDRs, enums)
-    convert it themselves before validation.
+    convert it themselves before validation. Numbers must be finite: YAML's ``.inf`` and
+    ``.nan`` would pass every ``gt``/``le`` bound or none and turn limits into ``+nan%``.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class Precision(StrEnum):

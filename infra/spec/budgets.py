@@ -26,6 +26,10 @@ class AllReduceBudget(StrictModel):
     )
 
 
+MAX_BUDGET_GPUS = 2**20
+"""Most GPUs a budget can name: above any plannable cluster (32,768 servers of 8 GPUs), and
+small enough that memory estimates stay ordinary floats (``10**400`` would overflow them)."""
+
 # Parameter counts of published models a budget can name instead of `model_params`.
 MODEL_PRESETS = {
     "gpt3-175b": 175e9,  # Brown et al. 2020, "Language Models are Few-Shot Learners", Table 2.1
@@ -97,7 +101,12 @@ class ModelFitsBudget(StrictModel):
     precision: Precision = Field(
         Precision.BF16, strict=False, description="Weight/activation precision."
     )
-    gpus: int | None = Field(None, ge=1, description="GPUs to fit on; default the cluster.")
+    gpus: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_BUDGET_GPUS,
+        description="GPUs to fit on (at most the group's); default the group's GPUs.",
+    )
     zero_stage: Literal[0, 1, 2, 3] = Field(0, description="ZeRO / FSDP sharding stage.")
     activations: ActivationSpec | None = Field(
         None, description="Add activation memory for this transformer shape; default none."

@@ -29,6 +29,10 @@ from infra.spec.budgets import Budget
 from infra.spec.scheduling import Duration, Scheduler, cron_fields_valid
 
 MAX_SERVERS = 32_768  # keeps planning a spec within seconds and a few GB (make bench)
+# Every spine of a two-tier plane takes a link from every leaf, so spines <= a leaf's uplinks
+# <= its ports; 2,048 is far above any InfiniBand switch's radix (the catalog's largest is 64)
+# and keeps a typo like 1000000000 from planning a billion switches (GBs of memory).
+MAX_SPINES = 2_048
 CLUSTER_NAME = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"  # a DNS label (and a label value)
 GROUP_NAME = r"^[a-z][a-z0-9_]{0,31}$"
 LAYOUT_NAME = r"^[a-z0-9][a-z0-9._-]{0,62}$"
@@ -39,18 +43,40 @@ _HOSTNAME_FIELD = re.compile(r"\{index(?::0?[1-9]d)?\}")
 _HOSTNAME_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 
+# Ranges no host can be addressed from (RFC 6890 special-purpose registry): "this network",
+# loopback, link-local, multicast, and reserved up to the limited broadcast address.
+_UNADDRESSABLE = {
+    IPv4Network("0.0.0.0/8"): "'this network' (RFC 1122)",
+    IPv4Network("127.0.0.0/8"): "loopback",
+    IPv4Network("169.254.0.0/16"): "link-local (RFC 3927)",
+    IPv4Network("224.0.0.0/4"): "multicast",
+    IPv4Network("240.0.0.0/4"): "reserved or broadcast (RFC 1112, RFC 919)",
+}
+
+
 def _parse_cidr(value: object) -> IPv4Network:
-    """Accept only ``a.b.c.d/N`` strings: YAML ints and booleans are not networks."""
+    """Accept only ``a.b.c.d/N`` strings of host-addressable ranges.
+
+    YAML ints and booleans are not networks; multicast, broadcast, loopback, link-local and
+    reserved ranges cannot address servers or BMCs.
+    """
     if not isinstance(value, str) or "/" not in value:
         raise ValueError(f"expected a CIDR such as 10.10.0.0/16, got {value!r}")
     try:
-        return IPv4Network(value)
+        network = IPv4Network(value)
     except ValueError as exc:
         try:  # the common slip: a host address instead of the network address
             hint = f"; did you mean {IPv4Network(value, strict=False)}?"
         except ValueError:
             hint = ""
         raise ValueError(f"{value!r} is not a valid IPv4 network ({exc}){hint}") from None
+    for special, what in _UNADDRESSABLE.items():
+        if network.overlaps(special):
+            raise ValueError(
+                f"{network} overlaps {special}, {what}: no host can be addressed there; "
+                "use a private range such as 10.10.0.0/16"
+            )
+    return network
 
 
 Cidr = Annotated[
@@ -276,6 +302,31 @@ class NodeGroup(StrictModel):
             )
         return v
 
+    @model_validator(mode="after")
+    def _valid_hostnames(self) -> NodeGroup:
+        """Every rendered hostname is an RFC 1123 label, not only the pattern with 0 in it."""
+        for name in self.hostname_range():
+            if not _HOSTNAME_LABEL.match(name):
+                raise ValueError(
+                    f"hostname pattern {self.hostname_pattern!r} gives {name[:80]!r} for "
+                    f"servers {self.first_index}..{self.first_index + self.count - 1}, not a "
+                    "valid hostname (RFC 1123: lowercase letters, digits and '-', not "
+                    "starting or ending with '-', at most 63 characters)"
+                )
+        return self
+
+    def hostname_range(self) -> tuple[str, str]:
+        """The hostnames of the first and last server: the shortest and longest index.
+
+        Digits are the only characters an index adds, so these two bound every name
+        between them (padding spaces and length show at one end or the other).
+        """
+        last = self.first_index + self.count - 1
+        return (
+            self.hostname_pattern.format(index=self.first_index),
+            self.hostname_pattern.format(index=last),
+        )
+
     @property
     def hostname_pattern(self) -> str:
         """The hostname pattern with its default filled in."""
@@ -333,8 +384,11 @@ class ComputeFabric(StrictModel):
     spines: int | None = Field(
         None,
         ge=1,
+        le=MAX_SPINES,
         description="Spine switches per plane when fixed in advance (two-tier only); "
-        "default: the fewest that keep leaf-spine wiring balanced.",
+        "default: the fewest that keep leaf-spine wiring balanced. At most "
+        f"{MAX_SPINES:,}: every spine takes a link from every leaf, so it cannot outnumber "
+        "a leaf's ports.",
     )
     max_sus: int | None = Field(
         None,

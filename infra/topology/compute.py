@@ -247,6 +247,8 @@ class _Builder:
                 sized_for=(self.fabric.max_sus or 0) * self.per_plane,
             )
         except PlanError as exc:
+            if exc.path:  # a spec value the tree cannot take (fabrics.compute.spines)
+                raise
             raise PlanError(
                 exc.message,
                 path="fabrics.compute",

@@ -107,10 +107,17 @@ def fat_tree_shape(
             a cable.
 
     Raises:
-        PlanError: the tree needs more than three tiers.
+        PlanError: the tree needs more than three tiers, or ``spines`` exceeds ``up``.
     """
     if leaves < 1 or up < 1:
         raise PlanError(f"a fat tree needs leaves with uplinks (leaves={leaves}, up={up})")
+    if spines is not None and spines > up:
+        raise PlanError(
+            f"{spines} spines are more than the {up} uplinks of each leaf: "
+            f"{spines - up} would get no link",
+            path="fabrics.compute.spines",
+            hint=f"use at most {up} spines",
+        )
     target = max(leaves, sized_for or 0)
     shape = _sized_shape(target, up, radix, leaves_per_su, spines)
     if target == leaves:

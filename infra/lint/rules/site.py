@@ -1,14 +1,23 @@
-"""Rules about the site: rack power, space, cooling and address space."""
+"""Rules about the site: rack power, space, cooling, address space and device names."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Protocol
 
 from infra.lint.engine import LintContext, Violation, rule
 from infra.lint.finding import Severity
 from infra.lint.rules._util import group_path, known_groups
 from infra.topology.addressing import usable_hosts
-from infra.topology.model import Host, Pdu, Server, Switch
+from infra.topology.model import Host, Pdu, Plan, Server, Switch
+
+
+class Named(Protocol):
+    """A planned item with a name (switch, host, PDU, rack)."""
+
+    @property
+    def name(self) -> str:
+        """Its name, unique in the plan."""
 
 
 @rule(
@@ -149,3 +158,47 @@ def cidr_overlap(ctx: LintContext) -> Iterator[Violation]:
         yield Violation(
             "site.bmc_cidr", f"{site.bmc_cidr} overlaps management_cidr {site.management_cidr}"
         )
+
+
+@rule(
+    "RP056",
+    "hostname-device-clash",
+    Severity.ERROR,
+    "A server's hostname is the name of a planned switch, PDU, host or rack.",
+    needs_plan=True,
+)
+def hostname_device_clash(ctx: LintContext) -> Iterator[Violation]:
+    """Server hostnames must differ from every other planned device's name.
+
+    Why: names are identities in the cabling sheet, the inventory and DNS; a pattern such as
+    `ib0-leaf-su001-r{index}` that renders a leaf switch's name plans a cable from a device
+    to itself and gives two devices one address record.
+    Fix: give the node group a `hostname` prefix that no switch, PDU, host or rack uses
+    (switches start with `ib`, `eth` or `oob`; racks with the group name).
+    """
+    plan = ctx.plan
+    if plan is None:
+        return
+    others = {d.name: kind for kind, items in _named_devices(plan) for d in items}
+    groups = {g.name: i for i, g in enumerate(ctx.loaded.spec.node_groups)}
+    reported: set[str] = set()
+    for server in plan.servers:
+        kind = others.get(server.name)
+        if kind is None or server.group in reported:
+            continue
+        reported.add(server.group)
+        yield Violation(
+            group_path(groups.get(server.group, 0), "hostname"),
+            f"server {server.name!r} of node group {server.group!r} has the name of a "
+            f"planned {kind}",
+            "use a hostname prefix no switch, PDU, host or rack name starts with",
+        )
+
+
+def _named_devices(plan: Plan) -> list[tuple[str, Sequence[Named]]]:
+    return [
+        ("switch", plan.switches),
+        ("host", plan.hosts),
+        ("PDU", plan.pdus),
+        ("rack", plan.racks),
+    ]
