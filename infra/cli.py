@@ -467,8 +467,9 @@ def render(
         errors = [f for f in lint_loaded(loaded, catalog) if f.severity is Severity.ERROR]
         lint_step("done", 1, 1)
         planned = None if errors else _plan_or_fail(loaded, bar.task("plan"))
+        broken = _rack_budget_errors(loaded, planned) if planned is not None else []
         files = None
-        if planned is not None and not _rack_budget_errors(loaded, planned):
+        if planned is not None and not broken:
             if addresses is not None:
                 planned = _with_addresses_file(planned, addresses)
             files = render_tree(loaded.spec, catalog, planned, bar.task("render"))
@@ -477,8 +478,7 @@ def render(
         sys.stderr.write(f"{loaded.file}: not rendered: {len(errors)} lint error(s)\n")
         raise typer.Exit(EXIT_FAILED)
     if files is None:
-        assert planned is not None
-        sys.stderr.write("".join(f"{line}\n" for line in _rack_budget_errors(loaded, planned)))
+        sys.stderr.write("".join(f"{line}\n" for line in broken))
         raise typer.Exit(EXIT_FAILED)
     try:
         report = write_tree(Path(root), files, force=force)
