@@ -1,0 +1,85 @@
+"""NCCL feature gates: the first NCCL release that has each algorithm railplan models or lints.
+
+One table, shared by lint (a spec that asks for a feature its NCCL lacks) and the performance
+model (an algorithm is never predicted below the release that added it). Each gate cites the
+release note or source that introduced it; versions compare numerically, component by
+component (``2.18.1`` < ``2.18.10``), and a shorter version is padded with zeros.
+
+>>> nccl_has("2.16.5", "nvls")
+False
+>>> nccl_has("2.21.5", "nvls_ib_sharp")
+True
+>>> NCCL_FEATURES["collnet"].minimum
+'2.7.3'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True)
+class NcclFeature:
+    """One NCCL capability, the first release with it, and where that is documented."""
+
+    name: str
+    minimum: str
+    what: str
+    source: str
+
+
+NCCL_FEATURES: Final[dict[str, NcclFeature]] = {
+    feature.name: feature
+    for feature in (
+        NcclFeature(
+            "collnet",
+            "2.7.3",
+            "IB SHARP through the CollNet algorithm and the NCCL-RDMA-SHARP plugin",
+            "https://docs.nvidia.com/networking/display/sharpltsv391/"
+            "using+nvidia+sharp+with+nvidia+nccl ('NCCL version 2.7.3 or higher')",
+        ),
+        NcclFeature(
+            "pxn",
+            "2.12.6",
+            "PXN: cross-rail traffic moved over NVLink to the GPU owning the right NIC",
+            "NVIDIA/nccl commit d427af5d (2.12.6-1); ../shared/facts/fabric.md",
+        ),
+        NcclFeature(
+            "nvls",
+            "2.17.1",
+            "NVLink SHARP (NVLS) inside one NVSwitch domain",
+            "https://docs.nvidia.com/deeplearning/nccl/release-notes/rel_2-17-1.html "
+            "(first release with NVLS; paraphrased, the page was not re-read here)",
+        ),
+        NcclFeature(
+            "nvls_ib_sharp",
+            "2.18.1",
+            "inter-node NVLS: NVLink SHARP + IB SHARP (NVLS) and NVLink SHARP + Tree (NVLSTree)",
+            "https://docs.nvidia.com/deeplearning/nccl/release-notes/rel_2-18-1.html "
+            "('Add inter-node algorithms for NVLink SHARP: NVLink SHARP + IB SHARP (NVLS), "
+            "NVLink SHARP + Tree (NVLSTREE)')",
+        ),
+        NcclFeature(
+            "pat",
+            "2.23.4",
+            "PAT (Parallel Aggregated Trees) for all_gather and reduce_scatter at one GPU per node",
+            "NCCL 2.23.4 release notes (new PAT algorithm; recalled, not re-read here) and "
+            "tuning.cc's PAT row in ../shared/facts/fabric.md",
+        ),
+    )
+}
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """Numeric key of a dotted version, padded to four components (``2.18`` = ``2.18.0.0``)."""
+    parts = tuple(int(part) for part in version.split("."))
+    return parts + (0,) * (4 - len(parts))
+
+
+def nccl_has(version: str, feature: str) -> bool:
+    """Whether NCCL ``version`` has ``feature`` (a key of `NCCL_FEATURES`)."""
+    return version_key(version) >= version_key(NCCL_FEATURES[feature].minimum)
+
+
+__all__ = ["NCCL_FEATURES", "NcclFeature", "nccl_has", "version_key"]
