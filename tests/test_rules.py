@@ -50,6 +50,11 @@ PASSING = {
     "RP015": BASE,
     "RP016": SCHEDULED + "scheduler: {kind: kubernetes, mig_strategy: mixed}\n" + MIG_X,
     "RP017": SCHEDULED + "scheduler: {mig_strategy: mixed}\n" + MIG_X,
+    # the driver at exactly each minimum passes (H100 MIG needs 525.85.12, CUDA 12.x 525.60.13)
+    "RP018": "name: lab\nnode_groups:\n  - {name: infer, node: dgx-h100, count: 2, mig: x}\n"
+    "software: {driver: 525.85.12, cuda: '12.0'}\nscheduler: {mig_strategy: mixed}\n" + MIG_X,
+    "RP032": BASE + "software: {driver: 525.60.13, cuda: '12.4'}\n",
+    "RP033": BASE + "software: {driver: 525.60.13, cuda: '11.8'}\n",
     "RP020": BASE + "budgets:\n  - scaling_efficiency: {gpus: 32, min: 0.9, model_params: 7e9, "
     "precision: fp8}\n",
     "RP030": BASE + "software: {driver: 550.90.07, fabric_manager: 550.90.07}\n",

@@ -55,6 +55,12 @@ class MigSpec(_Strict):
     memory_slots: int = Field(ge=1, description="Memory slices on the GPU (8 on A100/H100).")
     max_instances: int = Field(ge=1, description="Most GPU instances at once (7).")
     min_driver_branch: int = Field(description="First driver branch with MIG on this GPU.")
+    min_driver: str | None = Field(
+        None,
+        pattern=r"^[0-9]+(\.[0-9]+){1,3}$",
+        description="First driver version with MIG on this GPU (MIG user guide), e.g. "
+        "`525.85.12` for H100: within the first branch, earlier drivers lack it.",
+    )
     profiles: tuple[MigProfile, ...] = Field(min_length=1)
 
     def profile(self, name: str) -> MigProfile | None:
@@ -93,6 +99,15 @@ class Gpu(_Strict):
     def supports(self, precision: Precision) -> bool:
         """Whether the GPU has hardware support for ``precision``."""
         return precision in self.dense_tflops
+
+    @property
+    def first_driver_branch(self) -> int | None:
+        """The first production driver branch for this GPU (R450 A100, R525 H100, R550 H200).
+
+        The catalog records it with MIG (`mig-driver-branches`: "the first production
+        branches that shipped each GPU"), so a GPU without MIG data has none.
+        """
+        return self.mig.min_driver_branch if self.mig else None
 
     @property
     def mig_device_filter(self) -> str:
