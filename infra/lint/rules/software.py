@@ -121,7 +121,7 @@ def driver_below_gpu_minimum(ctx: LintContext) -> Iterator[Violation]:
     """
     sw = ctx.loaded.spec.software
     reported: set[str] = set()
-    for i, group, _, gpu in known_groups(ctx):
+    for _, group, _, gpu in known_groups(ctx):
         first = gpu.first_driver_branch
         if first is not None and sw.driver_branch < first and gpu.name not in reported:
             reported.add(gpu.name)
@@ -164,4 +164,3 @@ def mig_driver_too_old(ctx: LintContext) -> Iterator[Violation]:
                 f"{mig.min_driver} ({use.label} uses MIG)",
                 f"use driver {mig.min_driver} or later",
             )
-
