@@ -452,7 +452,11 @@ class Fabrics(StrictModel):
 
 
 class Software(StrictModel):
-    """Versions of the node software stack; each reaches package names, so each is checked."""
+    """Versions of the node software stack.
+
+    Each reaches package names, so the schema accepts only dotted versions; lint compares
+    the driver, CUDA and NCCL with the releases they need (`railplan rules`: RP018, RP03x).
+    """
 
     os: Literal["ubuntu-20.04", "ubuntu-22.04", "ubuntu-24.04", "rhel-8", "rhel-9"] = Field(
         "ubuntu-22.04", description="Node operating system."

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from infra.lint.engine import LintContext, Violation, rule
 from infra.lint.finding import Severity
 from infra.lint.rules._util import known_groups
+from infra.wording import plural
 
 
 @rule(
@@ -51,8 +52,8 @@ def _rails_per_leaf(ctx: LintContext) -> str:
     leaf, carried = max(rails.items(), key=lambda kv: (len(kv[1]), kv[0]))
     flows = ctx.catalog.switches[compute.switch].sharp_flows
     return (
-        f"; leaf {leaf} would carry {len(carried)} rails but the switch has {flows} "
-        "SHARP aggregation flows"
+        f"; leaf {leaf} would carry {plural(len(carried), 'rail')} but the switch has "
+        f"{plural(flows, 'SHARP aggregation flow')}"
     )
 
 

@@ -1,0 +1,119 @@
+"""Lint v2 (issue 12): the checks an expert deployer expects, and the fixes to older rules.
+
+Each new rule has a failing corpus case (tests/corpus/lint) and a passing twin in
+tests/test_rules.py; this file checks the behaviour in between: boundaries, severities,
+the wording of messages and hints.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.catalog import Catalog
+from infra.catalog.drivers import CUDA_DRIVER_MINIMUMS, cuda_min_driver
+from infra.lint.finding import Finding, Severity
+from infra.wording import plural
+
+from .conftest import lint_text
+
+H100 = "name: lab\nnode_groups:\n  - {name: gpu, node: dgx-h100, count: 4}\n"
+MIG_H100 = (
+    "name: lab\nnode_groups:\n  - {name: infer, node: dgx-h100, count: 2, mig: x}\n"
+    "mig_layouts:\n  x: {profiles: {1g.10gb: 7}}\n"
+)
+
+
+def findings(text: str, rule: str) -> list[Finding]:
+    return [f for f in lint_text(text) if f.rule == rule]
+
+
+# --- drivers ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cuda", "below", "at"),
+    [
+        ("11.8", "450.80.01", "450.80.02"),
+        ("12.0", "525.60.12", "525.60.13"),
+        ("13.0", "575.64.05", "580.0"),  # 13.x is known by branch only (>= 580)
+    ],
+)
+def test_cuda_minimum_driver_is_exact(cuda: str, below: str, at: str) -> None:
+    base = "name: lab\nnode_groups:\n  - {name: gpu, node: dgx-a100-640gb, count: 2}\n"
+    spec = base + "software: {driver: '%s', cuda: '" + cuda + "'}\n"
+    (found,) = findings(spec % below, "RP032")
+    assert at.removesuffix(".0") in found.message and found.path == "software.driver"
+    assert not findings(spec % at, "RP032")
+
+
+def test_cuda_table_cites_the_release_notes() -> None:
+    assert CUDA_DRIVER_MINIMUMS[12].driver == "525.60.13"
+    assert all("docs.nvidia.com" in m.source for m in CUDA_DRIVER_MINIMUMS.values())
+    assert cuda_min_driver("12.9") is CUDA_DRIVER_MINIMUMS[12]
+
+
+def test_mig_first_driver_is_per_gpu(catalog: Catalog) -> None:
+    firsts = {g: gpu.mig.min_driver for g, gpu in catalog.gpus.items() if gpu.mig}
+    assert firsts["a100-sxm4-80gb"] == "450.80.02"
+    assert firsts["h100-sxm5-80gb"] == "525.85.12"
+    assert firsts["h200-sxm5-141gb"] == "550.90.07"
+    ref = catalog.gpus["h100-sxm5-80gb"].sources["mig_min_driver"]
+    assert catalog.references[ref].confidence == "primary"
+
+
+def test_mig_driver_only_matters_where_mig_is_used() -> None:
+    old = "software: {driver: 525.60.13, cuda: '12.0'}\nscheduler: {mig_strategy: mixed}\n"
+    assert findings(MIG_H100 + old, "RP018")
+    assert not findings(H100 + old, "RP018")
+    disabled = MIG_H100.replace("mig: x}", "mig: disabled}")
+    assert not findings(disabled + old, "RP018")
+
+
+def test_an_older_branch_is_one_gpu_finding_not_also_a_mig_one() -> None:
+    spec = (
+        MIG_H100 + "software: {driver: 520.61.05, cuda: '11.8'}\nscheduler: {mig_strategy: mixed}\n"
+    )
+    rules = {f.rule for f in lint_text(spec)}
+    assert "RP033" in rules and "RP018" not in rules
+
+
+# --- fixes ------------------------------------------------------------------------------------
+
+
+def test_mig_strategy_is_not_asked_of_slurm() -> None:
+    assert findings(MIG_H100, "RP013")
+    assert not findings(MIG_H100 + "scheduler: {kind: slurm}\n", "RP013")
+
+
+def test_house_air_limit_warns_and_a_set_limit_is_an_error() -> None:
+    hot = H100 + "site: {rack: {power_kw: 60, cooling: air%s}}\n"
+    (house,) = findings(hot % "", "RP052")
+    assert house.severity is Severity.WARNING and "default" in house.message
+    (own,) = findings(hot % ", air_cooling_limit_kw: 50", "RP052")
+    assert own.severity is Severity.ERROR and "the limit set" in own.message
+
+
+def test_air_limit_checks_every_rack_class() -> None:
+    spec = (
+        "name: lab\nsite:\n  rack_classes:\n    hot: {power_kw: 70}\nnode_groups:\n"
+        "  - {name: gpu, node: dgx-h100, count: 4, rack_class: hot}\n"
+    )
+    (found,) = findings(spec, "RP052")
+    assert found.path == "site.rack_classes.hot.power_kw"
+
+
+def test_a_too_small_cidr_asks_for_a_shorter_prefix() -> None:
+    spec = H100.replace("count: 4", "count: 100") + "site: {management_cidr: 10.10.0.0/26}\n"
+    hints = [f.hint for f in findings(spec, "RP053")]
+    assert hints and all("shorter prefix" in h and "larger" not in h for h in hints)
+
+
+def test_counted_nouns_agree() -> None:
+    assert plural(1, "rack") == "1 rack" and plural(2, "rack") == "2 racks"
+    assert plural(1, "host address", "host addresses") == "1 host address"
+    spec = (
+        "name: lab\nnode_groups:\n  - {name: gpu, node: dgx-h100, count: 4}\n"
+        "scheduler:\n  batch: kueue\n  tenants:\n    - {name: big, gpus: 33}\n"
+    )
+    (found,) = findings(spec, "RP070")
+    assert "33 GPUs" in found.message and "32 GPUs" in found.message
