@@ -73,6 +73,11 @@ PASSING = {
     "RP055": BASE + "site: {rack: {power_kw: 12}}\nfabrics:\n  compute: {switch: qm9700}\n",
     "RP060": BASE,
     "RP061": BASE,
+    "RP062": BASE
+    + "  - {name: infer, node: dgx-h100, count: 2, mig: x}\nscheduler: {mig_strategy: mixed}\n"
+    + MIG_X
+    + "budgets:\n  - all_reduce: {bytes: 1GiB, gpus: 16, max_ms: 50, group: gpu}\n"
+    "  - model_fits: {model_params: 1e9, gpus: 1, group: infer}\n",
     "RP070": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",
     "RP071": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",
     "RP072": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",
