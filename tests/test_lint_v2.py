@@ -7,6 +7,8 @@ the wording of messages and hints.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from infra.catalog import Catalog
@@ -161,3 +163,21 @@ def test_a_mig_schedule_makes_the_group_mig_partitioned() -> None:
 def test_a_one_gpu_model_fit_on_a_mig_group_is_fine() -> None:
     budget = "model_fits: {model_params: 1e9, gpus: 1, group: infer}"
     assert not findings(TWO_GROUPS % ("x", "", budget), "RP062")
+
+
+# --- RP044 states its cost -------------------------------------------------------------------
+
+
+def test_slow_ports_report_their_cost_in_predicted_bandwidth() -> None:
+    spec = H100.replace("count: 4", "count: 32") + "fabrics:\n  compute: {switch: qm8700}\n"
+    (found,) = findings(spec, "RP044")
+    slow, fast = (float(x) for x in re.findall(r"([0-9.]+) GB/s", found.message))
+    assert "\n" not in found.message and "over its 32 nodes" in found.message
+    # HDR ports halve each NDR NIC: the multi-node all-reduce loses close to half
+    assert 0.4 < slow / fast < 0.6
+
+
+def test_one_node_has_no_fabric_cost() -> None:
+    spec = H100.replace("count: 4", "count: 1") + "fabrics:\n  compute: {switch: qm8700}\n"
+    (found,) = findings(spec, "RP044")
+    assert "busbw" not in found.message
