@@ -181,3 +181,33 @@ def test_one_node_has_no_fabric_cost() -> None:
     spec = H100.replace("count: 4", "count: 1") + "fabrics:\n  compute: {switch: qm8700}\n"
     (found,) = findings(spec, "RP044")
     assert "busbw" not in found.message
+
+
+# --- NCCL feature gates ------------------------------------------------------------------------
+
+SHARP_H100 = (
+    "name: lab\nnode_groups:\n  - {name: gpu, node: %s, count: 32}\n"
+    "fabrics:\n  compute: {switch: qm9700, sharp: true, subnet_manager: opensm}\n"
+    "software: {nccl: '%s'}\n"
+)
+
+
+def test_collnet_only_sharp_on_hopper_is_a_warning() -> None:
+    (found,) = findings(SHARP_H100 % ("dgx-h100", "2.17.1"), "RP034")
+    assert found.severity is Severity.WARNING and ">= 2.18.1" in found.message
+    # Ampere has no NVLS: SHARP through CollNet is all NCCL would do there anyway
+    assert not findings(SHARP_H100 % ("dgx-a100-640gb", "2.17.1"), "RP034")
+
+
+def test_a_budget_predicted_with_nvls_tree_needs_2_18_1() -> None:
+    spec = SHARP_H100.replace(", sharp: true", "") + (
+        "budgets:\n  - all_reduce: {bytes: 1GiB, gpus: 256, max_ms: 50}\n"
+    )
+    (found,) = findings(spec % ("dgx-h100", "2.17.1"), "RP034")
+    assert found.severity is Severity.ERROR and "budgets[0].all_reduce" in found.message
+    assert not findings(spec % ("dgx-h100", "2.18.1"), "RP034")
+
+
+def test_no_sharp_at_all_is_one_finding_not_also_a_collnet_only_one() -> None:
+    (found,) = findings(SHARP_H100 % ("dgx-h100", "2.7.2"), "RP034")
+    assert ">= 2.7.3" in found.message and found.severity is Severity.ERROR

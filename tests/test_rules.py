@@ -59,6 +59,9 @@ PASSING = {
     "precision: fp8}\n",
     "RP030": BASE + "software: {driver: 550.90.07, fabric_manager: 550.90.07}\n",
     "RP031": BASE + "software: {fabric_manager: auto}\n",
+    # each NCCL feature gate at exactly its first release
+    "RP034": BASE + "fabrics:\n  compute: {switch: qm9700, sharp: true, subnet_manager: opensm}\n"
+    "software: {nccl: 2.18.1}\nbudgets:\n  - all_reduce: {bytes: 1GiB, gpus: 32, max_ms: 50}\n",
     "RP040": BASE + "fabrics:\n  compute: {switch: qm9700, sharp: true, rail_optimized: true}\n",
     "RP041": BASE + "fabrics:\n  compute: {switch: qm9700, sharp: true, subnet_manager: opensm}\n",
     "RP042": BASE + "fabrics:\n  compute: {switch: qm9700, sharp: true}\n",
