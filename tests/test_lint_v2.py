@@ -14,6 +14,9 @@ import pytest
 from infra.catalog import Catalog
 from infra.catalog.drivers import CUDA_DRIVER_MINIMUMS, cuda_min_driver
 from infra.lint.finding import Finding, Severity
+from infra.render.subnet_manager import subnet_manager_files
+from infra.spec import load_spec_text
+from infra.topology import expand
 from infra.wording import plural
 
 from .conftest import lint_text
@@ -211,3 +214,28 @@ def test_a_budget_predicted_with_nvls_tree_needs_2_18_1() -> None:
 def test_no_sharp_at_all_is_one_finding_not_also_a_collnet_only_one() -> None:
     (found,) = findings(SHARP_H100 % ("dgx-h100", "2.7.2"), "RP034")
     assert ">= 2.7.3" in found.message and found.severity is Severity.ERROR
+
+
+# --- SHARP prerequisites ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("engine", ["updn", "ar_updn", "ftree", "ar_ftree", "auto"])
+def test_sharp_accepts_the_tree_engines(engine: str) -> None:
+    spec = H100 + "fabrics:\n  compute: {switch: qm9700, sharp: true, routing_engine: %s}\n"
+    assert not findings(spec % engine, "RP080")
+
+
+def test_a_non_tree_engine_is_fine_without_sharp() -> None:
+    spec = H100 + "fabrics:\n  compute: {switch: qm9700, routing_engine: minhop}\n"
+    assert not findings(spec, "RP080")
+
+
+def test_the_spec_routing_engine_reaches_opensm_conf(catalog: Catalog) -> None:
+    text = H100 + "fabrics:\n  compute: {switch: qm9700, subnet_manager: opensm, %s}\n"
+    chosen = load_spec_text(text % "routing_engine: ftree, sharp: true", "s.yaml").spec
+    files = subnet_manager_files(expand(chosen, catalog), chosen, catalog)
+    assert "routing_engine ftree" in files["opensm.conf"]
+    assert "on-board subnet manager" in files["README.md"]
+    auto = load_spec_text(text % "sharp: false", "s.yaml").spec
+    files = subnet_manager_files(expand(auto, catalog), auto, catalog)
+    assert "routing_engine ar_updn" in files["opensm.conf"] and "README.md" not in files

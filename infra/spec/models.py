@@ -374,6 +374,14 @@ class ComputeFabric(StrictModel):
         description="Where the subnet manager runs: UFM appliance/host, opensm on a host, "
         "or embedded in a managed switch.",
     )
+    routing_engine: Literal[
+        "auto", "updn", "ar_updn", "ftree", "ar_ftree", "minhop", "dor", "lash", "dfsssp", "dfp"
+    ] = Field(
+        "auto",
+        description="OpenSM routing engine of the compute fabric: `auto` picks ar_updn when "
+        "every compute switch supports adaptive routing, else updn (both fat-tree engines "
+        "SHARP supports); `ar_*` engines need adaptive-routing switches.",
+    )
     planes: int = Field(
         1,
         ge=1,

@@ -4,7 +4,7 @@ Ids are stable and grouped by domain: RP00x catalog references and names, RP01x 
 schedules), RP02x precisions, RP03x node software, RP04x fabrics, RP05x site (racks, power,
 cooling, addresses); RP045-RP049 and RP055-RP057 check the planned topology
 (infra.lint.rules.topology); RP06x the declared budgets; RP07x the scheduler (tenants' GPU
-quotas, the batch scheduler).
+quotas, the batch scheduler); RP08x the compute fabric's subnet manager (routing engine).
 RP1xx belong to `railplan mig check` (infra.lint.migparted).
 """
 
@@ -18,6 +18,7 @@ from infra.lint.rules import (
     scheduler,
     site,
     software,
+    subnet,
     topology,
 )
 
@@ -31,5 +32,6 @@ __all__ = [
     "scheduler",
     "site",
     "software",
+    "subnet",
     "topology",
 ]
