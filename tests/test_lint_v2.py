@@ -239,3 +239,31 @@ def test_the_spec_routing_engine_reaches_opensm_conf(catalog: Catalog) -> None:
     auto = load_spec_text(text % "sharp: false", "s.yaml").spec
     files = subnet_manager_files(expand(auto, catalog), auto, catalog)
     assert "routing_engine ar_updn" in files["opensm.conf"] and "README.md" not in files
+
+
+# --- power feeds -------------------------------------------------------------------------------
+
+
+def test_psu_redundancy_is_in_the_catalog_with_sources(catalog: Catalog) -> None:
+    h100 = catalog.nodes["dgx-h100"]
+    assert (h100.psus, h100.psu_kw, h100.psus_needed) == (6, 3.3, 4)
+    assert {"psus", "psu_kw", "psus_needed"} <= set(h100.sources)
+    a100 = catalog.nodes["dgx-a100-640gb"]
+    assert (a100.psus, a100.psus_needed) == (6, 3)
+
+
+def test_one_feed_is_reported_at_the_rack_class_it_comes_from() -> None:
+    spec = (
+        "name: lab\nsite:\n  rack_classes:\n    lab: {pdus: 1}\nnode_groups:\n"
+        "  - {name: gpu, node: dgx-h100, count: 2, rack_class: lab}\n"
+        "  - {name: gpu2, node: dgx-h100, count: 2}\n"
+    )
+    (found,) = findings(spec, "RP059")
+    assert found.path == "site.rack_classes.lab.pdus" and "4+2" in found.message
+    assert "'gpu'" in found.message and "2 nodes" in found.message
+
+
+def test_no_pdus_and_unsourced_psus_are_not_reported() -> None:
+    assert not findings(H100 + "site: {rack: {pdus: 0}}\n", "RP059")
+    hgx = "name: lab\nnode_groups:\n  - {name: gpu, node: hgx-a100-80gb, count: 2}\n"
+    assert not findings(hgx + "site: {rack: {pdus: 1}}\n", "RP059")

@@ -74,6 +74,7 @@ PASSING = {
     "RP049": BASE + "fabrics:\n  compute: {switch: qm9700, planes: 8}\n",
     "RP050": BASE + "site: {rack: {power_kw: 10.2}}\n",
     "RP055": BASE + "site: {rack: {power_kw: 12}}\nfabrics:\n  compute: {switch: qm9700}\n",
+    "RP059": BASE + "site: {rack: {pdus: 2}}\n",
     "RP060": BASE,
     "RP061": BASE,
     "RP062": BASE

@@ -136,6 +136,14 @@ class Node(_Strict):
     storage_nic_gbps: float = Field(ge=0)
     max_power_kw: float = Field(ge=0, description="Max system power, kW; 0 for cloud instances.")
     rack_units: int = Field(ge=0, description="Rack units; 0 for cloud instances.")
+    psus: int | None = Field(None, ge=1, description="Power supplies; None when not sourced.")
+    psu_kw: float | None = Field(None, gt=0, description="Rating of one power supply, kW.")
+    psus_needed: int | None = Field(
+        None,
+        ge=1,
+        description="Power supplies that carry the node at full load: N of its N+M "
+        "redundancy (4 of 6 on DGX H100, 3 of 6 on DGX A100).",
+    )
     cloud: Literal["aws"] | None = None
     instance_type: str | None = None
     sources: dict[str, str]
