@@ -30,8 +30,9 @@ def single_power_feed(ctx: LintContext) -> Iterator[Violation]:
     over two feeds. railplan puts a rack's PDUs on alternating feeds A and B, so a rack class
     with `pdus: 1` has feed A only, and losing it powers off every node in the rack at once.
     Not checked: with two feeds a DGX H100's PSUs split 3 + 3, and three 3.3 kW PSUs (9.9 kW)
-    are below its 10.2 kW maximum, so on a feed loss it runs power-capped; the spec cannot
-    give a third feed, so railplan does not report what it cannot fix.
+    are below its 10.2 kW maximum, so after a feed loss it cannot draw its maximum (how the
+    node then limits its power was not verified); the spec cannot give a third feed, so
+    railplan does not report what the spec cannot fix.
     Fix: give the rack class at least two PDUs (`pdus: 2` or more).
     """
     site = ctx.loaded.spec.site
