@@ -267,3 +267,11 @@ def test_no_pdus_and_unsourced_psus_are_not_reported() -> None:
     assert not findings(H100 + "site: {rack: {pdus: 0}}\n", "RP059")
     hgx = "name: lab\nnode_groups:\n  - {name: gpu, node: hgx-a100-80gb, count: 2}\n"
     assert not findings(hgx + "site: {rack: {pdus: 1}}\n", "RP059")
+
+
+def test_absurd_version_lengths_are_not_compared() -> None:
+    # Python refuses int() past 4,300 digits; no release is that long, so the rules skip it
+    huge = "2." + "1" * 5000
+    spec = H100 + f"software: {{nccl: '{huge}', cuda: '{huge}', driver: '{huge}'}}\n"
+    spec += "fabrics:\n  compute: {switch: qm9700, sharp: true}\n"
+    assert not {f.rule for f in lint_text(spec)} & {"RP018", "RP032", "RP033", "RP034"}

@@ -59,6 +59,18 @@ CUDA_DRIVER_MINIMUMS: Final[dict[int, CudaDriverMinimum]] = {
 }
 
 
+MAX_COMPONENT_DIGITS = 9
+"""No NVIDIA release has a version component longer than this; longer ones are not compared
+(Python refuses to parse integers past 4,300 digits, and such a version is no release)."""
+
+
+def comparable(*versions: str) -> bool:
+    """Whether every dotted version is short enough to compare as numbers."""
+    return all(
+        len(part) <= MAX_COMPONENT_DIGITS for version in versions for part in version.split(".")
+    )
+
+
 def cuda_major(cuda: str) -> int:
     """The major release of a CUDA version (``12`` for ``12.4``)."""
     return int(cuda.split(".")[0])
@@ -69,4 +81,11 @@ def cuda_min_driver(cuda: str) -> CudaDriverMinimum | None:
     return CUDA_DRIVER_MINIMUMS.get(cuda_major(cuda))
 
 
-__all__ = ["CUDA_DRIVER_MINIMUMS", "CudaDriverMinimum", "cuda_major", "cuda_min_driver"]
+__all__ = [
+    "CUDA_DRIVER_MINIMUMS",
+    "MAX_COMPONENT_DIGITS",
+    "CudaDriverMinimum",
+    "comparable",
+    "cuda_major",
+    "cuda_min_driver",
+]

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from infra.budget.cluster import BudgetError, comm_topology, sharp_usable
 from infra.budget.collectives import CommTopology, predict
+from infra.catalog.drivers import comparable
 from infra.catalog.nccl import NCCL_FEATURES, nccl_has
 from infra.lint.engine import LintContext, Violation, rule
 from infra.lint.finding import Severity
@@ -96,6 +97,8 @@ def nccl_feature_missing(ctx: LintContext) -> Iterator[Violation]:
     feature (`sharp: false`).
     """
     version = ctx.loaded.spec.software.nccl
+    if not comparable(version):
+        return  # no release has such a version; the schema bounds versions
     for feature, reasons in _needs(ctx).items():
         gate = NCCL_FEATURES[feature]
         if nccl_has(version, feature):

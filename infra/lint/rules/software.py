@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from infra.catalog.drivers import CUDA_DRIVER_MINIMUMS, cuda_major, cuda_min_driver
+from infra.catalog.drivers import CUDA_DRIVER_MINIMUMS, comparable, cuda_major, cuda_min_driver
 from infra.catalog.nccl import version_key
 from infra.lint.engine import LintContext, Violation, rule
 from infra.lint.finding import Severity
@@ -87,6 +87,8 @@ def driver_below_cuda_minimum(ctx: LintContext) -> Iterator[Violation]:
     use a CUDA release of the driver's family.
     """
     sw = ctx.loaded.spec.software
+    if not comparable(sw.driver, sw.cuda):
+        return  # no release has such a version; the schema bounds versions
     minimum = cuda_min_driver(sw.cuda)
     if minimum is None:
         known = ", ".join(f"{m}.x" for m in sorted(CUDA_DRIVER_MINIMUMS))
@@ -120,6 +122,8 @@ def driver_below_gpu_minimum(ctx: LintContext) -> Iterator[Violation]:
     Fix: raise `software.driver` to a driver of that branch or later.
     """
     sw = ctx.loaded.spec.software
+    if not comparable(sw.driver):
+        return
     reported: set[str] = set()
     for _, group, _, gpu in known_groups(ctx):
         first = gpu.first_driver_branch
@@ -149,6 +153,8 @@ def mig_driver_too_old(ctx: LintContext) -> Iterator[Violation]:
     Fix: raise `software.driver` to the minimum the message names, or later.
     """
     sw = ctx.loaded.spec.software
+    if not comparable(sw.driver):
+        return
     reported: set[str] = set()
     for use, _, gpu in known_mig_uses(ctx):
         mig = gpu.mig
