@@ -50,10 +50,18 @@ PASSING = {
     "RP015": BASE,
     "RP016": SCHEDULED + "scheduler: {kind: kubernetes, mig_strategy: mixed}\n" + MIG_X,
     "RP017": SCHEDULED + "scheduler: {mig_strategy: mixed}\n" + MIG_X,
+    # the driver at exactly each minimum passes (H100 MIG needs 525.85.12, CUDA 12.x 525.60.13)
+    "RP018": "name: lab\nnode_groups:\n  - {name: infer, node: dgx-h100, count: 2, mig: x}\n"
+    "software: {driver: 525.85.12, cuda: '12.0'}\nscheduler: {mig_strategy: mixed}\n" + MIG_X,
+    "RP032": BASE + "software: {driver: 525.60.13, cuda: '12.4'}\n",
+    "RP033": BASE + "software: {driver: 525.60.13, cuda: '11.8'}\n",
     "RP020": BASE + "budgets:\n  - scaling_efficiency: {gpus: 32, min: 0.9, model_params: 7e9, "
     "precision: fp8}\n",
     "RP030": BASE + "software: {driver: 550.90.07, fabric_manager: 550.90.07}\n",
     "RP031": BASE + "software: {fabric_manager: auto}\n",
+    # each NCCL feature gate at exactly its first release
+    "RP034": BASE + "fabrics:\n  compute: {switch: qm9700, sharp: true, subnet_manager: opensm}\n"
+    "software: {nccl: 2.18.1}\nbudgets:\n  - all_reduce: {bytes: 1GiB, gpus: 32, max_ms: 50}\n",
     "RP040": BASE + "fabrics:\n  compute: {switch: qm9700, sharp: true, rail_optimized: true}\n",
     "RP041": BASE + "fabrics:\n  compute: {switch: qm9700, sharp: true, subnet_manager: opensm}\n",
     "RP042": BASE + "fabrics:\n  compute: {switch: qm9700, sharp: true}\n",
@@ -66,8 +74,15 @@ PASSING = {
     "RP049": BASE + "fabrics:\n  compute: {switch: qm9700, planes: 8}\n",
     "RP050": BASE + "site: {rack: {power_kw: 10.2}}\n",
     "RP055": BASE + "site: {rack: {power_kw: 12}}\nfabrics:\n  compute: {switch: qm9700}\n",
+    "RP059": BASE + "site: {rack: {pdus: 2}}\n",
     "RP060": BASE,
     "RP061": BASE,
+    "RP062": BASE
+    + "  - {name: infer, node: dgx-h100, count: 2, mig: x}\nscheduler: {mig_strategy: mixed}\n"
+    + MIG_X
+    + "budgets:\n  - all_reduce: {bytes: 1GiB, gpus: 16, max_ms: 50, group: gpu}\n"
+    "  - model_fits: {model_params: 1e9, gpus: 1, group: infer}\n",
+    "RP080": BASE + "fabrics:\n  compute: {switch: qm9700, sharp: true, routing_engine: ftree}\n",
     "RP070": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",
     "RP071": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",
     "RP072": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",

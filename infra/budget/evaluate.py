@@ -23,6 +23,7 @@ from infra.catalog import Catalog
 from infra.spec import Spec
 from infra.spec.budgets import Budget, ScalingEfficiencyBudget
 from infra.topology import Plan
+from infra.wording import plural
 
 __all__ = ["BudgetResult", "evaluate_budgets", "scaling_step"]
 
@@ -157,7 +158,7 @@ def _rack_power(
         predicted=power_cost.max_rack_kw(plan),
         limit=b.max_kw,
         unit="kW",
-        detail=f"hottest of {len(plan.racks)} racks, at maximum draw",
+        detail=f"hottest of {plural(len(plan.racks), 'rack')}, at maximum draw",
     )
 
 

@@ -55,6 +55,12 @@ class MigSpec(_Strict):
     memory_slots: int = Field(ge=1, description="Memory slices on the GPU (8 on A100/H100).")
     max_instances: int = Field(ge=1, description="Most GPU instances at once (7).")
     min_driver_branch: int = Field(description="First driver branch with MIG on this GPU.")
+    min_driver: str | None = Field(
+        None,
+        pattern=r"^[0-9]+(\.[0-9]+){1,3}$",
+        description="First driver version with MIG on this GPU (MIG user guide), e.g. "
+        "`525.85.12` for H100: within the first branch, earlier drivers lack it.",
+    )
     profiles: tuple[MigProfile, ...] = Field(min_length=1)
 
     def profile(self, name: str) -> MigProfile | None:
@@ -95,6 +101,15 @@ class Gpu(_Strict):
         return precision in self.dense_tflops
 
     @property
+    def first_driver_branch(self) -> int | None:
+        """The first production driver branch for this GPU (R450 A100, R525 H100, R550 H200).
+
+        The catalog records it with MIG (`mig-driver-branches`: "the first production
+        branches that shipped each GPU"), so a GPU without MIG data has none.
+        """
+        return self.mig.min_driver_branch if self.mig else None
+
+    @property
     def mig_device_filter(self) -> str:
         """The mig-parted device-filter id (`0x<device><vendor>`), e.g. ``0x20B010DE``."""
         return f"0x{self.pci_device_id:04X}10DE"
@@ -121,6 +136,14 @@ class Node(_Strict):
     storage_nic_gbps: float = Field(ge=0)
     max_power_kw: float = Field(ge=0, description="Max system power, kW; 0 for cloud instances.")
     rack_units: int = Field(ge=0, description="Rack units; 0 for cloud instances.")
+    psus: int | None = Field(None, ge=1, description="Power supplies; None when not sourced.")
+    psu_kw: float | None = Field(None, gt=0, description="Rating of one power supply, kW.")
+    psus_needed: int | None = Field(
+        None,
+        ge=1,
+        description="Power supplies that carry the node at full load: N of its N+M "
+        "redundancy (4 of 6 on DGX H100, 3 of 6 on DGX A100).",
+    )
     cloud: Literal["aws"] | None = None
     instance_type: str | None = None
     sources: dict[str, str]

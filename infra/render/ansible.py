@@ -29,6 +29,7 @@ from infra.render.writer import RenderError
 from infra.spec import NodeGroup, Spec
 from infra.topology.migconfig import mig_config_name, mig_parted_configs
 from infra.topology.model import Plan, Server
+from infra.wording import plural
 
 __all__ = ["ACCEPTANCE_BYTES", "RESERVED_GROUPS", "ansible_files", "group_name"]
 
@@ -53,7 +54,8 @@ class _GroupPlay:
 
     @property
     def batch_text(self) -> str:
-        return f"one SU ({self.batch} servers)" if self.by_su else f"{self.batch} servers"
+        servers = plural(self.batch, "server")
+        return f"one SU ({servers})" if self.by_su else servers
 
     @property
     def post_reboot(self) -> bool:

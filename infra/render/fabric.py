@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import Any
 
 from infra.topology.model import TIERS, FabricSummary, Plan, Rack
+from infra.wording import plural
 
 __all__ = ["plan_json", "plan_text"]
 
@@ -89,7 +90,7 @@ def _racks_line(plan: Plan) -> str:
         return "no racks (cloud instances: nothing to rack or power)"
     compute = sum(1 for r in plan.racks if r.kind == "compute")
     line = (
-        f"{len(plan.racks)} racks ({compute} compute, {len(plan.racks) - compute} network), "
+        f"{plural(len(plan.racks), 'rack')} ({compute} compute, {len(plan.racks) - compute} network), "
         f"{plan.power_kw:,.1f} kW"
     )
     # Parts of the total are not sourced maxima: say so rather than pretend precision.

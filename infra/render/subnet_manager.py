@@ -91,15 +91,18 @@ def root_switches(plan: Plan) -> str:
     return "\n".join(header + names) + "\n"
 
 
-def _routing_engine(plan: Plan, catalog: Catalog) -> str:
+def _routing_engine(plan: Plan, catalog: Catalog, chosen: str = "auto") -> str:
+    """The spec's `routing_engine`, or for `auto` ar_updn where every switch has AR."""
+    if chosen != "auto":
+        return chosen
     models = {s.model for s in plan.switches_in("compute")}
     adaptive = bool(models) and all(catalog.switches[m].adaptive_routing for m in models)
     return "ar_updn" if adaptive else "updn"
 
 
-def opensm_conf(plan: Plan, catalog: Catalog) -> str:
-    """An ``opensm.conf`` fragment: routing engine, SM priority, partition file."""
-    engine = _routing_engine(plan, catalog)
+def opensm_conf(plan: Plan, catalog: Catalog, routing_engine: str = "auto") -> str:
+    """An ``opensm.conf`` fragment: routing engine (the spec's, or `auto`), SM priority, ..."""
+    engine = _routing_engine(plan, catalog, routing_engine)
     return (
         "\n".join(
             [
@@ -192,8 +195,17 @@ def _ufm_readme(plan: Plan, spec: Spec) -> str:
             "",
             "SHARP: enable it in UFM (UFM Enterprise User Manual, Appendix - NVIDIA SHARP",
             "Integration); UFM starts sharp_am on its own SM host.",
+            _ONBOARD_SM_OFF,
         ]
     return "\n".join(lines) + "\n"
+
+
+# NVIDIA SHARP guide, "Setting up NVIDIA SHARP Environment": "Make sure onboard Subnet Manager
+# is disabled in the managed switches" (sharp_am runs beside the master SM on a host).
+_ONBOARD_SM_OFF = (
+    "Disable the on-board subnet manager of every managed compute switch (NVIDIA SHARP guide, "
+    "Setting up NVIDIA SHARP Environment): sharp_am works with the host SM only."
+)
 
 
 def _switch_readme(plan: Plan, spec: Spec, catalog: Catalog) -> str:
@@ -223,10 +235,11 @@ def subnet_manager_files(plan: Plan, spec: Spec, catalog: Catalog) -> dict[str, 
     if fabric.subnet_manager == "switch":
         return {"README.md": _switch_readme(plan, spec, catalog)}
     files = {
-        "opensm.conf": opensm_conf(plan, catalog),
+        "opensm.conf": opensm_conf(plan, catalog, fabric.routing_engine),
         "partitions.conf": partitions_conf(plan),
         "root-switches.txt": root_switches(plan),
     }
     if fabric.sharp:
         files["sharp_am.cfg"] = sharp_am_cfg(plan, spec, catalog)
+        files["README.md"] = f"# Subnet manager: OpenSM ({plan.name})\n\n{_ONBOARD_SM_OFF}\n"
     return dict(sorted(files.items()))

@@ -374,6 +374,14 @@ class ComputeFabric(StrictModel):
         description="Where the subnet manager runs: UFM appliance/host, opensm on a host, "
         "or embedded in a managed switch.",
     )
+    routing_engine: Literal[
+        "auto", "updn", "ar_updn", "ftree", "ar_ftree", "minhop", "dor", "lash", "dfsssp", "dfp"
+    ] = Field(
+        "auto",
+        description="OpenSM routing engine of the compute fabric: `auto` picks ar_updn when "
+        "every compute switch supports adaptive routing, else updn (both fat-tree engines "
+        "SHARP supports); `ar_*` engines need adaptive-routing switches.",
+    )
     planes: int = Field(
         1,
         ge=1,
@@ -452,7 +460,11 @@ class Fabrics(StrictModel):
 
 
 class Software(StrictModel):
-    """Versions of the node software stack; each reaches package names, so each is checked."""
+    """Versions of the node software stack.
+
+    Each reaches package names, so the schema accepts only dotted versions; lint compares
+    the driver, CUDA and NCCL with the releases they need (`railplan rules`: RP018, RP03x).
+    """
 
     os: Literal["ubuntu-20.04", "ubuntu-22.04", "ubuntu-24.04", "rhel-8", "rhel-9"] = Field(
         "ubuntu-22.04", description="Node operating system."

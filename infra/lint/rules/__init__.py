@@ -2,9 +2,9 @@
 
 Ids are stable and grouped by domain: RP00x catalog references and names, RP01x MIG (and MIG
 schedules), RP02x precisions, RP03x node software, RP04x fabrics, RP05x site (racks, power,
-cooling, addresses); RP045-RP049 and RP055-RP057 check the planned topology
+cooling, power feeds, addresses); RP045-RP049 and RP055-RP057 check the planned topology
 (infra.lint.rules.topology); RP06x the declared budgets; RP07x the scheduler (tenants' GPU
-quotas, the batch scheduler).
+quotas, the batch scheduler); RP08x the compute fabric's subnet manager (routing engine).
 RP1xx belong to `railplan mig check` (infra.lint.migparted).
 """
 
@@ -13,10 +13,13 @@ from infra.lint.rules import (
     catalog,
     fabric,
     mig,
+    nccl,
+    power,
     precision,
     scheduler,
     site,
     software,
+    subnet,
     topology,
 )
 
@@ -25,9 +28,12 @@ __all__ = [
     "catalog",
     "fabric",
     "mig",
+    "nccl",
+    "power",
     "precision",
     "scheduler",
     "site",
     "software",
+    "subnet",
     "topology",
 ]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from infra.budget.cluster import mig_partitioned
 from infra.lint.engine import LintContext, Violation, rule
 from infra.lint.finding import Severity
+from infra.spec import NodeGroup, assignments_of
 
 
 @rule(
@@ -54,6 +56,63 @@ def budget_unevaluable(ctx: LintContext) -> Iterator[Violation]:
     for r in ctx.budgets:
         if r.error:
             yield Violation(r.path, f"{r.kind}: cannot evaluate: {r.error}")
+
+
+@rule(
+    "RP062",
+    "budget-on-mig-group",
+    Severity.ERROR,
+    "A budget that spans several GPUs names a MIG-partitioned node group.",
+)
+def budget_on_mig_group(ctx: LintContext) -> Iterator[Violation]:
+    """A multi-GPU budget (collective, scaling, SHARP gain, model fit) needs whole GPUs.
+
+    Why: MIG instances have no NVLink, no peer-to-peer and no CUDA IPC between them: "the
+    lack of support for CUDA Inter-Process Communication (IPC) ... When using MIG, NVLink and
+    NVSwitch are thus completely unavailable" (RAPIDS deployment guide, Multi-Instance GPU;
+    the NVIDIA MIG user guide's application considerations list no GPU-to-GPU P2P, PCIe or
+    NVLink, paraphrased here). A collective over the GPUs of a MIG-partitioned group is no
+    NVLink domain, and the budget's prediction would describe a job that cannot run. A
+    group counts as MIG-partitioned when its `mig` or any change of its `mig_schedule`
+    splits a GPU: whole GPUs by night do not make it a training partition by day.
+    Fix: point the budget's `group` at a node group without MIG (or leave `group` out: the
+    default is the largest group without MIG), or give that group `mig: disabled` and no
+    MIG schedule.
+    """
+    groups = {g.name: g for g in ctx.loaded.spec.node_groups}
+    whole = [g.name for g in ctx.loaded.spec.node_groups if not mig_partitioned(g)]
+    for i, budget in enumerate(ctx.loaded.spec.budgets):
+        kind = budget.kind
+        target = getattr(budget, kind)
+        name = getattr(target, "group", None)
+        group = groups.get(name) if name is not None else None
+        if group is None or not mig_partitioned(group) or not _spans_gpus(ctx, target, group):
+            continue
+        yield Violation(
+            f"budgets[{i}].{kind}.group",
+            f"budget {kind} (budgets[{i}]) spans several GPUs of node group {group.name!r}, "
+            f"which is MIG-partitioned ({_mig_how(group)}): MIG instances have no NVLink, "
+            "P2P or CUDA IPC between them",
+            f"target a group without MIG (group: {whole[0]})"
+            if whole
+            else "target a group without MIG, or give this one mig: disabled and no mig_schedule",
+        )
+
+
+def _spans_gpus(ctx: LintContext, budget: object, group: NodeGroup) -> bool:
+    """Whether the budget runs on more than one GPU (a model fit may ask for one)."""
+    gpus = getattr(budget, "gpus", None)
+    if gpus is None:  # model_fits default: the group's GPUs
+        node = ctx.catalog.nodes.get(group.node)
+        return node is not None and node.gpus * group.count > 1
+    return bool(gpus > 1)
+
+
+def _mig_how(group: NodeGroup) -> str:
+    """``mig: <layout>`` when the group's `mig` splits GPUs, else its schedule does."""
+    if all(a.layout == "disabled" for a in assignments_of(group.mig)):
+        return "by its mig_schedule"
+    return f"mig: {group.mig}" if isinstance(group.mig, str) else "by its per-GPU mig list"
 
 
 def _num(value: float) -> str:

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import replace
 
+from infra.budget.cluster import BudgetError, comm_topology
+from infra.budget.collectives import predict
+from infra.catalog import Node
 from infra.lint.engine import LintContext, Violation, rule
 from infra.lint.finding import Severity
 from infra.lint.rules._util import known_groups
+from infra.spec import NodeGroup
+from infra.wording import plural
 
 
 @rule(
@@ -51,8 +57,8 @@ def _rails_per_leaf(ctx: LintContext) -> str:
     leaf, carried = max(rails.items(), key=lambda kv: (len(kv[1]), kv[0]))
     flows = ctx.catalog.switches[compute.switch].sharp_flows
     return (
-        f"; leaf {leaf} would carry {len(carried)} rails but the switch has {flows} "
-        "SHARP aggregation flows"
+        f"; leaf {leaf} would carry {plural(len(carried), 'rail')} but the switch has "
+        f"{plural(flows, 'SHARP aggregation flow')}"
     )
 
 
@@ -132,8 +138,10 @@ def fabric_slower_than_nics(ctx: LintContext) -> Iterator[Violation]:
     """Compute switch ports should run at the servers' NIC rate.
 
     Why: an NDR (400 Gb/s) ConnectX-7 on an HDR (200 Gb/s) switch links at 200 Gb/s; the
-    cluster gets half the inter-node bandwidth it paid for and every budget that assumed the
-    NIC rate is optimistic.
+    cluster gets half the inter-node bandwidth it paid for. The finding states the cost: the
+    predicted all-reduce bus bandwidth of 1 GiB over all the group's planned nodes (the
+    `railplan predict` model, `infra.budget.collectives`) at the derated link rate and at the
+    NICs' own rate. Budgets are already predicted at the derated rate.
     Fix: choose a switch whose port rate matches the NICs (qm9700 for NDR nodes).
     """
     compute = ctx.loaded.spec.fabrics.compute
@@ -145,8 +153,31 @@ def fabric_slower_than_nics(ctx: LintContext) -> Iterator[Violation]:
             yield Violation(
                 "fabrics.compute.switch",
                 f"{switch.name} ports run at {switch.port_gbps:g} Gb/s but node "
-                f"group {group.name!r} has {node.compute_nic_gbps:g} Gb/s NICs",
+                f"group {group.name!r} has {node.compute_nic_gbps:g} Gb/s NICs"
+                + _derating_cost(ctx, group, node, switch.port_gbps),
             )
+
+
+_COST_BYTES = 1 << 30  # 1 GiB: large enough that bandwidth, not latency, decides
+
+
+def _derating_cost(ctx: LintContext, group: NodeGroup, node: Node, port_gbps: float) -> str:
+    """``; predicted all_reduce busbw ... X GB/s instead of Y GB/s`` over the group's nodes."""
+    if group.count < 2:
+        return ""  # one node: the fabric carries none of its collectives
+    try:
+        derated = comm_topology(
+            ctx.loaded.spec, ctx.catalog, group.count * node.gpus, group=group.name
+        )
+    except BudgetError:
+        return ""  # e.g. a MIG-partitioned group runs no multi-node collective
+    full = replace(derated, nic_gbps=derated.nic_gbps * node.compute_nic_gbps / port_gbps)
+    slow = predict(derated, "all_reduce", _COST_BYTES).busbw_GBps
+    fast = predict(full, "all_reduce", _COST_BYTES).busbw_GBps
+    return (
+        f"; predicted all_reduce busbw at 1 GiB over its {plural(group.count, 'node')}: "
+        f"{slow:.1f} GB/s instead of {fast:.1f} GB/s ({slow / fast - 1:+.0%})"
+    )
 
 
 @rule(

@@ -17,6 +17,7 @@ from infra.lint.rules._util import (
     mig_uses,
 )
 from infra.spec import MigValue, assignments_of, join_path
+from infra.wording import plural
 
 
 def _gi_name(profile: str) -> str:
@@ -170,16 +171,19 @@ def mig_strategy_single_mixed(ctx: LintContext) -> Iterator[Violation]:
     "RP013",
     "mig-without-strategy",
     Severity.ERROR,
-    "MIG layouts are used but scheduler.mig_strategy is none.",
+    "MIG layouts are used on Kubernetes but scheduler.mig_strategy is none.",
 )
 def mig_without_strategy(ctx: LintContext) -> Iterator[Violation]:
-    """Using MIG needs a scheduler MIG strategy (`single` or `mixed`).
+    """Using MIG on Kubernetes needs a device-plugin MIG strategy (`single` or `mixed`).
 
-    Why: with strategy `none` the device plugin ignores MIG devices, so the MIG instances the
-    layout creates are never offered to workloads.
+    Why: with strategy `none` the NVIDIA device plugin ignores MIG devices, so the MIG
+    instances the layout creates are never offered to pods. The strategy is a device-plugin
+    (and GPU feature discovery) setting only: Slurm finds MIG devices through gres.conf
+    (`AutoDetect=nvml`), so the rule does not apply to `scheduler.kind: slurm`.
     Fix: set `scheduler.mig_strategy: mixed` (or `single` when each node has one profile).
     """
-    if ctx.loaded.spec.scheduler.mig_strategy != "none":
+    scheduler = ctx.loaded.spec.scheduler
+    if scheduler.kind != "kubernetes" or scheduler.mig_strategy != "none":
         return
     for use in mig_uses(ctx):
         if any(a.layout != "disabled" for a in use.assignments):
@@ -215,7 +219,7 @@ def mig_gpu_index(ctx: LintContext) -> Iterator[Violation]:
                     yield Violation(
                         path,
                         f"GPU index {index} does not exist on {node.name} "
-                        f"({node.gpus} GPUs: 0-{node.gpus - 1})",
+                        f"({plural(node.gpus, 'GPU')}: 0-{node.gpus - 1})",
                     )
                 elif index in seen:
                     yield Violation(path, f"GPU {index} is assigned more than one MIG layout")

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from infra.lint.engine import LintContext, Violation, rule
 from infra.lint.finding import Severity
 from infra.lint.rules._util import mig_uses
+from infra.wording import plural
 
 
 def _cluster_gpus(ctx: LintContext) -> tuple[int, int] | None:
@@ -61,8 +62,8 @@ def tenant_quota_exceeds_cluster(ctx: LintContext) -> Iterator[Violation]:
         if tenant.gpus > total:
             yield Violation(
                 f"scheduler.tenants[{k}].gpus",
-                f"tenant {tenant.name!r} has a quota of {tenant.gpus:,} GPUs, but the cluster "
-                f"has {total:,} GPUs{_mig_note(mig)}",
+                f"tenant {tenant.name!r} has a quota of {plural(tenant.gpus, 'GPU')}, but the "
+                f"cluster has {plural(total, 'GPU')}{_mig_note(mig)}",
                 f"set gpus to at most {total:,}",
             )
 
@@ -96,7 +97,7 @@ def tenant_quotas_overcommitted(ctx: LintContext) -> Iterator[Violation]:
         yield Violation(
             "scheduler.tenants",
             f"tenants' GPU quotas sum to {asked:,} GPUs ({parts}), {asked / total:.2f}× the "
-            f"cluster's {total:,} GPUs{_mig_note(mig)}",
+            f"cluster's {plural(total, 'GPU')}{_mig_note(mig)}",
             "if the over-commit is deliberate, make sure priorities say who is preempted",
         )
 

@@ -10,6 +10,7 @@ from infra.lint.finding import Severity
 from infra.lint.rules._util import group_path, known_groups
 from infra.topology.addressing import usable_hosts
 from infra.topology.model import Host, Pdu, Plan, Server, Switch
+from infra.wording import plural
 
 
 class Named(Protocol):
@@ -66,8 +67,8 @@ def rack_space_below_node(ctx: LintContext) -> Iterator[Violation]:
 @rule(
     "RP052",
     "air-cooling-exceeded",
-    Severity.ERROR,
-    "Air-cooled racks are budgeted above what air can cool.",
+    Severity.WARNING,
+    "Air-cooled racks are budgeted above what air can cool (an error at a limit you set).",
 )
 def air_cooling_exceeded(ctx: LintContext) -> Iterator[Violation]:
     """An air-cooled rack's power budget must stay within what air can remove.
@@ -76,19 +77,28 @@ def air_cooling_exceeded(ctx: LintContext) -> Iterator[Violation]:
     H100 racks run just above 40 kW) air needs rear-door heat exchangers, and beyond that
     direct liquid cooling. Planning servers up to a budget the hall cannot cool means
     throttled GPUs or racks that must be left half empty.
-    Fix: lower `site.rack.power_kw`, set `cooling: liquid`, or — if your hall is rated
-    higher — set `site.rack.air_cooling_limit_kw` to its rating.
+    railplan's own limit (catalog `site.air_cooling_limit_kw`, 45 kW) is a rule of thumb, so
+    exceeding it is a warning; exceeding an `air_cooling_limit_kw` you set for the rack class
+    (your hall's rating) is an error. Every rack class is checked.
+    Fix: lower the class's `power_kw`, set `cooling: liquid`, or — if your hall is rated
+    higher — set its `air_cooling_limit_kw` to that rating.
     """
-    rack = ctx.loaded.spec.site.rack
-    limit = rack.air_cooling_limit_kw or ctx.catalog.site["air_cooling_limit_kw"]
-    if rack.cooling == "air" and rack.power_kw > limit:
-        yield Violation(
-            "site.rack.power_kw",
-            f"air-cooled racks budgeted at {rack.power_kw:g} kW exceed the air "
-            f"cooling limit of {limit:g} kW",
-            "use cooling: liquid, lower power_kw, or set air_cooling_limit_kw to "
-            "your hall's rating",
-        )
+    site = ctx.loaded.spec.site
+    classes = {"site.rack": site.rack} | {
+        f"site.rack_classes.{name}": rack for name, rack in site.rack_classes.items()
+    }
+    for path, rack in classes.items():
+        own = rack.air_cooling_limit_kw
+        limit = own or ctx.catalog.site["air_cooling_limit_kw"]
+        if rack.cooling == "air" and rack.power_kw > limit:
+            whose = "the limit set" if own else "railplan's default air-cooling limit"
+            yield Violation(
+                f"{path}.power_kw",
+                f"air-cooled racks budgeted at {rack.power_kw:g} kW exceed {whose} of {limit:g} kW",
+                "use cooling: liquid, lower power_kw, or set air_cooling_limit_kw to "
+                "your hall's rating",
+                Severity.ERROR if own else None,
+            )
 
 
 @rule(
@@ -105,7 +115,7 @@ def cidr_too_small(ctx: LintContext) -> Iterator[Violation]:
     blocks (block 0 for shared switches, then one per node group, so growing one group never
     renumbers another); a group's block must hold its servers and its SUs' devices. The BMC
     network serves server BMCs, every switch's management port, every PDU and the UFM host.
-    Fix: widen the CIDR (a /16 holds sixteen /20 blocks of 4,094 hosts).
+    Fix: widen the CIDR with a shorter prefix (a /16 holds sixteen /20 blocks of 4,094 hosts).
     """
     site, plan = ctx.loaded.spec.site, ctx.plan
     if plan is None:
@@ -117,8 +127,9 @@ def cidr_too_small(ctx: LintContext) -> Iterator[Violation]:
             if usable_hosts(network) < servers:
                 yield Violation(
                     f"site.{field}",
-                    f"{network} has {usable_hosts(network)} host addresses for {servers} servers",
-                    "use a larger prefix",
+                    f"{network} has {plural(usable_hosts(network), 'host address', 'host addresses')} "
+                    f"for {plural(servers, 'server')}",
+                    _shorter_prefix_hint(servers),
                 )
         return
     bmc_devices: list[Server | Switch | Pdu | Host] = [
@@ -138,11 +149,20 @@ def cidr_too_small(ctx: LintContext) -> Iterator[Violation]:
         if missing:
             yield Violation(
                 f"site.{field}",
-                f"{len(missing)} devices get no address from {network} (first: {missing[0]}); "
+                f"{plural(len(missing), 'device')} {'gets' if len(missing) == 1 else 'get'} no address "
+                f"from {network} (first: {missing[0]}); "
                 f"each of its {2**site.address_block_bits} blocks (shared, then one per node "
                 "group) holds its own devices",
-                "use a larger prefix, or lower site.address_block_bits",
+                f"use a shorter prefix than /{network.prefixlen} (e.g. "
+                f"/{max(8, network.prefixlen - 4)}: 16 times the addresses), or lower "
+                "site.address_block_bits",
             )
+
+
+def _shorter_prefix_hint(hosts: int) -> str:
+    """``use a shorter prefix such as /24`` for the longest prefix that holds ``hosts``."""
+    prefix = 32 - max(2, (hosts + 1).bit_length())  # network and broadcast take two addresses
+    return f"use a shorter prefix such as /{prefix} (fewer prefix bits, more addresses)"
 
 
 @rule("RP054", "cidr-overlap", Severity.ERROR, "Management and BMC networks overlap.")

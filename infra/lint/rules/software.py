@@ -1,12 +1,14 @@
-"""Rules about the node software stack: driver and Fabric Manager."""
+"""Rules about the node software stack: driver against CUDA, GPU and MIG; Fabric Manager."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from infra.catalog.drivers import CUDA_DRIVER_MINIMUMS, comparable, cuda_major, cuda_min_driver
+from infra.catalog.nccl import version_key
 from infra.lint.engine import LintContext, Violation, rule
 from infra.lint.finding import Severity
-from infra.lint.rules._util import known_groups
+from infra.lint.rules._util import known_groups, known_mig_uses
 
 
 @rule(
@@ -58,3 +60,113 @@ def fabric_manager_disabled_nvswitch(ctx: LintContext) -> Iterator[Violation]:
             f"{', '.join(nvswitch_groups)} have NVSwitch",
             "set fabric_manager: auto",
         )
+
+
+def _older(version: str, minimum: str) -> bool:
+    """Whether dotted ``version`` is below ``minimum`` (numerically, zero-padded)."""
+    return version_key(version) < version_key(minimum)
+
+
+@rule(
+    "RP032",
+    "driver-below-cuda-minimum",
+    Severity.ERROR,
+    "The NVIDIA driver is older than the CUDA version's minimum driver, or CUDA is unknown.",
+)
+def driver_below_cuda_minimum(ctx: LintContext) -> Iterator[Violation]:
+    """`software.driver` must be at least the minimum driver of `software.cuda`'s major release.
+
+    Why: CUDA 11 and later run on any driver of their major family's minimum or newer
+    (minor-version compatibility), and on nothing older: the CUDA Toolkit release notes'
+    table "CUDA Toolkit and Corresponding Driver Versions" gives CUDA 12.x >= 525.60.13 and
+    CUDA 11.x >= 450.80.02 on Linux, and NVIDIA's CUDA Compatibility guide CUDA 13.x >= 580
+    (`infra.catalog.drivers`). Below it every CUDA program fails with "CUDA driver version is
+    insufficient for CUDA runtime version". A CUDA major release railplan has no minimum for
+    is reported too: the version cannot be checked and is likely a typo.
+    Fix: raise `software.driver` to the minimum (or the driver shipped with the toolkit), or
+    use a CUDA release of the driver's family.
+    """
+    sw = ctx.loaded.spec.software
+    if not comparable(sw.driver, sw.cuda):
+        return  # no release has such a version; the schema bounds versions
+    minimum = cuda_min_driver(sw.cuda)
+    if minimum is None:
+        known = ", ".join(f"{m}.x" for m in sorted(CUDA_DRIVER_MINIMUMS))
+        yield Violation(
+            "software.cuda",
+            f"CUDA {sw.cuda}: railplan knows no CUDA {cuda_major(sw.cuda)}.x release "
+            f"(known: {known}), so its driver minimum cannot be checked",
+            "use a released CUDA version, e.g. 12.4",
+        )
+    elif _older(sw.driver, minimum.driver):
+        yield Violation(
+            "software.driver",
+            f"driver {sw.driver} is older than CUDA {sw.cuda}'s minimum driver "
+            f"{minimum.driver} (CUDA {minimum.cuda_major}.x needs >= {minimum.driver})",
+            f"use driver {minimum.driver} or later, or an older CUDA",
+        )
+
+
+@rule(
+    "RP033",
+    "driver-below-gpu-minimum",
+    Severity.ERROR,
+    "The NVIDIA driver branch predates the first branch that supports a node's GPU.",
+)
+def driver_below_gpu_minimum(ctx: LintContext) -> Iterator[Violation]:
+    """`software.driver` must be of a branch that supports every node group's GPU.
+
+    Why: a driver older than the GPU does not know its PCI id: nvidia-smi finds no device and
+    the node has no GPUs. The first production branches are R450 for A100, R525 for H100 and
+    R550 for H200 (catalog `mig-driver-branches`, the branch that first shipped each GPU).
+    Fix: raise `software.driver` to a driver of that branch or later.
+    """
+    sw = ctx.loaded.spec.software
+    if not comparable(sw.driver):
+        return
+    reported: set[str] = set()
+    for _, group, _, gpu in known_groups(ctx):
+        first = gpu.first_driver_branch
+        if first is not None and sw.driver_branch < first and gpu.name not in reported:
+            reported.add(gpu.name)
+            yield Violation(
+                "software.driver",
+                f"driver {sw.driver} (R{sw.driver_branch}) predates {gpu.name} (node group "
+                f"{group.name!r}): its first supported branch is R{first}",
+                f"use an R{first} driver or later",
+            )
+
+
+@rule(
+    "RP018",
+    "mig-driver-too-old",
+    Severity.ERROR,
+    "MIG is used on a GPU with a driver older than the GPU's first MIG driver.",
+)
+def mig_driver_too_old(ctx: LintContext) -> Iterator[Violation]:
+    """A MIG node group needs at least the exact first driver with MIG on its GPU.
+
+    Why: NVIDIA's MIG user guide ("Deployment Considerations") lists the minimum driver for MIG
+    per GPU: A100 R450 (>= 450.80.02), H100 R525 (>= 525.85.12), H200 R550 (>= 550.90.07).
+    Within the first branch, earlier drivers lack MIG or parts of it, so mig-parted fails on
+    the node. A driver of an older branch is reported by RP033 (and RP011), not here.
+    Fix: raise `software.driver` to the minimum the message names, or later.
+    """
+    sw = ctx.loaded.spec.software
+    if not comparable(sw.driver):
+        return
+    reported: set[str] = set()
+    for use, _, gpu in known_mig_uses(ctx):
+        mig = gpu.mig
+        if mig is None or mig.min_driver is None or gpu.name in reported:
+            continue
+        if not any(a.layout != "disabled" for a in use.assignments):
+            continue
+        if sw.driver_branch >= mig.min_driver_branch and _older(sw.driver, mig.min_driver):
+            reported.add(gpu.name)
+            yield Violation(
+                "software.driver",
+                f"driver {sw.driver} is older than {gpu.name}'s first MIG driver "
+                f"{mig.min_driver} ({use.label} uses MIG)",
+                f"use driver {mig.min_driver} or later",
+            )

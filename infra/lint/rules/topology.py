@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from infra.lint.engine import LintContext, Violation, rule
 from infra.lint.finding import Severity
+from infra.wording import plural
 
 _FABRIC_PATH = {
     "compute": "fabrics.compute.switch",
@@ -63,7 +64,7 @@ def switch_radix_exceeded(ctx: LintContext) -> Iterator[Violation]:
     for fabric, (name, n, ports) in sorted(worst.items()):
         yield Violation(
             _FABRIC_PATH[fabric],
-            f"{name} would need {n} ports but has {ports}",
+            f"{name} would need {plural(n, 'port')} but has {ports}",
             "let railplan size the spines, or lower su_size",
         )
 
