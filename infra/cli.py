@@ -30,7 +30,7 @@ from infra.catalog import load_catalog
 from infra.errors import InputError, RailplanError
 from infra.files import check_outputs, write_atomic
 from infra.lint import check_rule_keys, documented_rules, find_documented_rule, lint_loaded
-from infra.lint.finding import Finding, Severity
+from infra.lint.finding import Finding, Severity, make_finding
 from infra.lint.formats import format_github, format_json, format_sarif, format_text
 from infra.lint.migparted import check_mig_parted
 from infra.progress import Progress as ProgressFn
@@ -208,15 +208,14 @@ def _schema_findings(error: RailplanError) -> list[Finding]:
     """Spec errors as RP000 findings, so machine formats (SARIF, GitHub) show them too."""
     errors = error.errors if isinstance(error, SpecValidationError) else [error]
     return [
-        Finding(
+        make_finding(
+            "RP000",
+            Severity.ERROR,
+            e.message,
             file=e.file or "<input>",
-            line=e.position.line if e.position else 0,
-            column=e.position.column if e.position else 0,
-            rule="RP000",
-            severity=Severity.ERROR,
-            message=e.message,
             path=e.path,
             hint=e.hint or "",
+            position=e.position,
         )
         for e in errors
     ]

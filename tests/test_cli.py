@@ -1,4 +1,9 @@
-"""The real `railplan` command, run as a subprocess: outputs, exit codes, no tracebacks."""
+"""The `railplan` command: outputs, exit codes, no tracebacks.
+
+The command runs in-process (`tests.cli_run.run_cli`, the same `main` the console script
+calls, without a Python start per test); the end-to-end tests at the end run the installed
+console script as a real process.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from .cli_run import run_cli, run_installed
 from .conftest import ROOT, TESTS
 
 EXAMPLES = sorted(str(p) for p in (ROOT / "examples").glob("*.yaml"))
@@ -21,16 +27,8 @@ MIG_DATA = TESTS / "data" / "mig-parted"
 
 
 def railplan(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "infra", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-        check=False,
-    )
-    assert "Traceback" not in result.stdout + result.stderr, result.stderr
-    return result
+    """Run ``railplan ARGS`` in-process (see `tests.cli_run`)."""
+    return run_cli(*args, cwd=cwd)
 
 
 def test_examples_lint_clean() -> None:
@@ -272,3 +270,45 @@ def test_sarif_uris_are_relative_even_for_absolute_paths() -> None:
     (res,) = json.loads(result.stdout)["runs"][0]["results"]
     uri = res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
     assert uri == "tests/corpus/lint/mig-4g-4g.yaml"
+
+
+# --- end to end: the installed console script, as a real process ----------------------------
+
+
+def test_e2e_version_and_usage_exit_codes() -> None:
+    version = run_installed("--version")
+    assert version.returncode == 0 and version.stdout.startswith("railplan ")
+    assert run_installed("no-such-command").returncode == 2
+
+
+def test_e2e_lint_a_failing_spec_exits_1() -> None:
+    result = run_installed("lint", "--format", "json", MIG_4G_4G)
+    assert result.returncode == 1
+    (finding,) = json.loads(result.stdout)["findings"]
+    assert (finding["rule"], finding["line"], finding["column"]) == ("RP011", 9, 5)
+
+
+def test_e2e_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("name: [unclosed\n")
+    result = run_installed("lint", str(spec))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"{spec}:")
+
+
+def test_e2e_render_writes_a_tree(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    result = run_installed(
+        "render", str(ROOT / "examples" / "a100-lab-mig.yaml"), "--root", str(root)
+    )
+    assert result.returncode == 0, result.stderr
+    assert (root / "ansible.cfg").is_file() and any((root / "inventories").iterdir())
+
+
+def test_in_process_runs_leave_no_state_behind(tmp_path: Path) -> None:
+    stdout, stderr, cwd = sys.stdout, sys.stderr, Path.cwd()
+    before = os.environ.get("RAILPLAN_PROGRESS")
+    result = run_cli("plan", str(ROOT / "examples" / "a100-lab-mig.yaml"), cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout
+    assert (sys.stdout, sys.stderr, Path.cwd()) == (stdout, stderr, cwd)
+    assert os.environ.get("RAILPLAN_PROGRESS") == before

@@ -23,6 +23,8 @@ from infra.render.tree import render_tree
 from infra.spec import load_spec, load_spec_text
 from infra.topology import expand
 
+from .cli_run import run_cli
+
 ROOT = Path(__file__).parents[1]
 BIN = Path(sys.executable).parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -39,12 +41,8 @@ HOST_VARS = {
 
 
 def _render(spec_file: Path, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "railplan"), "render", str(spec_file), "--root", str(root), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    """`railplan render` in-process (the Ansible tools below run as real processes)."""
+    return run_cli("render", str(spec_file), "--root", str(root), *args)
 
 
 def _inventory(root: Path, name: str) -> dict[str, object]:

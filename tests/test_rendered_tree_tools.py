@@ -16,6 +16,8 @@ import pytest
 
 from infra.spec import load_spec
 
+from .cli_run import run_cli
+
 ROOT = Path(__file__).parents[1]
 BIN = Path(sys.executable).parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -39,12 +41,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every example and golden input rendered into one root, as a GitOps repo holds them."""
     root = tmp_path_factory.mktemp("tree")
     for spec_file in SPECS:
-        result = subprocess.run(
-            [str(BIN / "railplan"), "render", str(spec_file), "--root", str(root)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        result = run_cli("render", str(spec_file), "--root", str(root))  # in-process
         assert result.returncode == 0, result.stderr
     return root
 

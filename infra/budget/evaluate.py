@@ -10,9 +10,8 @@ fabric, a precision the GPU lacks) gets ``error`` instead of a verdict.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Literal, assert_never
 
 from infra.budget import memory, power_cost
 from infra.budget.cluster import BudgetError, comm_topology, main_group, sharp_usable
@@ -21,7 +20,24 @@ from infra.budget.storage import checkpoint_estimate
 from infra.budget.training import StepEstimate, step_estimate
 from infra.catalog import Catalog
 from infra.spec import Spec
-from infra.spec.budgets import Budget, ScalingEfficiencyBudget
+from infra.spec.budgets import (
+    AllReduceBudget,
+    AllReduceEntry,
+    Budget,
+    CheckpointBudget,
+    CheckpointEntry,
+    ClusterPowerEntry,
+    CostBudget,
+    CostEntry,
+    ModelFitsBudget,
+    ModelFitsEntry,
+    PowerBudget,
+    RackPowerEntry,
+    ScalingEfficiencyBudget,
+    ScalingEfficiencyEntry,
+    SharpGainBudget,
+    SharpGainEntry,
+)
 from infra.topology import Plan
 from infra.wording import plural
 
@@ -74,11 +90,8 @@ def _planned(plan: Plan | None, r: BudgetResult) -> Plan:
     return plan
 
 
-_Eval = Callable[[Any, Spec, Catalog, Plan | None, BudgetResult], BudgetResult]
-
-
 def _all_reduce(
-    b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
+    b: AllReduceBudget, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
 ) -> BudgetResult:
     topo = comm_topology(
         spec, cat, b.gpus, path=f"{r.path}.gpus", group=b.group, group_path=f"{r.path}.group"
@@ -117,7 +130,9 @@ def scaling_step(b: ScalingEfficiencyBudget, spec: Spec, cat: Catalog, path: str
     )
 
 
-def _scaling(b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult) -> BudgetResult:
+def _scaling(
+    b: ScalingEfficiencyBudget, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
+) -> BudgetResult:
     step = scaling_step(b, spec, cat, r.path)
     return replace(
         r,
@@ -132,7 +147,7 @@ def _scaling(b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResul
 
 
 def _checkpoint(
-    b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
+    b: CheckpointBudget, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
 ) -> BudgetResult:
     plan = _planned(plan, r)
     try:
@@ -150,7 +165,7 @@ def _checkpoint(
 
 
 def _rack_power(
-    b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
+    b: PowerBudget, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
 ) -> BudgetResult:
     plan = _planned(plan, r)
     return replace(
@@ -163,7 +178,7 @@ def _rack_power(
 
 
 def _cluster_power(
-    b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
+    b: PowerBudget, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
 ) -> BudgetResult:
     plan = _planned(plan, r)
     it = power_cost.it_power(plan, cat)
@@ -178,7 +193,7 @@ def _cluster_power(
 
 
 def _model_fits(
-    b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
+    b: ModelFitsBudget, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
 ) -> BudgetResult:
     group, node = main_group(spec, cat, b.group, f"{r.path}.group")
     available = group.count * node.gpus
@@ -221,7 +236,9 @@ def _model_fits(
     )
 
 
-def _cost(b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult) -> BudgetResult:
+def _cost(
+    b: CostBudget, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
+) -> BudgetResult:
     plan = _planned(plan, r)
     try:
         c = power_cost.plan_cost_per_pflop_day(
@@ -240,7 +257,7 @@ def _cost(b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult) 
 
 
 def _sharp_gain(
-    b: Any, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
+    b: SharpGainBudget, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
 ) -> BudgetResult:
     plain = predict(
         comm_topology(
@@ -279,23 +296,36 @@ def _sharp_gain(
     )
 
 
-_EVALUATORS: dict[str, _Eval] = {
-    "all_reduce": _all_reduce,
-    "scaling_efficiency": _scaling,
-    "checkpoint": _checkpoint,
-    "rack_power": _rack_power,
-    "cluster_power": _cluster_power,
-    "model_fits": _model_fits,
-    "cost_per_pflop_day": _cost,
-    "sharp_gain": _sharp_gain,
-}
+def _dispatch(
+    budget: Budget, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
+) -> BudgetResult:
+    """Evaluate ``budget`` with its kind's evaluator (each typed for its kind's parameters)."""
+    match budget:
+        case AllReduceEntry():
+            return _all_reduce(budget.all_reduce, spec, cat, plan, r)
+        case ScalingEfficiencyEntry():
+            return _scaling(budget.scaling_efficiency, spec, cat, plan, r)
+        case CheckpointEntry():
+            return _checkpoint(budget.checkpoint, spec, cat, plan, r)
+        case RackPowerEntry():
+            return _rack_power(budget.rack_power, spec, cat, plan, r)
+        case ClusterPowerEntry():
+            return _cluster_power(budget.cluster_power, spec, cat, plan, r)
+        case ModelFitsEntry():
+            return _model_fits(budget.model_fits, spec, cat, plan, r)
+        case CostEntry():
+            return _cost(budget.cost_per_pflop_day, spec, cat, plan, r)
+        case SharpGainEntry():
+            return _sharp_gain(budget.sharp_gain, spec, cat, plan, r)
+        case _:
+            assert_never(budget)
 
 
 def _evaluate(i: int, budget: Budget, spec: Spec, cat: Catalog, plan: Plan | None) -> BudgetResult:
     kind = budget.kind
     blank = BudgetResult(i, kind, f"budgets[{i}].{kind}", math.nan, math.nan, "", "lower", "")
     try:
-        return _EVALUATORS[kind](getattr(budget, kind), spec, cat, plan, blank)
+        return _dispatch(budget, spec, cat, plan, blank)
     except BudgetError as exc:
         return replace(
             blank,

@@ -1,9 +1,10 @@
 """Lint: rules over a loaded spec, and the documentation of every rule id railplan reports.
 
 `lint_loaded` runs the selected rules over one spec. `documented_rules` lists every id a user
-can meet — RP000 (the spec does not match the schema), the registered spec rules, and the
-RP1xx checks of `railplan mig check` — so `railplan rules`, `railplan explain` and the SARIF
-rule table agree.
+can meet — RP000 (the spec does not match the schema), the spec rules, and the RP1xx rules of
+`railplan mig check` (rules over a mig-parted file) — so `railplan rules`, `railplan explain`
+and the SARIF rule table agree. Importing this package registers every rule
+(`infra.lint.catalog_of_rules`); the engine itself imports none.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from dataclasses import dataclass
 
 from infra.catalog import Catalog
 from infra.errors import RailplanError, spelling_hint
-from infra.lint.engine import LintContext, all_rules, run_rules, select_rules
+from infra.lint import catalog_of_rules
+from infra.lint.context import LintContext
+from infra.lint.engine import run_rules, select_rules
 from infra.lint.finding import Finding, Severity
-from infra.lint.migparted import MIG_CHECKS, MIG_SEVERITY
 from infra.spec import LoadedSpec
 
 __all__ = [
@@ -89,10 +91,8 @@ def check_rule_keys(select: Sequence[str] = (), ignore: Sequence[str] = ()) -> N
 def documented_rules() -> list[RuleDoc]:
     """Every rule id railplan can report, sorted by id."""
     docs = [SCHEMA_RULE]
-    docs += [RuleDoc(r.id, r.name, r.severity, r.summary, r.doc) for r in all_rules()]
     docs += [
-        RuleDoc(rid, name, MIG_SEVERITY[rid], summary, doc)
-        for rid, (name, summary, doc) in MIG_CHECKS.items()
+        RuleDoc(r.id, r.name, r.severity, r.summary, r.doc) for r in catalog_of_rules.all_of_them()
     ]
     return sorted(docs, key=lambda d: d.id)
 

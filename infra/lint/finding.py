@@ -2,12 +2,17 @@
 
 Findings are plain frozen data so every output format (text, JSON, SARIF, GitHub annotations)
 renders the same facts. Their order is deterministic: by file, line, column, then rule id.
+A rule reports a `Violation` (a spec path, no position); `make_finding` is the one place a
+`Finding` is built and located, for rule violations, mig-parted checks and schema errors alike.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+
+from infra.errors import Position
+from infra.spec.yamlpos import SourceMap
 
 
 class Severity(StrEnum):
@@ -54,3 +59,36 @@ class Finding:
             "column": self.column,
             "hint": self.hint,
         }
+
+
+@dataclass(frozen=True)
+class Violation:
+    """What a rule reports: where (spec path), what rule was broken, and a hint."""
+
+    path: str
+    message: str
+    hint: str = ""
+    severity: Severity | None = None  # None: the rule's default severity
+
+
+def make_finding(
+    rule: str,
+    severity: Severity,
+    message: str,
+    *,
+    file: str,
+    path: str = "",
+    hint: str = "",
+    source: SourceMap | None = None,
+    position: Position | None = None,
+) -> Finding:
+    """Build the `Finding` of ``rule`` at ``path`` and locate it.
+
+    The position is ``position`` when the caller already knows it (a schema error carries
+    its own), else the position of ``path`` (or its nearest parent) in ``source``, else
+    line 0 column 0: no position is known.
+    """
+    if position is None and source is not None:
+        position = source.position(path)
+    line, column = (position.line, position.column) if position else (0, 0)
+    return Finding(file, line, column, rule, severity, message, path, hint)

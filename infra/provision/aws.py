@@ -78,6 +78,7 @@ from infra.provision.aws_network import (
     ssh_groups,
 )
 from infra.spec import Spec
+from infra.spec.budgets import CheckpointEntry
 from infra.topology import Plan, Server
 
 __all__ = [
@@ -236,7 +237,7 @@ class AwsClusterArgs:
 
     def checkpoint_need(self) -> tuple[int, float] | None:
         """(bytes to keep, MB/s to write) over the spec's checkpoint budgets, or None."""
-        budgets = [b.checkpoint for b in self.spec.budgets if b.checkpoint is not None]
+        budgets = [b.checkpoint for b in self.spec.budgets if isinstance(b, CheckpointEntry)]
         if not budgets:
             return None
         keep = FSX_CHECKPOINTS_KEPT * max(b.bytes for b in budgets)

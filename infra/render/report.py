@@ -35,6 +35,7 @@ from infra.render.report_svg import Ceiling, Series, line_chart, rect, svg, text
 from infra.render.sheets import BOM_COLUMNS, bom_rows
 from infra.render.templating import render_html
 from infra.spec import Spec
+from infra.spec.budgets import ScalingEfficiencyEntry
 from infra.topology.model import FabricSummary, Plan
 
 __all__ = ["report_html"]
@@ -237,9 +238,9 @@ def _step_summary(step: StepEstimate) -> str:
 def _steps(spec: Spec, catalog: Catalog) -> list[_Step]:
     out = []
     for i, budget in enumerate(spec.budgets):
-        b = budget.scaling_efficiency
-        if b is None:
+        if not isinstance(budget, ScalingEfficiencyEntry):
             continue
+        b = budget.scaling_efficiency
         path = f"budgets[{i}].scaling_efficiency"
         what = (
             f"{b.model or 'model'} of {b.model_params / 1e9:,.1f} B parameters, "

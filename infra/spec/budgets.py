@@ -2,14 +2,15 @@
 
 Each budget names one prediction (all-reduce time, scaling efficiency, checkpoint time, rack
 and cluster power, model fit, SHARP gain, cost) and the limit it must stay within; `Budget`
-is the one-key wrapper a spec lists.
+is the one-key entry a spec lists: a discriminated union of one entry model per kind.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from infra.spec.base import Precision, StrictModel
 from infra.spec.units import ByteSize, Count
@@ -139,33 +140,154 @@ class CostBudget(StrictModel):
     mfu: float = Field(0.4, gt=0, le=1, description="Model FLOPs utilisation assumed.")
 
 
-class Budget(StrictModel):
-    """One declared budget: exactly one of the keys below."""
+def _about(kind: str, model: type[StrictModel]) -> str:
+    """The schema description of an entry's one key.
 
-    model_config = ConfigDict(json_schema_extra={"minProperties": 1, "maxProperties": 1})
+    Not the kind's own doc: the JSON Schema generator drops a description equal to the
+    referenced model's, which would leave the property undocumented.
+    """
+    return f"`{kind}` budget: {model.__doc__}"
 
-    all_reduce: AllReduceBudget | None = Field(None, description=AllReduceBudget.__doc__)
-    scaling_efficiency: ScalingEfficiencyBudget | None = Field(
-        None, description=ScalingEfficiencyBudget.__doc__
+
+class AllReduceEntry(StrictModel):
+    """An `all_reduce` budget entry."""
+
+    kind: ClassVar[Literal["all_reduce"]] = "all_reduce"
+    all_reduce: AllReduceBudget = Field(description=_about("all_reduce", AllReduceBudget))
+
+
+class ScalingEfficiencyEntry(StrictModel):
+    """A `scaling_efficiency` budget entry."""
+
+    kind: ClassVar[Literal["scaling_efficiency"]] = "scaling_efficiency"
+    scaling_efficiency: ScalingEfficiencyBudget = Field(
+        description=_about("scaling_efficiency", ScalingEfficiencyBudget)
     )
-    checkpoint: CheckpointBudget | None = Field(None, description=CheckpointBudget.__doc__)
-    rack_power: PowerBudget | None = Field(None, description="Per-rack power limit.")
-    cluster_power: PowerBudget | None = Field(None, description="Whole-cluster IT power limit.")
-    model_fits: ModelFitsBudget | None = Field(None, description=ModelFitsBudget.__doc__)
-    cost_per_pflop_day: CostBudget | None = Field(None, description=CostBudget.__doc__)
-    sharp_gain: SharpGainBudget | None = Field(None, description=SharpGainBudget.__doc__)
+
+
+class CheckpointEntry(StrictModel):
+    """A `checkpoint` budget entry."""
+
+    kind: ClassVar[Literal["checkpoint"]] = "checkpoint"
+    checkpoint: CheckpointBudget = Field(description=_about("checkpoint", CheckpointBudget))
+
+
+class RackPowerEntry(StrictModel):
+    """A `rack_power` budget entry."""
+
+    kind: ClassVar[Literal["rack_power"]] = "rack_power"
+    rack_power: PowerBudget = Field(description="Per-rack power limit.")
+
+
+class ClusterPowerEntry(StrictModel):
+    """A `cluster_power` budget entry."""
+
+    kind: ClassVar[Literal["cluster_power"]] = "cluster_power"
+    cluster_power: PowerBudget = Field(description="Whole-cluster IT power limit.")
+
+
+class ModelFitsEntry(StrictModel):
+    """A `model_fits` budget entry."""
+
+    kind: ClassVar[Literal["model_fits"]] = "model_fits"
+    model_fits: ModelFitsBudget = Field(description=_about("model_fits", ModelFitsBudget))
+
+
+class CostEntry(StrictModel):
+    """A `cost_per_pflop_day` budget entry."""
+
+    kind: ClassVar[Literal["cost_per_pflop_day"]] = "cost_per_pflop_day"
+    cost_per_pflop_day: CostBudget = Field(description=_about("cost_per_pflop_day", CostBudget))
+
+
+class SharpGainEntry(StrictModel):
+    """A `sharp_gain` budget entry."""
+
+    kind: ClassVar[Literal["sharp_gain"]] = "sharp_gain"
+    sharp_gain: SharpGainBudget = Field(description=_about("sharp_gain", SharpGainBudget))
+
+
+_ENTRIES: tuple[type[StrictModel], ...] = (
+    AllReduceEntry,
+    ScalingEfficiencyEntry,
+    CheckpointEntry,
+    RackPowerEntry,
+    ClusterPowerEntry,
+    ModelFitsEntry,
+    CostEntry,
+    SharpGainEntry,
+)
+BUDGET_KINDS: tuple[str, ...] = tuple(next(iter(e.model_fields)) for e in _ENTRIES)
+"""Every budget kind, in the order the schema and error messages list them."""
+
+
+class BudgetEntry(StrictModel):
+    """What an entry that is not one known key is checked as, so its error says what is wrong.
+
+    Never valid: an unknown key fails as an unknown key (with a did-you-mean hint), no key or
+    several keys fail `_exactly_one`. Hidden from the JSON Schema. Messages about a value that
+    is no mapping at all name it (``instance of BudgetEntry``).
+    """
+
+    all_reduce: AllReduceBudget | None = None
+    scaling_efficiency: ScalingEfficiencyBudget | None = None
+    checkpoint: CheckpointBudget | None = None
+    rack_power: PowerBudget | None = None
+    cluster_power: PowerBudget | None = None
+    model_fits: ModelFitsBudget | None = None
+    cost_per_pflop_day: CostBudget | None = None
+    sharp_gain: SharpGainBudget | None = None
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> Budget:
-        chosen = [k for k in type(self).model_fields if getattr(self, k) is not None]
-        if len(chosen) != 1:
-            raise ValueError(
-                "each budget entry has exactly one kind "
-                f"({', '.join(type(self).model_fields)}); got {len(chosen)}"
-            )
-        return self
+    def _exactly_one(self) -> BudgetEntry:
+        chosen = [k for k in BUDGET_KINDS if getattr(self, k) is not None]
+        raise ValueError(
+            f"each budget entry has exactly one kind ({', '.join(BUDGET_KINDS)}); got {len(chosen)}"
+        )
 
-    @property
-    def kind(self) -> str:
-        """The budget's key, e.g. ``all_reduce``."""
-        return next(k for k in type(self).model_fields if getattr(self, k) is not None)
+
+def _budget_kind(value: object) -> str:
+    """The entry's kind: its one key, when that is a budget kind (else the misshapen tag)."""
+    if isinstance(value, BaseModel):
+        return str(getattr(value, "kind", _MISSHAPEN))
+    if isinstance(value, dict) and len(value) == 1:
+        (key,) = value
+        if key in BUDGET_KINDS and value[key] is not None:  # `kind: null` is no kind at all
+            return str(key)
+    return _MISSHAPEN
+
+
+_MISSHAPEN = "misshapen"
+
+BudgetKind = (
+    AllReduceEntry
+    | ScalingEfficiencyEntry
+    | CheckpointEntry
+    | RackPowerEntry
+    | ClusterPowerEntry
+    | ModelFitsEntry
+    | CostEntry
+    | SharpGainEntry
+)
+"""A budget entry that passed validation: one model per kind."""
+
+if TYPE_CHECKING:
+    Budget = BudgetKind  # what validation yields: BudgetEntry never validates
+else:
+    Budget = Annotated[
+        Annotated[AllReduceEntry, Tag("all_reduce")]
+        | Annotated[ScalingEfficiencyEntry, Tag("scaling_efficiency")]
+        | Annotated[CheckpointEntry, Tag("checkpoint")]
+        | Annotated[RackPowerEntry, Tag("rack_power")]
+        | Annotated[ClusterPowerEntry, Tag("cluster_power")]
+        | Annotated[ModelFitsEntry, Tag("model_fits")]
+        | Annotated[CostEntry, Tag("cost_per_pflop_day")]
+        | Annotated[SharpGainEntry, Tag("sharp_gain")]
+        | Annotated[BudgetEntry, Tag(_MISSHAPEN), SkipJsonSchema()],
+        Discriminator(_budget_kind),
+    ]
+"""One declared budget: a mapping of exactly one budget kind to its parameters.
+
+A discriminated union on that one key, so each kind validates as its own model (and the
+evaluators in `infra.budget.evaluate` are typed per kind); the YAML is ``- kind: {...}``.
+"""

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from infra.catalog import Gpu, Node
-from infra.lint.engine import LintContext
+from infra.lint.context import LintContext
 from infra.spec import MigAssignment, MigValue, NodeGroup, assignments_of
 
 

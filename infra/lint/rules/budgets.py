@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from infra.budget.cluster import mig_partitioned
-from infra.lint.engine import LintContext, Violation, rule
+from infra.lint.context import LintContext
+from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
 from infra.spec import NodeGroup, assignments_of
 

@@ -9,7 +9,8 @@ from dataclasses import replace
 from infra.budget.cluster import BudgetError, comm_topology
 from infra.budget.collectives import predict
 from infra.catalog import Node
-from infra.lint.engine import LintContext, Violation, rule
+from infra.lint.context import LintContext
+from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
 from infra.lint.rules._util import known_groups
 from infra.spec import NodeGroup

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from infra.catalog import Gpu
 from infra.catalog.mig import check_layout, parse_profile
 from infra.errors import spelling_hint
-from infra.lint.engine import LintContext, Violation, rule
+from infra.lint.context import LintContext
+from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
 from infra.lint.rules._util import (
     MigUse,

@@ -15,7 +15,8 @@ from infra.budget.cluster import BudgetError, comm_topology, sharp_usable
 from infra.budget.collectives import CommTopology, predict
 from infra.catalog.drivers import comparable
 from infra.catalog.nccl import NCCL_FEATURES, nccl_has
-from infra.lint.engine import LintContext, Violation, rule
+from infra.lint.context import LintContext
+from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
 from infra.lint.rules._util import known_groups
 from infra.spec.budgets import Budget

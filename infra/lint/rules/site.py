@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-from infra.lint.engine import LintContext, Violation, rule
+from infra.lint.context import LintContext
+from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
 from infra.lint.rules._util import group_path, known_groups
 from infra.topology.addressing import usable_hosts

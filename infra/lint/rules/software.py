@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 from infra.catalog.drivers import CUDA_DRIVER_MINIMUMS, comparable, cuda_major, cuda_min_driver
 from infra.catalog.nccl import version_key
-from infra.lint.engine import LintContext, Violation, rule
+from infra.lint.context import LintContext
+from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
 from infra.lint.rules._util import known_groups, known_mig_uses
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 
-from infra.lint.engine import LintContext, Violation, rule
+from infra.lint.context import LintContext
+from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
 from infra.wording import plural
 

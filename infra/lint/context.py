@@ -1,0 +1,55 @@
+"""`LintContext`: what a spec lint rule may look at (the loaded spec, the catalog, the plan).
+
+The plan and the evaluated budgets are computed once, on first use, and shared by every rule
+that asks, so a rule costs only what it reads. Rules never see a half-built context: a spec
+that cannot be planned shows as ``plan is None`` with the reason in ``plan_error``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from infra.budget.evaluate import BudgetResult, evaluate_budgets
+from infra.catalog import Catalog
+from infra.spec import LoadedSpec
+from infra.spec.yamlpos import SourceMap
+from infra.topology import Plan, PlanError, expand
+
+__all__ = ["LintContext"]
+
+
+class LintContext:
+    """Everything a rule may look at; the plan and the budgets are computed once, on use."""
+
+    def __init__(self, loaded: LoadedSpec, catalog: Catalog) -> None:
+        self.loaded = loaded
+        self.catalog = catalog
+        self._planned: tuple[Plan | None, PlanError | None] | None = None
+
+    @property
+    def source(self) -> SourceMap:
+        """Where the spec's paths are, for locating findings (the engine's `Subject`)."""
+        return self.loaded.source
+
+    def _plan(self) -> tuple[Plan | None, PlanError | None]:
+        if self._planned is None:
+            try:
+                self._planned = (expand(self.loaded.spec, self.catalog), None)
+            except PlanError as exc:
+                self._planned = (None, exc)
+        return self._planned
+
+    @property
+    def plan(self) -> Plan | None:
+        """The planned cluster, or None when the spec cannot be planned (see plan_error)."""
+        return self._plan()[0]
+
+    @property
+    def plan_error(self) -> PlanError | None:
+        """Why the spec cannot be planned, or None."""
+        return self._plan()[1]
+
+    @functools.cached_property
+    def budgets(self) -> list[BudgetResult]:
+        """The spec's declared budgets, evaluated once on the plan."""
+        return evaluate_budgets(self.loaded.spec, self.catalog, self.plan)
