@@ -245,8 +245,11 @@ def write_atomic(path: str, data: bytes) -> None:
 def _replace(
     directory: str, name: str, data: bytes, mode: int, existing: os.stat_result | None
 ) -> None:
-    fd, tmp = _create_temp(directory, name)
+    # The name is recorded before the file exists, so a signal between the open and the
+    # assignment of its result still finds the file to remove.
+    tried: list[str] = []
     try:
+        fd, tmp = _create_temp(directory, name, tried)
         try:
             _write_all(fd, data)
             os.fchmod(fd, mode)
@@ -257,20 +260,26 @@ def _replace(
             os.close(fd)
         os.rename(tmp, os.path.join(directory, name))
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        for path in tried:
+            Path(path).unlink(missing_ok=True)
         raise
     _fsync_dir(directory)
 
 
-def _create_temp(directory: str, name: str) -> tuple[int, str]:
-    """Create ``.NAME.railplan-PID-RANDOM.tmp`` (0600, exclusive) within NAME_MAX."""
+def _create_temp(directory: str, name: str, tried: list[str]) -> tuple[int, str]:
+    """Create ``.NAME.railplan-PID-RANDOM.tmp`` (0600, exclusive) within NAME_MAX.
+
+    The name being opened is ``tried[-1]`` from just before the open, for the caller's
+    clean-up; a name that exists already (not ours) is taken back off.
+    """
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     while True:
         tmp = os.path.join(directory, temp_name(name, _name_max(directory)))
+        tried.append(tmp)
         try:
             return os.open(tmp, flags, 0o600), tmp
         except FileExistsError:
-            continue
+            tried.pop()
 
 
 def temp_name(name: str, name_max: int = 255) -> str:
