@@ -229,7 +229,7 @@ _INTRO = (
 _METHOD = (
     "Split rule: within each source, rows in file order alternate fit, held out, fit, ... "
     "The fitted constants of `infra/budget/collectives_nccl.py` (NVLS all-reduce gain, "
-    "launch overhead, pipeline fill latency and cap, EFA latency) were chosen on the fit "
+    "pipeline fill per hop and its cap, EFA latency) were chosen on the fit "
     "half only; the held-out half is the test. Size classes: small <= 64 KiB, large >= 256 "
     "MiB, medium between; rows that give only a peak are compared at 8 GiB. Multi-node "
     "InfiniBand rows without NIC details assume one NIC per GPU at the generation's rate "

@@ -18,7 +18,7 @@ speeds), we substitute: per-GPU NVLink bandwidth = links x NCCL's per-link speed
 (`topo.h`: 20.0 GB/s SM80, 20.6 SM90); per-NIC bandwidth = the fastest inter-node speed in
 NCCL's search list not above the NIC's line rate (48 GB/s for NDR, 24 for HDR, 12 for
 100 Gb/s EFA). A few constants are fitted to published measurements, not taken from NCCL
-(`collectives_nccl`: NVLS gain, launch overhead, pipeline fill, EFA latency), each with the
+(`collectives_nccl`: NVLS gain, pipeline fill, EFA latency), each with the
 rows it was fitted on; `docs/accuracy.md` shows the model against held-out rows.
 
 >>> t = CommTopology("hopper", gpus_per_node=8, nodes=16, nvswitch=True, nvlink_links=18,
@@ -40,7 +40,6 @@ from infra.budget.collectives_nccl import (
     HW_LAT_NET,
     HW_LAT_NVLINK,
     INTER_SPEEDS,
-    LAUNCH_OVERHEAD_US,
     LL_MAX_BW,
     NET_OVERHEAD,
     NVLINK_LINK_BW,
@@ -51,7 +50,7 @@ from infra.budget.collectives_nccl import (
     PER_CH_TREE,
     PER_CH_TREE_LL128,
     PIPELINE_CAP_US,
-    PIPELINE_LATENCY_US,
+    PIPELINE_HOP_US,
     RING_PLATEAU,
     TREE_CORRECTION,
 )
@@ -331,17 +330,40 @@ def _time_us(t: CommTopology, collective: Collective, algo: str, proto: str, nby
         and nbytes / (t.channels * n) >= 64
     ):
         lat *= RING_PLATEAU
-    return lat + _transfer_us(nbytes / (1000 * alg), proto)
+    return lat + _transfer_us(t, collective, algo, proto, nbytes / (1000 * alg))
 
 
-def _transfer_us(wire_us: float, proto: str) -> float:
-    """Bytes / algBw, plus the fitted pipeline-fill term of the Simple protocol.
+PIPELINED = ("ll128", "simple")
 
-    LL and LL128 signal every 8 or 128 bytes, so they stream without filling chunks.
+
+def _pipeline_hops(t: CommTopology, collective: Collective, algo: str) -> float:
+    """Sequential hops a chunk crosses from first send to last receive (pipeline depth)."""
+    log_nodes = math.log2(t.nodes) if t.nodes > 1 else 0.0
+    if algo == "ring":
+        return _nsteps(collective, t.ranks)
+    if algo == "tree":
+        return 2 * (t.gpus_per_node - 1 + log_nodes)
+    if algo == "nvls":
+        return 2 if t.nodes == 1 else 4
+    if algo == "nvls_tree":
+        return 2 + 2 * log_nodes
+    if algo == "collnet_direct":
+        return 4
+    return 2 * (t.gpus_per_node - 1) + 2  # collnet_chain
+
+
+def _transfer_us(t: CommTopology, collective: Collective, algo: str, proto: str, wire_us: float) -> float:
+    """Bytes / algBw, plus the fitted pipeline-fill term of chunked protocols.
+
+    A pipeline of depth ``d`` hops moving ``S`` in chunks takes at best
+    ``(sqrt(d a) + sqrt(S/B))^2 = d a + S/B + 2 sqrt(d a S/B)``: the cross term grows with
+    the message until NCCL's chunks reach their maximum size, then stays (`PIPELINE_CAP_US`).
+    LL signals every 8 bytes and streams without filling chunks, so it pays none.
     """
-    if proto != "simple":
+    if proto not in PIPELINED:
         return wire_us
-    return wire_us + min(2 * math.sqrt(PIPELINE_LATENCY_US * wire_us), PIPELINE_CAP_US)
+    depth = _pipeline_hops(t, collective, algo) * PIPELINE_HOP_US
+    return wire_us + min(2 * math.sqrt(depth * wire_us), PIPELINE_CAP_US)
 
 
 def predict(
@@ -363,7 +385,6 @@ def predict(
             for p in PROTOCOLS
         ]
         time_us, algo, proto = min(candidates)
-    time_us += LAUNCH_OVERHEAD_US  # NCCL ranks on time without it; nccl-tests measures it
     algbw = nbytes / (time_us * 1000)
     return Prediction(
         nbytes,

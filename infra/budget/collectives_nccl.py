@@ -74,25 +74,26 @@ P2P_ROUNDS_PER_BATCH = 8
 # GB/s (maintainers: "peak busBw of ~480GB/s", nccl-tests#212), a gain of about 1.6 over
 # NVLink's 370.8 x 0.85. Fitted on the fit half's single-node NVLS rows (docs/accuracy.md).
 NVLS_ALLREDUCE_GAIN = 1.6
-# FITTED. NCCL's model has no per-call cost, but nccl-tests times include the kernel launch
-# and completion: fit-half 1-node rows at 1 KiB sit 8-12 µs above NCCL's latency.
-LAUNCH_OVERHEAD_US = 10.0
-# FITTED (two constants). NCCL's model is latency + bytes / bandwidth, but measured Simple-
-# protocol times between 1 MiB and 256 MiB lie above that line by a term that grows like the
-# square root of the transfer time and then stops growing: the classic cost of filling a
-# chunked pipeline (T = (sqrt(L) + sqrt(S/B))^2 = L + S/B + 2 sqrt(L S/B)) whose chunks stop
-# growing at NCCL's maximum chunk size. L and the cap are fitted on the fit half's medium rows
-# (Azure ND A100 v4 and ND H100 v5 sweeps, nccl-tests#309 2-node sweep); see docs/accuracy.md.
-PIPELINE_LATENCY_US = 25.0
-PIPELINE_CAP_US = 170.0
+# FITTED (two constants). NCCL's model is latency + bytes / bandwidth, but measured LL128 and
+# Simple times between 1 MiB and 256 MiB lie above that line by a term that grows like the
+# square root of the transfer time and then stops growing: the cost of filling a chunked
+# pipeline of depth d hops, (sqrt(d a) + sqrt(S/B))^2 = d a + S/B + 2 sqrt(d a S/B), whose
+# chunks stop growing at NCCL's maximum chunk size. a (per hop) and the cap were chosen by
+# grid search on the fit half's 1-128 MiB and >= 256 MiB rows (Azure ND A100 v4 / ND H100 v5
+# sweeps, nccl-tests#309 2-, 4- and 8-node sweeps): a in {0.3 .. 4} us, cap in {100 .. 600} us.
+# No per-call launch overhead is added: a fitted 0-10 us made the fit half's small rows worse
+# (NCCL's latency constants already sit above measured 8 B times).
+PIPELINE_HOP_US = 2.0
+PIPELINE_CAP_US = 300.0
 # DERIVED. SHARP's aggregation tree climbs one switch tier per level (leaf -> spine -> core)
 # and comes back down. NCCL has one network latency per algorithm; we read the part above a
 # plain network hop (CollNet/NVLS NET latency minus Ring Simple's 14 µs) as the tree's round
 # trip on a two-tier fabric (DGX SuperPOD scale), and scale it with the tiers climbed. No
 # published per-tier SHARP latency was found; this is a derivation, not a measurement.
 SHARP_REFERENCE_TIERS = 2
-# FITTED. EFA (AWS, through aws-ofi-nccl) adds latency per network step over InfiniBand:
-# 2-node 8-byte all-reduce is 164.3 µs on p4de and 69.1 µs on p5 (awsome-distributed-training
-# README) against about 25 µs on 2 x 8 H100 over NDR InfiniBand (nccl-tests#309). Fitted on
-# the fit half's EFA rows (docs/accuracy.md); added to every network latency.
-EFA_NET_LATENCY_US = 20.0
+# FITTED. EFA (AWS, through aws-ofi-nccl) adds latency per network step over NCCL's
+# InfiniBand constants. Fit half: the 2 x p5.48xlarge 8-byte all-reduce, 69.1 µs
+# (awsome-distributed-training README), which Tree/LL meets with 12 µs per network step.
+# The held-out 2 x p4de row (164.3 µs, older EFA) shows one constant does not cover both
+# generations (docs/accuracy.md).
+EFA_NET_LATENCY_US = 12.0
