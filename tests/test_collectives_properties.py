@@ -76,7 +76,9 @@ def test_a_slower_nic_or_port_never_speeds_anything_up(
         t = dataclasses.replace(t, nodes=2)
     for slower in (rate for rate in (200, 100, 50) if rate < t.nic_gbps):
         derated = dataclasses.replace(t, nic_gbps=slower)
-        assert predict(derated, collective, nbytes).time_us >= predict(t, collective, nbytes).time_us  # type: ignore[arg-type]
+        assert (
+            predict(derated, collective, nbytes).time_us >= predict(t, collective, nbytes).time_us
+        )  # type: ignore[arg-type]
 
 
 @settings(max_examples=150, deadline=None)
@@ -129,8 +131,12 @@ def test_nvls_never_chosen_below_its_nccl_version(
 
 def test_nvls_appears_exactly_at_its_release() -> None:
     base = CommTopology("hopper", 8, 1, True, 18, 8, 400, "intel", False)
-    assert predict(dataclasses.replace(base, nccl="2.16.5"), "all_reduce", 2**30).algorithm == "ring"
-    assert predict(dataclasses.replace(base, nccl="2.17.1"), "all_reduce", 2**30).algorithm == "nvls"
+    assert (
+        predict(dataclasses.replace(base, nccl="2.16.5"), "all_reduce", 2**30).algorithm == "ring"
+    )
+    assert (
+        predict(dataclasses.replace(base, nccl="2.17.1"), "all_reduce", 2**30).algorithm == "nvls"
+    )
 
 
 @settings(max_examples=100, deadline=None)
@@ -188,8 +194,9 @@ def test_a_mig_partitioned_group_is_refused(catalog: Catalog, tmp_path: object) 
 def test_the_cli_refuses_a_mig_group_with_exit_2(tmp_path: pytest.TempPathFactory) -> None:
     path = tmp_path / "mig.yaml"  # type: ignore[operator]
     path.write_text(yaml.safe_dump(SPEC))
-    result = railplan("predict", str(path), "--collective", "all_reduce", "--gpus", "16",
-                      "--group", "infer")
+    result = railplan(
+        "predict", str(path), "--collective", "all_reduce", "--gpus", "16", "--group", "infer"
+    )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert "MIG-partitioned (7 x 1g.10gb)" in result.stderr

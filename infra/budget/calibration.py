@@ -167,7 +167,15 @@ def _stats(rows: list[Comparison]) -> str:
 
 
 def _node_class(nodes: int) -> str:
-    return "1 node" if nodes == 1 else "2 nodes" if nodes == 2 else "3-8 nodes" if nodes <= 8 else "9+ nodes"
+    return (
+        "1 node"
+        if nodes == 1
+        else "2 nodes"
+        if nodes == 2
+        else "3-8 nodes"
+        if nodes <= 8
+        else "9+ nodes"
+    )
 
 
 def _in_target_band(c: Comparison) -> bool:
@@ -264,7 +272,12 @@ def accuracy_markdown(data: dict[str, Any], catalog: Catalog) -> str:
         "",
     ]
     lines += [f"- `{key}`: {src['title']} — {src['url']}" for key, src in data["sources"].items()]
-    lines += ["", "## Training", "", "(Training-model rows are added by `railplan train`'s calibration.)"]
+    lines += [
+        "",
+        "## Training",
+        "",
+        "(Training-model rows are added by `railplan train`'s calibration.)",
+    ]
     return "\n".join(lines) + "\n"
 
 

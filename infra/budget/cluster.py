@@ -179,7 +179,9 @@ def _uplink_ratio(spec: Spec, catalog: Catalog) -> float:
     if fabric is None or fabric.switch not in catalog.switches:
         return 1.0
     switch = catalog.switches[fabric.switch]
-    uplinks = min(math.ceil(fabric.su_size / fabric.oversubscription), switch.ports - fabric.su_size)
+    uplinks = min(
+        math.ceil(fabric.su_size / fabric.oversubscription), switch.ports - fabric.su_size
+    )
     return max(1.0, fabric.su_size / max(1, uplinks))
 
 

@@ -23,9 +23,9 @@ rows it was fitted on; `docs/accuracy.md` shows the model against held-out rows.
 
 >>> t = CommTopology("hopper", gpus_per_node=8, nodes=16, nvswitch=True, nvlink_links=18,
 ...                  nics=8, nic_gbps=400, cpu="intel", sharp=False)
->>> row = predict(t, "all_reduce", 8 * 2**30)
+>>> row = predict(t, "all_reduce", 8 * 2**30)  # bounded by the network: 8 NICs x 48 GB/s
 >>> row.algorithm, row.protocol, round(row.busbw_GBps)
-('nvls_tree', 'simple', 382)
+('nvls_tree', 'simple', 380)
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from typing import Literal
 from infra.budget.collectives_nccl import (
     BASE_LAT,
     EFA_NET_LATENCY_US,
-    HW_LAT_NET,
     HW_LAT_NVLINK,
     INTER_SPEEDS,
     LL_MAX_BW,
@@ -78,6 +77,7 @@ COLLECTIVES: tuple[Collective, ...] = (
     "alltoall",
 )
 PROTOCOLS = ("ll", "ll128", "simple")
+
 
 @dataclass(frozen=True)
 class CommTopology:
@@ -215,9 +215,12 @@ def _algorithms(t: CommTopology, collective: Collective) -> list[str]:
             algos.append("nvls_tree")
         if collnet:
             algos += ["collnet_chain"] + (["collnet_direct"] if t.nvswitch else [])
-    elif collective in ("all_gather", "reduce_scatter") and nvls_here:
-        if not multi or nccl_has(t.nccl, "nvls_multinode_ag_rs"):
-            algos.append("nvls")
+    elif (
+        collective in ("all_gather", "reduce_scatter")
+        and nvls_here
+        and (not multi or nccl_has(t.nccl, "nvls_multinode_ag_rs"))
+    ):
+        algos.append("nvls")
     return algos
 
 
@@ -352,7 +355,9 @@ def _pipeline_hops(t: CommTopology, collective: Collective, algo: str) -> float:
     return 2 * (t.gpus_per_node - 1) + 2  # collnet_chain
 
 
-def _transfer_us(t: CommTopology, collective: Collective, algo: str, proto: str, wire_us: float) -> float:
+def _transfer_us(
+    t: CommTopology, collective: Collective, algo: str, proto: str, wire_us: float
+) -> float:
     """Bytes / algBw, plus the fitted pipeline-fill term of chunked protocols.
 
     A pipeline of depth ``d`` hops moving ``S`` in chunks takes at best
