@@ -5,11 +5,13 @@ A job runs on one node group, on as few nodes as hold its GPUs: the group the us
 (the training partition of a real cluster); the output names the group either way. A
 MIG-partitioned group is refused: MIG instances have no peer-to-peer or NVLink, so a
 collective over them is not an NVLink domain. The network side comes from the compute
-fabric: each NIC runs at the slower of its own rate and the switch port's, and a job that
-spans more than one scalable unit shares the leaves' uplinks, so its per-NIC rate is divided
-by the fabric's oversubscription. SHARP counts as usable only when the spec enables it on a
-fabric where it can work (rail-optimized, host subnet manager, SHARP-capable switches): the
-same conditions lint checks.
+fabric: each NIC runs at the slower of its own rate and the switch port's; a job that spans
+more than one scalable unit shares the leaves' uplinks (the fabric's oversubscription), and
+climbs the switch tiers the planned fat tree has (one leaf per rail inside an SU, spines
+within a pod, cores beyond), which SHARP's latency follows. SHARP counts as usable only when
+the spec enables it on a fabric where it can work (rail-optimized, host subnet manager,
+SHARP-capable switches): the same conditions lint checks. The spec's NCCL version gates the
+algorithms; AWS instances (EFA) get EFA's network latency.
 """
 
 from __future__ import annotations
@@ -20,8 +22,18 @@ from infra.budget.collectives import CommTopology
 from infra.catalog import Catalog, Node
 from infra.errors import RailplanError, spelling_hint
 from infra.spec import NodeGroup, Spec, assignments_of
+from infra.topology.fat_tree import fat_tree_shape
+from infra.topology.model import PlanError
 
-__all__ = ["BudgetError", "comm_topology", "main_group", "mig_partitioned", "sharp_usable"]
+__all__ = [
+    "BudgetError",
+    "comm_topology",
+    "job_tiers",
+    "main_group",
+    "mig_partitioned",
+    "nic_rate",
+    "sharp_usable",
+]
 
 
 class BudgetError(RailplanError):
@@ -66,12 +78,26 @@ def main_group(
         group = max(whole, key=lambda g: g.count * catalog.nodes[g.node].gpus)
     if mig_partitioned(group):
         raise BudgetError(
-            f"node group {group.name!r} is MIG-partitioned: MIG instances have no P2P or "
-            "NVLink, so its GPUs are not an NVLink domain for a collective",
+            f"group {group.name} is MIG-partitioned ({_mig_summary(spec, group)}): MIG "
+            "instances have no NVLink or P2P",
             path=path,
-            hint="choose a group with mig: disabled",
+            hint="predict on a group without MIG",
         )
     return group, catalog.nodes[group.node]
+
+
+def _mig_summary(spec: Spec, group: NodeGroup) -> str:
+    """The group's MIG layouts as instance counts, e.g. ``7 x 1g.10gb``."""
+    parts: list[str] = []
+    for _, value in group.mig_values():
+        for a in assignments_of(value):
+            layout = spec.mig_layouts.get(a.layout) if a.layout != "disabled" else None
+            if layout is None:
+                continue
+            text = ", ".join(f"{n} x {p}" for p, n in layout.profiles.items() if n)
+            if text not in parts:
+                parts.append(text)
+    return "; ".join(parts) or "MIG layouts"
 
 
 def sharp_usable(spec: Spec, catalog: Catalog) -> bool:
@@ -114,6 +140,7 @@ def comm_topology(
         )
     gpu = catalog.gpus[node.gpu]
     nodes = math.ceil(gpus / per_node)
+    fabric = spec.fabrics.compute
     return CommTopology(
         arch=gpu.architecture,
         gpus_per_node=per_node,
@@ -124,23 +151,62 @@ def comm_topology(
         nic_gbps=nic_rate(spec, catalog, node, nodes),
         cpu=node.cpu,
         sharp=(sharp_usable(spec, catalog) and bool(node.compute_hcas)) if sharp is None else sharp,
+        nccl=spec.software.nccl,
+        tiers=job_tiers(spec, catalog, node, nodes),
+        leaf_nodes=fabric.su_size if fabric is not None else 0,
+        oversubscription=_uplink_ratio(spec, catalog),
+        efa=node.cloud == "aws" or node.compute_nic_model.upper().startswith("EFA"),
     )
 
 
-def nic_rate(spec: Spec, catalog: Catalog, node: Node, nodes: int) -> float:
-    """Gb/s each NIC of a ``nodes``-node job gets from the compute fabric.
+def nic_rate(spec: Spec, catalog: Catalog, node: Node, nodes: int = 1) -> float:
+    """Gb/s each NIC gets from the compute fabric: the slower of NIC and switch port.
 
-    The slower of NIC and switch port; past one scalable unit, divided by the leaves'
-    oversubscription (the planner's ratio: SU size over uplinks, never below 1).
+    (A DGX H100 on HDR switches runs at HDR.) Oversubscription is not in this rate: the model
+    applies it only to traffic that leaves the job's leaf group (`CommTopology`). ``nodes``
+    is kept for callers of the earlier signature.
     """
+    del nodes
     fabric = spec.fabrics.compute
     if fabric is None or fabric.switch not in catalog.switches:
         return node.compute_nic_gbps
+    return min(node.compute_nic_gbps, catalog.switches[fabric.switch].port_gbps)
+
+
+def _uplink_ratio(spec: Spec, catalog: Catalog) -> float:
+    """The leaves' down:up ratio as the planner builds it (SU size over uplinks, >= 1)."""
+    fabric = spec.fabrics.compute
+    if fabric is None or fabric.switch not in catalog.switches:
+        return 1.0
     switch = catalog.switches[fabric.switch]
-    rate = min(node.compute_nic_gbps, switch.port_gbps)
-    if nodes > fabric.su_size:
-        uplinks = min(
-            math.ceil(fabric.su_size / fabric.oversubscription), switch.ports - fabric.su_size
-        )
-        rate /= max(1.0, fabric.su_size / max(1, uplinks))
-    return rate
+    uplinks = min(
+        math.ceil(fabric.su_size / fabric.oversubscription), switch.ports - fabric.su_size
+    )
+    return max(1.0, fabric.su_size / max(1, uplinks))
+
+
+def job_tiers(spec: Spec, catalog: Catalog, node: Node, nodes: int) -> int:
+    """Switch tiers a ``nodes``-node job's traffic climbs on the planned compute fabric.
+
+    1 inside one SU (every rail's NICs meet at one leaf) or on a single-switch fabric, 2 in a
+    two-tier fabric or inside one pod of a three-tier one, 3 across pods. Without a planned
+    fabric (cloud instances) NCCL's reference, 2.
+    """
+    fabric = spec.fabrics.compute
+    if fabric is None or fabric.switch not in catalog.switches:
+        return 2
+    if nodes <= fabric.su_size:
+        return 1
+    switch = catalog.switches[fabric.switch]
+    servers = sum(g.count for g in spec.node_groups if g.node in catalog.nodes)
+    rails = max(1, node.compute_nics // fabric.planes)
+    sus = math.ceil(servers / fabric.su_size)
+    up = min(math.ceil(fabric.su_size / fabric.oversubscription), switch.ports - fabric.su_size)
+    try:
+        shape = fat_tree_shape(sus * rails, max(1, up), switch.ports, rails)
+    except PlanError:  # more than three tiers: lint reports it; the job spans all three
+        return 3
+    if shape.tiers == 2:
+        return 2
+    pod_nodes = shape.leaves_per_pod // rails * fabric.su_size
+    return 2 if nodes <= pod_nodes else 3

@@ -5,26 +5,27 @@ algBw`` and runs the fastest; we do the same. Latencies are NCCL's tables (base 
 latency per hop, µs). Bandwidths follow NCCL's derivation: a bus bandwidth from the
 topology (NVLink inside a node, NICs between nodes), capped per protocol (LL, LL128) and
 per channel, then turned into algorithm bandwidth (``busBw * n / nsteps`` for ring-like
-algorithms, ``busBw / 2`` for Tree and CollNet). Outputs follow nccl-tests: ``algbw = S/t``
-and ``busbw = algbw * factor`` (2(n-1)/n for all-reduce, (n-1)/n for all-gather,
-reduce-scatter and all-to-all, 1 for broadcast).
+algorithms, ``busBw / 2`` for Tree and CollNet). Multi-node NVLS (NVLink SHARP + IB SHARP)
+and NVLS Tree take the network rate as tuning.cc does (doubled only for NVLS Tree on two
+nodes); SHARP latency grows with the switch tiers the job spans (`sharp`); all-to-all runs as
+NCCL's point-to-point rounds (`collectives_p2p`). The spec's NCCL version gates algorithms
+(`infra.catalog.nccl`). Outputs follow nccl-tests: ``algbw = S/t`` and ``busbw = algbw *
+factor`` (2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1
+for broadcast).
 
 Where NCCL measures at run time (its topology search picks channel counts and per-channel
 speeds), we substitute: per-GPU NVLink bandwidth = links x NCCL's per-link speed
 (`topo.h`: 20.0 GB/s SM80, 20.6 SM90); per-NIC bandwidth = the fastest inter-node speed in
 NCCL's search list not above the NIC's line rate (48 GB/s for NDR, 24 for HDR, 12 for
-100 Gb/s EFA; maintainers: "CX-7 at NDR ... up to 48-49GB/s per NIC", "the peak for 200G HDR
-is 24GB/s"). NVLS (NVLink SHARP) efficiency is NCCL's `nvlsEfficiency` (0.85 on Hopper).
-Two constants are fitted to published measurements, not taken from NCCL: the NVLS
-all-reduce gain (1.6, NCCL's model says 2) and a 10 µs per-call overhead (NCCL ranks
-algorithms without it; nccl-tests times include it). `docs/accuracy.md` shows how far the
-predictions are from 82 published nccl-tests rows.
+100 Gb/s EFA). A few constants are fitted to published measurements, not taken from NCCL
+(`collectives_nccl`: NVLS gain, pipeline fill, EFA latency), each with the
+rows it was fitted on; `docs/accuracy.md` shows the model against held-out rows.
 
 >>> t = CommTopology("hopper", gpus_per_node=8, nodes=16, nvswitch=True, nvlink_links=18,
 ...                  nics=8, nic_gbps=400, cpu="intel", sharp=False)
->>> row = predict(t, "all_reduce", 8 * 2**30)
+>>> row = predict(t, "all_reduce", 8 * 2**30)  # bounded by the network: 8 NICs x 48 GB/s
 >>> row.algorithm, row.protocol, round(row.busbw_GBps)
-('nvls_tree', 'simple', 382)
+('nvls_tree', 'simple', 380)
 """
 
 from __future__ import annotations
@@ -33,6 +34,28 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from infra.budget.collectives_nccl import (
+    BASE_LAT,
+    EFA_NET_LATENCY_US,
+    HW_LAT_NVLINK,
+    INTER_SPEEDS,
+    LL_MAX_BW,
+    NET_OVERHEAD,
+    NVLINK_LINK_BW,
+    NVLS_ALLREDUCE_GAIN,
+    NVLS_EFFICIENCY,
+    PER_CH_NVLS_TREE,
+    PER_CH_RING_LL128,
+    PER_CH_TREE,
+    PER_CH_TREE_LL128,
+    PIPELINE_CAP_US,
+    PIPELINE_HOP_US,
+    RING_PLATEAU,
+    TREE_CORRECTION,
+)
+from infra.budget.collectives_p2p import alltoall_time_us
+from infra.budget.sharp import sharp_net_latency
+from infra.catalog.nccl import nccl_has
 from infra.errors import RailplanError
 
 __all__ = [
@@ -55,140 +78,6 @@ COLLECTIVES: tuple[Collective, ...] = (
 )
 PROTOCOLS = ("ll", "ll128", "simple")
 
-# --- NCCL 2.30.7 constants (src/graph/tuning.cc), µs and GB/s ------------------------------
-BASE_LAT = {
-    "tree": (6.8, 14.0, 8.4),
-    "ring": (6.6, 14.0, 8.4),
-    "collnet_direct": (0, 0, 0),
-    "collnet_chain": (0, 0, 0),
-    "nvls": (0, 0, 0),
-    "nvls_tree": (0, 0, 0),
-}
-HW_LAT_NVLINK = {
-    "tree": (0.6, 1.25, 4.0),
-    "ring": (0.6, 1.9, 3.4),
-    "collnet_direct": (0, 0, 3.7),
-    "collnet_chain": (0, 0, 2.8),
-    "nvls": (0, 0, 25),
-    "nvls_tree": (0, 0, 25),
-}
-HW_LAT_NET = {
-    "tree": (5.0, 8.5, 14),
-    "ring": (2.7, 4.0, 14.0),
-    "collnet_direct": (0, 0, 31),
-    "collnet_chain": (0, 0, 30),
-    "nvls": (0, 0, 18),
-    "nvls_tree": (0, 0, 20.9),
-}
-# Columns: 1 node, 2 nodes, >= 3 nodes. Multi-node LL rows are keyed by CPU vendor.
-LL_MAX_BW = {
-    "ampere": (87.7, 22.5, 19.0),
-    "hopper": (141.0, 45.0, 35.0),
-    "intel": (39.0, 39.0, 20.4),
-    "amd": (87.7, 22.5, 19.0),
-}
-PER_CH_RING_LL128 = {"ampere": (20, 20, 20), "hopper": (36.7, 36.7, 36.7)}
-PER_CH_TREE_LL128 = {"ampere": (20, 20, 20), "hopper": (36.7, 36.7, 29.0)}
-PER_CH_TREE = {"ampere": (24.0, 23.6, 17.8), "hopper": (38.7, 41.4, 36.0)}
-PER_CH_NVLS_TREE = {"ampere": (24.0, 23.6, 17.8), "hopper": (0.0, 57.7, 45.5)}
-NVLS_EFFICIENCY = {"ampere": 0.0, "hopper": 0.85}
-NVLINK_LINK_BW = {"ampere": 20.0, "hopper": 20.6}  # src/graph/topo.h SM80_NVLINK_BW, SM90
-INTER_SPEEDS = {
-    "ampere": (48, 30, 28, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3),
-    "hopper": (48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3),
-}
-NET_OVERHEAD = {"intel": 1.0, "amd": 2.0}
-# treeCorrectionFactor[proto][log2(bytes / 64)] for 64 B .. 256 MB
-TREE_CORRECTION = {
-    "ll": (
-        1.0,
-        1.0,
-        1.0,
-        1.0,
-        0.9,
-        0.8,
-        0.7,
-        0.7,
-        0.7,
-        0.7,
-        0.6,
-        0.5,
-        0.4,
-        0.4,
-        0.5,
-        0.6,
-        0.7,
-        0.8,
-        0.9,
-        1.0,
-        1.0,
-        1.0,
-        1.0,
-        1.0,
-    ),
-    "ll128": (
-        1.0,
-        1.0,
-        1.0,
-        1.0,
-        1.0,
-        0.9,
-        0.8,
-        0.8,
-        0.8,
-        0.7,
-        0.6,
-        0.6,
-        0.6,
-        0.6,
-        0.6,
-        0.6,
-        0.8,
-        0.9,
-        0.9,
-        0.9,
-        0.9,
-        1.0,
-        1.0,
-        1.0,
-    ),
-    "simple": (
-        0.9,
-        0.9,
-        0.9,
-        0.9,
-        0.9,
-        0.9,
-        0.9,
-        0.8,
-        0.7,
-        0.6,
-        0.6,
-        0.5,
-        0.5,
-        0.5,
-        0.5,
-        0.6,
-        0.7,
-        0.8,
-        0.7,
-        0.7,
-        0.8,
-        0.9,
-        0.9,
-        0.9,
-    ),
-}
-RING_PLATEAU = 1.4  # "Plateau effect of ring" on Ampere and later
-# Calibration (docs/accuracy.md): NCCL's tuning model doubles NVLS all-reduce bandwidth over
-# the NVLink rate; measured H100/H200 single-node NVLS busbw is 466-482 GB/s (maintainers:
-# "peak busBw of ~480GB/s", nccl-tests#212), i.e. a gain of about 1.6 over NVLink's 370.8.
-NVLS_ALLREDUCE_GAIN = 1.6
-# Calibration: NCCL's model has no per-call cost, but nccl-tests times include the kernel
-# launch and completion. Measured small and medium rows sit about 5-25 µs above the model
-# (A100 and H100, 1-8 nodes, docs/accuracy.md); 10 µs is the round middle of that range.
-LAUNCH_OVERHEAD_US = 10.0
-
 
 @dataclass(frozen=True)
 class CommTopology:
@@ -204,6 +93,13 @@ class CommTopology:
         nic_gbps: line rate of each NIC, Gb/s.
         cpu: host CPU vendor (NCCL's multi-node LL caps and network overhead depend on it).
         sharp: InfiniBand SHARP is usable (NCCL CollNet; needs a rail-optimized fabric).
+        nvls: NCCL_NVLS_ENABLE; NVLS also needs Hopper and NVSwitch.
+        nccl: NCCL version; algorithms it lacks are never chosen (`infra.catalog.nccl`).
+        tiers: switch tiers the job's traffic climbs (1 one leaf per rail, 2 leaf-spine, 3
+            leaf-spine-core); SHARP latency grows with it. 2 = NCCL's reference.
+        leaf_nodes: nodes under one leaf group (an SU of a rail-optimized fabric); 0 = all.
+        oversubscription: leaf down:up ratio; traffic leaving the leaf group shares uplinks.
+        efa: the network is AWS EFA (aws-ofi-nccl), whose latency is higher than IB's.
     """
 
     arch: Literal["ampere", "hopper"]
@@ -215,7 +111,12 @@ class CommTopology:
     nic_gbps: float
     cpu: Literal["intel", "amd"]
     sharp: bool
-    nvls: bool = True  # NCCL_NVLS_ENABLE; NVLS also needs Hopper and NVSwitch
+    nvls: bool = True
+    nccl: str = "2.30.7"
+    tiers: int = 2
+    leaf_nodes: int = 0
+    oversubscription: float = 1.0
+    efa: bool = False
 
     @property
     def ranks(self) -> int:
@@ -234,9 +135,24 @@ class CommTopology:
         return next((s for s in INTER_SPEEDS[self.arch] if s <= line), line)
 
     @property
+    def spans_leaf_groups(self) -> bool:
+        """Whether the job's nodes sit under more than one leaf group (uplinks are shared)."""
+        return 0 < self.leaf_nodes < self.nodes
+
+    @property
     def inter_gbs(self) -> float:
-        """Network bandwidth leaving one node (GB/s)."""
-        return self.nics * self.nic_gbs
+        """Network bandwidth leaving one node (GB/s), after oversubscribed uplinks.
+
+        Ring and tree neighbours of a job placed across leaf groups are not all under one
+        leaf, so a job that spans several groups gets the uplinks' share of a NIC.
+        """
+        ratio = self.oversubscription if self.spans_leaf_groups else 1.0
+        return self.nics * self.nic_gbs / max(1.0, ratio)
+
+    @property
+    def net_latency_extra_us(self) -> float:
+        """Latency a network step adds over NCCL's InfiniBand constants (EFA)."""
+        return EFA_NET_LATENCY_US if self.efa else 0.0
 
     @property
     def channels(self) -> int:
@@ -277,19 +193,33 @@ def _nsteps(collective: Collective, n: int) -> int:
 
 
 def _algorithms(t: CommTopology, collective: Collective) -> list[str]:
-    """The algorithms NCCL enables for this collective on this topology."""
-    nvls = t.nvls and t.arch == "hopper" and t.nvswitch and t.gpus_per_node > 1
+    """The algorithms NCCL enables for this collective on this topology and NCCL version."""
+    nvls = (
+        t.nvls
+        and t.arch == "hopper"
+        and t.nvswitch
+        and t.gpus_per_node > 1
+        and nccl_has(t.nccl, "nvls")
+    )
+    multi = t.nodes > 1
+    # Multi-node NVLS needs CollNet (IB SHARP) and NCCL's inter-node NVLS algorithms.
+    nvls_here = nvls and (not multi or (t.sharp and nccl_has(t.nccl, "nvls_ib_sharp")))
+    collnet = t.sharp and multi and nccl_has(t.nccl, "collnet")
     algos = ["ring"]
     if collective == "all_reduce":
-        if t.nodes > 1:
+        if multi:
             algos.append("tree")
-        if nvls and (t.nodes == 1 or t.sharp):  # multi-node NVLS needs CollNet (IB SHARP)
+        if nvls_here:
             algos.append("nvls")
-        if nvls and t.nodes > 1:
+        if nvls and multi and nccl_has(t.nccl, "nvls_ib_sharp"):
             algos.append("nvls_tree")
-        if t.sharp and t.nodes > 1:
+        if collnet:
             algos += ["collnet_chain"] + (["collnet_direct"] if t.nvswitch else [])
-    elif collective in ("all_gather", "reduce_scatter") and nvls and (t.nodes == 1 or t.sharp):
+    elif (
+        collective in ("all_gather", "reduce_scatter")
+        and nvls_here
+        and (not multi or nccl_has(t.nccl, "nvls_multinode_ag_rs"))
+    ):
         algos.append("nvls")
     return algos
 
@@ -301,6 +231,12 @@ def _ring_bus_bw(t: CommTopology) -> float:
 
 
 def _nvls_bus_bw(t: CommTopology, collective: Collective, algo: str) -> float:
+    """tuning.cc: min(intraBw, interBw[, NVLSTree per-channel cap]).
+
+    ``intraBw = bwIntra x nvlsEfficiency x (nCh-1)/nCh``, x2 for all-reduce in NCCL (we use
+    the fitted `NVLS_ALLREDUCE_GAIN`), else x (ppn-1)/ppn; ``interBw = bwInter``, doubled only
+    for NVLS Tree on two nodes (each half crosses the network once).
+    """
     nch = t.channels
     intra = t.intra_gbs * NVLS_EFFICIENCY[t.arch] * (nch - 1) / nch
     intra *= (
@@ -310,10 +246,7 @@ def _nvls_bus_bw(t: CommTopology, collective: Collective, algo: str) -> float:
     )
     if t.nodes == 1:
         return intra
-    # NVLS between nodes runs on IB SHARP (CollNet): the switches reduce, so each NIC
-    # carries the data once instead of twice; NVLSTree on two nodes doubles as NCCL does.
-    doubled = algo == "nvls" or (algo == "nvls_tree" and t.nodes <= 2)
-    inter = t.inter_gbs * (2 if doubled else 1)
+    inter = t.inter_gbs * (2 if algo == "nvls_tree" and t.nodes <= 2 else 1)
     cap = nch * PER_CH_NVLS_TREE[t.arch][t.scale] if algo == "nvls_tree" else math.inf
     return min(intra, inter, cap)
 
@@ -324,7 +257,7 @@ def _bus_bw(t: CommTopology, collective: Collective, algo: str, proto: str) -> f
     if algo in ("nvls", "nvls_tree"):
         return _nvls_bus_bw(t, collective, algo) if proto == "simple" else 0.0
     if algo.startswith("collnet"):
-        return _collnet_bus_bw(t) if proto == "simple" else 0.0
+        return _collnet_bus_bw(t, algo) if proto == "simple" else 0.0
     bw = _ring_bus_bw(t)
     ll_cap = LL_MAX_BW[t.arch if t.nodes == 1 else t.cpu][s]
     if algo == "ring":
@@ -343,15 +276,15 @@ def _bus_bw(t: CommTopology, collective: Collective, algo: str, proto: str) -> f
     }[proto]
 
 
-def _collnet_bus_bw(t: CommTopology) -> float:
+def _collnet_bus_bw(t: CommTopology, algo: str) -> float:
     """CollNet (IB SHARP): switches reduce, so each NIC carries the data once, not twice.
 
-    NCCL divides by ``factor = ppn / heads - (ppn / heads - 1) / 2`` when a node has fewer
-    NICs (CollNet heads) than GPUs, and takes 15 % off on Hopper.
+    For CollNet Direct NCCL divides by ``factor = ppn / heads - (ppn / heads - 1) / 2`` when a
+    node has fewer NICs (CollNet heads) than GPUs; both take 15 % off on Hopper.
     """
     bw = min(t.intra_gbs, 2 * t.inter_gbs)
     factor = t.gpus_per_node / max(t.nics, 1)
-    if factor > 1:
+    if algo == "collnet_direct" and factor > 1:
         bw /= factor - (factor - 1) / 2
     return bw * (0.85 if t.arch == "hopper" else 1.0)
 
@@ -359,7 +292,8 @@ def _collnet_bus_bw(t: CommTopology) -> float:
 def _latency(t: CommTopology, collective: Collective, algo: str, proto: str) -> float:
     """NCCL's latency (µs) for one (algorithm, protocol)."""
     p = PROTOCOLS.index(proto)
-    base, intra_hw, inter = BASE_LAT[algo][p], HW_LAT_NVLINK[algo][p], HW_LAT_NET[algo][p]
+    base, intra_hw = BASE_LAT[algo][p], HW_LAT_NVLINK[algo][p]
+    inter = sharp_net_latency(algo, p, t.tiers) + t.net_latency_extra_us
     overhead = NET_OVERHEAD[t.cpu] * (3 if proto == "simple" else 1) if t.nodes > 1 else 0.0
     intra = max(intra_hw, overhead)
     log_nodes = math.log2(t.nodes) if t.nodes > 1 else 0.0
@@ -399,23 +333,42 @@ def _time_us(t: CommTopology, collective: Collective, algo: str, proto: str, nby
         and nbytes / (t.channels * n) >= 64
     ):
         lat *= RING_PLATEAU
-    return lat + nbytes / (1000 * alg)
+    return lat + _transfer_us(t, collective, algo, proto, nbytes / (1000 * alg))
 
 
-def _alltoall(t: CommTopology, nbytes: int) -> tuple[float, str]:
-    """All-to-all runs as point-to-point sends: bounded by NVLink inside, NICs between."""
-    n, ppn = t.ranks, t.gpus_per_node
-    per_rank = nbytes / n  # each rank sends S/n to every other rank
-    intra_bytes = per_rank * (ppn - 1)
-    inter_bytes = per_rank * (n - ppn)
-    nic_per_gpu = t.inter_gbs / ppn if t.nodes > 1 else math.inf
-    seconds_us = max(intra_bytes / (1000 * t.intra_gbs), inter_bytes / (1000 * nic_per_gpu))
-    lat = (
-        BASE_LAT["ring"][2]
-        + HW_LAT_NVLINK["ring"][2]
-        + (HW_LAT_NET["ring"][2] if t.nodes > 1 else 0.0)
-    )
-    return lat + seconds_us, "p2p"
+PIPELINED = ("ll128", "simple")
+
+
+def _pipeline_hops(t: CommTopology, collective: Collective, algo: str) -> float:
+    """Sequential hops a chunk crosses from first send to last receive (pipeline depth)."""
+    log_nodes = math.log2(t.nodes) if t.nodes > 1 else 0.0
+    if algo == "ring":
+        return _nsteps(collective, t.ranks)
+    if algo == "tree":
+        return 2 * (t.gpus_per_node - 1 + log_nodes)
+    if algo == "nvls":
+        return 2 if t.nodes == 1 else 4
+    if algo == "nvls_tree":
+        return 2 + 2 * log_nodes
+    if algo == "collnet_direct":
+        return 4
+    return 2 * (t.gpus_per_node - 1) + 2  # collnet_chain
+
+
+def _transfer_us(
+    t: CommTopology, collective: Collective, algo: str, proto: str, wire_us: float
+) -> float:
+    """Bytes / algBw, plus the fitted pipeline-fill term of chunked protocols.
+
+    A pipeline of depth ``d`` hops moving ``S`` in chunks takes at best
+    ``(sqrt(d a) + sqrt(S/B))^2 = d a + S/B + 2 sqrt(d a S/B)``: the cross term grows with
+    the message until NCCL's chunks reach their maximum size, then stays (`PIPELINE_CAP_US`).
+    LL signals every 8 bytes and streams without filling chunks, so it pays none.
+    """
+    if proto not in PIPELINED:
+        return wire_us
+    depth = _pipeline_hops(t, collective, algo) * PIPELINE_HOP_US
+    return wire_us + min(2 * math.sqrt(depth * wire_us), PIPELINE_CAP_US)
 
 
 def predict(
@@ -428,8 +381,7 @@ def predict(
     if t.ranks < 2:
         raise ValueError("a collective needs at least 2 GPUs")
     if collective == "alltoall":
-        time_us, algo = _alltoall(t, nbytes)
-        proto = "simple"
+        time_us, algo, proto = alltoall_time_us(t, nbytes), "p2p", "simple"
     else:
         enabled = [a for a in _algorithms(t, collective) if not algorithms or a in algorithms]
         candidates = [
@@ -438,7 +390,6 @@ def predict(
             for p in PROTOCOLS
         ]
         time_us, algo, proto = min(candidates)
-    time_us += LAUNCH_OVERHEAD_US  # NCCL ranks on time without it; nccl-tests measures it
     algbw = nbytes / (time_us * 1000)
     return Prediction(
         nbytes,

@@ -61,6 +61,15 @@ NCCL_FEATURES: Final[dict[str, NcclFeature]] = {
             "NVLink SHARP + Tree (NVLSTREE)')",
         ),
         NcclFeature(
+            "nvls_multinode_ag_rs",
+            "2.27.3",
+            "all_gather and reduce_scatter on NVLS across nodes (NVLink SHARP + IB SHARP)",
+            "UNVERIFIED: issue 11 states multi-node NVLS all_gather needs NCCL 2.27 with "
+            "user-buffer registration; the 2.27 release notes were not re-read here "
+            "(https://docs.nvidia.com/deeplearning/nccl/release-notes/), so treat this gate as "
+            "the issue's claim, not a sourced fact",
+        ),
+        NcclFeature(
             "pat",
             "2.23.4",
             "PAT (Parallel Aggregated Trees) for all_gather and reduce_scatter at one GPU per node",

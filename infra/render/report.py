@@ -159,7 +159,12 @@ def _ceilings(t: CommTopology) -> list[Ceiling]:
     nvlink = f"NVLink {t.nvlink_links} × {t.intra_gbs / t.nvlink_links:g} = {t.intra_gbs:g} GB/s"
     out = [Ceiling(nvlink, t.intra_gbs, "nvlink")]
     if t.nodes > 1:
-        nic = f"NICs {t.nics} × {t.nic_gbs:g} = {t.inter_gbs:g} GB/s"
+        over = (
+            f" ÷ {t.oversubscription:g} uplinks"
+            if t.spans_leaf_groups and t.oversubscription > 1
+            else ""
+        )
+        nic = f"NICs {t.nics} × {t.nic_gbs:g}{over} = {t.inter_gbs:g} GB/s"
         out.append(Ceiling(nic, t.inter_gbs, "nic"))
     return out
 

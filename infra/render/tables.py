@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from infra.budget.collectives import CommTopology, Prediction
 from infra.budget.evaluate import BudgetResult
+from infra.catalog.nccl import nccl_has
 
 __all__ = ["budgets_json", "budgets_text", "predict_json", "predict_text"]
 
@@ -49,12 +50,18 @@ def predict_json(collective: str, t: CommTopology, rows: Sequence[Prediction]) -
 
 def predict_text(collective: str, node: str, t: CommTopology, rows: Sequence[Prediction]) -> str:
     """An nccl-tests-like table: size, time, algbw, busbw, algorithm/protocol."""
-    nvls = t.arch == "hopper" and t.nvswitch
+    nvls = t.nvls and t.arch == "hopper" and t.nvswitch and nccl_has(t.nccl, "nvls")
+    fabric = f"{t.tiers}-tier" + (
+        f", {t.oversubscription:g}:1 beyond {t.leaf_nodes} nodes"
+        if t.spans_leaf_groups and t.oversubscription > 1
+        else ""
+    )
     head = [
         (
             f"# railplan predict: {collective} on {t.ranks} GPUs ({t.nodes} x {t.gpus_per_node}, "
-            f"{node}); NICs {t.nics} x {t.nic_gbps:g} Gb/s; NVLS {'yes' if nvls else 'no'}; "
-            f"SHARP {'yes' if t.sharp else 'no'}"
+            f"{node}); NICs {t.nics} x {t.nic_gbps:g} Gb/s{' EFA' if t.efa else ''}; "
+            f"NVLS {'yes' if nvls else 'no'}; SHARP {'yes' if t.sharp else 'no'}; "
+            f"NCCL {t.nccl}" + (f"; fabric {fabric}" if t.nodes > 1 and t.leaf_nodes else "")
         ),
         "# model: NCCL tuning.cc structure; see docs/accuracy.md for its error",
         (

@@ -1,0 +1,101 @@
+"""NCCL 2.30.7's tuning constants (src/graph/tuning.cc, topo.h, search.cc) and railplan's fitted ones.
+
+The tables are NCCL's, copied from ../shared/facts/fabric.md §3 (latencies in µs, bandwidths
+in GB/s; tuple columns LL, LL128, Simple or 1 node, 2 nodes, >= 3 nodes). The few constants
+that are not NCCL's are marked FITTED or DERIVED with the measurement rows or arithmetic
+behind them; `docs/accuracy.md` shows how the whole model does on held-out rows.
+"""
+
+from __future__ import annotations
+
+# --- NCCL 2.30.7 constants (src/graph/tuning.cc), µs and GB/s ------------------------------
+BASE_LAT = {
+    "tree": (6.8, 14.0, 8.4),
+    "ring": (6.6, 14.0, 8.4),
+    "collnet_direct": (0, 0, 0),
+    "collnet_chain": (0, 0, 0),
+    "nvls": (0, 0, 0),
+    "nvls_tree": (0, 0, 0),
+}
+HW_LAT_NVLINK = {
+    "tree": (0.6, 1.25, 4.0),
+    "ring": (0.6, 1.9, 3.4),
+    "collnet_direct": (0, 0, 3.7),
+    "collnet_chain": (0, 0, 2.8),
+    "nvls": (0, 0, 25),
+    "nvls_tree": (0, 0, 25),
+}
+HW_LAT_NET = {
+    "tree": (5.0, 8.5, 14),
+    "ring": (2.7, 4.0, 14.0),
+    "collnet_direct": (0, 0, 31),
+    "collnet_chain": (0, 0, 30),
+    "nvls": (0, 0, 18),
+    "nvls_tree": (0, 0, 20.9),
+}
+# Columns: 1 node, 2 nodes, >= 3 nodes. Multi-node LL rows are keyed by CPU vendor.
+LL_MAX_BW = {
+    "ampere": (87.7, 22.5, 19.0),
+    "hopper": (141.0, 45.0, 35.0),
+    "intel": (39.0, 39.0, 20.4),
+    "amd": (87.7, 22.5, 19.0),
+}
+PER_CH_RING_LL128 = {"ampere": (20, 20, 20), "hopper": (36.7, 36.7, 36.7)}
+PER_CH_TREE_LL128 = {"ampere": (20, 20, 20), "hopper": (36.7, 36.7, 29.0)}
+PER_CH_TREE = {"ampere": (24.0, 23.6, 17.8), "hopper": (38.7, 41.4, 36.0)}
+PER_CH_NVLS_TREE = {"ampere": (24.0, 23.6, 17.8), "hopper": (0.0, 57.7, 45.5)}
+NVLS_EFFICIENCY = {"ampere": 0.0, "hopper": 0.85}
+NVLINK_LINK_BW = {"ampere": 20.0, "hopper": 20.6}  # src/graph/topo.h SM80_NVLINK_BW, SM90
+INTER_SPEEDS = {
+    "ampere": (48, 30, 28, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3),
+    "hopper": (48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3),
+}
+NET_OVERHEAD = {"intel": 1.0, "amd": 2.0}
+# treeCorrectionFactor[proto][log2(bytes / 64)] for 64 B .. 256 MB
+# fmt: off
+TREE_CORRECTION = {
+    "ll": (1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.7, 0.7, 0.7, 0.7, 0.6, 0.5,
+           0.4, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.0, 1.0, 1.0, 1.0),
+    "ll128": (1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.8, 0.8, 0.7, 0.6, 0.6,
+              0.6, 0.6, 0.6, 0.6, 0.8, 0.9, 0.9, 0.9, 0.9, 1.0, 1.0, 1.0),
+    "simple": (0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.7, 0.6, 0.6, 0.5,
+               0.5, 0.5, 0.5, 0.6, 0.7, 0.8, 0.7, 0.7, 0.8, 0.9, 0.9, 0.9),
+}
+# fmt: on
+RING_PLATEAU = 1.4  # "Plateau effect of ring" on Ampere and later
+# NCCL groups point-to-point operations into rounds (peer = rank +/- round) and runs up to
+# NCCL_MAX_DEV_WORK_P2P_PER_BATCH = 8 of them in one work batch (src/include/device.h;
+# ncclP2pSchedule / ncclP2pChannelBaseForRound in src/enqueue.cc, src/include/channel.h).
+P2P_ROUNDS_PER_BATCH = 8
+
+# --- Fitted and derived constants (each with the rows or arithmetic behind it) -------------
+# FITTED. NCCL's tuning model doubles NVLS all-reduce bandwidth over the NVLink rate (it ranks
+# algorithms, it does not promise times); measured single-node H100/H200 NVLS busbw is 466-482
+# GB/s (maintainers: "peak busBw of ~480GB/s", nccl-tests#212), a gain of about 1.6 over
+# NVLink's 370.8 x 0.85. Fitted on the fit half's single-node NVLS rows at >= 4 GiB (Azure ND
+# H100 v5 and ND H200 v5 8G, nccl-tests#290 4G, nccl-tests#309 peak, ml-engineering 16G): the
+# median measured/predicted ratio with the pipeline term below is 1.023 x 1.6 = 1.64.
+NVLS_ALLREDUCE_GAIN = 1.64
+# FITTED (two constants). NCCL's model is latency + bytes / bandwidth, but measured LL128 and
+# Simple times between 1 MiB and 256 MiB lie above that line by a term that grows like the
+# square root of the transfer time and then stops growing: the cost of filling a chunked
+# pipeline of depth d hops, (sqrt(d a) + sqrt(S/B))^2 = d a + S/B + 2 sqrt(d a S/B), whose
+# chunks stop growing at NCCL's maximum chunk size. a (per hop) and the cap were chosen by
+# grid search on the fit half's 1-128 MiB and >= 256 MiB rows (Azure ND A100 v4 / ND H100 v5
+# sweeps, nccl-tests#309 2-, 4- and 8-node sweeps): a in {0.3 .. 4} us, cap in {100 .. 600} us.
+# No per-call launch overhead is added: a fitted 0-10 us made the fit half's small rows worse
+# (NCCL's latency constants already sit above measured 8 B times).
+PIPELINE_HOP_US = 2.0
+PIPELINE_CAP_US = 300.0
+# DERIVED. SHARP's aggregation tree climbs one switch tier per level (leaf -> spine -> core)
+# and comes back down. NCCL has one network latency per algorithm; we read the part above a
+# plain network hop (CollNet/NVLS NET latency minus Ring Simple's 14 µs) as the tree's round
+# trip on a two-tier fabric (DGX SuperPOD scale), and scale it with the tiers climbed. No
+# published per-tier SHARP latency was found; this is a derivation, not a measurement.
+SHARP_REFERENCE_TIERS = 2
+# FITTED. EFA (AWS, through aws-ofi-nccl) adds latency per network step over NCCL's
+# InfiniBand constants. Fit half: the 2 x p5.48xlarge 8-byte all-reduce, 69.1 µs
+# (awsome-distributed-training README), which Tree/LL meets with 12 µs per network step.
+# The held-out 2 x p4de row (164.3 µs, older EFA) shows one constant does not cover both
+# generations (docs/accuracy.md).
+EFA_NET_LATENCY_US = 12.0
