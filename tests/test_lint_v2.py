@@ -202,12 +202,14 @@ def test_collnet_only_sharp_on_hopper_is_a_warning() -> None:
     assert not findings(SHARP_H100 % ("dgx-a100-640gb", "2.17.1"), "RP034")
 
 
-def test_a_budget_predicted_with_nvls_tree_needs_2_18_1() -> None:
+def test_a_budget_nvls_tree_would_speed_up_names_2_18_1_and_both_times() -> None:
     spec = SHARP_H100.replace(", sharp: true", "") + (
         "budgets:\n  - all_reduce: {bytes: 1GiB, gpus: 256, max_ms: 50}\n"
     )
     (found,) = findings(spec % ("dgx-h100", "2.17.1"), "RP034")
-    assert found.severity is Severity.ERROR and "budgets[0].all_reduce" in found.message
+    assert found.severity is Severity.WARNING and ">= 2.18.1" in found.message
+    assert "budgets[0].all_reduce would run nvls_tree" in found.message
+    assert " ms instead of " in found.message
     assert not findings(spec % ("dgx-h100", "2.18.1"), "RP034")
 
 

@@ -2,14 +2,15 @@
 
 The feature gates are `infra.catalog.nccl` (CollNet 2.7.3, NVLS 2.17.1, NVLS with IB SHARP
 2.18.1, each with its source). A spec asks for SHARP with `fabrics.compute.sharp`; it cannot
-ask for NVLS (NCCL enables NVLS by itself on Hopper NVSwitch nodes), but its collective budgets
-are predicted with the algorithm NCCL would choose, which may be one its NCCL lacks.
+ask for NVLS (NCCL enables NVLS by itself on Hopper NVSwitch nodes). Budgets are predicted with
+the algorithms the spec's NCCL has; the rule says when a newer one would be faster.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import replace
 
 from infra.budget.cluster import BudgetError, comm_topology, sharp_usable
 from infra.budget.collectives import CommTopology, predict
@@ -33,20 +34,32 @@ def _feature_of(algorithm: str, topo: CommTopology) -> str | None:
     return None
 
 
-def _predicted_algorithm(ctx: LintContext, budget: Budget) -> tuple[str, CommTopology] | None:
-    """The all-reduce algorithm a collective budget is predicted with, and its topology."""
-    spec, cat, b = ctx.loaded.spec, ctx.catalog, getattr(budget, budget.kind)
+def _feature_forgone(ctx: LintContext, i: int, budget: Budget) -> tuple[str, str] | None:
+    """What a newer NCCL would buy an all-reduce budget: ``(feature, why)``, or None.
+
+    The feature is one the newest NCCL would predict the budget with and the spec's lacks.
+
+    The performance model only chooses algorithms the spec's NCCL has, so the budget's own
+    prediction is honest; this says what a newer NCCL would buy.
+    """
+    if budget.kind not in ("all_reduce", "sharp_gain"):
+        return None
+    b = getattr(budget, budget.kind)
     try:
-        if budget.kind in ("all_reduce", "sharp_gain"):
-            topo = comm_topology(spec, cat, b.gpus, group=b.group)
-            return predict(topo, "all_reduce", b.bytes).algorithm, topo
-        if budget.kind == "scaling_efficiency":
-            topo = comm_topology(spec, cat, b.gpus, group=b.group)
-            nbytes = int(b.model_params * b.gradient_bytes)
-            return predict(topo, "all_reduce", nbytes).algorithm, topo
+        topo = comm_topology(ctx.loaded.spec, ctx.catalog, b.gpus, group=b.group)
     except BudgetError:
         return None  # RP061 or RP062 reports why the budget cannot be evaluated
-    return None
+    now = predict(topo, "all_reduce", b.bytes)
+    newest = predict(replace(topo, nccl=CommTopology.nccl), "all_reduce", b.bytes)
+    feature = _feature_of(newest.algorithm, topo)
+    if feature is None or nccl_has(topo.nccl, feature) or newest.time_us >= now.time_us:
+        return None
+    why = (
+        f"budgets[{i}].{budget.kind} would run "
+        f"{newest.algorithm} with it: {newest.time_us / 1000:.3g} ms instead of "
+        f"{now.time_us / 1000:.3g} ms ({now.algorithm})"
+    )
+    return feature, why
 
 
 def _needs(ctx: LintContext) -> dict[str, list[tuple[str, Severity]]]:
@@ -69,12 +82,9 @@ def _needs(ctx: LintContext) -> dict[str, list[tuple[str, Severity]]]:
             )
             needs["nvls_ib_sharp"].append((why, Severity.WARNING))
     for i, budget in enumerate(spec.budgets):
-        predicted = _predicted_algorithm(ctx, budget)
-        feature = _feature_of(*predicted) if predicted else None
-        if predicted and feature:
-            needs[feature].append(
-                (f"budgets[{i}].{budget.kind} is predicted with {predicted[0]}", Severity.ERROR)
-            )
+        forgone = _feature_forgone(ctx, i, budget)
+        if forgone:
+            needs[forgone[0]].append((forgone[1], Severity.WARNING))
     return needs
 
 
@@ -91,9 +101,10 @@ def nccl_feature_missing(ctx: LintContext) -> Iterator[Violation]:
     2.7.3 or higher", NVIDIA SHARP docs); NVLink SHARP (NVLS) inside a node came with 2.17.1,
     and NVLS across nodes (NVLS with IB SHARP, and NVLSTree) with 2.18.1 (NCCL release notes;
     `infra.catalog.nccl`). An older NCCL silently runs ring or tree instead: SHARP switches
-    sit idle and a budget predicted with NVLS or CollNet is optimistic. An error when SHARP is
-    enabled or a budget's prediction uses the feature; a warning when only NVLS with IB SHARP
-    is missing on SHARP-enabled Hopper NVSwitch nodes (CollNet still works).
+    sit idle. An error when SHARP is enabled; a warning when only NVLS with IB SHARP is
+    missing on SHARP-enabled Hopper NVSwitch nodes (CollNet still works), and when an
+    all-reduce budget would be faster with a newer NCCL's algorithm (the message gives both
+    predicted times; budgets are predicted with the algorithms the spec's NCCL has).
     Fix: raise `software.nccl` to the version the message names (or later), or drop the
     feature (`sharp: false`).
     """
