@@ -66,9 +66,11 @@ fuzz: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
-# Regenerate docs/accuracy.md from tests/data/nccl-measurements.yaml (a test checks it).
+# Regenerate docs/accuracy.md: collectives from tests/data/nccl-measurements.yaml, then the
+# "## Training" section from tests/data/training-measurements.yaml (tests check both parts).
 accuracy: $(STAMP)
-	$(BIN)/python -m infra.budget.calibration tests/data/nccl-measurements.yaml > docs/accuracy.md
+	{ $(BIN)/python -m infra.budget.calibration tests/data/nccl-measurements.yaml; echo; \
+	  $(BIN)/python -m infra.budget.train_accuracy tests/data/training-measurements.yaml; } > docs/accuracy.md
 
 # Regenerate the golden rendered trees under tests/golden/expected/ (review the diff, then commit).
 golden: $(STAMP)
