@@ -125,8 +125,10 @@ def test_medium_and_small_messages_within_stated_tolerance(catalog: Catalog) -> 
 
 def test_accuracy_document_is_current(catalog: Catalog) -> None:
     # The collectives part comes first; the "## Training" section follows (test_train_accuracy).
-    assert (ROOT / "docs" / "accuracy.md").read_text().startswith(
-        accuracy_markdown(MEASUREMENTS, catalog)
+    assert (
+        (ROOT / "docs" / "accuracy.md")
+        .read_text()
+        .startswith(accuracy_markdown(MEASUREMENTS, catalog))
     ), "docs/accuracy.md is stale: run `make accuracy`"
 
 

@@ -292,11 +292,19 @@ def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
     else:
         best, count = search(job, request)
     if best is None:
+        if not count:
+            raise BudgetError(
+                f"no layout splits {request.gpus} GPUs into TP x PP x DP with PP dividing "
+                f"{request.shape.layers} layers and DP dividing the global batch "
+                f"{request.global_batch}",
+                path="--global-batch",
+                hint="a global batch with more divisors, or a GPU count of 2^k nodes",
+            )
         raise BudgetError(
-            f"no layout of {request.shape.name} on {request.gpus} GPUs fits in memory"
-            + ("" if count else " (no layout divides the model and batch)"),
+            f"no layout of {request.shape.name} on {request.gpus} GPUs fits in memory "
+            f"({count} tried)",
             path="--gpus",
-            hint="more GPUs, full recompute, ZeRO-3, or a global batch with more divisors",
+            hint="more GPUs, full recompute, or ZeRO-3",
         )
     return TrainAnswer(
         best,
