@@ -109,7 +109,7 @@ def test_cli_json_carries_the_design_keys(tmp_path: Path) -> None:
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    assert KEYS <= set(doc) and BREAKDOWN == set(doc["breakdown"])
+    assert set(doc) >= KEYS and set(doc["breakdown"]) == BREAKDOWN
     assert doc["tp"] * doc["pp"] * doc["dp"] == doc["gpus"] == 128
     assert sum(doc["breakdown"].values()) == pytest.approx(doc["step_s"], rel=1e-4)
     assert 0 < doc["mfu"] <= doc["hfu"] < 1 and 0 < doc["scaling_efficiency"] <= 1
