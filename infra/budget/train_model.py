@@ -25,7 +25,7 @@ Sources:
 174.6
 >>> f = iteration_flops(g, 1536, "full")
 >>> round(f.hardware / 1e18, 2)  # eq. (3), B = 1536
-4.53
+4.51
 """
 
 from __future__ import annotations

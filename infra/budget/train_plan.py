@@ -10,6 +10,7 @@ like Calculon's optimal-execution search, bounded to a few thousand candidates.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -36,6 +37,12 @@ __all__ = [
 
 MAX_MICRO_BATCH = 16
 """Largest micro-batch the search tries (bigger ones only add activation memory)."""
+MAX_LAYERS = 10_000
+"""Most layers (and heads) a request may name: 80x the largest published dense model."""
+MAX_WIDTH = 1_000_000
+"""Most hidden units (and 10x that for sequence and vocabulary)."""
+MAX_BATCH = 2**30
+"""Most sequences per step a request may name."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,17 @@ def model_shape(
         InputError: unknown preset, neither or both forms given, or a shape that is no
             transformer.
     """
+    for name, value, most in (
+        ("--layers", layers, MAX_LAYERS), ("--hidden", hidden, MAX_WIDTH),
+        ("--heads", heads, MAX_LAYERS), ("--seq", seq, MAX_WIDTH * 10),
+        ("--vocab", vocab, MAX_WIDTH * 10),
+    ):  # fmt: skip
+        if value is not None and not 1 <= value <= most:
+            raise InputError(
+                f"{name} must be between 1 and {most:,}",
+                path=name,
+                hint="a transformer of published size",
+            )
     explicit = (layers, hidden, heads)
     if preset is not None:
         if preset not in PRESETS:
@@ -123,21 +141,21 @@ def train_request_checks(request: TrainRequest, precision: str) -> None:
             f"{precision!r} is not a training precision",
             "use bf16, fp16, fp8 or fp32",
         ),
-        (request.gpus >= 1, "--gpus", "needs at least 1 GPU", "e.g. --gpus 1024"),
+        (request.gpus >= 1, "--gpus", "--gpus needs at least 1 GPU", "e.g. --gpus 1024"),
         (
-            request.global_batch >= 1,
+            1 <= request.global_batch <= MAX_BATCH,
             "--global-batch",
-            "needs at least 1 sequence",
+            f"--global-batch must be between 1 and {MAX_BATCH:,} sequences",
             "e.g. --global-batch 1536",
         ),
         (
-            request.micro_batch is None or request.micro_batch >= 1,
+            request.micro_batch is None or 1 <= request.micro_batch <= request.global_batch,
             "--micro-batch",
-            "must be at least 1",
+            "--micro-batch must be between 1 and the global batch",
             "e.g. --micro-batch 1",
         ),
-        (request.tp is None or request.tp >= 1, "--tp", "must be at least 1", "e.g. --tp 8"),
-        (request.pp is None or request.pp >= 1, "--pp", "must be at least 1", "e.g. --pp 8"),
+        (request.tp is None or request.tp >= 1, "--tp", "--tp must be at least 1", "e.g. --tp 8"),
+        (request.pp is None or request.pp >= 1, "--pp", "--pp must be at least 1", "e.g. --pp 8"),
         (
             (request.tp is None) == (request.pp is None),
             "--tp",
@@ -175,8 +193,11 @@ def build_job(spec: Spec, catalog: Catalog, request: TrainRequest) -> tuple[Job,
     return job, group.name, node.name
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+def _divisors(n: int, at_most: int | None = None) -> list[int]:
+    """Divisors of ``n`` (up to ``at_most``), ascending, in O(sqrt n)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    every = sorted(set(small + [n // d for d in small]))
+    return [d for d in every if at_most is None or d <= at_most]
 
 
 def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
@@ -242,8 +263,10 @@ def _candidates(job: Job, request: TrainRequest) -> Iterator[Layout]:
             per_dp = -(-request.global_batch // dp)
             if not request.round_batch and request.global_batch % dp:
                 continue
-            bs = [request.micro_batch] if request.micro_batch else _divisors(per_dp)
-            for b in (b for b in bs if b <= max(MAX_MICRO_BATCH, request.micro_batch or 0)):
+            bs = (
+                [request.micro_batch] if request.micro_batch else _divisors(per_dp, MAX_MICRO_BATCH)
+            )
+            for b in bs:
                 vs = [v for v in (1, 2, 4) if v == 1 or (pp > 1 and (shape.layers // pp) % v == 0)]
                 for v in vs:
                     for mode in modes:
