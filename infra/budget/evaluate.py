@@ -18,6 +18,7 @@ from infra.budget import memory, power_cost
 from infra.budget.cluster import BudgetError, comm_topology, main_group, sharp_usable
 from infra.budget.collectives import predict
 from infra.budget.storage import checkpoint_estimate
+from infra.budget.train_model import ModelShape
 from infra.budget.train_plan import TrainAnswer, TrainRequest, model_shape, train
 from infra.budget.training import StepEstimate, step_estimate
 from infra.catalog import Catalog
@@ -130,6 +131,13 @@ def scaling_step(b: ScalingEfficiencyBudget, spec: Spec, cat: Catalog, path: str
     )
 
 
+def _default_batch(b: ScalingEfficiencyBudget, shape: ModelShape | None = None) -> int:
+    """The budget's batch, else the preset's published one, else tokens_per_gpu x gpus / seq."""
+    if shape is None:
+        shape = model_shape(b.model, b.layers, b.hidden, b.heads, b.seq, b.vocab)
+    return b.global_batch or shape.global_batch or -(-b.tokens_per_gpu * b.gpus // shape.seq)
+
+
 def scaling_answer(b: ScalingEfficiencyBudget, spec: Spec, cat: Catalog, path: str) -> TrainAnswer:
     """The training model's answer for a budget that names a model (preset or shape).
 
@@ -143,7 +151,7 @@ def scaling_answer(b: ScalingEfficiencyBudget, spec: Spec, cat: Catalog, path: s
         shape = model_shape(b.model, b.layers, b.hidden, b.heads, b.seq, b.vocab, f"{path}.model")
     except InputError as exc:
         raise BudgetError(exc.message, path=path, hint=exc.hint) from None
-    batch = b.global_batch or shape.global_batch or -(-b.tokens_per_gpu * b.gpus // shape.seq)
+    batch = _default_batch(b, shape)
     request = TrainRequest(
         b.gpus,
         shape,
@@ -191,6 +199,9 @@ def _scaling_trained(
         "pipeline sends": bd.pp_comm_s,
     }
     worst = max(losses, key=lambda k: losses[k])
+    batch = res.micro_batches * lay.dp * lay.micro_batch
+    asked = b.global_batch or _default_batch(b)
+    rounded = f" (global batch {batch}, rounded up from {asked})" if batch != asked else ""
     return replace(
         r,
         predicted=a.scaling_efficiency,
@@ -199,7 +210,7 @@ def _scaling_trained(
         better="higher",
         detail=f"{b.model or 'model'} on TP {lay.tp} x PP {lay.pp} "
         f"(x{lay.virtual}) x DP {lay.dp}, {res.micro_batches} micro-batches of "
-        f"{lay.micro_batch}: step {step:.3f} s, MFU "
+        f"{lay.micro_batch}{rounded}: step {step:.3f} s, MFU "
         f"{res.tflops_per_gpu(False) / res.peak_tflops:.1%}; against one replica the "
         f"loss is mostly the {worst} ({losses[worst] / step:.0%} of the step; bubble "
         f"{bd.pp_bubble_s / step:.0%}, exposed DP {bd.dp_comm_exposed_s / step:.0%})",
