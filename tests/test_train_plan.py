@@ -144,3 +144,27 @@ def test_split_is_deterministic_and_every_row_cites_a_source() -> None:
     assert split(list(reversed(data["measurements"]))) == (fit, held)
     assert not {r["id"] for r in fit} & {r["id"] for r in held}
     assert all(r["source"] in data["sources"] for r in data["measurements"])
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    st.sampled_from(sorted(PRESETS)),
+    st.sampled_from([8, 16, 64, 128, 512]),
+    st.sampled_from([64, 256, 1000, 1536]),
+)
+def test_search_returns_a_fitting_layout_or_says_none_fits(
+    catalog: Catalog, preset: str, gpus: int, batch: int
+) -> None:
+    spec = load_spec_text(cluster(64)).spec
+    try:
+        answer = train(spec, catalog, TrainRequest(gpus, PRESETS[preset], batch))
+    except BudgetError as exc:
+        assert "fits in memory" in exc.message or "no layout splits" in exc.message
+        return
+    assert answer.result.memory.fits and answer.result.layout.gpus == gpus
+
+
+def test_fixed_layout_that_cannot_fit_is_shown_as_not_fitting(catalog: Catalog) -> None:
+    spec = load_spec_text(cluster(1)).spec
+    answer = train(spec, catalog, TrainRequest(8, PRESETS["gpt3-175b"], 8, 1, 8, 1))
+    assert not answer.result.memory.fits and answer.result.layout.tp == 8

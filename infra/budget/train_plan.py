@@ -291,7 +291,11 @@ def search(job: Job, request: TrainRequest) -> tuple[StepResult | None, int]:
 
 
 def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
-    """Time the request's layout, or search the fastest that fits.
+    """Search the fastest layout that fits within what the request fixes.
+
+    With ``tp`` and ``pp`` fixed the search still picks micro-batch, interleaving,
+    recompute and ZeRO stage where they are not given; if no variant fits, the answer is
+    the plain variant, whose memory then says it does not fit.
 
     Raises:
         InputError: a fixed layout breaks a rule.
@@ -299,7 +303,9 @@ def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
     """
     job, group, node = build_job(spec, catalog, request)
     started = time.perf_counter()
-    if request.tp and request.pp:
+    best, count = search(job, request)
+    if best is None and request.tp and request.pp:
+        # the fixed layout fits in no variant: show its default one (and why, if invalid)
         layout = Layout(
             request.tp,
             request.pp,
@@ -310,10 +316,7 @@ def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
             1 if request.zero is None else request.zero,
         )
         check_layout(job, layout, strict_batch=not request.round_batch)
-        best: StepResult | None = train_layout.step(job, layout)
-        count = 1
-    else:
-        best, count = search(job, request)
+        best, count = train_layout.step(job, layout), count + 1
     if best is None:
         if not count:
             raise BudgetError(
