@@ -12,8 +12,8 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $(STAMP)
 
 demo: $(STAMP)
-	@echo "== railplan lint -v examples/*.yaml"
-	@$(BIN)/railplan lint --verbose examples/*.yaml
+	@echo "== railplan lint -v examples/*.yaml (exit 1: claims-h100-8k misses its scaling claim)"
+	@$(BIN)/railplan lint --verbose examples/*.yaml || true
 	@echo
 	@echo "== railplan mig check examples/mig-parted/config-default.yaml (NVIDIA's published default)"
 	@$(BIN)/railplan mig check examples/mig-parted/config-default.yaml
@@ -24,8 +24,11 @@ demo: $(STAMP)
 	@echo "== railplan predict examples/dgx-a100-superpod.yaml --collective all_reduce --gpus 1120 --step-factor 8"
 	@$(BIN)/railplan predict examples/dgx-a100-superpod.yaml --collective all_reduce --gpus 1120 --step-factor 8
 	@echo
-	@echo "== railplan budget examples/claims-h100-8k.yaml"
-	@$(BIN)/railplan budget examples/claims-h100-8k.yaml
+	@echo "== railplan budget examples/claims-h100-8k.yaml (exit 1: one claim is not met)"
+	@$(BIN)/railplan budget examples/claims-h100-8k.yaml || true
+	@echo
+	@echo "== railplan train examples/claims-h100-8k.yaml --gpus 8000 --model gpt3-175b --global-batch 2000"
+	@$(BIN)/railplan train examples/claims-h100-8k.yaml --gpus 8000 --model gpt3-175b --global-batch 2000
 	@echo
 	@echo "== a broken spec: railplan lint tests/corpus/lint/mig-4g-4g.yaml (exit code 1 expected)"
 	@$(BIN)/railplan lint tests/corpus/lint/mig-4g-4g.yaml || true
@@ -66,9 +69,11 @@ fuzz: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
-# Regenerate docs/accuracy.md from tests/data/nccl-measurements.yaml (a test checks it).
+# Regenerate docs/accuracy.md: collectives from tests/data/nccl-measurements.yaml, then the
+# "## Training" section from tests/data/training-measurements.yaml (tests check both parts).
 accuracy: $(STAMP)
-	$(BIN)/python -m infra.budget.calibration tests/data/nccl-measurements.yaml > docs/accuracy.md
+	{ $(BIN)/python -m infra.budget.calibration tests/data/nccl-measurements.yaml; echo; \
+	  $(BIN)/python -m infra.budget.train_accuracy tests/data/training-measurements.yaml; } > docs/accuracy.md
 
 # Regenerate the golden rendered trees under tests/golden/expected/ (review the diff, then commit).
 golden: $(STAMP)

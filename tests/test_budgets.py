@@ -39,8 +39,13 @@ def test_vendor_claims_are_each_answered(claims: dict[str, BudgetResult]) -> Non
         "cost_per_pflop_day",
         "model_fits",
     }
-    assert all(r.passed and not r.error for r in claims.values())
-    assert 0 < claims["scaling_efficiency"].predicted <= 1
+    assert not any(r.error for r in claims.values())
+    # The one claim this cluster does not meet: GPT-3's 1536-sequence batch over 8,000 GPUs
+    # leaves each pipeline a handful of micro-batches, so the bubble costs what 0.89 allows.
+    missed = [k for k, r in claims.items() if not r.passed]
+    assert missed == ["scaling_efficiency"]
+    assert 0.5 < claims["scaling_efficiency"].predicted < 0.89
+    assert "bubble" in claims["scaling_efficiency"].detail
     # 2.8 TB at the declared 40 GB/s filesystem: 70 s, limited by the filesystem
     assert claims["checkpoint"].predicted == pytest.approx(70.0)
     assert "filesystem" in claims["checkpoint"].detail
@@ -91,10 +96,10 @@ def test_fp8_scaling_on_a100_cannot_be_evaluated(catalog: Catalog) -> None:
 
 
 def test_budget_cli_exit_codes_and_json() -> None:
-    ok = railplan("budget", "--format", "json", str(CLAIMS))
-    assert ok.returncode == 0, ok.stdout
-    doc = json.loads(ok.stdout)
-    assert len(doc["budgets"]) == 8 and all(b["passed"] for b in doc["budgets"])
+    claims = railplan("budget", "--format", "json", str(CLAIMS))
+    assert claims.returncode == 1, claims.stdout  # the scaling claim is not met
+    doc = json.loads(claims.stdout)
+    assert len(doc["budgets"]) == 8 and sum(not b["passed"] for b in doc["budgets"]) == 1
     failing = railplan("budget", str(ROOT / "tests" / "corpus" / "lint" / "budget-not-met.yaml"))
     assert failing.returncode == 1 and "FAIL" in failing.stdout
 

@@ -140,8 +140,11 @@ def test_the_split_alternates_within_each_source() -> None:
 
 
 def test_accuracy_document_is_current(catalog: Catalog) -> None:
-    assert (ROOT / "docs" / "accuracy.md").read_text() == accuracy_markdown(
-        MEASUREMENTS, catalog
+    # The collectives part comes first; the "## Training" section follows (test_train_accuracy).
+    assert (
+        (ROOT / "docs" / "accuracy.md")
+        .read_text()
+        .startswith(accuracy_markdown(MEASUREMENTS, catalog))
     ), "docs/accuracy.md is stale: run `make accuracy`"
 
 

@@ -74,8 +74,14 @@ def test_schema_corpus_fails_at_the_right_place(path: Path) -> None:
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_examples_are_lint_clean(path: Path) -> None:
     findings = lint_loaded(load_spec(path), load_catalog())
-    # met budgets are reported as info (with their headroom); nothing else may appear
-    assert [f for f in findings if f.severity is not Severity.INFO] == []
+    # met budgets are reported as info (with their headroom); nothing else may appear, but
+    # for the vendor-claims example, whose 8,000-GPU scaling claim this cluster misses
+    errors = [f for f in findings if f.severity is not Severity.INFO]
+    if path.stem == "claims-h100-8k":
+        assert [(f.rule, f.path) for f in errors] == [("RP060", "budgets[0].scaling_efficiency")]
+        assert "bubble" in errors[0].hint
+    else:
+        assert errors == []
     assert all(f.rule == "RP060" for f in findings)
 
 

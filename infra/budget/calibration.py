@@ -274,12 +274,6 @@ def accuracy_markdown(data: dict[str, Any], catalog: Catalog) -> str:
         "",
     ]
     lines += [f"- `{key}`: {src['title']} — {src['url']}" for key, src in data["sources"].items()]
-    lines += [
-        "",
-        "## Training",
-        "",
-        "(Training-model rows are added by `railplan train`'s calibration.)",
-    ]
     return "\n".join(lines) + "\n"
 
 

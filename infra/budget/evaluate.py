@@ -17,8 +17,11 @@ from infra.budget import memory, power_cost
 from infra.budget.cluster import BudgetError, comm_topology, main_group, sharp_usable
 from infra.budget.collectives import predict
 from infra.budget.storage import checkpoint_estimate
+from infra.budget.train_model import ModelShape
+from infra.budget.train_plan import TrainAnswer, TrainRequest, model_shape, train
 from infra.budget.training import StepEstimate, step_estimate
 from infra.catalog import Catalog
+from infra.errors import InputError
 from infra.spec import Spec
 from infra.spec.budgets import (
     AllReduceBudget,
@@ -41,7 +44,7 @@ from infra.spec.budgets import (
 from infra.topology import Plan
 from infra.wording import plural
 
-__all__ = ["BudgetResult", "evaluate_budgets", "scaling_step"]
+__all__ = ["BudgetResult", "evaluate_budgets", "scaling_answer", "scaling_step"]
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,18 @@ def scaling_step(b: ScalingEfficiencyBudget, spec: Spec, cat: Catalog, path: str
     Raises:
         BudgetError: the budget cannot be evaluated on this spec.
     """
+    if b.uses_train_model:  # the training model's step, in the older model's terms
+        a = scaling_answer(b, spec, cat, path)
+        bd = a.result.breakdown
+        lay = a.result.layout
+        return StepEstimate(
+            a.result.step_s - bd.dp_comm_exposed_s,
+            a.result.dp_comm_s,
+            bd.dp_comm_exposed_s,
+            a.result.step_s,
+            a.scaling_efficiency,
+            f"TP {lay.tp} x PP {lay.pp} x DP {lay.dp}",
+        )
     topo = comm_topology(
         spec, cat, b.gpus, path=f"{path}.gpus", group=b.group, group_path=f"{path}.group"
     )
@@ -130,9 +145,51 @@ def scaling_step(b: ScalingEfficiencyBudget, spec: Spec, cat: Catalog, path: str
     )
 
 
+def _default_batch(b: ScalingEfficiencyBudget, shape: ModelShape | None = None) -> int:
+    """The budget's batch, else the preset's published one, else tokens_per_gpu x gpus / seq."""
+    if shape is None:
+        shape = model_shape(b.model, b.layers, b.hidden, b.heads, b.seq, b.vocab)
+    return b.global_batch or shape.global_batch or -(-b.tokens_per_gpu * b.gpus // shape.seq)
+
+
+def scaling_answer(b: ScalingEfficiencyBudget, spec: Spec, cat: Catalog, path: str) -> TrainAnswer:
+    """The training model's answer for a budget that names a model (preset or shape).
+
+    The global batch is the budget's, else the preset's published one, else
+    ``tokens_per_gpu x gpus / seq``; it is rounded up to whole micro-batches per replica.
+
+    Raises:
+        BudgetError: the shape or layout is invalid, or nothing fits.
+    """
+    try:
+        shape = model_shape(b.model, b.layers, b.hidden, b.heads, b.seq, b.vocab, f"{path}.model")
+    except InputError as exc:
+        raise BudgetError(exc.message, path=path, hint=exc.hint) from None
+    batch = _default_batch(b, shape)
+    request = TrainRequest(
+        b.gpus,
+        shape,
+        batch,
+        b.micro_batch,
+        b.tp,
+        b.pp,
+        b.recompute,
+        b.zero,
+        b.precision,
+        b.group,
+        round_batch=True,
+    )
+    try:
+        return train(spec, cat, request)
+    except InputError as exc:
+        raise BudgetError(exc.message, path=path, hint=exc.hint) from None
+
+
 def _scaling(
     b: ScalingEfficiencyBudget, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
 ) -> BudgetResult:
+    if b.uses_train_model:
+        return _scaling_trained(b, spec, cat, r)
     step = scaling_step(b, spec, cat, r.path)
     return replace(
         r,
@@ -143,6 +200,36 @@ def _scaling(
         detail=f"step {step.step_s:.3f} s: compute {step.compute_s:.3f} s, "
         f"gradient all-reduce {step.allreduce_s:.3f} s "
         f"({step.allreduce_algorithm}), exposed {step.exposed_s:.3f} s",
+    )
+
+
+def _scaling_trained(
+    b: ScalingEfficiencyBudget, spec: Spec, cat: Catalog, r: BudgetResult
+) -> BudgetResult:
+    a = scaling_answer(b, spec, cat, r.path)
+    res, lay = a.result, a.result.layout
+    bd, step = res.breakdown, res.step_s
+    losses = {
+        "pipeline bubble": bd.pp_bubble_s,
+        "exposed DP communication": bd.dp_comm_exposed_s,
+        "pipeline sends": bd.pp_comm_s,
+    }
+    worst = max(losses, key=lambda k: losses[k])
+    batch = res.micro_batches * lay.dp * lay.micro_batch
+    asked = b.global_batch or _default_batch(b)
+    rounded = f" (global batch {batch}, rounded up from {asked})" if batch != asked else ""
+    return replace(
+        r,
+        predicted=a.scaling_efficiency,
+        limit=b.min,
+        unit="",
+        better="higher",
+        detail=f"{b.model or 'model'} on TP {lay.tp} x PP {lay.pp} "
+        f"(x{lay.virtual}) x DP {lay.dp}, {res.micro_batches} micro-batches of "
+        f"{lay.micro_batch}{rounded}: step {step:.3f} s, MFU "
+        f"{res.tflops_per_gpu(False) / res.peak_tflops:.1%}; against one replica the "
+        f"loss is mostly the {worst} ({losses[worst] / step:.0%} of the step; bubble "
+        f"{bd.pp_bubble_s / step:.0%}, exposed DP {bd.dp_comm_exposed_s / step:.0%})",
     )
 
 
@@ -246,13 +333,23 @@ def _cost(
         )
     except ValueError as exc:
         raise BudgetError(str(exc), path=f"{r.path}.precision") from None
+    hardware = 0.0
+    note = ""
+    if b.price_per_node_usd:  # straight-line amortisation: USD per day over PFLOP-days per day
+        per_day = len(plan.servers) * b.price_per_node_usd / (b.amortize_years * 365.0)
+        hardware = per_day / c.delivered_pflops
+        note = (
+            f"; hardware {hardware:,.2f} USD ({len(plan.servers):,} servers at "
+            f"{b.price_per_node_usd:,.0f} USD over {b.amortize_years:g} years) + energy "
+            f"{c.usd_per_pflop_day:,.2f} USD"
+        )
     return replace(
         r,
-        predicted=c.usd_per_pflop_day,
+        predicted=c.usd_per_pflop_day + hardware,
         limit=b.max_usd,
         unit="USD",
         detail=f"{c.facility_kw:,.0f} kW facility for {c.delivered_pflops:,.1f} "
-        f"delivered PFLOP/s: {c.kwh_per_pflop_day:,.0f} kWh per PFLOP-day",
+        f"delivered PFLOP/s: {c.kwh_per_pflop_day:,.0f} kWh per PFLOP-day{note}",
     )
 
 

@@ -1,4 +1,8 @@
-"""Data-parallel training step time and scaling efficiency.
+"""Data-parallel training step time and scaling efficiency at an assumed MFU (the fallback).
+
+A `scaling_efficiency` budget that names a model (`model:` or `layers`/`hidden`/`heads`) is
+answered by the layout-aware model in `train_layout`/`train_plan` instead; this module
+answers only budgets that give nothing but `model_params` and an `mfu`, as older specs do.
 
 A step computes ``6 * P * tokens`` FLOPs per GPU (forward + backward, Kaplan et al. 2020,
 "Scaling Laws for Neural Language Models", §2.1: C ≈ 6NBS) at the GPU's dense peak for the

@@ -7,7 +7,7 @@ is the one-key entry a spec lists: a discriminated union of one entry model per 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, TypeGuard
 
 from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
 from pydantic.json_schema import SkipJsonSchema
@@ -32,21 +32,58 @@ MAX_BUDGET_GPUS = 2**20
 small enough that memory estimates stay ordinary floats (``10**400`` would overflow them)."""
 
 # Parameter counts of published models a budget can name instead of `model_params`.
+# The shapes behind them (layers, hidden, heads, ...) live in infra/budget/train_model.py.
 MODEL_PRESETS = {
     "gpt3-175b": 175e9,  # Brown et al. 2020, "Language Models are Few-Shot Learners", Table 2.1
     "mt-nlg-530b": 530e9,  # Smith et al. 2022, "Using DeepSpeed and Megatron to Train MT-NLG"
+    "llama2-70b": 70e9,  # Touvron et al. 2023, "Llama 2", Table 1
+    "llama3-405b": 405e9,  # Llama Team 2024, "The Llama 3 Herd of Models", Table 3
+    "gpt-1t": 1008e9,  # Narayanan et al. 2021, Megatron-LM on GPU clusters, Table 1
 }
+ModelPreset = Literal["gpt3-175b", "mt-nlg-530b", "llama2-70b", "llama3-405b", "gpt-1t"]
+
+
+def _positive_int(value: object) -> TypeGuard[int]:
+    """A whole number above 0 (not a bool): the validator leaves other values to Pydantic."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 class ScalingEfficiencyBudget(StrictModel):
-    """Data-parallel training must keep at least `min` of linear scaling at `gpus` GPUs."""
+    """Training must keep at least `min` of linear scaling at `gpus` GPUs.
+
+    With `model` (a preset) or `layers`/`hidden`/`heads`, railplan's training model times
+    the step on the best layout that fits (or the one given by `tp`/`pp`) and compares
+    per-GPU throughput with one model replica's; otherwise the older data-parallel model
+    with an assumed `mfu` and `overlap` answers.
+    """
 
     gpus: int = Field(ge=2, description="GPUs in the job.")
     min: float = Field(gt=0, le=1, description="Minimum efficiency, 0-1 (0.89 = 89 %).")
-    model: Literal["gpt3-175b", "mt-nlg-530b"] | None = Field(
-        None, description="A published model whose parameter count to use (or `model_params`)."
+    model: ModelPreset | None = Field(
+        None, description="A published model (shape and batch) to train, or give a shape."
     )
-    model_params: Count = Field(description="Model parameters, e.g. `175e9`.")
+    model_params: Count = Field(
+        0, description="Model parameters, e.g. `175e9` (implied by `model` or a shape)."
+    )
+    layers: int | None = Field(None, ge=1, le=10_000, description="Transformer layers.")
+    hidden: int | None = Field(None, ge=1, le=1_000_000, description="Hidden size.")
+    heads: int | None = Field(None, ge=1, le=10_000, description="Attention heads.")
+    seq: int | None = Field(None, ge=1, le=10_000_000, description="Sequence length.")
+    vocab: int | None = Field(None, ge=1, le=10_000_000, description="Vocabulary size.")
+    global_batch: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_BUDGET_GPUS * 1024,
+        description="Sequences per step; default the preset's published batch, else "
+        "`tokens_per_gpu` x `gpus` / `seq`.",
+    )
+    tp: int | None = Field(None, ge=1, le=64, description="Tensor-parallel size (with `pp`).")
+    pp: int | None = Field(None, ge=1, le=1024, description="Pipeline-parallel size.")
+    micro_batch: int | None = Field(None, ge=1, le=1024, description="Micro-batch size.")
+    recompute: Literal["none", "selective", "full"] | None = Field(
+        None, description="Activation recomputation; default searched."
+    )
+    zero: Literal[0, 1, 2, 3] | None = Field(None, description="ZeRO stage; default searched.")
     precision: Precision = Field(Precision.BF16, strict=False, description="Compute precision.")
     tokens_per_gpu: Count = Field(
         8192, description="Tokens each GPU processes per step (micro-batches x sequence)."
@@ -63,10 +100,29 @@ class ScalingEfficiencyBudget(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _preset_params(cls, data: object) -> object:
-        """`model: gpt3-175b` stands for its parameter count (an explicit count wins)."""
+        """`model: gpt3-175b` stands for its parameter count (an explicit count wins).
+
+        A shape gives a GPT estimate (12·layers·hidden² + vocab·hidden) for display.
+        """
         if isinstance(data, dict) and data.get("model") in MODEL_PRESETS:
             return {"model_params": MODEL_PRESETS[data["model"]], **data}
+        if isinstance(data, dict) and "model_params" not in data:
+            layers, hidden = data.get("layers"), data.get("hidden")
+            vocab = data.get("vocab") or 50257
+            if _positive_int(layers) and _positive_int(hidden) and _positive_int(vocab):
+                return {"model_params": 12 * layers * hidden**2 + vocab * hidden, **data}
         return data
+
+    @model_validator(mode="after")
+    def _some_model(self) -> ScalingEfficiencyBudget:
+        if not self.model_params:
+            raise ValueError("name a model: `model`, `layers`/`hidden`/`heads` or `model_params`")
+        return self
+
+    @property
+    def uses_train_model(self) -> bool:
+        """Whether the budget names a model shape (so the training model answers)."""
+        return self.model is not None or self.layers is not None
 
 
 class CheckpointBudget(StrictModel):
@@ -129,7 +185,7 @@ class SharpGainBudget(StrictModel):
 
 
 class CostBudget(StrictModel):
-    """Energy cost per PFLOP-day must stay at or below `max_usd`."""
+    """Cost per PFLOP-day (energy, plus amortised hardware if priced) must stay within `max_usd`."""
 
     max_usd: float = Field(gt=0, description="Limit, USD per PFLOP-day.")
     price_per_kwh: float = Field(gt=0, description="Electricity price, USD per kWh.")
@@ -138,6 +194,15 @@ class CostBudget(StrictModel):
         Precision.BF16, strict=False, description="Precision the PFLOPs are counted at."
     )
     mfu: float = Field(0.4, gt=0, le=1, description="Model FLOPs utilisation assumed.")
+    price_per_node_usd: float | None = Field(
+        None,
+        gt=0,
+        le=1e9,
+        description="Purchase price of one server, USD; adds its amortised cost to energy.",
+    )
+    amortize_years: float = Field(
+        4.0, gt=0, le=30, description="Years the hardware cost is spread over (straight line)."
+    )
 
 
 def _about(kind: str, model: type[StrictModel]) -> str:

@@ -1,0 +1,352 @@
+"""One training step of a GPT-style model on a tensor/pipeline/data-parallel layout.
+
+This module owns the step-time model behind `railplan train` and the `scaling_efficiency`
+budget: GEMM time by shape (`gemm_efficiency`), tensor-parallel collectives on NVLink,
+pipeline point-to-point and bubble (1F1B, interleaved), data-parallel gradient reduction
+overlapped with the last backward pass (ZeRO 0-3 traffic), the memory-bound Adam step and
+memory per GPU (`train_model`), and the search for the fastest layout that fits. All
+collective times come from `collectives.predict` on sub-communicators of the job's
+`CommTopology` (TP ranks inside one node; DP ranks one per node when TP fills the node;
+the node's NICs shared by the DP groups that run at once).
+
+Fitted constants (`PEAK_SHARE`, `HALF_DIM`) and the rows they were fitted on are listed in
+docs/accuracy.md ("Training"); everything else is a formula from [Megatron-2021] or
+[Korthikanti] (see `train_model`) or an assumption stated where it is used.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, replace
+
+from infra.budget.collectives import CommTopology, predict
+from infra.budget.train_model import (
+    Flops,
+    MemoryBreakdown,
+    ModelShape,
+    Recompute,
+    activation_bytes_per_layer,
+    iteration_flops,
+    layer_gemms,
+    logit_gemm,
+    memory_per_gpu,
+    stage_params,
+)
+from infra.catalog.models import Gpu
+from infra.spec.base import Precision
+
+__all__ = [
+    "ELEMENTWISE",
+    "HALF_DIM",
+    "PEAK_SHARE",
+    "Breakdown",
+    "Job",
+    "Layout",
+    "StepResult",
+    "gemm_efficiency",
+    "step",
+]
+
+# Fitted (docs/accuracy.md, "Training"): the share of the dense peak a large bf16 GEMM
+# reaches, per architecture, and the smallest GEMM dimension at which it reaches half of
+# that (a saturating curve: small dimensions starve the tensor cores of reuse).
+PEAK_SHARE = {"ampere": 0.77, "hopper": 0.82}
+HALF_DIM = 192.0
+# Fitted: element-wise kernels (norms, softmax, dropout, residuals, bias) move this many
+# times the bytes of the activations a layer stores ([Korthikanti] eq. 1) per pass.
+ELEMENTWISE = 1.5
+# Assumed, not fitted (no fp8 row in the data): fp8 GEMMs reach a smaller share of their
+# doubled peak than bf16 does, as Transformer Engine's casts and scaling cost time.
+FP8_SHARE = 0.75
+# Assumed: Adam reads and writes 16 bytes per parameter (fp32 master weights, momentum,
+# variance; the gradient in, the 16-bit weights out) at full HBM bandwidth.
+ADAM_BYTES = 32
+GRAD_BYTES = 2  # 16-bit gradient reduction (Megatron-Core's default for bf16)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the job is split: ``tp·pp·dp`` GPUs, micro-batches of ``micro_batch``."""
+
+    tp: int
+    pp: int
+    dp: int
+    micro_batch: int
+    virtual: int = 1  # interleaved stages per GPU (1 = plain 1F1B)
+    recompute: Recompute = "selective"
+    zero: int = 1
+    sp: bool = True  # sequence parallelism with TP
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the layout needs."""
+        return self.tp * self.pp * self.dp
+
+
+@dataclass(frozen=True)
+class Job:
+    """What is trained on what: the model, the GPU, the communicator of all the GPUs."""
+
+    shape: ModelShape
+    gpu: Gpu
+    precision: Precision
+    global_batch: int
+    comm: CommTopology
+    dp_overlap: bool = True  # gradient reduction overlaps the last backward pass
+    flash_attention: bool = True  # fused attention: no s x s scores in memory
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Seconds of one step on the slowest GPU, by component (they add up to the step)."""
+
+    compute_s: float
+    recompute_s: float
+    tp_comm_s: float
+    pp_comm_s: float
+    pp_bubble_s: float
+    dp_comm_exposed_s: float
+    optimizer_s: float
+
+    @property
+    def step_s(self) -> float:
+        """The step: every component is on the critical path."""
+        return (
+            self.compute_s
+            + self.recompute_s
+            + self.tp_comm_s
+            + self.pp_comm_s
+            + self.pp_bubble_s
+            + self.dp_comm_exposed_s
+            + self.optimizer_s
+        )
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One evaluated layout: its step, FLOPs, memory and DP communication."""
+
+    layout: Layout
+    breakdown: Breakdown
+    flops: Flops
+    memory: MemoryBreakdown
+    micro_batches: int
+    dp_comm_s: float
+    peak_tflops: float
+
+    @property
+    def step_s(self) -> float:
+        """Seconds per iteration."""
+        return self.breakdown.step_s
+
+    def tflops_per_gpu(self, hardware: bool) -> float:
+        """Achieved TFLOP/s per GPU: model FLOPs, or hardware FLOPs (with recomputation)."""
+        flops = self.flops.hardware if hardware else self.flops.model
+        return flops / (self.step_s * self.layout.gpus) / 1e12
+
+
+def gemm_efficiency(m: int, n: int, k: int, arch: str, precision: Precision) -> float:
+    """Share of the dense peak a GEMM of ``m x k`` by ``k x n`` reaches.
+
+    Rises with the smallest dimension (its arithmetic intensity) towards `PEAK_SHARE`.
+    """
+    smallest = min(m, n, k)
+    share = PEAK_SHARE[arch] * (FP8_SHARE if precision is Precision.FP8 else 1.0)
+    return share * smallest / (smallest + HALF_DIM)
+
+
+@functools.lru_cache(maxsize=4096)
+def _comm_us(topo: CommTopology, collective: str, nbytes: int) -> float:
+    """Microseconds of one collective (cached: the search asks the same sizes often)."""
+    if topo.ranks < 2 or nbytes <= 0:
+        return 0.0
+    return predict(topo, collective, nbytes).time_us  # type: ignore[arg-type]
+
+
+def _tp_topology(comm: CommTopology, tp: int) -> CommTopology:
+    """TP ranks: ``tp`` GPUs of one node, over NVLink."""
+    return replace(comm, gpus_per_node=tp, nodes=1)
+
+
+def _dp_topology(comm: CommTopology, layout: Layout) -> CommTopology:
+    """DP ranks: consecutive after TP, so ``gpus_per_node / tp`` of them share a node.
+
+    The groups that run at once (one per TP rank and stage) share the node's NICs.
+    """
+    per_node = max(1, min(layout.dp, comm.gpus_per_node // layout.tp))
+    nodes = -(-layout.dp // per_node)
+    groups = max(1, comm.gpus_per_node // per_node)
+    return replace(comm, gpus_per_node=per_node, nodes=nodes, nics=max(1, comm.nics // groups))
+
+
+def _p2p_topology(comm: CommTopology, layout: Layout) -> CommTopology:
+    """Two neighbouring stages: ``tp·dp`` ranks apart, so on two nodes once that fills one."""
+    if layout.tp * layout.dp < comm.gpus_per_node:
+        return replace(comm, gpus_per_node=2, nodes=1)
+    return replace(comm, gpus_per_node=1, nodes=2, nics=max(1, comm.nics // comm.gpus_per_node))
+
+
+def _gemm_seconds(job: Job, layout: Layout) -> tuple[float, float, float]:
+    """Forward seconds of one micro-batch: (blocks of a stage, attention part, logits)."""
+    arch, peak = job.gpu.architecture, job.gpu.dense_tflops[job.precision] * 1e12
+    gemms = layer_gemms(job.shape, layout.micro_batch, layout.tp)
+    times = {
+        g.name: g.flops / (peak * gemm_efficiency(g.m, g.n, g.k, arch, job.precision))
+        for g in gemms
+    }
+    layers = -(-job.shape.layers // layout.pp)
+    logits = logit_gemm(job.shape, layout.micro_batch, layout.tp)
+    logit_s = logits.flops / (
+        peak * gemm_efficiency(logits.m, logits.n, logits.k, arch, job.precision)
+    )
+    # Element-wise work is memory-bound: it moves about the activations the layer stores
+    # ([Korthikanti] Table 2: norms and dropouts replicated over TP ranks unless sequence
+    # parallel, the s x s attention scores unless fused).
+    stored = activation_bytes_per_layer(
+        job.shape,
+        layout.micro_batch,
+        layout.tp,
+        layout.sp and layout.tp > 1,
+        "selective" if job.flash_attention else "none",
+    )
+    elementwise = ELEMENTWISE * stored / (job.gpu.hbm_bandwidth_gbs * 1e9)
+    block = sum(times.values()) + elementwise
+    return layers * block, layers * times["attention"], logit_s
+
+
+def _tp_seconds(job: Job, layout: Layout, passes: int) -> float:
+    """TP collectives of one micro-batch on a stage: 2 per block and pass.
+
+    Megatron's TP all-reduces each block's attention and MLP output; with sequence
+    parallelism each all-reduce is a reduce-scatter plus an all-gather of the same bytes.
+    """
+    if layout.tp == 1:
+        return 0.0
+    topo = _tp_topology(job.comm, layout.tp)
+    nbytes = layout.micro_batch * job.shape.seq * job.shape.hidden * 2
+    if layout.sp:
+        one = _comm_us(topo, "reduce_scatter", nbytes) + _comm_us(topo, "all_gather", nbytes)
+    else:
+        one = _comm_us(topo, "all_reduce", nbytes)
+    layers = -(-job.shape.layers // layout.pp)
+    return 2 * passes * layers * one / 1e6
+
+
+def _dp_seconds(job: Job, layout: Layout, m: int) -> float:
+    """Gradient reduction (and ZeRO's parameter all-gathers) of one step over DP ranks.
+
+    ZeRO-0 all-reduces the gradients once; ZeRO-1/2 reduce-scatter them and all-gather the
+    updated weights; ZeRO-3 holds no full weights, so every micro-batch gathers them for
+    its forward and again for its backward and reduce-scatters its gradients
+    ([ZeRO] §5.3: 1.5x the data-parallel volume per pass over the batch).
+    """
+    if layout.dp == 1:
+        return 0.0
+    topo = _dp_topology(job.comm, layout)
+    nbytes = stage_params(job.shape, layout.tp, layout.pp) * GRAD_BYTES
+    gather, scatter = _comm_us(topo, "all_gather", nbytes), _comm_us(topo, "reduce_scatter", nbytes)
+    if layout.zero == 0:
+        us = _comm_us(topo, "all_reduce", nbytes)
+    elif layout.zero == 3:
+        us = m * (2 * gather + scatter)
+    else:
+        us = scatter + gather
+    return us / 1e6
+
+
+def _dp_exposed(job: Job, layout: Layout, dp_s: float, micro_s: float, m: int) -> float:
+    """The DP time the step waits for.
+
+    Gradients of a stage are reduced bucket by bucket as the last micro-batch's backward
+    (2/3 of its compute) produces them; ZeRO-3's per-micro-batch traffic is prefetched
+    behind the compute of every micro-batch. What hides is not free: NCCL runs one thread
+    block per channel, so while it overlaps it takes ``channels / SMs`` of the GPU from the
+    GEMMs (16 channels on 132 SMs: 12 %).
+    """
+    if not job.dp_overlap:
+        return dp_s
+    window = (m if layout.zero == 3 else 2 / 3) * micro_s
+    hidden = min(dp_s, window)
+    tax = min(1.0, _dp_topology(job.comm, layout).channels / job.gpu.sms)
+    return dp_s - hidden + tax * hidden
+
+
+def _p2p_seconds(job: Job, layout: Layout, m: int) -> float:
+    """Pipeline sends of a step: activations forward and gradients back, per micro-batch.
+
+    Megatron scatters each message over the TP ranks (``b·s·h·2/tp`` bytes each) and
+    interleaving multiplies the stage boundaries a micro-batch crosses by ``virtual``.
+    """
+    if layout.pp == 1:
+        return 0.0
+    nbytes = layout.micro_batch * job.shape.seq * job.shape.hidden * 2 // layout.tp
+    one = _comm_us(_p2p_topology(job.comm, layout), "broadcast", nbytes) / 1e6
+    return 2 * layout.virtual * m * one
+
+
+def _optimizer_seconds(job: Job, layout: Layout) -> float:
+    """Adam over this GPU's share of the weights: memory-bound (`ADAM_BYTES`)."""
+    local = stage_params(job.shape, layout.tp, layout.pp)
+    if layout.zero >= 1:
+        local = -(-local // layout.dp)
+    return local * ADAM_BYTES / (job.gpu.hbm_bandwidth_gbs * 1e9)
+
+
+def step(job: Job, layout: Layout, optimizer_s: float | None = None) -> StepResult:
+    """Time one iteration of ``job`` on ``layout`` (``optimizer_s`` overrides the Adam time).
+
+    The global batch is split into ``B / (dp·b)`` micro-batches per pipeline (rounded up).
+    """
+    m = max(1, math.ceil(job.global_batch / (layout.dp * layout.micro_batch)))
+    blocks_s, attention_s, logit_s = _gemm_seconds(job, layout)
+    recompute_share = {"none": 0.0, "selective": attention_s, "full": blocks_s}
+    compute_s = m * 3 * (blocks_s + logit_s)
+    recompute_s = m * recompute_share[layout.recompute]
+    tp_s = m * _tp_seconds(job, layout, 3 if layout.recompute == "full" else 2)
+    per_micro = (compute_s + recompute_s + tp_s) / m
+    bubble_s = (layout.pp - 1) / layout.virtual * per_micro
+    dp_s = _dp_seconds(job, layout, m)
+    breakdown = Breakdown(
+        compute_s=compute_s,
+        recompute_s=recompute_s,
+        tp_comm_s=tp_s,
+        pp_comm_s=_p2p_seconds(job, layout, m),
+        pp_bubble_s=bubble_s,
+        dp_comm_exposed_s=_dp_exposed(job, layout, dp_s, per_micro, m),
+        optimizer_s=_optimizer_seconds(job, layout) if optimizer_s is None else optimizer_s,
+    )
+    batch = m * layout.dp * layout.micro_batch
+    return StepResult(
+        layout=layout,
+        breakdown=breakdown,
+        flops=iteration_flops(job.shape, batch, layout.recompute),
+        memory=memory_per_gpu(
+            job.shape,
+            job.gpu,
+            job.precision,
+            (layout.tp, layout.pp, layout.dp, layout.micro_batch, layout.virtual),
+            layout.recompute,
+            layout.zero,
+            layout.sp,
+        ),
+        micro_batches=m,
+        dp_comm_s=dp_s,
+        peak_tflops=job.gpu.dense_tflops[job.precision],
+    )
+
+
+def scaling_efficiency(job: Job, result: StepResult) -> float:
+    """Per-GPU throughput of ``result`` over that of one replica (dp = 1, same layout).
+
+    The replica trains the same global batch (so its pipeline has ``dp`` times the
+    micro-batches) and is credited the same optimizer time, so the ratio isolates what
+    spreading the batch over replicas costs: a longer bubble and the DP communication.
+    """
+    if result.layout.dp == 1:
+        return 1.0
+    replica = step(job, replace(result.layout, dp=1), result.breakdown.optimizer_s)
+    batch = result.micro_batches * result.layout.dp * result.layout.micro_batch
+    per_gpu = batch / result.step_s / result.layout.gpus
+    replica_batch = replica.micro_batches * result.layout.micro_batch
+    return per_gpu / (replica_batch / replica.step_s / replica.layout.gpus)

@@ -1,0 +1,344 @@
+"""A `railplan train` request on a planned cluster: validation, layout search, the answer.
+
+This module owns what sits between the CLI (or a budget) and the step model: the model
+shape a request names (a preset or explicit dimensions), the job on the spec's node group
+(`cluster.comm_topology`), the checks a layout must pass (TP inside the NVLink domain and
+dividing the heads, PP dividing the layers, the batch splitting into micro-batches), and
+the search for the fastest layout that fits in memory when the request fixes no TP/PP,
+like Calculon's optimal-execution search, bounded to a few thousand candidates.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from infra.budget import train_layout
+from infra.budget.cluster import BudgetError, comm_topology, main_group
+from infra.budget.memory import TRAINING_PRECISIONS
+from infra.budget.train_layout import Job, Layout, StepResult
+from infra.budget.train_model import PRESETS, ModelShape, Recompute
+from infra.catalog import Catalog
+from infra.errors import InputError, spelling_hint
+from infra.spec import Spec
+from infra.spec.base import Precision
+
+__all__ = [
+    "TrainAnswer",
+    "TrainRequest",
+    "build_job",
+    "model_shape",
+    "search",
+    "train",
+    "train_request_checks",
+]
+
+MAX_MICRO_BATCH = 16
+"""Largest micro-batch the search tries (bigger ones only add activation memory)."""
+MAX_LAYERS = 10_000
+"""Most layers (and heads) a request may name: 80x the largest published dense model."""
+MAX_WIDTH = 1_000_000
+"""Most hidden units (and 10x that for sequence and vocabulary)."""
+MAX_BATCH = 2**30
+"""Most sequences per step a request may name."""
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    """What the user asked: GPUs, model, batch and any layout choices they fixed."""
+
+    gpus: int
+    shape: ModelShape
+    global_batch: int
+    micro_batch: int | None = None
+    tp: int | None = None
+    pp: int | None = None
+    recompute: Recompute | None = None
+    zero: int | None = None
+    precision: Precision = Precision.BF16
+    group: str | None = None
+    round_batch: bool = False  # round the batch up to whole micro-batches (budgets)
+
+
+@dataclass(frozen=True)
+class TrainAnswer:
+    """The chosen layout's step, its scaling efficiency, and what the search did."""
+
+    result: StepResult
+    scaling_efficiency: float
+    group: str
+    node: str
+    gpus_per_node: int
+    candidates: int
+    search_s: float
+    seq: int
+
+    @property
+    def nodes(self) -> int:
+        """Nodes the job spans."""
+        return -(-self.result.layout.gpus // self.gpus_per_node)
+
+
+def model_shape(
+    preset: str | None,
+    layers: int | None = None,
+    hidden: int | None = None,
+    heads: int | None = None,
+    seq: int | None = None,
+    vocab: int | None = None,
+    path: str = "--model",
+) -> ModelShape:
+    """The preset, or an explicit shape (``seq`` and ``vocab`` default to GPT-3's).
+
+    Raises:
+        InputError: unknown preset, neither or both forms given, or a shape that is no
+            transformer.
+    """
+    for name, value, most in (
+        ("--layers", layers, MAX_LAYERS), ("--hidden", hidden, MAX_WIDTH),
+        ("--heads", heads, MAX_LAYERS), ("--seq", seq, MAX_WIDTH * 10),
+        ("--vocab", vocab, MAX_WIDTH * 10),
+    ):  # fmt: skip
+        if value is not None and not 1 <= value <= most:
+            raise InputError(
+                f"{name} must be between 1 and {most:,}",
+                path=name,
+                hint="a transformer of published size",
+            )
+    explicit = (layers, hidden, heads)
+    if preset is not None:
+        if preset not in PRESETS:
+            hint = spelling_hint(preset, PRESETS) or "one of " + ", ".join(PRESETS)
+            raise InputError(f"unknown model preset {preset!r}", path=path, hint=hint)
+        base = PRESETS[preset]
+        return replace(base, seq=seq or base.seq, vocab=vocab or base.vocab)
+    if None in explicit:
+        raise InputError(
+            "name a model: a preset, or layers, hidden and heads",
+            path=path,
+            hint="e.g. --model gpt3-175b, or --layers 96 --hidden 12288 --heads 96",
+        )
+    try:
+        return ModelShape(
+            "custom", layers or 0, hidden or 0, heads or 0, seq or 2048, vocab or 50257
+        )
+    except ValueError as exc:
+        raise InputError(str(exc), path="--hidden", hint="hidden must split into heads") from None
+
+
+def train_request_checks(request: TrainRequest, precision: str) -> None:
+    """Reject option values no layout can use, before the spec is read.
+
+    Raises:
+        InputError: the first bad option, with a hint.
+    """
+    checks = [
+        (
+            precision in {p.value for p in TRAINING_PRECISIONS},
+            "--precision",
+            f"{precision!r} is not a training precision",
+            "use bf16, fp16, fp8 or fp32",
+        ),
+        (request.gpus >= 1, "--gpus", "--gpus needs at least 1 GPU", "e.g. --gpus 1024"),
+        (
+            1 <= request.global_batch <= MAX_BATCH,
+            "--global-batch",
+            f"--global-batch must be between 1 and {MAX_BATCH:,} sequences",
+            "e.g. --global-batch 1536",
+        ),
+        (
+            request.micro_batch is None or 1 <= request.micro_batch <= request.global_batch,
+            "--micro-batch",
+            "--micro-batch must be between 1 and the global batch",
+            "e.g. --micro-batch 1",
+        ),
+        (request.tp is None or request.tp >= 1, "--tp", "--tp must be at least 1", "e.g. --tp 8"),
+        (request.pp is None or request.pp >= 1, "--pp", "--pp must be at least 1", "e.g. --pp 8"),
+        (
+            (request.tp is None) == (request.pp is None),
+            "--tp",
+            "give both --tp and --pp, or neither to search",
+            "e.g. --tp 8 --pp 8",
+        ),
+        (
+            request.zero is None or request.zero in (0, 1, 2, 3),
+            "--zero",
+            "ZeRO stage must be 0, 1, 2 or 3",
+            "e.g. --zero 1",
+        ),
+    ]
+    for ok, path, message, hint in checks:
+        if not ok:
+            raise InputError(message, path=path, hint=hint)
+
+
+def build_job(spec: Spec, catalog: Catalog, request: TrainRequest) -> tuple[Job, str, str]:
+    """The job on the spec's node group: (job, group name, node name).
+
+    Raises:
+        BudgetError: the group has too few GPUs, is MIG-split, or lacks the precision.
+    """
+    group, node = main_group(spec, catalog, request.group)
+    gpu = catalog.gpus[node.gpu]
+    if not gpu.supports(request.precision) or request.precision not in TRAINING_PRECISIONS:
+        raise BudgetError(
+            f"{gpu.name} cannot train in {request.precision}",
+            path="--precision",
+            hint="use bf16 (or fp8 on Hopper)",
+        )
+    comm = comm_topology(spec, catalog, request.gpus, path="--gpus", group=request.group)
+    job = Job(request.shape, gpu, request.precision, request.global_batch, comm)
+    return job, group.name, node.name
+
+
+def _divisors(n: int, at_most: int | None = None) -> list[int]:
+    """Divisors of ``n`` (up to ``at_most``), ascending, in O(sqrt n)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    every = sorted(set(small + [n // d for d in small]))
+    return [d for d in every if at_most is None or d <= at_most]
+
+
+def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
+    """Raise InputError unless ``layout`` is one Megatron-LM could run.
+
+    Raises:
+        InputError: the first rule the layout breaks, with a hint.
+    """
+    shape, per_node = job.shape, job.comm.gpus_per_node
+    rules = [
+        (
+            per_node % layout.tp == 0,
+            "--tp",
+            (
+                f"TP {layout.tp} must divide the {per_node} "
+                "GPUs of a node (tensor parallelism stays inside the NVLink domain)"
+            ),
+        ),
+        (
+            shape.heads % layout.tp == 0 and shape.kv_heads_or_heads % layout.tp == 0,
+            "--tp",
+            (
+                f"TP {layout.tp} must divide the {shape.heads} heads and {shape.kv_heads_or_heads} "
+                "key/value heads"
+            ),
+        ),
+        (
+            shape.layers % (layout.pp * layout.virtual) == 0,
+            "--pp",
+            f"PP {layout.pp} x {layout.virtual} virtual stages must divide {shape.layers} layers",
+        ),
+        (
+            job.comm.ranks % (layout.tp * layout.pp) == 0,
+            "--gpus",
+            f"{job.comm.ranks} GPUs do not split into TP {layout.tp} x PP {layout.pp} replicas",
+        ),
+        (
+            not strict_batch or job.global_batch % (layout.dp * layout.micro_batch) == 0,
+            "--global-batch",
+            (
+                f"global batch {job.global_batch} must be a multiple of DP "
+                f"{layout.dp} x micro-batch {layout.micro_batch}"
+            ),
+        ),
+    ]
+    for ok, path, message in rules:
+        if not ok:
+            raise InputError(message, path=path, hint="or leave --tp/--pp out to search")
+
+
+def _candidates(job: Job, request: TrainRequest) -> Iterator[Layout]:
+    """Every layout the request allows, inside Megatron's rules."""
+    gpus, shape = request.gpus, job.shape
+    tps = [request.tp] if request.tp else _divisors(job.comm.gpus_per_node)
+    pps = [request.pp] if request.pp else _divisors(shape.layers)
+    modes: list[Recompute] = [request.recompute] if request.recompute else ["selective", "full"]
+    zeros = [request.zero] if request.zero is not None else [1, 3]
+    for tp in tps:
+        for pp in pps:
+            if gpus % (tp * pp):
+                continue
+            dp = gpus // (tp * pp)
+            per_dp = -(-request.global_batch // dp)
+            if not request.round_batch and request.global_batch % dp:
+                continue
+            bs = (
+                [request.micro_batch] if request.micro_batch else _divisors(per_dp, MAX_MICRO_BATCH)
+            )
+            for b in bs:
+                vs = [v for v in (1, 2, 4) if v == 1 or (pp > 1 and (shape.layers // pp) % v == 0)]
+                for v in vs:
+                    for mode in modes:
+                        for zero in zeros:
+                            yield Layout(tp, pp, dp, b, v, mode, zero)
+
+
+def search(job: Job, request: TrainRequest) -> tuple[StepResult | None, int]:
+    """The fastest layout that fits, and how many candidates were timed."""
+    best: StepResult | None = None
+    count = 0
+    for layout in _candidates(job, request):
+        try:
+            check_layout(job, layout, strict_batch=not request.round_batch)
+        except InputError:
+            continue
+        count += 1
+        result = train_layout.step(job, layout)
+        if result.memory.fits and (best is None or result.step_s < best.step_s):
+            best = result
+    return best, count
+
+
+def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
+    """Search the fastest layout that fits within what the request fixes.
+
+    With ``tp`` and ``pp`` fixed the search still picks micro-batch, interleaving,
+    recompute and ZeRO stage where they are not given; if no variant fits, the answer is
+    the plain variant, whose memory then says it does not fit.
+
+    Raises:
+        InputError: a fixed layout breaks a rule.
+        BudgetError: nothing fits, or the cluster cannot run the job.
+    """
+    job, group, node = build_job(spec, catalog, request)
+    started = time.perf_counter()
+    best, count = search(job, request)
+    if best is None and request.tp and request.pp:
+        # the fixed layout fits in no variant: show its default one (and why, if invalid)
+        layout = Layout(
+            request.tp,
+            request.pp,
+            request.gpus // (request.tp * request.pp),
+            request.micro_batch or 1,
+            1,
+            request.recompute or "selective",
+            1 if request.zero is None else request.zero,
+        )
+        check_layout(job, layout, strict_batch=not request.round_batch)
+        best, count = train_layout.step(job, layout), count + 1
+    if best is None:
+        if not count:
+            raise BudgetError(
+                f"no layout splits {request.gpus} GPUs into TP x PP x DP with PP dividing "
+                f"{request.shape.layers} layers and DP dividing the global batch "
+                f"{request.global_batch}",
+                path="--global-batch",
+                hint="a global batch with more divisors, or a GPU count of 2^k nodes",
+            )
+        raise BudgetError(
+            f"no layout of {request.shape.name} on {request.gpus} GPUs fits in memory "
+            f"({count} tried)",
+            path="--gpus",
+            hint="more GPUs, full recompute, or ZeRO-3",
+        )
+    return TrainAnswer(
+        best,
+        train_layout.scaling_efficiency(job, best),
+        group,
+        node,
+        job.comm.gpus_per_node,
+        count,
+        time.perf_counter() - started,
+        request.shape.seq,
+    )

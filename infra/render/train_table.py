@@ -1,0 +1,106 @@
+"""Text and JSON of a `railplan train` answer (the CLI prints what these return).
+
+The JSON carries DESIGN.md's keys (gpus, nodes, tp, pp, dp, micro_batch, global_batch,
+step_s, tokens_per_s, model/hardware TFLOP/s per GPU, mfu, hfu, scaling_efficiency,
+memory_gb_per_gpu, breakdown) plus the memory by part and the search's cost; the text shows
+the layout, a table of seconds per component with its share of the step, memory by part,
+MFU/HFU and the scaling efficiency.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from infra.budget.train_plan import TrainAnswer
+
+__all__ = ["train_dict", "train_json", "train_text"]
+
+
+def train_dict(answer: TrainAnswer) -> dict[str, Any]:
+    """The answer as DESIGN.md's JSON object."""
+    r, layout = answer.result, answer.result.layout
+    batch = r.micro_batches * layout.dp * layout.micro_batch
+    mem = r.memory
+    return {
+        "gpus": layout.gpus,
+        "nodes": answer.nodes,
+        "group": answer.group,
+        "tp": layout.tp,
+        "pp": layout.pp,
+        "dp": layout.dp,
+        "virtual_stages": layout.virtual,
+        "micro_batch": layout.micro_batch,
+        "micro_batches": r.micro_batches,
+        "global_batch": batch,
+        "recompute": layout.recompute,
+        "zero": layout.zero,
+        "sequence_parallel": layout.sp,
+        "step_s": round(r.step_s, 6),
+        "tokens_per_s": round(batch * answer.seq / r.step_s, 1),
+        "model_tflops_per_gpu": round(r.tflops_per_gpu(False), 2),
+        "hardware_tflops_per_gpu": round(r.tflops_per_gpu(True), 2),
+        "mfu": round(r.tflops_per_gpu(False) / r.peak_tflops, 4),
+        "hfu": round(r.tflops_per_gpu(True) / r.peak_tflops, 4),
+        "scaling_efficiency": round(answer.scaling_efficiency, 4),
+        "memory_gb_per_gpu": round(mem.total / 1e9, 2),
+        "memory_fits": mem.fits,
+        "memory_gb": {
+            "weights": round(mem.weights / 1e9, 2),
+            "gradients": round(mem.gradients / 1e9, 2),
+            "optimizer": round(mem.optimizer / 1e9, 2),
+            "activations": round(mem.activations / 1e9, 2),
+            "usable": round(mem.usable / 1e9, 2),
+        },
+        "breakdown": {k: round(v, 6) for k, v in asdict(r.breakdown).items()},
+        "search": {"candidates": answer.candidates, "seconds": round(answer.search_s, 3)},
+    }
+
+
+def train_json(answer: TrainAnswer) -> str:
+    """One JSON document, keys sorted."""
+    return json.dumps(train_dict(answer), indent=2, sort_keys=True)
+
+
+def train_text(answer: TrainAnswer, model: str) -> str:
+    """The human view: layout, step breakdown, memory, utilisation and scaling."""
+    d = train_dict(answer)
+    step = d["step_s"]
+    lines = [
+        (
+            f"# {model} on {d['gpus']:,} GPUs ({d['nodes']:,} nodes of {answer.node}, group "
+            f"{answer.group})"
+        ),
+        (
+            f"layout: TP {d['tp']} x PP {d['pp']} (x{d['virtual_stages']} interleaved) x DP "
+            f"{d['dp']}; micro-batch {d['micro_batch']} x {d['micro_batches']} per step, global "
+            f"batch {d['global_batch']}; recompute {d['recompute']}, ZeRO-{d['zero']}, sequence "
+            f"parallel {'on' if d['sequence_parallel'] else 'off'}"
+        ),
+        f"searched {d['search']['candidates']:,} layouts in {d['search']['seconds']:.2f} s",
+        "",
+        f"{'component':<20} {'seconds':>10} {'share':>7}",
+    ]
+    for key, seconds in d["breakdown"].items():
+        share = seconds / step if step else 0.0
+        lines.append(f"{key.removesuffix('_s'):<20} {seconds:>10.4f} {share:>7.1%}")
+    lines += [
+        f"{'step':<20} {step:>10.4f} {1:>7.1%}",
+        "",
+        (
+            f"tokens/s {d['tokens_per_s']:,.0f}; model {d['model_tflops_per_gpu']:.1f} TFLOP/s per "
+            f"GPU (MFU {d['mfu']:.1%}), hardware {d['hardware_tflops_per_gpu']:.1f} (HFU "
+            f"{d['hfu']:.1%})"
+        ),
+        (
+            f"scaling efficiency {d['scaling_efficiency']:.3f} (per-GPU throughput against one "
+            "replica, DP 1, same layout)"
+        ),
+        "",
+        "memory per GPU (GB): "
+        + ", ".join(f"{k} {v:.1f}" for k, v in d["memory_gb"].items() if k != "usable")
+        + f"; total {d['memory_gb_per_gpu']:.1f} of {d['memory_gb']['usable']:.1f} usable"
+        + ("" if d["memory_fits"] else " — DOES NOT FIT"),
+    ]
+    return "\n".join(lines)

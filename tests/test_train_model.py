@@ -1,0 +1,113 @@
+"""The training model's formulas against the papers they come from, and its properties."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from infra.budget import train_layout
+from infra.budget.collectives import CommTopology
+from infra.budget.train_layout import Job, Layout, gemm_efficiency, scaling_efficiency, step
+from infra.budget.train_model import (
+    PRESETS,
+    ModelShape,
+    activation_bytes_per_layer,
+    iteration_flops,
+    memory_per_gpu,
+)
+from infra.catalog import Catalog
+from infra.spec.base import Precision
+
+
+def megatron_eq3(shape: ModelShape, batch: int) -> float:
+    """Narayanan et al. 2021 eq. (3), written out independently of the model's GEMM list."""
+    b, s, l, h, v = batch, shape.seq, shape.layers, shape.hidden, shape.vocab
+    return 96 * b * s * l * h**2 * (1 + s / (6 * h) + v / (16 * l * h))
+
+
+@pytest.mark.parametrize("name", ["gpt3-175b", "mt-nlg-530b", "gpt-1t"])
+def test_hardware_flops_with_full_recompute_are_megatron_eq3(name: str) -> None:
+    shape = PRESETS[name]
+    flops = iteration_flops(shape, 1024, "full")
+    assert flops.hardware == pytest.approx(megatron_eq3(shape, 1024), rel=1e-9)
+    # model FLOPs are three passes over the blocks: eq. (3) less one forward of the blocks
+    assert flops.model / flops.hardware == pytest.approx(0.75, abs=0.01)
+
+
+def test_preset_parameter_counts_match_their_names() -> None:
+    expected = {"gpt3-175b": 175, "mt-nlg-530b": 530, "llama2-70b": 69, "llama3-405b": 405}
+    expected["gpt-1t"] = 1008
+    for name, billions in expected.items():
+        assert PRESETS[name].params / 1e9 == pytest.approx(billions, rel=0.01), name
+        assert PRESETS[name].source
+
+
+def test_korthikanti_table2_activations() -> None:
+    # GPT-3 175B, b = 1, t = 8: Table 2's per-layer bytes for each technique
+    g = PRESETS["gpt3-175b"]
+    sbh, extra = g.seq * g.hidden, 5 * g.heads * g.seq / g.hidden
+    assert activation_bytes_per_layer(g, 1, 8, False, "none") == pytest.approx(
+        sbh * (10 + 24 / 8 + extra / 8)
+    )
+    assert activation_bytes_per_layer(g, 1, 8, True, "none") == pytest.approx(
+        sbh * (34 + extra) / 8
+    )
+    assert activation_bytes_per_layer(g, 1, 8, True, "selective") == pytest.approx(sbh * 34 / 8)
+    assert activation_bytes_per_layer(g, 1, 1, False, "full") == pytest.approx(2 * sbh)
+
+
+def test_gemm_efficiency_rises_with_the_smallest_dimension() -> None:
+    small = gemm_efficiency(4096, 4096, 64, "hopper", Precision.BF16)
+    large = gemm_efficiency(4096, 4096, 4096, "hopper", Precision.BF16)
+    assert 0 < small < large < train_layout.PEAK_SHARE["hopper"]
+
+
+def comm(nodes: int, arch: str = "hopper") -> CommTopology:
+    return CommTopology(arch, 8, nodes, True, 18, 8, 400, "intel", False)  # type: ignore[arg-type]
+
+
+def job(catalog: Catalog, nodes: int, batch: int = 512, name: str = "gpt3-175b") -> Job:
+    return Job(PRESETS[name], catalog.gpus["h100-sxm5-80gb"], Precision.BF16, batch, comm(nodes))
+
+
+@given(
+    st.integers(1, 64),
+    st.sampled_from([1, 2, 4, 8]),
+    st.sampled_from([1, 2, 4, 8]),
+    st.sampled_from(["none", "selective", "full"]),
+    st.integers(0, 3),
+    st.booleans(),
+)
+def test_step_positive_finite_and_recompute_never_below_model_flops(
+    catalog: Catalog, dp: int, tp: int, pp: int, recompute: str, zero: int, sp: bool
+) -> None:
+    layout = Layout(tp, pp, dp, 1, 1, recompute, zero, sp)  # type: ignore[arg-type]
+    nodes = max(1, layout.gpus // 8)
+    if layout.gpus % 8 and layout.gpus > 8:
+        return
+    result = step(job(catalog, nodes), layout)
+    assert math.isfinite(result.step_s) and result.step_s > 0
+    assert all(v >= 0 for v in vars(result.breakdown).values())
+    gap = result.tflops_per_gpu(True) - result.tflops_per_gpu(False)
+    assert gap >= 0 and (gap > 0) == (recompute != "none")
+
+
+@given(st.integers(1, 200), st.sampled_from([1, 2, 4, 8]), st.integers(0, 3))
+def test_efficiency_never_above_one_replica(catalog: Catalog, dp: int, pp: int, zero: int) -> None:
+    layout = Layout(8, pp, dp, 1, 1, "selective", zero)
+    j = job(catalog, layout.gpus // 8, batch=1600)
+    assert 0 < scaling_efficiency(j, step(j, layout)) <= 1 + 1e-12
+
+
+@given(st.integers(1, 2000), st.integers(1, 100))
+def test_zero3_fit_is_monotone_in_gpus(catalog: Catalog, dp: int, more: int) -> None:
+    h100 = catalog.gpus["h100-sxm5-80gb"]
+    shape = PRESETS["llama3-405b"]
+
+    def fits(n: int) -> bool:
+        return memory_per_gpu(shape, h100, Precision.BF16, (8, 1, n, 1, 1), "full", 3).fits
+
+    assert not fits(dp) or fits(dp + more)

@@ -1,0 +1,170 @@
+"""`railplan train`: layout rules, the search, the CLI contract and the accuracy document."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from infra.budget.cluster import BudgetError
+from infra.budget.train_accuracy import compare, load_rows, split, training_markdown
+from infra.budget.train_model import PRESETS
+from infra.budget.train_plan import TrainRequest, model_shape, train, train_request_checks
+from infra.catalog import Catalog
+from infra.errors import InputError
+from infra.spec import load_spec_text
+
+from .conftest import ROOT
+from .test_cli import railplan
+
+DATA = ROOT / "tests" / "data" / "training-measurements.yaml"
+KEYS = {
+    "gpus", "nodes", "tp", "pp", "dp", "micro_batch", "global_batch", "step_s", "tokens_per_s",
+    "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "hfu", "scaling_efficiency",
+    "memory_gb_per_gpu", "breakdown",
+}  # fmt: skip
+BREAKDOWN = {
+    "compute_s", "recompute_s", "tp_comm_s", "pp_comm_s", "pp_bubble_s", "dp_comm_exposed_s",
+    "optimizer_s",
+}  # fmt: skip
+
+
+def cluster(nodes: int) -> str:
+    return f"name: t\nnode_groups: [{{name: gpu, node: dgx-h100, count: {nodes}}}]\n"
+
+
+@pytest.fixture(scope="module")
+def big() -> object:
+    return load_spec_text(cluster(1250)).spec
+
+
+def test_search_on_10000_gpus_returns_a_fitting_layout(catalog: Catalog, big: object) -> None:
+    request = TrainRequest(10_000, PRESETS["gpt3-175b"], 2500)
+    answer = train(big, catalog, request)  # type: ignore[arg-type]
+    layout = answer.result.layout
+    assert answer.result.memory.fits and layout.gpus == 10_000
+    assert 8 % layout.tp == 0 and PRESETS["gpt3-175b"].layers % layout.pp == 0
+    assert 2500 % (layout.dp * layout.micro_batch) == 0
+    assert 0 < answer.candidates < 5000  # bounded: the search stays in seconds
+
+
+def test_search_says_when_nothing_fits(catalog: Catalog) -> None:
+    spec = load_spec_text(cluster(1)).spec
+    with pytest.raises(BudgetError, match="fits in memory"):
+        train(spec, catalog, TrainRequest(8, PRESETS["gpt-1t"], 8))
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8, 16]))
+def test_searched_layout_is_at_least_as_fast_as_any_fixed_one(
+    catalog: Catalog, tp: int, pp: int
+) -> None:
+    spec = load_spec_text(cluster(16)).spec
+    shape = PRESETS["llama2-70b"]
+    searched = train(spec, catalog, TrainRequest(128, shape, 256))
+    try:
+        fixed = train(spec, catalog, TrainRequest(128, shape, 256, 1, tp, pp))
+    except (InputError, BudgetError):
+        return
+    if fixed.result.memory.fits:
+        assert searched.result.step_s <= fixed.result.step_s * (1 + 1e-9)
+
+
+@pytest.mark.parametrize(
+    ("tp", "pp", "match"),
+    [(16, 1, "NVLink domain"), (3, 1, "NVLink domain"), (8, 7, "divide 80 layers")],
+)
+def test_fixed_layouts_outside_megatron_rules_are_refused(
+    catalog: Catalog, tp: int, pp: int, match: str
+) -> None:
+    spec = load_spec_text(cluster(16)).spec
+    with pytest.raises(InputError, match=match):
+        train(spec, catalog, TrainRequest(128, PRESETS["llama2-70b"], 256, 1, tp, pp))
+
+
+def test_bad_options_are_input_errors() -> None:
+    with pytest.raises(InputError, match="unknown model preset"):
+        model_shape("gpt3")
+    with pytest.raises(InputError, match="layers, hidden and heads"):
+        model_shape(None, layers=4)
+    with pytest.raises(InputError, match="multiple of heads"):
+        model_shape(None, 4, 100, 3)
+    with pytest.raises(InputError, match="both --tp and --pp"):
+        train_request_checks(TrainRequest(8, PRESETS["gpt3-175b"], 8, tp=8), "bf16")
+    with pytest.raises(InputError, match="training precision"):
+        train_request_checks(TrainRequest(8, PRESETS["gpt3-175b"], 8), "int8")
+    assert model_shape(None, 4, 1024, 16).params > 0
+
+
+def test_cli_json_carries_the_design_keys(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(cluster(16))
+    out = railplan(
+        "train", str(spec), "--gpus", "128", "--model", "llama2-70b", "--global-batch", "256",
+        "--format", "json",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert set(doc) >= KEYS and set(doc["breakdown"]) == BREAKDOWN
+    assert doc["tp"] * doc["pp"] * doc["dp"] == doc["gpus"] == 128
+    assert sum(doc["breakdown"].values()) == pytest.approx(doc["step_s"], rel=1e-4)
+    assert 0 < doc["mfu"] <= doc["hfu"] < 1 and 0 < doc["scaling_efficiency"] <= 1
+
+
+def test_cli_text_shows_the_breakdown_and_bad_input_exits_2(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(cluster(16))
+    args = ["train", str(spec), "--gpus", "128", "--global-batch", "256"]
+    text = railplan(*args, "--layers", "32", "--hidden", "4096", "--heads", "32")
+    assert text.returncode == 0, text.stderr
+    for word in ("pp_bubble", "dp_comm_exposed", "MFU", "HFU", "scaling efficiency", "memory"):
+        assert word in text.stdout
+    bad = railplan(*args, "--model", "gpt3-175b", "--tp", "3", "--pp", "1")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "--tp" in bad.stderr and "hint" in bad.stderr
+
+
+def test_accuracy_section_is_current_and_held_out_within_target(catalog: Catalog) -> None:
+    data = load_rows(DATA)
+    assert (ROOT / "docs" / "accuracy.md").read_text().endswith(training_markdown(data, catalog)), (
+        "docs/accuracy.md is stale: run `make accuracy`"
+    )
+    held = [c for c in compare(data, catalog) if c.held_out]
+    assert len(held) >= 8
+    assert statistics.median(abs(c.error) for c in held) <= 0.10
+
+
+def test_split_is_deterministic_and_every_row_cites_a_source() -> None:
+    data = load_rows(DATA)
+    fit, held = split(data["measurements"])
+    assert split(list(reversed(data["measurements"]))) == (fit, held)
+    assert not {r["id"] for r in fit} & {r["id"] for r in held}
+    assert all(r["source"] in data["sources"] for r in data["measurements"])
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    st.sampled_from(sorted(PRESETS)),
+    st.sampled_from([8, 16, 64, 128, 512]),
+    st.sampled_from([64, 256, 1000, 1536]),
+)
+def test_search_returns_a_fitting_layout_or_says_none_fits(
+    catalog: Catalog, preset: str, gpus: int, batch: int
+) -> None:
+    spec = load_spec_text(cluster(64)).spec
+    try:
+        answer = train(spec, catalog, TrainRequest(gpus, PRESETS[preset], batch))
+    except BudgetError as exc:
+        assert "fits in memory" in exc.message or "no layout splits" in exc.message
+        return
+    assert answer.result.memory.fits and answer.result.layout.gpus == gpus
+
+
+def test_fixed_layout_that_cannot_fit_is_shown_as_not_fitting(catalog: Catalog) -> None:
+    spec = load_spec_text(cluster(1)).spec
+    answer = train(spec, catalog, TrainRequest(8, PRESETS["gpt3-175b"], 8, 1, 8, 1))
+    assert not answer.result.memory.fits and answer.result.layout.tp == 8
