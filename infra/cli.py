@@ -27,9 +27,15 @@ from infra.budget.cluster import comm_topology, main_group
 from infra.budget.collectives import predict_table, table_rows
 from infra.budget.evaluate import evaluate_budgets
 from infra.catalog import load_catalog
-from infra.errors import InputError, RailplanError
+from infra.errors import InputError, RailplanError, cut_long_values, escape_controls, shorten
 from infra.files import check_outputs, write_atomic
-from infra.lint import check_rule_keys, documented_rules, find_documented_rule, lint_loaded
+from infra.lint import (
+    SCHEMA_RULE,
+    check_rule_keys,
+    documented_rules,
+    find_documented_rule,
+    lint_loaded,
+)
 from infra.lint.finding import Finding, Severity
 from infra.lint.formats import format_github, format_json, format_sarif, format_text
 from infra.lint.migparted import check_mig_parted
@@ -44,6 +50,8 @@ from infra.render.tree import render_tree
 from infra.render.writer import RenderConflict, write_tree
 from infra.signals import Interrupted, raising_on_signals
 from infra.spec import LoadedSpec, SpecValidationError, join_path, load_spec, read_yaml_file
+from infra.spec.budgets import MAX_BUDGET_GPUS
+from infra.spec.models import MAX_VERSION
 from infra.spec.schema import spec_json_schema_text
 from infra.spec.units import parse_bytes
 from infra.topology import Plan, PlanError, expand
@@ -204,6 +212,32 @@ def _complain(error: RailplanError) -> None:
         sys.stderr.write(e.one_line() + "\n")
 
 
+def _load_spec(path: str) -> LoadedSpec:
+    """`load_spec`; a problem inside the file (not YAML, not the schema) is marked RP000.
+
+    JSON, SARIF and text then name the same rule; a file that cannot be read at all (missing,
+    a device) has no rule to break and keeps a plain ``error:``.
+    """
+    try:
+        return load_spec(path)
+    except RailplanError as exc:
+        for e in exc.errors if isinstance(exc, SpecValidationError) else [exc]:
+            if e.position is not None:
+                e.rule = e.rule or SCHEMA_RULE.id
+        raise
+
+
+@contextmanager
+def _located_in(loaded: LoadedSpec) -> Iterator[None]:
+    """Errors naming a spec path (not an option such as ``--gpus``) get the spec's location."""
+    try:
+        yield
+    except RailplanError as exc:
+        if exc.file is None and exc.path and not exc.path.startswith("-"):
+            exc.file, exc.position = loaded.file, loaded.source.position(exc.path)
+        raise
+
+
 def _schema_findings(error: RailplanError) -> list[Finding]:
     """Spec errors as RP000 findings, so machine formats (SARIF, GitHub) show them too."""
     errors = error.errors if isinstance(error, SpecValidationError) else [error]
@@ -212,7 +246,7 @@ def _schema_findings(error: RailplanError) -> list[Finding]:
             file=e.file or "<input>",
             line=e.position.line if e.position else 0,
             column=e.position.column if e.position else 0,
-            rule="RP000",
+            rule=e.rule or SCHEMA_RULE.id,
             severity=Severity.ERROR,
             message=e.message,
             path=e.path,
@@ -241,10 +275,11 @@ def lint(
     unreadable = False
     for path in specs:
         try:
-            loaded = load_spec(path)
+            loaded = _load_spec(path)
         except RailplanError as exc:
             unreadable = True
-            _complain(exc)
+            if output_format is LintFormat.TEXT:
+                _complain(exc)  # machine formats carry it in the document, once
             findings += _schema_findings(exc)
             continue
         sources[loaded.file] = loaded.source.lines
@@ -362,7 +397,7 @@ def plan(
     outputs = {"--cabling": cabling, "--bom": bom, "--hosts": hosts}
     chosen = {option: path for option, path in outputs.items() if path is not None}
     check_outputs(chosen, inputs=[spec])
-    loaded = load_spec(spec)
+    loaded = _load_spec(spec)
     with _progress_bar() as bar:
         planned = _plan_or_fail(loaded, bar.task("plan"))
     _say(plan_json(planned) if output_format is Format.JSON else plan_text(planned))
@@ -391,7 +426,7 @@ def diff(
     """
     json_errors = output_format is Format.JSON
     try:
-        before, after = load_spec(old), load_spec(new)
+        before, after = _load_spec(old), _load_spec(new)
     except RailplanError as exc:
         _fail_diff(exc, EXIT_USAGE, json_errors)
     try:
@@ -459,7 +494,7 @@ def render(
     """
     if not root:
         raise RailplanError("--root needs a directory", hint="e.g. --root deploy")
-    loaded = load_spec(spec)
+    loaded = _load_spec(spec)
     catalog = load_catalog()
     with _progress_bar() as bar:
         lint_step = bar.task("lint")
@@ -507,7 +542,7 @@ def report(
     that cannot be planned exits 1, both writing nothing. Same spec, same bytes.
     """
     check_outputs({"--output": output}, inputs=[spec])
-    loaded = load_spec(spec)
+    loaded = _load_spec(spec)
     catalog = load_catalog()
     with _progress_bar() as bar:
         step = bar.task("report")
@@ -531,7 +566,9 @@ def report(
 def predict(
     spec: Annotated[str, typer.Argument(metavar="SPEC", help="Spec file.")],
     collective: Annotated[CollectiveName, typer.Option(help="Collective to predict.")],
-    gpus: Annotated[int, typer.Option(help="GPUs in the communicator.")],
+    gpus: Annotated[
+        int, typer.Option(min=2, max=MAX_BUDGET_GPUS, help="GPUs in the communicator.")
+    ],
     min_bytes: Annotated[str, typer.Option(help="Smallest size, e.g. 8 or 1MiB.")] = "8",
     max_bytes: Annotated[str, typer.Option(help="Largest size, e.g. 8GiB.")] = "8GiB",
     step_factor: Annotated[float, typer.Option(help="Size multiplier per row.")] = 2.0,
@@ -542,16 +579,17 @@ def predict(
     output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
 ) -> None:
     """Predict nccl-tests results (time, algbw, busbw) for a collective on the cluster."""
-    loaded = load_spec(spec)
+    loaded = _load_spec(spec)
     catalog = load_catalog()
     low, high = _size_option("--min-bytes", min_bytes), _size_option("--max-bytes", max_bytes)
     table_rows(low, high, step_factor)  # finite factor, bounded rows: refuse before planning
-    topo = comm_topology(loaded.spec, catalog, gpus, path="--gpus", group=group)
-    rows = predict_table(topo, collective.value, low, high, step_factor)
+    with _located_in(loaded):
+        topo = comm_topology(loaded.spec, catalog, gpus, path="--gpus", group=group)
+        rows = predict_table(topo, collective.value, low, high, step_factor)
+        chosen, node = main_group(loaded.spec, catalog, group)
     if output_format is Format.JSON:
         _say(predict_json(collective.value, topo, rows))
     else:
-        chosen, node = main_group(loaded.spec, catalog, group)
         _say(predict_text(collective.value, f"{chosen.name} ({node.name})", topo, rows))
 
 
@@ -568,9 +606,10 @@ def budget(
     output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
 ) -> None:
     """Evaluate each declared budget: predicted value, limit, pass/fail and headroom."""
-    loaded = load_spec(spec)
+    loaded = _load_spec(spec)
     planned = _plan_or_fail(loaded)
-    results = evaluate_budgets(loaded.spec, load_catalog(), planned)
+    with _located_in(loaded):
+        results = evaluate_budgets(loaded.spec, load_catalog(), planned)
     _say(budgets_json(results) if output_format is Format.JSON else budgets_text(results))
     raise typer.Exit(EXIT_OK if all(r.passed for r in results) else EXIT_FAILED)
 
@@ -662,9 +701,10 @@ def _driver_branch(driver: str | None) -> int | None:
     if driver is None:
         return None
     head = driver.split(".")[0]
-    if not head.isdigit():
+    if not head.isdigit() or len(driver) > MAX_VERSION:  # and int() never sees 4,300 digits
         raise RailplanError(
-            f"--driver {driver!r} is not a driver version", hint="e.g. --driver 550.90.07"
+            f"--driver {shorten(repr(driver))} is not a driver version",
+            hint="e.g. --driver 550.90.07",
         )
     return int(head)
 
@@ -672,6 +712,39 @@ def _driver_branch(driver: str | None) -> int | None:
 def _is_usage_error(exc: Exception) -> bool:
     # typer vendors click, so match its exceptions by shape, not by import path
     return callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int)
+
+
+def _usage_line(exc: Exception) -> str:
+    """Click's 4-9 line usage box as ``railplan: lint: <problem> (see railplan lint --help)``."""
+    words: list[str] = []
+    ctx = getattr(exc, "ctx", None)
+    while ctx is not None and ctx.parent is not None:  # the root's name is the program's
+        words.insert(0, str(ctx.info_name))
+        ctx = ctx.parent
+    formatted = getattr(exc, "format_message", None)
+    problem = " ".join(str(formatted() if callable(formatted) else exc).split())
+    for theirs, ours in _USAGE_WORDS:
+        problem = problem.replace(theirs, ours)
+    problem = problem.rstrip(".")
+    if problem[1:2].islower():  # "No such option" -> "no such option", keep "SPEC ..."
+        problem = problem[:1].lower() + problem[1:]
+    command = " ".join(["railplan", *words])
+    where = f"{' '.join(words)}: " if words else ""
+    line = f"railplan: {where}{cut_long_values(problem)} (see {command} --help)"
+    return escape_controls(line)
+
+
+# typer checks option values with Pydantic's messages; say them as the spec's errors do
+_USAGE_WORDS = (
+    ("Value error, ", ""),
+    ("Input should be a valid integer, unable to parse string as an integer", "not a whole number"),
+    ("Input should be a valid number, unable to parse string as a number", "not a number"),
+    ("Input should be less than or equal to ", "must be at most "),
+    ("Input should be greater than or equal to ", "must be at least "),
+    ("Input should be less than ", "must be below "),
+    ("Input should be greater than ", "must be above "),
+    ("Input should be ", "must be "),
+)
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
@@ -711,8 +784,8 @@ def _run(argv: Sequence[str] | None) -> int:
     except _BrokenPipe:
         raise  # main ends the process by SIGPIPE
     except Exception as exc:
-        if _is_usage_error(exc):  # bad option or argument: click's message, exit 2
-            exc.show()  # type: ignore[attr-defined]
+        if _is_usage_error(exc):  # bad option or argument: one line, exit 2
+            sys.stderr.write(_usage_line(exc) + "\n")
             return EXIT_USAGE
         if os.environ.get("RAILPLAN_DEBUG"):
             raise
