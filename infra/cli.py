@@ -638,11 +638,8 @@ def rules(output_format: Annotated[Format, typer.Option("--format", "-f")] = For
 def explain(rule_id: Annotated[str, typer.Argument(metavar="RULE", help="Id or name.")]) -> None:
     """Show one rule's documentation: why it matters and how to fix it."""
     doc = find_documented_rule(rule_id)
-    if doc is None:
-        sys.stderr.write(
-            f"railplan: error: unknown rule {rule_id!r} (hint: `railplan rules` lists them)\n"
-        )
-        raise typer.Exit(EXIT_USAGE)
+    if doc is None:  # one line made like every other error: a long id is cut, not echoed
+        raise RailplanError(f"unknown rule {rule_id!r}", hint="`railplan rules` lists them")
     _say(f"{doc.id} {doc.name} ({doc.severity})\n\n{doc.summary}\n\n{doc.doc}")
 
 

@@ -300,3 +300,11 @@ def test_machine_formats_carry_schema_errors_once(
     if fmt == "json":
         (finding,) = json.loads(out)["findings"]
         assert (finding["rule"], finding["line"], finding["column"]) == ("RP000", 4, 8)
+
+
+def test_explain_cuts_a_long_rule_id(capsys: pytest.CaptureFixture[str]) -> None:
+    # Found by tests/test_cli_fuzz.py: explain echoed a 5,000-character id whole.
+    code, out, err = run(capsys, "explain", "x" * 5000)
+    assert (code, out) == (2, "")
+    assert err.startswith("railplan: error: unknown rule 'xxx") and "(5,002 chars)" in err
+    assert len(err) < 200 and err.endswith("(hint: `railplan rules` lists them)\n")

@@ -322,7 +322,7 @@ def _shown(value: object) -> str:
 
 def _got(err: ErrorDetails) -> str:
     value = err["input"]
-    if isinstance(value, dict | list):
+    if isinstance(value, dict | list) or value is None:  # "got null", not "got null None"
         return f"got {_type_name(value)}"
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
         return f"got {_shown(value)}"
