@@ -9,7 +9,9 @@ in-process (`infra.cli.main`).
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -308,3 +310,23 @@ def test_explain_cuts_a_long_rule_id(capsys: pytest.CaptureFixture[str]) -> None
     assert (code, out) == (2, "")
     assert err.startswith("railplan: error: unknown rule 'xxx") and "(5,002 chars)" in err
     assert len(err) < 200 and err.endswith("(hint: `railplan rules` lists them)\n")
+
+
+@pytest.mark.parametrize("options", ["size=64k,ro", "size=8k"])
+def test_render_onto_a_read_only_or_full_file_system_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, options: str
+) -> None:
+    # Found by tests/test_cli_fuzz.py: the staging directory's EROFS was "internal error", exit 3.
+    root = tmp_path / "mnt"
+    root.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(root)]
+    if os.geteuid() != 0 or subprocess.run(mount, capture_output=True, check=False).returncode:
+        pytest.skip("needs root to mount a small tmpfs")
+    try:
+        spec = str(ROOT / "examples/a100-lab-mig.yaml")
+        code, _, err = run(capsys, "render", spec, "--root", str(root))
+    finally:
+        subprocess.run(["umount", "-l", str(root)], check=False)
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"railplan: error: cannot write the tree under {root}: ")
+    assert "(hint: render into a writable directory with free space)" in err
