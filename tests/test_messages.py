@@ -330,3 +330,14 @@ def test_render_onto_a_read_only_or_full_file_system_is_one_line(
     assert code == 2 and len(err.splitlines()) == 1, err
     assert err.startswith(f"railplan: error: cannot write the tree under {root}: ")
     assert "(hint: render into a writable directory with free space)" in err
+
+
+@pytest.mark.parametrize("fmt", ["text", "github"])
+def test_lint_findings_cut_a_huge_value(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, fmt: str
+) -> None:
+    # RP001 echoed a 7 MB node id whole in the finding line (and the GitHub annotation).
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(BASE.replace("dgx-h100", "d" * 7_340_032))
+    code, out, _ = run(capsys, "lint", "--format", fmt, str(spec))
+    assert code == 1 and "...(7,340,034 chars)" in out and len(out) < 2000
