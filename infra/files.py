@@ -35,12 +35,13 @@ import errno
 import os
 import re
 import secrets
+import signal
 import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from infra.errors import InputError, RailplanError
-from infra.signals import raising_on_signals
+from infra.signals import CATCHABLE, raising_on_signals
 
 __all__ = [
     "OutputError",
@@ -245,8 +246,16 @@ def write_atomic(path: str, data: bytes) -> None:
 def _replace(
     directory: str, name: str, data: bytes, mode: int, existing: os.stat_result | None
 ) -> None:
-    fd, tmp = _create_temp(directory, name)
+    # A signal between creating the temp file and entering the try would leak it: hold the
+    # signals over that gap; one that arrived meanwhile is raised inside the try.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, CATCHABLE)
     try:
+        fd, tmp = _create_temp(directory, name)
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        raise
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         try:
             _write_all(fd, data)
             os.fchmod(fd, mode)
