@@ -60,10 +60,13 @@ chromium:
 	fi
 
 # The property tests with fresh random examples, FUZZ_RUNS times (`make test` replays fixed ones).
+# The whole-CLI fuzz (tests/test_cli_fuzz.py) runs CLI_FUZZ_EXAMPLES batches of 10 cases a run.
 FUZZ_RUNS ?= 10
+CLI_FUZZ_EXAMPLES ?= 40
 fuzz: $(STAMP)
 	for run in $$(seq $(FUZZ_RUNS)); do \
-	  HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -q $$(grep -l '@given' tests/*.py) || exit 1; \
+	  HYPOTHESIS_PROFILE=fuzz CLI_FUZZ_EXAMPLES=$(CLI_FUZZ_EXAMPLES) \
+	    $(BIN)/pytest -q $$(grep -l '@given' tests/*.py) || exit 1; \
 	done
 
 bench: $(STAMP)

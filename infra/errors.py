@@ -9,6 +9,7 @@ path (``node_groups[0].count``), the rule that was broken and, where we can gues
 from __future__ import annotations
 
 import difflib
+import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ class RailplanError(Exception):
         path: dotted path into the spec (``fabrics.compute.su_size``), or ``""``.
         position: where in ``file`` the problem is, when known.
         hint: what the user probably meant or should do, or ``None``.
+        rule: the rule id the problem breaks (``RP000`` for a spec that does not match the
+            schema), shown as ``error[RP000]`` like a lint finding; ``None`` for usage errors.
     """
 
     def __init__(
@@ -41,6 +44,7 @@ class RailplanError(Exception):
         path: str = "",
         position: Position | None = None,
         hint: str | None = None,
+        rule: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -48,6 +52,7 @@ class RailplanError(Exception):
         self.path = path
         self.position = position
         self.hint = hint
+        self.rule = rule
 
     def location(self) -> str:
         """Return ``file:line:column`` (or as much of it as is known)."""
@@ -60,15 +65,46 @@ class RailplanError(Exception):
         """Render the error as the single line the CLI prints.
 
         Control characters from file names or values (a newline, ESC) are shown escaped, so
-        the line stays one line and nothing reaches the terminal or a CI log parser raw.
+        the line stays one line and nothing reaches the terminal or a CI log parser raw; a
+        long value echoed in the message is cut (`cut_long_values`), so the line stays
+        readable whatever the input held.
         """
         where = self.location() if self.file else "railplan"  # a usage error, no file
-        text = f"{where}: error: {self.message}"
+        text = f"{where}: error{f'[{self.rule}]' if self.rule else ''}: "
+        text += cut_long_values(self.message)
         if self.path:
-            text += f" [{self.path}]"
+            text += f" [{cut_long_values(self.path)}]"
         if self.hint:
-            text += f" (hint: {self.hint})"
+            text += f" (hint: {cut_long_values(self.hint)})"
         return escape_controls(text)
+
+
+KEEP_CHARS = 60  # of a long value echoed in a message; the rest is counted, not shown
+_LONG_RUN = re.compile(rf"\S{{{KEEP_CHARS + 40},}}")
+MAX_MESSAGE = 1000  # characters of one message part (message, path or hint)
+
+
+def shorten(text: str, keep: int = KEEP_CHARS) -> str:
+    """``text`` itself, or its first ``keep`` characters and how long it was.
+
+    Examples:
+        >>> shorten("9" * 400, 8)
+        '99999999...(400 chars)'
+    """
+    if len(text) <= keep + 20:  # cutting would barely save anything
+        return text
+    return f"{text[:keep]}...({len(text):,} chars)"
+
+
+def cut_long_values(text: str) -> str:
+    """Cut every run of over 100 non-blank characters, then the whole, with `shorten`.
+
+    A 7 MB value in a spec reaches messages through ``repr`` and f-strings in many places;
+    cutting here, where every error line is made, bounds them all in linear time.
+    """
+    if len(text) > KEEP_CHARS + 40:
+        text = _LONG_RUN.sub(lambda m: shorten(m.group()), text)
+    return shorten(text, MAX_MESSAGE)
 
 
 def escape_controls(text: str) -> str:

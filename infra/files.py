@@ -35,12 +35,13 @@ import errno
 import os
 import re
 import secrets
+import signal
 import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from infra.errors import InputError, RailplanError
-from infra.signals import raising_on_signals
+from infra.signals import CATCHABLE, raising_on_signals
 
 __all__ = [
     "OutputError",
@@ -245,11 +246,16 @@ def write_atomic(path: str, data: bytes) -> None:
 def _replace(
     directory: str, name: str, data: bytes, mode: int, existing: os.stat_result | None
 ) -> None:
-    # The name is recorded before the file exists, so a signal between the open and the
-    # assignment of its result still finds the file to remove.
-    tried: list[str] = []
+    # A signal between creating the temp file and entering the try would leak it: hold the
+    # signals over that gap; one that arrived meanwhile is raised inside the try.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, CATCHABLE)
     try:
-        fd, tmp = _create_temp(directory, name, tried)
+        fd, tmp = _create_temp(directory, name)
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        raise
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         try:
             _write_all(fd, data)
             os.fchmod(fd, mode)
@@ -260,26 +266,20 @@ def _replace(
             os.close(fd)
         os.rename(tmp, os.path.join(directory, name))
     except BaseException:
-        for path in tried:
-            Path(path).unlink(missing_ok=True)
+        Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_dir(directory)
 
 
-def _create_temp(directory: str, name: str, tried: list[str]) -> tuple[int, str]:
-    """Create ``.NAME.railplan-PID-RANDOM.tmp`` (0600, exclusive) within NAME_MAX.
-
-    The name being opened is ``tried[-1]`` from just before the open, for the caller's
-    clean-up; a name that exists already (not ours) is taken back off.
-    """
+def _create_temp(directory: str, name: str) -> tuple[int, str]:
+    """Create ``.NAME.railplan-PID-RANDOM.tmp`` (0600, exclusive) within NAME_MAX."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     while True:
         tmp = os.path.join(directory, temp_name(name, _name_max(directory)))
-        tried.append(tmp)
         try:
             return os.open(tmp, flags, 0o600), tmp
         except FileExistsError:
-            tried.pop()
+            continue
 
 
 def temp_name(name: str, name_max: int = 255) -> str:

@@ -147,7 +147,7 @@ def test_a_failure_mid_swap_leaves_the_previous_tree_and_no_leftovers(
         return real_rename(self, target)
 
     monkeypatch.setattr(Path, "rename", failing_rename)
-    with pytest.raises(OSError):
+    with pytest.raises(RenderError, match="No space left on device"):  # exit 2, one line
         write_tree(tmp_path, {k: v + b"# new\n" for k, v in TREE.items()})
     monkeypatch.undo()
     assert _files(tmp_path) == before

@@ -31,14 +31,14 @@ def test_every_schema_error_is_reported_not_just_the_first() -> None:
     text = "name: lab\nnode_groups:\n  - {name: gpu, node: dgx-h100, count: 0, colour: red}\n"
     lines = errors_of(text)
     assert len(lines) == 2
-    assert any("count" in line and "greater than or equal to 1" in line for line in lines)
+    assert any("count" in line and "must be at least 1" in line for line in lines)
     assert any("unknown key 'colour'" in line for line in lines)
 
 
 def test_positions_point_at_the_key() -> None:
     text = MINIMAL + "fabrics:\n  compute:\n    switch: qm9700\n    su_size: big\n"
     (line,) = errors_of(text)
-    assert line.startswith("s.yaml:7:5: error:")
+    assert line.startswith("s.yaml:7:5: error[RP000]:")
     assert "[fabrics.compute.su_size]" in line
 
 

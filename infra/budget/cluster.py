@@ -58,7 +58,14 @@ def main_group(
     Raises:
         BudgetError: no such group, or it is MIG-partitioned, or there is no whole-GPU group.
     """
-    known = [g for g in spec.node_groups if g.node in catalog.nodes]
+    for i, g in enumerate(spec.node_groups):
+        if g.node not in catalog.nodes:  # skipping it would blame MIG or the group name
+            raise BudgetError(
+                f"unknown node {g.node!r}",
+                path=f"node_groups[{i}].node",
+                hint=spelling_hint(g.node, catalog.nodes),
+            )
+    known = list(spec.node_groups)
     if name is not None:
         group = next((g for g in known if g.name == name), None)
         if group is None:

@@ -36,12 +36,9 @@ from typing import Literal
 
 from infra.budget.collectives_nccl import (
     BASE_LAT,
-    EFA_NET_LATENCY_US,
     HW_LAT_NVLINK,
-    INTER_SPEEDS,
     LL_MAX_BW,
     NET_OVERHEAD,
-    NVLINK_LINK_BW,
     NVLS_ALLREDUCE_GAIN,
     NVLS_EFFICIENCY,
     PER_CH_NVLS_TREE,
@@ -54,6 +51,7 @@ from infra.budget.collectives_nccl import (
     TREE_CORRECTION,
 )
 from infra.budget.collectives_p2p import alltoall_time_us
+from infra.budget.communicator import CommTopology
 from infra.budget.sharp import sharp_net_latency
 from infra.catalog.nccl import nccl_has
 from infra.errors import RailplanError
@@ -77,92 +75,6 @@ COLLECTIVES: tuple[Collective, ...] = (
     "alltoall",
 )
 PROTOCOLS = ("ll", "ll128", "simple")
-
-
-@dataclass(frozen=True)
-class CommTopology:
-    """What NCCL's model needs to know about the ranks of one communicator.
-
-    Attributes:
-        arch: GPU architecture.
-        gpus_per_node: ranks per node (ppn).
-        nodes: nodes in the communicator.
-        nvswitch: GPUs of a node meet at NVSwitch chips (enables NVLS on Hopper).
-        nvlink_links: NVLink ports per GPU.
-        nics: compute-fabric NICs per node.
-        nic_gbps: line rate of each NIC, Gb/s.
-        cpu: host CPU vendor (NCCL's multi-node LL caps and network overhead depend on it).
-        sharp: InfiniBand SHARP is usable (NCCL CollNet; needs a rail-optimized fabric).
-        nvls: NCCL_NVLS_ENABLE; NVLS also needs Hopper and NVSwitch.
-        nccl: NCCL version; algorithms it lacks are never chosen (`infra.catalog.nccl`).
-        tiers: switch tiers the job's traffic climbs (1 one leaf per rail, 2 leaf-spine, 3
-            leaf-spine-core); SHARP latency grows with it. 2 = NCCL's reference.
-        leaf_nodes: nodes under one leaf group (an SU of a rail-optimized fabric); 0 = all.
-        oversubscription: leaf down:up ratio; traffic leaving the leaf group shares uplinks.
-        efa: the network is AWS EFA (aws-ofi-nccl), whose latency is higher than IB's.
-    """
-
-    arch: Literal["ampere", "hopper"]
-    gpus_per_node: int
-    nodes: int
-    nvswitch: bool
-    nvlink_links: int
-    nics: int
-    nic_gbps: float
-    cpu: Literal["intel", "amd"]
-    sharp: bool
-    nvls: bool = True
-    nccl: str = "2.30.7"
-    tiers: int = 2
-    leaf_nodes: int = 0
-    oversubscription: float = 1.0
-    efa: bool = False
-
-    @property
-    def ranks(self) -> int:
-        """GPUs in the communicator."""
-        return self.gpus_per_node * self.nodes
-
-    @property
-    def intra_gbs(self) -> float:
-        """Per-GPU NVLink bandwidth NCCL's graph sees (GB/s, one direction)."""
-        return self.nvlink_links * NVLINK_LINK_BW[self.arch]
-
-    @property
-    def nic_gbs(self) -> float:
-        """Achievable GB/s per NIC: the fastest search speed within the line rate."""
-        line = self.nic_gbps / 8
-        return next((s for s in INTER_SPEEDS[self.arch] if s <= line), line)
-
-    @property
-    def spans_leaf_groups(self) -> bool:
-        """Whether the job's nodes sit under more than one leaf group (uplinks are shared)."""
-        return 0 < self.leaf_nodes < self.nodes
-
-    @property
-    def inter_gbs(self) -> float:
-        """Network bandwidth leaving one node (GB/s), after oversubscribed uplinks.
-
-        Ring and tree neighbours of a job placed across leaf groups are not all under one
-        leaf, so a job that spans several groups gets the uplinks' share of a NIC.
-        """
-        ratio = self.oversubscription if self.spans_leaf_groups else 1.0
-        return self.nics * self.nic_gbs / max(1.0, ratio)
-
-    @property
-    def net_latency_extra_us(self) -> float:
-        """Latency a network step adds over NCCL's InfiniBand constants (EFA)."""
-        return EFA_NET_LATENCY_US if self.efa else 0.0
-
-    @property
-    def channels(self) -> int:
-        """Channels NCCL typically opens: two per NIC between nodes, 16 inside one."""
-        return 2 * self.nics if self.nodes > 1 and self.nics else 16
-
-    @property
-    def scale(self) -> int:
-        """NCCL's column index: 0 for one node, 1 for two, 2 for three or more."""
-        return min(self.nodes, 3) - 1
 
 
 @dataclass(frozen=True)

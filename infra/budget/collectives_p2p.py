@@ -14,12 +14,9 @@ oversubscribed fabric gives only ``1 / ratio`` of a NIC's rate.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from infra.budget.collectives_nccl import BASE_LAT, HW_LAT_NET, HW_LAT_NVLINK, P2P_ROUNDS_PER_BATCH
-
-if TYPE_CHECKING:
-    from infra.budget.collectives import CommTopology
+from infra.budget.communicator import CommTopology
 
 __all__ = ["alltoall_latency_us", "alltoall_time_us"]
 

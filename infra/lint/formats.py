@@ -18,6 +18,7 @@ from pathlib import PurePath
 from typing import Protocol
 from urllib.parse import quote
 
+from infra.errors import cut_long_values
 from infra.errors import escape_controls as _escape_controls
 from infra.lint.finding import Finding, Severity
 
@@ -122,7 +123,7 @@ def format_text(
         if lines is not None:
             out.extend(_excerpt(f, lines, color))
         if f.hint:
-            out.append(f"  = hint: {_escape_controls(f.hint)}")
+            out.append(f"  = hint: {_escape_controls(cut_long_values(f.hint))}")
     if out:
         out.append("")
     out.append(_summary(ordered, files_checked))
@@ -142,7 +143,8 @@ def _header(f: Finding, color: bool) -> str:
         where = f"{_BOLD}{where}{_RESET}"
         severity = f"{_COLOR[f.severity]}{severity}{_RESET}"
     path = f" [{_escape_controls(f.path)}]" if f.path else ""
-    return f"{where} {severity}[{_escape_controls(f.rule)}] {_escape_controls(f.message)}{path}"
+    message = _escape_controls(cut_long_values(f.message))  # a 7 MB value is not echoed whole
+    return f"{where} {severity}[{_escape_controls(f.rule)}] {message}{path}"
 
 
 def _is_control(ch: str) -> bool:
@@ -305,9 +307,9 @@ def format_github(findings: Iterable[Finding], rules: Sequence[RuleInfo] = ()) -
         title = f"{f.rule} {names[f.rule]}" if names.get(f.rule) else f.rule
         if title:
             properties.append(f"title={_escape_property(title)}")
-        message = f.message + (f" [{f.path}]" if f.path else "")
+        message = cut_long_values(f.message) + (f" [{f.path}]" if f.path else "")
         if f.hint:
-            message += f"\nhint: {f.hint}"
+            message += f"\nhint: {cut_long_values(f.hint)}"
         command = _COMMAND[f.severity]
         head = f"::{command} {','.join(properties)}" if properties else f"::{command}"
         out.append(f"{head}::{_escape_data(message)}\n")

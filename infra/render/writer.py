@@ -88,6 +88,11 @@ def write_tree(root: Path, files: Mapping[str, bytes], *, force: bool = False) -
         with raising_on_signals():  # SIGTERM/SIGHUP/SIGINT unwind through the finally below
             _stage(root, staging, paths, units, old_manifest, stale)
             _swap(root, staging, old, units, manifest)
+    except OSError as exc:  # a read-only or full file system is the user's to fix, not a bug
+        raise RenderError(
+            f"cannot write the tree under {root}: {exc.strerror or exc}",
+            hint="render into a writable directory with free space",
+        ) from None
     finally:
         _recover(root)  # rolls back a swap that did not commit; drops what is left over
     written = [p for p in sorted(paths) if old_manifest.get(p) != _digest(paths[p])]

@@ -15,21 +15,21 @@ from pydantic.json_schema import SkipJsonSchema
 from infra.spec.base import Precision, StrictModel
 from infra.spec.units import ByteSize, Count
 
+MAX_BUDGET_GPUS = 2**20
+"""Most GPUs a budget can name: above any plannable cluster (32,768 servers of 8 GPUs), and
+small enough that memory estimates stay ordinary floats (``10**400`` would overflow them)."""
+
 
 class AllReduceBudget(StrictModel):
     """NCCL all-reduce of `bytes` over `gpus` GPUs must finish within `max_ms`."""
 
     bytes: ByteSize = Field(description="Message size, e.g. `1GiB`.")
-    gpus: int = Field(ge=2, description="GPUs taking part.")
-    max_ms: float = Field(gt=0, description="Limit, milliseconds.")
+    gpus: int = Field(ge=2, le=MAX_BUDGET_GPUS, description="GPUs taking part.")
+    max_ms: float = Field(gt=0, le=86_400_000, description="Limit, milliseconds (at most a day).")
     group: str | None = Field(
         None, description="Node group the job runs on; default the largest group without MIG."
     )
 
-
-MAX_BUDGET_GPUS = 2**20
-"""Most GPUs a budget can name: above any plannable cluster (32,768 servers of 8 GPUs), and
-small enough that memory estimates stay ordinary floats (``10**400`` would overflow them)."""
 
 # Parameter counts of published models a budget can name instead of `model_params`.
 # The shapes behind them (layers, hidden, heads, ...) live in infra/budget/train_model.py.
@@ -57,7 +57,7 @@ class ScalingEfficiencyBudget(StrictModel):
     with an assumed `mfu` and `overlap` answers.
     """
 
-    gpus: int = Field(ge=2, description="GPUs in the job.")
+    gpus: int = Field(ge=2, le=MAX_BUDGET_GPUS, description="GPUs in the job.")
     min: float = Field(gt=0, le=1, description="Minimum efficiency, 0-1 (0.89 = 89 %).")
     model: ModelPreset | None = Field(
         None, description="A published model (shape and batch) to train, or give a shape."
@@ -129,23 +129,23 @@ class CheckpointBudget(StrictModel):
     """Saving a checkpoint of `bytes` must take at most `max_s` seconds."""
 
     bytes: ByteSize = Field(description="Checkpoint size, e.g. `2.8TB`.")
-    max_s: float = Field(gt=0, description="Limit, seconds.")
+    max_s: float = Field(gt=0, le=604_800, description="Limit, seconds (at most a week).")
 
 
 class PowerBudget(StrictModel):
     """Power must stay at or below `max_kw`."""
 
-    max_kw: float = Field(gt=0, description="Limit, kW.")
+    max_kw: float = Field(gt=0, le=10_000_000, description="Limit, kW (at most 10 GW).")
 
 
 class ActivationSpec(StrictModel):
     """Transformer shape for the activation-memory estimate (Korthikanti et al. 2022)."""
 
-    seq_len: int = Field(ge=1, description="Sequence length in tokens.")
-    micro_batch: int = Field(ge=1, description="Micro-batch size per GPU.")
-    hidden: int = Field(ge=1, description="Hidden size.")
-    layers: int = Field(ge=1, description="Transformer layers held by one GPU.")
-    heads: int = Field(ge=1, description="Attention heads.")
+    seq_len: int = Field(ge=1, le=100_000_000, description="Sequence length in tokens.")
+    micro_batch: int = Field(ge=1, le=1_000_000, description="Micro-batch size per GPU.")
+    hidden: int = Field(ge=1, le=1_000_000, description="Hidden size.")
+    layers: int = Field(ge=1, le=100_000, description="Transformer layers held by one GPU.")
+    heads: int = Field(ge=1, le=100_000, description="Attention heads.")
     recompute: Literal["none", "selective", "full"] = Field(
         "none", description="Activation recomputation."
     )
@@ -177,7 +177,7 @@ class SharpGainBudget(StrictModel):
     """SHARP must cut all-reduce time of `bytes` over `gpus` GPUs by at least `min`."""
 
     bytes: ByteSize = Field(description="Message size, e.g. `64KiB` for a latency claim.")
-    gpus: int = Field(ge=2, description="GPUs taking part.")
+    gpus: int = Field(ge=2, le=MAX_BUDGET_GPUS, description="GPUs taking part.")
     min: float = Field(gt=0, lt=1, description="Minimum reduction, 0-1 (0.4 = 40 % faster).")
     group: str | None = Field(
         None, description="Node group the job runs on; default the largest group without MIG."
@@ -187,8 +187,8 @@ class SharpGainBudget(StrictModel):
 class CostBudget(StrictModel):
     """Cost per PFLOP-day (energy, plus amortised hardware if priced) must stay within `max_usd`."""
 
-    max_usd: float = Field(gt=0, description="Limit, USD per PFLOP-day.")
-    price_per_kwh: float = Field(gt=0, description="Electricity price, USD per kWh.")
+    max_usd: float = Field(gt=0, le=1e9, description="Limit, USD per PFLOP-day.")
+    price_per_kwh: float = Field(gt=0, le=1000, description="Electricity price, USD per kWh.")
     pue: float = Field(1.3, ge=1.0, le=3.0, description="Power usage effectiveness.")
     precision: Precision = Field(
         Precision.BF16, strict=False, description="Precision the PFLOPs are counted at."

@@ -40,10 +40,15 @@ _PATTERN_RULES = {
     models.GROUP_NAME: "must be lowercase letters, digits and '_' (Ansible group names cannot "
     "contain '-'), starting with a letter",
     models.LAYOUT_NAME: "must be lowercase letters, digits, '.', '_' and '-'",
-    models.VERSION: "must be a dotted version such as 550.90.07",
-    models.OFED_VERSION: "must be a MLNX_OFED version such as 23.10-1.1.9.0",
+    models.VERSION: "must be a dotted version such as 550.90.07 (at most 8 digits a part)",
+    models.OFED_VERSION: "must be a MLNX_OFED version such as 23.10-1.1.9.0 (at most 8 digits "
+    "a part)",
     models.MIG_PROFILE: "must be a MIG profile name such as 1g.10gb, 3g.40gb or 1g.10gb+me",
+    r"^[1-9][0-9]{0,5}[smh]$": "must be a duration such as 90s, 30m or 2h (at most 6 digits)",
 }
+
+
+SCHEMA_RULE = "RP000"  # the rule id of "the spec does not match the schema", in every format
 
 
 class SpecValidationError(SpecError):
@@ -57,6 +62,7 @@ class SpecValidationError(SpecError):
             path=first.path,
             position=first.position,
             hint=first.hint,
+            rule=first.rule,
         )
         self.errors = list(errors)
 
@@ -98,6 +104,7 @@ def validate_spec(data: Any, source: SourceMap) -> LoadedSpec:
                     file=file,
                     position=source.position(""),
                     hint="a spec needs at least `name` and `node_groups`; see `railplan schema`",
+                    rule=SCHEMA_RULE,
                 )
             ]
         )
@@ -109,6 +116,7 @@ def validate_spec(data: Any, source: SourceMap) -> LoadedSpec:
                     file=file,
                     position=source.position(""),
                     hint="start the file with `name: <cluster>` on its first line",
+                    rule=SCHEMA_RULE,
                 )
             ]
         )
@@ -182,15 +190,18 @@ def _resolve_loc(data: Any, loc: tuple[int | str, ...], kind: str) -> tuple[str,
 def _one_error(path: str, items: list[tuple[ErrorDetails, bool]], source: SourceMap) -> SpecError:
     err = items[0][0]
     if len(items) > 1 and any(skipped for _, skipped in items):
-        forms = " or ".join(_expected(e) for e, _ in items)
-        message, hint = f"expected {forms}, {_got(err)}", None
+        forms = " or ".join(dict.fromkeys(_expected(e) for e, _ in items))
+        message, hint = f"must be {forms}, {_got(err)}", None
     else:
         message, hint = _describe(err), _hint(err, path)
     position = source.position(path)
-    return SpecError(message, file=source.file, path=path, position=position, hint=hint)
+    return SpecError(
+        message, file=source.file, path=path, position=position, hint=hint, rule=SCHEMA_RULE
+    )
 
 
 def _describe(err: ErrorDetails) -> str:
+    """Pydantic's error in the spec's words: what the value must be, and what it is."""
     kind, ctx = err["type"], err.get("ctx") or {}
     name = str(err["loc"][-1]) if err["loc"] else "spec"
     if kind == "extra_forbidden":
@@ -198,18 +209,87 @@ def _describe(err: ErrorDetails) -> str:
     if kind == "missing":
         return f"missing required key {name!r}"
     if kind == "string_pattern_mismatch":
-        rule = _PATTERN_RULES.get(str(ctx.get("pattern")), f"must match {ctx.get('pattern')}")
-        return f"{err['input']!r} {rule}"
-    msg = str(err["msg"]).removeprefix("Value error, ")
+        broken = _PATTERN_RULES.get(str(ctx.get("pattern")), f"must match {ctx.get('pattern')}")
+        return f"{_shown(err['input'])} {broken}"
     if kind in {"value_error", "assertion_error"}:
-        return msg
-    expected = _expected(err)
-    if expected.startswith("not "):
-        return f"{_got(err).removeprefix('got ')} is {expected}"
-    return f"expected {expected}, {_got(err)}"
+        return str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    rule = _constraint(kind, ctx, name)
+    if rule is not None:
+        return rule if kind in {"too_short", "too_long"} else f"{rule}, {_got(err)}"
+    value = err["input"]
+    if kind.startswith("float") and isinstance(value, int) and not isinstance(value, bool):
+        return f"{_shown(value)} is too large for any limit"  # beyond a float's 1.8e308
+    return f"must be {_expected(err)}, {_got(err)}"
+
+
+# Why each bounded number stops where it does, said after "must be at most N".
+_WHY_BOUND = {
+    "count": "servers in one group (16,384 DGX nodes are 131,072 GPUs)",
+    "gpus": "GPUs (over eight times the largest cluster railplan plans)",
+    "first_index": "so hostnames keep at most ten index digits",
+    "su_size": "servers per SU (a leaf has at most 128 ports)",
+    "storage_ports": "ports (more than any storage fabric has)",
+    "filesystem_gbps": "GB/s (a thousand times today's fastest filesystems)",
+    "spines": "spines (every spine takes a link from every leaf: no more than a leaf's ports)",
+}
+
+
+def _constraint(kind: str, ctx: dict[str, Any], name: str) -> str | None:
+    """``must be at most 16,384 ...`` for the bound or length errors; None for type errors."""
+    bounds = {
+        "greater_than": "must be above",
+        "greater_than_equal": "must be at least",
+        "less_than": "must be below",
+        "less_than_equal": "must be at most",
+    }
+    if kind in bounds:
+        limit = next(iter(ctx.values()), "?")
+        text = f"{bounds[kind]} {_number(limit)}"
+        why = _WHY_BOUND.get(name) if kind.startswith("less") else None
+        return f"{text} {why}" if why else text
+    if kind in {"too_short", "too_long"}:
+        few = kind == "too_short"
+        n = ctx.get("min_length" if few else "max_length", "?")
+        noun = "entr" if ctx.get("field_type") == "Dictionary" else "item"
+        plural = ("y" if n == 1 else "ies") if noun == "entr" else ("" if n == 1 else "s")
+        has = ctx.get("actual_length")
+        return f"must list at {'least' if few else 'most'} {n} {noun}{plural}" + (
+            f", got {has:,}" if isinstance(has, int) else ""
+        )
+    if kind in {"string_too_short", "string_too_long"}:
+        few = kind == "string_too_short"
+        n = ctx.get("min_length" if few else "max_length", "?")
+        return f"must be at {'least' if few else 'most'} {n} character{'' if n == 1 else 's'}"
+    return None
+
+
+_WANTED = {  # Pydantic's type errors as the kind of value the spec needs
+    "dict_type": "a mapping",
+    "list_type": "a list",
+    "string_type": "a string",
+    "int_type": "a whole number",
+    "int_parsing": "a whole number",
+    "int_from_float": "a whole number",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "finite_number": "a finite number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "none_required": "null",
+    "set_type": "a list",
+    "tuple_type": "a list",
+}
 
 
 def _expected(err: ErrorDetails) -> str:
+    """What kind of value was wanted, as a noun phrase ("a mapping (rack)", "a list")."""
+    kind, ctx = err["type"], err.get("ctx") or {}
+    if kind in {"model_type", "model_attributes_type"}:
+        return f"a mapping ({_words(str(ctx.get('class_name', '')))})"
+    if kind in {"literal_error", "enum"}:
+        return f"one of {ctx.get('expected', '?')}"
+    if kind in _WANTED:
+        return _WANTED[kind]
     msg = str(err["msg"]).removeprefix("Value error, ")
     for prefix in ("Input should be ", "Input is not ", "Input "):
         if msg.startswith(prefix):
@@ -217,16 +297,36 @@ def _expected(err: ErrorDetails) -> str:
     return msg
 
 
+def _words(class_name: str) -> str:
+    """``ComputeFabric`` -> ``compute fabric``: a model's name as the spec's words."""
+    out = "".join(f" {c.lower()}" if c.isupper() else c for c in class_name).strip()
+    return out or "an object"
+
+
+def _number(value: object) -> str:
+    """A bound with thousands separators (16,384), as users write it in prose."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if value.is_integer() and abs(value) < 1e15 else f"{value:g}"
+    return str(value)
+
+
+def _shown(value: object) -> str:
+    """``repr(value)``, cut to a readable length (a 7 MB value is not echoed whole)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return f"a {len(str(abs(value))):,}-digit number"
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:50]}...({len(text):,} chars)"
+
+
 def _got(err: ErrorDetails) -> str:
     value = err["input"]
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return (
-        f"got {_type_name(value)} {text}"
-        if not isinstance(value, dict | list)
-        else (f"got {_type_name(value)}")
-    )
+    if isinstance(value, dict | list) or value is None:  # "got null", not "got null None"
+        return f"got {_type_name(value)}"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return f"got {_shown(value)}"
+    return f"got {_type_name(value)} {_shown(value)}"
 
 
 def _hint(err: ErrorDetails, path: str) -> str | None:

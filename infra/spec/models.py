@@ -36,8 +36,13 @@ MAX_SPINES = 2_048
 CLUSTER_NAME = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"  # a DNS label (and a label value)
 GROUP_NAME = r"^[a-z][a-z0-9_]{0,31}$"
 LAYOUT_NAME = r"^[a-z0-9][a-z0-9._-]{0,62}$"
-VERSION = r"^[0-9]+(\.[0-9]+){1,3}$"
-OFED_VERSION = r"^[0-9]+\.[0-9]+(-[0-9]+(\.[0-9]+)*)?$"
+VERSION = r"^[0-9]{1,8}(\.[0-9]{1,8}){1,3}$"
+# Versions are compared as tuples of ints: at most 8 digits a part holds any real one and keeps
+# a 5,000-digit part away from int() and its 4,300-digit limit.
+MAX_VERSION = 32  # characters of a version given on the command line (`mig check --driver`)
+# Hostnames carry the index in full: ten digits keep a label well within RFC 1123's 63.
+MAX_FIRST_INDEX = 10**9
+OFED_VERSION = r"^[0-9]{1,8}\.[0-9]{1,8}(-[0-9]{1,8}(\.[0-9]{1,8}){0,6})?$"
 MIG_PROFILE = r"^([1-7]c\.)?[1-7]g\.[0-9]+gb(\+me|\+me\.all|\+gfx|-me)?$"
 _HOSTNAME_FIELD = re.compile(r"\{index(?::0?[1-9]d)?\}")
 _HOSTNAME_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -271,7 +276,9 @@ class NodeGroup(StrictModel):
         description="Hostname pattern with an `{index}` or `{index:03d}` field; "
         "default `<name>{index:03d}`.",
     )
-    first_index: int = Field(1, ge=0, description="Index of the first server in the pattern.")
+    first_index: int = Field(
+        1, ge=0, le=MAX_FIRST_INDEX, description="Index of the first server in the pattern."
+    )
     rack_class: str | None = Field(
         None, description="A key of `site.rack_classes`; default the default class `site.rack`."
     )
@@ -423,6 +430,7 @@ class StorageFabric(StrictModel):
     filesystem_gbps: float | None = Field(
         None,
         gt=0,
+        le=1_000_000,
         description="Aggregate write throughput of the parallel filesystem, GB/s (vendor "
         "figure); without it only the fabric limits checkpoint speed.",
     )
@@ -472,7 +480,7 @@ class Software(StrictModel):
     driver: str = Field("550.90.07", pattern=VERSION, description="NVIDIA driver version.")
     fabric_manager: str = Field(
         "auto",
-        pattern=r"^(auto|disabled|[0-9]+(\.[0-9]+){1,3})$",
+        pattern=r"^(auto|disabled|[0-9]{1,8}(\.[0-9]{1,8}){1,3})$",
         description="Fabric Manager version: `auto` (same as the driver), `disabled`, or a "
         "version, which must equal the driver's.",
     )
@@ -481,7 +489,9 @@ class Software(StrictModel):
     dcgm: str = Field("3.3.6", pattern=VERSION, description="DCGM version.")
     doca: str | None = Field("2.7.0", pattern=VERSION, description="DOCA-Host (OFED) version.")
     ofed: str | None = Field(
-        None, pattern=OFED_VERSION, description="Legacy MLNX_OFED version, instead of DOCA."
+        None,
+        pattern=OFED_VERSION,
+        description="Legacy MLNX_OFED version, instead of DOCA.",
     )
 
     @property

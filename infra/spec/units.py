@@ -31,13 +31,37 @@ _UNITS = {
     "pib": 2**50,
 }
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+# Upper bounds, so a 400-digit number is a located error rather than an OverflowError in the
+# float arithmetic of the models: no cluster moves or stores an exbibyte in one message or
+# checkpoint, and 10^15 parameters is over 500 times the largest published model (1.8e12).
+MAX_SIZE = 2**60
+MAX_COUNT = 10**15
+_LIMITS = {
+    "a size": (MAX_SIZE, "1 EiB (2^60 bytes), more than any message or checkpoint"),
+    "a count": (MAX_COUNT, "10^15, over 500 times the largest published model"),
+}
+_MAX_TEXT = 64  # characters of a number written as text; more cannot be within the bounds
+
+
+def _shown(text: object) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= 40 else f"{shown[:30]}...({len(shown):,} chars)"
+
+
+def _too_long(value: str, what: str) -> ValueError:
+    return ValueError(f"{what} must be at most {_LIMITS[what][1]}, got {_shown(value)}")
 
 
 def _as_positive_int(value: float, text: object, what: str) -> int:
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{what} must be a positive finite number, got {text!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{what} must be a positive finite number, got {_shown(text)}")
+    if value <= 0:
+        raise ValueError(f"{what} must be a positive number, got {_shown(text)}")
+    limit, why = _LIMITS[what]
+    if value > limit:
+        raise ValueError(f"{what} must be at most {why}, got {_shown(text)}")
     if value != int(value):
-        raise ValueError(f"{what} must be a whole number, got {text!r}")
+        raise ValueError(f"{what} must be a whole number, got {_shown(text)}")
     return int(value)
 
 
@@ -46,13 +70,15 @@ def parse_bytes(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError("a size must be a number or a string like '1GiB', not a boolean")
     if isinstance(value, int | float):
-        return _as_positive_int(float(value), value, "a size")
+        return _as_positive_int(value, value, "a size")  # ints stay exact: no float overflow
     if not isinstance(value, str):
-        raise ValueError(f"a size must be a number or a string like '1GiB', got {value!r}")
+        raise ValueError(f"a size must be a number or a string like '1GiB', got {_shown(value)}")
+    if len(value) > _MAX_TEXT:
+        raise _too_long(value, "a size")
     m = _SIZE.match(value)
     if m is None or m.group(2).lower() not in _UNITS:
         raise ValueError(
-            f"{value!r} is not a size; write a number with an optional unit "
+            f"{_shown(value)} is not a size; write a number with an optional unit "
             "(B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB)"
         )
     return _as_positive_int(float(m.group(1)) * _UNITS[m.group(2).lower()], value, "a size")
@@ -62,14 +88,17 @@ def parse_count(value: Any) -> int:
     """Parse a positive whole count given as a number or a string such as ``175e9``."""
     if isinstance(value, bool):
         raise ValueError("a count must be a number, not a boolean")
+    text = value
     if isinstance(value, str):
+        if len(value) > _MAX_TEXT:
+            raise _too_long(value, "a count")
         try:
             value = float(value.replace("_", ""))
         except ValueError:
-            raise ValueError(f"{value!r} is not a number") from None
+            raise ValueError(f"{_shown(value)} is not a number") from None
     if not isinstance(value, int | float):
-        raise ValueError(f"a count must be a number, got {value!r}")
-    return _as_positive_int(float(value), value, "a count")
+        raise ValueError(f"a count must be a number, got {_shown(value)}")
+    return _as_positive_int(value, text, "a count")
 
 
 ByteSize = Annotated[

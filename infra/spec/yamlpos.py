@@ -25,11 +25,13 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from infra.errors import InputError, Position
+from infra.errors import InputError, Position, shorten
 from infra.files import read_bounded
 
 MAX_BYTES = 8 * 1024 * 1024
 MAX_NODES = 100_000  # a large spec has a few thousand; this refuses alias bombs fast
+MAX_INT_DIGITS = 1000  # the largest bound in the spec has 19 digits; int() stops at 4,300
+_INT_TAG = "tag:yaml.org,2002:int"
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _LAST_SEGMENT = re.compile(r'(\.[A-Za-z_][A-Za-z0-9_-]*|\[\d+\]|\["(?:[^"\\]|\\.)*"\])$')
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -85,6 +87,7 @@ class _Builder:
         self.file = file
         self.positions: dict[str, Position] = {}
         self.visited = 0
+        self.last: Node | None = None
         self._constructor = yaml.SafeLoader("")
 
     def fail(self, node: Node, message: str, hint: str | None = None) -> InputError:
@@ -92,6 +95,7 @@ class _Builder:
 
     def build(self, node: Node, path: str) -> Any:
         self.visited += 1
+        self.last = node  # where a RecursionError is reported
         if self.visited > MAX_NODES:
             raise self.fail(
                 node,
@@ -111,13 +115,20 @@ class _Builder:
     def scalar(self, node: Node) -> Any:
         if node.tag == _TIMESTAMP_TAG:  # specs hold no dates; keep "2024-01-02" as written
             return str(node.value)
+        if node.tag == _INT_TAG and len(str(node.value)) > MAX_INT_DIGITS:
+            # before int(): Python refuses over 4,300 digits with advice meant for programmers
+            raise self.fail(
+                node,
+                f"a number with {len(str(node.value)):,} digits is too large for any spec value",
+                hint=f"railplan's numbers have at most {MAX_INT_DIGITS} digits",
+            )
         try:
             return self._constructor.construct_object(node, deep=True)
         except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
             reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
             raise self.fail(
                 node,
-                f"cannot read value {str(node.value)[:40]!r}: {reason}",
+                f"cannot read value {shorten(str(node.value), 40)!r}: {shorten(reason)}",
                 hint="plain numbers, strings, booleans, lists and mappings only",
             ) from None
 
@@ -226,7 +237,12 @@ def load_yaml_text(raw: str | bytes, file: str) -> tuple[Any, SourceMap]:
     except yaml.YAMLError as exc:  # a scalar the constructor rejects (bad timestamp, ...)
         raise _yaml_error(exc, file) from None
     except RecursionError:
-        raise InputError("document is nested too deeply", file=file) from None
+        raise InputError(
+            "document is nested too deeply",
+            file=file,
+            position=_pos(builder.last) if builder.last is not None else None,
+            hint="a spec needs a few levels of nesting; flatten or remove this structure",
+        ) from None
     source.positions = builder.positions
     return data, source
 

@@ -18,7 +18,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from infra.catalog import Catalog
@@ -224,7 +225,19 @@ def plan_storage(
     )
     # The storage systems' leaves first: node groups grow and append at the end, so the
     # position-based uplink wiring of everything planned before stays put.
-    return _tree_plan(tree, [storage, *owners] if fabric.storage_ports else owners, extra)
+    with _fabric_path("fabrics.storage", "fewer storage_ports, or a switch of a larger radix"):
+        return _tree_plan(tree, [storage, *owners] if fabric.storage_ports else owners, extra)
+
+
+@contextmanager
+def _fabric_path(path: str, hint: str) -> Iterator[None]:
+    """A sizing error of a fabric without planes names that fabric (the CLI locates it)."""
+    try:
+        yield
+    except PlanError as exc:
+        if not exc.path:
+            exc.path, exc.hint = path, hint  # "split into planes" is for the compute fabric
+        raise
 
 
 def plan_inband(
@@ -238,7 +251,8 @@ def plan_inband(
     k = switch.ports
     up = max(1, k // 8)
     tree = _Tree("inband", "mg", fabric.inband_switch, k, switch.port_gbps, k - up, up, 2, 2)
-    return _tree_plan(tree, owners, extra)  # no single spine: it would be a SPOF
+    with _fabric_path("fabrics.management.inband_switch", "use a switch of a larger radix"):
+        return _tree_plan(tree, owners, extra)  # no single spine: it would be a SPOF
 
 
 @dataclass(frozen=True, slots=True)

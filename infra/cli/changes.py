@@ -1,0 +1,186 @@
+"""Commands that produce or compare deployments: `render`, `report` and `diff`.
+
+`render` writes the deployment tree, `report` one self-contained HTML page, `diff` the day-2
+change plan between two specs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from infra.catalog import load_catalog
+from infra.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Format,
+    _complain,
+    _load_spec,
+    _say,
+    _write_output,
+    app,
+)
+from infra.cli.planning import (
+    _plan_or_fail,
+    _planned_or_raise,
+    _rack_budget_errors,
+    _with_addresses_file,
+)
+from infra.cli.progress_bar import _progress_bar
+from infra.errors import RailplanError
+from infra.files import check_outputs
+from infra.lint import (
+    lint_loaded,
+)
+from infra.lint.finding import Severity
+from infra.lint.formats import format_text
+from infra.render.diff import diff_json, diff_text, plan_diff
+from infra.render.report import report_html
+from infra.render.tree import render_tree
+from infra.render.writer import RenderConflict, write_tree
+from infra.spec import SpecValidationError
+from infra.topology import PlanError
+
+
+@app.command()
+def diff(
+    old: Annotated[str, typer.Argument(metavar="OLD", help="Spec as deployed.")],
+    new: Annotated[str, typer.Argument(metavar="NEW", help="Spec to change to.")],
+    output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
+) -> None:
+    """Show the day-2 change plan from OLD to NEW: devices, cables, addresses, rolling order.
+
+    Exits 0 when nothing changes, 1 when something does (or a spec cannot be planned), 2 for
+    unreadable or invalid input. With --format json stdout holds one document, errors too.
+    """
+    json_errors = output_format is Format.JSON
+    try:
+        before, after = _load_spec(old), _load_spec(new)
+    except RailplanError as exc:
+        _fail_diff(exc, EXIT_USAGE, json_errors)
+    try:
+        catalog = load_catalog()
+        with _progress_bar() as bar:
+            old_plan = _planned_or_raise(before, bar.task(f"plan {old}"))
+            new_plan = _planned_or_raise(after, bar.task(f"plan {new}"))
+            result = plan_diff(before.spec, old_plan, after.spec, new_plan, catalog)
+    except PlanError as exc:
+        _fail_diff(exc, EXIT_FAILED, json_errors)
+    _say(diff_json(result) if json_errors else diff_text(result))
+    raise typer.Exit(EXIT_FAILED if result.changed else EXIT_OK)
+
+
+def _fail_diff(error: RailplanError, code: int, json_errors: bool) -> NoReturn:
+    """One line per problem on stderr and, for JSON, the same problems as the document."""
+    _complain(error)
+    if json_errors:
+        errors = error.errors if isinstance(error, SpecValidationError) else [error]
+        problems = [
+            {
+                "file": e.file,
+                "line": e.position.line if e.position else None,
+                "column": e.position.column if e.position else None,
+                "message": e.message,
+                "path": e.path,
+                "hint": e.hint or "",
+            }
+            for e in errors
+        ]
+        _say(json.dumps({"changed": None, "errors": problems}, indent=2, sort_keys=True))
+    raise typer.Exit(code)
+
+
+@app.command()
+def render(
+    spec: Annotated[str, typer.Argument(metavar="SPEC", help="Spec file.")],
+    root: Annotated[str, typer.Option(help="Directory to render the tree into.")] = ".",
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite files edited since the last render.")
+    ] = False,
+    addresses: Annotated[
+        str | None,
+        typer.Option(
+            metavar="FILE.json",
+            help="Management addresses assigned outside railplan: {hostname: ip}, e.g. "
+            "`pulumi stack output hosts --json` of the AWS target.",
+        ),
+    ] = None,
+) -> None:
+    """Render the deployment tree: ansible.cfg, inventory, entry playbook, roles and files.
+
+    Refuses (exit 1, nothing written) a spec with lint errors, a plan that breaks a rack
+    budget, or a tree whose rendered files were edited since the last render (unless --force).
+    """
+    if not root:
+        raise RailplanError("--root needs a directory", hint="e.g. --root deploy")
+    loaded = _load_spec(spec)
+    catalog = load_catalog()
+    with _progress_bar() as bar:
+        lint_step = bar.task("lint")
+        lint_step("rules", 0, 1)
+        errors = [f for f in lint_loaded(loaded, catalog) if f.severity is Severity.ERROR]
+        lint_step("done", 1, 1)
+        planned = None if errors else _plan_or_fail(loaded, bar.task("plan"))
+        broken = _rack_budget_errors(loaded, planned) if planned is not None else []
+        files = None
+        if planned is not None and not broken:
+            if addresses is not None:
+                planned = _with_addresses_file(planned, addresses)
+            files = render_tree(loaded.spec, catalog, planned, bar.task("render"))
+    if errors:
+        sys.stderr.write(format_text(errors))
+        sys.stderr.write(f"{loaded.file}: not rendered: {len(errors)} lint error(s)\n")
+        raise typer.Exit(EXIT_FAILED)
+    if files is None:
+        sys.stderr.write("".join(f"{line}\n" for line in broken))
+        raise typer.Exit(EXIT_FAILED)
+    try:
+        report = write_tree(Path(root), files, force=force)
+    except RenderConflict as exc:
+        _complain(exc)
+        raise typer.Exit(EXIT_FAILED) from None
+    _say(
+        f"{root}: {len(report.written)} files written, {len(report.unchanged)} unchanged, "
+        f"{len(report.removed)} removed (inventory inventories/{loaded.spec.name}, "
+        f"playbook playbooks/{loaded.spec.name}.yml)"
+    )
+
+
+@app.command()
+def report(
+    spec: Annotated[str, typer.Argument(metavar="SPEC", help="Spec file.")],
+    output: Annotated[
+        str, typer.Option("--output", "-o", metavar="FILE.html", help="Page to write.")
+    ],
+) -> None:
+    """Write one self-contained HTML page: plan, racks, fabric, MIG, budgets, lint.
+
+    The page is written whenever the spec can be planned, lint errors or not (they are in
+    it, for review); the command then exits 1 if lint found errors (a missed budget or an
+    overfull rack among them), else 0. An unreadable or invalid spec exits 2 and a spec
+    that cannot be planned exits 1, both writing nothing. Same spec, same bytes.
+    """
+    check_outputs({"--output": output}, inputs=[spec])
+    loaded = _load_spec(spec)
+    catalog = load_catalog()
+    with _progress_bar() as bar:
+        step = bar.task("report")
+        step("lint", 0, 3)
+        findings = lint_loaded(loaded, catalog)
+        step("plan", 1, 3)
+        planned = _plan_or_fail(loaded)
+        step("page", 2, 3)
+        page = report_html(loaded.spec, catalog, planned, findings)
+        step("written", 3, 3)
+    _write_output(output, page)
+    errors = sum(f.severity is Severity.ERROR for f in findings)
+    _say(
+        f"{output}: report of {planned.name} ({len(planned.servers):,} servers, "
+        f"{len(planned.racks):,} racks)" + (f"; {errors} lint error(s)" if errors else "")
+    )
+    raise typer.Exit(EXIT_FAILED if errors else EXIT_OK)

@@ -1,0 +1,191 @@
+"""What every command shares: the app, exit codes, formats, stdout and error lines.
+
+The typer app and its `mig` group, the output formats, writing to stdout (a full, closed or
+broken stdout raises instead of failing at exit), and how library errors become lines on
+stderr: one per problem, located in the spec where known, marked RP000 when inside the file.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated
+
+import typer
+
+from infra.errors import RailplanError
+from infra.files import write_atomic
+from infra.lint import (
+    SCHEMA_RULE,
+)
+from infra.lint.finding import Finding, Severity, make_finding
+from infra.spec import LoadedSpec, SpecValidationError, load_spec
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+app = typer.Typer(
+    name="railplan",
+    help="Turn one YAML cluster spec into a validated, budget-checked NVIDIA GPU cluster plan.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+mig_app = typer.Typer(help="Check MIG configuration files.", no_args_is_help=True)
+
+
+app.add_typer(mig_app, name="mig")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        _say(f"railplan {_tool_version()}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool | None,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Show version."),
+    ] = None,
+) -> None:
+    """Turn one YAML cluster spec into a validated, budget-checked NVIDIA GPU cluster plan."""
+
+
+class LintFormat(StrEnum):
+    """Output formats of `railplan lint`."""
+
+    TEXT = "text"
+    JSON = "json"
+    SARIF = "sarif"
+    GITHUB = "github"
+
+
+class CollectiveName(StrEnum):
+    """Collectives `railplan predict` models."""
+
+    ALL_REDUCE = "all_reduce"
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    BROADCAST = "broadcast"
+    ALLTOALL = "alltoall"
+
+
+class Format(StrEnum):
+    """Output formats of the other commands."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
+def _tool_version() -> str:
+    try:
+        return version("railplan")
+    except PackageNotFoundError:  # running from a source tree without install
+        return "0.0.0"
+
+
+class _BrokenPipe(Exception):
+    """Standard output's reader has gone (``railplan rules | head -1``)."""
+
+
+def _say(text: str) -> None:
+    """Write ``text`` (and a newline) to stdout; a full, closed or broken stdout raises."""
+    out = sys.stdout
+    if out is None:  # started with stdout closed (`railplan lint x >&-`)
+        raise RailplanError(
+            "cannot write: standard output is closed",
+            file="<stdout>",
+            hint="redirect it instead, e.g. > /dev/null",
+        )
+    try:
+        out.write(text if text.endswith("\n") else text + "\n")
+    except BrokenPipeError:
+        raise _BrokenPipe from None
+    except OSError as exc:
+        raise _stdout_error(exc) from None
+
+
+def _stdout_error(exc: OSError) -> RailplanError:
+    _detach_stdout()  # what stdout could not take must not fail again at exit
+    return RailplanError(
+        f"cannot write: {exc.strerror or exc}",
+        file="<stdout>",
+        hint="free space where standard output goes, or redirect it elsewhere",
+    )
+
+
+def _complain(error: RailplanError) -> None:
+    errors = error.errors if isinstance(error, SpecValidationError) else [error]
+    for e in errors:
+        sys.stderr.write(e.one_line() + "\n")
+
+
+def _load_spec(path: str) -> LoadedSpec:
+    """`load_spec`; a problem inside the file (not YAML, not the schema) is marked RP000.
+
+    JSON, SARIF and text then name the same rule; a file that cannot be read at all (missing,
+    a device) has no rule to break and keeps a plain ``error:``.
+    """
+    try:
+        return load_spec(path)
+    except RailplanError as exc:
+        for e in exc.errors if isinstance(exc, SpecValidationError) else [exc]:
+            if e.position is not None:
+                e.rule = e.rule or SCHEMA_RULE.id
+        raise
+
+
+@contextmanager
+def _located_in(loaded: LoadedSpec) -> Iterator[None]:
+    """Errors naming a spec path (not an option such as ``--gpus``) get the spec's location."""
+    try:
+        yield
+    except RailplanError as exc:
+        if exc.file is None and exc.path and not exc.path.startswith("-"):
+            exc.file, exc.position = loaded.file, loaded.source.position(exc.path)
+        raise
+
+
+def _schema_findings(error: RailplanError) -> list[Finding]:
+    """Spec errors as RP000 findings, so machine formats (SARIF, GitHub) show them too."""
+    errors = error.errors if isinstance(error, SpecValidationError) else [error]
+    return [
+        make_finding(
+            e.rule or SCHEMA_RULE.id,
+            Severity.ERROR,
+            e.message,
+            file=e.file or "<input>",
+            path=e.path,
+            hint=e.hint or "",
+            position=e.position,
+        )
+        for e in errors
+    ]
+
+
+def _write_output(path: str, text: str) -> None:
+    """``text`` to the file ``path`` (atomically, see `infra.files`) or to stdout for ``-``."""
+    if path == "-":
+        _say(text)
+    else:
+        write_atomic(path, text.encode("utf-8"))
+
+
+def _detach_stdout() -> None:
+    """Point stdout at /dev/null so Python's flush at exit has nothing to fail on."""
+    if sys.stdout is None:
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass  # no file descriptor (a test's capture): nothing to fail at exit

@@ -1,0 +1,120 @@
+"""`railplan plan` and the planning steps other commands share.
+
+Expand a spec into a plan and locate its errors in the spec, apply an address file, and check
+each rack against its class's budget.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from infra.catalog import load_catalog
+from infra.cli.common import EXIT_FAILED, Format, _complain, _load_spec, _say, _write_output, app
+from infra.cli.progress_bar import _progress_bar
+from infra.errors import InputError, RailplanError
+from infra.files import check_outputs
+from infra.progress import Progress as ProgressFn
+from infra.progress import quiet
+from infra.render.fabric import plan_json, plan_text
+from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
+from infra.spec import LoadedSpec, join_path, read_yaml_file
+from infra.topology import Plan, PlanError, expand
+from infra.topology.addresses import AddressesError, with_addresses
+
+
+def _plan_or_fail(loaded: LoadedSpec, progress: ProgressFn = quiet) -> Plan:
+    """Expand a loaded spec; a PlanError is located in the spec and exits 1."""
+    try:
+        return _planned_or_raise(loaded, progress)
+    except PlanError as exc:
+        _complain(exc)
+        raise typer.Exit(EXIT_FAILED) from None
+
+
+def _with_addresses_file(planned: Plan, file: str) -> Plan:
+    """The plan with the addresses in ``file`` (a bare mapping or the whole stack output)."""
+    data, source = read_yaml_file(file)
+    prefix = ""
+    if isinstance(data, dict) and isinstance(data.get("hosts"), dict):
+        data, prefix = data["hosts"], "hosts"  # `pulumi stack output --json`: every output
+    if not isinstance(data, dict):
+        raise InputError(
+            "expected a mapping of hostname to IPv4 address",
+            file=file,
+            hint="write it with: pulumi stack output hosts --json > hosts.json",
+        )
+    try:
+        return with_addresses(planned, data)
+    except AddressesError as exc:
+        where = join_path(prefix, exc.path) if prefix else join_path("", exc.path)
+        exc.file, exc.position, exc.path = file, source.position(where), where
+        raise
+
+
+def _rack_budget_errors(loaded: LoadedSpec, planned: Plan) -> list[str]:
+    """One located error line per rack class whose racks the plan overfills."""
+    lines: list[str] = []
+    seen: set[str] = set()
+    for rack in planned.racks:
+        over_kw = rack.power_kw > rack.power_budget_kw + 1e-9
+        if rack.rack_class in seen or not (over_kw or rack.units_used > rack.units):
+            continue
+        seen.add(rack.rack_class)
+        path = (
+            "site.rack" if rack.rack_class == "default" else f"site.rack_classes.{rack.rack_class}"
+        )
+        what = (
+            f"would draw {rack.power_kw:g} kW of a {rack.power_budget_kw:g} kW budget"
+            if over_kw
+            else f"would need {rack.units_used}U of {rack.units}U"
+        )
+        error = RailplanError(
+            f"rack {rack.name} {what}", path=path, hint="raise the rack class's budget"
+        )
+        error.file, error.position = loaded.file, loaded.source.position(path)
+        lines.append(error.one_line())
+    return lines
+
+
+@app.command()
+def plan(
+    spec: Annotated[str, typer.Argument(metavar="SPEC", help="Spec file.")],
+    output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
+    cabling: Annotated[str | None, typer.Option(help="Write the cabling plan (CSV).")] = None,
+    bom: Annotated[str | None, typer.Option(help="Write the bill of materials (CSV).")] = None,
+    hosts: Annotated[str | None, typer.Option(help="Write the address plan (CSV).")] = None,
+) -> None:
+    """Expand a spec into racks, NVSwitch domains and fabrics; print the plan.
+
+    Exits 1 (and writes no file) when a planned rack breaks its class's budget.
+    """
+    outputs = {"--cabling": cabling, "--bom": bom, "--hosts": hosts}
+    chosen = {option: path for option, path in outputs.items() if path is not None}
+    check_outputs(chosen, inputs=[spec])
+    loaded = _load_spec(spec)
+    with _progress_bar() as bar:
+        planned = _plan_or_fail(loaded, bar.task("plan"))
+    _say(plan_json(planned) if output_format is Format.JSON else plan_text(planned))
+    broken = _rack_budget_errors(loaded, planned)
+    if broken:
+        sys.stderr.write("".join(f"{line}\n" for line in broken))
+        raise typer.Exit(EXIT_FAILED)
+    if cabling is not None:
+        _write_output(cabling, cabling_csv(planned))
+    if bom is not None:
+        _write_output(bom, bom_csv(planned, load_catalog()))
+    if hosts is not None:
+        _write_output(hosts, hosts_csv(planned))
+
+
+def _planned_or_raise(loaded: LoadedSpec, progress: ProgressFn = quiet) -> Plan:
+    """Expand a loaded spec; a PlanError is located in the spec and raised."""
+    try:
+        return expand(loaded.spec, load_catalog(), progress)
+    except PlanError as exc:
+        exc.file = loaded.file
+        exc.position = loaded.source.position(exc.path)
+        raise

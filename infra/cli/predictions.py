@@ -1,0 +1,83 @@
+"""`railplan predict` and `railplan budget`: the model's numbers for a spec.
+
+`predict` prints nccl-tests-style rows for one collective; `budget` evaluates each declared
+budget: predicted value, limit, pass/fail and headroom.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from infra.budget.cluster import comm_topology, main_group
+from infra.budget.collectives import predict_table, table_rows
+from infra.budget.evaluate import evaluate_budgets
+from infra.catalog import load_catalog
+from infra.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    CollectiveName,
+    Format,
+    _load_spec,
+    _located_in,
+    _say,
+    app,
+)
+from infra.cli.planning import _plan_or_fail
+from infra.errors import RailplanError
+from infra.render.tables import budgets_json, budgets_text, predict_json, predict_text
+from infra.spec.budgets import MAX_BUDGET_GPUS
+from infra.spec.units import parse_bytes
+
+
+@app.command()
+def predict(
+    spec: Annotated[str, typer.Argument(metavar="SPEC", help="Spec file.")],
+    collective: Annotated[CollectiveName, typer.Option(help="Collective to predict.")],
+    gpus: Annotated[
+        int, typer.Option(min=2, max=MAX_BUDGET_GPUS, help="GPUs in the communicator.")
+    ],
+    min_bytes: Annotated[str, typer.Option(help="Smallest size, e.g. 8 or 1MiB.")] = "8",
+    max_bytes: Annotated[str, typer.Option(help="Largest size, e.g. 8GiB.")] = "8GiB",
+    step_factor: Annotated[float, typer.Option(help="Size multiplier per row.")] = 2.0,
+    group: Annotated[
+        str | None,
+        typer.Option(help="Node group to run on (default: the largest group without MIG)."),
+    ] = None,
+    output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
+) -> None:
+    """Predict nccl-tests results (time, algbw, busbw) for a collective on the cluster."""
+    loaded = _load_spec(spec)
+    catalog = load_catalog()
+    low, high = _size_option("--min-bytes", min_bytes), _size_option("--max-bytes", max_bytes)
+    table_rows(low, high, step_factor)  # finite factor, bounded rows: refuse before planning
+    with _located_in(loaded):
+        topo = comm_topology(loaded.spec, catalog, gpus, path="--gpus", group=group)
+        rows = predict_table(topo, collective.value, low, high, step_factor)
+        chosen, node = main_group(loaded.spec, catalog, group)
+    if output_format is Format.JSON:
+        _say(predict_json(collective.value, topo, rows))
+    else:
+        _say(predict_text(collective.value, f"{chosen.name} ({node.name})", topo, rows))
+
+
+def _size_option(option: str, value: str) -> int:
+    try:
+        return parse_bytes(value)
+    except ValueError as exc:
+        raise RailplanError(f"{option}: {exc}", hint="e.g. 8, 64KiB, 1GiB") from None
+
+
+@app.command()
+def budget(
+    spec: Annotated[str, typer.Argument(metavar="SPEC", help="Spec file.")],
+    output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
+) -> None:
+    """Evaluate each declared budget: predicted value, limit, pass/fail and headroom."""
+    loaded = _load_spec(spec)
+    planned = _plan_or_fail(loaded)
+    with _located_in(loaded):
+        results = evaluate_budgets(loaded.spec, load_catalog(), planned)
+    _say(budgets_json(results) if output_format is Format.JSON else budgets_text(results))
+    raise typer.Exit(EXIT_OK if all(r.passed for r in results) else EXIT_FAILED)

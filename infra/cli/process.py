@@ -1,0 +1,147 @@
+"""The process around the app: exit codes, usage errors and signals.
+
+`main` maps every outcome to an exit code (0 ok, 1 check failed, 2 bad input or usage, 3 a
+railplan bug), turns click's usage box into one line, and ends the process as a signal would
+on SIGINT, SIGTERM or SIGHUP or when stdout's reader has gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+import typer
+
+from infra.cli.common import (
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_USAGE,
+    _BrokenPipe,
+    _complain,
+    _detach_stdout,
+    _stdout_error,
+    app,
+)
+from infra.errors import RailplanError, cut_long_values, escape_controls
+from infra.signals import Interrupted, raising_on_signals
+
+
+def _is_usage_error(exc: Exception) -> bool:
+    # typer vendors click, so match its exceptions by shape, not by import path
+    return callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int)
+
+
+def _usage_line(exc: Exception) -> str:
+    """Click's 4-9 line usage box as ``railplan: lint: <problem> (see railplan lint --help)``."""
+    words: list[str] = []
+    ctx = getattr(exc, "ctx", None)
+    while ctx is not None and ctx.parent is not None:  # the root's name is the program's
+        words.insert(0, str(ctx.info_name))
+        ctx = ctx.parent
+    formatted = getattr(exc, "format_message", None)
+    problem = " ".join(str(formatted() if callable(formatted) else exc).split())
+    for theirs, ours in _USAGE_WORDS:
+        problem = problem.replace(theirs, ours)
+    problem = problem.rstrip(".")
+    if problem[1:2].islower():  # "No such option" -> "no such option", keep "SPEC ..."
+        problem = problem[:1].lower() + problem[1:]
+    command = " ".join(["railplan", *words])
+    where = f"{' '.join(words)}: " if words else ""
+    line = f"railplan: {where}{cut_long_values(problem)} (see {command} --help)"
+    return escape_controls(line)
+
+
+# typer checks option values with Pydantic's messages; say them as the spec's errors do
+
+
+_USAGE_WORDS = (
+    ("Value error, ", ""),
+    ("Input should be a valid integer, unable to parse string as an integer", "not a whole number"),
+    ("Input should be a valid number, unable to parse string as a number", "not a number"),
+    ("Input should be less than or equal to ", "must be at most "),
+    ("Input should be greater than or equal to ", "must be at least "),
+    ("Input should be less than ", "must be below "),
+    ("Input should be greater than ", "must be above "),
+    ("Input should be ", "must be "),
+)
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Console-script entry point: run the app and map errors to exit codes.
+
+    SIGINT exits 130 and SIGTERM/SIGHUP end the process by that signal, each after one line
+    and after every temp file is removed; a stdout whose reader went away ends it by SIGPIPE,
+    silently, as other Unix tools do.
+    """
+    try:
+        with raising_on_signals():
+            code = _run(argv)
+            _flush_stdout()
+    except Interrupted as exc:
+        _die_of_signal(exc.signum)
+    except _BrokenPipe:
+        _die_of_signal(signal.SIGPIPE)
+    except RailplanError as exc:  # stdout full at the last flush
+        _complain(exc)
+        code = EXIT_USAGE
+    sys.exit(code)
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    """Run the app; the exit code for every outcome but signals and a broken stdout."""
+    try:
+        # Without standalone mode click returns a command's exit code instead of exiting.
+        code = app(args=list(argv) if argv is not None else None, standalone_mode=False)
+    except typer.Exit as exc:
+        return exc.exit_code
+    except RailplanError as exc:
+        _complain(exc)
+        return EXIT_USAGE
+    except (typer.Abort, KeyboardInterrupt):
+        sys.stderr.write("railplan: aborted\n")
+        return 130
+    except _BrokenPipe:
+        raise  # main ends the process by SIGPIPE
+    except Exception as exc:
+        if _is_usage_error(exc):  # bad option or argument: one line, exit 2
+            sys.stderr.write(_usage_line(exc) + "\n")
+            return EXIT_USAGE
+        if os.environ.get("RAILPLAN_DEBUG"):
+            raise
+        sys.stderr.write(
+            f"railplan: internal error: {type(exc).__name__}: {exc} "
+            "(a bug in railplan; rerun with RAILPLAN_DEBUG=1 and report it)\n"
+        )
+        return EXIT_INTERNAL
+    return code if isinstance(code, int) else EXIT_OK
+
+
+def _flush_stdout() -> None:
+    if sys.stdout is None:
+        return
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise _BrokenPipe from None
+    except OSError as exc:
+        raise _stdout_error(exc) from None
+
+
+def _die_of_signal(signum: int) -> NoReturn:
+    """Exit as a signal would: 130 for SIGINT (one line), else by the signal itself."""
+    if signum != signal.SIGPIPE and sys.stdout is not None:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()  # what was printed before the signal still arrives
+    _detach_stdout()
+    if signum != signal.SIGPIPE:
+        sys.stderr.write(f"railplan: interrupted by {signal.Signals(signum).name}\n")
+        sys.stderr.flush()
+    if signum == signal.SIGINT:
+        sys.exit(130)
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    sys.exit(128 + signum)  # not reached: the default action ends the process

@@ -1,0 +1,69 @@
+"""`railplan train`: the training step of a GPT-style model on the planned cluster.
+
+Argument checks, the layout search and the formatting live in `infra.budget.train_plan` and
+`infra.render.train_table`; this module only maps options to a `TrainRequest` and prints.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from infra.budget.train_plan import TrainRequest, model_shape, train_request_checks
+from infra.budget.train_plan import train as train_model
+from infra.catalog import load_catalog
+from infra.cli.common import Format, _load_spec, _say, app
+from infra.render.train_table import train_json, train_text
+from infra.spec.base import Precision
+
+
+class RecomputeMode(StrEnum):
+    """Activation recomputation modes."""
+
+    NONE = "none"
+    SELECTIVE = "selective"
+    FULL = "full"
+
+
+@app.command()
+def train(
+    spec: Annotated[str, typer.Argument(metavar="SPEC", help="Spec file.")],
+    gpus: Annotated[int, typer.Option(help="GPUs in the job.")],
+    global_batch: Annotated[int, typer.Option(help="Sequences per step.")],
+    model: Annotated[str | None, typer.Option(help="Model preset, e.g. gpt3-175b.")] = None,
+    layers: Annotated[int | None, typer.Option(help="Transformer layers.")] = None,
+    hidden: Annotated[int | None, typer.Option(help="Hidden size.")] = None,
+    heads: Annotated[int | None, typer.Option(help="Attention heads.")] = None,
+    seq: Annotated[int | None, typer.Option(help="Sequence length (default 2048).")] = None,
+    vocab: Annotated[int | None, typer.Option(help="Vocabulary (default 50257).")] = None,
+    micro_batch: Annotated[int | None, typer.Option(help="Micro-batch size.")] = None,
+    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size.")] = None,
+    pp: Annotated[int | None, typer.Option(help="Pipeline-parallel size.")] = None,
+    recompute: Annotated[RecomputeMode | None, typer.Option(help="Recomputation.")] = None,
+    zero: Annotated[int | None, typer.Option(help="ZeRO stage 0-3.")] = None,
+    precision: Annotated[str, typer.Option(help="Training precision.")] = "bf16",
+    group: Annotated[
+        str | None,
+        typer.Option(help="Node group to run on (default: the largest group without MIG)."),
+    ] = None,
+    output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
+) -> None:
+    """Time a training step of a GPT-style model; without --tp/--pp, search the fastest layout."""
+    shape = model_shape(model, layers, hidden, heads, seq, vocab)
+    request = TrainRequest(
+        gpus=gpus,
+        shape=shape,
+        global_batch=global_batch,
+        micro_batch=micro_batch,
+        tp=tp,
+        pp=pp,
+        recompute=recompute.value if recompute else None,
+        zero=zero,
+        precision=Precision(precision) if precision in set(Precision) else Precision.BF16,
+        group=group,
+    )
+    train_request_checks(request, precision)
+    answer = train_model(_load_spec(spec).spec, load_catalog(), request)
+    _say(train_json(answer) if output_format is Format.JSON else train_text(answer, shape.name))
