@@ -337,7 +337,7 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"{missing}: error:")
     as_json = railplan("diff", "--format", "json", old, missing)
-    assert as_json.returncode == 2
+    assert as_json.returncode == 2 and as_json.stderr == ""  # said once, in the document
     assert json.loads(as_json.stdout)["errors"][0]["file"] == missing
     bad = _write(tmp_path, "bad.yaml", {**_spec(40), "node_groups": [{"name": "dgx"}]})
     invalid = railplan("diff", old, bad)

@@ -76,9 +76,10 @@ def diff(
 
 
 def _fail_diff(error: RailplanError, code: int, json_errors: bool) -> NoReturn:
-    """One line per problem on stderr and, for JSON, the same problems as the document."""
-    _complain(error)
-    if json_errors:
+    """One line per problem on stderr, or for JSON the problems as the document (once, as lint)."""
+    if not json_errors:
+        _complain(error)
+    else:
         errors = error.errors if isinstance(error, SpecValidationError) else [error]
         problems = [
             {
