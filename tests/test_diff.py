@@ -110,9 +110,9 @@ def test_growing_by_one_su_adds_its_servers_leaves_and_cables() -> None:
     assert d.addresses == () and d.moves == ()
     assert [s.unit for s in d.rolling_order] == ["dgx-su03"]
     assert d.rolling_order[0].actions == (
-        "cable 20 added server(s)",
+        "cable 20 added servers",
         "apply",
-        "join 20 added server(s)",
+        "join 20 added servers",
     )
 
 
@@ -130,7 +130,7 @@ def test_growing_without_max_sus_rewires_the_spines_and_says_how_to_avoid_it() -
     removed = Counter((c.fabric, c.tier) for c in d.cables_removed)
     assert removed == {("compute", "leaf_spine"): 310}
     (note,) = d.notes
-    assert "310 compute uplink cable(s)" in note and "fabrics.compute.max_sus" in note
+    assert "310 compute uplink cables" in note and "fabrics.compute.max_sus" in note
     assert f"note: {note}" in diff_text(d)
     assert json.loads(diff_json(d))["notes"] == [note]
 
@@ -327,7 +327,7 @@ def test_cli_exit_codes_and_json_contract(tmp_path: Path) -> None:
     assert keys <= set(doc)
     text = railplan("diff", old, new)
     assert text.returncode == 1 and "servers: 20 added, 0 removed" in text.stdout
-    assert "1. su dgx-su03: cable 20 added server(s)" in text.stdout
+    assert "1. su dgx-su03: cable 20 added servers" in text.stdout
 
 
 def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:

@@ -207,6 +207,19 @@ def test_the_training_step_of_a_scaling_budget(catalog: Catalog) -> None:
     assert "declares no" in lab.html
 
 
+def test_a_model_scaling_budget_draws_the_training_model_step(catalog: Catalog) -> None:
+    # the same numbers as the budget: the page must not fall back to the data-parallel model
+    loaded = load_spec(str(SKETCH))
+    report = build(loaded, catalog)
+    results = evaluate_budgets(loaded.spec, catalog, report.plan)
+    (result,) = [r for r in results if r.kind == "scaling_efficiency"]
+    assert loaded.spec.budgets[1].scaling_efficiency.uses_train_model  # type: ignore[union-attr]
+    (bar,) = report.page.all("svg", **{"class": "step"})
+    tips = {e.attrs["class"] for e in report.page.all("rect") if bar in e.parents}
+    assert {"st-compute", "st-tp", "st-bubble", "st-exposed"} <= tips
+    assert f"Scaling efficiency {result.predicted:.1%} against one replica" in report.html
+
+
 def test_busbw_curves_for_every_collective_with_ceilings(report: Report) -> None:
     (chart,) = report.page.all("svg", **{"class": "chart"})
     curves = [e for e in report.page.all("polyline") if chart in e.parents]
@@ -324,7 +337,7 @@ def test_lint_errors_still_write_the_report_and_exit_1(tmp_path: Path) -> None:
     spec.write_text(SKETCH.read_text().replace("max_ms: 15", "max_ms: 0.5"))
     out = tmp_path / "missed.html"
     result = railplan("report", str(spec), "-o", str(out))
-    assert result.returncode == 1 and "1 lint error(s)" in result.stdout
+    assert result.returncode == 1 and "1 lint error" in result.stdout
     assert 'class="verdict fail"' in out.read_text()
 
 

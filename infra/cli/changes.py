@@ -45,6 +45,7 @@ from infra.render.tree import render_tree
 from infra.render.writer import RenderConflict, write_tree
 from infra.spec import SpecValidationError
 from infra.topology import PlanError
+from infra.wording import plural
 
 
 @app.command()
@@ -135,7 +136,7 @@ def render(
             files = render_tree(loaded.spec, catalog, planned, bar.task("render"))
     if errors:
         sys.stderr.write(format_text(errors))
-        sys.stderr.write(f"{loaded.file}: not rendered: {len(errors)} lint error(s)\n")
+        sys.stderr.write(f"{loaded.file}: not rendered: {plural(len(errors), 'lint error')}\n")
         raise typer.Exit(EXIT_FAILED)
     if files is None:
         sys.stderr.write("".join(f"{line}\n" for line in broken))
@@ -182,6 +183,6 @@ def report(
     errors = sum(f.severity is Severity.ERROR for f in findings)
     _say(
         f"{output}: report of {planned.name} ({len(planned.servers):,} servers, "
-        f"{len(planned.racks):,} racks)" + (f"; {errors} lint error(s)" if errors else "")
+        f"{len(planned.racks):,} racks)" + (f"; {plural(errors, 'lint error')}" if errors else "")
     )
     raise typer.Exit(EXIT_FAILED if errors else EXIT_OK)

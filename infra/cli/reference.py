@@ -23,6 +23,7 @@ from infra.lint.migparted import check_mig_parted
 from infra.spec import read_yaml_file
 from infra.spec.models import MAX_VERSION
 from infra.spec.schema import spec_json_schema_text
+from infra.wording import plural
 
 
 @app.command()
@@ -97,8 +98,8 @@ def mig_check(
         configs = data.get("mig-configs") if isinstance(data, dict) else None
         count = len(configs) if isinstance(configs, dict) and config is None else 1
         _say(
-            f"{source.file}: checked {count} config(s) against "
-            f"{1 if gpu else len(gpus)} catalog GPU(s)"
+            f"{source.file}: checked {plural(count, 'config')} against "
+            f"{plural(1 if gpu else len(gpus), 'catalog GPU')}"
         )
         _say(format_text(findings, {source.file: source.lines}, 1))
     failed = any(f.severity is Severity.ERROR for f in findings)

@@ -26,6 +26,7 @@ from infra.catalog import Catalog
 from infra.spec import NodeGroup, Spec
 from infra.topology import Cable, Plan, Server
 from infra.topology.migconfig import mig_config_name
+from infra.wording import plural
 
 __all__ = [
     "AddressChange",
@@ -197,7 +198,7 @@ def recabling_notes(
     else:
         hint = "keep the same max_sus in both specs and grow the last node group"
     note = (
-        f"{where} uplink cable(s) between switches that stay are recabled: the spines were "
+        f"{where} uplink cables between switches that stay are recabled: the spines were "
         f"sized for the old size; to grow without recabling, {hint}"
     )
     return (note,)
@@ -363,12 +364,12 @@ def _step(unit: str, kind: UnitKind, lists: dict[str, list[str]]) -> RollingStep
     changed, added, removed = lists["changed"], lists["added"], lists["removed"]
     actions: list[str] = [f"drain {unit}"] if changed or removed else []
     if removed:
-        actions.append(f"remove {len(removed)} server(s), then uncable them")
+        actions.append(f"remove {plural(len(removed), 'server')}, then uncable them")
     if added:
-        actions.append(f"cable {len(added)} added server(s)")
+        actions.append(f"cable {plural(len(added), 'added server')}")
     actions.append("apply")
     if added:
-        actions.append(f"join {len(added)} added server(s)")
+        actions.append(f"join {plural(len(added), 'added server')}")
     if changed or removed:
         actions.append(f"undrain {unit}")
     return RollingStep(unit, kind, tuple(changed), tuple(added), tuple(removed), tuple(actions))
@@ -386,10 +387,10 @@ def _summary(d: PlanDiff) -> list[str]:
         f"cables: {len(d.cables_added)} added, {len(d.cables_removed)} removed",
         f"addresses: {len(d.addresses)} changed",
         f"moves: {len(d.moves)}",
-        f"mig: {len(d.mig)} group(s) changed",
-        f"software: {len(d.software)} version(s) changed",
-        f"budgets: {moved} of {len(d.budgets)} prediction(s) changed",
-        f"rolling order: {len(d.rolling_order)} step(s)",
+        f"mig: {plural(len(d.mig), 'group')} changed",
+        f"software: {plural(len(d.software), 'version')} changed",
+        f"budgets: {moved} of {plural(len(d.budgets), 'prediction')} changed",
+        f"rolling order: {plural(len(d.rolling_order), 'step')}",
     ]
 
 

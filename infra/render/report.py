@@ -24,7 +24,9 @@ from markupsafe import Markup
 
 from infra.budget.cluster import BudgetError, comm_topology, main_group
 from infra.budget.collectives import COLLECTIVES, CommTopology, Prediction, predict_table
-from infra.budget.evaluate import BudgetResult, evaluate_budgets, scaling_step
+from infra.budget.evaluate import BudgetResult, evaluate_budgets, scaling_answer, scaling_step
+from infra.budget.train_layout import Breakdown
+from infra.budget.train_plan import TrainAnswer
 from infra.budget.training import StepEstimate
 from infra.catalog import Catalog
 from infra.lint.finding import Finding, Severity
@@ -35,7 +37,7 @@ from infra.render.report_svg import Ceiling, Series, line_chart, rect, svg, text
 from infra.render.sheets import BOM_COLUMNS, bom_rows
 from infra.render.templating import render_html
 from infra.spec import Spec
-from infra.spec.budgets import ScalingEfficiencyEntry
+from infra.spec.budgets import ScalingEfficiencyBudget, ScalingEfficiencyEntry
 from infra.topology.model import FabricSummary, Plan
 
 __all__ = ["report_html"]
@@ -58,11 +60,11 @@ class _Budget:
 class _Step:
     path: str
     gpus: int
-    estimate: StepEstimate | None
     error: str
     drawing: Markup | None
     summary: str
     what: str
+    legend: tuple[tuple[str, str], ...] = ()  # (css class, label) of the drawing's colours
 
 
 @dataclass(frozen=True)
@@ -240,6 +242,77 @@ def _step_summary(step: StepEstimate) -> str:
     )
 
 
+_DP_LEGEND = (
+    ("st-compute", "compute (6·P·tokens)"),
+    ("st-hidden", "all-reduce hidden behind backward"),
+    ("st-exposed", "all-reduce exposed"),
+)
+# Breakdown field, label, colour class: the training model's step, left to right.
+_TRAIN_PARTS = (
+    ("compute_s", "compute", "st-compute"),
+    ("recompute_s", "recompute", "st-recompute"),
+    ("tp_comm_s", "TP communication", "st-tp"),
+    ("pp_comm_s", "pipeline sends", "st-pp"),
+    ("pp_bubble_s", "pipeline bubble", "st-bubble"),
+    ("dp_comm_exposed_s", "DP communication exposed", "st-exposed"),
+    ("optimizer_s", "optimizer", "st-optimizer"),
+)
+
+
+def _train_drawing(breakdown: Breakdown) -> Markup:
+    """One bar: the step of the training model, split by component on one time scale."""
+    left, bar_w = 90, 520
+    scale = bar_w / max(breakdown.step_s, 1e-12)
+    parts, x = [text(0, 18, "step", class_="axis")], float(left)
+    for field, label, css in _TRAIN_PARTS:
+        seconds = getattr(breakdown, field)
+        parts.append(rect(x, 4, seconds * scale, 20, f"{label} {seconds:.3f} s", class_=css))
+        x += seconds * scale
+    parts.append(text(x + 6, 18, f"{breakdown.step_s:.3f} s", class_="legend"))
+    return svg(left + bar_w + 90, 30, parts, "Training step breakdown", class_="step")
+
+
+def _train_summary(answer: TrainAnswer) -> str:
+    res, lay = answer.result, answer.result.layout
+    shares = ", ".join(
+        f"{label} {getattr(res.breakdown, field) / res.step_s:.0%}"
+        for field, label, _ in _TRAIN_PARTS
+        if getattr(res.breakdown, field) / res.step_s >= 0.005
+    )
+    return (
+        f"TP {lay.tp} × PP {lay.pp} (×{lay.virtual}) × DP {lay.dp}, {res.micro_batches} "
+        f"micro-batches of {lay.micro_batch}: step {res.step_s:.3f} s ({shares}); MFU "
+        f"{res.tflops_per_gpu(False) / res.peak_tflops:.1%}. Scaling efficiency "
+        f"{answer.scaling_efficiency:.1%} against one replica (DP 1, same layout)."
+    )
+
+
+def _train_step(b: ScalingEfficiencyBudget, spec: Spec, catalog: Catalog, path: str) -> _Step:
+    model = b.model or f"a {b.layers}-layer model of hidden size {b.hidden}"
+    layout = "the layout given" if b.tp or b.pp else "the fastest layout that fits"
+    what = f"{model} on the training model (Megatron FLOPs, TP/PP/DP, ZeRO), {layout}"
+    try:
+        answer = scaling_answer(b, spec, catalog, path)
+    except BudgetError as exc:
+        return _Step(path, b.gpus, exc.message, None, "", what)
+    legend = tuple((css, label) for _, label, css in _TRAIN_PARTS)
+    drawing = _train_drawing(answer.result.breakdown)
+    return _Step(path, b.gpus, "", drawing, _train_summary(answer), what, legend)
+
+
+def _dp_step(b: ScalingEfficiencyBudget, spec: Spec, catalog: Catalog, path: str) -> _Step:
+    what = (
+        f"{b.model or 'model'} of {b.model_params / 1e9:,.1f} B parameters, "
+        f"{b.tokens_per_gpu:,} tokens per GPU per step, {b.precision} at MFU {b.mfu:.0%}, "
+        f"{b.overlap:.0%} of compute overlapping the gradient all-reduce"
+    )
+    try:
+        step = scaling_step(b, spec, catalog, path)
+    except BudgetError as exc:
+        return _Step(path, b.gpus, exc.message, None, "", what)
+    return _Step(path, b.gpus, "", _step_drawing(step), _step_summary(step), what, _DP_LEGEND)
+
+
 def _steps(spec: Spec, catalog: Catalog) -> list[_Step]:
     out = []
     for i, budget in enumerate(spec.budgets):
@@ -247,17 +320,8 @@ def _steps(spec: Spec, catalog: Catalog) -> list[_Step]:
             continue
         b = budget.scaling_efficiency
         path = f"budgets[{i}].scaling_efficiency"
-        what = (
-            f"{b.model or 'model'} of {b.model_params / 1e9:,.1f} B parameters, "
-            f"{b.tokens_per_gpu:,} tokens per GPU per step, {b.precision} at MFU {b.mfu:.0%}, "
-            f"{b.overlap:.0%} of compute overlapping the gradient all-reduce"
-        )
-        try:
-            step = scaling_step(b, spec, catalog, path)
-        except BudgetError as exc:
-            out.append(_Step(path, b.gpus, None, exc.message, None, "", what))
-            continue
-        out.append(_Step(path, b.gpus, step, "", _step_drawing(step), _step_summary(step), what))
+        steps = _train_step if b.uses_train_model else _dp_step
+        out.append(steps(b, spec, catalog, path))
     return out
 
 

@@ -29,6 +29,7 @@ from pathlib import Path, PurePosixPath
 from infra.errors import RailplanError
 from infra.files import pid_running
 from infra.signals import raising_on_signals
+from infra.wording import plural
 
 __all__ = ["MANIFEST", "RenderConflict", "RenderError", "WriteReport", "user_umask", "write_tree"]
 
@@ -52,7 +53,7 @@ class RenderConflict(RailplanError):
             f" and {len(self.files) - 5} more" * (len(self.files) > 5)
         )
         super().__init__(
-            f"{len(self.files)} file(s) changed since the last render would be overwritten: {shown}",
+            f"{plural(len(self.files), 'file')} changed since the last render would be overwritten: {shown}",
             hint="keep your edits elsewhere (group_vars of your own), or re-run with --force",
         )
 

@@ -124,7 +124,7 @@ def tenants_without_batch_scheduler(ctx: LintContext) -> Iterator[Violation]:
     if scheduler.tenants and scheduler.batch == "none":
         yield Violation(
             "scheduler.tenants",
-            f"{len(scheduler.tenants)} tenant(s) but scheduler.batch is none: no queue "
+            f"{plural(len(scheduler.tenants), 'tenant')} but scheduler.batch is none: no queue "
             "enforces the quotas beyond a ResourceQuota, and no gang scheduling",
             "set scheduler.batch: kueue or volcano",
         )
