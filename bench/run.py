@@ -8,6 +8,7 @@ catalog load excluded). Planning cost should grow linearly with the GPU count.
     python bench/run.py --case plan:8192:1   # one case (servers, planes)
     python bench/run.py --case render:2048   # render one tree (servers)
     python bench/run.py --case report:1250   # `railplan report` of 1,250 DGX A100 (10,000 GPUs)
+    python bench/run.py --case train:gpt3-175b:1250   # `railplan train`'s layout search
 
 The render cases also time `ansible-inventory --list` on the rendered inventory against a
 bare inventory of the same hostnames (JSON syntax, no variables): the ratio is what the
@@ -32,6 +33,7 @@ LINT_GROUPS = [10, 100, 400]
 RENDER_SERVERS = [2048, 16384]
 PULUMI_SERVERS = [1250]  # 10,000 GPUs on Kubernetes, under Pulumi's mock runtime
 REPORT_SERVERS = [140, 1250]  # DGX A100: the SuperPOD example's size and 10,000 GPUs
+TRAIN_CASES = [("gpt3-175b", 1250), ("llama3-405b", 2048), ("gpt-1t", 4096)]  # DGX H100 servers
 BENCH_ROOT = Path(tempfile.gettempdir()) / "railplan-bench"
 
 
@@ -139,6 +141,30 @@ def report_case(servers: int) -> dict[str, float]:
     }
 
 
+def train_case(model: str, servers: int) -> dict[str, float | str]:
+    """`railplan train`'s layout search for a preset on every GPU of ``servers`` DGX H100."""
+    from infra.budget.train_plan import TrainRequest, model_shape, train
+    from infra.catalog import load_catalog
+    from infra.spec import load_spec_text
+
+    catalog = load_catalog()
+    spec = load_spec_text(plan_spec(servers, 1)).spec
+    shape = model_shape(model, None, None, None, None, None)
+    batch = shape.global_batch or 2048
+    start = time.perf_counter()
+    answer = train(spec, catalog, TrainRequest(servers * 8, shape, batch, round_batch=True))
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    lay = answer.result.layout
+    return {
+        "seconds": round(seconds, 3),
+        "peak_mib": round(peak, 1),
+        "layouts": answer.candidates,
+        "layout": f"tp{lay.tp} pp{lay.pp} v{lay.virtual} dp{lay.dp}",
+        "scaling": round(answer.scaling_efficiency, 3),
+    }
+
+
 def pulumi_case(servers: int) -> dict[str, float]:
     """Run __main__.py under Pulumi's mock runtime (no engine here) for ``servers``."""
     import runpy
@@ -167,7 +193,7 @@ def pulumi_case(servers: int) -> dict[str, float]:
     return {"seconds": round(seconds, 3), "peak_mib": round(peak, 1), "resources": Counting.count}
 
 
-def run_case(case: str) -> dict[str, float]:
+def run_case(case: str) -> dict[str, float | str]:
     """Run one case in this process; return seconds and peak RSS in MiB."""
     from infra.catalog import load_catalog
     from infra.lint import lint_loaded
@@ -182,6 +208,8 @@ def run_case(case: str) -> dict[str, float]:
         return pulumi_case(int(args[0]))
     if kind == "report":
         return report_case(int(args[0]))
+    if kind == "train":
+        return train_case(args[0], int(args[1]))
     if kind == "plan":
         spec = load_spec_text(plan_spec(int(args[0]), int(args[1]))).spec
         start = time.perf_counter()
@@ -272,6 +300,7 @@ def main() -> None:
     cases += [(f"render {s:,} servers", f"render:{s}") for s in RENDER_SERVERS]
     cases += [(f"pulumi (mocks) {s * 8:,} GPUs", f"pulumi:{s}") for s in PULUMI_SERVERS]
     cases += [(f"report {s * 8:,} GPUs", f"report:{s}") for s in REPORT_SERVERS]
+    cases += [(f"train {m} on {s * 8:,} GPUs", f"train:{m}:{s}") for m, s in TRAIN_CASES]
     print(f"{'case':<36} {'wall s':>8} {'peak MiB':>9}  detail")
     for label, case in cases:
         out = subprocess.run(
@@ -283,7 +312,9 @@ def main() -> None:
         )
         result = json.loads(out.stdout)
         detail = ", ".join(
-            f"{k} {v:,}" for k, v in result.items() if k not in ("seconds", "peak_mib")
+            f"{k} {v:,}" if isinstance(v, int | float) else f"{k} {v}"
+            for k, v in result.items()
+            if k not in ("seconds", "peak_mib")
         )
         print(f"{label:<36} {result['seconds']:>8.2f} {result['peak_mib']:>9.1f}  {detail}")
         if case.startswith("render:"):
