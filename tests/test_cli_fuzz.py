@@ -278,6 +278,17 @@ def _predict(
     return argv + _option(draw, "--step-factor", FACTORS) + _option(draw, "--group", ["gpu", "x"])
 
 
+def _train(
+    draw: st.DrawFn, spec: str, fmt: list[str], outs: list[str], named: list[str]
+) -> list[str]:
+    model = draw(st.sampled_from([["--model", "gpt3-175b"], ["--model", "nope"], []]))
+    shape = [] if model else _option(draw, "--layers", NUMBERS) + _option(draw, "--hidden", NUMBERS)
+    argv = ["train", spec, "--gpus", draw(st.sampled_from(NUMBERS)), *model, *shape]
+    argv += ["--global-batch", draw(st.sampled_from(NUMBERS))]
+    argv += _option(draw, "--tp", NUMBERS) + _option(draw, "--pp", NUMBERS)
+    return argv + _option(draw, "--zero", ["0", "3", "4", "x"]) + fmt
+
+
 def _render(
     draw: st.DrawFn, spec: str, fmt: list[str], outs: list[str], named: list[str]
 ) -> list[str]:
@@ -327,6 +338,7 @@ VERBS: dict[str, Verb] = {
     "lint": _lint,
     "render": _render,
     "predict": _predict,
+    "train": _train,
     "report": _report,
     "budget": lambda draw, spec, fmt, outs, named: ["budget", spec, *fmt],
     "diff": _diff,

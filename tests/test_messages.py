@@ -341,3 +341,16 @@ def test_lint_findings_cut_a_huge_value(
     spec.write_text(BASE.replace("dgx-h100", "d" * 7_340_032))
     code, out, _ = run(capsys, "lint", "--format", fmt, str(spec))
     assert code == 1 and "...(7,340,034 chars)" in out and len(out) < 2000
+
+
+@pytest.mark.parametrize("value", ["[]", "{a: 1}", "7"])
+def test_a_model_that_is_no_name_is_one_schema_error(value: str) -> None:
+    # found by the budget fuzz: `model: []` reached a dict lookup with a list (TypeError)
+    text = (
+        "name: x\nnode_groups: [{name: g, node: dgx-h100, count: 4}]\nbudgets:\n"
+        f"  - scaling_efficiency: {{gpus: 8, min: 0.5, model: {value}}}\n"
+    )
+    with pytest.raises(SpecValidationError) as caught:
+        load_spec_text(text, "s.yaml")
+    (error,) = caught.value.errors
+    assert error.path == "budgets[0].scaling_efficiency.model" and "must be one of" in error.message

@@ -104,9 +104,12 @@ class ScalingEfficiencyBudget(StrictModel):
 
         A shape gives a GPT estimate (12·layers·hidden² + vocab·hidden) for display.
         """
-        if isinstance(data, dict) and data.get("model") in MODEL_PRESETS:
-            return {"model_params": MODEL_PRESETS[data["model"]], **data}
-        if isinstance(data, dict) and "model_params" not in data:
+        if not isinstance(data, dict):
+            return data  # not a mapping: the schema's message says so
+        preset = data.get("model")
+        if isinstance(preset, str) and preset in MODEL_PRESETS:  # a list: the schema's message
+            return {"model_params": MODEL_PRESETS[preset], **data}
+        if "model_params" not in data:
             layers, hidden = data.get("layers"), data.get("hidden")
             vocab = data.get("vocab") or 50257
             if _positive_int(layers) and _positive_int(hidden) and _positive_int(vocab):
