@@ -141,6 +141,24 @@ def report_case(servers: int) -> dict[str, float]:
     }
 
 
+def format_case(findings: int) -> dict[str, float | str]:
+    """Text output of ``findings`` findings on one 300,000-character line (issue 12's trial)."""
+    from infra.lint.finding import Finding, Severity
+    from infra.lint.formats import format_text
+
+    line = "x" * 300_000
+    found = [Finding("a.yaml", 1, c, "RP001", Severity.ERROR, "m") for c in range(1, findings + 1)]
+    start = time.perf_counter()
+    out = format_text(found, {"a.yaml": [line]}, 1)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        "seconds": round(seconds, 3),
+        "peak_mib": round(peak, 1),
+        "mib": round(len(out) / 2**20, 1),
+    }
+
+
 def train_case(model: str, servers: int) -> dict[str, float | str]:
     """`railplan train`'s layout search for a preset on every GPU of ``servers`` DGX H100."""
     from infra.budget.train_plan import TrainRequest, model_shape, train
@@ -210,6 +228,8 @@ def run_case(case: str) -> dict[str, float | str]:
         return report_case(int(args[0]))
     if kind == "train":
         return train_case(args[0], int(args[1]))
+    if kind == "format":
+        return format_case(int(args[0]))
     if kind == "plan":
         spec = load_spec_text(plan_spec(int(args[0]), int(args[1]))).spec
         start = time.perf_counter()
@@ -301,6 +321,7 @@ def main() -> None:
     cases += [(f"pulumi (mocks) {s * 8:,} GPUs", f"pulumi:{s}") for s in PULUMI_SERVERS]
     cases += [(f"report {s * 8:,} GPUs", f"report:{s}") for s in REPORT_SERVERS]
     cases += [(f"train {m} on {s * 8:,} GPUs", f"train:{m}:{s}") for m, s in TRAIN_CASES]
+    cases += [("lint text, 16,384 findings on 1 line", "format:16384")]
     print(f"{'case':<36} {'wall s':>8} {'peak MiB':>9}  detail")
     for label, case in cases:
         out = subprocess.run(

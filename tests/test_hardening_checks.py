@@ -7,7 +7,6 @@ The CLI runs in-process (`infra.cli.main` with captured stdout/stderr), not as a
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -136,9 +135,7 @@ def test_budget_json_never_holds_infinity_or_nan() -> None:
 def test_predict_refuses_more_than_ten_thousand_rows(capsys: pytest.CaptureFixture[str]) -> None:
     spec = str(ROOT / "examples/dgx-a100-superpod.yaml")
     args = ("predict", spec, "--collective", "all_reduce", "--gpus", "16")
-    started = time.monotonic()
-    code, out, err = run(capsys, *args, "--step-factor", "1.000001")
-    assert time.monotonic() - started < 10
+    code, out, err = run(capsys, *args, "--step-factor", "1.000001")  # refused before any row
     assert (code, out) == (2, "")
     assert "more than the 10,000" in err and "use --step-factor 1.00" in err
     assert run(capsys, *args, "--step-factor", "1.01")[0] == 0
@@ -233,12 +230,13 @@ def test_error_lines_escape_control_characters() -> None:
 # --- 3: linear-time text formatting ----------------------------------------------------------
 
 
-def test_text_format_is_linear_in_findings_times_line_length() -> None:
+def test_text_format_of_many_findings_on_one_long_line_stays_small() -> None:
+    # each finding shows a window of the line, not the line: output linear in findings (the
+    # time is measured by `make bench`, case format:16384, not asserted here)
     line = "x" * 300_000
     findings = [Finding("a.yaml", 1, c, "RP001", Severity.ERROR, "m") for c in range(1, 16_385)]
-    started = time.monotonic()
     out = format_text(findings, {"a.yaml": [line]}, 1)
-    assert time.monotonic() - started < 5  # quadratic: > 10 minutes
+    assert len(out) < 16_384 * 600
     assert out.endswith("16384 errors in 1 file\n")
     assert max(len(s) for s in out.splitlines()) < 300
 

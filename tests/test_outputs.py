@@ -174,9 +174,8 @@ def test_a_directory_output_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
 def test_an_endless_device_is_refused_at_once(device: str) -> None:
-    start = time.monotonic()
-    result = railplan("lint", device, timeout=20)
-    assert result.returncode == 2 and time.monotonic() - start < 15
+    result = railplan("lint", device, timeout=20)  # a read of the device would never end
+    assert result.returncode == 2
     one_error_line(result.stderr, device)
     assert "is a character device, not a regular file" in result.stderr
 
