@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -76,7 +77,7 @@ def test_searched_layout_is_at_least_as_fast_as_any_fixed_one(
 
 @pytest.mark.parametrize(
     ("tp", "pp", "match"),
-    [(16, 1, "NVLink domain"), (3, 1, "NVLink domain"), (8, 7, "divide 80 layers")],
+    [(16, 1, "NVLink domain"), (3, 1, "NVLink domain"), (1, 128, "80 layers into whole chunks")],
 )
 def test_fixed_layouts_outside_megatron_rules_are_refused(
     catalog: Catalog, tp: int, pp: int, match: str
@@ -84,6 +85,19 @@ def test_fixed_layouts_outside_megatron_rules_are_refused(
     spec = load_spec_text(cluster(16)).spec
     with pytest.raises(InputError, match=match):
         train(spec, catalog, TrainRequest(128, PRESETS["llama2-70b"], 256, 1, tp, pp))
+
+
+def test_uneven_pipeline_stages_are_timed_by_the_fullest_stage(catalog: Catalog) -> None:
+    # Llama 3 405B ran 126 layers on PP 16 (Meta, "The Llama 3 Herd of Models", table 4):
+    # stages of 7 and 8 layers; the step is paced by the 8-layer stages.
+    spec = load_spec_text(cluster(16)).spec
+    shape = PRESETS["llama3-405b"]
+    uneven = train(spec, catalog, TrainRequest(128, shape, 16, 1, 8, 16)).result
+    assert shape.layers % 16 != 0 and uneven.layout.pp == 16
+    padded = replace(shape, name="padded", layers=128)  # 8 layers on every stage
+    even = train(spec, catalog, TrainRequest(128, padded, 16, 1, 8, 16)).result
+    assert uneven.breakdown.compute_s == pytest.approx(even.breakdown.compute_s, rel=1e-9)
+    assert uneven.step_s <= even.step_s
 
 
 def test_bad_options_are_input_errors() -> None:

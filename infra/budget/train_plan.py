@@ -225,9 +225,12 @@ def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
             ),
         ),
         (
-            shape.layers % (layout.pp * layout.virtual) == 0,
+            stages_fit(shape.layers, layout.pp, layout.virtual),
             "--pp",
-            f"PP {layout.pp} x {layout.virtual} virtual stages must divide {shape.layers} layers",
+            (
+                f"PP {layout.pp} x {layout.virtual} virtual stages do not cut "
+                f"{shape.layers} layers into whole chunks"
+            ),
         ),
         (
             job.comm.ranks % (layout.tp * layout.pp) == 0,
@@ -246,6 +249,19 @@ def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
     for ok, path, message in rules:
         if not ok:
             raise InputError(message, path=path, hint="or leave --tp/--pp out to search")
+
+
+def stages_fit(layers: int, pp: int, virtual: int) -> bool:
+    """Whether ``pp`` stages of ``virtual`` chunks each hold whole layers.
+
+    Stages may be uneven (Llama 3 405B ran 126 layers on PP 16, stages of 7 and 8): the step
+    model times the fullest stage, ceil(layers / pp) layers, which the virtual chunks of
+    interleaved 1F1B must split evenly (Megatron's layers per virtual stage is an integer).
+
+    >>> stages_fit(126, 16, 4), stages_fit(96, 16, 4), stages_fit(80, 128, 1)
+    (True, False, False)
+    """
+    return pp * virtual <= layers and -(-layers // pp) % virtual == 0
 
 
 def _candidates(job: Job, request: TrainRequest) -> Iterator[Layout]:
@@ -267,7 +283,9 @@ def _candidates(job: Job, request: TrainRequest) -> Iterator[Layout]:
                 [request.micro_batch] if request.micro_batch else _divisors(per_dp, MAX_MICRO_BATCH)
             )
             for b in bs:
-                vs = [v for v in (1, 2, 4) if v == 1 or (pp > 1 and (shape.layers // pp) % v == 0)]
+                vs = [
+                    v for v in (1, 2, 4) if v == 1 or (pp > 1 and stages_fit(shape.layers, pp, v))
+                ]
                 for v in vs:
                     for mode in modes:
                         for zero in zeros:
