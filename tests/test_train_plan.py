@@ -160,6 +160,16 @@ def test_split_is_deterministic_and_every_row_cites_a_source() -> None:
     assert all(r["source"] in data["sources"] for r in data["measurements"])
 
 
+def test_rows_added_after_the_fit_never_move_an_original_row() -> None:
+    original = [{"id": i} for i in "acegi"]
+    fit, held = split(original)
+    added = [{"id": i, "added": "2026-12-04"} for i in "bdf"]
+    fit2, held2 = split(original + added)
+    assert [r for r in fit2 if "added" not in r] == fit
+    assert [r for r in held2 if "added" not in r] == held
+    assert [r["id"] for r in fit2 if "added" in r] == ["b", "f"]
+
+
 @settings(max_examples=12, deadline=None)
 @given(
     st.sampled_from(sorted(PRESETS)),
