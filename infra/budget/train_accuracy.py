@@ -295,7 +295,9 @@ def training_markdown(data: dict[str, Any], catalog: Catalog) -> str:
             "not all published and are assumed (the data file lists which, per row); the "
             "BLOOM ramp-up row (global batch 16: one micro-batch per pipeline) takes 15.2 s "
             "where the model says 10.1: the model has no fixed per-step cost beyond the "
-            "optimizer, which a nearly empty pipeline exposes."
+            "optimizer, which a nearly empty pipeline exposes; the assumed fp8 share of peak "
+            "(`FP8_SHARE`, not fitted) leaves NeMo's FP8 rows 7-15 % slower in the model than "
+            "published."
         ),
         "",
         "### Rows",
