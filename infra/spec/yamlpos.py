@@ -100,7 +100,9 @@ class _Builder:
             raise self.fail(
                 node,
                 f"document expands to more than {MAX_NODES:,} nodes",
-                hint="remove deeply nested aliases",
+                # both causes: a huge document, or aliases that expand (each use counts)
+                hint="give repeated node groups a count instead of one entry each; "
+                "an alias counts once per use",
             )
         if isinstance(node, MappingNode):
             return self.mapping(node, path)
