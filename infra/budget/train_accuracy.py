@@ -71,7 +71,9 @@ def split(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[s
     fitting: list[dict[str, Any]] = []
     held: list[dict[str, Any]] = []
     for batch in (False, True):
-        ordered = sorted((r for r in rows if bool(r.get("added")) == batch), key=lambda r: r["id"])
+        ordered = sorted(
+            (r for r in rows if bool(r.get("added")) == batch), key=lambda r: str(r["id"])
+        )
         fitting += ordered[0::2]
         held += ordered[1::2]
     return fitting, held
