@@ -144,7 +144,7 @@ def test_units_keep_ints_exact_and_bounded() -> None:
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
-        (["predict", "{spec}", "--collective", "all_reduce", "--gpus", BIG], "at most"),
+        (["predict", "{spec}", "--collective", "all_reduce", "--gpus", BIG], "at most 1,048,576"),
         (
             ["predict", "{spec}", "--collective", "all_reduce", "--gpus", "8", "--max-bytes", BIG],
             "at most 1 EiB",

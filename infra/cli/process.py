@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 from collections.abc import Sequence
@@ -46,6 +47,7 @@ def _usage_line(exc: Exception) -> str:
     problem = " ".join(str(formatted() if callable(formatted) else exc).split())
     for theirs, ours in _USAGE_WORDS:
         problem = problem.replace(theirs, ours)
+    problem = _BOUND.sub(lambda m: f"{m[1]}{int(m[2]):,}", problem)  # 1048576 -> 1,048,576
     problem = problem.rstrip(".")
     if problem[1:2].islower():  # "No such option" -> "no such option", keep "SPEC ..."
         problem = problem[:1].lower() + problem[1:]
@@ -68,6 +70,8 @@ _USAGE_WORDS = (
     ("Input should be greater than ", "must be above "),
     ("Input should be ", "must be "),
 )
+# a bound as typer prints it, to get thousands separators as the spec's bounds have
+_BOUND = re.compile(r"(must be (?:at most|at least|below|above) )(\d{5,20})\b")
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
