@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $(STAMP)
 
 demo: $(STAMP)
-	@echo "== railplan lint -v examples/*.yaml (exit 1: claims-h100-8k misses its scaling claim)"
+	@echo "== railplan lint -v examples/*.yaml (claims-h100-8k warns: its scaling claim is not met)"
 	@$(BIN)/railplan lint --verbose examples/*.yaml || true
 	@echo
 	@echo "== railplan mig check examples/mig-parted/config-default.yaml (NVIDIA's published default)"
@@ -24,7 +24,7 @@ demo: $(STAMP)
 	@echo "== railplan predict examples/dgx-a100-superpod.yaml --collective all_reduce --gpus 1120 --step-factor 8"
 	@$(BIN)/railplan predict examples/dgx-a100-superpod.yaml --collective all_reduce --gpus 1120 --step-factor 8
 	@echo
-	@echo "== railplan budget examples/claims-h100-8k.yaml (exit 1: one claim is not met)"
+	@echo "== railplan budget examples/claims-h100-8k.yaml (MISS: one vendor claim is not met)"
 	@$(BIN)/railplan budget examples/claims-h100-8k.yaml || true
 	@echo
 	@echo "== railplan train examples/claims-h100-8k.yaml --gpus 8000 --model gpt3-175b --global-batch 2000"

@@ -8,7 +8,9 @@ import pytest
 
 from infra.budget.evaluate import BudgetResult, evaluate_budgets
 from infra.catalog import Catalog
-from infra.spec import load_spec, load_spec_text
+from infra.lint import lint_loaded
+from infra.lint.finding import Severity
+from infra.spec import SpecValidationError, load_spec, load_spec_text
 from infra.topology import expand
 
 from .conftest import ROOT
@@ -97,11 +99,25 @@ def test_fp8_scaling_on_a100_cannot_be_evaluated(catalog: Catalog) -> None:
 
 def test_budget_cli_exit_codes_and_json() -> None:
     claims = railplan("budget", "--format", "json", str(CLAIMS))
-    assert claims.returncode == 1, claims.stdout  # the scaling claim is not met
+    assert claims.returncode == 0, claims.stdout  # the missed scaling figure is a claim
     doc = json.loads(claims.stdout)
     assert len(doc["budgets"]) == 8 and sum(not b["passed"] for b in doc["budgets"]) == 1
+    missed = next(b for b in doc["budgets"] if not b["passed"])
+    assert missed["kind"] == "scaling_efficiency" and "0.89" in missed["claim"]
     failing = railplan("budget", str(ROOT / "tests" / "corpus" / "lint" / "budget-not-met.yaml"))
     assert failing.returncode == 1 and "FAIL" in failing.stdout
+
+
+def test_a_missed_claim_is_reported_as_a_warning_and_fails_nothing(catalog: Catalog) -> None:
+    corpus = ROOT / "tests" / "corpus" / "lint"
+    claim = railplan("budget", str(corpus / "budget-claim-not-met.yaml"))
+    assert claim.returncode == 0 and "MISS" in claim.stdout and "FAIL" not in claim.stdout
+    assert "0 of 1 budgets met; 1 claim not met (reported, not failed)" in claim.stdout
+    findings = lint_loaded(load_spec(corpus / "budget-claim-not-met.yaml"), catalog)
+    assert [(f.rule, f.severity) for f in findings] == [("RP060", Severity.WARNING)]
+    assert "the claim does not hold here (a brochure: 1 GiB in 2 ms)" in findings[0].message
+    requirement = lint_loaded(load_spec(corpus / "budget-not-met.yaml"), catalog)
+    assert [(f.rule, f.severity) for f in requirement] == [("RP060", Severity.ERROR)]
 
 
 def test_predict_cli_tables() -> None:
@@ -158,3 +174,12 @@ def test_activation_shape_adds_memory(catalog: Catalog) -> None:
     (with_acts,) = results(base % shape, catalog)
     assert with_acts.predicted > without.predicted
     assert "recompute-none" in with_acts.detail and "omitted" in without.detail
+
+
+def test_a_claim_is_one_printable_line() -> None:
+    base = "name: t\nnode_groups: [{name: g, node: dgx-h100, count: 4}]\nbudgets:\n"
+    bad = base + '  - rack_power: {max_kw: 44, claim: "a\\x1b[31mb"}\n'
+    with pytest.raises(SpecValidationError) as info:
+        load_spec_text(bad)
+    assert "one line of text, without control characters" in str(info.value.errors[0])
+    assert load_spec_text(base + "  - rack_power: {max_kw: 44, claim: 'a vendor: 44 kW'}\n")

@@ -65,6 +65,15 @@ class BudgetResult:
     better: Literal["lower", "higher"]
     detail: str
     error: str = ""
+    claim: str = ""  # whose claim this is: a miss is reported, not a failure
+
+    @property
+    def fails(self) -> bool:
+        """Whether this result fails the check: a missed requirement or an unevaluable budget.
+
+        A missed claim does not: it is someone else's number, tested and reported.
+        """
+        return bool(self.error) or not (self.passed or self.claim)
 
     @property
     def passed(self) -> bool:
@@ -420,7 +429,10 @@ def _dispatch(
 
 def _evaluate(i: int, budget: Budget, spec: Spec, cat: Catalog, plan: Plan | None) -> BudgetResult:
     kind = budget.kind
-    blank = BudgetResult(i, kind, f"budgets[{i}].{kind}", math.nan, math.nan, "", "lower", "")
+    claim = getattr(budget, kind).claim or ""
+    blank = BudgetResult(
+        i, kind, f"budgets[{i}].{kind}", math.nan, math.nan, "", "lower", "", claim=claim
+    )
     try:
         return _dispatch(budget, spec, cat, plan, blank)
     except BudgetError as exc:

@@ -80,4 +80,4 @@ def budget(
     with _located_in(loaded):
         results = evaluate_budgets(loaded.spec, load_catalog(), planned)
     _say(budgets_json(results) if output_format is Format.JSON else budgets_text(results))
-    raise typer.Exit(EXIT_OK if all(r.passed for r in results) else EXIT_FAILED)
+    raise typer.Exit(EXIT_FAILED if any(r.fails for r in results) else EXIT_OK)

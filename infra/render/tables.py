@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from infra.budget.collectives import CommTopology, Prediction
 from infra.budget.evaluate import BudgetResult
 from infra.catalog.nccl import nccl_has
+from infra.wording import plural
 
 __all__ = ["budgets_json", "budgets_text", "predict_json", "predict_text"]
 
@@ -95,14 +96,18 @@ def budgets_text(results: Sequence[BudgetResult]) -> str:
             lines.append(f"ERROR  {r.path}: cannot evaluate: {r.error}")
             continue
         op = "<=" if r.better == "lower" else ">="
-        verdict = "pass " if r.passed else "FAIL "
+        verdict = "pass " if r.passed else "MISS " if r.claim else "FAIL "
         lines.append(
             f"{verdict}  {r.path}: {_value(r.predicted, r.unit)} {op} "
             f"{_value(r.limit, r.unit)} (headroom {r.margin:+.1%})"
         )
         lines.append(f"       {r.detail}")
+        if r.claim:
+            lines.append(f"       claim: {r.claim}")
     passed = sum(r.passed for r in results)
-    lines.append(f"{passed} of {len(results)} budgets met")
+    missed = sum(not r.passed and not r.fails for r in results)
+    claims = f"; {plural(missed, 'claim')} not met (reported, not failed)" if missed else ""
+    lines.append(f"{passed} of {len(results)} budgets met{claims}")
     return "\n".join(lines) + "\n"
 
 
@@ -118,6 +123,7 @@ def budgets_json(results: Sequence[BudgetResult]) -> str:
                 "unit": r.unit,
                 "better": r.better,
                 "passed": r.passed,
+                "claim": r.claim or None,
                 "margin": None if r.error else _finite(r.margin, 6),
                 "detail": r.detail,
                 "error": r.error,

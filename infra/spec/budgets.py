@@ -19,8 +19,26 @@ MAX_BUDGET_GPUS = 2**20
 """Most GPUs a budget can name: above any plannable cluster (32,768 servers of 8 GPUs), and
 small enough that memory estimates stay ordinary floats (``10**400`` would overflow them)."""
 
+ONE_LINE = r"^[^\x00-\x1f\x7f]+$"
+"""One line of text without control characters."""
 
-class AllReduceBudget(StrictModel):
+
+class BudgetFields(StrictModel):
+    """What every budget kind has besides its own parameters."""
+
+    claim: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        pattern=ONE_LINE,  # it is echoed in every output format
+        description=(
+            "Whose claim this budget tests (e.g. a vendor article), when it is not a target of "
+            "this cluster: a missed claim is reported, as a warning, and fails nothing."
+        ),
+    )
+
+
+class AllReduceBudget(BudgetFields):
     """NCCL all-reduce of `bytes` over `gpus` GPUs must finish within `max_ms`."""
 
     bytes: ByteSize = Field(description="Message size, e.g. `1GiB`.")
@@ -48,7 +66,7 @@ def _positive_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-class ScalingEfficiencyBudget(StrictModel):
+class ScalingEfficiencyBudget(BudgetFields):
     """Training must keep at least `min` of linear scaling at `gpus` GPUs.
 
     With `model` (a preset) or `layers`/`hidden`/`heads`, railplan's training model times
@@ -128,14 +146,14 @@ class ScalingEfficiencyBudget(StrictModel):
         return self.model is not None or self.layers is not None
 
 
-class CheckpointBudget(StrictModel):
+class CheckpointBudget(BudgetFields):
     """Saving a checkpoint of `bytes` must take at most `max_s` seconds."""
 
     bytes: ByteSize = Field(description="Checkpoint size, e.g. `2.8TB`.")
     max_s: float = Field(gt=0, le=604_800, description="Limit, seconds (at most a week).")
 
 
-class PowerBudget(StrictModel):
+class PowerBudget(BudgetFields):
     """Power must stay at or below `max_kw`."""
 
     max_kw: float = Field(gt=0, le=10_000_000, description="Limit, kW (at most 10 GW).")
@@ -154,7 +172,7 @@ class ActivationSpec(StrictModel):
     )
 
 
-class ModelFitsBudget(StrictModel):
+class ModelFitsBudget(BudgetFields):
     """A model must fit for mixed-precision Adam training."""
 
     model_params: Count = Field(description="Model parameters, e.g. `70e9`.")
@@ -176,7 +194,7 @@ class ModelFitsBudget(StrictModel):
     )
 
 
-class SharpGainBudget(StrictModel):
+class SharpGainBudget(BudgetFields):
     """SHARP must cut all-reduce time of `bytes` over `gpus` GPUs by at least `min`."""
 
     bytes: ByteSize = Field(description="Message size, e.g. `64KiB` for a latency claim.")
@@ -187,7 +205,7 @@ class SharpGainBudget(StrictModel):
     )
 
 
-class CostBudget(StrictModel):
+class CostBudget(BudgetFields):
     """Cost per PFLOP-day (energy, plus amortised hardware if priced) must stay within `max_usd`."""
 
     max_usd: float = Field(gt=0, le=1e9, description="Limit, USD per PFLOP-day.")
