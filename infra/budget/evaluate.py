@@ -68,12 +68,18 @@ class BudgetResult:
     claim: str = ""  # whose claim this is: a miss is reported, not a failure
 
     @property
-    def fails(self) -> bool:
-        """Whether this result fails the check: a missed requirement or an unevaluable budget.
+    def verdict(self) -> Literal["pass", "miss", "fail", "error"]:
+        """``miss`` is a missed claim: someone else's number, tested and reported, not failed."""
+        if self.error:
+            return "error"
+        if self.passed:
+            return "pass"
+        return "miss" if self.claim else "fail"
 
-        A missed claim does not: it is someone else's number, tested and reported.
-        """
-        return bool(self.error) or not (self.passed or self.claim)
+    @property
+    def fails(self) -> bool:
+        """Whether this result fails the check: a missed requirement or an unevaluable budget."""
+        return self.verdict in ("fail", "error")
 
     @property
     def passed(self) -> bool:

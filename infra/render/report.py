@@ -88,7 +88,7 @@ def _budget_row(r: BudgetResult) -> _Budget:
         r.kind,
         _value(r.predicted, r.unit),
         f"{op} {_value(r.limit, r.unit)}",
-        "pass" if r.passed else "miss" if r.claim else "fail",
+        r.verdict,
         "" if math.isnan(r.margin) else f"{r.margin:+.1%}",
         f"{r.detail} (claim: {r.claim})" if r.claim else r.detail,
     )

@@ -96,7 +96,7 @@ def budgets_text(results: Sequence[BudgetResult]) -> str:
             lines.append(f"ERROR  {r.path}: cannot evaluate: {r.error}")
             continue
         op = "<=" if r.better == "lower" else ">="
-        verdict = "pass " if r.passed else "MISS " if r.claim else "FAIL "
+        verdict = (r.verdict if r.passed else r.verdict.upper()).ljust(5)  # pass, FAIL, MISS
         lines.append(
             f"{verdict}  {r.path}: {_value(r.predicted, r.unit)} {op} "
             f"{_value(r.limit, r.unit)} (headroom {r.margin:+.1%})"
@@ -105,7 +105,7 @@ def budgets_text(results: Sequence[BudgetResult]) -> str:
         if r.claim:
             lines.append(f"       claim: {r.claim}")
     passed = sum(r.passed for r in results)
-    missed = sum(not r.passed and not r.fails for r in results)
+    missed = sum(r.verdict == "miss" for r in results)
     claims = f"; {plural(missed, 'claim')} not met (reported, not failed)" if missed else ""
     lines.append(f"{passed} of {len(results)} budgets met{claims}")
     return "\n".join(lines) + "\n"
