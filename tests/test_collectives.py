@@ -89,6 +89,16 @@ def test_more_nic_bandwidth_never_slows_large_all_reduce() -> None:
     )
 
 
+@pytest.mark.parametrize(("nodes", "cap"), [(2, 8 * 57.7), (4, 8 * 45.5), (64, 8 * 45.5)])
+def test_nvls_tree_is_capped_per_nvls_channel(nodes: int, cap: float) -> None:
+    # NCCL's NVLS graph has one channel per GPU (search.cc) and caps NVLS Tree per channel
+    # (nvls.cc): 8 x 57.7 GB/s on two Hopper nodes, 8 x 45.5 on more, whatever the NICs give.
+    fast_nics = CommTopology("hopper", 8, nodes, True, 18, 16, 800, "intel", False)
+    row = predict(fast_nics, "all_reduce", 2**34, ("nvls_tree",))
+    assert row.algorithm == "nvls_tree"
+    assert cap * 0.95 <= row.busbw_GBps <= cap
+
+
 def test_algorithm_restriction_like_nccl_algo() -> None:
     assert predict(H100, "all_reduce", 2**33, ("ring",)).algorithm == "ring"
     assert predict(A100, "all_reduce", 2**20).algorithm == "ring"  # one node: no tree
@@ -107,9 +117,9 @@ def _held_out(catalog: Catalog, low: int, high: int) -> list[float]:
 
 
 def test_large_messages_within_target_on_held_out_rows(catalog: Catalog) -> None:
-    # Issue 11 target: large (>= 256 MiB) median |error| <= 5 % on the held-out half (2.8 %);
-    # 23 of 32 within 10 % (gj-aion's default 4- and 8-node runs plateau near 320 GB/s where
-    # the model says 380). The worst rows (ABCI's A100 with 4 HDR NICs and SHARP, about
+    # Issue 11 target: large (>= 256 MiB) median |error| <= 5 % on the held-out half (3.9 %);
+    # 25 of 32 within 10 % (gj-aion's default 4- and 8-node runs plateau near 320 GB/s where
+    # the model says 364). The worst rows (ABCI's A100 with 4 HDR NICs and SHARP, about
     # +67 %) are in docs/accuracy.md; none may be off by more than a factor of two.
     errors = _held_out(catalog, 256 * 2**20, 2**40)
     assert len(errors) >= 20
@@ -118,13 +128,13 @@ def test_large_messages_within_target_on_held_out_rows(catalog: Catalog) -> None
     assert max(errors) <= 1.0
 
 
-def test_medium_messages_near_target_on_held_out_rows(catalog: Catalog) -> None:
-    # Issue 11 target: 1-128 MiB median |error| <= 10 % on held-out rows. NOT met: 11.2 % on
-    # 30 rows (docs/accuracy.md; 10.7 % before the 2026-12-04 rows), so the bound here is
-    # 12 %: the fitted pipeline constants must not drift away from it. Fit half: 9.8 %.
+def test_medium_messages_within_target_on_held_out_rows(catalog: Catalog) -> None:
+    # Issue 11 target: 1-128 MiB median |error| <= 10 % on held-out rows: 9.9 % on 30 rows
+    # (docs/accuracy.md), a narrow pass. It was 11.2 % until NVLS Tree's per-channel cap was
+    # taken over the NVLS graph's 8 channels, as NCCL does. Fit half: 7.8 %.
     errors = _held_out(catalog, 2**20, 128 * 2**20)
     assert len(errors) >= 20
-    assert statistics.median(errors) <= 0.12
+    assert statistics.median(errors) <= 0.10
 
 
 def test_small_messages_are_reported_and_bounded(catalog: Catalog) -> None:

@@ -23,9 +23,9 @@ rows it was fitted on; `docs/accuracy.md` shows the model against held-out rows.
 
 >>> t = CommTopology("hopper", gpus_per_node=8, nodes=16, nvswitch=True, nvlink_links=18,
 ...                  nics=8, nic_gbps=400, cpu="intel", sharp=False)
->>> row = predict(t, "all_reduce", 8 * 2**30)  # bounded by the network: 8 NICs x 48 GB/s
+>>> row = predict(t, "all_reduce", 8 * 2**30)  # under NVLS Tree's cap, 8 channels x 45.5 GB/s
 >>> row.algorithm, row.protocol, round(row.busbw_GBps)
-('nvls_tree', 'simple', 380)
+('nvls_tree', 'simple', 360)
 """
 
 from __future__ import annotations
@@ -147,7 +147,10 @@ def _nvls_bus_bw(t: CommTopology, collective: Collective, algo: str) -> float:
 
     ``intraBw = bwIntra x nvlsEfficiency x (nCh-1)/nCh``, x2 for all-reduce in NCCL (we use
     the fitted `NVLS_ALLREDUCE_GAIN`), else x (ppn-1)/ppn; ``interBw = bwInter``, doubled only
-    for NVLS Tree on two nodes (each half crosses the network once).
+    for NVLS Tree on two nodes (each half crosses the network once). NCCL takes the minimum
+    per channel and multiplies by the NVLS graph's channels (src/tuning/nvls.cc), so NVLS
+    Tree's per-channel cap binds at `nvls_channels` x 45.5 GB/s on 3+ Hopper nodes: 364 GB/s
+    for 8 GPUs, below 8 NDR NICs' 384 (measured: 365 on 4 nodes, nccl-tests#309).
     """
     nch = t.channels
     intra = t.intra_gbs * NVLS_EFFICIENCY[t.arch] * (nch - 1) / nch
@@ -159,7 +162,8 @@ def _nvls_bus_bw(t: CommTopology, collective: Collective, algo: str) -> float:
     if t.nodes == 1:
         return intra
     inter = t.inter_gbs * (2 if algo == "nvls_tree" and t.nodes <= 2 else 1)
-    cap = nch * PER_CH_NVLS_TREE[t.arch][t.scale] if algo == "nvls_tree" else math.inf
+    per_channel = PER_CH_NVLS_TREE[t.arch][t.scale]
+    cap = t.nvls_channels * per_channel if algo == "nvls_tree" else math.inf
     return min(intra, inter, cap)
 
 

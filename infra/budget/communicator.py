@@ -95,6 +95,15 @@ class CommTopology:
         return 2 * self.nics if self.nodes > 1 and self.nics else 16
 
     @property
+    def nvls_channels(self) -> int:
+        """Channels of NCCL's NVLS graph: one per GPU pulling from NVLS, at most the node's GPUs.
+
+        src/graph/search.cc, ncclTopoCompareGraphs: "NVLS channels correspond to GPUs pulling
+        from NVLS. So the more the better", kept only while ``nChannels <= GPU count``.
+        """
+        return min(self.channels, self.gpus_per_node)
+
+    @property
     def scale(self) -> int:
         """NCCL's column index: 0 for one node, 1 for two, 2 for three or more."""
         return min(self.nodes, 3) - 1
