@@ -111,3 +111,28 @@ def test_zero3_fit_is_monotone_in_gpus(catalog: Catalog, dp: int, more: int) -> 
         return memory_per_gpu(shape, h100, Precision.BF16, (8, 1, n, 1, 1), "full", 3).fits
 
     assert not fits(dp) or fits(dp + more)
+
+
+@given(st.sampled_from([64, 256, 1024, 2048]), st.sampled_from(["selective", "full"]))
+def test_zero3_forward_gathers_hide_only_behind_the_forward(
+    catalog: Catalog, dp: int, recompute: str
+) -> None:
+    # Llama 3 405B, TP 8 PP 1 ZeRO-3, one micro-batch each: a forward (a third of the
+    # compute) cannot hide the full weights' gather (about 101 GB per TP rank over one NIC),
+    # so at least the gather minus the forward is exposed, whatever the backward hides.
+    layout = Layout(8, 1, dp, 1, 1, recompute, 3)  # type: ignore[arg-type]
+    j = job(catalog, dp, batch=dp, name="llama3-405b")
+    result = step(j, layout)
+    passes = 3 if recompute == "full" else 2  # TP collectives: one pass of them is forward
+    forward_window = (result.breakdown.compute_s / 3) + result.breakdown.tp_comm_s / passes
+    gather_s = result.dp_comm_s / 3  # ZeRO-3: gather (forward), gather + scatter (backward)
+    assert result.breakdown.dp_comm_exposed_s >= gather_s - forward_window - 1e-9
+    assert result.breakdown.dp_comm_exposed_s <= result.dp_comm_s
+
+
+def test_zero3_holds_two_gathered_layers(catalog: Catalog) -> None:
+    h100, shape = catalog.gpus["h100-sxm5-80gb"], PRESETS["llama3-405b"]
+    sharded = memory_per_gpu(shape, h100, Precision.BF16, (8, 1, 2048, 1, 1), "full", 3)
+    stage1 = memory_per_gpu(shape, h100, Precision.BF16, (8, 1, 2048, 1, 1), "full", 1)
+    two_layers = 2 * shape.layer_params // 8 * 2
+    assert sharded.weights == pytest.approx(stage1.weights / 2048 + two_layers, rel=0.01)

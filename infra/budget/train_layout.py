@@ -233,7 +233,20 @@ def _tp_seconds(job: Job, layout: Layout, passes: int) -> float:
     return 2 * passes * layers * one / 1e6
 
 
-def _dp_seconds(job: Job, layout: Layout, m: int) -> float:
+@dataclass(frozen=True)
+class DpTraffic:
+    """Seconds of DP communication in a step, by the pass it must finish in."""
+
+    forward_s: float  # ZeRO-3's weight gathers before each forward
+    backward_s: float  # gradient reduction (and ZeRO-3's gathers before each backward)
+
+    @property
+    def total_s(self) -> float:
+        """All of it, hidden or not."""
+        return self.forward_s + self.backward_s
+
+
+def _dp_traffic(job: Job, layout: Layout, m: int) -> DpTraffic:
     """Gradient reduction (and ZeRO's parameter all-gathers) of one step over DP ranks.
 
     ZeRO-0 all-reduces the gradients once; ZeRO-1/2 reduce-scatter them and all-gather the
@@ -242,34 +255,37 @@ def _dp_seconds(job: Job, layout: Layout, m: int) -> float:
     ([ZeRO] §5.3: 1.5x the data-parallel volume per pass over the batch).
     """
     if layout.dp == 1:
-        return 0.0
+        return DpTraffic(0.0, 0.0)
     topo = _dp_topology(job.comm, layout)
     nbytes = stage_params(job.shape, layout.tp, layout.pp) * GRAD_BYTES
     gather, scatter = _comm_us(topo, "all_gather", nbytes), _comm_us(topo, "reduce_scatter", nbytes)
     if layout.zero == 0:
-        us = _comm_us(topo, "all_reduce", nbytes)
-    elif layout.zero == 3:
-        us = m * (2 * gather + scatter)
-    else:
-        us = scatter + gather
-    return us / 1e6
+        return DpTraffic(0.0, _comm_us(topo, "all_reduce", nbytes) / 1e6)
+    if layout.zero == 3:
+        return DpTraffic(m * gather / 1e6, m * (gather + scatter) / 1e6)
+    return DpTraffic(0.0, (scatter + gather) / 1e6)
 
 
-def _dp_exposed(job: Job, layout: Layout, dp_s: float, micro_s: float, m: int) -> float:
+def _dp_exposed(
+    job: Job, layout: Layout, dp: DpTraffic, passes_s: tuple[float, float], m: int
+) -> float:
     """The DP time the step waits for.
 
-    Gradients of a stage are reduced bucket by bucket as the last micro-batch's backward
-    (2/3 of its compute) produces them; ZeRO-3's per-micro-batch traffic is prefetched
-    behind the compute of every micro-batch. What hides is not free: NCCL runs one thread
-    block per channel, so while it overlaps it takes ``channels / SMs`` of the GPU from the
-    GEMMs (16 channels on 132 SMs: 12 %).
+    ``passes_s`` is one micro-batch's (forward, backward) seconds. Gradients of a stage are
+    reduced bucket by bucket as the last micro-batch's backward produces them. ZeRO-3
+    prefetches each layer's weights behind the previous layer's compute, so a pass hides
+    only the traffic it needs itself: a forward (a third of the compute) hides its own
+    gathers, not the backward's. What hides is not free: NCCL runs one thread block per
+    channel, so while it overlaps it takes ``channels / SMs`` of the GPU from the GEMMs (16
+    channels on 132 SMs: 12 %).
     """
     if not job.dp_overlap:
-        return dp_s
-    window = (m if layout.zero == 3 else 2 / 3) * micro_s
-    hidden = min(dp_s, window)
+        return dp.total_s
+    forward_s, backward_s = passes_s
+    runs = m if layout.zero == 3 else 1  # ZeRO-3 moves weights in every micro-batch
+    hidden = min(dp.forward_s, runs * forward_s) + min(dp.backward_s, runs * backward_s)
     tax = min(1.0, _dp_topology(job.comm, layout).channels / job.gpu.sms)
-    return dp_s - hidden + tax * hidden
+    return dp.total_s - hidden + tax * hidden
 
 
 def _p2p_seconds(job: Job, layout: Layout, m: int) -> float:
@@ -306,14 +322,15 @@ def step(job: Job, layout: Layout, optimizer_s: float | None = None) -> StepResu
     tp_s = m * _tp_seconds(job, layout, 3 if layout.recompute == "full" else 2)
     per_micro = (compute_s + recompute_s + tp_s) / m
     bubble_s = (layout.pp - 1) / layout.virtual * per_micro
-    dp_s = _dp_seconds(job, layout, m)
+    dp = _dp_traffic(job, layout, m)
+    forward_s = blocks_s + logit_s + _tp_seconds(job, layout, 1)
     breakdown = Breakdown(
         compute_s=compute_s,
         recompute_s=recompute_s,
         tp_comm_s=tp_s,
         pp_comm_s=_p2p_seconds(job, layout, m),
         pp_bubble_s=bubble_s,
-        dp_comm_exposed_s=_dp_exposed(job, layout, dp_s, per_micro, m),
+        dp_comm_exposed_s=_dp_exposed(job, layout, dp, (forward_s, per_micro - forward_s), m),
         optimizer_s=_optimizer_seconds(job, layout) if optimizer_s is None else optimizer_s,
     )
     batch = m * layout.dp * layout.micro_batch
@@ -331,7 +348,7 @@ def step(job: Job, layout: Layout, optimizer_s: float | None = None) -> StepResu
             layout.sp,
         ),
         micro_batches=m,
-        dp_comm_s=dp_s,
+        dp_comm_s=dp.total_s,
         peak_tflops=job.gpu.dense_tflops[job.precision],
     )
 

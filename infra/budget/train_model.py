@@ -315,15 +315,19 @@ def memory_per_gpu(
     Model states are `memory.estimate_memory` of this GPU's weights sharded over the ``dp``
     data-parallel ranks by ZeRO stage; activations are ``L/pp`` blocks times ``pp``
     micro-batches in flight (so ``L`` blocks' worth, [Korthikanti] §4.2.3), more with
-    interleaving.
+    interleaving. ZeRO-3 also holds two layers' gathered weights at a time (the layer it
+    computes and the one it prefetches; DeepSpeed's prefetch bucket, FSDP's default
+    forward prefetch), whatever ``dp``.
     """
     tp, pp, dp, micro_batch, virtual = layout
     states = memory.estimate_memory(stage_params(shape, tp, pp), dp, gpu, precision, zero_stage)
+    weight_bytes = memory.state_bytes_per_param(precision)[0]
+    gathered = 2 * shape.layer_params // tp * weight_bytes if zero_stage == 3 and dp > 1 else 0
     per_layer = activation_bytes_per_layer(shape, micro_batch, tp, sp, recompute)
     in_flight = -(-shape.layers // pp) * pp * (1 + (pp - 1) / (pp * virtual) if pp > 1 else 1)
     scale = 2 if precision in (Precision.FP32, Precision.TF32) else 1
     return MemoryBreakdown(
-        states.weights_bytes,
+        states.weights_bytes + gathered,
         states.gradients_bytes,
         states.optimizer_bytes,
         int(per_layer * in_flight * scale),
