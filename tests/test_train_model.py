@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -16,6 +17,7 @@ from infra.budget.train_model import (
     ModelShape,
     activation_bytes_per_layer,
     iteration_flops,
+    layer_gemms,
     memory_per_gpu,
 )
 from infra.catalog import Catalog
@@ -136,3 +138,34 @@ def test_zero3_holds_two_gathered_layers(catalog: Catalog) -> None:
     stage1 = memory_per_gpu(shape, h100, Precision.BF16, (8, 1, 2048, 1, 1), "full", 1)
     two_layers = 2 * shape.layer_params // 8 * 2
     assert sharded.weights == pytest.approx(stage1.weights / 2048 + two_layers, rel=0.01)
+
+
+@pytest.mark.parametrize("cp", [2, 4, 16])
+def test_context_parallelism_splits_each_gpus_work_and_activations(cp: int) -> None:
+    # Every GEMM keeps s/cp of the rows; attention scores s/cp queries against all s keys,
+    # so a CP rank does exactly 1/cp of the forward FLOPs and stores 1/cp of the activations.
+    shape = replace(PRESETS["llama3-405b"], seq=131_072)
+    whole = sum(g.flops for g in layer_gemms(shape, 1, 8))
+    assert sum(g.flops for g in layer_gemms(shape, 1, 8, cp)) == pytest.approx(whole / cp)
+    for mode in ("none", "selective", "full"):
+        one = activation_bytes_per_layer(shape, 1, 8, True, mode)  # type: ignore[arg-type]
+        split = activation_bytes_per_layer(shape, 1, 8, True, mode, cp)  # type: ignore[arg-type]
+        assert split == pytest.approx(one / cp)
+
+
+@given(
+    st.sampled_from([2, 4, 8, 16]), st.sampled_from([1, 2, 4, 8]), st.sampled_from([4096, 131_072])
+)
+def test_context_parallel_exchange_hides_only_behind_attention(
+    catalog: Catalog, cp: int, tp: int, seq: int
+) -> None:
+    # The K/V ring costs nothing when a chunk's attention outlasts a send, and never more
+    # than all its sends unhidden; at 131,072 tokens the attention hides it entirely.
+    shape = replace(PRESETS["llama3-405b"], seq=seq)
+    j = Job(shape, catalog.gpus["h100-sxm5-80gb"], Precision.BF16, 64, comm(64))
+    layout = Layout(tp, 1, 512 // (tp * cp), 1, 1, "selective", 1, cp=cp)
+    result = step(j, layout)
+    assert result.breakdown.cp_comm_s >= 0
+    assert layout.gpus == 512 and result.step_s > 0
+    if seq == 131_072:
+        assert result.breakdown.cp_comm_s == 0

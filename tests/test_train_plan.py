@@ -29,8 +29,8 @@ KEYS = {
     "memory_gb_per_gpu", "breakdown",
 }  # fmt: skip
 BREAKDOWN = {
-    "compute_s", "recompute_s", "tp_comm_s", "pp_comm_s", "pp_bubble_s", "dp_comm_exposed_s",
-    "optimizer_s",
+    "compute_s", "recompute_s", "tp_comm_s", "cp_comm_s", "pp_comm_s", "pp_bubble_s",
+    "dp_comm_exposed_s", "optimizer_s",
 }  # fmt: skip
 
 
@@ -124,9 +124,15 @@ def test_cli_json_carries_the_design_keys(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert set(doc) >= KEYS and set(doc["breakdown"]) == BREAKDOWN
-    assert doc["tp"] * doc["pp"] * doc["dp"] == doc["gpus"] == 128
+    assert doc["tp"] * doc["cp"] * doc["pp"] * doc["dp"] == doc["gpus"] == 128
     assert sum(doc["breakdown"].values()) == pytest.approx(doc["step_s"], rel=1e-4)
     assert 0 < doc["mfu"] <= doc["hfu"] < 1 and 0 < doc["scaling_efficiency"] <= 1
+    fixed = railplan(
+        "train", str(spec), "--gpus", "128", "--model", "llama2-70b", "--global-batch", "256",
+        "--tp", "4", "--pp", "4", "--cp", "2",
+    )  # fmt: skip
+    assert fixed.returncode == 0, fixed.stderr
+    assert "layout: TP 4 x CP 2 x PP 4" in fixed.stdout and "cp_comm" in fixed.stdout
 
 
 def test_cli_text_shows_the_breakdown_and_bad_input_exits_2(tmp_path: Path) -> None:
@@ -168,6 +174,37 @@ def test_rows_added_after_the_fit_never_move_an_original_row() -> None:
     assert [r for r in fit2 if "added" not in r] == fit
     assert [r for r in held2 if "added" not in r] == held
     assert [r["id"] for r in fit2 if "added" in r] == ["b", "f"]
+
+
+def test_a_later_batch_of_added_rows_never_moves_an_earlier_one() -> None:
+    earlier = [{"id": i, "added": "2026-12-04"} for i in "bdfh"]
+    fit, held = split(earlier)
+    later = [{"id": i, "added": "2026-12-04T03:30Z"} for i in "aceg"]
+    fit2, held2 = split(earlier + later)
+    assert [r for r in fit2 if r["added"] == "2026-12-04"] == fit
+    assert [r for r in held2 if r["added"] == "2026-12-04"] == held
+    assert [r["id"] for r in held2 if r not in earlier] == ["c", "g"]
+
+
+def test_long_sequences_are_searched_with_context_parallelism(catalog: Catalog) -> None:
+    # Llama 3 405B at 131,072 tokens on 16,384 H100: without CP no layout's activations fit
+    # (Meta ran CP 16); at 2,048 tokens the search never splits a sequence.
+    spec = load_spec_text(cluster(2048)).spec
+    long = replace(PRESETS["llama3-405b"], seq=131_072)
+    answer = train(spec, catalog, TrainRequest(16_384, long, 128))
+    assert answer.result.layout.cp > 1 and answer.result.memory.fits
+    with pytest.raises(BudgetError, match="fits in memory"):
+        train(spec, catalog, TrainRequest(16_384, long, 128, cp=1))
+    short = train(spec, catalog, TrainRequest(1024, PRESETS["gpt3-175b"], 1536))
+    assert short.result.layout.cp == 1
+
+
+def test_context_parallel_layouts_must_split_the_sequence_evenly(catalog: Catalog) -> None:
+    spec = load_spec_text(cluster(16)).spec
+    with pytest.raises(InputError, match="CP 3 must split the 8192-token sequence"):
+        train(spec, catalog, TrainRequest(96, PRESETS["llama3-405b"], 4, 1, 8, 2, cp=3))
+    with pytest.raises(InputError, match="--cp must be between 1 and 1,024"):
+        train_request_checks(TrainRequest(8, PRESETS["gpt3-175b"], 8, cp=0), "bf16")
 
 
 @settings(max_examples=12, deadline=None)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,14 +65,16 @@ def load_rows(path: str | Path) -> dict[str, Any]:
 def split(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(fitting half, held-out half): sorted by id, alternating.
 
-    Rows with an ``added`` date came after the constants were fitted: they alternate among
-    themselves, so adding data never moves an original row from one half to the other.
+    Rows with an ``added`` date (or time) came after the constants were fitted: each batch
+    of them alternates within itself, so adding data never moves an earlier row from one
+    half to the other.
     """
     fitting: list[dict[str, Any]] = []
     held: list[dict[str, Any]] = []
-    for batch in (False, True):
+    batches = sorted({str(r.get("added") or "") for r in rows})  # "" (the originals) first
+    for batch in batches:
         ordered = sorted(
-            (r for r in rows if bool(r.get("added")) == batch), key=lambda r: str(r["id"])
+            (r for r in rows if str(r.get("added") or "") == batch), key=lambda r: str(r["id"])
         )
         fitting += ordered[0::2]
         held += ordered[1::2]
@@ -81,8 +83,8 @@ def split(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[s
 
 def _shape(row: dict[str, Any]) -> ModelShape:
     model = row["model"]
-    if isinstance(model, str):
-        return PRESETS[model]
+    if isinstance(model, str):  # a preset, at the row's own sequence length if it has one
+        return replace(PRESETS[model], seq=int(row.get("seq") or PRESETS[model].seq))
     return ModelShape(name=str(row["id"]), **model)
 
 
@@ -111,7 +113,8 @@ def row_job(row: dict[str, Any], catalog: Catalog) -> tuple[Job, Layout]:
         row["dp_overlap"],
         row.get("flash_attention", False),
     )
-    dp = row["gpus"] // (row["tp"] * row["pp"])
+    cp = int(row.get("cp", 1))
+    dp = row["gpus"] // (row["tp"] * cp * row["pp"])
     layout = Layout(
         row["tp"],
         row["pp"],
@@ -121,6 +124,7 @@ def row_job(row: dict[str, Any], catalog: Catalog) -> tuple[Job, Layout]:
         row["recompute"],
         row["zero"],
         row["sp"],
+        cp,
     )
     return job, layout
 
@@ -166,9 +170,9 @@ def _scaling(
         base = min(run, key=lambda r: int(r["gpus"]))
         key = "hardware_tflops" if "hardware_tflops" in base else "model_tflops"
         for row in run:
-            same_layout = row["tp"] == base["tp"] and row["pp"] == base["pp"]
+            same_layout = all(row.get(k) == base.get(k) for k in ("tp", "pp", "cp", "seq"))
             if row["gpus"] == base["gpus"] or key not in row or not same_layout:
-                continue  # scaling is across GPU counts of one layout
+                continue  # scaling is across GPU counts of one layout and sequence
             hardware = key == "hardware_tflops"
             predicted = results[row["id"]].tflops_per_gpu(hardware) / results[
                 base["id"]
@@ -236,6 +240,12 @@ def _stats(rows: list[TrainComparison]) -> str:
     )
 
 
+def _context(row: dict[str, Any]) -> str:
+    """`` CP n`` and the sequence length for a context-parallel row, else nothing."""
+    cp = int(row.get("cp", 1))
+    return f" CP {cp} (seq {_shape(row).seq:,})" if cp > 1 else ""
+
+
 def _row_lines(rows: list[TrainComparison], by_id: dict[str, dict[str, Any]]) -> list[str]:
     lines = [
         "| row | half | layout | metric | measured | predicted | error |",
@@ -244,7 +254,8 @@ def _row_lines(rows: list[TrainComparison], by_id: dict[str, dict[str, Any]]) ->
     for c in rows:
         r = by_id.get(c.row_id)
         layout = (
-            f"{r['gpus']} GPUs, TP {r['tp']} PP {r['pp']} v {r['virtual']}, {r['recompute']}"
+            f"{r['gpus']} GPUs, TP {r['tp']}{_context(r)} PP {r['pp']} v {r['virtual']}, "
+            f"{r['recompute']}"
             if r
             else "(ratio of two rows)"
         )
@@ -270,7 +281,7 @@ def training_markdown(data: dict[str, Any], catalog: Catalog) -> str:
             "measured - 1 for `railplan train`'s model (`infra/budget/train_layout.py`) on "
             "each published row's own layout. Rows sorted by id alternate between the fitting "
             "half and the held-out half; rows added after the fit (an `added` date in the data "
-            "file) alternate among themselves, and no constant was chosen on them."
+            "file) alternate within their batch, and no constant was chosen on them."
         ),
         "",
         f"- **held out, all metrics**: {_stats(held)}",
@@ -287,7 +298,10 @@ def training_markdown(data: dict[str, Any], catalog: Catalog) -> str:
             f"of it, {train_layout.HALF_DIM:g}; element-wise bytes moved per stored activation "
             f"byte, {train_layout.ELEMENTWISE:g}. Fitting rows: "
             + ", ".join(f"`{r['id']}`" for r in fitting)
-            + "."
+            + ". The Hopper share was refitted (0.82 to 0.75) by the same grid when fused "
+            "attention began to skip the causal mask's upper half (`CAUSAL_ATTENTION_TIME`, "
+            "FlashAttention-2's 1.7-1.8x), since its one fitting row, `llama3-16384`, uses "
+            "fused attention."
         ),
         "",
         (
@@ -298,8 +312,10 @@ def training_markdown(data: dict[str, Any], catalog: Catalog) -> str:
             "BLOOM ramp-up row (global batch 16: one micro-batch per pipeline) takes 15.2 s "
             "where the model says 10.1: the model has no fixed per-step cost beyond the "
             "optimizer, which a nearly empty pipeline exposes; the assumed fp8 share of peak "
-            "(`FP8_SHARE`, not fitted) leaves NeMo's FP8 rows 7-15 % slower in the model than "
-            "published."
+            "(`FP8_SHARE`, not fitted) leaves NeMo's multi-node FP8 rows 8-15 % slower in the "
+            "model than published, while its one-node Llama 3 8B row (TP 1, CP 2) is 18 % "
+            "faster; context parallelism is timed as Megatron's K/V ring, where Llama 3 "
+            "all-gathers K and V."
         ),
         "",
         "### Rows",

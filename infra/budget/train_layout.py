@@ -2,7 +2,8 @@
 
 This module owns the step-time model behind `railplan train` and the `scaling_efficiency`
 budget: GEMM time by shape (`gemm_efficiency`), tensor-parallel collectives on NVLink,
-pipeline point-to-point and bubble (1F1B, interleaved), data-parallel gradient reduction
+context parallelism's K/V ring behind attention, pipeline point-to-point and bubble (1F1B,
+interleaved), data-parallel gradient reduction
 overlapped with the last backward pass (ZeRO 0-3 traffic), the memory-bound Adam step and
 memory per GPU (`train_model`), and the search for the fastest layout that fits. All
 collective times come from `collectives.predict` on sub-communicators of the job's
@@ -51,7 +52,7 @@ __all__ = [
 # Fitted (docs/accuracy.md, "Training"): the share of the dense peak a large bf16 GEMM
 # reaches, per architecture, and the smallest GEMM dimension at which it reaches half of
 # that (a saturating curve: small dimensions starve the tensor cores of reuse).
-PEAK_SHARE = {"ampere": 0.77, "hopper": 0.82}
+PEAK_SHARE = {"ampere": 0.77, "hopper": 0.75}
 HALF_DIM = 192.0
 # Fitted: element-wise kernels (norms, softmax, dropout, residuals, bias) move this many
 # times the bytes of the activations a layer stores ([Korthikanti] eq. 1) per pass.
@@ -63,6 +64,10 @@ FP8_SHARE = 0.75
 # variance; the gradient in, the 16-bit weights out) at full HBM bandwidth.
 ADAM_BYTES = 32
 GRAD_BYTES = 2  # 16-bit gradient reduction (Megatron-Core's default for bf16)
+# SOURCED: fused causal attention skips the blocks above the diagonal, "around 1.7-1.8x
+# speedup compared to attention without the causal mask" (FlashAttention-2, Dao 2023,
+# arXiv:2307.08691, §3.1.1). Model FLOPs still count the full s x s, as Megatron and PaLM do.
+CAUSAL_ATTENTION_TIME = 1 / 1.75
 
 
 @dataclass(frozen=True)
@@ -77,11 +82,22 @@ class Layout:
     recompute: Recompute = "selective"
     zero: int = 1
     sp: bool = True  # sequence parallelism with TP
+    cp: int = 1  # context parallelism: each sequence split over cp GPUs
 
     @property
     def gpus(self) -> int:
         """GPUs the layout needs."""
-        return self.tp * self.pp * self.dp
+        return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def cp_label(self) -> str:
+        """`` x CP n`` for a layout that splits sequences, else empty (layout labels)."""
+        return f" x CP {self.cp}" if self.cp > 1 else ""
+
+    @property
+    def replicas(self) -> int:
+        """GPUs holding the same weights (DP x CP): gradients reduce, and ZeRO shards, over them."""
+        return self.dp * self.cp
 
 
 @dataclass(frozen=True)
@@ -104,6 +120,7 @@ class Breakdown:
     compute_s: float
     recompute_s: float
     tp_comm_s: float
+    cp_comm_s: float
     pp_comm_s: float
     pp_bubble_s: float
     dp_comm_exposed_s: float
@@ -116,6 +133,7 @@ class Breakdown:
             self.compute_s
             + self.recompute_s
             + self.tp_comm_s
+            + self.cp_comm_s
             + self.pp_comm_s
             + self.pp_bubble_s
             + self.dp_comm_exposed_s
@@ -172,17 +190,23 @@ def _tp_topology(comm: CommTopology, tp: int) -> CommTopology:
 def _dp_topology(comm: CommTopology, layout: Layout) -> CommTopology:
     """DP ranks: consecutive after TP, so ``gpus_per_node / tp`` of them share a node.
 
-    The groups that run at once (one per TP rank and stage) share the node's NICs.
+    The groups that run at once (one per TP rank and stage) share the node's NICs. With
+    context parallelism the group is DP x CP ranks (Megatron reduces gradients over both).
     """
-    per_node = max(1, min(layout.dp, comm.gpus_per_node // layout.tp))
-    nodes = -(-layout.dp // per_node)
+    per_node = max(1, min(layout.replicas, comm.gpus_per_node // layout.tp))
+    nodes = -(-layout.replicas // per_node)
     groups = max(1, comm.gpus_per_node // per_node)
     return replace(comm, gpus_per_node=per_node, nodes=nodes, nics=max(1, comm.nics // groups))
 
 
 def _p2p_topology(comm: CommTopology, layout: Layout) -> CommTopology:
-    """Two neighbouring stages: ``tp·dp`` ranks apart, so on two nodes once that fills one."""
-    if layout.tp * layout.dp < comm.gpus_per_node:
+    """Two neighbouring stages: ``tp·cp·dp`` ranks apart, so on two nodes once that fills one."""
+    return _pair_topology(comm, layout.tp * layout.replicas < comm.gpus_per_node)
+
+
+def _pair_topology(comm: CommTopology, same_node: bool) -> CommTopology:
+    """Two ranks sending to each other: over NVLink, or one GPU's share of the NICs."""
+    if same_node:
         return replace(comm, gpus_per_node=2, nodes=1)
     return replace(comm, gpus_per_node=1, nodes=2, nics=max(1, comm.nics // comm.gpus_per_node))
 
@@ -190,13 +214,15 @@ def _p2p_topology(comm: CommTopology, layout: Layout) -> CommTopology:
 def _gemm_seconds(job: Job, layout: Layout) -> tuple[float, float, float]:
     """Forward seconds of one micro-batch: (blocks of a stage, attention part, logits)."""
     arch, peak = job.gpu.architecture, job.gpu.dense_tflops[job.precision] * 1e12
-    gemms = layer_gemms(job.shape, layout.micro_batch, layout.tp)
+    gemms = layer_gemms(job.shape, layout.micro_batch, layout.tp, layout.cp)
     times = {
         g.name: g.flops / (peak * gemm_efficiency(g.m, g.n, g.k, arch, job.precision))
         for g in gemms
     }
+    if job.flash_attention:  # the unfused kernels of 2021 computed the masked half too
+        times["attention"] *= CAUSAL_ATTENTION_TIME
     layers = -(-job.shape.layers // layout.pp)
-    logits = logit_gemm(job.shape, layout.micro_batch, layout.tp)
+    logits = logit_gemm(job.shape, layout.micro_batch, layout.tp, layout.cp)
     logit_s = logits.flops / (
         peak * gemm_efficiency(logits.m, logits.n, logits.k, arch, job.precision)
     )
@@ -209,6 +235,7 @@ def _gemm_seconds(job: Job, layout: Layout) -> tuple[float, float, float]:
         layout.tp,
         layout.sp and layout.tp > 1,
         "selective" if job.flash_attention else "none",
+        layout.cp,
     )
     elementwise = ELEMENTWISE * stored / (job.gpu.hbm_bandwidth_gbs * 1e9)
     block = sum(times.values()) + elementwise
@@ -224,13 +251,37 @@ def _tp_seconds(job: Job, layout: Layout, passes: int) -> float:
     if layout.tp == 1:
         return 0.0
     topo = _tp_topology(job.comm, layout.tp)
-    nbytes = layout.micro_batch * job.shape.seq * job.shape.hidden * 2
+    nbytes = layout.micro_batch * job.shape.seq // layout.cp * job.shape.hidden * 2
     if layout.sp:
         one = _comm_us(topo, "reduce_scatter", nbytes) + _comm_us(topo, "all_gather", nbytes)
     else:
         one = _comm_us(topo, "all_reduce", nbytes)
     layers = -(-job.shape.layers // layout.pp)
     return 2 * passes * layers * one / 1e6
+
+
+def _cp_seconds(job: Job, layout: Layout, attention_s: float) -> float:
+    """Context-parallel K/V exchange of one micro-batch on a stage, less what attention hides.
+
+    Ring attention (Megatron-Core's P2P context parallelism through Transformer Engine)
+    passes each rank's K and V chunk around the ``cp`` ranks: cp - 1 sends per layer in the
+    forward, and in the backward K/V again with their gradients (twice the bytes), once more
+    for a recomputed forward. Each send overlaps attention on the chunk before it, so a ring
+    step waits only for what its ``1/cp`` share of the layer's attention does not cover.
+    ``attention_s`` is the stage's forward attention; CP ranks are ``tp`` apart.
+    """
+    if layout.cp == 1:
+        return 0.0
+    shape = job.shape
+    kv_width = 2 * shape.hidden * shape.kv_heads_or_heads // shape.heads
+    nbytes = layout.micro_batch * shape.seq // layout.cp * kv_width // layout.tp * 2
+    pair = _pair_topology(job.comm, layout.tp * layout.cp <= job.comm.gpus_per_node)
+    send_s = _comm_us(pair, "broadcast", nbytes) / 1e6
+    layers = -(-shape.layers // layout.pp)
+    chunk_s = attention_s / layers / layout.cp  # one ring step's forward attention
+    passes = [(1, 1.0), (2, 2.0)] + ([(1, 1.0)] if layout.recompute == "full" else [])
+    per_layer = sum(max(0.0, sends * send_s - work * chunk_s) for sends, work in passes)
+    return layers * (layout.cp - 1) * per_layer
 
 
 @dataclass(frozen=True)
@@ -254,7 +305,7 @@ def _dp_traffic(job: Job, layout: Layout, m: int) -> DpTraffic:
     its forward and again for its backward and reduce-scatters its gradients
     ([ZeRO] §5.3: 1.5x the data-parallel volume per pass over the batch).
     """
-    if layout.dp == 1:
+    if layout.replicas == 1:
         return DpTraffic(0.0, 0.0)
     topo = _dp_topology(job.comm, layout)
     nbytes = stage_params(job.shape, layout.tp, layout.pp) * GRAD_BYTES
@@ -296,7 +347,7 @@ def _p2p_seconds(job: Job, layout: Layout, m: int) -> float:
     """
     if layout.pp == 1:
         return 0.0
-    nbytes = layout.micro_batch * job.shape.seq * job.shape.hidden * 2 // layout.tp
+    nbytes = layout.micro_batch * job.shape.seq // layout.cp * job.shape.hidden * 2 // layout.tp
     one = _comm_us(_p2p_topology(job.comm, layout), "broadcast", nbytes) / 1e6
     return 2 * layout.virtual * m * one
 
@@ -305,7 +356,7 @@ def _optimizer_seconds(job: Job, layout: Layout) -> float:
     """Adam over this GPU's share of the weights: memory-bound (`ADAM_BYTES`)."""
     local = stage_params(job.shape, layout.tp, layout.pp)
     if layout.zero >= 1:
-        local = -(-local // layout.dp)
+        local = -(-local // layout.replicas)
     return local * ADAM_BYTES / (job.gpu.hbm_bandwidth_gbs * 1e9)
 
 
@@ -320,7 +371,8 @@ def step(job: Job, layout: Layout, optimizer_s: float | None = None) -> StepResu
     compute_s = m * 3 * (blocks_s + logit_s)
     recompute_s = m * recompute_share[layout.recompute]
     tp_s = m * _tp_seconds(job, layout, 3 if layout.recompute == "full" else 2)
-    per_micro = (compute_s + recompute_s + tp_s) / m
+    cp_s = m * _cp_seconds(job, layout, attention_s)
+    per_micro = (compute_s + recompute_s + tp_s + cp_s) / m
     bubble_s = (layout.pp - 1) / layout.virtual * per_micro
     dp = _dp_traffic(job, layout, m)
     forward_s = blocks_s + logit_s + _tp_seconds(job, layout, 1)
@@ -328,6 +380,7 @@ def step(job: Job, layout: Layout, optimizer_s: float | None = None) -> StepResu
         compute_s=compute_s,
         recompute_s=recompute_s,
         tp_comm_s=tp_s,
+        cp_comm_s=cp_s,
         pp_comm_s=_p2p_seconds(job, layout, m),
         pp_bubble_s=bubble_s,
         dp_comm_exposed_s=_dp_exposed(job, layout, dp, (forward_s, per_micro - forward_s), m),
@@ -346,6 +399,7 @@ def step(job: Job, layout: Layout, optimizer_s: float | None = None) -> StepResu
             layout.recompute,
             layout.zero,
             layout.sp,
+            layout.cp,
         ),
         micro_batches=m,
         dp_comm_s=dp.total_s,

@@ -200,30 +200,32 @@ class Gemm:
         return 2.0 * self.m * self.n * self.k * self.count
 
 
-def layer_gemms(shape: ModelShape, micro_batch: int, tp: int) -> list[Gemm]:
+def layer_gemms(shape: ModelShape, micro_batch: int, tp: int, cp: int = 1) -> list[Gemm]:
     """The forward GEMMs of one block on one of ``tp`` tensor-parallel GPUs.
 
     Megatron splits QKV and the MLP's first GEMM by columns and the projections after them
     by rows, so every GEMM keeps ``b·s`` rows and loses a factor ``tp`` in one dimension.
     Attention is a batched GEMM per head (``s x s`` by head width), heads split over ``tp``.
+    Context parallelism over ``cp`` GPUs gives each ``s/cp`` of the tokens: every GEMM loses
+    that share of its rows, and attention scores its ``s/cp`` queries against all ``s`` keys.
     """
-    tokens = micro_batch * shape.seq
+    tokens = micro_batch * shape.seq // cp
     h, f = shape.hidden, shape.ffn_or_default
     head = h // shape.heads
     heads = micro_batch * shape.heads // tp
     up = (2 if shape.gated else 1) * f // tp
     return [
         Gemm("qkv", tokens, shape.qkv_width // tp, h),
-        Gemm("attention", shape.seq, shape.seq, head, 2 * heads),
+        Gemm("attention", shape.seq // cp, shape.seq, head, 2 * heads),
         Gemm("projection", tokens, h, h // tp),
         Gemm("mlp-up", tokens, up, h),
         Gemm("mlp-down", tokens, h, f // tp),
     ]
 
 
-def logit_gemm(shape: ModelShape, micro_batch: int, tp: int) -> Gemm:
+def logit_gemm(shape: ModelShape, micro_batch: int, tp: int, cp: int = 1) -> Gemm:
     """The output layer's GEMM on one tensor-parallel GPU (vocabulary split over ``tp``)."""
-    return Gemm("logits", micro_batch * shape.seq, -(-shape.vocab // tp), shape.hidden)
+    return Gemm("logits", micro_batch * shape.seq // cp, -(-shape.vocab // tp), shape.hidden)
 
 
 @dataclass(frozen=True)
@@ -262,16 +264,20 @@ def iteration_flops(shape: ModelShape, global_batch: int, recompute: Recompute) 
 
 
 def activation_bytes_per_layer(
-    shape: ModelShape, micro_batch: int, tp: int, sp: bool, recompute: Recompute
+    shape: ModelShape, micro_batch: int, tp: int, sp: bool, recompute: Recompute, cp: int = 1
 ) -> float:
-    """Stored activation bytes of one block on one GPU ([Korthikanti] Table 2, 16-bit)."""
+    """Stored activation bytes of one block on one GPU ([Korthikanti] Table 2, 16-bit).
+
+    Context parallelism keeps ``s/cp`` of the tokens (and of the attention scores' rows) on
+    each GPU, so every term shrinks by ``cp``.
+    """
     s, b, h, a = shape.seq, micro_batch, shape.hidden, shape.heads
     attention = 5 * a * s / h if recompute == "none" else 0.0
     if recompute == "full":
-        return 2 * s * b * h / (tp if sp else 1)
+        return 2 * s * b * h / (tp if sp else 1) / cp
     if sp:
-        return s * b * h * (34 + attention) / tp
-    return s * b * h * (10 + 24 / tp + attention / tp)
+        return s * b * h * (34 + attention) / tp / cp
+    return s * b * h * (10 + 24 / tp + attention / tp) / cp
 
 
 @dataclass(frozen=True)
@@ -309,6 +315,7 @@ def memory_per_gpu(
     recompute: Recompute,
     zero_stage: int,
     sp: bool = True,
+    cp: int = 1,
 ) -> MemoryBreakdown:
     """Memory of one GPU for ``layout`` = (tp, pp, dp, micro_batch, virtual stages).
 
@@ -317,13 +324,15 @@ def memory_per_gpu(
     micro-batches in flight (so ``L`` blocks' worth, [Korthikanti] §4.2.3), more with
     interleaving. ZeRO-3 also holds two layers' gathered weights at a time (the layer it
     computes and the one it prefetches; DeepSpeed's prefetch bucket, FSDP's default
-    forward prefetch), whatever ``dp``.
+    forward prefetch), whatever ``dp``. Context-parallel ranks hold the same weights, so
+    ZeRO shards over ``dp x cp`` (as Megatron's distributed optimizer does).
     """
     tp, pp, dp, micro_batch, virtual = layout
-    states = memory.estimate_memory(stage_params(shape, tp, pp), dp, gpu, precision, zero_stage)
+    shards = dp * cp
+    states = memory.estimate_memory(stage_params(shape, tp, pp), shards, gpu, precision, zero_stage)
     weight_bytes = memory.state_bytes_per_param(precision)[0]
-    gathered = 2 * shape.layer_params // tp * weight_bytes if zero_stage == 3 and dp > 1 else 0
-    per_layer = activation_bytes_per_layer(shape, micro_batch, tp, sp, recompute)
+    gathered = 2 * shape.layer_params // tp * weight_bytes if zero_stage == 3 and shards > 1 else 0
+    per_layer = activation_bytes_per_layer(shape, micro_batch, tp, sp, recompute, cp)
     in_flight = -(-shape.layers // pp) * pp * (1 + (pp - 1) / (pp * virtual) if pp > 1 else 1)
     scale = 2 if precision in (Precision.FP32, Precision.TF32) else 1
     return MemoryBreakdown(

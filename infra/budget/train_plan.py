@@ -4,12 +4,14 @@ This module owns what sits between the CLI (or a budget) and the step model: the
 shape a request names (a preset or explicit dimensions), the job on the spec's node group
 (`cluster.comm_topology`), the checks a layout must pass (TP inside the NVLink domain and
 dividing the heads, PP dividing the layers, the batch splitting into micro-batches), and
-the search for the fastest layout that fits in memory when the request fixes no TP/PP,
+the search for the fastest layout that fits in memory when the request fixes no TP/PP
+(context parallelism too, for sequences long enough to split),
 like Calculon's optimal-execution search, bounded to a few thousand candidates.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Iterator
@@ -43,6 +45,14 @@ MAX_WIDTH = 1_000_000
 """Most hidden units (and 10x that for sequence and vocabulary)."""
 MAX_BATCH = 2**30
 """Most sequences per step a request may name."""
+CP_SIZES = (1, 2, 4, 8, 16, 32)
+"""Context-parallel sizes the search tries: powers of two (Megatron-Core's ring splits each
+sequence into 2·cp chunks); Llama 3 405B ran CP 16 at 131,072 tokens."""
+MIN_CP_CHUNK = 2048
+"""Fewest tokens per CP rank the search tries: shorter chunks leave too little attention to
+hide the K/V exchange behind (NeMo runs CP 2 at 8,192 tokens: 4,096 per rank)."""
+MAX_CP = 1024
+"""Largest --cp a request may name."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,7 @@ class TrainRequest:
     micro_batch: int | None = None
     tp: int | None = None
     pp: int | None = None
+    cp: int | None = None
     recompute: Recompute | None = None
     zero: int | None = None
     precision: Precision = Precision.BF16
@@ -157,6 +168,12 @@ def train_request_checks(request: TrainRequest, precision: str) -> None:
         (request.tp is None or request.tp >= 1, "--tp", "--tp must be at least 1", "e.g. --tp 8"),
         (request.pp is None or request.pp >= 1, "--pp", "--pp must be at least 1", "e.g. --pp 8"),
         (
+            request.cp is None or 1 <= request.cp <= MAX_CP,
+            "--cp",
+            f"--cp must be between 1 and {MAX_CP:,}",
+            "e.g. --cp 2 (context parallelism for long sequences)",
+        ),
+        (
             (request.tp is None) == (request.pp is None),
             "--tp",
             "give both --tp and --pp, or neither to search",
@@ -233,9 +250,20 @@ def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
             ),
         ),
         (
-            job.comm.ranks % (layout.tp * layout.pp) == 0,
+            layout.cp == 1 or shape.seq % (2 * layout.cp) == 0,
+            "--cp",
+            (
+                f"CP {layout.cp} must split the {shape.seq}-token sequence into {2 * layout.cp} "
+                "equal chunks (two per rank, for causal load balance)"
+            ),
+        ),
+        (
+            job.comm.ranks % (layout.tp * layout.cp * layout.pp) == 0,
             "--gpus",
-            f"{job.comm.ranks} GPUs do not split into TP {layout.tp} x PP {layout.pp} replicas",
+            (
+                f"{job.comm.ranks} GPUs do not split into TP {layout.tp} x CP {layout.cp} x PP "
+                f"{layout.pp} replicas"
+            ),
         ),
         (
             not strict_batch or job.global_batch % (layout.dp * layout.micro_batch) == 0,
@@ -264,32 +292,42 @@ def stages_fit(layers: int, pp: int, virtual: int) -> bool:
     return pp * virtual <= layers and -(-layers // pp) % virtual == 0
 
 
+def _context_sizes(request: TrainRequest) -> list[int]:
+    """CP sizes to try: the one asked, else powers of two leaving `MIN_CP_CHUNK` tokens each."""
+    if request.cp:
+        return [request.cp]
+    seq = request.shape.seq
+    return [c for c in CP_SIZES if c == 1 or (seq % (2 * c) == 0 and seq // c >= MIN_CP_CHUNK)]
+
+
+def _pipeline_sizes(layers: int) -> list[int]:
+    """PP sizes to try: divisors of the layers, and powers of two with uneven stages.
+
+    Llama 3 405B ran its 126 layers on PP 16 (stages of 7 and 8); a power-of-two pipeline
+    keeps the DP and batch arithmetic of a 2^k-node cluster whole.
+    """
+    powers = [1 << k for k in range(1, layers.bit_length()) if stages_fit(layers, 1 << k, 1)]
+    return sorted(set(_divisors(layers)) | set(powers))
+
+
 def _candidates(job: Job, request: TrainRequest) -> Iterator[Layout]:
     """Every layout the request allows, inside Megatron's rules."""
     gpus, shape = request.gpus, job.shape
     tps = [request.tp] if request.tp else _divisors(job.comm.gpus_per_node)
-    pps = [request.pp] if request.pp else _divisors(shape.layers)
+    pps = [request.pp] if request.pp else _pipeline_sizes(shape.layers)
     modes: list[Recompute] = [request.recompute] if request.recompute else ["selective", "full"]
     zeros = [request.zero] if request.zero is not None else [1, 3]
-    for tp in tps:
-        for pp in pps:
-            if gpus % (tp * pp):
-                continue
-            dp = gpus // (tp * pp)
-            per_dp = -(-request.global_batch // dp)
-            if not request.round_batch and request.global_batch % dp:
-                continue
-            bs = (
-                [request.micro_batch] if request.micro_batch else _divisors(per_dp, MAX_MICRO_BATCH)
-            )
-            for b in bs:
-                vs = [
-                    v for v in (1, 2, 4) if v == 1 or (pp > 1 and stages_fit(shape.layers, pp, v))
-                ]
-                for v in vs:
-                    for mode in modes:
-                        for zero in zeros:
-                            yield Layout(tp, pp, dp, b, v, mode, zero)
+    for tp, cp, pp in itertools.product(tps, _context_sizes(request), pps):
+        if gpus % (tp * cp * pp):
+            continue
+        dp = gpus // (tp * cp * pp)
+        per_dp = -(-request.global_batch // dp)
+        if not request.round_batch and request.global_batch % dp:
+            continue
+        bs = [request.micro_batch] if request.micro_batch else _divisors(per_dp, MAX_MICRO_BATCH)
+        vs = [v for v in (1, 2, 4) if v == 1 or (pp > 1 and stages_fit(shape.layers, pp, v))]
+        for b, v, mode, zero in itertools.product(bs, vs, modes, zeros):
+            yield Layout(tp, pp, dp, b, v, mode, zero, cp=cp)
 
 
 def search(job: Job, request: TrainRequest) -> tuple[StepResult | None, int]:
@@ -324,21 +362,23 @@ def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
     best, count = search(job, request)
     if best is None and request.tp and request.pp:
         # the fixed layout fits in no variant: show its default one (and why, if invalid)
+        cp = request.cp or 1
         layout = Layout(
             request.tp,
             request.pp,
-            request.gpus // (request.tp * request.pp),
+            request.gpus // (request.tp * cp * request.pp),
             request.micro_batch or 1,
             1,
             request.recompute or "selective",
             1 if request.zero is None else request.zero,
+            cp=cp,
         )
         check_layout(job, layout, strict_batch=not request.round_batch)
         best, count = train_layout.step(job, layout), count + 1
     if best is None:
         if not count:
             raise BudgetError(
-                f"no layout splits {request.gpus} GPUs into TP x PP x DP with PP dividing "
+                f"no layout splits {request.gpus} GPUs into TP x CP x PP x DP with PP dividing "
                 f"{request.shape.layers} layers and DP dividing the global batch "
                 f"{request.global_batch}",
                 path="--global-batch",

@@ -41,6 +41,9 @@ def train(
     micro_batch: Annotated[int | None, typer.Option(help="Micro-batch size.")] = None,
     tp: Annotated[int | None, typer.Option(help="Tensor-parallel size.")] = None,
     pp: Annotated[int | None, typer.Option(help="Pipeline-parallel size.")] = None,
+    cp: Annotated[
+        int | None, typer.Option(help="Context-parallel size (each sequence split over CP GPUs).")
+    ] = None,
     recompute: Annotated[RecomputeMode | None, typer.Option(help="Recomputation.")] = None,
     zero: Annotated[int | None, typer.Option(help="ZeRO stage 0-3.")] = None,
     precision: Annotated[str, typer.Option(help="Training precision.")] = "bf16",
@@ -59,6 +62,7 @@ def train(
         micro_batch=micro_batch,
         tp=tp,
         pp=pp,
+        cp=cp,
         recompute=recompute.value if recompute else None,
         zero=zero,
         precision=Precision(precision) if precision in set(Precision) else Precision.BF16,

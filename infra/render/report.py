@@ -252,6 +252,7 @@ _TRAIN_PARTS = (
     ("compute_s", "compute", "st-compute"),
     ("recompute_s", "recompute", "st-recompute"),
     ("tp_comm_s", "TP communication", "st-tp"),
+    ("cp_comm_s", "CP communication", "st-cp"),
     ("pp_comm_s", "pipeline sends", "st-pp"),
     ("pp_bubble_s", "pipeline bubble", "st-bubble"),
     ("dp_comm_exposed_s", "DP communication exposed", "st-exposed"),
@@ -280,7 +281,8 @@ def _train_summary(answer: TrainAnswer) -> str:
         if getattr(res.breakdown, field) / res.step_s >= 0.005
     )
     return (
-        f"TP {lay.tp} × PP {lay.pp} (×{lay.virtual}) × DP {lay.dp}, {res.micro_batches} "
+        f"TP {lay.tp}{lay.cp_label.replace(' x ', ' × ')} × PP {lay.pp} (×{lay.virtual}) × DP "
+        f"{lay.dp}, {res.micro_batches} "
         f"micro-batches of {lay.micro_batch}: step {res.step_s:.3f} s ({shares}); MFU "
         f"{res.tflops_per_gpu(False) / res.peak_tflops:.1%}. Scaling efficiency "
         f"{answer.scaling_efficiency:.1%} against one replica (DP 1, same layout)."

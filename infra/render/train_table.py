@@ -2,7 +2,8 @@
 
 The JSON carries DESIGN.md's keys (gpus, nodes, tp, pp, dp, micro_batch, global_batch,
 step_s, tokens_per_s, model/hardware TFLOP/s per GPU, mfu, hfu, scaling_efficiency,
-memory_gb_per_gpu, breakdown) plus the memory by part and the search's cost; the text shows
+memory_gb_per_gpu, breakdown) plus cp (context parallelism), the memory by part and the
+search's cost; the text shows
 the layout, a table of seconds per component with its share of the step, memory by part,
 MFU/HFU and the scaling efficiency.
 """
@@ -28,6 +29,7 @@ def train_dict(answer: TrainAnswer) -> dict[str, Any]:
         "nodes": answer.nodes,
         "group": answer.group,
         "tp": layout.tp,
+        "cp": layout.cp,
         "pp": layout.pp,
         "dp": layout.dp,
         "virtual_stages": layout.virtual,
@@ -67,13 +69,14 @@ def train_text(answer: TrainAnswer, model: str) -> str:
     """The human view: layout, step breakdown, memory, utilisation and scaling."""
     d = train_dict(answer)
     step = d["step_s"]
+    context = answer.result.layout.cp_label
     lines = [
         (
             f"# {model} on {d['gpus']:,} GPUs ({d['nodes']:,} nodes of {answer.node}, group "
             f"{answer.group})"
         ),
         (
-            f"layout: TP {d['tp']} x PP {d['pp']} (x{d['virtual_stages']} interleaved) x DP "
+            f"layout: TP {d['tp']}{context} x PP {d['pp']} (x{d['virtual_stages']} interleaved) x DP "
             f"{d['dp']}; micro-batch {d['micro_batch']} x {d['micro_batches']} per step, global "
             f"batch {d['global_batch']}; recompute {d['recompute']}, ZeRO-{d['zero']}, sequence "
             f"parallel {'on' if d['sequence_parallel'] else 'off'}"

@@ -97,6 +97,9 @@ class ScalingEfficiencyBudget(BudgetFields):
     )
     tp: int | None = Field(None, ge=1, le=64, description="Tensor-parallel size (with `pp`).")
     pp: int | None = Field(None, ge=1, le=1024, description="Pipeline-parallel size.")
+    cp: int | None = Field(
+        None, ge=1, le=1024, description="Context-parallel size; default searched for long seq."
+    )
     micro_batch: int | None = Field(None, ge=1, le=1024, description="Micro-batch size.")
     recompute: Literal["none", "selective", "full"] | None = Field(
         None, description="Activation recomputation; default searched."
