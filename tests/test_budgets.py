@@ -183,3 +183,15 @@ def test_a_claim_is_one_printable_line() -> None:
         load_spec_text(bad)
     assert "one line of text, without control characters" in str(info.value.errors[0])
     assert load_spec_text(base + "  - rack_power: {max_kw: 44, claim: 'a vendor: 44 kW'}\n")
+
+
+def test_scaling_budget_takes_a_context_parallel_layout(catalog: Catalog) -> None:
+    text = (
+        "name: b\nnode_groups: [{name: gpu, node: dgx-h100, count: 64}]\nbudgets:\n"
+        "  - scaling_efficiency: {gpus: 512, min: 0.5, model: llama3-405b, seq: 131072,\n"
+        "      global_batch: 32, tp: 8, pp: 16, cp: 4, recompute: full}\n"
+    )
+    (r,) = results(text, catalog)
+    assert not r.error and "TP 8 x CP 4 x PP 16 (x" in r.detail and "x DP 1," in r.detail
+    with pytest.raises(SpecValidationError, match="must be at least 1"):
+        load_spec_text(text.replace("cp: 4", "cp: 0"))
