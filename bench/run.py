@@ -178,7 +178,7 @@ def train_case(model: str, servers: int) -> dict[str, float | str]:
         "seconds": round(seconds, 3),
         "peak_mib": round(peak, 1),
         "layouts": answer.candidates,
-        "layout": f"tp{lay.tp} pp{lay.pp} v{lay.virtual} dp{lay.dp}",
+        "layout": f"tp{lay.tp} cp{lay.cp} pp{lay.pp} v{lay.virtual} dp{lay.dp}",
         "scaling": round(answer.scaling_efficiency, 3),
     }
 
