@@ -20,6 +20,7 @@ from infra.cli.common import (
     EXIT_USAGE,
     Format,
     _complain,
+    _error_objects,
     _load_spec,
     _say,
     _write_output,
@@ -43,7 +44,6 @@ from infra.render.diff import diff_json, diff_text, plan_diff
 from infra.render.report import report_html
 from infra.render.tree import render_tree
 from infra.render.writer import RenderConflict, write_tree
-from infra.spec import SpecValidationError
 from infra.topology import PlanError
 from infra.wording import plural
 
@@ -81,18 +81,7 @@ def _fail_diff(error: RailplanError, code: int, json_errors: bool) -> NoReturn:
     if not json_errors:
         _complain(error)
     else:
-        errors = error.errors if isinstance(error, SpecValidationError) else [error]
-        problems = [
-            {
-                "file": e.file,
-                "line": e.position.line if e.position else None,
-                "column": e.position.column if e.position else None,
-                "message": e.message,
-                "path": e.path,
-                "hint": e.hint or "",
-            }
-            for e in errors
-        ]
+        problems = _error_objects(error)
         _say(json.dumps({"changed": None, "errors": problems}, indent=2, sort_keys=True))
     raise typer.Exit(code)
 

@@ -128,6 +128,26 @@ def _complain(error: RailplanError) -> None:
         sys.stderr.write(e.one_line() + "\n")
 
 
+def _error_objects(error: RailplanError) -> list[dict[str, object]]:
+    """The problems of ``error`` as JSON objects, for ``--format json`` instead of stderr.
+
+    Each has file, line, column, rule, message, path and hint (null where unknown).
+    """
+    errors = error.errors if isinstance(error, SpecValidationError) else [error]
+    return [
+        {
+            "file": e.file,
+            "line": e.position.line if e.position else None,
+            "column": e.position.column if e.position else None,
+            "rule": e.rule,
+            "message": e.message,
+            "path": e.path,
+            "hint": e.hint or "",
+        }
+        for e in errors
+    ]
+
+
 def _load_spec(path: str) -> LoadedSpec:
     """`load_spec`; a problem inside the file (not YAML, not the schema) is marked RP000.
 

@@ -8,6 +8,7 @@ on SIGINT, SIGTERM or SIGHUP or when stdout's reader has gone.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -24,6 +25,8 @@ from infra.cli.common import (
     _BrokenPipe,
     _complain,
     _detach_stdout,
+    _error_objects,
+    _say,
     _stdout_error,
     app,
 )
@@ -96,15 +99,18 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    """Run the app; the exit code for every outcome but signals and a broken stdout."""
+    """Run the app; the exit code for every outcome but signals and a broken stdout.
+
+    With ``--format json`` an error is one JSON document on stdout (`_report`).
+    """
+    args = list(argv) if argv is not None else sys.argv[1:]
     try:
         # Without standalone mode click returns a command's exit code instead of exiting.
-        code = app(args=list(argv) if argv is not None else None, standalone_mode=False)
+        code = app(args=args, standalone_mode=False)
     except typer.Exit as exc:
         return exc.exit_code
     except RailplanError as exc:
-        _complain(exc)
-        return EXIT_USAGE
+        return _report(args, exc)
     except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write("railplan: aborted\n")
         return 130
@@ -112,16 +118,51 @@ def _run(argv: Sequence[str] | None) -> int:
         raise  # main ends the process by SIGPIPE
     except Exception as exc:
         if _is_usage_error(exc):  # bad option or argument: one line, exit 2
-            sys.stderr.write(_usage_line(exc) + "\n")
-            return EXIT_USAGE
+            return _report_line(args, _usage_line(exc), EXIT_USAGE)
         if os.environ.get("RAILPLAN_DEBUG"):
             raise
-        sys.stderr.write(
+        line = (
             f"railplan: internal error: {type(exc).__name__}: {exc} "
-            "(a bug in railplan; rerun with RAILPLAN_DEBUG=1 and report it)\n"
+            "(a bug in railplan; rerun with RAILPLAN_DEBUG=1 and report it)"
         )
-        return EXIT_INTERNAL
+        return _report_line(args, line, EXIT_INTERNAL)
     return code if isinstance(code, int) else EXIT_OK
+
+
+def _wants_json(args: Sequence[str]) -> bool:
+    """Whether the command line asks for ``--format json`` (``-f json``, ``--format=json``)."""
+    pairs = zip(args, [*args[1:], ""], strict=True)
+    return any(
+        (a in ("--format", "-f") and b == "json") or a in ("--format=json", "-fjson")
+        for a, b in pairs
+    )
+
+
+def _report_line(args: Sequence[str], line: str, code: int) -> int:
+    """`_report` for a problem that has its own stderr line (usage errors, railplan bugs)."""
+    if not _wants_json(args):
+        sys.stderr.write(line + "\n")
+        return code
+    return _report(args, RailplanError(line.removeprefix("railplan: ")), code)
+
+
+def _report(args: Sequence[str], error: RailplanError, code: int = EXIT_USAGE) -> int:
+    """Tell of ``error`` and return ``code``.
+
+    One line per problem on stderr, or with ``--format json`` the document ``{"errors":
+    [...], "exit_code": N}`` on stdout instead, as lint and diff do (DESIGN.md: stdout holds
+    exactly one JSON document, errors included). A problem with stdout goes to stderr.
+    """
+    if not _wants_json(args) or error.file == "<stdout>" or sys.stdout is None:
+        _complain(error)
+        return code
+    doc = {"errors": _error_objects(error), "exit_code": code}
+    try:
+        _say(json.dumps(doc, indent=2, sort_keys=True))
+    except RailplanError as exc:  # stdout failed now: say both on stderr
+        _complain(error)
+        _complain(exc)
+    return code
 
 
 def _flush_stdout() -> None:
