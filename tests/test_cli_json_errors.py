@@ -58,3 +58,13 @@ def test_text_mode_errors_stay_one_stderr_line() -> None:
     result = railplan(*CASES["train, too many GPUs"][:-1])
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and "asks for 99999 GPUs" in result.stderr
+
+
+@pytest.mark.parametrize("verb", ["plan", "budget"])
+def test_a_spec_that_cannot_be_planned_fails_as_one_document(verb: str) -> None:
+    spec = str(ROOT / "tests" / "corpus" / "lint" / "beyond-three-tiers.yaml")
+    result = railplan(verb, spec, "--format", "json")
+    doc = json.loads(result.stdout)
+    assert result.returncode == 1 and doc["exit_code"] == 1 and result.stderr == ""
+    (error,) = doc["errors"]
+    assert (error["line"], error["column"], error["path"]) == (7, 3, "fabrics.compute")

@@ -122,6 +122,14 @@ def _stdout_error(exc: OSError) -> RailplanError:
     )
 
 
+class _Failed(Exception):
+    """A located problem that fails a check (exit 1); `process._run` reports it as asked."""
+
+    def __init__(self, error: RailplanError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
 def _complain(error: RailplanError) -> None:
     errors = error.errors if isinstance(error, SpecValidationError) else [error]
     for e in errors:

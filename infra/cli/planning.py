@@ -12,7 +12,15 @@ from typing import Annotated
 import typer
 
 from infra.catalog import load_catalog
-from infra.cli.common import EXIT_FAILED, Format, _complain, _load_spec, _say, _write_output, app
+from infra.cli.common import (
+    EXIT_FAILED,
+    Format,
+    _Failed,
+    _load_spec,
+    _say,
+    _write_output,
+    app,
+)
 from infra.cli.progress_bar import _progress_bar
 from infra.errors import InputError, RailplanError
 from infra.files import check_outputs
@@ -30,8 +38,7 @@ def _plan_or_fail(loaded: LoadedSpec, progress: ProgressFn = quiet) -> Plan:
     try:
         return _planned_or_raise(loaded, progress)
     except PlanError as exc:
-        _complain(exc)
-        raise typer.Exit(EXIT_FAILED) from None
+        raise _Failed(exc) from None
 
 
 def _with_addresses_file(planned: Plan, file: str) -> Plan:

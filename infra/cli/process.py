@@ -19,6 +19,7 @@ from typing import NoReturn
 import typer
 
 from infra.cli.common import (
+    EXIT_FAILED,
     EXIT_INTERNAL,
     EXIT_OK,
     EXIT_USAGE,
@@ -26,6 +27,7 @@ from infra.cli.common import (
     _complain,
     _detach_stdout,
     _error_objects,
+    _Failed,
     _say,
     _stdout_error,
     app,
@@ -111,6 +113,8 @@ def _run(argv: Sequence[str] | None) -> int:
         return exc.exit_code
     except RailplanError as exc:
         return _report(args, exc)
+    except _Failed as exc:
+        return _report(args, exc.error, EXIT_FAILED)
     except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write("railplan: aborted\n")
         return 130
