@@ -3,9 +3,8 @@
 This module owns the step-time model behind `railplan train` and the `scaling_efficiency`
 budget: GEMM time by shape (`gemm_efficiency`), tensor-parallel collectives on NVLink,
 context parallelism's K/V ring behind attention, pipeline point-to-point and bubble (1F1B,
-interleaved), data-parallel gradient reduction
-overlapped with the last backward pass (ZeRO 0-3 traffic), the memory-bound Adam step and
-memory per GPU (`train_model`), and the search for the fastest layout that fits. All
+interleaved), data-parallel gradient reduction overlapped with the backward pass (ZeRO 0-3
+traffic), the memory-bound Adam step and memory per GPU (`train_model`). All
 collective times come from `collectives.predict` on sub-communicators of the job's
 `CommTopology` (TP ranks inside one node; DP ranks one per node when TP fills the node;
 the node's NICs shared by the DP groups that run at once).
@@ -279,6 +278,7 @@ def _cp_seconds(job: Job, layout: Layout, attention_s: float) -> float:
     send_s = _comm_us(pair, "broadcast", nbytes) / 1e6
     layers = -(-shape.layers // layout.pp)
     chunk_s = attention_s / layers / layout.cp  # one ring step's forward attention
+    # (sends per ring step, attention passes behind them): forward, backward, recomputation
     passes = [(1, 1.0), (2, 2.0)] + ([(1, 1.0)] if layout.recompute == "full" else [])
     per_layer = sum(max(0.0, sends * send_s - work * chunk_s) for sends, work in passes)
     return layers * (layout.cp - 1) * per_layer

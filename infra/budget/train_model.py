@@ -319,13 +319,13 @@ def memory_per_gpu(
 ) -> MemoryBreakdown:
     """Memory of one GPU for ``layout`` = (tp, pp, dp, micro_batch, virtual stages).
 
-    Model states are `memory.estimate_memory` of this GPU's weights sharded over the ``dp``
-    data-parallel ranks by ZeRO stage; activations are ``L/pp`` blocks times ``pp``
-    micro-batches in flight (so ``L`` blocks' worth, [Korthikanti] §4.2.3), more with
-    interleaving. ZeRO-3 also holds two layers' gathered weights at a time (the layer it
-    computes and the one it prefetches; DeepSpeed's prefetch bucket, FSDP's default
-    forward prefetch), whatever ``dp``. Context-parallel ranks hold the same weights, so
-    ZeRO shards over ``dp x cp`` (as Megatron's distributed optimizer does).
+    Model states are `memory.estimate_memory` of this GPU's weights sharded by ZeRO stage
+    over the ``dp x cp`` ranks that hold them (context-parallel ranks hold the same weights;
+    Megatron's distributed optimizer shards over both); activations are ``L/pp`` blocks
+    times ``pp`` micro-batches in flight (so ``L`` blocks' worth, [Korthikanti] §4.2.3),
+    more with interleaving. A sharding ZeRO-3 also holds two layers' gathered weights (the
+    layer it computes and the one it prefetches: DeepSpeed's prefetch bucket, FSDP's
+    default forward prefetch).
     """
     tp, pp, dp, micro_batch, virtual = layout
     shards = dp * cp
