@@ -286,6 +286,7 @@ def _train(
     argv = ["train", spec, "--gpus", draw(st.sampled_from(NUMBERS)), *model, *shape]
     argv += ["--global-batch", draw(st.sampled_from(NUMBERS))]
     argv += _option(draw, "--tp", NUMBERS) + _option(draw, "--pp", NUMBERS)
+    argv += _option(draw, "--cp", NUMBERS) + _option(draw, "--seq", NUMBERS)
     return argv + _option(draw, "--zero", ["0", "3", "4", "x"]) + fmt
 
 
