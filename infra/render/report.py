@@ -292,7 +292,7 @@ def _train_summary(answer: TrainAnswer) -> str:
 def _train_step(b: ScalingEfficiencyBudget, spec: Spec, catalog: Catalog, path: str) -> _Step:
     model = b.model or f"a {b.layers}-layer model of hidden size {b.hidden}"
     layout = "the layout given" if b.tp or b.pp else "the fastest layout that fits"
-    what = f"{model} on the training model (Megatron FLOPs, TP/PP/DP, ZeRO), {layout}"
+    what = f"{model} on the training model (Megatron FLOPs, TP/CP/PP/DP, ZeRO), {layout}"
     try:
         answer = scaling_answer(b, spec, catalog, path)
     except BudgetError as exc:
