@@ -150,7 +150,10 @@ def _nvls_bus_bw(t: CommTopology, collective: Collective, algo: str) -> float:
     for NVLS Tree on two nodes (each half crosses the network once). NCCL takes the minimum
     per channel and multiplies by the NVLS graph's channels (src/tuning/nvls.cc), so NVLS
     Tree's per-channel cap binds at `nvls_channels` x 45.5 GB/s on 3+ Hopper nodes: 364 GB/s
-    for 8 GPUs, below 8 NDR NICs' 384 (measured: 365 on 4 nodes, nccl-tests#309).
+    for 8 GPUs, below 8 NDR NICs' 384 (measured: 365 on 4 nodes, nccl-tests#309). The cap
+    (perChMaxNVLSTreeBws) is in 2.28.3's tuning tables but not 2.26.2's, which took
+    min(bwIntra, bwInter / 2) per channel on 3+ nodes; like every constant here, the
+    2.30.7 form is used whatever the spec's NCCL version.
     """
     nch = t.channels
     intra = t.intra_gbs * NVLS_EFFICIENCY[t.arch] * (nch - 1) / nch

@@ -50,7 +50,9 @@ NCCL_FEATURES: Final[dict[str, NcclFeature]] = {
             "2.17.1",
             "NVLink SHARP (NVLS) inside one NVSwitch domain",
             "https://docs.nvidia.com/deeplearning/nccl/release-notes/rel_2-17-1.html "
-            "(first release with NVLS; paraphrased, the page was not re-read here)",
+            "('Add support for NVLink SHARP Reduction / Broadcast to accelerate intra-node "
+            "allreduce operations', as quoted by a third party; the page itself was not read); "
+            "NVIDIA/nccl v2.17.1 src/transport/nvls.cc has NCCL_NVLS_ENABLE and needs CUDA 12.1",
         ),
         NcclFeature(
             "nvls_ib_sharp",
@@ -64,17 +66,18 @@ NCCL_FEATURES: Final[dict[str, NcclFeature]] = {
             "nvls_multinode_ag_rs",
             "2.27.3",
             "all_gather and reduce_scatter on NVLS across nodes (NVLink SHARP + IB SHARP)",
-            "UNVERIFIED: issue 11 states multi-node NVLS all_gather needs NCCL 2.27 with "
-            "user-buffer registration; the 2.27 release notes were not re-read here "
-            "(https://docs.nvidia.com/deeplearning/nccl/release-notes/), so treat this gate as "
-            "the issue's claim, not a sourced fact",
+            "PARTLY VERIFIED: NVIDIA/nccl src/device/all_gather.h has no network path for "
+            "NVLS in 2.21.5 or 2.26.2 and a '// NVLS + IB SHARP' branch with user-buffer "
+            "registration (netRegUsed) in a later tree, so it came after 2.26.2; that 2.27.3 "
+            "is the first such release is issue 11's statement, not read in release notes",
         ),
         NcclFeature(
             "pat",
             "2.23.4",
             "PAT (Parallel Aggregated Trees) for all_gather and reduce_scatter at one GPU per node",
-            "NCCL 2.23.4 release notes (new PAT algorithm; recalled, not re-read here) and "
-            "tuning.cc's PAT row in ../shared/facts/fabric.md",
+            "NVIDIA/nccl src/graph/tuning.cc: no PAT in 2.22.3, NCCL_ALGO_PAT for all_gather "
+            "and reduce_scatter in 2.23.4 ('PAT only supports 1 GPU per node' by 2.25.1); "
+            "sjeaugey, NVIDIA/nccl#1473: 'in 2.23 we introduced the PAT algorithms'",
         ),
     )
 }
