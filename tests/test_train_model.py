@@ -18,6 +18,7 @@ from infra.budget.train_model import (
     activation_bytes_per_layer,
     iteration_flops,
     layer_gemms,
+    logit_gemm,
     memory_per_gpu,
 )
 from infra.catalog import Catalog
@@ -169,3 +170,15 @@ def test_context_parallel_exchange_hides_only_behind_attention(
     assert layout.gpus == 512 and result.step_s > 0
     if seq == 131_072:
         assert result.breakdown.cp_comm_s == 0
+
+
+def test_fp8_training_keeps_attention_and_logits_in_bf16(catalog: Catalog) -> None:
+    # Transformer Engine runs its linear layers in FP8; core attention and Megatron's output
+    # layer stay BF16, so only those GEMMs take as long as in a BF16 job.
+    shape = PRESETS["llama3-405b"]
+    fp8 = Job(shape, catalog.gpus["h100-sxm5-80gb"], Precision.FP8, 64, comm(8))
+    bf16 = replace(fp8, precision=Precision.BF16)
+    for gemm in [*layer_gemms(shape, 1, 8), logit_gemm(shape, 1, 8)]:
+        fp8_s, bf16_s = train_layout._gemm_time(fp8, gemm), train_layout._gemm_time(bf16, gemm)
+        assert (fp8_s == pytest.approx(bf16_s)) == (gemm.name in {"attention", "logits"})
+        assert fp8_s <= bf16_s

@@ -12,7 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infra.budget.cluster import BudgetError
-from infra.budget.train_accuracy import compare, load_rows, split, training_markdown
+from infra.budget.train_accuracy import (
+    compare,
+    fit,
+    fit_fp8_share,
+    load_rows,
+    split,
+    training_markdown,
+)
+from infra.budget.train_layout import ELEMENTWISE, FP8_SHARE, HALF_DIM, PEAK_SHARE
 from infra.budget.train_model import PRESETS
 from infra.budget.train_plan import TrainRequest, model_shape, train, train_request_checks
 from infra.catalog import Catalog
@@ -174,6 +182,13 @@ def test_rows_added_after_the_fit_never_move_an_original_row() -> None:
     assert [r for r in fit2 if "added" not in r] == fit
     assert [r for r in held2 if "added" not in r] == held
     assert [r["id"] for r in fit2 if "added" in r] == ["b", "f"]
+
+
+def test_the_fitted_constants_are_what_the_documented_fits_give(catalog: Catalog) -> None:
+    data = load_rows(DATA)
+    shares, half, factor, _ = fit(data, catalog)
+    assert (shares, half, factor) == (PEAK_SHARE, HALF_DIM, ELEMENTWISE)
+    assert fit_fp8_share(data, catalog)[0] == FP8_SHARE
 
 
 def test_a_later_batch_of_added_rows_never_moves_an_earlier_one() -> None:
