@@ -6,7 +6,7 @@ import math
 from dataclasses import replace
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from infra.budget import train_layout
@@ -154,6 +154,7 @@ def test_context_parallelism_splits_each_gpus_work_and_activations(cp: int) -> N
         assert split == pytest.approx(one / cp)
 
 
+@example(16, 8, 4096)  # the case that must expose the exchange
 @given(
     st.sampled_from([2, 4, 8, 16]), st.sampled_from([1, 2, 4, 8]), st.sampled_from([4096, 131_072])
 )
@@ -170,6 +171,8 @@ def test_context_parallel_exchange_hides_only_behind_attention(
     assert layout.gpus == 512 and result.step_s > 0
     if seq == 131_072:
         assert result.breakdown.cp_comm_s == 0
+    if seq == 4096 and cp == 16 and tp == 8:  # 256-token chunks, each send over the network
+        assert result.breakdown.cp_comm_s > 0.1 * result.step_s
 
 
 def test_fp8_training_keeps_attention_and_logits_in_bf16(catalog: Catalog) -> None:
