@@ -154,7 +154,7 @@ def test_context_parallelism_splits_each_gpus_work_and_activations(cp: int) -> N
         assert split == pytest.approx(one / cp)
 
 
-@example(16, 8, 4096)  # the case that must expose the exchange
+@example(cp=16, tp=8, seq=4096)  # the case that must expose the exchange
 @given(
     st.sampled_from([2, 4, 8, 16]), st.sampled_from([1, 2, 4, 8]), st.sampled_from([4096, 131_072])
 )
