@@ -141,7 +141,7 @@ def scaling_step(b: ScalingEfficiencyBudget, spec: Spec, cat: Catalog, path: str
             bd.dp_comm_exposed_s,
             a.result.step_s,
             a.scaling_efficiency,
-            f"TP {lay.tp}{lay.cp_label} x PP {lay.pp} x DP {lay.dp}",
+            f"TP {lay.tp}{lay.cp_label()} x PP {lay.pp} x DP {lay.dp}",
         )
     topo = comm_topology(
         spec, cat, b.gpus, path=f"{path}.gpus", group=b.group, group_path=f"{path}.group"
@@ -240,7 +240,7 @@ def _scaling_trained(
         limit=b.min,
         unit="",
         better="higher",
-        detail=f"{b.model or 'model'} on TP {lay.tp}{lay.cp_label} x PP {lay.pp} "
+        detail=f"{b.model or 'model'} on TP {lay.tp}{lay.cp_label()} x PP {lay.pp} "
         f"(x{lay.virtual}) x DP {lay.dp}, {res.micro_batches} micro-batches of "
         f"{lay.micro_batch}{rounded}: step {step:.3f} s, MFU "
         f"{res.tflops_per_gpu(False) / res.peak_tflops:.1%}; against one replica the "

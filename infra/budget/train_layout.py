@@ -92,10 +92,9 @@ class Layout:
         """GPUs the layout needs."""
         return self.tp * self.cp * self.pp * self.dp
 
-    @property
-    def cp_label(self) -> str:
+    def cp_label(self, times: str = "x") -> str:
         """`` x CP n`` for a layout that splits sequences, else empty (layout labels)."""
-        return f" x CP {self.cp}" if self.cp > 1 else ""
+        return f" {times} CP {self.cp}" if self.cp > 1 else ""
 
     @property
     def replicas(self) -> int:

@@ -281,10 +281,9 @@ def _train_summary(answer: TrainAnswer) -> str:
         if getattr(res.breakdown, field) / res.step_s >= 0.005
     )
     return (
-        f"TP {lay.tp}{lay.cp_label.replace(' x ', ' × ')} × PP {lay.pp} (×{lay.virtual}) × DP "
-        f"{lay.dp}, {res.micro_batches} "
-        f"micro-batches of {lay.micro_batch}: step {res.step_s:.3f} s ({shares}); MFU "
-        f"{res.tflops_per_gpu(False) / res.peak_tflops:.1%}. Scaling efficiency "
+        f"TP {lay.tp}{lay.cp_label('×')} × PP {lay.pp} (×{lay.virtual}) × DP {lay.dp}, "
+        f"{res.micro_batches} micro-batches of {lay.micro_batch}: step {res.step_s:.3f} s "
+        f"({shares}); MFU {res.tflops_per_gpu(False) / res.peak_tflops:.1%}. Scaling efficiency "
         f"{answer.scaling_efficiency:.1%} against one replica (DP 1, same layout)."
     )
 

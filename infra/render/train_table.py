@@ -3,9 +3,8 @@
 The JSON carries DESIGN.md's keys (gpus, nodes, tp, pp, dp, micro_batch, global_batch,
 step_s, tokens_per_s, model/hardware TFLOP/s per GPU, mfu, hfu, scaling_efficiency,
 memory_gb_per_gpu, breakdown) plus cp (context parallelism), the memory by part and the
-search's cost; the text shows
-the layout, a table of seconds per component with its share of the step, memory by part,
-MFU/HFU and the scaling efficiency.
+search's cost; the text shows the layout, a table of seconds per component with its share
+of the step, memory by part, MFU/HFU and the scaling efficiency.
 """
 
 from __future__ import annotations
@@ -69,7 +68,7 @@ def train_text(answer: TrainAnswer, model: str) -> str:
     """The human view: layout, step breakdown, memory, utilisation and scaling."""
     d = train_dict(answer)
     step = d["step_s"]
-    context = answer.result.layout.cp_label
+    context = answer.result.layout.cp_label()
     lines = [
         (
             f"# {model} on {d['gpus']:,} GPUs ({d['nodes']:,} nodes of {answer.node}, group "
