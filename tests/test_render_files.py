@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from infra.catalog import Catalog
-from infra.render import nccl_env, slurm, subnet_manager
+from infra.render import nccl_env, slurm, slurm_conf, subnet_manager
 from infra.spec import Spec, load_spec_text
 from infra.topology import Plan, expand
 
@@ -174,8 +174,8 @@ def test_gres_counts_match_the_mig_layout(
     plan, spec = plans["a100-lab-mig.yaml"]
     nodes = _config_lines(slurm.nodes_conf(plan, spec, catalog))
     gres = {}
-    for line in nodes[1:]:
-        hosts, rest = line.removeprefix("NodeName=").split(" Gres=")
+    for line in nodes:
+        hosts, rest = line.split()[0].removeprefix("NodeName="), line.split(" Gres=")[1]
         counts = {t: int(n) for _, t, n in (g.split(":") for g in rest.split()[0].split(","))}
         gres.update(dict.fromkeys(expand_hostlist(hosts), counts))
     assert sorted(gres) == sorted(s.name for s in plan.servers)
@@ -197,7 +197,10 @@ def test_gres_counts_match_the_mig_layout(
     assert gres["train01"] == {"a100": 8}
     text = slurm.gres_conf(plan, spec, catalog)
     assert "NodeName=infer[01-02] AutoDetect=nvml" in text
-    assert "NodeName=train[01-02] AutoDetect=off Name=gpu Type=a100 File=/dev/nvidia[0-7]" in text
+    # DGX A100: GPUs 0-1 on NUMA 3 (cores 48-63), ... (catalog gpu_cores)
+    train = "NodeName=train[01-02] AutoDetect=off Name=gpu Type=a100"
+    assert f"{train} File=/dev/nvidia[0-1] Cores=48-63" in text
+    assert f"{train} File=/dev/nvidia[6-7] Cores=80-95" in text
 
 
 def test_mig_type_follows_slurmd_rounding(catalog: Catalog) -> None:
@@ -289,7 +292,7 @@ def test_same_input_same_text(catalog: Catalog, name: str) -> None:
         spec = load(name)
         plan = expand(spec, catalog)
         return {
-            **slurm.slurm_files(plan, spec, catalog),
+            **slurm_conf.slurm_files(plan, spec, catalog),
             **{
                 f"sm/{k}": v
                 for k, v in subnet_manager.subnet_manager_files(plan, spec, catalog).items()

@@ -18,12 +18,13 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from infra.catalog.models import Catalog, Gpu, MigProfile, MigSpec, Node, Precision, Switch
+from infra.catalog.models import Catalog, Gpu, Host, MigProfile, MigSpec, Node, Precision, Switch
 from infra.errors import CatalogError
 
 __all__ = [
     "Catalog",
     "Gpu",
+    "Host",
     "MigProfile",
     "MigSpec",
     "Node",

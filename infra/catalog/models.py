@@ -9,13 +9,23 @@ that no numeric field is left without a source.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from infra.spec.base import Precision
 
-__all__ = ["Catalog", "Gpu", "MigProfile", "MigSpec", "Node", "Precision", "Reference", "Switch"]
+__all__ = [
+    "Catalog",
+    "Gpu",
+    "Host",
+    "MigProfile",
+    "MigSpec",
+    "Node",
+    "Precision",
+    "Reference",
+    "Switch",
+]
 
 
 class _Strict(BaseModel):
@@ -115,6 +125,29 @@ class Gpu(_Strict):
         return f"0x{self.pci_device_id:04X}10DE"
 
 
+class Host(_Strict):
+    """The host side of a GPU server: CPUs and memory, as Slurm's node lines need them."""
+
+    sockets: int = Field(ge=1, le=16)
+    cores_per_socket: int = Field(ge=1, le=1024, description="Physical cores per socket.")
+    threads_per_core: int = Field(ge=1, le=8, description="Hardware threads per core (SMT).")
+    numa_nodes: int = Field(ge=1, le=64, description="NUMA nodes the OS sees (DGX A100: NPS4).")
+    memory_gib: int = Field(
+        ge=1,
+        description="Installed memory, GiB (DGX \"2 TB\" is 2048 GiB of DIMMs); the OS sees a "
+        "little less, so Slurm's RealMemory takes a share of it.",
+    )
+
+    @property
+    def cores(self) -> int:
+        return self.sockets * self.cores_per_socket
+
+    @property
+    def cpus(self) -> int:
+        """Logical CPUs (hardware threads), Slurm's ``CPUs=``."""
+        return self.cores * self.threads_per_core
+
+
 class Node(_Strict):
     """A GPU server or cloud instance type."""
 
@@ -144,9 +177,24 @@ class Node(_Strict):
         description="Power supplies that carry the node at full load: N of its N+M "
         "redundancy (4 of 6 on DGX H100, 3 of 6 on DGX A100).",
     )
+    host: Host = Field(description="Host CPUs and memory (Slurm node lines).")
+    gpu_cores: tuple[
+        Annotated[str, Field(pattern=r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")], ...
+    ] = Field(
+        (),
+        description="Per GPU, in GPU index order, the physical cores local to it, as Slurm's "
+        "gres.conf `Cores=` numbers them (socket-major core index, no SMT siblings); empty "
+        "when not sourced (OEM servers, cloud instances).",
+    )
     cloud: Literal["aws"] | None = None
     instance_type: str | None = None
     sources: dict[str, str]
+
+    @model_validator(mode="after")
+    def _one_core_set_per_gpu(self) -> Node:
+        if self.gpu_cores and len(self.gpu_cores) != self.gpus:
+            raise ValueError(f"gpu_cores lists {len(self.gpu_cores)} GPUs, the node has {self.gpus}")
+        return self
 
 
 class Switch(_Strict):

@@ -17,7 +17,7 @@ from infra.render.ansible import ansible_files
 from infra.render.k8s_manifests import k8s_files
 from infra.render.nccl_env import nccl_env_files
 from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
-from infra.render.slurm import slurm_files
+from infra.render.slurm_conf import slurm_files
 from infra.render.subnet_manager import subnet_manager_files
 from infra.render.templating import render_template, role_files
 from infra.spec import Spec
