@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit chromium fuzz bench accuracy golden sandbox clean
+.PHONY: demo test lint typecheck unit chromium slurm fuzz bench accuracy golden sandbox clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -43,7 +43,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/mypy __main__.py
 
-unit: $(STAMP) chromium
+unit: $(STAMP) chromium slurm
 	$(BIN)/pytest
 
 # The browser test of `railplan report` (tests/test_report_browser.py) drives Debian's Chromium.
@@ -56,6 +56,23 @@ chromium:
 	  else \
 	    echo "chromium is missing and cannot be installed here (needs root and apt-get):"; \
 	    echo "tests/test_report_browser.py will skip"; \
+	  fi; \
+	fi
+
+# The real-slurmctld test (tests/test_slurmctld.py) runs Debian's munged, slurmctld and scontrol.
+# As root with apt-get (CI) missing ones are installed; elsewhere the test skips, saying why.
+slurm:
+	@missing=; for tool in slurmctld scontrol munged; do \
+	  command -v $$tool >/dev/null 2>&1 || [ -x /usr/sbin/$$tool ] || missing="$$missing $$tool"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "== installing Debian's slurmctld, slurm-client and munge for the slurmctld test"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      slurmctld slurm-client munge; \
+	  else \
+	    echo "$$missing missing and cannot be installed here (needs root and apt-get):"; \
+	    echo "tests/test_slurmctld.py will skip"; \
 	  fi; \
 	fi
 

@@ -24,6 +24,7 @@ from infra.budget.cluster import comm_topology, mig_partitioned, nic_rate, sharp
 from infra.budget.collectives import predict
 from infra.catalog import Catalog
 from infra.render.nccl_env import nccl_conf
+from infra.render.slurm_conf import controller_host
 from infra.render.templating import render_template
 from infra.render.writer import RenderError
 from infra.spec import NodeGroup, Spec
@@ -34,7 +35,15 @@ from infra.wording import plural
 __all__ = ["ACCEPTANCE_BYTES", "RESERVED_GROUPS", "ansible_files", "group_name"]
 
 RESERVED_GROUPS = frozenset(
-    {"all", "ungrouped", "gpu_servers", "nvswitch_servers", "mig_servers", "subnet_managers"}
+    {
+        "all",
+        "ungrouped",
+        "gpu_servers",
+        "nvswitch_servers",
+        "mig_servers",
+        "subnet_managers",
+        "slurm_controllers",
+    }
 )
 ACCEPTANCE_BYTES = 1 << 30  # the acceptance role's nccl-tests size (1G): bandwidth-bound
 MAX_FAIL_PERCENTAGE = 10
@@ -143,6 +152,8 @@ def _hosts_yml(spec: Spec, catalog: Catalog, plan: Plan) -> str:
         groups.update(_node_group_tree(plan, group.name))
     if _opensm(spec):
         groups["subnet_managers"] = _members(_subnet_manager_hosts(plan))
+    if spec.scheduler.kind == "slurm":
+        groups["slurm_controllers"] = _members([controller_host(plan)])
     document = {"all": {"children": groups}}
     return json.dumps(document, indent=1) + "\n"
 
@@ -341,14 +352,18 @@ def _playbook(spec: Spec, catalog: Catalog, plan: Plan) -> str:
         for g in spec.node_groups
     ]
     sharp = sharp_usable(spec, catalog)
+    overview = _overview(plays, sharp, _opensm(spec))
+    if spec.scheduler.kind == "slurm":
+        overview.insert(-1, "gpu_servers: slurm (munge, slurmd; slurmctld on slurm_controllers)")
     return render_template(
         "ansible/playbook.yml.j2",
         name=spec.name,
         groups=plays,
         sharp=sharp,
         subnet_manager_play=_opensm(spec),
+        slurm_play=spec.scheduler.kind == "slurm",
         max_fail_percentage=MAX_FAIL_PERCENTAGE,
-        overview=_overview(plays, sharp, _opensm(spec)),
+        overview=overview,
     )
 
 
