@@ -58,6 +58,7 @@ def _run(inventory: Path, play: Path) -> subprocess.CompletedProcess[str]:
     }
     return subprocess.run(
         [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(play)],
+        check=False,
         capture_output=True,
         text=True,
         env=env,

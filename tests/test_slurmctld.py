@@ -15,6 +15,7 @@ a failure (`make unit` installs them as root: the Makefile's ``slurm`` target).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -83,9 +84,10 @@ def _test_copy(files: dict[str, str], tmp: Path, port: int) -> Path:
     for name, text in files.items():
         (etc / name).write_text(text)
     conf = files["slurm.conf"]
-    user = os.environ.get("USER") or subprocess.run(
-        ["id", "-un"], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    user = (
+        os.environ.get("USER")
+        or subprocess.run(["id", "-un"], capture_output=True, text=True, check=True).stdout.strip()
+    )
     changes = {
         r"^SlurmctldHost=.*$": f"SlurmctldHost={socket.gethostname().split('.')[0]}(127.0.0.1)",
         r"^SlurmUser=.*$": f"SlurmUser={user}",
@@ -96,14 +98,14 @@ def _test_copy(files: dict[str, str], tmp: Path, port: int) -> Path:
         r"^Include /etc/slurm/": f"Include {etc}/",
     }
     for pattern, repl in changes.items():
-        conf, n = re.subn(pattern, repl, conf, flags=re.M)
+        conf, n = re.subn(pattern, repl, conf, flags=re.MULTILINE)
         assert n == 1, pattern  # the rendered file has each setting exactly once
     (etc / "slurm.conf").write_text(conf + f"AuthInfo=socket={tmp / 'munge.socket'}\n")
     nodes = re.sub(
         r"^(NodeName=(\S+) .*)$",
         lambda m: f"{m[1]} NodeAddr={','.join(['127.0.0.1'] * len(expand_hostlist(m[2])))}",
         files["nodes.conf"],
-        flags=re.M,
+        flags=re.MULTILINE,
     )
     (etc / "nodes.conf").write_text(nodes)
     (tmp / "state").mkdir()
@@ -112,17 +114,8 @@ def _test_copy(files: dict[str, str], tmp: Path, port: int) -> Path:
 
 def _stop(pid_file: Path) -> None:
     if pid_file.exists():
-        try:
+        with contextlib.suppress(ProcessLookupError, ValueError):
             os.kill(int(pid_file.read_text().split()[0]), signal.SIGTERM)
-        except (ProcessLookupError, ValueError):
-            pass
-
-
-@pytest.fixture(scope="module")
-def catalog_module() -> Catalog:
-    from infra.catalog import load_catalog
-
-    return load_catalog()
 
 
 def _running(
@@ -172,6 +165,7 @@ def _wait_ready(conf: Path, ctld: subprocess.Popen[bytes], tmp: Path) -> None:
             pytest.fail(f"slurmctld exited with {ctld.returncode}:\n{log[-3000:]}")
         done = subprocess.run(
             [_tool("scontrol"), "ping"],
+            check=False,
             capture_output=True,
             text=True,
             env={**os.environ, "SLURM_CONF": str(conf)},
@@ -204,11 +198,11 @@ def scontrol(conf: Path, *args: str) -> list[dict[str, str]]:
 def running(
     request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
-    catalog_module: Catalog,
+    catalog: Catalog,
 ) -> Iterator[tuple[Plan, Spec, dict[str, str], Path]]:
     _tools()
     tmp = tmp_path_factory.mktemp("slurmctld")
-    yield from _running(request.param, tmp, catalog_module)
+    yield from _running(request.param, tmp, catalog)
 
 
 def _expected_switches(plan: Plan) -> dict[str, list[str]]:
@@ -246,13 +240,13 @@ def test_topology_is_the_plans(running: tuple[Plan, Spec, dict[str, str], Path])
 
 
 def test_nodes_have_the_catalogs_cpus_memory_and_gres(
-    running: tuple[Plan, Spec, dict[str, str], Path], catalog_module: Catalog
+    running: tuple[Plan, Spec, dict[str, str], Path], catalog: Catalog
 ) -> None:
     plan, spec, _, conf = running
     nodes = {r["NodeName"]: r for r in scontrol(conf, "show", "node")}
     assert sorted(nodes) == sorted(s.name for s in plan.servers)
     for server in plan.servers:
-        host = catalog_module.nodes[server.node].host
+        host = catalog.nodes[server.node].host
         seen = nodes[server.name]
         assert int(seen["CPUTot"]) == host.cpus == 2 * host.cores_per_socket * host.threads_per_core
         assert int(seen["Sockets"]) == host.sockets
@@ -260,8 +254,10 @@ def test_nodes_have_the_catalogs_cpus_memory_and_gres(
         assert int(seen["ThreadsPerCore"]) == host.threads_per_core
         assert int(seen["RealMemory"]) == slurm.real_memory_mib(host)
         assert 0.9 * host.memory_gib * 1024 < int(seen["RealMemory"]) < host.memory_gib * 1024
-        gres = {g.split(":")[1]: int(g.split(":")[2].split("(")[0]) for g in seen["Gres"].split(",")}
-        assert gres == slurm.gres_counts(server, spec, catalog_module)
+        gres = {
+            g.split(":")[1]: int(g.split(":")[2].split("(")[0]) for g in seen["Gres"].split(",")
+        }
+        assert gres == slurm.gres_counts(server, spec, catalog)
 
 
 def test_partitions_are_the_node_groups(running: tuple[Plan, Spec, dict[str, str], Path]) -> None:
@@ -284,7 +280,7 @@ def test_config_is_what_was_rendered(running: tuple[Plan, Spec, dict[str, str], 
         env={**os.environ, "SLURM_CONF": str(conf)},
         timeout=COMMAND_TIMEOUT_S,
     ).stdout
-    config = dict(re.findall(r"^(\w+)\s+=\s+(.*?)\s*$", out, flags=re.M))
+    config = dict(re.findall(r"^(\w+)\s+=\s+(.*?)\s*$", out, flags=re.MULTILINE))
     assert config["ClusterName"] == spec.name
     assert config["SelectType"] == "select/cons_tres"
     assert config["SelectTypeParameters"] == "CR_CORE_MEMORY"

@@ -134,12 +134,13 @@ class Host(_Strict):
     numa_nodes: int = Field(ge=1, le=64, description="NUMA nodes the OS sees (DGX A100: NPS4).")
     memory_gib: int = Field(
         ge=1,
-        description="Installed memory, GiB (DGX \"2 TB\" is 2048 GiB of DIMMs); the OS sees a "
+        description='Installed memory, GiB (DGX "2 TB" is 2048 GiB of DIMMs); the OS sees a '
         "little less, so Slurm's RealMemory takes a share of it.",
     )
 
     @property
     def cores(self) -> int:
+        """Physical cores of all sockets."""
         return self.sockets * self.cores_per_socket
 
     @property
@@ -193,7 +194,9 @@ class Node(_Strict):
     @model_validator(mode="after")
     def _one_core_set_per_gpu(self) -> Node:
         if self.gpu_cores and len(self.gpu_cores) != self.gpus:
-            raise ValueError(f"gpu_cores lists {len(self.gpu_cores)} GPUs, the node has {self.gpus}")
+            raise ValueError(
+                f"gpu_cores lists {len(self.gpu_cores)} GPUs, the node has {self.gpus}"
+            )
         return self
 
 
