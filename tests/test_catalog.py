@@ -111,3 +111,38 @@ def test_switch_power_says_what_it_is(catalog: Catalog) -> None:
     assert basis["qm8700"] == basis["qm8790"] == "psu_rating"  # 1,100 W per PSU
     assert basis["sn2201"] == basis["sn4600c"] == "typical"
     assert basis["qm9700"] == basis["qm9790"] == "max"
+
+
+def _cores(text: str) -> set[int]:
+    out: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def test_gpu_core_affinity_is_sourced_and_within_the_host(catalog: Catalog) -> None:
+    for key, node in catalog.nodes.items():
+        assert "host" in node.sources, key
+        if not node.gpu_cores:
+            continue
+        assert "gpu_cores" in node.sources, key
+        assert len(node.gpu_cores) == node.gpus
+        cores = [_cores(c) for c in node.gpu_cores]
+        assert all(c <= set(range(node.host.cores)) for c in cores), key
+        # every core set is one NUMA node's share: the same size on every GPU
+        assert len({len(c) for c in cores}) == 1, key
+        assert len(cores[0]) == node.host.cores // node.host.numa_nodes, key
+
+
+def test_host_facts_of_the_named_systems(catalog: Catalog) -> None:
+    # the brief's facts: DGX A100 2x64 cores SMT2, 1 TB (320GB) / 2 TB (640GB); DGX H100 2x56,
+    # 2 TB; p4d 96 vCPUs 1152 GiB; p5 192 vCPUs 2048 GiB
+    a320, a640 = catalog.nodes["dgx-a100-320gb"].host, catalog.nodes["dgx-a100-640gb"].host
+    assert (a320.cpus, a320.memory_gib, a640.memory_gib) == (256, 1024, 2048)
+    h100 = catalog.nodes["dgx-h100"].host
+    assert (h100.cores, h100.cpus, h100.memory_gib) == (112, 224, 2048)
+    assert catalog.nodes["aws-p4d.24xlarge"].host.cpus == 96
+    assert catalog.nodes["aws-p4d.24xlarge"].host.memory_gib == 1152
+    p5 = catalog.nodes["aws-p5.48xlarge"].host
+    assert (p5.cpus, p5.memory_gib) == (192, 2048)
