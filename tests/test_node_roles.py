@@ -69,7 +69,11 @@ def run_play(
     (tmp_path / "hosts").write_text(inventory)
     result = subprocess.run(
         [str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path / "hosts"), str(playbook)],
-        capture_output=True, text=True, check=False, env=env, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        cwd=tmp_path,
     )
     assert (result.returncode == 0) == succeeds, result.stdout[-4000:] + result.stderr[-2000:]
     report: dict[str, Any] = json.loads(result.stdout)
@@ -190,7 +194,9 @@ def test_rdma_gathers_the_virtualization_fact_that_min_hardware_leaves_out(tmp_p
 
 
 @pytest.mark.parametrize(("role", "installed"), [("guest", False), ("host", True)])
-def test_acs_unit_is_installed_on_bare_metal_only(tmp_path: Path, role: str, installed: bool) -> None:
+def test_acs_unit_is_installed_on_bare_metal_only(
+    tmp_path: Path, role: str, installed: bool
+) -> None:
     facts = {"virtualization_role": role, "virtualization_type": "kvm"}
     run_play(tmp_path, _acs_tasks(tmp_path), facts=facts)
     assert (tmp_path / "railplan-disable-acs.service").exists() == installed
@@ -218,7 +224,9 @@ def test_doca_install_follows_the_kernel_headers_and_restarts_openibd(family: st
     assert all("ansible_facts['kernel']" in p for p in header_vars["__rdma_kernel_header_packages"])
     notified = tasks[stack]["notify"]
     assert notified.index("unload nvidia-peermem for openibd") < notified.index("restart openibd")
-    handlers = {h["name"].split("  #")[0]: h for h in _load(ROLES / "rdma" / "handlers" / "main.yml")}
+    handlers = {
+        h["name"].split("  #")[0]: h for h in _load(ROLES / "rdma" / "handlers" / "main.yml")
+    }
     restart = handlers["restart openibd"]
     assert restart["ansible.builtin.systemd_service"] == {"name": "openibd", "state": "restarted"}
     assert "not rdma_sandbox | bool" in restart["when"]
@@ -238,8 +246,10 @@ def test_persistenced_drop_in_forces_persistence_mode(tmp_path: Path) -> None:
     )
     first = task_results(run_play(tmp_path, tasks))
     text = (dropin / "railplan.conf").read_text()
-    assert "[Service]\nExecStart=\nExecStart=/usr/bin/nvidia-persistenced --user " \
+    assert (
+        "[Service]\nExecStart=\nExecStart=/usr/bin/nvidia-persistenced --user "
         "nvidia-persistenced --persistence-mode --verbose\n" in text
+    )
     assert "restart nvidia-persistenced" in first  # notified (skipped by the sandbox)
     second = task_results(run_play(tmp_path, tasks))
     assert "restart nvidia-persistenced" not in second

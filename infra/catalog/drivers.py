@@ -88,16 +88,14 @@ def cuda_min_driver(cuda: str) -> CudaDriverMinimum | None:
 KernelModules = Literal["open", "proprietary"]
 OpenModulesPolicy = Literal["required", "recommended", "supported"]
 
-_KERNEL_MODULES_PAGE = (
-    "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/kernel-modules.html"
-)
 OPEN_MODULES_FIRST_BRANCH: Final = 515
-"""First branch with the open kernel modules: "Starting in the 515 driver release series, two
-'flavors' of these kernel modules are provided" (driver installation guide, Kernel Modules)."""
+"""First branch with the open kernel modules (NVIDIA driver installation guide, "Kernel
+Modules", docs.nvidia.com/datacenter/tesla/driver-installation-guide/kernel-modules.html,
+catalog reference `driver-kernel-modules`): "Starting in the 515 driver release series, two
+'flavors' of these kernel modules are provided"."""
 OPEN_MODULES_DEFAULT_BRANCH: Final = 560
 """First branch whose default flavour is open: "Starting in the 560 driver release series, the
 open kernel module flavor is the default and suggested installation" (same page)."""
-KERNEL_MODULES_SOURCE: Final = _KERNEL_MODULES_PAGE
 
 
 def kernel_modules_for(policy: OpenModulesPolicy, branch: int) -> KernelModules:
@@ -106,7 +104,8 @@ def kernel_modules_for(policy: OpenModulesPolicy, branch: int) -> KernelModules:
     Open where the GPU needs or is recommended them (Hopper; Grace Hopper and Blackwell
     need them), and for every Turing+ GPU from R560, where open is NVIDIA's default;
     proprietary before R515 (no open flavour) and for `supported` GPUs (A100) before R560.
-    A `required` GPU on a branch below 515 gets open too: lint (RP035) reports that spec.
+    A `required` GPU gets open on any branch: such GPUs (Grace Hopper, Blackwell) are newer
+    than R515, so an older driver cannot drive them at all (lint RP033).
     """
     if policy == "required":
         return "open"
@@ -119,13 +118,12 @@ def kernel_modules_for(policy: OpenModulesPolicy, branch: int) -> KernelModules:
 
 __all__ = [
     "CUDA_DRIVER_MINIMUMS",
-    "KERNEL_MODULES_SOURCE",
+    "MAX_COMPONENT_DIGITS",
     "OPEN_MODULES_DEFAULT_BRANCH",
     "OPEN_MODULES_FIRST_BRANCH",
+    "CudaDriverMinimum",
     "KernelModules",
     "OpenModulesPolicy",
-    "MAX_COMPONENT_DIGITS",
-    "CudaDriverMinimum",
     "comparable",
     "cuda_major",
     "cuda_min_driver",

@@ -163,14 +163,14 @@ def kernel_modules_unusable(ctx: LintContext) -> Iterator[Violation]:
     raise the driver to R515 or later for `open`.
     """
     sw = ctx.loaded.spec.software
-    if sw.gpu_kernel_modules == "open" and comparable(sw.driver):
-        if sw.driver_branch < OPEN_MODULES_FIRST_BRANCH:
-            yield Violation(
-                "software.gpu_kernel_modules",
-                f"open kernel modules on driver {sw.driver} (R{sw.driver_branch}): NVIDIA "
-                f"ships them from R{OPEN_MODULES_FIRST_BRANCH} on",
-                f"use gpu_kernel_modules: auto, or an R{OPEN_MODULES_FIRST_BRANCH} driver or later",
-            )
+    first = OPEN_MODULES_FIRST_BRANCH
+    if sw.gpu_kernel_modules == "open" and comparable(sw.driver) and sw.driver_branch < first:
+        yield Violation(
+            "software.gpu_kernel_modules",
+            f"open kernel modules on driver {sw.driver} (R{sw.driver_branch}): NVIDIA "
+            f"ships them from R{first} on",
+            f"use gpu_kernel_modules: auto, or an R{first} driver or later",
+        )
     if sw.gpu_kernel_modules != "proprietary":
         return
     reported: set[str] = set()
