@@ -263,3 +263,54 @@ def test_any_valid_spec_renders_yaml_that_parses_inside_its_tree(
     hosts = json.loads(tree[f"inventories/{cluster}/hosts.yml"])
     listed = [h for g in groups for h in hosts["all"]["children"][g]["hosts"]]
     assert len(listed) == sum(counts[: len(groups)])
+
+
+def _group_vars(spec_text: str) -> dict[str, dict[str, object]]:
+    """Each group_vars file of the rendered inventory, by file stem."""
+    spec = load_spec_text(spec_text).spec
+    catalog = load_catalog()
+    files = ansible_files(spec, catalog, expand(spec, catalog))
+    prefix = f"inventories/{spec.name}/group_vars/"
+    return {
+        path[len(prefix) : -len(".yml")]: yaml.safe_load(text)
+        for path, text in files.items()
+        if path.startswith(prefix)
+    }
+
+
+MIXED = """
+name: mixed
+node_groups:
+  - {name: h100, node: dgx-h100, count: 2, hostname: "h{index:02d}"}
+  - {name: a100, node: dgx-a100-640gb, count: 2, hostname: "a{index:02d}"}
+software: {driver: %s%s}
+"""
+
+
+@pytest.mark.parametrize(
+    ("driver", "choice", "h100", "a100"),
+    [
+        ("550.90.07", "", "open", "proprietary"),  # auto: open on Hopper; A100 below R560
+        ("560.35.03", "", "open", "open"),  # auto: open is NVIDIA's default from R560
+        ("550.90.07", ", gpu_kernel_modules: proprietary", "proprietary", "proprietary"),
+        ("550.90.07", ", gpu_kernel_modules: open", "open", "open"),
+    ],
+)
+def test_each_node_group_gets_the_kernel_module_flavour_of_its_gpu(
+    driver: str, choice: str, h100: str, a100: str
+) -> None:
+    group_vars = _group_vars(MIXED % (driver, choice))
+    assert group_vars["h100"]["nvidia_driver_kernel_modules"] == h100
+    assert group_vars["a100"]["nvidia_driver_kernel_modules"] == a100
+
+
+def test_on_kubernetes_the_gpu_operator_owns_mig_and_dcgm() -> None:
+    spec_text = (ROOT / "examples/a100-lab-mig.yaml").read_text()
+    group_vars = _group_vars(spec_text)
+    assert group_vars["all"]["dcgm_service_enabled"] is False
+    assert group_vars["all"]["dcgm_exporter_enabled"] is False
+    mig_groups = [v for k, v in group_vars.items() if "mig_config_name" in v]
+    assert mig_groups and all(v["mig_manager_owner"] == "gpu_operator" for v in mig_groups)
+    slurm = _group_vars(spec_text.replace("kind: kubernetes", "kind: slurm"))
+    assert "dcgm_service_enabled" not in slurm["all"]  # the role default: the host engine runs
+    assert all("mig_manager_owner" not in v for v in slurm.values())

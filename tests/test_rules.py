@@ -55,6 +55,9 @@ PASSING = {
     "software: {driver: 525.85.12, cuda: '12.0'}\nscheduler: {mig_strategy: mixed}\n" + MIG_X,
     "RP032": BASE + "software: {driver: 525.60.13, cuda: '12.4'}\n",
     "RP033": BASE + "software: {driver: 525.60.13, cuda: '11.8'}\n",
+    # open at exactly the first open branch (R515)
+    "RP035": "name: lab\nnode_groups:\n  - {name: gpu, node: dgx-a100-640gb, count: 2}\n"
+    "software: {driver: 515.43.04, cuda: '11.7', gpu_kernel_modules: open}\n",
     "RP020": BASE + "budgets:\n  - scaling_efficiency: {gpus: 32, min: 0.9, model_params: 7e9, "
     "precision: fp8}\n",
     "RP030": BASE + "software: {driver: 550.90.07, fabric_manager: 550.90.07}\n",
@@ -219,3 +222,13 @@ def test_quota_totals_note_mig_gpus() -> None:
 def test_quotas_are_not_checked_against_unknown_nodes() -> None:
     text = BASE.replace("dgx-h100", "dgx-h10") + TENANTS.replace("gpus: 24", "gpus: 240")
     assert rule_ids(text) & {"RP070", "RP071"} == set()
+
+
+def test_rp035_refuses_proprietary_modules_on_a_gpu_that_needs_open(catalog: Catalog) -> None:
+    """No catalog GPU needs the open modules yet (Grace Hopper, Blackwell do): mark H100 so."""
+    h100 = catalog.gpus["h100-sxm5-80gb"].model_copy(update={"open_kernel_modules": "required"})
+    needs_open = catalog.model_copy(update={"gpus": {**catalog.gpus, "h100-sxm5-80gb": h100}})
+    proprietary = BASE + "software: {gpu_kernel_modules: proprietary}\n"
+    assert "RP035" in rule_ids(proprietary, needs_open)
+    assert "RP035" not in rule_ids(proprietary, catalog)  # H100 only recommends open
+    assert "RP035" not in rule_ids(BASE + "software: {gpu_kernel_modules: auto}\n", needs_open)

@@ -95,6 +95,11 @@ class Gpu(_Strict):
         gt=0, description="Total NVLink bandwidth per GPU, both directions, GB/s."
     )
     pcie_generation: int = Field(ge=3)
+    open_kernel_modules: Literal["required", "recommended", "supported"] = Field(
+        description="NVIDIA's open GPU kernel modules on this GPU: `required` (the proprietary "
+        "flavour cannot drive it), `recommended` (use them), `supported` (they work; the "
+        "proprietary flavour stays the default before R560). See `infra.catalog.drivers`."
+    )
     tdp_w: float = Field(gt=0)
     dense_tflops: dict[Precision, float] = Field(
         description="Dense (no sparsity) peak per precision; tensor cores where they apply, "

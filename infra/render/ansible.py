@@ -23,6 +23,8 @@ import yaml
 from infra.budget.cluster import comm_topology, mig_partitioned, nic_rate, sharp_usable
 from infra.budget.collectives import predict
 from infra.catalog import Catalog
+from infra.catalog.drivers import KernelModules, kernel_modules_for
+from infra.catalog.models import Gpu
 from infra.render.nccl_env import nccl_conf
 from infra.render.slurm_conf import controller_host
 from infra.render.templating import render_template
@@ -235,6 +237,10 @@ def _cluster_vars(spec: Spec) -> dict[str, Any]:
         # NVIDIA's package, which needs DCGM 4 (DCGM 3 would need a binary URL of your own).
         "dcgm_exporter_enabled": spec.scheduler.kind == "slurm" and _major(sw.dcgm) >= 4,
     }
+    if spec.scheduler.kind == "kubernetes":
+        # One DCGM owner per node: the GPU Operator's dcgm-exporter embeds its own host engine
+        # (infra.k8s.gpu), so a host nv-hostengine would be a second one on the same GPUs.
+        values["dcgm_service_enabled"] = False
     if sw.fabric_manager not in ("auto", "disabled"):
         values["fabric_manager_version"] = sw.fabric_manager
     if values["rdma_stack"] == "doca":
@@ -245,6 +251,14 @@ def _cluster_vars(spec: Spec) -> dict[str, Any]:
         # Static NodeName lines (files/slurm/nodes.conf) carry the features already.
         values["topology_labels_slurm_method"] = "file"
     return values
+
+
+def gpu_kernel_modules(spec: Spec, gpu: Gpu) -> KernelModules:
+    """The spec's kernel-module flavour, or for `auto` NVIDIA's recommendation for ``gpu``."""
+    chosen = spec.software.gpu_kernel_modules
+    if chosen != "auto":
+        return chosen
+    return kernel_modules_for(gpu.open_kernel_modules, spec.software.driver_branch)
 
 
 def _major(version: str) -> int:
@@ -270,6 +284,8 @@ def _node_group_vars(spec: Spec, catalog: Catalog, plan: Plan, group: NodeGroup)
         "acceptance_gpu_name": gpu.name,
         "acceptance_nvlink_links_per_gpu": gpu.nvlink_links if node.nvswitches else 0,
         "acceptance_ib_rate_gbps": round(nic_rate(spec, catalog, node, 1)) if hcas else 0,
+        # Per group: `auto` depends on the GPU, and the rdma role picks GPUDirect from it.
+        "nvidia_driver_kernel_modules": gpu_kernel_modules(spec, gpu),
     }
     if node.cloud == "aws":
         values["rdma_stack"] = "efa"
@@ -283,6 +299,8 @@ def _node_group_vars(spec: Spec, catalog: Catalog, plan: Plan, group: NodeGroup)
             values["topology_labels_kubernetes_extra"] = {
                 "nvidia.com/mig.config": mig_config_name(group)
             }
+            # ...so the host's own MIG manager must not apply or re-apply it at boot.
+            values["mig_manager_owner"] = "gpu_operator"
     return values
 
 

@@ -478,6 +478,13 @@ class Software(StrictModel):
         "ubuntu-22.04", description="Node operating system."
     )
     driver: str = Field("550.90.07", pattern=VERSION, description="NVIDIA driver version.")
+    gpu_kernel_modules: Literal["auto", "open", "proprietary"] = Field(
+        "auto",
+        description="NVIDIA kernel-module flavour: `open` (open GPU kernel modules, needed "
+        "for DMA-BUF GPUDirect RDMA), `proprietary`, or `auto` (NVIDIA's recommendation for "
+        "each node group's GPU and the driver branch: open on Hopper, and from R560 on every "
+        "GPU; proprietary on A100 below R560). Lint RP035 checks an explicit choice.",
+    )
     fabric_manager: str = Field(
         "auto",
         pattern=r"^(auto|disabled|[0-9]{1,8}(\.[0-9]{1,8}){1,3})$",

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from infra.catalog.drivers import CUDA_DRIVER_MINIMUMS, comparable, cuda_major, cuda_min_driver
+from infra.catalog.drivers import (
+    CUDA_DRIVER_MINIMUMS,
+    OPEN_MODULES_FIRST_BRANCH,
+    comparable,
+    cuda_major,
+    cuda_min_driver,
+)
 from infra.catalog.nccl import version_key
 from infra.lint.context import LintContext
 from infra.lint.engine import Violation, rule
@@ -135,6 +141,47 @@ def driver_below_gpu_minimum(ctx: LintContext) -> Iterator[Violation]:
                 f"driver {sw.driver} (R{sw.driver_branch}) predates {gpu.name} (node group "
                 f"{group.name!r}): its first supported branch is R{first}",
                 f"use an R{first} driver or later",
+            )
+
+
+@rule(
+    "RP035",
+    "kernel-modules-unusable",
+    Severity.ERROR,
+    "The chosen NVIDIA kernel-module flavour cannot drive a node's GPU on this driver branch.",
+)
+def kernel_modules_unusable(ctx: LintContext) -> Iterator[Violation]:
+    """`software.gpu_kernel_modules` must be a flavour the driver branch has and the GPU runs.
+
+    Why: NVIDIA ships two flavours of its kernel modules (driver installation guide, "Kernel
+    Modules"): the open ones only from the 515 branch on, so `open` on an older branch
+    installs packages that do not exist; and GPUs the catalog marks `open_kernel_modules:
+    required` (Grace Hopper, Blackwell) are driven by the open flavour only, so
+    `proprietary` leaves the node without GPUs. DMA-BUF GPUDirect RDMA also needs the open
+    flavour: with `proprietary` the rdma role falls back to nvidia-peermem.
+    Fix: set `gpu_kernel_modules: auto` (NVIDIA's recommendation per GPU and branch), or
+    raise the driver to R515 or later for `open`.
+    """
+    sw = ctx.loaded.spec.software
+    first = OPEN_MODULES_FIRST_BRANCH
+    if sw.gpu_kernel_modules == "open" and comparable(sw.driver) and sw.driver_branch < first:
+        yield Violation(
+            "software.gpu_kernel_modules",
+            f"open kernel modules on driver {sw.driver} (R{sw.driver_branch}): NVIDIA "
+            f"ships them from R{first} on",
+            f"use gpu_kernel_modules: auto, or an R{first} driver or later",
+        )
+    if sw.gpu_kernel_modules != "proprietary":
+        return
+    reported: set[str] = set()
+    for _, group, _, gpu in known_groups(ctx):
+        if gpu.open_kernel_modules == "required" and gpu.name not in reported:
+            reported.add(gpu.name)
+            yield Violation(
+                "software.gpu_kernel_modules",
+                f"{gpu.name} (node group {group.name!r}) runs only on NVIDIA's open kernel "
+                "modules, not the proprietary ones",
+                "set gpu_kernel_modules: auto or open",
             )
 
 
