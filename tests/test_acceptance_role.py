@@ -34,9 +34,9 @@ ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 NCCL_DEFAULTS = yaml.safe_load((ROLES / "nccl" / "defaults" / "main.yml").read_text())
 
 
-def _stand_in(path: Path, body: str) -> Path:
+def _stand_in(path: Path, body: str, log: Path | None = None) -> Path:
     """Write an executable Python script that stands in for a GPU/HCA tool and logs its call."""
-    log = path.parent.parent / "calls.jsonl"
+    log = log or path.parent.parent / "calls.jsonl"
     path.write_text(
         f"#!{sys.executable}\nimport json, sys\n"
         f"with open({str(log)!r}, 'a') as f:\n"
@@ -56,7 +56,11 @@ def _nccl_tests_tree(tmp_path: Path) -> Path:
     install_dir = tmp_path / "opt-nccl-tests"
     build = install_dir / NCCL_DEFAULTS["nccl_tests_version"] / "build"
     build.mkdir(parents=True)
-    _stand_in(build / "all_reduce_perf", _print_file("all_reduce_perf-8xA100-4G.txt"))
+    _stand_in(
+        build / "all_reduce_perf",
+        _print_file("all_reduce_perf-8xA100-4G.txt"),
+        tmp_path / "calls.jsonl",
+    )
     (install_dir / "current").symlink_to(build)
     return install_dir
 
@@ -285,7 +289,7 @@ def test_gpudirect_check_follows_the_kernel_module_flavour(tmp_path):
     assert "expected module nvidia_peermem loaded, measured nvidia_peermem not loaded" in missing
     (proprietary,) = _failed_messages(report, "dmabuf_proprietary")
     assert "GPUDirect RDMA (dmabuf): expected the open NVIDIA kernel modules" in proprietary
-    assert "measured NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.90.07" in proprietary
+    assert "measured NVRM version: NVIDIA UNIX x86_64 Kernel Module 550.90.07" in proprietary
 
 
 def test_fabric_is_saved_and_a_swapped_hca_pair_fails_the_rail_check(tmp_path):
