@@ -103,7 +103,9 @@ def _tools(tmp_path: Path) -> dict[str, Any]:
             f"sys.stdout.write(open({str(DATA)!r} + '/' + name).read().replace('mlx5_0', dev))",
         )
     for name in ("ok", "swapped"):
-        _stand_in(bin_dir / f"ibnetdiscover-{name}", _print_file(f"ibnetdiscover-p-rails-{name}.txt"))
+        _stand_in(
+            bin_dir / f"ibnetdiscover-{name}", _print_file(f"ibnetdiscover-p-rails-{name}.txt")
+        )
     return {
         "acceptance_nvidia_smi": str(bin_dir / "nvidia-smi"),
         "acceptance_ibstat": str(bin_dir / "ibstat-good"),
@@ -138,7 +140,7 @@ def _run(
 ) -> dict[str, Any]:
     """Run the role on ``hosts`` (one SU, ``su1``, of ``su`` or all hosts); the JSON report."""
     common = {**_tools(tmp_path), **(overrides or {})}
-    for name, host_vars in hosts.items():
+    for host_vars in hosts.values():
         host_vars.update(ansible_connection="local", ansible_python_interpreter=sys.executable)
         for key in ("acceptance_ibstat", "acceptance_ib_write_bw"):
             if key in host_vars:
@@ -253,7 +255,17 @@ def test_ib_write_bw_runs_per_rail_on_gpu_memory_and_fails_a_slow_rail(tmp_path)
     assert "expected BW average >= 180.0 Gb/s (0.9 × 200 Gb/s), measured 150.94 Gb/s" in message
     clients = [c for c in _calls(tmp_path, "ib_write_bw") if not c[-1].startswith("-")]
     assert sorted(clients) == sorted(
-        ["-d", dev, "-p", str(18515 + k), "--report_gbits", "-F", f"--use_cuda={k}", "--use_cuda_dmabuf", peer]
+        [
+            "-d",
+            dev,
+            "-p",
+            str(18515 + k),
+            "--report_gbits",
+            "-F",
+            f"--use_cuda={k}",
+            "--use_cuda_dmabuf",
+            peer,
+        ]
         for k, dev in enumerate(["mlx5_0", "mlx5_1"])
         for peer in ("gpu001", "gpu002")
     )
@@ -303,8 +315,14 @@ def test_fabric_is_saved_and_a_swapped_hca_pair_fails_the_rail_check(tmp_path):
     assert saved.read_text() == (DATA / "ibnetdiscover-p-rails-swapped.txt").read_text()
     assert _calls(tmp_path, "ibnetdiscover") == [["-p"]]
     (message,) = _failed_messages(report, "gpu001")
-    assert "mlx5_0 on gpu001 → 0x0000000000200001 (leaf-su1-rail0), gpu002 → 0x0000000000200002 (leaf-su1-rail1)" in message
-    assert "mlx5_1 on gpu001 → 0x0000000000200002 (leaf-su1-rail1), gpu002 → 0x0000000000200001 (leaf-su1-rail0)" in message
+    assert (
+        "mlx5_0 on gpu001 → 0x0000000000200001 (leaf-su1-rail0), gpu002 → 0x0000000000200002 (leaf-su1-rail1)"
+        in message
+    )
+    assert (
+        "mlx5_1 on gpu001 → 0x0000000000200002 (leaf-su1-rail1), gpu002 → 0x0000000000200001 (leaf-su1-rail0)"
+        in message
+    )
 
 
 def test_rail_check_passes_on_the_planned_cabling(tmp_path):
