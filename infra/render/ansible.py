@@ -247,6 +247,12 @@ def _cluster_vars(spec: Spec) -> dict[str, Any]:
         values["rdma_doca_version"] = sw.doca
     elif values["rdma_stack"] == "ofed":
         values["rdma_ofed_version"] = sw.ofed
+    # The acceptance role runs nccl-tests' all_reduce_perf on a node and with mpirun across
+    # an SU; the nccl role builds it (MPI=1, with the CUDA toolkit and Open MPI) when asked.
+    values["nccl_tests_enabled"] = True
+    values["nccl_tests_mpi"] = True
+    if spec.fabrics.compute is not None:
+        values["acceptance_fabric_rail_optimized"] = spec.fabrics.compute.rail_optimized
     if spec.scheduler.kind == "slurm":
         # Static NodeName lines (files/slurm/nodes.conf) carry the features already.
         values["topology_labels_slurm_method"] = "file"
