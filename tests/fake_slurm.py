@@ -1,11 +1,11 @@
 """A stand-in `scontrol` and `sinfo` for testing the drain role: there is no Slurm cluster here.
 
 One script plays both ($FAKE_SLURM_PROG, set by the wrappers on PATH, names which). Nodes
-live in the JSON file named by $FAKE_SLURM_STATE; only the calls the drain role makes are implemented, anything else
-is refused (exit 99) so a new call in the role fails the test until the fake learns it. Time
-passes with each sinfo read: a drained node's jobs finish one per read (``jobs: -1`` never
-finish), and a rebooted node answers ``*`` (not responding) for ``down_reads`` reads. Every
-call is appended to ``calls``.
+live in the JSON file named by $FAKE_SLURM_STATE; only the calls the drain role makes are
+implemented, anything else is refused (exit 99) so a new call in the role fails the test
+until the fake learns it. Time passes with each sinfo read: a drained node's jobs finish one
+per read (``jobs: -1`` never finish), and a rebooted node answers ``*`` (not responding) for
+``down_reads`` reads. Every call is appended to ``calls``.
 
 State: {"nodes": {name: {"jobs": int, "drain": bool, "down": bool, "reason": str,
 "down_reads": int}}, "calls": [[prog, argv...]]}.
