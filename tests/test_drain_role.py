@@ -165,8 +165,9 @@ def test_kubernetes_drains_and_uncordons_only_what_it_cordoned(tmp_path: Path) -
             {"namespace": "ml", "name": "train-1", "node": "admin", "phase": "Running"},
         ],
     }
-    report = _run(tmp_path, "kubernetes", state)
+    report = _run(tmp_path, "kubernetes", state, "not-in-cluster")
     assert _failed(report) == {}
+    assert [c[0] for c in _kube_calls(report, "not-in-cluster")] == ["get"]  # NotFound: no pods
     verbs = [c[0] for c in _kube_calls(report, "idle")]
     assert verbs == ["get", "annotate", "drain", "wait", "uncordon", "annotate"]
     drain = next(c for c in _kube_calls(report, "idle") if c[0] == "drain")
