@@ -1,15 +1,16 @@
-"""A stand-in `kubectl` for testing infra/k8s/scripts/mig-change.sh: there is no cluster here.
+"""A stand-in `kubectl` for testing mig-change.sh and the drain role: there is no cluster here.
 
 It keeps nodes and pods in the JSON file named by $FAKE_KUBE_STATE and implements only the
-calls the script makes, refusing anything else (exit 99), so a new kubectl call in the script
-fails the test until the fake learns it. It plays the GPU Operator's MIG manager too: setting
-``nvidia.com/mig.config`` makes ``nvidia.com/mig.config.state`` ``pending``, and the next
-read of the node turns it into the node's ``mig_result`` (``success`` or ``failed``; ``never``
-stays pending). Every call is appended to ``calls`` in the state file.
+calls infra/k8s/scripts/mig-change.sh and playbooks/roles/drain make, refusing anything else
+(exit 99), so a new kubectl call in either fails the test until the fake learns it. It plays
+the GPU Operator's MIG manager too: setting ``nvidia.com/mig.config`` makes
+``nvidia.com/mig.config.state`` ``pending``, and the next read of the node turns it into the
+node's ``mig_result`` (``success`` or ``failed``; ``never`` stays pending). Every call is
+appended to ``calls`` in the state file.
 
 State: {"nodes": {name: {"labels": {}, "annotations": {}, "unschedulable": bool,
-"mig_result": str}}, "pods": [{"namespace", "name", "node", "phase", "resources": [names],
-"pdb_refusals": int}], "calls": [[argv...]]}.
+"mig_result": str, "ready": bool}}, "pods": [{"namespace", "name", "node", "phase",
+"resources": [names], "pdb_refusals": int}], "calls": [[argv...]]}.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def _jsonpath(template: str, node: dict[str, Any]) -> str:
         parts = [p.replace("\0", ".") for p in match.group(1).replace("\\.", "\0").split(".")]
         if parts[:3] == ["", "metadata", "labels"] and len(parts) == 4:
             return str(node["labels"].get(parts[3], ""))
+        if parts[:3] == ["", "metadata", "annotations"] and len(parts) == 4:
+            return str(node["annotations"].get(parts[3], ""))
         if parts == ["", "spec", "unschedulable"]:
             return "true" if node["unschedulable"] else ""
         raise Refused(f"fake kubectl: jsonpath {match.group(0)!r} not supported", 99)
@@ -130,6 +133,39 @@ def _evict(state: dict[str, Any], args: list[str], body: str) -> str:
     return ""
 
 
+def _drain(state: dict[str, Any], args: list[str]) -> str:
+    """``drain <node> --ignore-daemonsets --delete-emptydir-data --timeout=<t>``: cordon, evict.
+
+    A pod whose disruption budget refuses for ever (``pdb_refusals`` < 0) makes the drain time
+    out, as kubectl's does, leaving the node cordoned.
+    """
+    flags = ["--ignore-daemonsets", "--delete-emptydir-data"]
+    if len(args) != 4 or args[1:3] != flags or not args[3].startswith("--timeout="):
+        raise Refused(f"fake kubectl: drain {args} not supported", 99)
+    node = _node(state, args[0])
+    out = f"node/{args[0]} {'already cordoned' if node['unschedulable'] else 'cordoned'}\n"
+    node["unschedulable"] = True
+    for pod in [p for p in state["pods"] if p["node"] == args[0]]:
+        if pod.get("pdb_refusals", 0) < 0:
+            raise Refused(
+                f'error: unable to drain node "{args[0]}" due to error: global timeout '
+                f"reached: {args[3].removeprefix('--timeout=')}, continuing command..."
+            )
+        state["pods"].remove(pod)
+        out += f"pod/{pod['name']} evicted\n"
+    return out + f"node/{args[0]} drained\n"
+
+
+def _wait(state: dict[str, Any], args: list[str]) -> str:
+    """``wait --for=condition=Ready node/<n> --timeout=<t>``: nodes are Ready unless told."""
+    if len(args) != 3 or args[0] != "--for=condition=Ready" or not args[1].startswith("node/"):
+        raise Refused(f"fake kubectl: wait {args} not supported", 99)
+    name = args[1].removeprefix("node/")
+    if not _node(state, name).get("ready", True):
+        raise Refused(f"error: timed out waiting for the condition on nodes/{name}")
+    return f"node/{name} condition met\n"
+
+
 def run(state: dict[str, Any], argv: list[str], stdin: str) -> str:
     """Apply one kubectl call to ``state``; its stdout."""
     verb, args = argv[0], argv[1:]
@@ -144,6 +180,10 @@ def run(state: dict[str, Any], argv: list[str], stdin: str) -> str:
         field = "labels" if verb == "label" else "annotations"
         _label(_node(state, args[1]), field, changes, overwrite)
         return f"node/{args[1]} {verb}d\n"
+    if verb == "drain" and args:
+        return _drain(state, args)
+    if verb == "wait":
+        return _wait(state, args)
     if verb == "create" and args[:1] == ["--raw"]:
         return _evict(state, args, stdin)
     raise Refused(f"fake kubectl: {argv} not supported", 99)

@@ -150,7 +150,9 @@ def _roles(plays: list[dict[str, object]]) -> set[str]:
     for play in plays:
         names |= {r["role"] for r in play.get("roles", [])}  # type: ignore[attr-defined, index]
         for task in play.get("post_tasks", []):  # type: ignore[attr-defined]
-            names.add(task["ansible.builtin.import_role"]["name"])
+            for key in ("ansible.builtin.import_role", "ansible.builtin.include_role"):
+                if key in task:
+                    names.add(task[key]["name"])
     return names
 
 

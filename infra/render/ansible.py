@@ -73,6 +73,14 @@ class _GroupPlay:
         return self.fabric_manager or self.mig is not None
 
 
+@dataclass(frozen=True)
+class _SubnetManagerPlay:
+    """The subnet-manager hosts' own rolling play: which of its hosts need FM or MIG."""
+
+    fabric_manager_groups: list[str]
+    mig_groups: list[str]
+
+
 def group_name(kind: str, name: str) -> str:
     """An inventory group name for an SU or a rack: ``su_train_su01``, ``rack_train_su01_c1``."""
     return f"{kind}_{name.replace('-', '_')}"
@@ -376,31 +384,50 @@ def _playbook(spec: Spec, catalog: Catalog, plan: Plan) -> str:
         for g in spec.node_groups
     ]
     sharp = sharp_usable(spec, catalog)
-    overview = _overview(plays, sharp, _opensm(spec))
+    sm_play = _subnet_manager_play(plan, plays) if _opensm(spec) else None
+    overview = _overview(plays, sharp, sm_play)
     if spec.scheduler.kind == "slurm":
         overview.insert(-1, "gpu_servers: slurm (munge, slurmd; slurmctld on slurm_controllers)")
     return render_template(
         "ansible/playbook.yml.j2",
         name=spec.name,
+        scheduler=spec.scheduler.kind,
         groups=plays,
         sharp=sharp,
-        subnet_manager_play=_opensm(spec),
+        subnet_manager_play=sm_play,
         slurm_play=spec.scheduler.kind == "slurm",
         max_fail_percentage=MAX_FAIL_PERCENTAGE,
         overview=overview,
     )
 
 
-def _overview(plays: list[_GroupPlay], sharp: bool, opensm: bool) -> list[str]:
+def _subnet_manager_play(plan: Plan, plays: list[_GroupPlay]) -> _SubnetManagerPlay:
+    """The SM hosts are GPU servers of some node group: they get that group's FM and MIG."""
+    hosts = set(_subnet_manager_hosts(plan))
+    groups = {s.group for s in plan.servers if s.name in hosts}
+    return _SubnetManagerPlay(
+        fabric_manager_groups=[p.name for p in plays if p.name in groups and p.fabric_manager],
+        mig_groups=[p.name for p in plays if p.name in groups and p.mig],
+    )
+
+
+def _overview(
+    plays: list[_GroupPlay], sharp: bool, sm_play: _SubnetManagerPlay | None
+) -> list[str]:
     lines = []
-    if opensm:
-        lines.append(
-            "subnet_managers: OpenSM" + (" and the SHARP aggregation manager" if sharp else "")
+    if sm_play is not None:
+        # fabric_manager and mig run only on the hosts whose node group has them
+        extra = ["fabric_manager"] if sm_play.fabric_manager_groups else []
+        extra += ["mig"] if sm_play.mig_groups else []
+        roles = ", ".join(
+            ["drain", "os_tuning", "nvidia_driver", "rdma", *(["sharp"] if sharp else []), *extra]
         )
+        lines.append(f"subnet_managers, first: {roles}, resume — one host per batch")
     for play in plays:
         extra = [r for r, on in (("fabric_manager", play.fabric_manager), ("mig", play.mig)) if on]
-        roles = ", ".join(["os_tuning", "rdma", "nvidia_driver", *extra])
-        lines.append(f"{play.name}: {roles} — {play.batch_text} per batch")
+        roles = ", ".join(["drain", "os_tuning", "nvidia_driver", "rdma", *extra, "resume"])
+        hosts = f"{play.name} (without subnet_managers)" if sm_play else play.name
+        lines.append(f"{hosts}: {roles} — {play.batch_text} per batch")
     common = ", ".join(["nccl", *(["sharp"] if sharp else []), "dcgm", "topology_labels"])
     lines.append(f"gpu_servers: {common} — all at once (no reboot)")
     lines.append("gpu_servers: acceptance (tag `acceptance`) — all at once, read-only")

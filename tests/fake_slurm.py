@@ -1,0 +1,92 @@
+"""A stand-in `scontrol` and `sinfo` for testing the drain role: there is no Slurm cluster here.
+
+One script plays both ($FAKE_SLURM_PROG, set by the wrappers on PATH, names which). Nodes
+live in the JSON file named by $FAKE_SLURM_STATE; only the calls the drain role makes are
+implemented, anything else is refused (exit 99) so a new call in the role fails the test
+until the fake learns it. Time passes with each sinfo read: a drained node's jobs finish one
+per read (``jobs: -1`` never finish), and a rebooted node answers ``*`` (not responding) for
+``down_reads`` reads. Every call is appended to ``calls``.
+
+State: {"nodes": {name: {"jobs": int, "drain": bool, "down": bool, "reason": str,
+"down_reads": int}}, "calls": [[prog, argv...]]}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+STATE = Path(os.environ.get("FAKE_SLURM_STATE", "slurm-state.json"))
+
+
+def _state_name(node: dict[str, Any]) -> str:
+    """sinfo's %T: the long state, '*' when slurmd does not respond."""
+    busy = node["jobs"] != 0
+    if node["down"]:
+        name = "down"
+    elif node["drain"]:
+        name = "draining" if busy else "drained"
+    else:
+        name = "allocated" if busy else "idle"
+    return name + ("*" if node["down_reads"] > 0 else "")
+
+
+def sinfo(state: dict[str, Any], argv: list[str]) -> str:
+    head = argv[:4]
+    if head[:3] != ["--noheader", "--Node", "--nodes"] or len(argv) != 5:
+        raise SystemExit(99)
+    fmt = argv[4].removeprefix("--format=")
+    node = state["nodes"].get(head[3])
+    if node is None:
+        return ""  # sinfo prints nothing for a node it does not know
+    line = fmt.replace("%T", _state_name(node)).replace("%E", node["reason"])
+    if node["drain"] and node["jobs"] > 0:
+        node["jobs"] -= 1  # a job finished while we waited
+    node["down_reads"] = max(0, node["down_reads"] - 1)
+    return line + "\n"
+
+
+def scontrol(state: dict[str, Any], argv: list[str]) -> str:
+    opts = dict(a.split("=", 1) for a in argv[1:])
+    if argv[:1] != ["update"] or set(opts) - {"nodename", "state", "reason"}:
+        raise SystemExit(99)
+    node = state["nodes"][opts["nodename"]]
+    if opts["state"] == "drain" and "reason" in opts:
+        node["drain"], node["reason"] = True, opts["reason"]
+    elif opts["state"] == "resume" and "reason" not in opts:
+        node["drain"] = node["down"] = False
+        node["reason"] = "none"
+    else:
+        raise SystemExit(99)
+    return ""
+
+
+def reboot(state: dict[str, Any], name: str) -> None:
+    """Test-only: the node reboots, Slurm marks it down and it does not answer for a while."""
+    if name in state["nodes"]:
+        state["nodes"][name].update(down=True, down_reads=2)
+
+
+def main(argv: list[str]) -> int:
+    state = json.loads(STATE.read_text())
+    prog = os.environ["FAKE_SLURM_PROG"]
+    state["calls"].append([prog, *argv[1:]])
+    out = ""
+    if argv[1:2] == ["--test-reboot"]:
+        reboot(state, argv[2])
+    elif prog == "sinfo":
+        out = sinfo(state, argv[1:])
+    elif prog == "scontrol":
+        out = scontrol(state, argv[1:])
+    else:
+        return 99
+    STATE.write_text(json.dumps(state, indent=1))
+    sys.stdout.write(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
