@@ -321,7 +321,34 @@ def _host_vars(server: Server, pods: dict[str, int | None]) -> str:
         "railplan_bmc_ip": server.bmc_ip,
     }
     present = {k: v for k, v in values.items() if v is not None}
-    return json.dumps(present, sort_keys=True) + "\n"
+    return _flat_yaml(present)
+
+
+_PLAIN_SCALAR = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]*\Z")
+_RESOLVER = yaml.resolver.Resolver()
+
+
+def _flat_yaml(values: dict[str, Any]) -> str:
+    """One host's variables as block YAML, one key a line, like the group_vars files.
+
+    Written by hand when every value is a string or an integer: PyYAML's pure-Python dumper
+    costs ~0.35 ms a host, 6 s of a 16,384-host render. A string stays plain where PyYAML
+    would leave it plain (it reads back as that string), else it is JSON-quoted, which is a
+    double-quoted YAML scalar. Anything else goes through `_PlainDumper` itself.
+    """
+    if not all(type(v) in (str, int) for v in values.values()):
+        return "---\n" + yaml.dump(values, Dumper=_PlainDumper, sort_keys=True)
+    lines = ["---"]
+    for key in sorted(values):
+        value = values[key]
+        text = str(value)
+        if isinstance(value, str) and not (
+            _PLAIN_SCALAR.match(text)
+            and _RESOLVER.resolve(yaml.ScalarNode, text, (True, False)) == "tag:yaml.org,2002:str"
+        ):
+            text = json.dumps(text, ensure_ascii=False)
+        lines.append(f"{key}: {text}")
+    return "\n".join(lines) + "\n"
 
 
 # --- the entry playbook -----------------------------------------------------------------------
