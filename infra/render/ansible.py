@@ -346,8 +346,14 @@ def _plain(value: Any) -> bool:
     return (
         type(value) is str
         and _PLAIN_SCALAR.match(value) is not None
-        and _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == "tag:yaml.org,2002:str"
+        and _implicit_tag(value) == "tag:yaml.org,2002:str"
     )
+
+
+def _implicit_tag(value: str) -> str:
+    """The type YAML gives ``value`` written plain (types-PyYAML leaves `resolve` untyped)."""
+    tag: str = _RESOLVER.resolve(yaml.ScalarNode, value, (True, False))  # type: ignore[no-untyped-call]
+    return tag
 
 
 # --- the entry playbook -----------------------------------------------------------------------
