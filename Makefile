@@ -36,8 +36,8 @@ demo: $(STAMP)
 test: lint typecheck unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check infra tests bench __main__.py
-	$(BIN)/ruff format --check infra tests bench __main__.py
+	$(BIN)/ruff check infra tests bench __main__.py setup.py
+	$(BIN)/ruff format --check infra tests bench __main__.py setup.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

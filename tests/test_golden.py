@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from infra.catalog import load_catalog
-from infra.render.templating import ROLES
 from infra.render.tree import render_tree
 from infra.spec import load_spec
 from infra.topology import expand
 
 GOLDEN = Path(__file__).parent / "golden"
+ROLES = Path(__file__).parents[1] / "playbooks" / "roles"  # the checkout's, not a copy
 _spec = importlib.util.spec_from_file_location("regenerate", GOLDEN / "regenerate.py")
 assert _spec and _spec.loader
 regenerate = importlib.util.module_from_spec(_spec)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +28,7 @@ def test_stack_output_addresses_become_ansible_host(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     host_vars = tmp_path / "t" / "inventories" / "p4d-train" / "host_vars"
-    got = {p.stem: json.loads(p.read_text())["ansible_host"] for p in host_vars.iterdir()}
+    got = {p.stem: yaml.safe_load(p.read_text())["ansible_host"] for p in host_vars.iterdir()}
     assert got == outputs["hosts"]
 
 

@@ -19,13 +19,14 @@ Every function is a pure function of the spec and plan; nothing here imports Pul
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from importlib.resources.abc import Traversable
 from typing import Any
 
 import yaml
 
 from infra.catalog import Catalog
 from infra.k8s.objects import HelmRelease, KubeObject, kube_object
+from infra.project_data import roles_dir
 from infra.spec import Spec, assignments_of
 from infra.topology.migconfig import DISABLED, mig_parted_configs
 from infra.topology.model import Plan
@@ -70,10 +71,9 @@ MELLANOX_VENDOR = "15b3"  # PCI vendor ID of NVIDIA (Mellanox) NICs
 RDMA_HCA_MAX = 63
 
 
-def counters_path() -> Path:
-    """The Ansible dcgm role's counters file, found from the repository root."""
-    root = Path(__file__).resolve().parents[2]
-    return root / "playbooks" / "roles" / "dcgm" / "files" / "railplan-counters.csv"
+def counters_path() -> Traversable:
+    """The Ansible dcgm role's counters file (the installed copy, or the checkout's)."""
+    return roles_dir() / "dcgm" / "files" / "railplan-counters.csv"
 
 
 def counters_csv() -> str:

@@ -364,7 +364,39 @@ def _host_vars(server: Server, pods: dict[str, int | None]) -> str:
         "railplan_bmc_ip": server.bmc_ip,
     }
     present = {k: v for k, v in values.items() if v is not None}
-    return json.dumps(present, sort_keys=True) + "\n"
+    return _flat_yaml(present)
+
+
+_PLAIN_SCALAR = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]*\Z")
+_RESOLVER = yaml.resolver.Resolver()
+
+
+def _flat_yaml(values: dict[str, Any]) -> str:
+    """One host's variables as block YAML, one key a line, as `_PlainDumper` writes them.
+
+    Written by hand when every value is an integer or a string PyYAML writes plain (reads
+    back as that string; addresses and names are): PyYAML's pure-Python dumper costs ~0.35 ms
+    a host, 6 s of a 16,384-host render. Anything else goes through the dumper itself.
+    """
+    if not values or not all(_plain(v) for v in values.values()):
+        return "---\n" + yaml.dump(values, Dumper=_PlainDumper, sort_keys=True)
+    return "---\n" + "".join(f"{key}: {values[key]}\n" for key in sorted(values))
+
+
+def _plain(value: Any) -> bool:
+    if type(value) is int:
+        return True
+    return (
+        type(value) is str
+        and _PLAIN_SCALAR.match(value) is not None
+        and _implicit_tag(value) == "tag:yaml.org,2002:str"
+    )
+
+
+def _implicit_tag(value: str) -> str:
+    """The type YAML gives ``value`` written plain (types-PyYAML leaves `resolve` untyped)."""
+    tag: str = _RESOLVER.resolve(yaml.ScalarNode, value, (True, False))  # type: ignore[no-untyped-call]
+    return tag
 
 
 # --- the entry playbook -----------------------------------------------------------------------

@@ -7,8 +7,10 @@ directory in name order) creates namespaces, RBAC and priority classes before wh
 Helm releases are written beside it, under ``files/helm/``, as their values files plus
 ``releases.yaml`` (chart, repository, version, namespace): values are not manifests, so
 ``files/k8s/`` holds nothing a manifest validator or ``kubectl apply`` would trip on. Job
-templates that are examples, never applied, go to ``k8s/examples/``. YAML is block style with multi-line strings as literal blocks, keys in the
-builder's order, so the same spec gives the same bytes.
+templates that are examples, never applied, go to ``k8s/examples/``. YAML is block style with
+multi-line strings as literal blocks, keys in the builder's order, so the same spec gives the
+same bytes, and as yamllint (ansible-lint's production profile, run on the whole tree) wants it:
+lists indented under their key, no line over 160 characters.
 """
 
 from __future__ import annotations
@@ -49,32 +51,51 @@ _KIND_ORDER = (
 )
 
 
+# A literal block keeps its lines as they are; yamllint stops at 160 characters, and a block
+# sits at most a few levels deep in a manifest.
+_LITERAL_MAX = 150
+
+
 class _BlockDumper(yaml.SafeDumper):
     """SafeDumper writing multi-line strings as literal blocks (scripts, embedded configs).
 
     Never anchors and aliases: a builder may share one dict between two places, and a
-    manifest reader (or reviewer) should see each value written out.
+    manifest reader (or reviewer) should see each value written out. Sequences are indented
+    under their key (yamllint's ``indent-sequences``), which PyYAML does not do by itself.
     """
 
     def ignore_aliases(self, data: object) -> bool:
         return True
 
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
+    """Multi-line text as a literal block, or folded if a line is too long for yamllint.
+
+    A folded block reads back as the same text: PyYAML breaks only the long lines, at spaces,
+    and writes each kept line break as a blank line.
+    """
+    style = None
+    if "\n" in value:
+        long = any(len(line) > _LITERAL_MAX for line in value.splitlines())
+        style = ">" if long else "|"
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
 _BlockDumper.add_representer(str, _str)
 
 
+def _dump(document: Any, *, sort_keys: bool = False) -> str:
+    return yaml.dump(
+        document, Dumper=_BlockDumper, sort_keys=sort_keys, default_flow_style=False, width=100
+    )
+
+
 def manifest_yaml(objects: Iterable[Any]) -> str:
     """Objects as one multi-document YAML text."""
-    docs = [
-        yaml.dump(o, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False, width=100)
-        for o in objects
-    ]
-    return "---\n" + "---\n".join(docs)
+    return "---\n" + "---\n".join(_dump(o) for o in objects)
 
 
 def _file_name(kind: str) -> str:
@@ -104,7 +125,7 @@ def _releases_yaml(k8s: KubernetesObjects) -> str:
     ]
     header = "# helm upgrade --install NAME CHART --repo REPOSITORY --version VERSION \\\n"
     header += "#   --namespace NAMESPACE --values VALUES   (for each release below, in order)\n"
-    return header + yaml.safe_dump({"releases": rows}, sort_keys=False)
+    return header + _dump({"releases": rows})
 
 
 def _readme(k8s: KubernetesObjects) -> str:
@@ -140,7 +161,5 @@ def k8s_files(k8s: KubernetesObjects) -> dict[str, str]:
     if k8s.releases:
         files["helm/releases.yaml"] = _releases_yaml(k8s)
         for release in k8s.releases:
-            files[f"helm/{release.name}.values.yaml"] = yaml.safe_dump(
-                release.values, sort_keys=True, default_flow_style=False
-            )
+            files[f"helm/{release.name}.values.yaml"] = _dump(release.values, sort_keys=True)
     return dict(sorted(files.items()))

@@ -6,35 +6,45 @@ that reach YAML go through the `yaml_str` filter (a JSON string is a valid, full
 scalar) and values that reach a shell through `shell_quote`. HTML templates (`*.html.j2`,
 the report) render in their own environment with autoescape on: every value is escaped
 unless it is `markupsafe.Markup` built by an escaping helper. The static roles are read from
-`playbooks/roles/` and copied byte-identical.
+`playbooks/roles/` and copied byte-identical. Both directories are found by
+`infra.project_data`: the copies a wheel ships, or the checkout's own.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable, Iterator
 from functools import cache
-from pathlib import Path
+from importlib.resources.abc import Traversable
 from typing import Any
 
 import jinja2
+from jinja2.loaders import split_template_path
 
-from infra.render.writer import RenderError
+from infra.project_data import roles_dir, templates_dir
 
-__all__ = ["PROJECT_ROOT", "render_html", "render_template", "role_files"]
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-TEMPLATES = PROJECT_ROOT / "templates"
-ROLES = PROJECT_ROOT / "playbooks" / "roles"
+__all__ = ["render_html", "render_template", "role_files"]
 
 
-def _loader() -> jinja2.FileSystemLoader:
-    if not TEMPLATES.is_dir():
-        raise RenderError(
-            f"templates not found at {TEMPLATES}",
-            hint="railplan render runs from a checkout of the project (pip install -e .)",
-        )
-    return jinja2.FileSystemLoader(TEMPLATES)
+class _TraversableLoader(jinja2.BaseLoader):
+    """Templates from a directory of an installed package or of the checkout."""
+
+    def __init__(self, root: Traversable) -> None:
+        self.root = root
+
+    def get_source(
+        self, environment: jinja2.Environment, template: str
+    ) -> tuple[str, str | None, Callable[[], bool]]:
+        node = self.root.joinpath(*split_template_path(template))
+        if not node.is_file():
+            raise jinja2.TemplateNotFound(template)
+        # The environment is cached for the process and the files are not edited under it.
+        return node.read_text(encoding="utf-8"), None, lambda: True
+
+
+def _loader() -> jinja2.BaseLoader:
+    return _TraversableLoader(templates_dir())
 
 
 @cache
@@ -76,10 +86,15 @@ def render_html(template: str, **context: Any) -> str:
 
 def role_files() -> dict[str, bytes]:
     """Every file of the static roles, as ``playbooks/roles/<role>/...`` -> bytes."""
-    if not ROLES.is_dir():
-        raise RenderError(f"roles not found at {ROLES}", hint="run from a project checkout")
-    files = {}
-    for path in sorted(ROLES.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts:
-            files[f"playbooks/roles/{path.relative_to(ROLES).as_posix()}"] = path.read_bytes()
-    return files
+    return {f"playbooks/roles/{rel}": node.read_bytes() for rel, node in _walk(roles_dir())}
+
+
+def _walk(node: Traversable, prefix: str = "") -> Iterator[tuple[str, Traversable]]:
+    """The files under ``node`` as (relative POSIX path, file), in path order."""
+    for child in sorted(node.iterdir(), key=lambda c: c.name):
+        if child.name == "__pycache__":
+            continue
+        if child.is_dir():
+            yield from _walk(child, f"{prefix}{child.name}/")
+        elif child.is_file():
+            yield f"{prefix}{child.name}", child
