@@ -24,6 +24,7 @@ from infra.budget.cluster import comm_topology, mig_partitioned, nic_rate, sharp
 from infra.budget.collectives import predict
 from infra.catalog import Catalog
 from infra.render.nccl_env import nccl_conf
+from infra.render.opensm import opensm_files, sm_hosts
 from infra.render.templating import render_template
 from infra.render.writer import RenderError
 from infra.spec import NodeGroup, Spec
@@ -89,7 +90,7 @@ def ansible_files(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, str]:
         )
     if _opensm(spec):
         files[f"{inventory}/group_vars/subnet_managers.yml"] = _yaml_file(
-            _subnet_manager_vars(spec, catalog), spec, "the subnet-manager hosts"
+            _subnet_manager_vars(spec, catalog, plan), spec, "the subnet-manager hosts"
         )
     pods = {su.name: su.pod for su in plan.sus}
     for server in plan.servers:
@@ -117,7 +118,7 @@ def _check_names(spec: Spec, plan: Plan) -> None:
 
 def _opensm(spec: Spec) -> bool:
     compute = spec.fabrics.compute
-    return compute is not None and compute.subnet_manager == "opensm"
+    return compute is not None and compute.subnet_manager in ("opensm", "nvidia-opensm")
 
 
 # --- hosts.yml --------------------------------------------------------------------------------
@@ -170,15 +171,7 @@ def _members(names: Iterable[str]) -> dict[str, Any]:
 
 
 def _subnet_manager_hosts(plan: Plan) -> list[str]:
-    """Master and standby OpenSM: the first server of the first two SUs (two failure domains).
-
-    railplan plans no separate management servers, so the subnet manager runs on GPU
-    servers, as NVIDIA's OpenSM deployments on small clusters do.
-    """
-    firsts = [su.servers[0] for su in plan.sus if su.servers][:2]
-    if len(firsts) < 2:
-        firsts = [s.name for s in plan.servers[:2]]
-    return firsts
+    return sm_hosts(plan)
 
 
 # --- variables --------------------------------------------------------------------------------
@@ -297,13 +290,22 @@ def _busbw(spec: Spec, catalog: Catalog, group: NodeGroup, gpus: int) -> float:
     return predict(topo, "all_reduce", ACCEPTANCE_BYTES).busbw_GBps
 
 
-def _subnet_manager_vars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
+def _subnet_manager_vars(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, Any]:
     files = "{{ inventory_dir }}/files/subnet-manager"
     values: dict[str, Any] = {
         "rdma_opensm_enabled": True,
-        "rdma_opensm_conf_file": f"{files}/opensm.conf",
+        # one file per SM host: its sm_priority (master 15, standby 14) and pinned port
+        "rdma_opensm_conf_file": files + "/opensm-{{ inventory_hostname }}.conf",
         "rdma_opensm_partitions_file": f"{files}/partitions.conf",
+        "rdma_opensm_guid_files": [
+            f"{files}/{name}" for name in opensm_files(plan, spec, catalog) if "_guids" in name
+        ],
     }
+    compute = spec.fabrics.compute
+    guids = compute.guids if compute else {}
+    ports = {h: f"0x{int(guids[h][0], 16):016x}" for h in sm_hosts(plan) if h in guids}
+    if ports:
+        values["rdma_opensm_port_guids"] = ports
     if sharp_usable(spec, catalog):
         values["sharp_am_enabled"] = True
     return values
