@@ -8,6 +8,7 @@ whose P_Key tables smpquery then reads back.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,31 @@ def test_opensm_takes_the_guids_roots_priority_and_isolates_the_hosts(
     assert host[:2] == ["0x8001", "0x7fff"], host
     # the SM's own port stays a full member of the default partition
     assert sm[:2] == ["0x8001", "0xffff"], sm
+
+
+def _keys(text: str) -> set[str]:
+    return {line.split()[0] for line in text.splitlines() if line and not line.startswith("#")}
+
+
+@pytest.mark.parametrize("engine", ["auto", "updn", "ftree"])
+def test_every_rendered_key_is_one_the_installed_opensm_knows(
+    plan: Plan, catalog: Catalog, tmp_path: Path, engine: str
+) -> None:
+    """`opensm -c` writes every option the installed build has: the authoritative key list."""
+    tools_or_skip()
+    done = subprocess.run(
+        ["opensm", "-c", str(tmp_path / "d.conf")], capture_output=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    known = _keys((tmp_path / "d.conf").read_text())
+    assert {"routing_engine", "root_guid_file", "cn_guid_file", "sm_priority", "guid"} <= known
+    guids = {s.name: [f"0x{i + 1:x}"] * len(s.hcas) for i, s in enumerate(plan.servers)}
+    data = yaml.safe_load(GOLDEN.read_text())
+    data["fabrics"]["compute"] |= {
+        "routing_engine": engine,
+        "guids": guids | {"ib0-leaf-01": ["0x99"]},
+    }
+    for spec in (_spec(), load_spec_text(yaml.safe_dump(data), "g.yaml").spec):
+        files = subnet_manager_files(plan, spec, catalog)
+        for name in (n for n in files if n.startswith("opensm-")):
+            assert _keys(files[name]) <= known, (name, _keys(files[name]) - known)

@@ -298,7 +298,9 @@ def _subnet_manager_vars(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, 
         "rdma_opensm_conf_file": files + "/opensm-{{ inventory_hostname }}.conf",
         "rdma_opensm_partitions_file": f"{files}/partitions.conf",
         "rdma_opensm_guid_files": [
-            f"{files}/{name}" for name in opensm_files(plan, spec, catalog) if "_guids" in name
+            f"{files}/{name}"
+            for name in sorted(opensm_files(plan, spec, catalog))
+            if "_guids" in name
         ],
     }
     compute = spec.fabrics.compute

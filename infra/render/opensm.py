@@ -210,7 +210,7 @@ def _default_partition(pkey: str, isolated: bool) -> list[str]:
         "# NOT ISOLATED: fabrics.compute.guids lacks servers' port GUIDs, so every port stays",
         "# a full member of the default partition (limited members could not talk at all).",
         "# Add every server's GUIDs to the spec and render again to isolate the node groups.",
-        f"Default={pkey}, ipoib, defmember=full : ALL, ALL_SWITCHES=full, SELF=full ;",
+        f"Default={pkey}, ipoib, defmember=full : ALL=full ;",
     ]
 
 
