@@ -40,6 +40,7 @@ STATE_LABEL=nvidia.com/mig.config.state
 # config|state|unschedulable|failed label of one node (label values never contain "|").
 NODE_JSONPATH='{.metadata.labels.nvidia\.com/mig\.config}|{.metadata.labels.nvidia\.com/mig\.config\.state}|{.spec.unschedulable}|{.metadata.labels.railplan\.dev/mig-change}'
 # One line per pod: namespace, name, running|terminating, then every resource name asked for.
+# shellcheck disable=SC2016  # a kubectl go-template: its $k and $v are not shell variables
 GPU_POD_TEMPLATE='{{range .items}}{{.metadata.namespace}} {{.metadata.name}} {{if .metadata.deletionTimestamp}}terminating{{else}}running{{end}}{{range .spec.containers}}{{range $k, $v := .resources.limits}} {{$k}}{{end}}{{range $k, $v := .resources.requests}} {{$k}}{{end}}{{end}}{{range .spec.initContainers}}{{range $k, $v := .resources.limits}} {{$k}}{{end}}{{range $k, $v := .resources.requests}} {{$k}}{{end}}{{end}}{{"\n"}}{{end}}'
 
 log() {
