@@ -1,4 +1,4 @@
-"""Rules about the compute fabric's subnet manager: its routing engine against SHARP and AR.
+"""Rules about the compute fabric's subnet manager: engines and SHARP per SM build, GUID inputs.
 
 SHARP's prerequisites are the NVIDIA SHARP guide's "Setting up NVIDIA SHARP Environment"
 list: a tree routing engine on fat trees, the Aggregation Manager on the master SM's host
