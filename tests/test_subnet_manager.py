@@ -90,3 +90,24 @@ def test_without_guids_the_files_say_what_is_missing(catalog: Catalog) -> None:
     assert "detects the roots itself" in files[master]
     assert "NOT ISOLATED" in files["partitions.conf"]
     assert "defmember=limited" not in files["partitions.conf"]
+
+
+def test_sharp_am_binds_to_the_sm_port_on_nvidia_opensm(catalog: Catalog) -> None:
+    base = load_spec_text(SPEC % "nvidia-opensm", "s.yaml").spec
+    plan = expand(base, catalog)
+    guids = {
+        s.name: [f"0x{i:x}0{r}" for r in range(len(s.hcas))] for i, s in enumerate(plan.servers, 1)
+    }
+    data = yaml.safe_load(SPEC % "nvidia-opensm")
+    data["fabrics"]["compute"] |= {"guids": guids, "sharp": True}
+    spec, files = _files(yaml.safe_dump(data), catalog)
+    master = min(n for n in files if n.startswith("opensm-")).removeprefix("opensm-")[:-5]
+    assert f"ib_port_guid 0x{int(guids[master][0], 16):016x}" in files["sharp_am.cfg"]
+    group_vars = ansible_files(spec, catalog, plan)[
+        "inventories/lab/group_vars/subnet_managers.yml"
+    ]
+    values = yaml.safe_load(group_vars)
+    assert values["sharp_am_conf"] == {
+        "ib_port_guid": "{{ rdma_opensm_port_guids[inventory_hostname] }}"
+    }
+    assert values["rdma_opensm_port_guids"][master] == f"0x{int(guids[master][0], 16):016x}"

@@ -308,6 +308,12 @@ def _subnet_manager_vars(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, 
     ports = {h: f"0x{int(guids[h][0], 16):016x}" for h in sm_hosts(plan) if h in guids}
     if ports:
         values["rdma_opensm_port_guids"] = ports
+        if sharp_usable(spec, catalog):
+            # sharp_am sends its MADs from the SM's port on each SM host (NVIDIA SHARP,
+            # "Appendix B: SHARP_am Network Interfaces", ib_port_guid)
+            values["sharp_am_conf"] = {
+                "ib_port_guid": "{{ rdma_opensm_port_guids[inventory_hostname] }}"
+            }
     if sharp_usable(spec, catalog):
         values["sharp_am_enabled"] = True
     return values
