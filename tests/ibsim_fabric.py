@@ -8,6 +8,7 @@ the packaged ones. `tools_or_skip` skips without the tools, and fails under CI=t
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -63,6 +64,12 @@ def netlist(plan: Plan) -> str:
     return "\n\n".join(records) + "\n"
 
 
+def _socket(workdir: Path) -> str:
+    # ibsim's socket name (IBSIM_SOCKNAME, default "ibsim0"): one per fabric, so test runs
+    # sharing a machine do not attach to each other's simulator
+    return "railplan-" + hashlib.sha256(str(workdir).encode()).hexdigest()[:12]
+
+
 @contextmanager
 def simulated(plan: Plan, workdir: Path) -> Iterator[Path]:
     """Start ibsim on the plan's compute fabric; yields the working directory."""
@@ -71,7 +78,11 @@ def simulated(plan: Plan, workdir: Path) -> Iterator[Path]:
     log = (workdir / "ibsim.log").open("w")
     # ibsim reads commands from stdin: keep it open (a pipe) so it does not exit.
     proc = subprocess.Popen(
-        ["ibsim", "-s", str(net)], stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT
+        ["ibsim", "-s", str(net)],
+        stdin=subprocess.PIPE,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "IBSIM_SOCKNAME": _socket(workdir)},
     )
     try:
         time.sleep(1.0)  # ibsim loads the netlist before it accepts clients
@@ -88,6 +99,7 @@ def run_sim(args: list[str], sim_host: str, workdir: Path, timeout: int = 60) ->
     env = {
         **os.environ,
         "SIM_HOST": sim_host,
+        "IBSIM_SOCKNAME": _socket(workdir),
         "OSM_TMP_DIR": str(workdir),
         "OSM_CACHE_DIR": str(workdir),
     }
