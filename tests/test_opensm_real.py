@@ -133,3 +133,39 @@ def test_every_rendered_key_is_one_the_installed_opensm_knows(
         files = subnet_manager_files(plan, spec, catalog)
         for name in (n for n in files if n.startswith("opensm-")):
             assert _keys(files[name]) <= known, (name, _keys(files[name]) - known)
+
+
+TWO_TIER = (
+    "name: two\nnode_groups:\n  - {name: gpu, node: dgx-h100, count: 16, hostname: 'gpu{index:02d}'}\n"
+    "fabrics:\n  compute: {switch: qm9700, su_size: 4, subnet_manager: opensm, %s}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("engine", "with_guids"), [("updn", False), ("updn", True), ("ftree", True)]
+)
+def test_a_two_tier_fat_tree_routes_with_the_rendered_engine(
+    catalog: Catalog, tmp_path: Path, engine: str, with_guids: bool
+) -> None:
+    """32 leaves and 2 spines: without GUIDs updn finds the spines itself; with them, the
+    root GUID file (and for ftree the compute-node file) names them."""
+    tools_or_skip()
+    spec = load_spec_text(TWO_TIER % f"routing_engine: {engine}", "two.yaml").spec
+    plan = expand(spec, catalog)
+    assert plan.fabrics["compute"].tiers == 2
+    with simulated(plan, tmp_path):
+        if with_guids:
+            found = discovered("gpu01-mlx5_0", tmp_path)
+            guids = {s.name: [found[s.name][0]] for s in plan.switches_in("compute")}
+            guids |= {s.name: [found[f"{s.name}-{h}"][0] for h in s.hcas] for s in plan.servers}
+            data = yaml.safe_load(TWO_TIER % f"routing_engine: {engine}")
+            data["fabrics"]["compute"]["guids"] = guids
+            spec = load_spec_text(yaml.safe_dump(data), "two.yaml").spec
+        files = _install(plan, spec, catalog, tmp_path)
+        assert (
+            "root_guid_file" in files["opensm-gpu01.conf"].replace("# No root", "")
+        ) == with_guids
+        out, log = run_opensm(tmp_path / "opensm-gpu01.conf", "gpu01-mlx5_0", tmp_path)
+    _accepted(out, log, engine)
+    if engine == "ftree":
+        assert f"Loading Cached Option:cn_guid_file = {tmp_path}/cn_guids.conf" in out
