@@ -111,3 +111,15 @@ def test_sharp_am_binds_to_the_sm_port_on_nvidia_opensm(catalog: Catalog) -> Non
         "ib_port_guid": "{{ rdma_opensm_port_guids[inventory_hostname] }}"
     }
     assert values["rdma_opensm_port_guids"][master] == f"0x{int(guids[master][0], 16):016x}"
+
+
+def test_no_root_guid_file_names_an_empty_file(catalog: Catalog) -> None:
+    """OpenSM with a root file naming no switch finds no roots and routes with minhop."""
+    for sm in ("opensm", "ufm"):
+        _, files = _files(SPEC % sm, catalog)
+        confs = [t for n, t in files.items() if n.endswith(".conf") and "guids" not in n]
+        assert confs and not any("\nroot_guid_file" in t for t in confs), sm
+    _, files = _with_guids(catalog, "updn")
+    assert "\nroot_guid_file /etc/opensm/root_guids.conf" in min(
+        t for n, t in files.items() if n.startswith("opensm-")
+    )

@@ -38,6 +38,7 @@ __all__ = [
     "partitions_conf",
     "root_switches",
     "routing_engine",
+    "routing_lines",
     "sharp_am_cfg",
     "sm_hosts",
 ]
@@ -124,7 +125,12 @@ def root_switches(plan: Plan, spec: Spec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _routing_lines(plan: Plan, spec: Spec, engine: str) -> list[str]:
+def routing_lines(plan: Plan, spec: Spec, engine: str) -> list[str]:
+    """routing_engine and, only when every root GUID is known, root_guid_file.
+
+    An incomplete or empty root GUID file is worse than none: OpenSM 3.3.23 with a root file
+    naming no switch logs "no root nodes were found" and routes with minhop.
+    """
     roots = _root_guids(plan, spec)
     lines = [f"routing_engine {engine}"]
     if roots is not None:
@@ -170,7 +176,7 @@ def opensm_conf(plan: Plan, spec: Spec, catalog: Catalog, host: str, priority: i
         lines += ["# The SM binds to this port (its first compute HCA).", f"guid {port[0]}"]
     else:
         lines.append(f"# guid: unset (first active port): add {host}'s port GUIDs to the spec.")
-    lines += _routing_lines(plan, spec, engine)
+    lines += routing_lines(plan, spec, engine)
     lines.append(f"partition_config_file {CONF_DIR}/partitions.conf")
     return "\n".join(lines) + "\n"
 
