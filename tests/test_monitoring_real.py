@@ -9,6 +9,7 @@ role templates, ConfigMap data). Each test skips without its tool, and fails und
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -86,7 +87,8 @@ def test_every_alert_fires_as_the_unit_tests_say(tmp_path: Path) -> None:
 
 
 def _scripts(tree: dict[str, str]) -> dict[str, str]:
-    """Shell scripts by where they are: *.sh files, *.sh.j2 templates, ConfigMap data."""
+    """Shell scripts by where they are: *.sh files, *.sh.j2 templates, systemd units'
+    `sh -c` commands, ConfigMap data."""
     found = {}
     for path, text in tree.items():
         if path.endswith(".sh"):
@@ -94,6 +96,13 @@ def _scripts(tree: dict[str, str]) -> dict[str, str]:
         elif path.endswith(".sh.j2"):
             # role templates: rendered with Jinja (unset variables empty) before checking
             found[path] = jinja2.Environment().from_string(text).render(ansible_managed="managed")
+        elif ".service" in path:
+            # systemd units running `sh -c '...'`: the quoted argument is a script
+            unit = jinja2.Environment().from_string(text).render(ansible_managed="managed")
+            for n, match in enumerate(
+                re.findall(r"^Exec\w+=/bin/sh -c '(.*)'$", unit, re.MULTILINE)
+            ):
+                found[f"{path}:{n}"] = "#!/bin/sh\n" + match + "\n"
         elif path.endswith(".yaml") and "/k8s/" in path:
             for doc in yaml.safe_load_all(text):
                 for key, value in ((doc or {}).get("data") or {}).items():
@@ -109,6 +118,7 @@ def test_shellcheck_passes_every_rendered_script(tmp_path: Path) -> None:
         scripts |= _scripts(_tree(spec_file))
     # the MIG change script (a ConfigMap) and the ACS script (a role template) at least
     assert any("mig-change.sh" in p for p in scripts) and any("disable-acs" in p for p in scripts)
+    assert any("cpu-governor.service" in p for p in scripts)
     failures = []
     for index, (where, text) in enumerate(sorted(scripts.items())):
         path = tmp_path / f"{index}.sh"
