@@ -8,6 +8,8 @@ import yaml
 
 from infra.catalog import load_catalog
 from infra.k8s.monitoring import ALERTS_NAME
+from infra.k8s.objects import HelmRelease, KubernetesObjects, ServiceSet
+from infra.render.k8s_manifests import k8s_files
 from infra.render.tree import render_tree
 from infra.spec import load_spec
 from infra.topology import expand
@@ -49,3 +51,15 @@ def test_the_readme_creates_namespaces_before_helm_installs_into_them() -> None:
     assert namespaces < helm < rest
     # gpu-operator is declared in 00-namespace.yaml, so helm needs no --create-namespace
     assert "--namespace gpu-operator \\" in readme and "--create-namespace" not in readme
+
+
+def test_helm_creates_a_namespace_no_manifest_declares() -> None:
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator"}}
+    releases = tuple(
+        HelmRelease(name, namespace, name, "https://charts.example", "1.0", {})
+        for name, namespace in (("gpu-operator", "gpu-operator"), ("extra", "extra-system"))
+    )
+    k8s = KubernetesObjects(sets=(ServiceSet("gpu", releases, (ns,)),))  # type: ignore[arg-type]
+    readme = k8s_files(k8s)["k8s/README.md"]
+    assert "--namespace gpu-operator \\" in readme
+    assert "--namespace extra-system --create-namespace \\" in readme
