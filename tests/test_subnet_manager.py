@@ -123,3 +123,19 @@ def test_no_root_guid_file_names_an_empty_file(catalog: Catalog) -> None:
     assert "\nroot_guid_file /etc/opensm/root_guids.conf" in min(
         t for n, t in files.items() if n.startswith("opensm-")
     )
+
+
+def test_index_0_stays_the_shared_default_until_every_host_is_a_member(catalog: Catalog) -> None:
+    """A group P_Key at index 0 on some hosts only would split NCCL's P_Key (index 0)."""
+    _, files = _files(SPEC % "opensm", catalog)
+    assert "indx0" not in files["partitions.conf"]
+    base = load_spec_text(SPEC % "opensm", "s.yaml").spec
+    first = expand(base, catalog).servers[0]
+    data = yaml.safe_load(SPEC % "opensm")
+    data["fabrics"]["compute"]["guids"] = {first.name: ["0x1"] * len(first.hcas)}
+    _, partial = _files(yaml.safe_dump(data), catalog)
+    assert (
+        "indx0" not in partial["partitions.conf"] and "NOT ISOLATED" in partial["partitions.conf"]
+    )
+    _, full = _with_guids(catalog, "updn")
+    assert "gpu=0x0001, indx0, ipoib" in full["partitions.conf"]

@@ -187,8 +187,7 @@ def partitions_conf(plan: Plan, spec: Spec) -> str:
     Two limited members cannot talk, so isolating the groups (limited in the default
     partition) needs every host to be a full member of its group's partition first: until
     the spec has every server's port GUIDs, hosts stay full members of the default partition
-    and the file says so. Group partitions take ``indx0`` (P_Key index 0), the index NCCL
-    (NCCL_IB_PKEY) and IPoIB use unless told otherwise.
+    and the file says so.
     """
     guids = _guids(spec)
     isolated = bool(plan.servers) and all(s.name in guids for s in plan.servers)
@@ -205,9 +204,22 @@ def partitions_conf(plan: Plan, spec: Spec) -> str:
         lines.append(f"# {name}: ports of {hostlist(servers) or '(no servers)'}")
         if missing:
             lines.append(f"# GUIDs not in the spec yet (not members): {hostlist(missing)}")
-        members = [f",\n    {', '.join(guids[s.name])}" for s in servers if s.name in guids]
-        lines.append(f"{name}={pkey}, indx0, ipoib, defmember=full : SELF{''.join(members)} ;")
+        members = [guids[s.name] for s in servers if s.name in guids]
+        lines.append(_group_partition(name, pkey, members, isolated))
     return "\n".join(lines) + "\n"
+
+
+def _group_partition(name: str, pkey: str, members: list[list[str]], isolated: bool) -> str:
+    """A node group's partition: its servers' ports, one server per line.
+
+    ``indx0`` only once hosts are isolated: before, index 0 must stay the default P_Key
+    every host shares, or a member would speak a P_Key its peers lack. Without any member
+    the partition holds the SM's port, as a placeholder OpenSM accepts.
+    """
+    if not members:
+        return f"{name}={pkey}, ipoib, defmember=full : SELF ;"
+    ports = ",".join(f"\n    {', '.join(m)}" for m in members)
+    return f"{name}={pkey}{', indx0' if isolated else ''}, ipoib, defmember=full :{ports} ;"
 
 
 def _default_partition(pkey: str, isolated: bool) -> list[str]:
