@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit chromium slurm fuzz bench accuracy golden sandbox clean
+.PHONY: demo test lint typecheck unit chromium tools fuzz bench accuracy golden sandbox clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -43,7 +43,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/mypy __main__.py
 
-unit: $(STAMP) chromium slurm
+unit: $(STAMP) chromium tools
 	$(BIN)/pytest
 
 # The browser test of `railplan report` (tests/test_report_browser.py) drives Debian's Chromium.
@@ -59,20 +59,23 @@ chromium:
 	  fi; \
 	fi
 
-# The real-slurmctld test (tests/test_slurmctld.py) runs Debian's munged, slurmctld and scontrol.
-# As root with apt-get (CI) missing ones are installed; elsewhere the test skips, saying why.
-slurm:
-	@missing=; for tool in slurmctld scontrol munged; do \
-	  command -v $$tool >/dev/null 2>&1 || [ -x /usr/sbin/$$tool ] || missing="$$missing $$tool"; \
+# The real consumers of rendered files: slurmctld with munged (tests/test_slurmctld.py), opensm
+# on an ibsim fabric (tests/test_opensm_real.py), promtool on the alert rules and shellcheck on
+# every shell script (tests/test_monitoring_real.py).
+# Installed as root with apt-get (CI); elsewhere those tests skip, saying why, and under
+# CI=true a missing tool fails them.
+TOOLS_PKGS := slurmctld:slurmctld scontrol:slurm-client munged:munge opensm:opensm ibsim:ibsim-utils smpquery:infiniband-diags promtool:prometheus shellcheck:shellcheck
+tools:
+	@missing=""; for pair in $(TOOLS_PKGS); do \
+	  command -v $${pair%%:*} >/dev/null 2>&1 || [ -x /usr/sbin/$${pair%%:*} ] || missing="$$missing $${pair#*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "== installing Debian's slurmctld, slurm-client and munge for the slurmctld test"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	      slurmctld slurm-client munge; \
+	    echo "== installing Debian's$$missing for the real-tool tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	  else \
-	    echo "$$missing missing and cannot be installed here (needs root and apt-get):"; \
-	    echo "tests/test_slurmctld.py will skip"; \
+	    echo "missing Debian packages$$missing and cannot install them here (needs root and"; \
+	    echo "apt-get): the tests that run them will skip"; \
 	  fi; \
 	fi
 

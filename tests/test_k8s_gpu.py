@@ -290,8 +290,9 @@ def test_rules_follow_the_specs_thresholds() -> None:
     spec, plan = _from_dict(data)
     rules = _rules(spec, plan)
     assert "< 12.5" in rules["GPUIdle"]["expr"] and rules["GPUIdle"]["for"] == "45m"
-    for name in ("GPUXidError", "GPUNVLinkErrors", "GPUDoubleBitECC"):
+    for name in ("GPUNVLinkErrors", "GPUDoubleBitECC"):
         assert "[11m]" in rules[name]["expr"] and "[5m]" in defaults[name]["expr"]
+    for name in ("GPUXidError", "GPUNVLinkErrors", "GPUDoubleBitECC"):
         assert "for" not in rules[name]  # a single error alerts at once
     for name in ("GPUThermalThrottling", "GPUPowerThrottling"):
         assert rules[name]["for"] == "7m" and defaults[name]["for"] == "15m"
@@ -302,7 +303,7 @@ def test_rules_follow_the_specs_thresholds() -> None:
 
 def test_rules_only_read_metrics_the_counters_file_exports() -> None:
     rules = _rules(*_example(ROOT / "examples" / "a100-lab-mig.yaml"))
-    used = {m for r in rules.values() for m in re.findall(r"DCGM_FI_[A-Z0-9_]+", r["expr"])}
+    used = {m for r in rules.values() for m in re.findall(r"DCGM_(?:FI|EXP)_[A-Z0-9_]+", r["expr"])}
     assert used and used <= exported_metrics()
 
 

@@ -225,25 +225,30 @@ def test_node_lines_group_by_su_and_rack(
 
 @pytest.mark.parametrize("name", ["dgx-a100-superpod.yaml", "dgx-h100-superpod.yaml"])
 def test_partitions_conf_has_one_line_per_pkey(catalog: Catalog, name: str) -> None:
-    spec = load(name, subnet_manager="opensm")
+    spec = load(name, subnet_manager="nvidia-opensm")
     plan = expand(spec, catalog)
     files = subnet_manager.subnet_manager_files(plan, spec, catalog)
     lines = _config_lines(files["partitions.conf"])
     assert len(lines) == len(plan.pkeys)
     for (_, pkey), line in zip(plan.pkeys.items(), lines, strict=True):
         assert f"={pkey}," in line and line.endswith(";")
+    # no GUIDs in the examples: nothing can be isolated yet, and the file says so
     assert lines[0] == "Default=0x7fff, ipoib, defmember=full : ALL=full ;"
-    assert "routing_engine ar_updn" in files["opensm.conf"]
+    assert "NOT ISOLATED" in files["partitions.conf"]
+    confs = [files[n] for n in sorted(files) if n.startswith("opensm-")]
+    assert len(confs) == 2  # master and standby
+    assert all("routing_engine ar_updn" in c for c in confs)  # NVIDIA's OpenSM has AR engines
     assert "sharp_am.cfg" in files  # both examples enable SHARP
     tier = "core" if plan.fabrics["compute"].tiers == 3 else "spine"
-    roots = _config_lines(files["root-switches.txt"])
-    assert roots == [s.name for s in plan.switches_in("compute", tier)]
+    roots = [x for x in files["root_guids.conf"].splitlines() if "GUID unknown" in x]
+    assert roots == [f"# {s.name}: GUID unknown" for s in plan.switches_in("compute", tier)]
 
 
 def test_ufm_and_switch_modes(plans: dict[str, tuple[Plan, Spec]], catalog: Catalog) -> None:
     plan, spec = plans["dgx-a100-superpod.yaml"]
     ufm = subnet_manager.subnet_manager_files(plan, spec, catalog)
-    assert sorted(ufm) == ["README.md", "ufm-pkeys.json"]
+    assert sorted(ufm) == ["README.md", "root_guids.conf", "ufm-pkeys.json", "ufm-sm.conf"]
+    assert "routing_engine ar_updn" in ufm["ufm-sm.conf"]  # the engine is not dropped
     assert [b["pkey"] for b in yaml.safe_load(ufm["ufm-pkeys.json"])] == ["0x0001"]
     plan, spec = plans["a100-lab-mig.yaml"]
     readme = subnet_manager.subnet_manager_files(plan, spec, catalog)["README.md"]

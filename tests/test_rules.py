@@ -86,6 +86,11 @@ PASSING = {
     + "budgets:\n  - all_reduce: {bytes: 1GiB, gpus: 16, max_ms: 50, group: gpu}\n"
     "  - model_fits: {model_params: 1e9, gpus: 1, group: infer}\n",
     "RP080": BASE + "fabrics:\n  compute: {switch: qm9700, sharp: true, routing_engine: ftree}\n",
+    "RP081": BASE + "fabrics:\n  compute: {switch: qm9700, subnet_manager: opensm, "
+    "routing_engine: updn}\n",
+    "RP082": BASE + "fabrics:\n  compute: {switch: qm9700, sharp: true, "
+    "subnet_manager: nvidia-opensm}\n",
+    "RP083": BASE + "fabrics:\n  compute: {switch: qm9700, subnet_manager: opensm}\n",
     "RP070": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",
     "RP071": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",
     "RP072": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",

@@ -2,7 +2,8 @@
 
 Owns how Prometheus scrapes dcgm-exporter (a ``ServiceMonitor`` with the spec's interval),
 the GPU alert rules (``PrometheusRule`` ``railplan-gpu-alerts``: idle GPUs, XID, NVLink and
-ECC errors, thermal and power throttling) and the checkpoint ``StorageClass``. Thresholds
+ECC errors, thermal and power throttling; the same group as a plain Prometheus rule file for
+every cluster, `rules_file`) and the checkpoint ``StorageClass``. Thresholds
 come only from ``spec.scheduler.monitoring`` (its defaults are documented there), and every
 rule reads a metric the counters file of the Ansible ``dcgm`` role exports, which is also
 what the GPU Operator's dcgm-exporter exports (infra.k8s.gpu).
@@ -11,6 +12,8 @@ what the GPU Operator's dcgm-exporter exports (infra.k8s.gpu).
 from __future__ import annotations
 
 from typing import Any
+
+import yaml
 
 from infra.catalog import Catalog
 from infra.k8s.gpu import GPU_NAMESPACE, counters_csv
@@ -22,8 +25,10 @@ __all__ = [
     "ALERTS_NAME",
     "checkpoint_storage",
     "exported_metrics",
+    "gpu_alert_group",
     "gpu_alert_rules",
     "monitoring",
+    "rules_file",
 ]
 
 MONITORING_API = "monitoring.coreos.com/v1"
@@ -82,7 +87,7 @@ def service_monitor(spec: Spec) -> KubeObject:
 
 def gpu_alerts(spec: Spec) -> KubeObject:
     """The PrometheusRule holding `gpu_alert_rules`."""
-    group = {"name": "railplan-gpu", "rules": gpu_alert_rules(spec.scheduler.monitoring)}
+    group = gpu_alert_group(spec)
     return kube_object(
         MONITORING_API,
         "PrometheusRule",
@@ -93,27 +98,60 @@ def gpu_alerts(spec: Spec) -> KubeObject:
     )
 
 
+def rules_file(spec: Spec) -> str:
+    """The alert rules as a plain Prometheus rule file (``rule_files:``), for any cluster.
+
+    The same group as the PrometheusRule's spec: Slurm clusters, whose hosts run
+    dcgm-exporter from the dcgm role, load it into their own Prometheus.
+    """
+    header = (
+        f"# GPU alert rules of {spec.name}, rendered by railplan: the same rules as the\n"
+        "# PrometheusRule railplan-gpu-alerts. Load with Prometheus's `rule_files:`; check\n"
+        "# with `promtool check rules`.\n"
+    )
+    return header + yaml.safe_dump({"groups": [gpu_alert_group(spec)]}, sort_keys=False, width=100)
+
+
+def gpu_alert_group(spec: Spec) -> dict[str, Any]:
+    """The rule group: one builder for the PrometheusRule and the plain rule file."""
+    return {"name": "railplan-gpu", "rules": gpu_alert_rules(spec.scheduler.monitoring)}
+
+
+def _idle_expr(pct: float) -> str:
+    # dcgm-exporter reports no DCGM_FI_DEV_GPU_UTIL for MIG instances (NVIDIA/dcgm-exporter
+    # #50, #430): their series carry GPU_I_ID, and the graphics-engine activity (a 0-1
+    # ratio, DCGM_FI_PROF_GR_ENGINE_ACTIVE) is what DCGM measures per instance.
+    return (
+        f'DCGM_FI_DEV_GPU_UTIL{{GPU_I_ID=""}} < {pct:g}'
+        f' or DCGM_FI_PROF_GR_ENGINE_ACTIVE{{GPU_I_ID!=""}} * 100 < {pct:g}'
+    )
+
+
 def gpu_alert_rules(m: Monitoring) -> list[dict[str, Any]]:
     """Alerting rules from the spec's thresholds, one per GPU fault class."""
     window = m.error_window
     return [
         _rule(
             "GPUIdle",
-            f"DCGM_FI_DEV_GPU_UTIL < {m.idle_gpu_util_pct:g}",
+            _idle_expr(m.idle_gpu_util_pct),
             m.idle_for,
             "info",
             f"{WHERE} is idle",
-            f"Utilisation has stayed below {m.idle_gpu_util_pct:g}% for {m.idle_for}.",
+            f"Utilisation (graphics-engine activity on a MIG instance) has stayed below "
+            f"{m.idle_gpu_util_pct:g}% for {m.idle_for}.",
         ),
         _rule(
             "GPUXidError",
-            # The field holds the last XID seen, so a new XID is a change of value.
-            f"changes(DCGM_FI_DEV_XID_ERRORS[{window}]) > 0",
+            # DCGM_FI_DEV_XID_ERRORS holds the last XID, so a repeat of the same code changes
+            # nothing there (NVIDIA/dcgm-exporter#190). The exporter's own
+            # DCGM_EXP_XID_ERRORS_COUNT counts XIDs, by code (label xid), within its
+            # xid-count-window-size (5 min by default; dcgm-exporter#239).
+            "DCGM_EXP_XID_ERRORS_COUNT > 0",
             None,
             "critical",
-            f"{WHERE} reported a new XID error",
-            f"The last XID (DCGM_FI_DEV_XID_ERRORS) changed within {window}; check the "
-            "node's kernel log (dmesg) for the NVRM Xid line.",
+            f"{WHERE} reported XID {{{{ $labels.xid }}}}",
+            "{{ $value }} XID {{ $labels.xid }} errors within dcgm-exporter's count window; "
+            "check the node's kernel log (dmesg) for the NVRM Xid lines.",
         ),
         _rule(
             "GPUNVLinkErrors",

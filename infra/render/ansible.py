@@ -26,6 +26,7 @@ from infra.catalog import Catalog
 from infra.catalog.drivers import KernelModules, kernel_modules_for
 from infra.catalog.models import Gpu
 from infra.render.nccl_env import nccl_conf
+from infra.render.opensm import opensm_files, sm_hosts
 from infra.render.slurm_conf import controller_host
 from infra.render.templating import render_template
 from infra.render.writer import RenderError
@@ -108,7 +109,7 @@ def ansible_files(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, str]:
         )
     if _opensm(spec):
         files[f"{inventory}/group_vars/subnet_managers.yml"] = _yaml_file(
-            _subnet_manager_vars(spec, catalog), spec, "the subnet-manager hosts"
+            _subnet_manager_vars(spec, catalog, plan), spec, "the subnet-manager hosts"
         )
     pods = {su.name: su.pod for su in plan.sus}
     for server in plan.servers:
@@ -136,7 +137,7 @@ def _check_names(spec: Spec, plan: Plan) -> None:
 
 def _opensm(spec: Spec) -> bool:
     compute = spec.fabrics.compute
-    return compute is not None and compute.subnet_manager == "opensm"
+    return compute is not None and compute.subnet_manager in ("opensm", "nvidia-opensm")
 
 
 # --- hosts.yml --------------------------------------------------------------------------------
@@ -161,7 +162,7 @@ def _hosts_yml(spec: Spec, catalog: Catalog, plan: Plan) -> str:
     for group in spec.node_groups:
         groups.update(_node_group_tree(plan, group.name))
     if _opensm(spec):
-        groups["subnet_managers"] = _members(_subnet_manager_hosts(plan))
+        groups["subnet_managers"] = _members(sm_hosts(plan))
     if spec.scheduler.kind == "slurm":
         groups["slurm_controllers"] = _members([controller_host(plan)])
     document = {"all": {"children": groups}}
@@ -188,18 +189,6 @@ def _node_group_tree(plan: Plan, name: str) -> dict[str, dict[str, Any]]:
 
 def _members(names: Iterable[str]) -> dict[str, Any]:
     return {"hosts": {name: {} for name in names}}
-
-
-def _subnet_manager_hosts(plan: Plan) -> list[str]:
-    """Master and standby OpenSM: the first server of the first two SUs (two failure domains).
-
-    railplan plans no separate management servers, so the subnet manager runs on GPU
-    servers, as NVIDIA's OpenSM deployments on small clusters do.
-    """
-    firsts = [su.servers[0] for su in plan.sus if su.servers][:2]
-    if len(firsts) < 2:
-        firsts = [s.name for s in plan.servers[:2]]
-    return firsts
 
 
 # --- variables --------------------------------------------------------------------------------
@@ -340,13 +329,30 @@ def _busbw(spec: Spec, catalog: Catalog, group: NodeGroup, gpus: int) -> float:
     return predict(topo, "all_reduce", ACCEPTANCE_BYTES).busbw_GBps
 
 
-def _subnet_manager_vars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
+def _subnet_manager_vars(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, Any]:
     files = "{{ inventory_dir }}/files/subnet-manager"
     values: dict[str, Any] = {
         "rdma_opensm_enabled": True,
-        "rdma_opensm_conf_file": f"{files}/opensm.conf",
+        # one file per SM host: its sm_priority (master 15, standby 14) and pinned port
+        "rdma_opensm_conf_file": files + "/opensm-{{ inventory_hostname }}.conf",
         "rdma_opensm_partitions_file": f"{files}/partitions.conf",
+        "rdma_opensm_guid_files": [
+            f"{files}/{name}"
+            for name in sorted(opensm_files(plan, spec, catalog))
+            if "_guids" in name
+        ],
     }
+    compute = spec.fabrics.compute
+    guids = compute.guids if compute else {}
+    ports = {h: f"0x{int(guids[h][0], 16):016x}" for h in sm_hosts(plan) if h in guids}
+    if ports:
+        values["rdma_opensm_port_guids"] = ports
+        if sharp_usable(spec, catalog):
+            # sharp_am sends its MADs from the SM's port on each SM host (NVIDIA SHARP,
+            # "Appendix B: SHARP_am Network Interfaces", ib_port_guid)
+            values["sharp_am_conf"] = {
+                "ib_port_guid": "{{ rdma_opensm_port_guids[inventory_hostname] }}"
+            }
     if sharp_usable(spec, catalog):
         values["sharp_am_enabled"] = True
     return values
@@ -435,7 +441,7 @@ def _playbook(spec: Spec, catalog: Catalog, plan: Plan) -> str:
 
 def _subnet_manager_play(plan: Plan, plays: list[_GroupPlay]) -> _SubnetManagerPlay:
     """The SM hosts are GPU servers of some node group: they get that group's FM and MIG."""
-    hosts = set(_subnet_manager_hosts(plan))
+    hosts = set(sm_hosts(plan))
     groups = {s.group for s in plan.servers if s.name in hosts}
     return _SubnetManagerPlay(
         fabric_manager_groups=[p.name for p in plays if p.name in groups and p.fabric_manager],

@@ -51,9 +51,9 @@ _KIND_ORDER = (
 )
 
 
-# A literal block keeps its lines as they are; yamllint stops at 160 characters, and a block
-# sits at most a few levels deep in a manifest.
-_LITERAL_MAX = 150
+# A literal block keeps its lines as they are; yamllint stops at 160 characters, and a
+# ConfigMap's data value (the scripts and files railplan embeds) sits 4 columns deep.
+_LITERAL_MAX = 156
 
 
 class _BlockDumper(yaml.SafeDumper):
@@ -135,18 +135,39 @@ def _readme(k8s: KubernetesObjects) -> str:
 The same objects `pulumi up` declares (Pulumi.yaml, `railplan:target: kubernetes`), for a
 GitOps repository or `kubectl`. Sets: {sets}.
 
-Apply in this order:
+Apply in this order (on a fresh cluster each step needs the one before):
 1. Prerequisites railplan does not install: the batch scheduler the spec names (Volcano with
    HyperNode support, or Kueue serving kueue.x-k8s.io/v1beta2) and the Prometheus operator
    CRDs (ServiceMonitor, PrometheusRule).
-2. The Helm releases in `../helm/releases.yaml`, in order, each with its values file (the
-   GPU Operator and its CRDs).
-3. `kubectl apply -f .` here: file names are numbered so namespaces, priority classes and
+2. The namespaces: `kubectl apply -f {_file_name("Namespace")}`.
+{_helm_steps(k8s)}
+4. `kubectl apply -f .` here: file names are numbered so namespaces, priority classes and
    RBAC come before what uses them.
 
 `examples/` holds job templates (gang-scheduled PodGroups) to copy; they are not applied.
 Secrets (an NGC API key) are not here: Pulumi takes them as config secrets.
 """
+
+
+def _helm_steps(k8s: KubernetesObjects) -> str:
+    """Step 3: each release's helm command; --create-namespace where no manifest makes it."""
+    if not k8s.releases:
+        return "3. No Helm releases."
+    declared = {o["metadata"]["name"] for o in k8s.objects if o["kind"] == "Namespace"}
+    lines = [
+        "3. The Helm releases of `../helm/releases.yaml`, in this order (the GPU Operator",
+        "   brings CRDs the manifests use):",
+        "",
+        "   ```sh",
+    ]
+    for r in k8s.releases:
+        create = "" if r.namespace in declared else " --create-namespace"
+        lines += [
+            f"   helm upgrade --install {r.name} {r.chart} --repo {r.repository} \\",
+            f"     --version {r.version} --namespace {r.namespace}{create} \\",
+            f"     --values ../helm/{r.name}.values.yaml",
+        ]
+    return "\n".join([*lines, "   ```", ""])
 
 
 def k8s_files(k8s: KubernetesObjects) -> dict[str, str]:

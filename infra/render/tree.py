@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from infra.catalog import Catalog
 from infra.k8s import build_kubernetes
+from infra.k8s.monitoring import rules_file
 from infra.progress import Progress, quiet
 from infra.render.ansible import ansible_files
 from infra.render.k8s_manifests import k8s_files
@@ -47,6 +48,8 @@ def render_tree(
         "nccl": nccl_env_files(plan, spec, catalog),
         "subnet-manager": subnet_manager_files(plan, spec, catalog),
         "slurm": slurm_files(plan, spec, catalog) if spec.scheduler.kind == "slurm" else {},
+        # every cluster: Slurm hosts run dcgm-exporter too, and their Prometheus loads this
+        "monitoring": {"railplan-gpu.rules.yml": rules_file(spec)},
     }
     for section, named in sections.items():
         texts.update((f"{files_dir}/{section}/{name}", text) for name, text in named.items())

@@ -42,6 +42,25 @@ VERSION = r"^[0-9]{1,8}(\.[0-9]{1,8}){1,3}$"
 MAX_VERSION = 32  # characters of a version given on the command line (`mig check --driver`)
 # Hostnames carry the index in full: ten digits keep a label well within RFC 1123's 63.
 MAX_FIRST_INDEX = 10**9
+# An InfiniBand GUID as `ibstat -p` / `ibswitches` print it: 64 bits in hex, 0x-prefixed.
+IB_GUID = r"^0x[0-9a-fA-F]{1,16}$"
+# A switch or server name of the plan (a guids key); the plan checks it names one (RP084).
+GUID_OWNER = r"^[a-z0-9][a-z0-9-]{0,62}$"
+# Routing engines of the distributions' OpenSM (linux-rdma 3.3.23, opensm(8) "-R"); NVIDIA's
+# OpenSM adds ar_updn, ar_ftree, ... and dfp (RP081).
+UPSTREAM_ENGINES = (
+    "minhop",
+    "updn",
+    "dnup",
+    "file",
+    "ftree",
+    "lash",
+    "dor",
+    "torus-2QoS",
+    "nue",
+    "dfsssp",
+    "sssp",
+)
 OFED_VERSION = r"^[0-9]{1,8}\.[0-9]{1,8}(-[0-9]{1,8}(\.[0-9]{1,8}){0,6})?$"
 MIG_PROFILE = r"^([1-7]c\.)?[1-7]g\.[0-9]+gb(\+me|\+me\.all|\+gfx|-me)?$"
 _HOSTNAME_FIELD = re.compile(r"\{index(?::0?[1-9]d)?\}")
@@ -376,18 +395,33 @@ class ComputeFabric(StrictModel):
         1.0, ge=1.0, le=16.0, description="Leaf down:up port ratio; 1 = non-blocking."
     )
     sharp: bool = Field(False, description="Enable SHARP in-network aggregation (NCCL CollNet).")
-    subnet_manager: Literal["ufm", "opensm", "switch"] = Field(
+    subnet_manager: Literal["ufm", "opensm", "nvidia-opensm", "switch"] = Field(
         "ufm",
-        description="Where the subnet manager runs: UFM appliance/host, opensm on a host, "
-        "or embedded in a managed switch.",
+        description="Where the subnet manager runs: UFM appliance/host; `opensm`, the "
+        "upstream linux-rdma OpenSM of the distribution (Debian/Ubuntu/RHEL opensm 3.3: no "
+        "`ar_*` routing engines, no SHARP); `nvidia-opensm`, NVIDIA's OpenSM from DOCA-Host/"
+        "MLNX_OFED (adaptive routing engines, SHARP); or embedded in a managed switch.",
     )
     routing_engine: Literal[
         "auto", "updn", "ar_updn", "ftree", "ar_ftree", "minhop", "dor", "lash", "dfsssp", "dfp"
     ] = Field(
         "auto",
-        description="OpenSM routing engine of the compute fabric: `auto` picks ar_updn when "
-        "every compute switch supports adaptive routing, else updn (both fat-tree engines "
-        "SHARP supports); `ar_*` engines need adaptive-routing switches.",
+        description="OpenSM routing engine of the compute fabric: `auto` picks ar_updn for "
+        "UFM and NVIDIA's OpenSM when every compute switch supports adaptive routing, else "
+        "updn (both fat-tree engines SHARP supports); `ar_*` engines need adaptive-routing "
+        "switches and NVIDIA's SM (UFM or `nvidia-opensm`): upstream OpenSM has none.",
+    )
+    guids: dict[
+        Annotated[str, Field(pattern=GUID_OWNER)],
+        Annotated[list[Annotated[str, Field(pattern=IB_GUID)]], Field(min_length=1, max_length=64)],
+    ] = Field(
+        default_factory=dict,
+        description="GUIDs read on site after cabling, by plan name: a compute switch's node "
+        "GUID (`ibswitches`) as `[guid]`, a server's compute-HCA port GUIDs in rail order "
+        "(`ibstat -p`). With them the subnet-manager files get a root GUID file (top-tier "
+        "switches), partition members (servers) and each SM host's pinned port (its first "
+        "GUID); without them OpenSM detects the roots itself and the partitions hold only "
+        "the SM's port.",
     )
     planes: int = Field(
         1,

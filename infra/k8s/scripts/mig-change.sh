@@ -38,9 +38,19 @@ CONFIG_LABEL=nvidia.com/mig.config
 STATE_LABEL=nvidia.com/mig.config.state
 
 # config|state|unschedulable|failed label of one node (label values never contain "|").
-NODE_JSONPATH='{.metadata.labels.nvidia\.com/mig\.config}|{.metadata.labels.nvidia\.com/mig\.config\.state}|{.spec.unschedulable}|{.metadata.labels.railplan\.dev/mig-change}'
+NODE_JSONPATH='{.metadata.labels.nvidia\.com/mig\.config}'
+NODE_JSONPATH="$NODE_JSONPATH|{.metadata.labels.nvidia\\.com/mig\\.config\\.state}"
+NODE_JSONPATH="$NODE_JSONPATH|{.spec.unschedulable}|{.metadata.labels.railplan\\.dev/mig-change}"
 # One line per pod: namespace, name, running|terminating, then every resource name asked for.
-GPU_POD_TEMPLATE='{{range .items}}{{.metadata.namespace}} {{.metadata.name}} {{if .metadata.deletionTimestamp}}terminating{{else}}running{{end}}{{range .spec.containers}}{{range $k, $v := .resources.limits}} {{$k}}{{end}}{{range $k, $v := .resources.requests}} {{$k}}{{end}}{{end}}{{range .spec.initContainers}}{{range $k, $v := .resources.limits}} {{$k}}{{end}}{{range $k, $v := .resources.requests}} {{$k}}{{end}}{{end}}{{"\n"}}{{end}}'
+# shellcheck disable=SC2016  # a kubectl go-template: its $k and $v are not shell variables
+{
+    GPU_POD_TEMPLATE='{{range .items}}{{.metadata.namespace}} {{.metadata.name}} {{if .metadata.deletionTimestamp}}terminating{{else}}running{{end}}'
+    GPU_POD_TEMPLATE="$GPU_POD_TEMPLATE"'{{range .spec.containers}}{{range $k, $v := .resources.limits}} {{$k}}{{end}}'
+    GPU_POD_TEMPLATE="$GPU_POD_TEMPLATE"'{{range $k, $v := .resources.requests}} {{$k}}{{end}}{{end}}'
+    GPU_POD_TEMPLATE="$GPU_POD_TEMPLATE"'{{range .spec.initContainers}}{{range $k, $v := .resources.limits}} {{$k}}{{end}}'
+    GPU_POD_TEMPLATE="$GPU_POD_TEMPLATE"'{{range $k, $v := .resources.requests}} {{$k}}{{end}}{{end}}'
+    GPU_POD_TEMPLATE="$GPU_POD_TEMPLATE"'{{"\n"}}{{end}}'
+}
 
 log() {
     printf '%s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >&2

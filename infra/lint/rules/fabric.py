@@ -76,7 +76,7 @@ def sharp_no_aggregation_manager(ctx: LintContext) -> Iterator[Violation]:
     opensm or ufm" (NVIDIA/nccl#320) and is configured from the SM's topology file; with the
     SM embedded in a switch there is no host for sharp_am and SHARP jobs silently fall back to
     plain network transport.
-    Fix: `subnet_manager: ufm` (UFM runs the AM) or `opensm` on a host with sharp_am.
+    Fix: `subnet_manager: ufm` (UFM runs the AM) or `nvidia-opensm` on a host with sharp_am.
     """
     compute = ctx.loaded.spec.fabrics.compute
     if compute and compute.sharp and compute.subnet_manager == "switch":
@@ -84,7 +84,7 @@ def sharp_no_aggregation_manager(ctx: LintContext) -> Iterator[Violation]:
             "fabrics.compute.subnet_manager",
             "SHARP needs the aggregation manager, which runs with a host-based "
             "subnet manager, not one embedded in a switch",
-            "set subnet_manager: ufm (or opensm with sharp_am on that host)",
+            "set subnet_manager: ufm (or nvidia-opensm with sharp_am on that host)",
         )
 
 
