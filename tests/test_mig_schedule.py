@@ -371,9 +371,21 @@ def test_bad_inputs_are_refused_before_any_call(tmp_path: Path, name: str, value
 
 
 def script_value(name: str) -> str:
-    match = re.search(rf"^{name}='(.*)'$", SCRIPT_PATH.read_text(), re.MULTILINE)
-    assert match is not None
-    return match.group(1)
+    """The value the script gives ``name``, as sh computes it (some are built in pieces).
+
+    Runs the script's top (its constants, before the first function) in sh, so the test reads
+    what the script itself will pass to kubectl.
+    """
+    text = SCRIPT_PATH.read_text()
+    prologue = text[: text.index("\nlog() {")]
+    result = subprocess.run(
+        ["sh", "-c", f'{prologue}\nprintf %s "${name}"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout, f"{name} is not set by the script"
+    return result.stdout
 
 
 def kubectl_render(tmp_path: Path, obj: dict[str, Any], output: str) -> str:

@@ -2,7 +2,8 @@
 
 The playbook is parsed as YAML (what Ansible reads), and the host patterns are resolved by
 the real ``ansible --list-hosts`` against the rendered inventory. One Kubernetes example
-(no OpenSM) and one Slurm spec with ``subnet_manager: opensm`` (a subnet-manager play).
+(no OpenSM), one Slurm spec with ``subnet_manager: opensm`` (a subnet-manager play) and one
+with NVIDIA's OpenSM and SHARP (the aggregation manager rolls with the subnet managers).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ ROOT = Path(__file__).parents[1]
 BIN = Path(sys.executable).parent
 KUBERNETES = ROOT / "examples/a100-lab-mig.yaml"
 SLURM_OPENSM = ROOT / "tests/golden/inputs/h100-slurm-opensm.yaml"
+SHARP = ROOT / "tests/golden/inputs/a100-nvidia-opensm-sharp.yaml"
 DRAIN = {"name": "drain", "tasks_from": "drain"}
 RESUME = {"name": "drain", "tasks_from": "resume"}
 
@@ -30,7 +32,7 @@ RESUME = {"name": "drain", "tasks_from": "resume"}
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("tree")
-    for spec_file in (KUBERNETES, SLURM_OPENSM):
+    for spec_file in (KUBERNETES, SLURM_OPENSM, SHARP):
         result = run_cli("render", str(spec_file), "--root", str(root))
         assert result.returncode == 0, result.stderr
     return root
@@ -101,21 +103,26 @@ def test_the_drain_role_follows_the_specs_scheduler(tree: Path, spec_file: Path)
     assert defaults["drain_scheduler"] == "{{ railplan_scheduler | default('none') }}"
 
 
-def test_subnet_managers_roll_alone_one_host_at_a_time_before_the_sus(tree: Path) -> None:
-    plays = _plays(tree, SLURM_OPENSM)
+@pytest.mark.parametrize("spec_file", [SLURM_OPENSM, SHARP], ids=["opensm", "nvidia-opensm"])
+def test_subnet_managers_roll_alone_one_host_at_a_time_before_the_sus(
+    tree: Path, spec_file: Path
+) -> None:
+    plays = _plays(tree, spec_file)
     rolling = [p for p in plays if "serial" in p]
     sm_play = rolling[0]
     assert sm_play["hosts"] == "subnet_managers" and sm_play["serial"] == 1
     assert plays.index(sm_play) == 0  # before any SU play uses a link
-    assert "sharp" in _role_steps(sm_play)  # the aggregation manager runs there
-    managers = _hosts(tree, SLURM_OPENSM, "subnet_managers")
+    # the aggregation manager runs there when SHARP is on (upstream OpenSM cannot: RP082)
+    sharp = load_spec(str(spec_file)).spec.fabrics.compute.sharp  # type: ignore[union-attr]
+    assert ("sharp" in _role_steps(sm_play)) == sharp
+    managers = _hosts(tree, spec_file, "subnet_managers")
     assert len(managers) == 2
     everyone: set[str] = set()
     for play in rolling[1:]:
-        hosts = _hosts(tree, SLURM_OPENSM, play["hosts"])
+        hosts = _hosts(tree, spec_file, play["hosts"])
         assert not set(hosts) & set(managers), play["hosts"]
         everyone |= set(hosts)
-    assert everyone | set(managers) == set(_hosts(tree, SLURM_OPENSM, "gpu_servers"))
+    assert everyone | set(managers) == set(_hosts(tree, spec_file, "gpu_servers"))
 
 
 def test_without_opensm_the_node_groups_roll_every_host(tree: Path) -> None:

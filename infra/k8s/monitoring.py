@@ -3,7 +3,7 @@
 Owns how Prometheus scrapes dcgm-exporter (a ``ServiceMonitor`` with the spec's interval),
 the GPU alert rules (``PrometheusRule`` ``railplan-gpu-alerts``: idle GPUs, XID, NVLink and
 ECC errors, thermal and power throttling; the same group as a plain Prometheus rule file for
-every cluster, `rules_file`) and the checkpoint ``StorageClass``. Thresholds
+every cluster, `rules_document`) and the checkpoint ``StorageClass``. Thresholds
 come only from ``spec.scheduler.monitoring`` (its defaults are documented there), and every
 rule reads a metric the counters file of the Ansible ``dcgm`` role exports, which is also
 what the GPU Operator's dcgm-exporter exports (infra.k8s.gpu).
@@ -12,8 +12,6 @@ what the GPU Operator's dcgm-exporter exports (infra.k8s.gpu).
 from __future__ import annotations
 
 from typing import Any
-
-import yaml
 
 from infra.catalog import Catalog
 from infra.k8s.gpu import GPU_NAMESPACE, counters_csv
@@ -28,7 +26,7 @@ __all__ = [
     "gpu_alert_group",
     "gpu_alert_rules",
     "monitoring",
-    "rules_file",
+    "rules_document",
 ]
 
 MONITORING_API = "monitoring.coreos.com/v1"
@@ -98,18 +96,14 @@ def gpu_alerts(spec: Spec) -> KubeObject:
     )
 
 
-def rules_file(spec: Spec) -> str:
-    """The alert rules as a plain Prometheus rule file (``rule_files:``), for any cluster.
+def rules_document(spec: Spec) -> dict[str, Any]:
+    """The alert rules as a plain Prometheus rule file's document (``rule_files:``).
 
     The same group as the PrometheusRule's spec: Slurm clusters, whose hosts run
-    dcgm-exporter from the dcgm role, load it into their own Prometheus.
+    dcgm-exporter from the dcgm role, load it into their own Prometheus. The renderer
+    writes it (`infra.render.k8s_manifests.rules_file`) with the manifests' YAML style.
     """
-    header = (
-        f"# GPU alert rules of {spec.name}, rendered by railplan: the same rules as the\n"
-        "# PrometheusRule railplan-gpu-alerts. Load with Prometheus's `rule_files:`; check\n"
-        "# with `promtool check rules`.\n"
-    )
-    return header + yaml.safe_dump({"groups": [gpu_alert_group(spec)]}, sort_keys=False, width=100)
+    return {"groups": [gpu_alert_group(spec)]}
 
 
 def gpu_alert_group(spec: Spec) -> dict[str, Any]:

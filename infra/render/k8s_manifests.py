@@ -21,8 +21,10 @@ from typing import Any
 import yaml
 
 from infra.k8s import KubeObject, KubernetesObjects
+from infra.k8s.monitoring import rules_document
+from infra.spec import Spec
 
-__all__ = ["k8s_files", "manifest_yaml"]
+__all__ = ["k8s_files", "manifest_yaml", "rules_file"]
 
 # Apply order: what others refer to first; custom resources after their prerequisites.
 _KIND_ORDER = (
@@ -96,6 +98,16 @@ def _dump(document: Any, *, sort_keys: bool = False) -> str:
 def manifest_yaml(objects: Iterable[Any]) -> str:
     """Objects as one multi-document YAML text."""
     return "---\n" + "---\n".join(_dump(o) for o in objects)
+
+
+def rules_file(spec: Spec) -> str:
+    """The GPU alert rules as a Prometheus rule file (every cluster's ``files/monitoring/``)."""
+    header = (
+        f"# GPU alert rules of {spec.name}, rendered by railplan: the same rules as the\n"
+        "# PrometheusRule railplan-gpu-alerts. Load with Prometheus's `rule_files:`; check\n"
+        "# with `promtool check rules`.\n"
+    )
+    return header + _dump(rules_document(spec))
 
 
 def _file_name(kind: str) -> str:

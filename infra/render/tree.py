@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from infra.catalog import Catalog
 from infra.k8s import build_kubernetes
-from infra.k8s.monitoring import rules_file
 from infra.progress import Progress, quiet
 from infra.render.ansible import ansible_files
-from infra.render.k8s_manifests import k8s_files
+from infra.render.k8s_manifests import k8s_files, rules_file
 from infra.render.nccl_env import nccl_env_files
 from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
 from infra.render.slurm_conf import slurm_files
