@@ -88,7 +88,25 @@ def _tools(tmp_path: Path) -> dict[str, Any]:
             f"text = open({str(DATA)!r} + '/' + name).read()\n"
             "sys.stdout.write(text.replace(\"CA 'mlx5_0'\", \"CA '%s'\" % dev))",
         )
-    _stand_in(bin_dir / "dcgmi", _print_file("dcgmi-diag-r1.txt"))
+    # dcgmi answers `discovery -l` only while the stand-in host engine runs (engine-up exists);
+    # the host engine is up unless a test writes `no-engine` first (Kubernetes: none runs).
+    engine = tmp_path / "engine-up"
+    if not (tmp_path / "no-engine").exists():
+        engine.touch()
+    _stand_in(
+        bin_dir / "dcgmi",
+        f"import os\nup = os.path.exists({str(engine)!r})\n"
+        "if sys.argv[1] == 'discovery':\n"
+        "    sys.exit(0 if up else 'Error: unable to establish a connection to the host engine')\n"
+        "if not up:\n"
+        "    sys.exit('Error: unable to establish a connection to the host engine')\n"
+        + _print_file("dcgmi-diag-r1.txt"),
+    )
+    _stand_in(
+        bin_dir / "nv-hostengine",
+        f"import os\nif sys.argv[1:] == ['--term']:\n    os.remove({str(engine)!r})\n"
+        f"else:\n    open({str(engine)!r}, 'w').close()",
+    )
     _stand_in(bin_dir / "mpirun", _print_file("all_reduce_perf-8xA100-4G.txt"))
     # ib_write_bw: a server (no peer argument) prints nothing and exits; a client prints the
     # HDR GPU-memory result, or the slow one for the device named in SLOW_RAIL.
@@ -110,6 +128,7 @@ def _tools(tmp_path: Path) -> dict[str, Any]:
         "acceptance_nvidia_smi": str(bin_dir / "nvidia-smi"),
         "acceptance_ibstat": str(bin_dir / "ibstat-good"),
         "acceptance_dcgmi": str(bin_dir / "dcgmi"),
+        "acceptance_nv_hostengine": str(bin_dir / "nv-hostengine"),
         "acceptance_mpirun": str(bin_dir / "mpirun"),
         "acceptance_ib_write_bw": str(bin_dir / "ib_write_bw-good"),
         "acceptance_ibnetdiscover": str(bin_dir / "ibnetdiscover-ok"),
@@ -336,3 +355,37 @@ def test_rail_check_passes_on_the_planned_cabling(tmp_path):
         and "msg" in task["hosts"].get("gpu001", {})
     ]
     assert passed == ["su_su1: each of 2 rails reaches one leaf switch from all 2 servers."]
+
+
+def test_dcgm_diag_starts_and_stops_a_host_engine_where_none_runs(tmp_path):
+    """Kubernetes: the dcgm role leaves nvidia-dcgm stopped (the exporter embeds DCGM)."""
+    overrides = {
+        "acceptance_ib_bw_enabled": False,
+        "acceptance_fabric_enabled": False,
+        "acceptance_su_test_enabled": False,
+    }
+    (tmp_path / "no-engine").touch()
+    report = _run(tmp_path, {"gpu001": {}}, overrides)
+    assert _failures(report) == {"gpu001": 0}, report["stats"]
+    lines = (tmp_path / "calls.jsonl").read_text().splitlines()
+    dcgm = [c[:2] for c in map(json.loads, lines) if c[0] in ("dcgmi", "nv-hostengine")]
+    assert dcgm == [
+        ["dcgmi", "discovery"],
+        ["nv-hostengine"],
+        ["dcgmi", "diag"],
+        ["nv-hostengine", "--term"],
+    ]
+    assert not (tmp_path / "engine-up").exists()
+
+
+def test_dcgm_diag_uses_the_running_host_engine(tmp_path):
+    """Slurm: nvidia-dcgm runs; acceptance starts and stops nothing."""
+    overrides = {
+        "acceptance_ib_bw_enabled": False,
+        "acceptance_fabric_enabled": False,
+        "acceptance_su_test_enabled": False,
+    }
+    report = _run(tmp_path, {"gpu001": {}}, overrides)
+    assert _failures(report) == {"gpu001": 0}, report["stats"]
+    assert _calls(tmp_path, "nv-hostengine") == []
+    assert (tmp_path / "engine-up").exists()
