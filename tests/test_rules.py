@@ -58,6 +58,9 @@ PASSING = {
     # open at exactly the first open branch (R515)
     "RP035": "name: lab\nnode_groups:\n  - {name: gpu, node: dgx-a100-640gb, count: 2}\n"
     "software: {driver: 515.43.04, cuda: '11.7', gpu_kernel_modules: open}\n",
+    # DCGM 4 on Slurm (the exporter package's pairing), and DCGM 3 on Kubernetes (the GPU
+    # Operator's exporter embeds its own DCGM)
+    "RP036": BASE + "scheduler: {kind: slurm}\nsoftware: {dcgm: 4.2.3}\n",
     "RP020": BASE + "budgets:\n  - scaling_efficiency: {gpus: 32, min: 0.9, model_params: 7e9, "
     "precision: fp8}\n",
     "RP030": BASE + "software: {driver: 550.90.07, fabric_manager: 550.90.07}\n",

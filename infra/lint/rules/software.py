@@ -218,3 +218,37 @@ def mig_driver_too_old(ctx: LintContext) -> Iterator[Violation]:
                 f"{mig.min_driver} ({use.label} uses MIG)",
                 f"use driver {mig.min_driver} or later",
             )
+
+
+# DCGM 4.2.3 is the release the dcgm role's exporter package pin (datacenter-gpu-manager-exporter
+# 4.1.3) is paired with: dcgm-exporter tag 4.2.3-4.1.3 (NVIDIA/gpu-operator#1475).
+EXPORTER_PAIRED_DCGM = "4.2.3"
+
+
+@rule(
+    "RP036",
+    "slurm-gpu-metrics-need-dcgm4",
+    Severity.WARNING,
+    "A Slurm cluster on DCGM 3 gets no GPU metrics: NVIDIA packages dcgm-exporter for DCGM 4.",
+)
+def slurm_gpu_metrics_need_dcgm4(ctx: LintContext) -> Iterator[Violation]:
+    """Slurm hosts run dcgm-exporter from NVIDIA's package, which exists for DCGM 4 only.
+
+    Why: on Slurm nothing but the host exporter (the dcgm role) feeds the alert rules railplan
+    renders under `files/monitoring/`. NVIDIA publishes dcgm-exporter for DCGM 3 as container
+    images only; the `datacenter-gpu-manager-exporter` package in the CUDA repository depends
+    on DCGM 4. With `software.dcgm` 3.x the renderer leaves the exporter off (it would need a
+    binary you build and host), so the cluster runs with no GPU metrics and no alert can fire.
+    Fix: set `software.dcgm: "4.2.3"` (paired with the role's exporter 4.1.3), or host a DCGM 3
+    exporter binary and set `dcgm_exporter_binary_url` and `dcgm_exporter_enabled: true` in the
+    inventory.
+    """
+    spec = ctx.loaded.spec
+    if spec.scheduler.kind == "slurm" and version_key(spec.software.dcgm)[:1] < (4,):
+        yield Violation(
+            "software.dcgm",
+            f"DCGM {spec.software.dcgm} on a Slurm cluster: NVIDIA packages dcgm-exporter for "
+            "DCGM 4 only, so the hosts export no GPU metrics and the GPU alerts never fire",
+            f'set software.dcgm: "{EXPORTER_PAIRED_DCGM}", or host a DCGM 3 exporter binary '
+            "(dcgm_exporter_binary_url)",
+        )
