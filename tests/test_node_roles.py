@@ -368,3 +368,57 @@ def test_dcgm_refuses_a_host_exporter_without_its_host_engine(tmp_path: Path) ->
     results = task_results(run_play(tmp_path, tasks, succeeds=False))
     check = results["Check that the host dcgm-exporter has the host engine it connects to."]
     assert check.get("failed") and "dcgm_service_enabled is false" in check["msg"]
+
+
+# --- nccl: nccl-tests builds one tree per MPI setting ---------------------------------------------
+
+# Stands in for NVIDIA/nccl-tests at the pinned tag: the same BUILDDIR contract as its top-level
+# Makefile (`BUILDDIR ?= build`, made absolute), and an all_reduce_perf that says how it was
+# built. No CUDA here, so nothing is compiled; the role's build, `creates:` and link are real.
+FAKE_NCCL_TESTS_MAKEFILE = """\
+BUILDDIR ?= build
+override BUILDDIR := $(abspath $(BUILDDIR))
+all:
+\tmkdir -p $(BUILDDIR)
+\tprintf '#!/bin/sh\\necho MPI=$(MPI)\\n' > $(BUILDDIR)/all_reduce_perf
+\tchmod +x $(BUILDDIR)/all_reduce_perf
+"""
+
+
+def _fake_nccl_tests_repo(tmp_path: Path, tag: str) -> Path:
+    repo = tmp_path / "nccl-tests.git"
+    repo.mkdir()
+    (repo / "Makefile").write_text(FAKE_NCCL_TESTS_MAKEFILE)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "Makefile"], check=True)
+    subprocess.run([*git, "commit", "-qm", "nccl-tests stand-in"], check=True)
+    subprocess.run([*git, "tag", tag], check=True)
+    return repo
+
+
+def test_turning_mpi_on_builds_an_mpi_tree_and_moves_the_current_link(tmp_path: Path) -> None:
+    """The old role's `creates:` saw the single-node binary and never built the MPI one."""
+    tag = "v2.13.10"
+    repo = _fake_nccl_tests_repo(tmp_path, tag)
+    install = tmp_path / "opt-nccl-tests"
+    common = {
+        "nccl_tests_repo": f"file://{repo}",
+        "nccl_tests_version": tag,
+        "nccl_tests_install_dir": str(install),
+        "nccl_tests_install_cuda_toolkit": False,
+        # packages are not this test's subject (and would need apt): nothing to install
+        "__nccl_build_packages": [],
+        "__nccl_mpi_packages": [],
+        "__nccl_tests_mpi_home": "/usr",
+        "__nccl_tests_mpi_include": "/usr/include",
+    }
+    for mpi in (False, True):
+        tasks = role_tasks("nccl", "nccl-tests", **common, nccl_tests_mpi=mpi)
+        run_play(tmp_path, tasks)
+        out = subprocess.run(
+            [str(install / "current/all_reduce_perf")], capture_output=True, text=True, check=True
+        )
+        assert out.stdout.strip() == f"MPI={1 if mpi else 0}"
+    assert (install / tag / "build/all_reduce_perf").exists()  # the old tree stays
+    assert (install / "current").resolve() == install / tag / "build-mpi"

@@ -425,7 +425,9 @@ def _playbook(spec: Spec, catalog: Catalog, plan: Plan) -> str:
     sm_play = _subnet_manager_play(plan, plays) if _opensm(spec) else None
     overview = _overview(plays, sharp, sm_play)
     if spec.scheduler.kind == "slurm":
-        overview.insert(-1, "gpu_servers: slurm (munge, slurmd; slurmctld on slurm_controllers)")
+        overview.insert(
+            -1, "gpu_servers: slurm (munge, slurmd; slurmctld on slurm_controllers) — all at once"
+        )
     return render_template(
         "ansible/playbook.yml.j2",
         name=spec.name,
