@@ -68,6 +68,7 @@ PASSING = {
     # each NCCL feature gate at exactly its first release
     "RP034": BASE + "fabrics:\n  compute: {switch: qm9700, sharp: true, subnet_manager: opensm}\n"
     "software: {nccl: 2.18.1}\nbudgets:\n  - all_reduce: {bytes: 1GiB, gpus: 32, max_ms: 50}\n",
+    "RP084": BASE + "fabrics:\n  compute: {switch: qm9700, subnet_manager: nvidia-opensm}\n",
     "RP040": BASE + "fabrics:\n  compute: {switch: qm9700, sharp: true, rail_optimized: true}\n",
     "RP041": BASE + "fabrics:\n  compute: {switch: qm9700, sharp: true, subnet_manager: opensm}\n",
     "RP042": BASE + "fabrics:\n  compute: {switch: qm9700, sharp: true}\n",

@@ -139,3 +139,33 @@ def guids_unknown_name(ctx: LintContext) -> Iterator[Violation]:
                 f"{name} has {len(guids)} GUIDs, expected {expected}",
                 "a switch takes its node GUID, a server one port GUID per compute HCA",
             )
+
+
+@rule(
+    "RP084",
+    "nvidia-sm-needs-nvidia-stack",
+    Severity.ERROR,
+    "NVIDIA's OpenSM is chosen but no NVIDIA RDMA stack (DOCA-Host or MLNX_OFED) installs it.",
+)
+def nvidia_sm_needs_nvidia_stack(ctx: LintContext) -> Iterator[Violation]:
+    """`subnet_manager: nvidia-opensm` needs `software.doca` or `software.ofed`.
+
+    Why: NVIDIA's OpenSM (with the `ar_*` engines and SHARP) ships in the DOCA-Host and
+    MLNX_OFED repositories; the rdma role installs it from there (`opensmd`). Without either
+    (`doca: null` and no `ofed`), the role installs the distribution's OpenSM under the same
+    package name, which has neither adaptive routing nor SHARP (RP081, RP082), and the
+    rendered configuration names an engine it lacks.
+    Fix: keep `software.doca` (its default) or set `software.ofed`, or choose
+    `subnet_manager: opensm`.
+    """
+    spec = ctx.loaded.spec
+    compute = spec.fabrics.compute
+    if compute is None or compute.subnet_manager != "nvidia-opensm":
+        return
+    if not spec.software.doca and not spec.software.ofed:
+        yield Violation(
+            "fabrics.compute.subnet_manager",
+            "NVIDIA's OpenSM comes with DOCA-Host or MLNX_OFED, and the spec installs neither "
+            "(software.doca and software.ofed are unset)",
+            'set software.doca (e.g. "2.7.0"), or subnet_manager: opensm',
+        )
