@@ -241,7 +241,7 @@ def test_ibstat_rate_fault_names_expected_and_measured(tmp_path):
     assert "mlx5_1" in messages[0]
     assert "expected State Active at Rate 200 Gb/s, Link layer InfiniBand" in messages[0]
     assert "measured State Active at Rate 100 Gb/s, Link layer InfiniBand" in messages[0]
-    assert {tuple(c) for c in _calls(tmp_path, "dcgmi")} == {("diag", "-r", "1")}
+    assert {tuple(c) for c in _calls(tmp_path, "dcgmi") if c[0] == "diag"} == {("diag", "-r", "1")}
 
 
 def test_green_field_run_passes_and_runs_what_the_nccl_role_built(tmp_path):
@@ -253,7 +253,7 @@ def test_green_field_run_passes_and_runs_what_the_nccl_role_built(tmp_path):
     node_runs = _calls(tmp_path, "all_reduce_perf")
     assert node_runs == [["-b", "4G", "-e", "4G", "-g", "8"]] * 2
     # A green-field build runs the long DCGM diagnostic.
-    assert {tuple(c) for c in _calls(tmp_path, "dcgmi")} == {("diag", "-r", "3")}
+    assert {tuple(c) for c in _calls(tmp_path, "dcgmi") if c[0] == "diag"} == {("diag", "-r", "3")}
     # The SU test: once, as root with --allow-run-as-root, forwarding the NCCL environment.
     (mpirun,) = _calls(tmp_path, "mpirun")
     assert (os.geteuid() == 0) == ("--allow-run-as-root" in mpirun), mpirun
