@@ -1,0 +1,409 @@
+"""The as-built check: a discovered InfiniBand fabric, names resolved, against the plan's cables.
+
+`compare(plan, seen)` takes the links a discovery tool reported (each end already named as
+the plan names devices: NodeDescription or a node-name map, resolved by the caller) and the
+compute fabric's planned cables, and returns one `Finding` per fault a technician fixes:
+a missing cable, an unexpected one, two cables whose far ends are exchanged (one swap, not
+four findings), a server cable on the leaf of another rail, on the right switch but the wrong
+port, or on another switch; a link below the planned rate; a port seen down or polling; a
+device with none of its planned cables; an HCA that reports no name. Each finding carries
+both ends' device, port, rack and rack unit from the plan and the fix as a work order.
+A pure function, linear in the number of cables.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from infra.topology.model import Cable, Plan
+
+__all__ = [
+    "KINDS",
+    "End",
+    "Finding",
+    "Place",
+    "Seen",
+    "SeenLink",
+    "SeenPort",
+    "compare",
+    "link_gbps",
+]
+
+KINDS = (
+    "missing",
+    "unexpected",
+    "swapped_pair",
+    "wrong_rail",
+    "wrong_port",
+    "wrong_switch",
+    "degraded",
+    "down",
+    "device_missing",
+    "unnamed",
+)
+# Data rate per lane in Gb/s as the IB specification names the speeds (ibnetdiscover prints
+# "4xHDR"): 4x HDR is the 200 Gb/s port, 2x NDR the 200 Gb/s half of a split NDR port.
+LANE_GBPS = {
+    "SDR": 2.5,
+    "DDR": 5.0,
+    "QDR": 10.0,
+    "FDR10": 10.0,
+    "FDR": 14.0,
+    "EDR": 25.0,
+    "HDR": 50.0,
+    "NDR": 100.0,
+    "XDR": 200.0,
+}
+UP_STATES = frozenset({"active", "linkup", ""})
+
+
+@dataclass(frozen=True, order=True)
+class End:
+    """One end of a cable: a device as the plan names it and its port (``17``, ``mlx5_3``)."""
+
+    device: str
+    port: str
+
+
+@dataclass(frozen=True)
+class SeenLink:
+    """A link a discovery tool reported: both ends, width (``4x``), speed (``HDR``), state."""
+
+    a: End
+    b: End
+    width: str = ""
+    speed: str = ""
+    state: str = ""
+    source: str = ""  # file:line, for the reader
+
+
+@dataclass(frozen=True)
+class SeenPort:
+    """A port seen without a link: Down, Polling (no peer answers), Init."""
+
+    end: End
+    state: str
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What discovery saw: links, lonely ports, and HCAs without a name (their description)."""
+
+    links: tuple[SeenLink, ...]
+    ports: tuple[SeenPort, ...] = ()
+    unnamed: tuple[tuple[str, str], ...] = ()  # (GUID, NodeDescription)
+
+
+@dataclass(frozen=True)
+class Place:
+    """A cable end as the technician finds it: device, port, rack and unit (from the plan)."""
+
+    device: str
+    port: str
+    rack: str | None = None
+    rack_unit: int | None = None
+
+    def text(self) -> str:
+        """``gpu01 port mlx5_0 (gpu-su01-c1 U1)``, as a work order names it."""
+        where = f" ({self.rack} U{self.rack_unit})" if self.rack else ""
+        return f"{self.device} port {self.port}{where}" if self.port else f"{self.device}{where}"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One fault: its kind (`KINDS`), both ends, what the plan expects, what was found, the fix."""
+
+    kind: str
+    a: Place
+    z: Place
+    expected: str
+    found: str
+    fix: str
+
+    def sort_key(self) -> tuple[str, int, str, str]:
+        """Walking order: rack, unit, device, port of the near end."""
+        return (self.a.rack or "~", self.a.rack_unit or 0, self.a.device, self.a.port)
+
+
+def link_gbps(width: str, speed: str) -> float | None:
+    """The data rate of ``4x`` ``HDR`` (200.0), or None when either is unknown."""
+    lanes = width.lower().rstrip("x")
+    if not lanes.isdigit() or speed.upper() not in LANE_GBPS:
+        return None
+    return int(lanes) * LANE_GBPS[speed.upper()]
+
+
+@dataclass
+class _Index:
+    """The plan's compute cables by end, and where each device stands."""
+
+    plan: Plan
+    cables: list[Cable]
+    by_end: dict[End, Cable] = field(default_factory=dict)
+    places: dict[str, tuple[str | None, int | None]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for cable in self.cables:
+            self.by_end[End(cable.a, cable.a_port)] = cable
+            self.by_end[End(cable.b, cable.b_port)] = cable
+            self.places[cable.a] = (cable.a_rack, cable.a_unit)
+            self.places[cable.b] = (cable.b_rack, cable.b_unit)
+
+    def place(self, end: End) -> Place:
+        rack, unit = self.places.get(end.device, (None, None))
+        return Place(end.device, end.port, rack, unit)
+
+    def rail(self, switch: str) -> tuple[str | None, int | None] | None:
+        """(SU, rail) of a compute leaf, or None for any other device."""
+        try:
+            sw = self.plan.switch(switch)
+        except (KeyError, TypeError):
+            return None
+        return (sw.su, sw.rail) if sw.tier == "leaf" else None
+
+
+def _ends(cable: Cable) -> tuple[End, End]:
+    return End(cable.a, cable.a_port), End(cable.b, cable.b_port)
+
+
+def compare(plan: Plan, seen: Seen) -> list[Finding]:
+    """Every fault of the seen compute fabric against the plan, in walking order (rack, unit)."""
+    index = _Index(plan, plan.cables_in("compute"))
+    resolved, findings = _infer_unnamed(index, seen)
+    peer: dict[End, End] = {}
+    links: dict[frozenset[End], SeenLink] = {}
+    for link in resolved:
+        if link.a == link.b:
+            continue  # a self-loop is not a cable between two planned ends
+        peer[link.a], peer[link.b] = link.b, link.a
+        links[frozenset((link.a, link.b))] = link
+    absent = _absent_devices(index, peer, seen.ports, findings)
+    unmatched: list[Cable] = []
+    used: set[frozenset[End]] = set()
+    for cable in index.cables:
+        a, b = _ends(cable)
+        planned = links.get(frozenset((a, b)))
+        if planned is not None:
+            used.add(frozenset((a, b)))
+            findings.extend(_rate(index, cable, planned))
+        elif cable.a not in absent and cable.b not in absent:
+            unmatched.append(cable)
+    findings.extend(_misplaced(index, unmatched, peer, seen.ports, used))
+    for key, link in links.items():
+        if key not in used and not ({link.a.device, link.b.device} & absent):
+            findings.append(_unexpected(index, link))
+    return sorted(findings, key=Finding.sort_key)
+
+
+def _infer_unnamed(index: _Index, seen: Seen) -> tuple[list[SeenLink], list[Finding]]:
+    """Name an unnamed HCA by the switch port it reaches, where the plan puts a cable there.
+
+    A port reporting the default description (``MT4129 ConnectX7 Mellanox Technologies``)
+    is known by GUID only; the leaf port at its other end says which server and HCA the plan
+    expects, so the cable is checked as that one and the name is the finding.
+    """
+    descriptions = dict(seen.unnamed)
+    links, findings, named = [], [], set()
+    for link in seen.links:
+        for near, far in ((link.a, link.b), (link.b, link.a)):
+            cable = index.by_end.get(far)
+            if near.device not in descriptions or cable is None:
+                continue
+            a, b = _ends(cable)
+            planned = a if far == b else b
+            link = SeenLink(planned, far, link.width, link.speed, link.state, link.source)
+            named.add(near.device)
+            findings.append(_unnamed(index, near.device, descriptions[near.device], planned))
+            break
+        links.append(link)
+    for guid in sorted(set(descriptions) - named):
+        findings.append(_unnamed(index, guid, descriptions[guid], None))
+    return links, findings
+
+
+def _absent_devices(
+    index: _Index, peer: dict[End, End], ports: Iterable[SeenPort], findings: list[Finding]
+) -> set[str]:
+    """Planned devices with no port seen at all: one finding each instead of one per cable."""
+    seen_devices = {end.device for end in peer} | {p.end.device for p in ports}
+    planned: dict[str, int] = defaultdict(int)
+    for cable in index.cables:
+        planned[cable.a] += 1
+        planned[cable.b] += 1
+    absent = {device for device in planned if device not in seen_devices}
+    for device in sorted(absent):
+        place = index.place(End(device, ""))
+        findings.append(
+            Finding(
+                "device_missing",
+                place,
+                Place("", ""),
+                f"{device} with {planned[device]} cables",
+                "not in the discovered fabric",
+                f"power on {place.text()}, check its management and that it is cabled: "
+                f"none of its {planned[device]} planned cables is seen",
+            )
+        )
+    return absent
+
+
+def _rate(index: _Index, cable: Cable, link: SeenLink) -> list[Finding]:
+    """A planned cable that is there: below its planned rate, or not up."""
+    a, z = (index.place(e) for e in _ends(cable))
+    state = link.state.strip()
+    if state.lower() not in UP_STATES:
+        return [_down(a, z, state)]
+    gbps = link_gbps(link.width, link.speed)
+    if gbps is None or gbps >= cable.gbps:
+        return []
+    seen = f"{link.width}{link.speed} ({gbps:g} Gb/s)"
+    return [
+        Finding(
+            "degraded",
+            a,
+            z,
+            f"{cable.gbps:g} Gb/s",
+            seen,
+            f"reseat the cable between {a.text()} and {z.text()}; if it stays at {seen}, "
+            "replace the cable or its transceivers",
+        )
+    ]
+
+
+def _down(a: Place, z: Place, state: str) -> Finding:
+    return Finding(
+        "down",
+        a,
+        z,
+        "Active",
+        state or "down",
+        f"check the cable between {a.text()} and {z.text()} and both transceivers: "
+        f"the port is {state or 'down'}",
+    )
+
+
+def _misplaced(
+    index: _Index,
+    unmatched: list[Cable],
+    peer: dict[End, End],
+    ports: Iterable[SeenPort],
+    used: set[frozenset[End]],
+) -> list[Finding]:
+    """Classify planned cables not seen as planned: swapped, misplaced, down or missing."""
+    states = {p.end: p.state for p in ports}
+    findings: list[Finding] = []
+    swapped: set[str] = set()
+    for cable in unmatched:
+        if cable.id in swapped:
+            continue
+        a, b = _ends(cable)
+        twin = _swap_twin(index, cable, peer)
+        if twin is not None:
+            swapped |= {cable.id, twin.id}
+            used |= {frozenset((a, peer[a])), frozenset((peer[b], b))}
+            findings.append(_swap(index, cable, twin))
+            continue
+        found = peer.get(a)
+        if found is not None:
+            used.add(frozenset((a, found)))
+            findings.append(_moved(index, cable, found))
+        elif a in states or b in states:
+            state = states.get(a) or states.get(b) or ""
+            findings.append(_down(index.place(a), index.place(b), state))
+        else:
+            findings.append(_missing(index, cable))
+    return findings
+
+
+def _swap_twin(index: _Index, cable: Cable, peer: dict[End, End]) -> Cable | None:
+    """The planned cable whose far end this one's near end reaches, and back: a swapped pair."""
+    a, b = _ends(cable)
+    far = peer.get(a)
+    if far is None or far == b:
+        return None
+    twin = index.by_end.get(far)
+    if twin is None or twin is cable:
+        return None
+    ta, tb = _ends(twin)
+    near = ta if far == tb else tb
+    return twin if peer.get(near) == b else None
+
+
+def _swap(index: _Index, cable: Cable, twin: Cable) -> Finding:
+    a, b = _ends(cable)
+    ta, tb = _ends(twin)
+    pa, pb, pta, ptb = (index.place(e) for e in (a, b, ta, tb))
+    if b.device == tb.device:
+        fix = f"at {b.device} exchange the cables in ports {b.port} and {tb.port}"
+    else:
+        fix = f"exchange the far ends: {pa.text()} to {pb.text()}, {pta.text()} to {ptb.text()}"
+    return Finding(
+        "swapped_pair",
+        pa,
+        pb,
+        f"{pa.text()} - {pb.text()}; {pta.text()} - {ptb.text()}",
+        f"{pa.text()} - {ptb.text()}; {pta.text()} - {pb.text()}",
+        fix,
+    )
+
+
+def _moved(index: _Index, cable: Cable, found: End) -> Finding:
+    """The near end of a planned cable reaches another port: wrong rail, switch or port."""
+    a, b = _ends(cable)
+    pa, pb, pf = index.place(a), index.place(b), index.place(found)
+    if found.device == b.device:
+        kind = "wrong_port"
+    else:
+        planned, seen = index.rail(b.device), index.rail(found.device)
+        same_su = planned is not None and seen is not None and planned[0] == seen[0]
+        kind = "wrong_rail" if same_su and planned != seen else "wrong_switch"
+    return Finding(
+        kind,
+        pa,
+        pb,
+        pb.text(),
+        pf.text(),
+        f"move the cable of {pa.text()} from {pf.text()} to {pb.text()}",
+    )
+
+
+def _missing(index: _Index, cable: Cable) -> Finding:
+    a, b = (index.place(e) for e in _ends(cable))
+    return Finding(
+        "missing",
+        a,
+        b,
+        f"{cable.gbps:g} Gb/s {cable.medium} cable",
+        "no link",
+        f"install a {cable.gbps:g} Gb/s {cable.medium} cable from {a.text()} to {b.text()}",
+    )
+
+
+def _unexpected(index: _Index, link: SeenLink) -> Finding:
+    a, b = sorted((link.a, link.b))
+    pa, pb = index.place(a), index.place(b)
+    return Finding(
+        "unexpected",
+        pa,
+        pb,
+        "no cable",
+        f"a link ({link.width}{link.speed})" if link.width else "a link",
+        f"remove the cable between {pa.text()} and {pb.text()} (not in the plan)",
+    )
+
+
+def _unnamed(index: _Index, guid: str, description: str, planned: End | None) -> Finding:
+    where = index.place(planned) if planned is not None else Place("", "")
+    guess = f", at the plan's {where.text()}" if planned is not None else ""
+    return Finding(
+        "unnamed",
+        Place(guid, ""),
+        where,
+        "a NodeDescription that names the server",
+        f"{description!r}{guess}",
+        f"set the node description of HCA {guid} (rdma-ndd, or "
+        "/sys/class/infiniband/<dev>/node_desc), or add it to the node-name map",
+    )
