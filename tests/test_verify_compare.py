@@ -58,7 +58,11 @@ def test_a_missing_cable_names_both_ends_racks_and_units(plan: Plan) -> None:
     assert finding.kind == "missing"
     assert (finding.a.device, finding.a.port) == ("dgx005", "mlx5_3")
     assert (finding.a.rack, finding.a.rack_unit) == (cable.a_rack, cable.a_unit)
-    assert (finding.z.device, finding.z.port, finding.z.rack) == (cable.b, cable.b_port, cable.b_rack)
+    assert (finding.z.device, finding.z.port, finding.z.rack) == (
+        cable.b,
+        cable.b_port,
+        cable.b_rack,
+    )
     assert "install a 200 Gb/s" in finding.fix and cable.b in finding.fix
 
 
