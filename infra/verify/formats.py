@@ -1,0 +1,133 @@
+"""How `railplan verify` writes its findings: text by rack in walking order, JSON, a CSV work order.
+
+The text groups findings by the rack of their near end, racks and units in plan order, so a
+technician walks the row once. The JSON document is DESIGN.md's
+``{"findings": [...], "summary": {...}, "ignored": [...]}``. The CSV is a sheet to print: one
+row per fix with both ends' rack, unit, device and port and an empty ``done`` column. Names in
+it can come from a discovered fabric (NodeDescriptions anyone on the fabric may set), so a cell
+that a spreadsheet would run as a formula is prefixed with an apostrophe.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import groupby
+
+from infra.verify.compare import KINDS, Finding, Place
+from infra.wording import plural
+
+__all__ = ["WORK_ORDER_COLUMNS", "Ignored", "Summary", "verify_csv", "verify_json", "verify_text"]
+
+WORK_ORDER_COLUMNS = (
+    "order", "kind", "a_rack", "a_unit", "a_device", "a_port",
+    "z_rack", "z_unit", "z_device", "z_port", "expected", "found", "fix", "done",
+)  # fmt: skip
+# Spreadsheets run a cell that starts with one of these as a formula (OWASP, CSV injection).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """A record of the dump left out on purpose: where, and why."""
+
+    file: str
+    line: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What was compared: planned cables, seen links, the files read."""
+
+    cables_planned: int
+    links_seen: int
+    files: tuple[str, ...]
+
+
+def _place(place: Place) -> dict[str, object]:
+    return {
+        "device": place.device,
+        "port": place.port,
+        "rack": place.rack,
+        "rack_unit": place.rack_unit,
+    }
+
+
+def _counts(findings: Sequence[Finding]) -> dict[str, int]:
+    counted = Counter(f.kind for f in findings)
+    return {kind: counted[kind] for kind in KINDS if counted[kind]}
+
+
+def verify_json(findings: Sequence[Finding], summary: Summary, ignored: Iterable[Ignored]) -> str:
+    """The one JSON document of ``railplan verify --format json``."""
+    document = {
+        "findings": [
+            {
+                "kind": f.kind,
+                "a": _place(f.a),
+                "z": _place(f.z),
+                "expected": f.expected,
+                "found": f.found,
+                "fix": f.fix,
+            }
+            for f in findings
+        ],
+        "summary": {
+            "as_planned": not findings,
+            "cables_planned": summary.cables_planned,
+            "links_seen": summary.links_seen,
+            "files": list(summary.files),
+            "by_kind": _counts(findings),
+        },
+        "ignored": [{"file": i.file, "line": i.line, "reason": i.reason} for i in ignored],
+    }
+    return json.dumps(document, indent=2, sort_keys=True)
+
+
+def verify_text(findings: Sequence[Finding], summary: Summary, ignored: Sequence[Ignored]) -> str:
+    """Findings by rack in walking order, each with its fix; then one summary line."""
+    lines: list[str] = []
+    for rack, group in groupby(findings, key=lambda f: f.a.rack or "(not racked)"):
+        lines.append(f"rack {rack}")
+        for finding in group:
+            unit = f"U{finding.a.rack_unit}" if finding.a.rack_unit else "  "
+            near = f"{finding.a.device} {finding.a.port}".strip()
+            lines.append(f"  {unit:>4}  {finding.kind}: {near}: expected {finding.expected}, ")
+            lines[-1] += f"found {finding.found}"
+            lines.append(f"        fix: {finding.fix}")
+    cables = plural(summary.cables_planned, "planned cable")
+    links = plural(summary.links_seen, "link")
+    if findings:
+        counts = ", ".join(f"{n} {kind}" for kind, n in _counts(findings).items())
+        lines.append(f"{plural(len(findings), 'finding')} ({counts}); {links} seen, {cables}")
+    else:
+        lines.append(f"as planned: {links} seen, {cables}")
+    if ignored:
+        reasons = Counter(i.reason for i in ignored)
+        parts = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
+        lines.append(f"ignored {plural(len(ignored), 'record')}: {parts}")
+    return "\n".join(lines) + "\n"
+
+
+def _safe(value: object) -> str:
+    text = "" if value is None else str(value)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+def verify_csv(findings: Sequence[Finding]) -> str:
+    """The work-order sheet: one row per fix, in walking order, with a ``done`` column."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(WORK_ORDER_COLUMNS)
+    for order, f in enumerate(findings, start=1):
+        row = (
+            order, f.kind, f.a.rack, f.a.rack_unit, f.a.device, f.a.port,
+            f.z.rack, f.z.rack_unit, f.z.device, f.z.port, f.expected, f.found, f.fix, "",
+        )  # fmt: skip
+        writer.writerow([_safe(v) for v in row])
+    return out.getvalue()
