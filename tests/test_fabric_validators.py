@@ -117,9 +117,11 @@ def test_node_name_map_names_known_guids_in_rail_order(catalog: Catalog) -> None
     data["fabrics"]["compute"]["guids"] = guids
     spec = load_spec_text(yaml.safe_dump(data), "g.yaml").spec
     text = fabric_files(expand(spec, catalog), spec, catalog)["node-name-map.txt"]
-    entries = re.findall(r'^(0x[0-9a-f]{16}) "([^"]+)"$', text, re.M)
+    entries = re.findall(r'^(0x[0-9a-f]{16}) "([^"]+)"$', text, re.MULTILINE)
     assert entries[0] == ("0x000000000000beef", leaf.name)
-    assert entries[1:] == [(f"0x{r + 0xA0:016x}", f"{server.name} {h}") for r, h in enumerate(server.hcas)]
+    assert entries[1:] == [
+        (f"0x{r + 0xA0:016x}", f"{server.name} {h}") for r, h in enumerate(server.hcas)
+    ]
     assert "No GUIDs yet" not in text
 
 

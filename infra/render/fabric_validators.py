@@ -70,7 +70,7 @@ def _switch_names(plan: Plan) -> set[str]:
 
 
 def system_type(plan: Plan, name: str) -> str:
-    """ibdm system type: the switch part number stem (``MQM9700``), ``HCA`` for hosts.
+    """The ibdm system type: the switch part number stem (``MQM9700``), ``HCA`` for hosts.
 
     Switch types follow the names ibdiagnet writes (``MQM8700``, ``MQM9700`` in the CVT's
     topo-file example); hosts get ``HCA``, the generic type: ibdiagnet matches host
