@@ -230,7 +230,25 @@ class Switch(_Strict):
         description="What max_power_w is: a sourced maximum draw, a typical draw (the maximum "
         "is higher), or a PSU rating (an upper bound; the plan reports it as such).",
     )
+    cages: int | None = Field(
+        None, ge=1, description="Front-panel cages (QSFP56, OSFP); None where not sourced."
+    )
+    ports_per_cage: int | None = Field(
+        None, ge=1, description="Logical ports one cage carries (2 on twin-port OSFP cages)."
+    )
+    cage_form: str | None = Field(None, description="Cage form factor: QSFP56, OSFP, ...")
     sources: dict[str, str]
+
+    def port_label(self, port: int) -> str:
+        """Front-panel label of logical port ``port``: ``n``, or ``cage/k`` on split cages.
+
+        Logical ports 2c-1 and 2c share cage c on twin-port cages (the catalog's
+        ``port_map`` source says how sure that is).
+        """
+        per = self.ports_per_cage or 1
+        if per == 1:
+            return str(port)
+        return f"{(port - 1) // per + 1}/{(port - 1) % per + 1}"
 
 
 class Catalog(_Strict):

@@ -14,6 +14,7 @@ from infra.catalog import Catalog
 from infra.k8s import build_kubernetes
 from infra.progress import Progress, quiet
 from infra.render.ansible import ansible_files
+from infra.render.fabric_validators import fabric_files
 from infra.render.k8s_manifests import k8s_files, rules_file
 from infra.render.nccl_env import nccl_env_files
 from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
@@ -46,6 +47,7 @@ def render_tree(
     sections = {
         "nccl": nccl_env_files(plan, spec, catalog),
         "subnet-manager": subnet_manager_files(plan, spec, catalog),
+        "fabric": fabric_files(plan, spec, catalog),  # ibdiagnet / UFM CVT inputs
         "slurm": slurm_files(plan, spec, catalog) if spec.scheduler.kind == "slurm" else {},
         # every cluster: Slurm hosts run dcgm-exporter too, and their Prometheus loads this
         "monitoring": {"railplan-gpu.rules.yml": rules_file(spec)},
