@@ -144,3 +144,8 @@ def spelling_hint(word: str, choices: Iterable[str], what: str = "known") -> str
     if close:
         return f"did you mean {close[0]!r}?"
     return f"{what}: {', '.join(options)}" if options else ""
+
+
+class DiscoveredError(InputError):
+    """A line of a discovered-fabric dump (ibnetdiscover, iblinkinfo, node-name map) that
+    `railplan verify` cannot understand; carries the dump's file and line."""

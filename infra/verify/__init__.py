@@ -1,0 +1,15 @@
+"""Read what InfiniBand discovery tools saw, for `railplan verify` to compare with the plan.
+
+A pure stage: text in, a typed `Fabric` out (see `infra.verify.model`); formats are told
+apart by content (`infra.verify.discovered.detect`), and any line no parser understands is a
+located `infra.errors.DiscoveredError`. It may import the spec, catalog and topology stages,
+never render or cli.
+"""
+
+from infra.verify.discovered import Format, detect, parse_files, parse_text
+from infra.verify.model import End, Fabric, Ignored, Link, Node, Source
+
+__all__ = [
+    "End", "Fabric", "Format", "Ignored", "Link", "Node", "Source",
+    "detect", "parse_files", "parse_text",
+]
