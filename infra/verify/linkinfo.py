@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from infra.verify.model import End, FabricBuilder, Kind, Source, guid, located, number, speed_name
+from infra.verify.model import AGGREGATION_NODE, End, FabricBuilder, Kind, Source, guid, located, number, speed_name
 
 _HINT = "is this the output of iblinkinfo, cut or edited?"
 MAX_HCA_PORTS = 2
@@ -134,6 +134,10 @@ def read_linkinfo(lines: list[str], file: str, build: FabricBuilder) -> None:
         kind = kinds[row.guid]
         build.node(kind, row.guid, row.description, row.source, lid=row.lid,
                    port_guid=row.guid if kind == "CA" else None)
+        if AGGREGATION_NODE in row.remote_description:
+            build.ignore(row.source, f"SHARP aggregation node on {row.guid}[{row.port}]: "
+                         "not a cable")
+            continue
         remote = row.remote_guid or by_lid.get(row.remote_lid)
         if remote is None:
             build.ignore(row.source, f"remote LID {row.remote_lid} is not listed in this dump "

@@ -185,6 +185,8 @@ class FabricBuilder:
         port_guid: str | None = None,
     ) -> None:
         """Add a node, or fill in what an earlier sighting of it did not know."""
+        if AGGREGATION_NODE in description:
+            return  # SHARP's pseudo-HCA: its cable is recorded as ignored, see `link`
         old = self.nodes.get(node_guid)
         if old is None:
             name, model, unnamed = describe(description)
