@@ -147,5 +147,7 @@ def spelling_hint(word: str, choices: Iterable[str], what: str = "known") -> str
 
 
 class DiscoveredError(InputError):
-    """A line of a discovered-fabric dump (ibnetdiscover, iblinkinfo, node-name map) that
-    `railplan verify` cannot understand; carries the dump's file and line."""
+    """A line of a discovered-fabric dump that `railplan verify` cannot understand.
+
+    Raised for ibnetdiscover, iblinkinfo and node-name-map input; carries file and line.
+    """

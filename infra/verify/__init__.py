@@ -10,6 +10,14 @@ from infra.verify.discovered import Format, detect, parse_files, parse_text
 from infra.verify.model import End, Fabric, Ignored, Link, Node, Source
 
 __all__ = [
-    "End", "Fabric", "Format", "Ignored", "Link", "Node", "Source",
-    "detect", "parse_files", "parse_text",
+    "End",
+    "Fabric",
+    "Format",
+    "Ignored",
+    "Link",
+    "Node",
+    "Source",
+    "detect",
+    "parse_files",
+    "parse_text",
 ]

@@ -21,8 +21,17 @@ from infra.verify.ports import read_ports
 from infra.verify.topology_file import read_topology
 
 Format = Literal["ibnetdiscover", "ibnetdiscover-ports", "iblinkinfo", "node-name-map"]
-_TOPOLOGY_WORDS = ("vendid=", "devid=", "sysimgguid=", "switchguid=", "caguid=", "Switch\t",
-                   "Switch ", "Ca\t", "Ca ")
+_TOPOLOGY_WORDS = (
+    "vendid=",
+    "devid=",
+    "sysimgguid=",
+    "switchguid=",
+    "caguid=",
+    "Switch\t",
+    "Switch ",
+    "Ca\t",
+    "Ca ",
+)
 MAX_BYTES = 512 * 1024 * 1024  # a 100,000-node fabric's dump is tens of MB
 
 
@@ -45,11 +54,17 @@ def detect(lines: list[str], file: str) -> Format:
             return "ibnetdiscover-ports"
         if line.startswith("0x") and len(words) > 1 and words[1].startswith('"'):
             return "node-name-map"
-        raise located(f"cannot tell what dump this is from {line[:80]!r}", Source(file, index),
-                      "give the output of ibnetdiscover, ibnetdiscover -p, iblinkinfo, "
-                      "iblinkinfo -l or an ibnetdiscover --node-name-map file")
-    raise DiscoveredError("holds no switch, HCA or cable", file=file,
-                          hint="was the tool run on a host with an active InfiniBand port?")
+        raise located(
+            f"cannot tell what dump this is from {line[:80]!r}",
+            Source(file, index),
+            "give the output of ibnetdiscover, ibnetdiscover -p, iblinkinfo, "
+            "iblinkinfo -l or an ibnetdiscover --node-name-map file",
+        )
+    raise DiscoveredError(
+        "holds no switch, HCA or cable",
+        file=file,
+        hint="was the tool run on a host with an active InfiniBand port?",
+    )
 
 
 def read_name_map(lines: list[str], file: str, names: dict[str, str]) -> None:
@@ -61,8 +76,8 @@ def read_name_map(lines: list[str], file: str, names: dict[str, str]) -> None:
         source = Source(file, index)
         key, _, rest = line.partition(" ") if " " in line else line.partition("\t")
         rest = rest.strip()
-        if len(rest) < 2 or rest[0] != '"' or rest.rfind('"') == 0:  # noqa: PLR2004 - quotes
-            raise located(f"expected 0x<guid> \"name\", got {line[:80]!r}", source, None)
+        if len(rest) < 2 or rest[0] != '"' or rest.rfind('"') == 0:
+            raise located(f'expected 0x<guid> "name", got {line[:80]!r}', source, None)
         names[guid(key, source)] = rest[1 : rest.rfind('"')]
 
 
@@ -100,8 +115,11 @@ def _read(path: Path) -> str:
     if len(data) > MAX_BYTES:
         raise InputError(f"is {len(data):,} bytes; more than any fabric dump", file=str(path))
     if b"\0" in data:
-        raise InputError("is binary, not a text dump", file=str(path), position=Position(
-            data[: data.index(b"\0")].count(b"\n") + 1, 1))
+        raise InputError(
+            "is binary, not a text dump",
+            file=str(path),
+            position=Position(data[: data.index(b"\0")].count(b"\n") + 1, 1),
+        )
     return data.decode("utf-8", errors="replace")
 
 

@@ -13,7 +13,17 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from infra.verify.model import AGGREGATION_NODE, End, FabricBuilder, Kind, Source, guid, located, number, speed_name
+from infra.verify.model import (
+    AGGREGATION_NODE,
+    End,
+    FabricBuilder,
+    Kind,
+    Source,
+    guid,
+    located,
+    number,
+    speed_name,
+)
 
 _HINT = "is this the output of iblinkinfo, cut or edited?"
 MAX_HCA_PORTS = 2
@@ -40,7 +50,7 @@ def _numbers(text: str, source: Source) -> tuple[str | None, int, int]:
     """``0x..02  4  1[  ]`` or ``4  1[  ]`` -> (GUID or None, LID, port)."""
     words = text.split("[", 1)[0].split()
     node = guid(words.pop(0), source) if words and words[0].startswith("0x") else None
-    if len(words) != 2:  # noqa: PLR2004 - LID and port
+    if len(words) != 2:
         raise located(f"expected a LID and a port in {text.strip()!r}", source, _HINT)
     return node, number(words[0], source, "LID"), number(words[1], source, "port")
 
@@ -55,13 +65,15 @@ def _rate(text: str) -> tuple[str | None, str | None, str | None, str | None]:
     return width, speed, state, physical.strip() or None
 
 
-def _row(line: str, source: Source, kind: Kind | None, group: tuple[str | None, str]) -> _Row | None:
+def _row(
+    line: str, source: Source, kind: Kind | None, group: tuple[str | None, str]
+) -> _Row | None:
     start, stop = line.find("==("), line.find(")==>")
     if start < 0 or stop < start:
         raise located(f"cannot read port line {line.strip()[:80]!r}", source, _HINT)
     local, remote = line[:start], line[stop + 4 :]
     description = group[1]
-    if local.count('"') >= 2:  # noqa: PLR2004 - -l: '0x<guid> "desc" lid port[..]'
+    if local.count('"') >= 2:
         first, last = local.find('"'), local.rfind('"')
         description = local[first + 1 : last].strip()
         local = local[:first] + local[last + 1 :]
@@ -72,8 +84,19 @@ def _row(line: str, source: Source, kind: Kind | None, group: tuple[str | None, 
     if not remote[:first].split("[", 1)[0].strip():
         return None  # an unconnected port
     r_node, r_lid, r_port = _numbers(remote[:first], source)
-    return _Row(kind, node or group[0], description, lid, port, r_node, r_lid, r_port,
-                remote[first + 1 : last], _rate(line[start + 3 : stop]), source)
+    return _Row(
+        kind,
+        node or group[0],
+        description,
+        lid,
+        port,
+        r_node,
+        r_lid,
+        r_port,
+        remote[first + 1 : last],
+        _rate(line[start + 3 : stop]),
+        source,
+    )
 
 
 def _group(line: str, source: Source) -> tuple[Kind, tuple[str | None, str]]:
@@ -93,7 +116,7 @@ def _rows(lines: list[str], file: str) -> list[_Row]:
     for index, raw in enumerate(lines, 1):
         line = raw.rstrip()
         text = line.strip()
-        if not text or text.startswith("#") or text.startswith("ibwarn"):
+        if not text or text.startswith(("#", "ibwarn")):
             continue
         source = Source(file, index)
         if text.startswith(("Switch:", "CA:")):
@@ -132,16 +155,26 @@ def read_linkinfo(lines: list[str], file: str, build: FabricBuilder) -> None:
         if row.guid is None:
             raise located("a port line before any Switch: or CA: group", row.source, _HINT)
         kind = kinds[row.guid]
-        build.node(kind, row.guid, row.description, row.source, lid=row.lid,
-                   port_guid=row.guid if kind == "CA" else None)
+        build.node(
+            kind,
+            row.guid,
+            row.description,
+            row.source,
+            lid=row.lid,
+            port_guid=row.guid if kind == "CA" else None,
+        )
         if AGGREGATION_NODE in row.remote_description:
-            build.ignore(row.source, f"SHARP aggregation node on {row.guid}[{row.port}]: "
-                         "not a cable")
+            build.ignore(
+                row.source, f"SHARP aggregation node on {row.guid}[{row.port}]: not a cable"
+            )
             continue
         remote = row.remote_guid or by_lid.get(row.remote_lid)
         if remote is None:
-            build.ignore(row.source, f"remote LID {row.remote_lid} is not listed in this dump "
-                         "(iblinkinfo -l names it by GUID)")
+            build.ignore(
+                row.source,
+                f"remote LID {row.remote_lid} is not listed in this dump "
+                "(iblinkinfo -l names it by GUID)",
+            )
             continue
         r_kind = kinds.get(remote, "CA")
         ends = (_end(kind, row.guid, row.port), _end(r_kind, remote, row.remote_port))

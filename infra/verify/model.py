@@ -13,6 +13,7 @@ cable from both ends) and records the ignored ones with a reason.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Literal
 
 from infra.errors import DiscoveredError, Position
@@ -33,6 +34,7 @@ _SPEED_NAMES = {
     "212.5": "XDR",
 }
 _SPEEDS = frozenset(_SPEED_NAMES.values())
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 @dataclass(frozen=True, order=True)
@@ -72,8 +74,11 @@ class Link:
 
 @dataclass(frozen=True)
 class Node:
-    """A switch or HCA. `guid` is its node GUID, or its port GUID when no node GUID is known
-    (ibnetdiscover -p and iblinkinfo print only port GUIDs for HCAs)."""
+    """A switch or HCA.
+
+    `guid` is its node GUID, or its port GUID when no node GUID is known (ibnetdiscover -p
+    and iblinkinfo print only port GUIDs for HCAs).
+    """
 
     kind: Kind
     guid: str
@@ -105,12 +110,14 @@ class Fabric:
     ignored: tuple[Ignored, ...]
     sources: tuple[str, ...]
 
+    @cached_property
+    def _by_guid(self) -> dict[str, Node]:
+        index = {port: node for node in self.nodes for port in node.port_guids}
+        return index | {node.guid: node for node in self.nodes}
+
     def node_for(self, end: End) -> Node | None:
-        """The node an end belongs to (looked up by node GUID, then port GUID)."""
-        for node in self.nodes:
-            if end.guid == node.guid or end.guid in node.port_guids or end.node_guid == node.guid:
-                return node
-        return None
+        """The node an end belongs to (looked up by its GUID, then its node GUID)."""
+        return self._by_guid.get(end.guid) or self._by_guid.get(end.node_guid or "")
 
     def edges(self) -> frozenset[tuple[tuple[str, int], tuple[str, int]]]:
         """Every cable as `Link.key`: compare fabrics read from different tools."""
@@ -120,7 +127,7 @@ class Fabric:
 def guid(text: str, source: Source) -> str:
     """A GUID as "0x" and 16 lowercase hex digits (ibnetdiscover drops the 0x and zeros)."""
     digits = text[2:] if text[:2] in ("0x", "0X") else text
-    if not digits or len(digits) > 16 or not all(c in "0123456789abcdefABCDEF" for c in digits):
+    if not digits or len(digits) > 16 or not _HEX.issuperset(digits):
         raise located(f"{text!r} is not a GUID", source, "a GUID is up to 16 hex digits")
     return "0x" + digits.lower().rjust(16, "0")
 
@@ -133,15 +140,14 @@ def number(text: str, source: Source, what: str) -> int:
 
 
 def speed_name(text: str) -> str | None:
-    """"HDR" for "HDR" or iblinkinfo's "53.125" (Gbps per lane); None if unknown."""
+    """The generation ("HDR") for "HDR" or iblinkinfo's "53.125" (Gbps a lane), else None."""
     upper = text.upper()
     return upper if upper in _SPEEDS else _SPEED_NAMES.get(text)
 
 
 def located(message: str, source: Source, hint: str | None) -> DiscoveredError:
-    return DiscoveredError(
-        message, file=source.file, position=Position(source.line, 1), hint=hint
-    )
+    """The error for a line no parser understands, at its file and line."""
+    return DiscoveredError(message, file=source.file, position=Position(source.line, 1), hint=hint)
 
 
 def describe(description: str) -> tuple[str | None, str | None, bool]:
@@ -171,9 +177,10 @@ class FabricBuilder:
     names: dict[str, str] = field(default_factory=dict)  # GUID -> node-name map name
 
     def ignore(self, source: Source, reason: str) -> None:
+        """Record something skipped on purpose."""
         self.ignored.append(Ignored(source.file, source.line, reason))
 
-    def node(  # noqa: PLR0913 - one argument per field a dump may print
+    def node(
         self,
         kind: Kind,
         node_guid: str,
@@ -190,22 +197,22 @@ class FabricBuilder:
         old = self.nodes.get(node_guid)
         if old is None:
             name, model, unnamed = describe(description)
-            guids = (port_guid,) if port_guid else ()
+            guids: tuple[str, ...] = (port_guid,) if port_guid else ()
             self.nodes[node_guid] = Node(
                 kind, node_guid, description, name, model, unnamed, ports, lid, guids, source
             )
             return
-        guids = old.port_guids
-        if port_guid and port_guid not in guids:
-            guids = tuple(sorted((*guids, port_guid)))
+        known = old.port_guids
+        if port_guid and port_guid not in known:
+            known = tuple(sorted((*known, port_guid)))
         self.nodes[node_guid] = replace(
             old,
             ports=old.ports if old.ports is not None else ports,
             lid=old.lid if old.lid is not None else lid,
-            port_guids=guids,
+            port_guids=known,
         )
 
-    def link(  # noqa: PLR0913 - one argument per field a dump may print
+    def link(
         self,
         ends: tuple[End, End],
         descriptions: tuple[str, str],
@@ -228,6 +235,7 @@ class FabricBuilder:
             self.links[key] = Link(a, b, width, speed, state, physical, source)
 
     def fabric(self) -> Fabric:
+        """The collected records, sorted, with node-name-map names applied."""
         nodes = []
         for node in sorted(self.nodes.values(), key=lambda n: n.guid):
             name = self.names.get(node.guid) or next(

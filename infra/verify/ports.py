@@ -39,7 +39,7 @@ def read_ports(lines: list[str], file: str, build: FabricBuilder) -> None:
     """Add every node and cable of an ``ibnetdiscover -p`` dump to `build`."""
     for index, raw in enumerate(lines, 1):
         line = raw.strip()
-        if not line or line.startswith("#") or line.startswith("ibwarn"):
+        if not line or line.startswith(("#", "ibwarn")):
             continue
         source = Source(file, index)
         quote = line.find("'")
@@ -48,7 +48,7 @@ def read_ports(lines: list[str], file: str, build: FabricBuilder) -> None:
         if words and words[0] in ("RT", "Rt"):
             build.ignore(source, "router port: routers are not in a railplan fabric")
             continue
-        if len(words) < 4:  # noqa: PLR2004 - kind, LID, port, GUID
+        if len(words) < 4:
             raise located(f"cannot read port line {line[:80]!r}", source, _HINT)
         kind, lid, port, node = _side(words, source)
         descs = _descriptions(line[quote:]) if quote >= 0 else ("", "")
@@ -59,8 +59,14 @@ def read_ports(lines: list[str], file: str, build: FabricBuilder) -> None:
         if len(words) != dash + 5:
             raise located(f"cannot read the remote port in {line[:80]!r}", source, _HINT)
         r_kind, r_lid, r_port, r_node = _side(words[dash + 1 :], source)
-        build.node(r_kind, r_node, descs[1], source, lid=r_lid,
-                   port_guid=r_node if r_kind == "CA" else None)
+        build.node(
+            r_kind,
+            r_node,
+            descs[1],
+            source,
+            lid=r_lid,
+            port_guid=r_node if r_kind == "CA" else None,
+        )
         rate = words[4:dash]
         width = rate[0].lower() if rate and rate[0][:-1].isdigit() else None
         speed = speed_name(rate[1]) if len(rate) > 1 else None

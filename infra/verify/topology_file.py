@@ -80,8 +80,9 @@ def _port(line: str, source: Source, current: _Current, build: FabricBuilder) ->
     width, speed = _rate(words[-1] if words else "")
     remote_guid = guid(remote_id[2:], source)
     local = _end(current.kind, current.guid, port, port_guid)
-    remote = _end("SW" if remote_id.startswith("S-") else "CA", remote_guid, remote_port,
-                  remote_port_guid)
+    remote = _end(
+        "SW" if remote_id.startswith("S-") else "CA", remote_guid, remote_port, remote_port_guid
+    )
     build.link((local, remote), (current.description, description), source, width, speed)
 
 
@@ -106,7 +107,7 @@ def read_topology(lines: list[str], file: str, build: FabricBuilder) -> None:
     current = _Current()
     for index, raw in enumerate(lines, 1):
         line = raw.strip()
-        if not line or line.startswith("#") or line.startswith("ibwarn"):
+        if not line or line.startswith(("#", "ibwarn")):
             continue
         source = Source(file, index)
         if line.startswith(_KEYS):
