@@ -291,3 +291,47 @@ def test_live_ibsim_dumps_parse_to_the_netlists_cables(tmp_path: Path) -> None:
         sim.wait(timeout=10)
     for args, text in dumps.items():
         assert _named_edges(parse_text(text, " ".join(args))) == _netlist_edges(), args
+
+
+def test_hca_port_guids_and_lids_come_from_the_port_lines() -> None:
+    fabric = parse_files([DATA / "ibnetdiscover.txt"])
+    hca = next(n for n in fabric.nodes if n.name == "gpu03-mlx5_0")
+    assert (hca.guid, hca.port_guids, hca.lid, hca.ports) == (
+        "0x0000000000100006",
+        ("0x0000000000100007",),
+        8,
+        2,
+    )
+
+
+def test_name_map_with_tabs_and_port_guid_keys(tmp_path: Path) -> None:
+    names = tmp_path / "map"
+    names.write_text('# comment\n0x0000000000100001\t"rack1 gpu01 hca0"\n')
+    fabric = parse_files([DATA / "ibnetdiscover-p.txt", names])
+    node = next(n for n in fabric.nodes if n.guid == GPU01_MLX5_0)
+    assert node.name == "rack1 gpu01 hca0"
+    assert fabric.sources == (str(DATA / "ibnetdiscover-p.txt"), str(names))
+
+
+def test_a_binary_file_is_an_input_error_not_a_traceback(tmp_path: Path) -> None:
+    blob = tmp_path / "dump.bin"
+    blob.write_bytes(b"vendid=0x0\n\x00\x01\x02")
+    with pytest.raises(RailplanError, match="binary") as caught:
+        parse_files([blob])
+    assert caught.value.position is not None and caught.value.position.line == 2
+
+
+def test_back_to_back_hcas_ext_ports_and_full_info_suffixes() -> None:
+    """Forms from rdma-core's ibnetdiscover.c (out_ca_port/out_switch_port) ibsim never
+    prints: a remote HCA's GUID as " (<guid>) ", "[ext N]" and -f's "s=.. w=.. v=.."."""
+    text = (
+        'Ca\t2 "H-0000000000000010"\t\t# "a"\n'
+        '[1](11) \t"H-0000000000000020"[1] (21) \t\t# lid 1 lmc 0 "b" lid 2 4xNDR s=1 w=2 v=3\n'
+        'Switch\t8 "S-0000000000000030"\t\t# "sw" enhanced port 0 lid 4 lmc 0\n'
+        '[1][ext 3]\t"H-0000000000000040"[1](41) \t\t# "c" lid 5 2xHDR\n'
+    )
+    links = {link.key(): (link.width, link.speed) for link in parse_text(text).links}
+    assert links == {
+        (("0x0000000000000011", 1), ("0x0000000000000021", 1)): ("4x", "NDR"),
+        (("0x0000000000000030", 1), ("0x0000000000000041", 1)): ("2x", "HDR"),
+    }

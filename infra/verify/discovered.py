@@ -70,14 +70,17 @@ def detect(lines: list[str], file: str) -> Format:
 def read_name_map(lines: list[str], file: str, names: dict[str, str]) -> None:
     """Add ``0x<guid> "name"`` lines (``# comments`` allowed) to `names`."""
     for index, raw in enumerate(lines, 1):
-        line = raw.partition("#")[0].strip() if raw.lstrip().startswith("#") else raw.strip()
+        line = raw.strip()
         if _noise(line):
             continue
         source = Source(file, index)
-        key, _, rest = line.partition(" ") if " " in line else line.partition("\t")
-        rest = rest.strip()
+        key, rest = (line.split(None, 1) + [""])[:2]
         if len(rest) < 2 or rest[0] != '"' or rest.rfind('"') == 0:
-            raise located(f'expected 0x<guid> "name", got {line[:80]!r}', source, None)
+            raise located(
+                f'expected 0x<guid> "name", got {line[:80]!r}',
+                source,
+                "a node-name map line is a GUID and a quoted name",
+            )
         names[guid(key, source)] = rest[1 : rest.rfind('"')]
 
 

@@ -145,9 +145,14 @@ def speed_name(text: str) -> str | None:
     return upper if upper in _SPEEDS else _SPEED_NAMES.get(text)
 
 
+UNEDITED = "give the unedited output of ibnetdiscover [-p] or iblinkinfo [-l]"
+
+
 def located(message: str, source: Source, hint: str | None) -> DiscoveredError:
-    """The error for a line no parser understands, at its file and line."""
-    return DiscoveredError(message, file=source.file, position=Position(source.line, 1), hint=hint)
+    """The error for a line no parser understands, at its file and line (always a hint)."""
+    return DiscoveredError(
+        message, file=source.file, position=Position(source.line, 1), hint=hint or UNEDITED
+    )
 
 
 def describe(description: str) -> tuple[str | None, str | None, bool]:

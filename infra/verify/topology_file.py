@@ -36,6 +36,7 @@ def _bracket(text: str, source: Source) -> tuple[int, str | None, str]:
     if rest.startswith("[ext"):  # "[1][ext 3]": the front-panel number ibnetdiscover -m adds
         rest = rest[rest.find("]") + 1 :]
     port_guid = None
+    rest = rest.lstrip()  # a remote HCA's GUID is printed as " (<guid>) " after its port
     if rest.startswith("("):
         end = rest.find(")")
         if end < 0:
@@ -77,12 +78,17 @@ def _port(line: str, source: Source, current: _Current, build: FabricBuilder) ->
     remote_id = rest[1 : rest.find('"', 1)]
     remote_port, remote_port_guid, _ = _bracket(rest[len(remote_id) + 2 :], source)
     description, words = _comment(comment)
-    width, speed = _rate(words[-1] if words else "")
+    width, speed = _rate(words)
     remote_guid = guid(remote_id[2:], source)
+    remote_kind: Kind = "SW" if remote_id.startswith("S-") else "CA"
     local = _end(current.kind, current.guid, port, port_guid)
-    remote = _end(
-        "SW" if remote_id.startswith("S-") else "CA", remote_guid, remote_port, remote_port_guid
-    )
+    remote = _end(remote_kind, remote_guid, remote_port, remote_port_guid)
+    # the port line is where HCA port GUIDs and LIDs are printed (the Ca header has neither)
+    if current.kind == "CA" and port_guid:
+        build.node("CA", current.guid, current.description, source, port_guid=port_guid)
+    lid = number(words[words.index("lid") + 1], source, "LID") if "lid" in words[:-1] else None
+    r_port_guid = remote_port_guid if remote_kind == "CA" else None
+    build.node(remote_kind, remote_guid, description, source, lid=lid, port_guid=r_port_guid)
     build.link((local, remote), (current.description, description), source, width, speed)
 
 
@@ -91,12 +97,14 @@ def _end(kind: Kind | None, node_guid: str, port: int, port_guid: str | None) ->
     return End(identity, port, node_guid, port_guid if kind == "CA" else None)
 
 
-def _rate(word: str) -> tuple[str | None, str | None]:
-    """``4xHDR`` -> ("4x", "HDR"); ``???`` or nothing -> (None, None)."""
-    width, x, speed = word.partition("x")
-    if not x or not width.isdigit():
-        return None, None
-    return f"{width}x", speed_name(speed)
+def _rate(words: list[str]) -> tuple[str | None, str | None]:
+    """``lid 3 4xHDR`` -> ("4x", "HDR"); ``???`` -> (None, None). The rate is the last
+    word of that form: ``-f`` adds ``s=.. w=.. v=..`` and Xsigo ports ``(scp)`` after it."""
+    for word in reversed(words):
+        width, x, speed = word.partition("x")
+        if x and width.isdigit():
+            return f"{width}x", speed_name(speed)
+    return None, None
 
 
 _HINT = "is this ibnetdiscover's default output, cut or edited?"
