@@ -335,3 +335,29 @@ def test_back_to_back_hcas_ext_ports_and_full_info_suffixes() -> None:
         (("0x0000000000000011", 1), ("0x0000000000000021", 1)): ("4x", "NDR"),
         (("0x0000000000000030", 1), ("0x0000000000000041", 1)): ("2x", "HDR"),
     }
+
+
+def test_iblinkinfo_fdr10_additional_settings_ext_ports_and_routers() -> None:
+    """Forms from rdma-core's iblinkinfo.c (print_port) ibsim never prints: FDR10's
+    "10.0 Gbps (FDR10)", -p's "(HOQ:.. VL_Stall:..)", "[ 3]" front-panel numbers, routers."""
+    text = (
+        "Switch: 0x0000000000000030 sw:\n"
+        "     4    1[ 3] ==( 4X 10.0 Gbps (FDR10) Active/  LinkUp) (HOQ:19 VL_Stall:7)==>"
+        '       5    1[  ] "c" ( )\n'
+        "CA: c:\n"
+        "      0x0000000000000041      5    1[  ] ==( 4X 10.0 Gbps (FDR10) Active/  LinkUp)==>"
+        '       4    1[ 3] "sw" ( )\n'
+        "Router: r1:\n"
+        "      0x0000000000000051      6    1[  ] ==( 4X 2.5 Gbps Active/  LinkUp)==>"
+        '       4    2[  ] "sw" ( )\n'
+    )
+    fabric = parse_text(text)
+    (link,) = fabric.links
+    assert link.key() == (("0x0000000000000030", 1), ("0x0000000000000041", 1))
+    assert (link.width, link.speed, link.state, link.physical) == (
+        "4x",
+        "FDR10",
+        "Active",
+        "LinkUp",
+    )
+    assert [i.line for i in fabric.ignored] == [5]

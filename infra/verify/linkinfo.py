@@ -56,9 +56,15 @@ def _numbers(text: str, source: Source) -> tuple[str | None, int, int]:
 
 
 def _rate(text: str) -> tuple[str | None, str | None, str | None, str | None]:
-    """``4X 53.125 Gbps Active/  LinkUp`` -> ("4x", "HDR", "Active", "LinkUp")."""
-    head, _, physical = text.rpartition("/")
+    """``4X 53.125 Gbps Active/  LinkUp`` -> ("4x", "HDR", "Active", "LinkUp").
+
+    ``-p`` appends ``) (HOQ:.. VL_Stall:..``; an FDR10 link reads ``10.0 Gbps (FDR10)``.
+    """
+    head, _, physical = text.partition(") (HOQ")[0].rpartition("/")
     words = head.split()
+    if "(FDR10)" in words:
+        words = [w for w in words if w != "(FDR10)"]
+        words[1:2] = ["10.3125"] if len(words) > 1 else []
     state = words.pop() if words else None
     width = words[0].lower() if words and words[0][:-1].isdigit() else None
     speed = speed_name(words[1]) if len(words) > 1 else None
@@ -109,18 +115,25 @@ def _group(line: str, source: Source) -> tuple[Kind, tuple[str | None, str]]:
     return kind, (guid(first, source), description.strip())
 
 
-def _rows(lines: list[str], file: str) -> list[_Row]:
+def _rows(lines: list[str], file: str, build: FabricBuilder) -> list[_Row]:
     rows: list[_Row] = []
     kind: Kind | None = None
     group: tuple[str | None, str] = (None, "")
+    router = False
     for index, raw in enumerate(lines, 1):
         line = raw.rstrip()
         text = line.strip()
         if not text or text.startswith(("#", "ibwarn")):
             continue
         source = Source(file, index)
-        if text.startswith(("Switch:", "CA:")):
-            kind, group = _group(text, source)
+        if text.startswith(("Switch:", "CA:", "Router:")):
+            router = text.startswith("Router:")
+            if router:
+                build.ignore(source, "router: routers are not in a railplan fabric")
+            else:
+                kind, group = _group(text, source)
+            continue
+        if router:
             continue
         row = _row(line, source, kind, group)
         if row is not None:
@@ -148,7 +161,7 @@ def _end(kind: Kind, node: str, port: int) -> End:
 
 def read_linkinfo(lines: list[str], file: str, build: FabricBuilder) -> None:
     """Add every node and cable of an iblinkinfo dump (either layout) to `build`."""
-    rows = _rows(lines, file)
+    rows = _rows(lines, file, build)
     kinds = _kinds(rows)
     by_lid = {row.lid: row.guid for row in rows if row.guid is not None}
     for row in rows:
