@@ -74,7 +74,7 @@ def read_name_map(lines: list[str], file: str, names: dict[str, str]) -> None:
         if _noise(line):
             continue
         source = Source(file, index)
-        key, rest = (line.split(None, 1) + [""])[:2]
+        key, rest = [*line.split(None, 1), ""][:2]
         if len(rest) < 2 or rest[0] != '"' or rest.rfind('"') == 0:
             raise located(
                 f'expected 0x<guid> "name", got {line[:80]!r}',

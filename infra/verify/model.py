@@ -35,6 +35,8 @@ _SPEED_NAMES = {
 }
 _SPEEDS = frozenset(_SPEED_NAMES.values())
 _HEX = frozenset("0123456789abcdefABCDEF")
+_GUIDS: dict[str, str] = {}  # printed form -> normalized; bounded by _GUID_CACHE
+_GUID_CACHE = 200_000
 
 
 @dataclass(frozen=True, order=True)
@@ -126,10 +128,16 @@ class Fabric:
 
 def guid(text: str, source: Source) -> str:
     """A GUID as "0x" and 16 lowercase hex digits (ibnetdiscover drops the 0x and zeros)."""
+    known = _GUIDS.get(text)  # a dump names every GUID 2-4 times
+    if known is not None:
+        return known
     digits = text[2:] if text[:2] in ("0x", "0X") else text
     if not digits or len(digits) > 16 or not _HEX.issuperset(digits):
         raise located(f"{text!r} is not a GUID", source, "a GUID is up to 16 hex digits")
-    return "0x" + digits.lower().rjust(16, "0")
+    if len(_GUIDS) > _GUID_CACHE:
+        _GUIDS.clear()
+    _GUIDS[text] = "0x" + digits.lower().rjust(16, "0")
+    return _GUIDS[text]
 
 
 def number(text: str, source: Source, what: str) -> int:
@@ -207,6 +215,10 @@ class FabricBuilder:
                 kind, node_guid, description, name, model, unnamed, ports, lid, guids, source
             )
             return
+        if (port_guid is None or port_guid in old.port_guids) and (
+            (old.ports is not None or ports is None) and (old.lid is not None or lid is None)
+        ):
+            return  # nothing new: the usual case, and the cheap one
         known = old.port_guids
         if port_guid and port_guid not in known:
             known = tuple(sorted((*known, port_guid)))
@@ -228,7 +240,7 @@ class FabricBuilder:
         physical: str | None = None,
     ) -> None:
         """Add a cable seen from one end; a second sighting of the same cable is dropped."""
-        a, b = sorted(ends)
+        a, b = ends if (ends[0].guid, ends[0].port) <= (ends[1].guid, ends[1].port) else ends[::-1]
         if any(AGGREGATION_NODE in text for text in descriptions):
             self.ignore(source, f"SHARP aggregation node on {a.guid}[{a.port}]: not a cable")
             return

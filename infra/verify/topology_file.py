@@ -98,8 +98,11 @@ def _end(kind: Kind | None, node_guid: str, port: int, port_guid: str | None) ->
 
 
 def _rate(words: list[str]) -> tuple[str | None, str | None]:
-    """``lid 3 4xHDR`` -> ("4x", "HDR"); ``???`` -> (None, None). The rate is the last
-    word of that form: ``-f`` adds ``s=.. w=.. v=..`` and Xsigo ports ``(scp)`` after it."""
+    """``lid 3 4xHDR`` -> ("4x", "HDR"); ``???`` -> (None, None).
+
+    The rate is the last word of that form: ``-f`` adds ``s=.. w=.. v=..`` and Xsigo ports
+    ``(scp)`` after it.
+    """
     for word in reversed(words):
         width, x, speed = word.partition("x")
         if x and width.isdigit():
