@@ -144,3 +144,10 @@ def spelling_hint(word: str, choices: Iterable[str], what: str = "known") -> str
     if close:
         return f"did you mean {close[0]!r}?"
     return f"{what}: {', '.join(options)}" if options else ""
+
+
+class DiscoveredError(InputError):
+    """A line of a discovered-fabric dump that `railplan verify` cannot understand.
+
+    Raised for ibnetdiscover, iblinkinfo and node-name-map input; carries file and line.
+    """

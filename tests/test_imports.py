@@ -24,6 +24,7 @@ STAGES = {
     "topology": 2,
     "lint": 3,
     "budget": 3,
+    "verify": 3,
     "render": 4,
     "provision": 4,
     "k8s": 4,

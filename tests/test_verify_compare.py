@@ -17,7 +17,7 @@ from infra.catalog import load_catalog
 from infra.spec import load_spec
 from infra.topology import expand
 from infra.topology.model import Cable, Plan
-from infra.verify.compare import End, Seen, SeenLink, SeenPort, compare, link_gbps
+from infra.verify.compare import NamedEnd, Seen, SeenLink, SeenPort, compare, link_gbps
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,7 +30,9 @@ def plan() -> Plan:
 
 
 def _link(cable: Cable, width: str = "4x", speed: str = "HDR", state: str = "") -> SeenLink:
-    return SeenLink(End(cable.a, cable.a_port), End(cable.b, cable.b_port), width, speed, state)
+    return SeenLink(
+        NamedEnd(cable.a, cable.a_port), NamedEnd(cable.b, cable.b_port), width, speed, state
+    )
 
 
 def _as_built(plan: Plan) -> dict[str, SeenLink]:
@@ -70,8 +72,8 @@ def test_two_swapped_cables_are_one_swap(plan: Plan) -> None:
     links = _as_built(plan)
     one, two = _node_leaf(plan, "dgx001", "mlx5_0"), _node_leaf(plan, "dgx002", "mlx5_0")
     assert one.b == two.b  # the same rail's leaf
-    links[one.id] = SeenLink(End(one.a, one.a_port), End(two.b, two.b_port), "4x", "HDR")
-    links[two.id] = SeenLink(End(two.a, two.a_port), End(one.b, one.b_port), "4x", "HDR")
+    links[one.id] = SeenLink(NamedEnd(one.a, one.a_port), NamedEnd(two.b, two.b_port), "4x", "HDR")
+    links[two.id] = SeenLink(NamedEnd(two.a, two.a_port), NamedEnd(one.b, one.b_port), "4x", "HDR")
     (finding,) = compare(plan, Seen(tuple(links.values())))
     assert finding.kind == "swapped_pair"
     assert finding.fix == f"at {one.b} exchange the cables in ports {one.b_port} and {two.b_port}"
@@ -81,7 +83,9 @@ def test_an_hca_on_another_rails_leaf_is_wrong_rail(plan: Plan) -> None:
     links = _as_built(plan)
     cable, other = _node_leaf(plan, "dgx003", "mlx5_0"), _node_leaf(plan, "dgx003", "mlx5_1")
     assert plan.switch(cable.b).rail != plan.switch(other.b).rail
-    links[cable.id] = SeenLink(End(cable.a, cable.a_port), End(other.b, "41"), "4x", "HDR")
+    links[cable.id] = SeenLink(
+        NamedEnd(cable.a, cable.a_port), NamedEnd(other.b, "41"), "4x", "HDR"
+    )
     (finding,) = compare(plan, Seen(tuple(links.values())))
     assert finding.kind == "wrong_rail"
     assert finding.found.startswith(f"{other.b} port 41")
@@ -93,9 +97,11 @@ def test_right_switch_wrong_port_and_another_sus_leaf(plan: Plan) -> None:
     cable = _node_leaf(plan, "dgx004", "mlx5_2")
     far = _node_leaf(plan, "dgx040", "mlx5_2")  # the same rail in SU 2
     assert plan.switch(far.b).su != plan.switch(cable.b).su
-    links[cable.id] = SeenLink(End(cable.a, cable.a_port), End(cable.b, "41"), "4x", "HDR")
+    links[cable.id] = SeenLink(
+        NamedEnd(cable.a, cable.a_port), NamedEnd(cable.b, "41"), "4x", "HDR"
+    )
     moved = _node_leaf(plan, "dgx006", "mlx5_2")
-    links[moved.id] = SeenLink(End(moved.a, moved.a_port), End(far.b, "42"), "4x", "HDR")
+    links[moved.id] = SeenLink(NamedEnd(moved.a, moved.a_port), NamedEnd(far.b, "42"), "4x", "HDR")
     assert _kinds(compare(plan, Seen(tuple(links.values())))) == {
         "wrong_port": 1,
         "wrong_switch": 1,
@@ -110,7 +116,7 @@ def test_slow_links_are_degraded_and_a_polling_port_is_down(plan: Plan) -> None:
     links[sdr.id] = _link(sdr, "4x", "SDR")
     links[half.id] = _link(half, "2x", "HDR")
     del links[polling.id]
-    ports = (SeenPort(End(polling.a, polling.a_port), "Polling"),)
+    ports = (SeenPort(NamedEnd(polling.a, polling.a_port), "Polling"),)
     findings = compare(plan, Seen(tuple(links.values()), ports))
     assert _kinds(findings) == {"degraded": 2, "down": 1}
     found = {f.a.device: f.found for f in findings if f.kind == "degraded"}
@@ -127,7 +133,7 @@ def test_a_server_never_cabled_is_one_device_missing(plan: Plan) -> None:
 
 def test_a_cable_the_plan_does_not_have_is_unexpected(plan: Plan) -> None:
     links = _as_built(plan)
-    extra = SeenLink(End("dgx011", "mlx5_9"), End("dgx012", "mlx5_9"), "4x", "HDR")
+    extra = SeenLink(NamedEnd("dgx011", "mlx5_9"), NamedEnd("dgx012", "mlx5_9"), "4x", "HDR")
     (finding,) = compare(plan, Seen((*links.values(), extra)))
     assert finding.kind == "unexpected"
     assert finding.fix.startswith("remove the cable between dgx011 port mlx5_9")
@@ -137,7 +143,7 @@ def test_an_unnamed_hca_is_named_by_its_leaf_port_and_checked(plan: Plan) -> Non
     links = _as_built(plan)
     cable = _node_leaf(plan, "dgx013", "mlx5_6")
     guid = "0xb83fd2030071a2c6"
-    links[cable.id] = SeenLink(End(guid, "1"), End(cable.b, cable.b_port), "4x", "HDR")
+    links[cable.id] = SeenLink(NamedEnd(guid, "1"), NamedEnd(cable.b, cable.b_port), "4x", "HDR")
     unnamed = ((guid, "MT4123 ConnectX6 Mellanox Technologies"),)
     (finding,) = compare(plan, Seen(tuple(links.values()), unnamed=unnamed))
     assert finding.kind == "unnamed" and finding.a.device == guid
@@ -145,7 +151,7 @@ def test_an_unnamed_hca_is_named_by_its_leaf_port_and_checked(plan: Plan) -> Non
 
 
 def test_self_loops_are_not_cables(plan: Plan) -> None:
-    loop = SeenLink(End("dgx001", "mlx5_0"), End("dgx001", "mlx5_0"))
+    loop = SeenLink(NamedEnd("dgx001", "mlx5_0"), NamedEnd("dgx001", "mlx5_0"))
     assert compare(plan, Seen((*_as_built(plan).values(), loop))) == []
 
 

@@ -21,8 +21,8 @@ from infra.topology.model import Cable, Plan
 
 __all__ = [
     "KINDS",
-    "End",
     "Finding",
+    "NamedEnd",
     "Place",
     "Seen",
     "SeenLink",
@@ -60,7 +60,7 @@ UP_STATES = frozenset({"active", "linkup", ""})
 
 
 @dataclass(frozen=True, order=True)
-class End:
+class NamedEnd:
     """One end of a cable: a device as the plan names it and its port (``17``, ``mlx5_3``)."""
 
     device: str
@@ -71,8 +71,8 @@ class End:
 class SeenLink:
     """A link a discovery tool reported: both ends, width (``4x``), speed (``HDR``), state."""
 
-    a: End
-    b: End
+    a: NamedEnd
+    b: NamedEnd
     width: str = ""
     speed: str = ""
     state: str = ""
@@ -83,7 +83,7 @@ class SeenLink:
 class SeenPort:
     """A port seen without a link: Down, Polling (no peer answers), Init."""
 
-    end: End
+    end: NamedEnd
     state: str
     source: str = ""
 
@@ -142,17 +142,17 @@ class _Index:
 
     plan: Plan
     cables: list[Cable]
-    by_end: dict[End, Cable] = field(default_factory=dict)
+    by_end: dict[NamedEnd, Cable] = field(default_factory=dict)
     places: dict[str, tuple[str | None, int | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for cable in self.cables:
-            self.by_end[End(cable.a, cable.a_port)] = cable
-            self.by_end[End(cable.b, cable.b_port)] = cable
+            self.by_end[NamedEnd(cable.a, cable.a_port)] = cable
+            self.by_end[NamedEnd(cable.b, cable.b_port)] = cable
             self.places[cable.a] = (cable.a_rack, cable.a_unit)
             self.places[cable.b] = (cable.b_rack, cable.b_unit)
 
-    def place(self, end: End) -> Place:
+    def place(self, end: NamedEnd) -> Place:
         rack, unit = self.places.get(end.device, (None, None))
         return Place(end.device, end.port, rack, unit)
 
@@ -165,16 +165,16 @@ class _Index:
         return (sw.su, sw.rail) if sw.tier == "leaf" else None
 
 
-def _ends(cable: Cable) -> tuple[End, End]:
-    return End(cable.a, cable.a_port), End(cable.b, cable.b_port)
+def _ends(cable: Cable) -> tuple[NamedEnd, NamedEnd]:
+    return NamedEnd(cable.a, cable.a_port), NamedEnd(cable.b, cable.b_port)
 
 
 def compare(plan: Plan, seen: Seen) -> list[Finding]:
     """Every fault of the seen compute fabric against the plan, in walking order (rack, unit)."""
     index = _Index(plan, plan.cables_in("compute"))
     resolved, findings = _infer_unnamed(index, seen)
-    peer: dict[End, End] = {}
-    links: dict[frozenset[End], SeenLink] = {}
+    peer: dict[NamedEnd, NamedEnd] = {}
+    links: dict[frozenset[NamedEnd], SeenLink] = {}
     for link in resolved:
         if link.a == link.b:
             continue  # a self-loop is not a cable between two planned ends
@@ -182,7 +182,7 @@ def compare(plan: Plan, seen: Seen) -> list[Finding]:
         links[frozenset((link.a, link.b))] = link
     absent = _absent_devices(index, peer, seen.ports, findings)
     unmatched: list[Cable] = []
-    used: set[frozenset[End]] = set()
+    used: set[frozenset[NamedEnd]] = set()
     for cable in index.cables:
         a, b = _ends(cable)
         planned = links.get(frozenset((a, b)))
@@ -225,7 +225,10 @@ def _infer_unnamed(index: _Index, seen: Seen) -> tuple[list[SeenLink], list[Find
 
 
 def _absent_devices(
-    index: _Index, peer: dict[End, End], ports: Iterable[SeenPort], findings: list[Finding]
+    index: _Index,
+    peer: dict[NamedEnd, NamedEnd],
+    ports: Iterable[SeenPort],
+    findings: list[Finding],
 ) -> set[str]:
     """Planned devices with no port seen at all: one finding each instead of one per cable."""
     seen_devices = {end.device for end in peer} | {p.end.device for p in ports}
@@ -235,7 +238,7 @@ def _absent_devices(
         planned[cable.b] += 1
     absent = {device for device in planned if device not in seen_devices}
     for device in sorted(absent):
-        place = index.place(End(device, ""))
+        place = index.place(NamedEnd(device, ""))
         findings.append(
             Finding(
                 "device_missing",
@@ -288,9 +291,9 @@ def _down(a: Place, z: Place, state: str) -> Finding:
 def _misplaced(
     index: _Index,
     unmatched: list[Cable],
-    peer: dict[End, End],
+    peer: dict[NamedEnd, NamedEnd],
     ports: Iterable[SeenPort],
-    used: set[frozenset[End]],
+    used: set[frozenset[NamedEnd]],
 ) -> list[Finding]:
     """Classify planned cables not seen as planned: swapped, misplaced, down or missing."""
     states = {p.end: p.state for p in ports}
@@ -318,7 +321,7 @@ def _misplaced(
     return findings
 
 
-def _swap_twin(index: _Index, cable: Cable, peer: dict[End, End]) -> Cable | None:
+def _swap_twin(index: _Index, cable: Cable, peer: dict[NamedEnd, NamedEnd]) -> Cable | None:
     """The planned cable whose far end this one's near end reaches, and back: a swapped pair."""
     a, b = _ends(cable)
     far = peer.get(a)
@@ -350,7 +353,7 @@ def _swap(index: _Index, cable: Cable, twin: Cable) -> Finding:
     )
 
 
-def _moved(index: _Index, cable: Cable, found: End) -> Finding:
+def _moved(index: _Index, cable: Cable, found: NamedEnd) -> Finding:
     """The near end of a planned cable reaches another port: wrong rail, switch or port."""
     a, b = _ends(cable)
     pa, pb, pf = index.place(a), index.place(b), index.place(found)
@@ -395,7 +398,7 @@ def _unexpected(index: _Index, link: SeenLink) -> Finding:
     )
 
 
-def _unnamed(index: _Index, guid: str, description: str, planned: End | None) -> Finding:
+def _unnamed(index: _Index, guid: str, description: str, planned: NamedEnd | None) -> Finding:
     where = index.place(planned) if planned is not None else Place("", "")
     guess = f", at the plan's {where.text()}" if planned is not None else ""
     return Finding(

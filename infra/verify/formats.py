@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from itertools import groupby
 
 from infra.verify.compare import KINDS, Finding, Place
+from infra.verify.model import Ignored
 from infra.wording import plural
 
-__all__ = ["WORK_ORDER_COLUMNS", "Ignored", "Summary", "verify_csv", "verify_json", "verify_text"]
+__all__ = ["WORK_ORDER_COLUMNS", "Summary", "verify_csv", "verify_json", "verify_text"]
 
 WORK_ORDER_COLUMNS = (
     "order", "kind", "a_rack", "a_unit", "a_device", "a_port",
@@ -29,15 +30,6 @@ WORK_ORDER_COLUMNS = (
 )  # fmt: skip
 # Spreadsheets run a cell that starts with one of these as a formula (OWASP, CSV injection).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-@dataclass(frozen=True)
-class Ignored:
-    """A record of the dump left out on purpose: where, and why."""
-
-    file: str
-    line: int
-    reason: str
 
 
 @dataclass(frozen=True)

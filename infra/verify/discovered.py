@@ -1,0 +1,134 @@
+"""Read discovered-fabric dumps into one `Fabric`, telling the formats apart by content.
+
+`parse_files` reads any mix of ``ibnetdiscover`` (default or ``-p``), ``iblinkinfo``
+(default or ``-l``) dumps and ``--node-name-map`` files; `parse_text` reads one text. The
+format is decided by the first line that only one format can have, after skipping tool noise
+(blank lines, ``#`` comments, ``ibwarn:`` lines), never by the file name. A node-name map's
+names replace the descriptions' names of the nodes whose GUID it lists. A line no parser
+understands is a `DiscoveredError` carrying its file and line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+from infra.errors import DiscoveredError, InputError, Position
+from infra.verify.linkinfo import read_linkinfo
+from infra.verify.model import Fabric, FabricBuilder, Source, guid, located
+from infra.verify.ports import read_ports
+from infra.verify.topology_file import read_topology
+
+Format = Literal["ibnetdiscover", "ibnetdiscover-ports", "iblinkinfo", "node-name-map"]
+_TOPOLOGY_WORDS = (
+    "vendid=",
+    "devid=",
+    "sysimgguid=",
+    "switchguid=",
+    "caguid=",
+    "Switch\t",
+    "Switch ",
+    "Ca\t",
+    "Ca ",
+)
+MAX_BYTES = 512 * 1024 * 1024  # a 100,000-node fabric's dump is tens of MB
+
+
+def _noise(line: str) -> bool:
+    return not line or line.startswith(("#", "ibwarn", "ibpanic", "ibdebug"))
+
+
+def detect(lines: list[str], file: str) -> Format:
+    """The dump's format, from its first line that only one format has."""
+    for index, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if _noise(line):
+            continue
+        if line.startswith(_TOPOLOGY_WORDS):
+            return "ibnetdiscover"
+        if line.startswith(("Switch:", "CA:")) or "==(" in line:
+            return "iblinkinfo"
+        words = line.split()
+        if words[0] in ("CA", "SW", "RT") and len(words) > 3 and words[3].startswith("0x"):
+            return "ibnetdiscover-ports"
+        if line.startswith("0x") and len(words) > 1 and words[1].startswith('"'):
+            return "node-name-map"
+        raise located(
+            f"cannot tell what dump this is from {line[:80]!r}",
+            Source(file, index),
+            "give the output of ibnetdiscover, ibnetdiscover -p, iblinkinfo, "
+            "iblinkinfo -l or an ibnetdiscover --node-name-map file",
+        )
+    raise DiscoveredError(
+        "holds no switch, HCA or cable",
+        file=file,
+        hint="was the tool run on a host with an active InfiniBand port?",
+    )
+
+
+def read_name_map(lines: list[str], file: str, names: dict[str, str]) -> None:
+    """Add ``0x<guid> "name"`` lines (``# comments`` allowed) to `names`."""
+    for index, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if _noise(line):
+            continue
+        source = Source(file, index)
+        key, rest = [*line.split(None, 1), ""][:2]
+        if len(rest) < 2 or rest[0] != '"' or rest.rfind('"') == 0:
+            raise located(
+                f'expected 0x<guid> "name", got {line[:80]!r}',
+                source,
+                "a node-name map line is a GUID and a quoted name",
+            )
+        names[guid(key, source)] = rest[1 : rest.rfind('"')]
+
+
+_READERS = {
+    "ibnetdiscover": read_topology,
+    "ibnetdiscover-ports": read_ports,
+    "iblinkinfo": read_linkinfo,
+}
+
+
+def add_text(text: str, file: str, build: FabricBuilder) -> Format:
+    """Add one dump's text to `build`; returns the format it was read as."""
+    lines = text.splitlines()
+    kind = detect(lines, file)
+    if kind == "node-name-map":
+        read_name_map(lines, file, build.names)
+    else:
+        _READERS[kind](lines, file, build)
+    build.sources.append(file)
+    return kind
+
+
+def parse_text(text: str, file: str = "<input>") -> Fabric:
+    """The fabric one dump describes."""
+    build = FabricBuilder()
+    add_text(text, file, build)
+    return build.fabric()
+
+
+def _read(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise InputError(f"cannot read: {error.strerror}", file=str(path)) from None
+    if len(data) > MAX_BYTES:
+        raise InputError(f"is {len(data):,} bytes; more than any fabric dump", file=str(path))
+    if b"\0" in data:
+        raise InputError(
+            "is binary, not a text dump",
+            file=str(path),
+            position=Position(data[: data.index(b"\0")].count(b"\n") + 1, 1),
+        )
+    return data.decode("utf-8", errors="replace")
+
+
+def parse_files(paths: Iterable[Path]) -> Fabric:
+    """The fabric a set of dumps (and node-name maps) describe together."""
+    build = FabricBuilder()
+    for path in paths:
+        add_text(_read(path), str(path), build)
+    return build.fabric()

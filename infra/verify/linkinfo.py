@@ -1,0 +1,194 @@
+"""Read ``iblinkinfo``, grouped by node (default) or one line per port (``-l``).
+
+A port line is ``<local> ==( 4X 53.125 Gbps Active/ LinkUp)==> <remote> "desc" ( ... )``.
+By default nodes are groups (``Switch: 0x<guid> desc:`` / ``CA: desc:``) and the remote end
+is named by LID only, so cables are resolved once the whole dump is read, from the LIDs the
+dump itself lists; with ``-l`` both ends carry their GUID and description, but not whether
+they are a switch or an HCA: a node with more than two ports listed is a switch (no HCA has
+more than two). An unconnected port (``[  ] "" ( )``) says nothing about cabling.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from infra.verify.model import (
+    AGGREGATION_NODE,
+    End,
+    FabricBuilder,
+    Kind,
+    Source,
+    guid,
+    located,
+    number,
+    speed_name,
+)
+
+_HINT = "is this the output of iblinkinfo, cut or edited?"
+MAX_HCA_PORTS = 2
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One port line, before the remote LID (default format) is resolved."""
+
+    kind: Kind | None
+    guid: str | None  # the switch node GUID or HCA port GUID, when the line says it
+    description: str
+    lid: int
+    port: int
+    remote_guid: str | None
+    remote_lid: int
+    remote_port: int
+    remote_description: str
+    rate: tuple[str | None, str | None, str | None, str | None]  # width, speed, state, phys
+    source: Source
+
+
+def _numbers(text: str, source: Source) -> tuple[str | None, int, int]:
+    """``0x..02  4  1[  ]`` or ``4  1[  ]`` -> (GUID or None, LID, port)."""
+    words = text.split("[", 1)[0].split()
+    node = guid(words.pop(0), source) if words and words[0].startswith("0x") else None
+    if len(words) != 2:
+        raise located(f"expected a LID and a port in {text.strip()!r}", source, _HINT)
+    return node, number(words[0], source, "LID"), number(words[1], source, "port")
+
+
+def _rate(text: str) -> tuple[str | None, str | None, str | None, str | None]:
+    """``4X 53.125 Gbps Active/  LinkUp`` -> ("4x", "HDR", "Active", "LinkUp").
+
+    ``-p`` appends ``) (HOQ:.. VL_Stall:..``; an FDR10 link reads ``10.0 Gbps (FDR10)``.
+    """
+    head, _, physical = text.partition(") (HOQ")[0].rpartition("/")
+    words = head.split()
+    if "(FDR10)" in words:
+        words = [w for w in words if w != "(FDR10)"]
+        words[1:2] = ["10.3125"] if len(words) > 1 else []
+    state = words.pop() if words else None
+    width = words[0].lower() if words and words[0][:-1].isdigit() else None
+    speed = speed_name(words[1]) if len(words) > 1 else None
+    return width, speed, state, physical.strip() or None
+
+
+def _row(
+    line: str, source: Source, kind: Kind | None, group: tuple[str | None, str]
+) -> _Row | None:
+    start, stop = line.find("==("), line.find(")==>")
+    if start < 0 or stop < start:
+        raise located(f"cannot read port line {line.strip()[:80]!r}", source, _HINT)
+    local, remote = line[:start], line[stop + 4 :]
+    description = group[1]
+    if local.count('"') >= 2:
+        first, last = local.find('"'), local.rfind('"')
+        description = local[first + 1 : last].strip()
+        local = local[:first] + local[last + 1 :]
+    node, lid, port = _numbers(local, source)
+    first, last = remote.find('"'), remote.rfind('"')
+    if first < 0 or last == first:
+        raise located(f"no remote description in {line.strip()[:80]!r}", source, _HINT)
+    if not remote[:first].split("[", 1)[0].strip():
+        return None  # an unconnected port
+    r_node, r_lid, r_port = _numbers(remote[:first], source)
+    return _Row(
+        kind,
+        node or group[0],
+        description,
+        lid,
+        port,
+        r_node,
+        r_lid,
+        r_port,
+        remote[first + 1 : last],
+        _rate(line[start + 3 : stop]),
+        source,
+    )
+
+
+def _group(line: str, source: Source) -> tuple[Kind, tuple[str | None, str]]:
+    """``Switch: 0x<guid> desc:`` / ``CA: desc:`` -> the node the next lines belong to."""
+    kind: Kind = "SW" if line.startswith("Switch:") else "CA"
+    rest = line.partition(":")[2].strip().removesuffix(":")
+    if kind == "CA":
+        return kind, (None, rest)
+    first, _, description = rest.partition(" ")
+    return kind, (guid(first, source), description.strip())
+
+
+def _rows(lines: list[str], file: str, build: FabricBuilder) -> list[_Row]:
+    rows: list[_Row] = []
+    kind: Kind | None = None
+    group: tuple[str | None, str] = (None, "")
+    router = False
+    for index, raw in enumerate(lines, 1):
+        line = raw.rstrip()
+        text = line.strip()
+        if not text or text.startswith(("#", "ibwarn")):
+            continue
+        source = Source(file, index)
+        if text.startswith(("Switch:", "CA:", "Router:")):
+            router = text.startswith("Router:")
+            if router:
+                build.ignore(source, "router: routers are not in a railplan fabric")
+            else:
+                kind, group = _group(text, source)
+            continue
+        if router:
+            continue
+        row = _row(line, source, kind, group)
+        if row is not None:
+            rows.append(row)
+    return rows
+
+
+def _kinds(rows: list[_Row]) -> dict[str, Kind]:
+    """GUID -> kind: from the group header, else by how many ports the dump lists."""
+    ports: dict[str, set[int]] = defaultdict(set)
+    kinds: dict[str, Kind] = {}
+    for row in rows:
+        if row.guid is not None:
+            ports[row.guid].add(row.port)
+            if row.kind is not None:
+                kinds[row.guid] = row.kind
+    for node, seen in ports.items():
+        kinds.setdefault(node, "SW" if len(seen) > MAX_HCA_PORTS else "CA")
+    return kinds
+
+
+def _end(kind: Kind, node: str, port: int) -> End:
+    return End(node, port, node, None) if kind == "SW" else End(node, port, None, node)
+
+
+def read_linkinfo(lines: list[str], file: str, build: FabricBuilder) -> None:
+    """Add every node and cable of an iblinkinfo dump (either layout) to `build`."""
+    rows = _rows(lines, file, build)
+    kinds = _kinds(rows)
+    by_lid = {row.lid: row.guid for row in rows if row.guid is not None}
+    for row in rows:
+        if row.guid is None:
+            raise located("a port line before any Switch: or CA: group", row.source, _HINT)
+        kind = kinds[row.guid]
+        build.node(
+            kind,
+            row.guid,
+            row.description,
+            row.source,
+            lid=row.lid,
+            port_guid=row.guid if kind == "CA" else None,
+        )
+        if AGGREGATION_NODE in row.remote_description:
+            build.ignore(
+                row.source, f"SHARP aggregation node on {row.guid}[{row.port}]: not a cable"
+            )
+            continue
+        remote = row.remote_guid or by_lid.get(row.remote_lid)
+        if remote is None:
+            build.ignore(
+                row.source,
+                f"remote LID {row.remote_lid} is not listed in this dump "
+                "(iblinkinfo -l names it by GUID)",
+            )
+            continue
+        r_kind = kinds.get(remote, "CA")
+        ends = (_end(kind, row.guid, row.port), _end(r_kind, remote, row.remote_port))
+        build.link(ends, (row.description, row.remote_description), row.source, *row.rate)

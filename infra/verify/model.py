@@ -1,0 +1,263 @@
+"""The typed result of reading discovered-fabric dumps, and the builder the parsers share.
+
+A `Fabric` is what ibnetdiscover / iblinkinfo saw: `Node`s (switches and HCAs) and `Link`s
+(cables, each between two `End`s), plus `Ignored` records for what was skipped on purpose
+(self-loop cables, SHARP aggregation nodes) and the file and line every record came from.
+An end is identified the way railplan's spec `guids:` and OpenSM's guid files identify
+hardware: a switch by its node GUID, an HCA port by its port GUID (by its node GUID only when
+the dump prints no port GUID). The parsers feed a `FabricBuilder`, which merges what several
+lines or files say about one node, drops the second sighting of a cable (every tool prints a
+cable from both ends) and records the ignored ones with a reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Literal
+
+from infra.errors import DiscoveredError, Position
+
+Kind = Literal["CA", "SW"]
+AGGREGATION_NODE = "Aggregation Node"  # SHARP's in-switch pseudo-HCA, on switch port 65
+_VENDOR_DEFAULTS = ("Mellanox Technologies", "NVIDIA Technologies")
+# iblinkinfo prints the per-lane signalling rate; ibnetdiscover names the generation.
+_SPEED_NAMES = {
+    "2.5": "SDR",
+    "5.0": "DDR",
+    "10.0": "QDR",
+    "10.3125": "FDR10",
+    "14.0625": "FDR",
+    "25.78125": "EDR",
+    "53.125": "HDR",
+    "106.25": "NDR",
+    "212.5": "XDR",
+}
+_SPEEDS = frozenset(_SPEED_NAMES.values())
+_HEX = frozenset("0123456789abcdefABCDEF")
+_GUIDS: dict[str, str] = {}  # printed form -> normalized; bounded by _GUID_CACHE
+_GUID_CACHE = 200_000
+
+
+@dataclass(frozen=True, order=True)
+class Source:
+    """Where a record came from: the dump's file name and 1-based line."""
+
+    file: str
+    line: int
+
+
+@dataclass(frozen=True, order=True)
+class End:
+    """One end of a cable: `guid` (switch node GUID or HCA port GUID) and port number."""
+
+    guid: str
+    port: int
+    node_guid: str | None = None  # where the tool prints it (switches always)
+    port_guid: str | None = None  # where the tool prints it (HCA ports)
+
+
+@dataclass(frozen=True)
+class Link:
+    """A cable the tool saw, ends in sorted order; None where the tool does not say."""
+
+    a: End
+    b: End
+    width: str | None  # "4x", "2x" (a split port), ...
+    speed: str | None  # "SDR" ... "NDR", "XDR"
+    state: str | None  # "Active", "Down", "Polling", "Init", "Armed"
+    physical: str | None  # "LinkUp", "Polling", "Disabled", ...
+    source: Source
+
+    def key(self) -> tuple[tuple[str, int], tuple[str, int]]:
+        """The cable as ((guid, port), (guid, port)): equal across dump formats."""
+        return (self.a.guid, self.a.port), (self.b.guid, self.b.port)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A switch or HCA.
+
+    `guid` is its node GUID, or its port GUID when no node GUID is known (ibnetdiscover -p
+    and iblinkinfo print only port GUIDs for HCAs).
+    """
+
+    kind: Kind
+    guid: str
+    description: str  # the NodeDescription as printed
+    name: str | None  # from a node-name map, an MF0; description or the description itself
+    model: str | None  # from an MF0;<name>:<model>/U1 description
+    unnamed: bool  # the firmware's default description ("MT4129 ConnectX7 Mellanox ...")
+    ports: int | None
+    lid: int | None
+    port_guids: tuple[str, ...]
+    source: Source
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """Something skipped on purpose, and why."""
+
+    file: str
+    line: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """Everything the dumps said, sorted: nodes by GUID, links by their ends."""
+
+    nodes: tuple[Node, ...]
+    links: tuple[Link, ...]
+    ignored: tuple[Ignored, ...]
+    sources: tuple[str, ...]
+
+    @cached_property
+    def _by_guid(self) -> dict[str, Node]:
+        index = {port: node for node in self.nodes for port in node.port_guids}
+        return index | {node.guid: node for node in self.nodes}
+
+    def node_for(self, end: End) -> Node | None:
+        """The node an end belongs to (looked up by its GUID, then its node GUID)."""
+        return self._by_guid.get(end.guid) or self._by_guid.get(end.node_guid or "")
+
+    def edges(self) -> frozenset[tuple[tuple[str, int], tuple[str, int]]]:
+        """Every cable as `Link.key`: compare fabrics read from different tools."""
+        return frozenset(link.key() for link in self.links)
+
+
+def guid(text: str, source: Source) -> str:
+    """A GUID as "0x" and 16 lowercase hex digits (ibnetdiscover drops the 0x and zeros)."""
+    known = _GUIDS.get(text)  # a dump names every GUID 2-4 times
+    if known is not None:
+        return known
+    digits = text[2:] if text[:2] in ("0x", "0X") else text
+    if not digits or len(digits) > 16 or not _HEX.issuperset(digits):
+        raise located(f"{text!r} is not a GUID", source, "a GUID is up to 16 hex digits")
+    if len(_GUIDS) > _GUID_CACHE:
+        _GUIDS.clear()
+    _GUIDS[text] = "0x" + digits.lower().rjust(16, "0")
+    return _GUIDS[text]
+
+
+def number(text: str, source: Source, what: str) -> int:
+    """A decimal port number, port count or LID."""
+    if not text.isdigit() or len(text) > 6:
+        raise located(f"{what} {text!r} is not a number", source, None)
+    return int(text)
+
+
+def speed_name(text: str) -> str | None:
+    """The generation ("HDR") for "HDR" or iblinkinfo's "53.125" (Gbps a lane), else None."""
+    upper = text.upper()
+    return upper if upper in _SPEEDS else _SPEED_NAMES.get(text)
+
+
+UNEDITED = "give the unedited output of ibnetdiscover [-p] or iblinkinfo [-l]"
+
+
+def located(message: str, source: Source, hint: str | None) -> DiscoveredError:
+    """The error for a line no parser understands, at its file and line (always a hint)."""
+    return DiscoveredError(
+        message, file=source.file, position=Position(source.line, 1), hint=hint or UNEDITED
+    )
+
+
+def describe(description: str) -> tuple[str | None, str | None, bool]:
+    """(name, model, unnamed) from a NodeDescription.
+
+    ``MF0;ib-leaf-01:MQM9700/U1`` (NVIDIA switches) gives name and model; a description
+    ending in the vendor name is the firmware default ("MT4129 ConnectX7 Mellanox
+    Technologies", "Quantum Mellanox Technologies"): nobody named the node.
+    """
+    text = description.strip()
+    if text.startswith("MF0;"):
+        name, _, rest = text[4:].partition(":")
+        return (name or None), (rest.split("/", 1)[0] or None), not name
+    if not text or text.endswith(_VENDOR_DEFAULTS):
+        return None, None, True
+    return text, None, False
+
+
+@dataclass
+class FabricBuilder:
+    """Collects nodes, links and ignored records from one or more dumps."""
+
+    nodes: dict[str, Node] = field(default_factory=dict)
+    links: dict[tuple[tuple[str, int], tuple[str, int]], Link] = field(default_factory=dict)
+    ignored: list[Ignored] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    names: dict[str, str] = field(default_factory=dict)  # GUID -> node-name map name
+
+    def ignore(self, source: Source, reason: str) -> None:
+        """Record something skipped on purpose."""
+        self.ignored.append(Ignored(source.file, source.line, reason))
+
+    def node(
+        self,
+        kind: Kind,
+        node_guid: str,
+        description: str,
+        source: Source,
+        *,
+        ports: int | None = None,
+        lid: int | None = None,
+        port_guid: str | None = None,
+    ) -> None:
+        """Add a node, or fill in what an earlier sighting of it did not know."""
+        if AGGREGATION_NODE in description:
+            return  # SHARP's pseudo-HCA: its cable is recorded as ignored, see `link`
+        old = self.nodes.get(node_guid)
+        if old is None:
+            name, model, unnamed = describe(description)
+            guids: tuple[str, ...] = (port_guid,) if port_guid else ()
+            self.nodes[node_guid] = Node(
+                kind, node_guid, description, name, model, unnamed, ports, lid, guids, source
+            )
+            return
+        if (port_guid is None or port_guid in old.port_guids) and (
+            (old.ports is not None or ports is None) and (old.lid is not None or lid is None)
+        ):
+            return  # nothing new: the usual case, and the cheap one
+        known = old.port_guids
+        if port_guid and port_guid not in known:
+            known = tuple(sorted((*known, port_guid)))
+        self.nodes[node_guid] = replace(
+            old,
+            ports=old.ports if old.ports is not None else ports,
+            lid=old.lid if old.lid is not None else lid,
+            port_guids=known,
+        )
+
+    def link(
+        self,
+        ends: tuple[End, End],
+        descriptions: tuple[str, str],
+        source: Source,
+        width: str | None,
+        speed: str | None,
+        state: str | None = None,
+        physical: str | None = None,
+    ) -> None:
+        """Add a cable seen from one end; a second sighting of the same cable is dropped."""
+        a, b = ends if (ends[0].guid, ends[0].port) <= (ends[1].guid, ends[1].port) else ends[::-1]
+        if any(AGGREGATION_NODE in text for text in descriptions):
+            self.ignore(source, f"SHARP aggregation node on {a.guid}[{a.port}]: not a cable")
+            return
+        if a.guid == b.guid or (a.node_guid is not None and a.node_guid == b.node_guid):
+            self.ignore(source, f"self-loop cable {a.guid}[{a.port}] - [{b.port}]")
+            return
+        key = ((a.guid, a.port), (b.guid, b.port))
+        if key not in self.links:
+            self.links[key] = Link(a, b, width, speed, state, physical, source)
+
+    def fabric(self) -> Fabric:
+        """The collected records, sorted, with node-name-map names applied."""
+        nodes = []
+        for node in sorted(self.nodes.values(), key=lambda n: n.guid):
+            name = self.names.get(node.guid) or next(
+                (self.names[g] for g in node.port_guids if g in self.names), None
+            )
+            nodes.append(replace(node, name=name, unnamed=False) if name else node)
+        links = tuple(sorted(self.links.values(), key=Link.key))
+        return Fabric(tuple(nodes), links, tuple(self.ignored), tuple(self.sources))

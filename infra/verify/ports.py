@@ -1,0 +1,74 @@
+"""Read ``ibnetdiscover -p`` (``--ports``): one line per port.
+
+``CA  9  1 0x...0a 4x HDR - SW  6  2 0x...03 ( 'gpu04 mlx5_0' - 'leaf-02' )`` is a cable:
+kind, LID, port, GUID (an HCA's port GUID, a switch's node GUID), width and speed of the local
+port, then the same for the remote one and both descriptions. A line without the ``- <remote>``
+part (or with ``???``) is an unconnected port and says nothing about cabling.
+"""
+
+from __future__ import annotations
+
+from infra.verify.model import End, FabricBuilder, Kind, Source, guid, located, number, speed_name
+
+_KINDS: dict[str, Kind] = {"CA": "CA", "SW": "SW"}
+_HINT = "is this the output of ibnetdiscover -p, cut or edited?"
+
+
+def _descriptions(text: str) -> tuple[str, str]:
+    """``'a' - 'b'`` -> ("a", "b"); one description for an unconnected port."""
+    inner = text.strip().strip("()").strip()
+    left, sep, right = inner.partition("' - '")
+    if not sep:
+        return inner.strip("'"), ""
+    return left.removeprefix("'"), right.removesuffix("'")
+
+
+def _side(words: list[str], source: Source) -> tuple[Kind, int, int, str]:
+    kind = _KINDS.get(words[0])
+    if kind is None:
+        raise located(f"{words[0]!r} is not CA or SW", source, _HINT)
+    lid = number(words[1], source, "LID")
+    return kind, lid, number(words[2], source, "port"), guid(words[3], source)
+
+
+def _end(kind: Kind, node: str, port: int) -> End:
+    return End(node, port, node, None) if kind == "SW" else End(node, port, None, node)
+
+
+def read_ports(lines: list[str], file: str, build: FabricBuilder) -> None:
+    """Add every node and cable of an ``ibnetdiscover -p`` dump to `build`."""
+    for index, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "ibwarn")):
+            continue
+        source = Source(file, index)
+        quote = line.find("'")
+        body = line[:quote] if quote >= 0 else line
+        words = body.replace("(", " ").split()
+        if words and words[0] in ("RT", "Rt"):
+            build.ignore(source, "router port: routers are not in a railplan fabric")
+            continue
+        if len(words) < 4:
+            raise located(f"cannot read port line {line[:80]!r}", source, _HINT)
+        kind, lid, port, node = _side(words, source)
+        descs = _descriptions(line[quote:]) if quote >= 0 else ("", "")
+        build.node(kind, node, descs[0], source, lid=lid, port_guid=node if kind == "CA" else None)
+        if "-" not in words or "???" in words[4:]:
+            continue  # an unconnected port
+        dash = words.index("-")
+        if len(words) != dash + 5:
+            raise located(f"cannot read the remote port in {line[:80]!r}", source, _HINT)
+        r_kind, r_lid, r_port, r_node = _side(words[dash + 1 :], source)
+        build.node(
+            r_kind,
+            r_node,
+            descs[1],
+            source,
+            lid=r_lid,
+            port_guid=r_node if r_kind == "CA" else None,
+        )
+        rate = words[4:dash]
+        width = rate[0].lower() if rate and rate[0][:-1].isdigit() else None
+        speed = speed_name(rate[1]) if len(rate) > 1 else None
+        ends = (_end(kind, node, port), _end(r_kind, r_node, r_port))
+        build.link(ends, descs, source, width, speed)

@@ -1,0 +1,75 @@
+"""Names for what discovery saw: a `Fabric` (GUIDs and ports) as the plan names devices.
+
+A switch is named by its NodeDescription (``MF0;<name>:<model>/U1`` or the plain name) or the
+node-name map; its ports keep their numbers. An HCA port is named ``<host> <device>``, as
+rdma-ndd sets it by default (``%h %d``) and railplan's rendered node-name map writes it; the
+host's domain is dropped and ``gpu01-mlx5_0`` or ``gpu01:mlx5_0`` are taken as well. The plan
+names a server's end of a cable by the server and the HCA device (``gpu01``, ``mlx5_0``), so
+that is what an HCA end becomes. An HCA still carrying the firmware's default description
+keeps its GUID as its name and is listed as unnamed, for `compare` to place by its leaf port.
+"""
+
+from __future__ import annotations
+
+import re
+
+from infra.verify.compare import NamedEnd, Seen, SeenLink, SeenPort
+from infra.verify.model import End, Fabric, Link, Node
+
+__all__ = ["resolve"]
+
+# "<host> <device>": the device is the last word, an RDMA device name such as mlx5_3.
+_HCA_NAME = re.compile(r"^(?P<host>[^\s:]+?)(?:[\s:]+|-)(?P<device>mlx\d+_\d+|ib[a-z0-9_]+)$")
+_DOWN_STATES = frozenset({"down", "polling", "init", "armed", "disabled"})
+
+
+def _node_index(fabric: Fabric) -> dict[str, Node]:
+    index: dict[str, Node] = {}
+    for node in fabric.nodes:
+        index[node.guid] = node
+        for guid in node.port_guids:
+            index.setdefault(guid, node)
+    return index
+
+
+def _named(end: End, node: Node | None) -> NamedEnd:
+    """The plan's name of one end: (switch, port number) or (server, HCA device)."""
+    if node is None:
+        return NamedEnd(end.guid, str(end.port))
+    if node.kind == "SW" or node.unnamed:
+        return NamedEnd(node.guid if node.unnamed else (node.name or node.guid), str(end.port))
+    name = (node.name or node.description).strip()
+    match = _HCA_NAME.match(name)
+    if match is None:
+        return NamedEnd(name, str(end.port))
+    host = match["host"].split(".", 1)[0]
+    return NamedEnd(host, match["device"])
+
+
+def _state(link: Link) -> str:
+    """The link's state for `compare`: "" when up or not said, else what the tool printed."""
+    for state in (link.state, link.physical):
+        if state and state.lower() in _DOWN_STATES:
+            return state
+    return ""
+
+
+def resolve(fabric: Fabric) -> Seen:
+    """The seen links of ``fabric`` under the plan's names, and its unnamed HCAs."""
+    index = _node_index(fabric)
+    links: list[SeenLink] = []
+    ports: list[SeenPort] = []
+    for link in fabric.links:
+        a = _named(link.a, index.get(link.a.guid) or index.get(link.a.node_guid or ""))
+        b = _named(link.b, index.get(link.b.guid) or index.get(link.b.node_guid or ""))
+        source = f"{link.source.file}:{link.source.line}"
+        state = _state(link)
+        if state:
+            # a port that trains no further than Polling or Init carries no traffic
+            ports += [SeenPort(a, state, source), SeenPort(b, state, source)]
+            continue
+        links.append(SeenLink(a, b, link.width or "", link.speed or "", "", source))
+    unnamed = tuple(
+        sorted((n.guid, n.description) for n in fabric.nodes if n.kind == "CA" and n.unnamed)
+    )
+    return Seen(tuple(links), tuple(ports), unnamed)

@@ -1,0 +1,47 @@
+"""A fixture writer: the plan's compute cabling as `ibnetdiscover -p` prints it, faults optional.
+
+What a real fabric of that size would give, where none exists here: one line per cable in the
+tool's format (``CA lid port guid 4x HDR - SW lid port guid ( 'desc' - 'desc' )``), HCAs
+described as rdma-ndd does by default (``<host> <device>``), switches by their plan names.
+"""
+
+from __future__ import annotations
+
+from infra.topology.model import Cable, Plan
+
+
+class Dump:
+    """GUIDs and LIDs for every planned device, and the lines of the cables given to `line`."""
+
+    def __init__(self, plan: Plan, speed: str = "HDR") -> None:
+        self.speed = speed
+        self.switches = {s.name for s in plan.switches if s.fabric == "compute"}
+        self.guids: dict[tuple[str, str], str] = {}
+        self.lids: dict[str, int] = {}
+
+    def _end(self, device: str, port: str) -> tuple[str, str, int, str, str]:
+        """(kind, port, lid, guid, description) of one cable end."""
+        kind = "SW" if device in self.switches else "CA"
+        key = (device, "" if kind == "SW" else port)
+        guid = self.guids.setdefault(key, f"0x{0x100000 + len(self.guids):016x}")
+        lid = self.lids.setdefault(guid, len(self.lids) + 1)
+        if kind == "SW":
+            return kind, port, lid, guid, device
+        return kind, "1", lid, guid, f"{device} {port}"
+
+    def line(self, a: tuple[str, str], b: tuple[str, str], width: str = "4x") -> str:
+        ka, pa, la, ga, da = self._end(*a)
+        kb, pb, lb, gb, db = self._end(*b)
+        return (
+            f"{ka} {la:5d} {int(pa):2d} {ga} {width} {self.speed} - "
+            f"{kb} {lb:5d} {int(pb):2d} {gb} ( '{da}' - '{db}' )"
+        )
+
+    def cable(self, cable: Cable, width: str = "4x") -> str:
+        return self.line((cable.a, cable.a_port), (cable.b, cable.b_port), width)
+
+
+def as_built(plan: Plan, dump: Dump | None = None) -> dict[str, str]:
+    """Cable id -> its line, for every planned compute cable."""
+    dump = dump or Dump(plan)
+    return {c.id: dump.cable(c) for c in plan.cables_in("compute")}
