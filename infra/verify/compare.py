@@ -339,17 +339,23 @@ def _swap(index: _Index, cable: Cable, twin: Cable) -> Finding:
     a, b = _ends(cable)
     ta, tb = _ends(twin)
     pa, pb, pta, ptb = (index.place(e) for e in (a, b, ta, tb))
-    if b.device == tb.device:
-        fix = f"at {b.device} exchange the cables in ports {b.port} and {tb.port}"
-    else:
-        fix = f"exchange the far ends: {pa.text()} to {pb.text()}, {pta.text()} to {ptb.text()}"
+    if b.device == tb.device:  # the usual case: two cables crossed at one switch
+        near, twin_near = f"{a.device} {a.port}", f"{ta.device} {ta.port}"
+        return Finding(
+            "swapped_pair",
+            pa,
+            pb,
+            f"{b.device} port {b.port}: {near}, port {tb.port}: {twin_near}",
+            f"port {b.port}: {twin_near}, port {tb.port}: {near}",
+            f"at {b.device} exchange the cables in ports {b.port} and {tb.port}",
+        )
     return Finding(
         "swapped_pair",
         pa,
         pb,
         f"{pa.text()} - {pb.text()}; {pta.text()} - {ptb.text()}",
         f"{pa.text()} - {ptb.text()}; {pta.text()} - {pb.text()}",
-        fix,
+        f"exchange the far ends: {pa.text()} to {pb.text()}, {pta.text()} to {ptb.text()}",
     )
 
 
