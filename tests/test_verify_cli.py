@@ -82,3 +82,26 @@ def test_a_line_no_parser_understands_is_located_exit_2(plan: Plan, tmp_path: Pa
     assert result.returncode == 2
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"{dump}:5:")
+
+
+def test_unnamed_hcas_are_reported_until_the_name_map_names_them(
+    plan: Plan, tmp_path: Path
+) -> None:
+    dump = Dump(plan, unnamed=frozenset({"dgx003"}))
+    fabric = _write(tmp_path, list(as_built(plan, dump).values()))
+    result = run_cli("verify", str(SPEC), str(fabric), "--format", "json")
+    assert result.returncode == 1, result.stderr
+    document = json.loads(result.stdout)
+    assert document["summary"]["by_kind"] == {"unnamed": 8}  # checked by their leaf ports
+    assert {f["z"]["device"] for f in document["findings"]} == {"dgx003"}
+    names = tmp_path / "names.txt"
+    names.write_text(
+        "# node-name map\n"
+        + "".join(
+            f'{guid} "{device} {port}"\n'
+            for (device, port), guid in dump.guids.items()
+            if device == "dgx003"
+        )
+    )
+    result = run_cli("verify", str(SPEC), str(fabric), "--names", str(names))
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 from infra.topology.model import Cable, Plan
 
+DEFAULT_DESCRIPTION = "MT4123 ConnectX6 Mellanox Technologies"  # ConnectX-6 out of the box
+
 
 class Dump:
     """GUIDs and LIDs for every planned device, and the lines of the cables given to `line`."""
 
-    def __init__(self, plan: Plan, speed: str = "HDR") -> None:
+    def __init__(
+        self, plan: Plan, speed: str = "HDR", unnamed: frozenset[str] = frozenset()
+    ) -> None:
         self.speed = speed
+        self.unnamed = unnamed  # servers whose HCAs still report the firmware's description
         self.switches = {s.name for s in plan.switches if s.fabric == "compute"}
         self.guids: dict[tuple[str, str], str] = {}
         self.lids: dict[str, int] = {}
@@ -27,6 +32,8 @@ class Dump:
         lid = self.lids.setdefault(guid, len(self.lids) + 1)
         if kind == "SW":
             return kind, port, lid, guid, device
+        if device in self.unnamed:
+            return kind, "1", lid, guid, DEFAULT_DESCRIPTION
         return kind, "1", lid, guid, f"{device} {port}"
 
     def line(self, a: tuple[str, str], b: tuple[str, str], width: str = "4x") -> str:
