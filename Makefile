@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit chromium tools fuzz bench accuracy golden sandbox clean
+.PHONY: demo test lint typecheck unit tools fuzz bench accuracy golden sandbox clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -43,28 +43,16 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/mypy __main__.py
 
-unit: $(STAMP) chromium tools
+unit: $(STAMP) tools
 	$(BIN)/pytest
 
-# The browser test of `railplan report` (tests/test_report_browser.py) drives Debian's Chromium.
-# As root with apt-get (CI) a missing one is installed; elsewhere the test skips, saying why.
-chromium:
-	@if ! command -v chromium >/dev/null 2>&1; then \
-	  if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "== installing Debian's chromium for the browser test"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
-	  else \
-	    echo "chromium is missing and cannot be installed here (needs root and apt-get):"; \
-	    echo "tests/test_report_browser.py will skip"; \
-	  fi; \
-	fi
-
-# The real consumers of rendered files: slurmctld with munged (tests/test_slurmctld.py), opensm
-# on an ibsim fabric (tests/test_opensm_real.py), promtool on the alert rules and shellcheck on
-# every shell script (tests/test_monitoring_real.py).
+# The real consumers of rendered files: Chromium for the report (tests/test_report_browser.py),
+# slurmctld with munged (tests/test_slurmctld.py), opensm on an ibsim fabric
+# (tests/test_opensm_real.py), promtool on the alert rules and shellcheck on every shell script
+# (tests/test_monitoring_real.py).
 # Installed as root with apt-get (CI); elsewhere those tests skip, saying why, and under
 # CI=true a missing tool fails them.
-TOOLS_PKGS := slurmctld:slurmctld scontrol:slurm-client munged:munge opensm:opensm ibsim:ibsim-utils smpquery:infiniband-diags promtool:prometheus shellcheck:shellcheck
+TOOLS_PKGS := chromium:chromium slurmctld:slurmctld scontrol:slurm-client munged:munge opensm:opensm ibsim:ibsim-utils smpquery:infiniband-diags promtool:prometheus shellcheck:shellcheck
 tools:
 	@missing=""; for pair in $(TOOLS_PKGS); do \
 	  command -v $${pair%%:*} >/dev/null 2>&1 || [ -x /usr/sbin/$${pair%%:*} ] || missing="$$missing $${pair#*:}"; \

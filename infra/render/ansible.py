@@ -26,7 +26,7 @@ from infra.catalog import Catalog
 from infra.catalog.drivers import KernelModules, kernel_modules_for
 from infra.catalog.models import Gpu
 from infra.render.nccl_env import nccl_conf
-from infra.render.opensm import opensm_files, sm_hosts
+from infra.render.opensm import guid_files, sm_hosts
 from infra.render.slurm_conf import controller_host
 from infra.render.templating import render_template
 from infra.render.writer import RenderError
@@ -256,7 +256,7 @@ def _cluster_vars(spec: Spec) -> dict[str, Any]:
     return values
 
 
-def gpu_kernel_modules(spec: Spec, gpu: Gpu) -> KernelModules:
+def _gpu_kernel_modules(spec: Spec, gpu: Gpu) -> KernelModules:
     """The spec's kernel-module flavour, or for `auto` NVIDIA's recommendation for ``gpu``."""
     chosen = spec.software.gpu_kernel_modules
     if chosen != "auto":
@@ -288,7 +288,7 @@ def _node_group_vars(spec: Spec, catalog: Catalog, plan: Plan, group: NodeGroup)
         "acceptance_nvlink_links_per_gpu": gpu.nvlink_links if node.nvswitches else 0,
         "acceptance_ib_rate_gbps": round(nic_rate(spec, catalog, node, 1)) if hcas else 0,
         # Per group: `auto` depends on the GPU, and the rdma role picks GPUDirect from it.
-        "nvidia_driver_kernel_modules": gpu_kernel_modules(spec, gpu),
+        "nvidia_driver_kernel_modules": _gpu_kernel_modules(spec, gpu),
     }
     if node.cloud == "aws":
         values["rdma_stack"] = "efa"
@@ -336,24 +336,21 @@ def _subnet_manager_vars(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, 
         # one file per SM host: its sm_priority (master 15, standby 14) and pinned port
         "rdma_opensm_conf_file": files + "/opensm-{{ inventory_hostname }}.conf",
         "rdma_opensm_partitions_file": f"{files}/partitions.conf",
-        "rdma_opensm_guid_files": [
-            f"{files}/{name}"
-            for name in sorted(opensm_files(plan, spec, catalog))
-            if "_guids" in name
-        ],
+        "rdma_opensm_guid_files": [f"{files}/{name}" for name in guid_files(plan, spec, catalog)],
     }
     compute = spec.fabrics.compute
     guids = compute.guids if compute else {}
     ports = {h: f"0x{int(guids[h][0], 16):016x}" for h in sm_hosts(plan) if h in guids}
+    sharp = sharp_usable(spec, catalog)
     if ports:
         values["rdma_opensm_port_guids"] = ports
-        if sharp_usable(spec, catalog):
+        if sharp:
             # sharp_am sends its MADs from the SM's port on each SM host (NVIDIA SHARP,
             # "Appendix B: SHARP_am Network Interfaces", ib_port_guid)
             values["sharp_am_conf"] = {
                 "ib_port_guid": "{{ rdma_opensm_port_guids[inventory_hostname] }}"
             }
-    if sharp_usable(spec, catalog):
+    if sharp:
         values["sharp_am_enabled"] = True
     return values
 

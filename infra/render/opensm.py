@@ -32,6 +32,7 @@ __all__ = [
     "CONF_DIR",
     "SM_PRIORITIES",
     "UPSTREAM_ENGINES",
+    "guid_files",
     "nvidia_sm",
     "opensm_conf",
     "opensm_files",
@@ -257,6 +258,20 @@ def sharp_am_cfg(plan: Plan, spec: Spec, catalog: Catalog) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cn_guids_file(plan: Plan, spec: Spec, catalog: Catalog) -> str | None:
+    """``cn_guids.conf`` (ftree's compute nodes) when the engine is ftree and all are known."""
+    cn = _cn_guids(plan, spec)
+    if cn is None or not routing_engine(plan, spec, catalog).endswith("ftree"):
+        return None
+    return "\n".join(cn) + "\n"
+
+
+def guid_files(plan: Plan, spec: Spec, catalog: Catalog) -> list[str]:
+    """Names of the GUID files `opensm_files` writes, for the rdma role to install."""
+    cn = _cn_guids_file(plan, spec, catalog) is not None
+    return ["cn_guids.conf", "root_guids.conf"] if cn else ["root_guids.conf"]
+
+
 def opensm_files(plan: Plan, spec: Spec, catalog: Catalog) -> dict[str, str]:
     """The OpenSM files by relative name (``opensm`` and ``nvidia-opensm``)."""
     files = {
@@ -265,7 +280,7 @@ def opensm_files(plan: Plan, spec: Spec, catalog: Catalog) -> dict[str, str]:
     }
     files["partitions.conf"] = partitions_conf(plan, spec)
     files["root_guids.conf"] = root_switches(plan, spec)
-    cn = _cn_guids(plan, spec)
-    if cn is not None and routing_engine(plan, spec, catalog).endswith("ftree"):
-        files["cn_guids.conf"] = "\n".join(cn) + "\n"
+    cn = _cn_guids_file(plan, spec, catalog)
+    if cn is not None:
+        files["cn_guids.conf"] = cn
     return files

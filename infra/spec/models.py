@@ -44,7 +44,7 @@ MAX_VERSION = 32  # characters of a version given on the command line (`mig chec
 MAX_FIRST_INDEX = 10**9
 # An InfiniBand GUID as `ibstat -p` / `ibswitches` print it: 64 bits in hex, 0x-prefixed.
 IB_GUID = r"^0x[0-9a-fA-F]{1,16}$"
-# A switch or server name of the plan (a guids key); the plan checks it names one (RP084).
+# A switch or server name of the plan (a guids key); lint checks it names one (RP083).
 GUID_OWNER = r"^[a-z0-9][a-z0-9-]{0,62}$"
 # Routing engines of the distributions' OpenSM (linux-rdma 3.3.23, opensm(8) "-R"); NVIDIA's
 # OpenSM adds ar_updn, ar_ftree, ... and dfp (RP081).

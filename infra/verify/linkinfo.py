@@ -155,10 +155,6 @@ def _kinds(rows: list[_Row]) -> dict[str, Kind]:
     return kinds
 
 
-def _end(kind: Kind, node: str, port: int) -> End:
-    return End(node, port, node, None) if kind == "SW" else End(node, port, None, node)
-
-
 def read_linkinfo(lines: list[str], file: str, build: FabricBuilder) -> None:
     """Add every node and cable of an iblinkinfo dump (either layout) to `build`."""
     rows = _rows(lines, file, build)
@@ -190,5 +186,5 @@ def read_linkinfo(lines: list[str], file: str, build: FabricBuilder) -> None:
             )
             continue
         r_kind = kinds.get(remote, "CA")
-        ends = (_end(kind, row.guid, row.port), _end(r_kind, remote, row.remote_port))
+        ends = (End.seen(kind, row.guid, row.port), End.seen(r_kind, remote, row.remote_port))
         build.link(ends, (row.description, row.remote_description), row.source, *row.rate)

@@ -56,6 +56,16 @@ class End:
     node_guid: str | None = None  # where the tool prints it (switches always)
     port_guid: str | None = None  # where the tool prints it (HCA ports)
 
+    @classmethod
+    def seen(cls, kind: Kind, printed: str, port: int) -> End:
+        """An end as ibnetdiscover -p and iblinkinfo print it: one GUID, the node's or port's.
+
+        Those tools print a switch's node GUID and an HCA's port GUID.
+        """
+        return (
+            cls(printed, port, printed, None) if kind == "SW" else cls(printed, port, None, printed)
+        )
+
 
 @dataclass(frozen=True)
 class Link:

@@ -31,10 +31,6 @@ def _side(words: list[str], source: Source) -> tuple[Kind, int, int, str]:
     return kind, lid, number(words[2], source, "port"), guid(words[3], source)
 
 
-def _end(kind: Kind, node: str, port: int) -> End:
-    return End(node, port, node, None) if kind == "SW" else End(node, port, None, node)
-
-
 def read_ports(lines: list[str], file: str, build: FabricBuilder) -> None:
     """Add every node and cable of an ``ibnetdiscover -p`` dump to `build`."""
     for index, raw in enumerate(lines, 1):
@@ -70,5 +66,5 @@ def read_ports(lines: list[str], file: str, build: FabricBuilder) -> None:
         rate = words[4:dash]
         width = rate[0].lower() if rate and rate[0][:-1].isdigit() else None
         speed = speed_name(rate[1]) if len(rate) > 1 else None
-        ends = (_end(kind, node, port), _end(r_kind, r_node, r_port))
+        ends = (End.seen(kind, node, port), End.seen(r_kind, r_node, r_port))
         build.link(ends, descs, source, width, speed)

@@ -23,15 +23,6 @@ _HCA_NAME = re.compile(r"^(?P<host>[^\s:]+?)(?:[\s:]+|-)(?P<device>mlx\d+_\d+|ib
 _DOWN_STATES = frozenset({"down", "polling", "init", "armed", "disabled"})
 
 
-def _node_index(fabric: Fabric) -> dict[str, Node]:
-    index: dict[str, Node] = {}
-    for node in fabric.nodes:
-        index[node.guid] = node
-        for guid in node.port_guids:
-            index.setdefault(guid, node)
-    return index
-
-
 def _named(end: End, node: Node | None) -> NamedEnd:
     """The plan's name of one end: (switch, port number) or (server, HCA device)."""
     if node is None:
@@ -56,12 +47,10 @@ def _state(link: Link) -> str:
 
 def resolve(fabric: Fabric) -> Seen:
     """The seen links of ``fabric`` under the plan's names, and its unnamed HCAs."""
-    index = _node_index(fabric)
     links: list[SeenLink] = []
     ports: list[SeenPort] = []
     for link in fabric.links:
-        a = _named(link.a, index.get(link.a.guid) or index.get(link.a.node_guid or ""))
-        b = _named(link.b, index.get(link.b.guid) or index.get(link.b.node_guid or ""))
+        a, b = _named(link.a, fabric.node_for(link.a)), _named(link.b, fabric.node_for(link.b))
         source = f"{link.source.file}:{link.source.line}"
         state = _state(link)
         if state:
