@@ -43,7 +43,7 @@ from infra.lint.formats import format_text
 from infra.render.diff import diff_json, diff_text, plan_diff
 from infra.render.report import report_html
 from infra.render.tree import render_tree
-from infra.render.writer import RenderConflict, write_tree
+from infra.render.writer import RenderConflict, recover_tree, write_tree
 from infra.topology import PlanError
 from infra.wording import plural
 
@@ -88,10 +88,18 @@ def _fail_diff(error: RailplanError, code: int, json_errors: bool) -> NoReturn:
 
 @app.command()
 def render(
-    spec: Annotated[str, typer.Argument(metavar="SPEC", help="Spec file.")],
+    spec: Annotated[str | None, typer.Argument(metavar="SPEC", help="Spec file.")] = None,
     root: Annotated[str, typer.Option(help="Directory to render the tree into.")] = ".",
     force: Annotated[
         bool, typer.Option("--force", help="Overwrite files edited since the last render.")
+    ] = False,
+    recover: Annotated[
+        bool,
+        typer.Option(
+            "--recover",
+            help="Only finish what a killed render left under --root (roll its swap back, "
+            "or forward if it committed), then exit. Every render does this first.",
+        ),
     ] = False,
     addresses: Annotated[
         str | None,
@@ -109,6 +117,11 @@ def render(
     """
     if not root:
         raise RailplanError("--root needs a directory", hint="e.g. --root deploy")
+    if recover:
+        _say(f"{root}: {recover_tree(Path(root))}")
+        return
+    if spec is None:
+        raise RailplanError("render needs a SPEC", hint="railplan render SPEC --root DIR")
     loaded = _load_spec(spec)
     catalog = load_catalog()
     with _progress_bar() as bar:

@@ -1,0 +1,190 @@
+"""The render tree's own state files, read as untrusted input, and the lock on a root.
+
+A render root holds two files railplan writes and reads back: ``.railplan-manifest.json`` (a
+SHA-256 per rendered file) and ``.railplan-journal.json`` (the units of a swap in progress); a
+render holds a ``flock`` on the root directory while it writes. Anyone who can write to the
+root (a GitOps repository, a pull request) can forge both files, and railplan often runs as
+root, so both are read like any other input: opened without following a symlink and without
+waiting on a FIFO, only when they are regular files, bounded in size, and validated against
+their schema; every path they name must be a plain relative path inside the root. A state file
+that breaks any of that is refused with one line naming it (`TreeStateError`, exit 2); it is
+never trusted to name a file outside the root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from infra.errors import RailplanError
+
+__all__ = [
+    "JOURNAL",
+    "MANIFEST",
+    "Journal",
+    "TreeStateError",
+    "checked_path",
+    "locked",
+    "read_journal",
+    "read_manifest",
+    "read_regular",
+]
+
+MANIFEST = ".railplan-manifest.json"
+JOURNAL = ".railplan-journal.json"
+# A manifest holds one line of about 100 bytes per rendered file: 64 MiB is some 600,000
+# files, six times the tree of a 100,000-GPU cluster. A journal names units, not files.
+MANIFEST_LIMIT = 64 << 20
+JOURNAL_LIMIT = 1 << 20
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+OLD_NAME = re.compile(r"^\.railplan-old-\d+-[0-9a-f]{16}$")
+_STATE_HINT = "railplan writes this file itself; if you did not edit it, delete it and render again"
+
+
+class TreeStateError(RailplanError):
+    """A state file of the render root is not what railplan writes (forged, damaged, special)."""
+
+
+def _bad(path: Path, why: str) -> TreeStateError:
+    return TreeStateError(why, file=str(path), hint=_STATE_HINT)
+
+
+@dataclass(frozen=True)
+class Journal:
+    """A swap in progress: the directory holding the replaced units, the units, the commit."""
+
+    old: str
+    units: tuple[str, ...]
+    created: tuple[str, ...]  # units the swap adds: a rollback removes them
+    manifest: str
+
+
+def checked_path(path: str) -> str | None:
+    """``path`` in normal form if it is a plain relative path inside the root, else None.
+
+    Refused: empty, absolute, backslashes, NUL, ``.``/``..``/empty parts, and anything under
+    railplan's own ``.railplan-*`` names, which a rendered file must never clobber.
+    """
+    pure = PurePosixPath(path)
+    bad = (
+        not path
+        or "\\" in path
+        or "\x00" in path
+        or pure.is_absolute()
+        or any(part in ("", ".", "..") for part in path.split("/"))
+        or pure.parts[0].startswith(".railplan-")
+    )
+    return None if bad else pure.as_posix()
+
+
+def read_regular(path: Path, limit: int) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes.
+
+    None when nothing is there. A symlink, a directory, a FIFO, a device or a socket, or a
+    larger file, is a `TreeStateError`: none of them is opened for reading (``O_NOFOLLOW``
+    refuses the link, ``O_NONBLOCK`` keeps a FIFO from blocking the open).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        why = "a symlink" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
+        raise _bad(path, f"cannot be read: {why}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _bad(path, "not a regular file")
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise _bad(path, f"larger than {limit >> 20} MiB")
+    return data
+
+
+def _json_object(path: Path, limit: int) -> dict[str, object] | None:
+    data = read_regular(path, limit)
+    if data is None:
+        return None
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise _bad(path, f"not JSON ({exc})") from None
+    if not isinstance(document, dict):
+        raise _bad(path, "not a JSON object")
+    return document
+
+
+def read_manifest(root: Path) -> dict[str, str]:
+    """Rendered path -> SHA-256 of the last render; empty when the root has no manifest."""
+    path = root / MANIFEST
+    document = _json_object(path, MANIFEST_LIMIT)
+    if document is None:
+        return {}
+    files = document.get("files")
+    if document.get("format") != 1 or not isinstance(files, dict):
+        raise _bad(path, "not a railplan manifest (format 1, files)")
+    for name, digest in files.items():
+        if checked_path(name) != name:
+            raise _bad(path, f"names {name[:80]!r}, which is not a path inside the root")
+        if not isinstance(digest, str) or not _DIGEST.match(digest):
+            raise _bad(path, f"{name!r} has no SHA-256 digest")
+    return dict(files)
+
+
+def read_journal(root: Path) -> Journal | None:
+    """The journal of a swap that did not finish, or None."""
+    path = root / JOURNAL
+    document = _json_object(path, JOURNAL_LIMIT)
+    if document is None:
+        return None
+    old, manifest = document.get("old"), document.get("manifest")
+    if not isinstance(old, str) or not OLD_NAME.match(old):
+        raise _bad(path, "'old' is not a railplan directory name")
+    if not isinstance(manifest, str) or not _DIGEST.match(manifest):
+        raise _bad(path, "'manifest' is not a SHA-256 digest")
+    units, created = _paths(document, "units", path), _paths(document, "created", path)
+    return Journal(old, units, created, manifest)
+
+
+def _paths(document: dict[str, object], key: str, path: Path) -> tuple[str, ...]:
+    value = document.get(key)
+    if not isinstance(value, list) or not all(
+        isinstance(u, str) and checked_path(u) == u for u in value
+    ):
+        raise _bad(path, f"'{key}' must be a list of paths inside the root")
+    return tuple(value)
+
+
+@contextlib.contextmanager
+def locked(root: Path) -> Iterator[None]:
+    """Hold the root's advisory lock: one render per root at a time.
+
+    The lock is a ``flock`` on the root directory itself, so no lock file lands in the
+    user's tree, and it dies with the process that holds it, ``kill -9`` included. A second
+    render does not wait: it fails at once with one line (`TreeStateError`, exit 2), so a CI
+    job never hangs behind a stuck one.
+    """
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise TreeStateError(f"cannot be opened: {exc.strerror or exc}", file=str(root)) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise TreeStateError(
+                "another railplan render is writing this tree",
+                file=str(root),
+                hint="wait for it to finish, then render again",
+            ) from None
+        yield
+    finally:
+        os.close(fd)
