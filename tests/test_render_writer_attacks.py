@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import signal
 import stat
 import subprocess
@@ -20,7 +21,10 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from infra.errors import RailplanError
 from infra.render import writer
 from infra.render.tree_state import TreeStateError, locked
 from infra.render.writer import MANIFEST, RenderConflict, RenderError, recover_tree, write_tree
@@ -410,3 +414,77 @@ def test_render_recover_is_a_cli_verb_that_says_what_it_did(tmp_path: Path) -> N
     done = run_cli("render", "--recover", "--root", str(root))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) <= 2, done.stderr
     assert ".railplan-journal.json" in done.stderr
+
+
+_PLACES = [
+    "inventories",
+    "inventories/lab",
+    "inventories/lab/group_vars",
+    "playbooks",
+    "playbooks/roles",
+    "playbooks/roles/nccl",
+    "ansible.cfg",
+    ".railplan-manifest.json",
+    ".railplan-journal.json",
+    f".railplan-staging-{os.getpid()}",
+]
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet="./abc0-", max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["old", "units", "created", "manifest", "files", "format"]),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=8,
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    links=st.lists(st.sampled_from(_PLACES), max_size=3, unique=True),
+    journal=st.none() | _JSON,
+    manifest=st.none() | _JSON,
+    force=st.booleans(),
+)
+def test_any_planted_state_renders_safely_or_is_refused_with_one_error(
+    tmp_path_factory: pytest.TempPathFactory,
+    links: list[str],
+    journal: object,
+    manifest: object,
+    force: bool,
+) -> None:
+    """Fuzz: links to a victim planted anywhere railplan looks, forged journals and manifests
+    of any JSON shape. The render succeeds or raises a railplan error; the victim never
+    changes; after a success the tree is the render."""
+    base = tmp_path_factory.mktemp("planted")
+    victim = base / "victim"
+    victim.mkdir()
+    (victim / "s.txt").write_text("secret\n")
+    (victim / "hosts.yml").write_text("precious\n")
+    root = base / "root"
+    write_tree(root, TREE)
+    for name, document in ((".railplan-journal.json", journal), (MANIFEST, manifest)):
+        if document is not None:
+            (root / name).write_text(json.dumps(document))
+    for place in sorted(links):
+        if any(place.startswith(done + "/") for done in links if done < place):
+            continue  # under a link already planted: planting would write into the victim
+        target = root / place
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        else:
+            target.unlink(missing_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(victim)
+    try:
+        write_tree(root, NEW, force=force)
+    except RailplanError:
+        pass
+    else:
+        assert _tree(root) == NEW
+    _untouched(victim)
