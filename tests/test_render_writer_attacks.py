@@ -361,7 +361,7 @@ def test_force_over_an_edited_file_reports_it_written(tmp_path: Path) -> None:
     write_tree(root, TREE)
     (root / "ansible.cfg").write_bytes(b"[defaults]\nmine = 1\n")
     report = write_tree(root, TREE, force=True)
-    assert report.written == ("ansible.cfg",)
+    assert report.written == ("ansible.cfg",) and report.replaced == ("ansible.cfg",)
     assert (root / "ansible.cfg").read_bytes() == TREE["ansible.cfg"]
 
 
@@ -488,3 +488,17 @@ def test_any_planted_state_renders_safely_or_is_refused_with_one_error(
     else:
         assert _tree(root) == NEW
     _untouched(victim)
+
+
+def test_render_force_names_the_edited_files_it_replaced(tmp_path: Path) -> None:
+    """Before: "0 files written, 1435 unchanged" while an edited group_vars was replaced."""
+    spec = REPO / "examples" / "a100-lab-mig.yaml"
+    root = tmp_path / "tree"
+    assert run_cli("render", str(spec), "--root", str(root)).returncode == 0
+    edited = next((root / "inventories").glob("*/group_vars/all.yml"))
+    edited.write_text(edited.read_text() + "# mine\n")
+    done = run_cli("render", str(spec), "--root", str(root), "--force")
+    assert done.returncode == 0, done.stderr
+    assert " 1 files written," in done.stdout
+    rel = edited.relative_to(root).as_posix()
+    assert f"1 edited file replaced (--force): {rel}" in done.stdout

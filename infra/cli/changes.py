@@ -153,6 +153,9 @@ def render(
         f"{len(report.removed)} removed (inventory inventories/{loaded.spec.name}, "
         f"playbook playbooks/{loaded.spec.name}.yml)"
     )
+    if report.replaced:
+        shown = ", ".join(report.replaced[:5]) + (" ..." if len(report.replaced) > 5 else "")
+        _say(f"{plural(len(report.replaced), 'edited file')} replaced (--force): {shown}")
 
 
 @app.command()

@@ -93,11 +93,12 @@ class RenderConflict(RailplanError):
 
 @dataclass(frozen=True)
 class WriteReport:
-    """What a write did: files written, files unchanged, stale files removed."""
+    """What a write did: files written, unchanged, stale files removed, edits replaced."""
 
     written: tuple[str, ...]
     unchanged: tuple[str, ...]
     removed: tuple[str, ...]
+    replaced: tuple[str, ...] = ()  # files the user had edited, overwritten under --force
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ class _Plan:
     stale: set[str]
     manifest: str
     before: dict[str, str | None]  # rendered path -> digest on disk before the render
+    conflicts: list[str]  # edited files: only with force does a plan get this far
 
 
 def write_tree(root: Path, files: Mapping[str, bytes], *, force: bool = False) -> WriteReport:
@@ -137,7 +139,9 @@ def write_tree(root: Path, files: Mapping[str, bytes], *, force: bool = False) -
         raise _os_error(root, exc) from None
     written = [p for p in sorted(paths) if plan.before.get(p) != _digest(paths[p])]
     unchanged = [p for p in sorted(paths) if p not in written]
-    return WriteReport(tuple(written), tuple(unchanged), tuple(sorted(plan.stale)))
+    return WriteReport(
+        tuple(written), tuple(unchanged), tuple(sorted(plan.stale)), tuple(plan.conflicts)
+    )
 
 
 def _write(root: Path, plan: _Plan) -> None:
@@ -188,7 +192,7 @@ def _decide(root: Path, paths: Mapping[str, bytes], force: bool) -> _Plan:
     }
     created = [u for u in units if not os.path.lexists(root / u)]
     manifest = _manifest_text(root, old_manifest, paths, stale)
-    return _Plan(paths, units, created, stale, manifest, before)
+    return _Plan(paths, units, created, stale, manifest, before, conflicts)
 
 
 def _new_digest(paths: Mapping[str, bytes], path: str) -> str | None:
