@@ -26,8 +26,6 @@ __all__ = ["hca_node", "ibsim_netlist", "link_rate", "sim_limits"]
 # 4x lane rates ibsim can enable, in Gb/s per lane (IBTA names, as ibnetdiscover prints them).
 _LANE_SPEEDS = ((2.5, "SDR"), (5.0, "DDR"), (10.0, "QDR"), (25.0, "EDR"), (50.0, "HDR"))
 _LANE_SPEEDS += ((100.0, "NDR"),)
-# ibsim's defaults (sim.h: MAXNETNODES, MAXNETSWITCHES, MAXNETPORTS).
-_DEFAULT_LIMITS = (2048, 256, 13312)
 
 
 def hca_node(server: str, device: str) -> str:
@@ -69,12 +67,15 @@ def _links(plan: Plan) -> dict[str, list[tuple[int, str, int, str]]]:
 
 
 def sim_limits(plan: Plan) -> tuple[int, int, int]:
-    """ibsim's ``-N nodes -S switches -P ports`` for this fabric, never below its defaults."""
-    switches = plan.switches_in("compute")
-    hcas = len(_links(plan)) - len(switches)
-    ports = sum(s.ports + 1 for s in switches) + hcas * 2
-    need = (hcas + len(switches), len(switches), ports)
-    return tuple(max(n, d) for n, d in zip(need, _DEFAULT_LIMITS, strict=True))  # type: ignore[return-value]
+    """ibsim's ``-N nodes -S switches -P ports`` for this netlist, never below its defaults."""
+    radix = {s.name: s.ports for s in plan.switches_in("compute")}
+    nodes = _links(plan)
+    switches = [radix[n] for n in nodes if n in radix]
+    # ibsim allocates each node's ports in one table: a switch's port 0 too, an HCA's 1..n
+    ports = sum(p + 1 for p in switches) + 2 * (len(nodes) - len(switches))
+    need = (len(nodes), len(switches), ports)
+    # ibsim's defaults (MAXNETNODES, MAXNETSWITCHES, MAXNETPORTS in ibsim/sim.h)
+    return (max(need[0], 2048), max(need[1], 256), max(need[2], 13312))
 
 
 def _header(plan: Plan) -> list[str]:
