@@ -29,11 +29,7 @@ from tests.ibsim_fabric import tools_or_skip
 
 ROOT = Path(__file__).resolve().parent.parent
 LAB = with_opensm((ROOT / "examples" / "a100-lab-mig.yaml").read_text())
-SU = """name: a100-su
-node_groups: [{name: dgx, node: dgx-a100-640gb, count: 20, hostname: "dgx{index:03d}"}]
-fabrics:
-  compute: {switch: qm8790, su_size: 20, rail_optimized: true, subnet_manager: opensm}
-"""
+SU = (ROOT / "tests" / "data" / "twin" / "dgx-a100-su.yaml").read_text()
 # What opensm 3.3.23 logs when it ignores part of a conf or routes with another engine.
 REJECTED = (
     "Unrecognized token",
