@@ -28,7 +28,7 @@ import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import IO, Any, Self
 
 import yaml
 
@@ -60,6 +60,7 @@ class FabricTwin:
         self.env["OSM_CACHE_DIR"] = str(workdir)
         self.log = workdir / "ibsim.log"
         self._proc: subprocess.Popen[str] | None = None
+        self._output: IO[str] | None = None
 
     def _install(self) -> dict[str, str]:
         """The rendered netlist and subnet-manager files, /etc/opensm -> the work directory."""
@@ -69,14 +70,15 @@ class FabricTwin:
         (self.workdir / "ibsim.net").write_text(ibsim_netlist(self.plan))
         return files
 
-    def __enter__(self) -> FabricTwin:
+    def __enter__(self) -> Self:
         limits = zip("NSP", sim_limits(self.plan), strict=True)
         args = ["ibsim", "-s", *(f"-{flag}{n}" for flag, n in limits), "ibsim.net"]
+        self._output = self.log.open("w")
         self._proc = subprocess.Popen(
             args,
             cwd=self.workdir,
             stdin=subprocess.PIPE,  # ibsim reads its console here; open keeps it running
-            stdout=self.log.open("w"),
+            stdout=self._output,
             stderr=subprocess.STDOUT,
             env=self.env,
             text=True,
@@ -85,11 +87,16 @@ class FabricTwin:
         return self
 
     def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         if self._proc is not None:
-            self._proc.terminate()
+            self._proc.terminate()  # ibsim does not exit when its stdin closes
             self._proc.wait(timeout=10)
+        if self._output is not None:
+            self._output.close()
 
     def _await_prompts(self, count: int, timeout: float = 30.0) -> None:
         """Wait until ibsim has printed `count` prompts: the netlist loaded, commands done."""
@@ -125,7 +132,7 @@ class FabricTwin:
     @property
     def sm_conf(self) -> str:
         """The first rendered opensm-<host>.conf: the SM the twin runs."""
-        return sorted(n for n in self.files if n.startswith("opensm-"))[0]
+        return min(n for n in self.files if n.startswith("opensm-"))
 
     @property
     def sm_hca(self) -> str:

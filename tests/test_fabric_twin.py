@@ -51,7 +51,7 @@ def _twin(spec: str, catalog: Catalog, workdir: Path) -> FabricTwin:
 
 
 def _engine(twin: FabricTwin) -> str:
-    match = re.search(r"^routing_engine (\S+)", twin.files[twin.sm_conf], re.M)
+    match = re.search(r"^routing_engine (\S+)", twin.files[twin.sm_conf], re.MULTILINE)
     assert match, twin.files[twin.sm_conf]
     return match[1]
 
@@ -78,7 +78,12 @@ def _rows(doc: dict[str, Any]) -> set[Row]:
 
 def _row(kind: str, cable: Cable) -> Row:
     """A finding on `cable` as the plan places it: both ends' device, port, rack and unit."""
-    return (kind, cable.a, cable.a_port, cable.a_rack, cable.a_unit) + (
+    return (
+        kind,
+        cable.a,
+        cable.a_port,
+        cable.a_rack,
+        cable.a_unit,
         cable.b,
         cable.b_port,
         cable.b_rack,
@@ -104,7 +109,7 @@ def _lids(dump: Path) -> dict[str, int]:
 def _path(twin: FabricTwin, lids: dict[str, int], src: str, dst: str) -> list[str]:
     """The switches ibtracert walks from HCA `src` to HCA `dst`, in order."""
     out = twin.run("ibtracert", str(lids[src]), str(lids[dst]))
-    assert f'To ca {{' in out and f'"{dst}"' in out, out
+    assert "To ca {" in out and f'"{dst}"' in out, out
     return re.findall(r'-> switch port \{0x[0-9a-f]+\}\[\d+\] lid [\d-]+ "([^"]+)"', out)
 
 
@@ -154,17 +159,31 @@ def _faults(plan: Plan) -> dict[str, tuple[list[str], set[Row]]]:
     faults = {
         "unlink": ([f'Unlink "{lost.a} {lost.a_port}"[1]'], {_row("missing", lost)}),
         "swap": (
-            [f'Unlink "{x.a} {x.a_port}"[1]', f'Unlink "{y.a} {y.a_port}"[1]']
-            + [f'Link "{x.a} {x.a_port}"[1] "{y.b}"[{y.b_port}]']
-            + [f'Link "{y.a} {y.a_port}"[1] "{x.b}"[{x.b_port}]'],
+            [
+                f'Unlink "{x.a} {x.a_port}"[1]',
+                f'Unlink "{y.a} {y.a_port}"[1]',
+                f'Link "{x.a} {x.a_port}"[1] "{y.b}"[{y.b_port}]',
+                f'Link "{y.a} {y.a_port}"[1] "{x.b}"[{x.b_port}]',
+            ],
             {_row("swapped_pair", first)},
         ),
     }
+    if lost.b != moved.b:  # the port `lost` frees, on the leaf of another rail of the SU
+        faults["wrong_rail"] = (
+            [
+                f'Unlink "{lost.a} {lost.a_port}"[1]',
+                f'Unlink "{moved.a} {moved.a_port}"[1]',
+                f'Link "{moved.a} {moved.a_port}"[1] "{lost.b}"[{lost.b_port}]',
+            ],
+            {_row("missing", lost), _row("wrong_rail", moved)},
+        )
     if free:  # a full SU's leaves have no free port
         found = (moved.b, str(free[0]))
         faults["wrong_port"] = (
-            [f'Unlink "{moved.a} {moved.a_port}"[1]']
-            + [f'Link "{moved.a} {moved.a_port}"[1] "{found[0]}"[{found[1]}]'],
+            [
+                f'Unlink "{moved.a} {moved.a_port}"[1]',
+                f'Link "{moved.a} {moved.a_port}"[1] "{found[0]}"[{found[1]}]',
+            ],
             {_row("wrong_port", moved)},
         )
     return faults
@@ -179,7 +198,7 @@ def _switch_faults(plan: Plan) -> dict[str, tuple[list[str], set[Row]]]:
             continue
         switch = switches[-1]
         row = ("device_missing", switch.name, "", switch.rack, switch.rack_unit)
-        faults[f"{tier}_down"] = ([f'Unlink "{switch.name}"'], {row + ("", "", None, None)})
+        faults[f"{tier}_down"] = ([f'Unlink "{switch.name}"'], {(*row, "", "", None, None)})
     return faults
 
 
@@ -191,6 +210,7 @@ def _switch_faults(plan: Plan) -> dict[str, tuple[list[str], set[Row]]]:
         ("lab", "swap"),
         ("su", "unlink"),
         ("su", "swap"),
+        ("su", "wrong_rail"),
         ("su", "leaf_down"),
         ("su", "spine_down"),
     ],

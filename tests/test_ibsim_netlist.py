@@ -92,7 +92,9 @@ def test_rates_and_limits(catalog: Catalog) -> None:
     # defaults (2,048 nodes, 256 switches, 13,312 ports): the flags then repeat them
     assert sim_limits(plan) == (2048, 256, 13312)
     assert "-N 2048 -S 256 -P 13312 ibsim.net" in ibsim_netlist(plan)
-    text = (ROOT / "examples/dgx-a100-superpod.yaml").read_text().replace("count: 140", "count: 560")
+    text = (
+        (ROOT / "examples/dgx-a100-superpod.yaml").read_text().replace("count: 140", "count: 560")
+    )
     big = expand(load_spec_text(text, "big.yaml").spec, catalog)
     nodes, switches, ports = sim_limits(big)
     written, _ = _read(ibsim_netlist(big))

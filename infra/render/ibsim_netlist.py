@@ -26,8 +26,14 @@ from infra.topology.model import Plan
 __all__ = ["hca_node", "ibsim_netlist", "link_rate", "sim_limits"]
 
 # 4x lane rates ibsim can enable, in Gb/s per lane (IBTA names, as ibnetdiscover prints them).
-_LANE_SPEEDS = ((2.5, "SDR"), (5.0, "DDR"), (10.0, "QDR"), (25.0, "EDR"), (50.0, "HDR"))
-_LANE_SPEEDS += ((100.0, "NDR"),)
+_LANE_SPEEDS: tuple[tuple[float, str], ...] = (
+    (2.5, "SDR"),
+    (5.0, "DDR"),
+    (10.0, "QDR"),
+    (25.0, "EDR"),
+    (50.0, "HDR"),
+    (100.0, "NDR"),
+)
 
 
 def hca_node(server: str, device: str) -> str:
@@ -36,7 +42,7 @@ def hca_node(server: str, device: str) -> str:
 
 
 def link_rate(gbps: float) -> str:
-    """ibsim's rate of a planned cable: ``4xHDR`` for 200 Gb/s; the slowest 4x that carries it."""
+    """The ibsim rate of a planned cable: ``4xHDR`` for 200 Gb/s, the slowest 4x that carries it."""
     for lane, name in _LANE_SPEEDS:
         if 4 * lane >= gbps:
             return f"4x{name}"
@@ -69,7 +75,7 @@ def _links(plan: Plan) -> dict[str, list[tuple[int, str, int, str]]]:
 
 
 def sim_limits(plan: Plan) -> tuple[int, int, int]:
-    """ibsim's ``-N nodes -S switches -P ports`` for this netlist, never below its defaults."""
+    """The ``ibsim -N nodes -S switches -P ports`` this netlist needs, never below the defaults."""
     radix = {s.name: s.ports for s in plan.switches_in("compute")}
     nodes = _links(plan)
     switches = [radix[n] for n in nodes if n in radix]
@@ -106,7 +112,11 @@ def ibsim_netlist(plan: Plan) -> str:
         for port, remote, remote_port, rate in sorted(links[node]):
             # a switch port's tail is '"<remote>" lid <remote lid> <rate>'; an HCA port's
             # starts with its own 'lid 0 lmc 0' (0: unassigned, the SM assigns LIDs)
-            tail = f'"{remote}" lid 0 {rate}' if node in radix else f'lid 0 lmc 0 "{remote}" lid 0 {rate}'
+            tail = (
+                f'"{remote}" lid 0 {rate}'
+                if node in radix
+                else f'lid 0 lmc 0 "{remote}" lid 0 {rate}'
+            )
             lines.append(f'[{port}]\t"{remote}"[{remote_port}]\t\t# {tail}')
         records.append("\n".join(lines))
     return "\n".join(_header(plan)) + "\n\n".join(records) + "\n"
