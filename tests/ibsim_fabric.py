@@ -23,7 +23,7 @@ import pytest
 from infra.render.ibsim_netlist import ibsim_netlist, sim_limits
 from infra.topology.model import Plan
 
-TOOLS = ("opensm", "ibsim", "ibsim-run", "ibnetdiscover", "smpquery")
+TOOLS = ("opensm", "ibsim", "ibsim-run", "ibnetdiscover", "iblinkinfo", "ibtracert", "smpquery")
 
 
 def tools_or_skip() -> None:
