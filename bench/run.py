@@ -10,6 +10,7 @@ catalog load excluded). Planning cost should grow linearly with the GPU count.
     python bench/run.py --case report:1250   # `railplan report` of 1,250 DGX A100 (10,000 GPUs)
     python bench/run.py --case train:gpt3-175b:1250   # `railplan train`'s layout search
     python bench/run.py --case verify:1250   # `railplan verify` of 1,250 DGX A100 (one fault)
+    python bench/run.py --case twin:1600     # the fabric twin of 1,600 DGX A100 (no fault)
 
 The render cases also time `ansible-inventory --list` on the rendered inventory against a
 bare inventory of the same hostnames (JSON syntax, no variables): the ratio is what the
@@ -22,6 +23,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,6 +36,7 @@ LINT_GROUPS = [10, 100, 400]
 RENDER_SERVERS = [2048, 16384]
 PULUMI_SERVERS = [1250]  # 10,000 GPUs on Kubernetes, under Pulumi's mock runtime
 REPORT_SERVERS = [140, 1250]  # DGX A100: the SuperPOD example's size and 10,000 GPUs
+TWIN_SERVERS = [20, 1600]  # DGX A100: one SU; the largest plan (80 SUs, 40 pods)
 TRAIN_CASES = [("gpt3-175b", 1250), ("llama3-405b", 2048), ("gpt-1t", 4096)]  # DGX H100 servers
 BENCH_ROOT = Path(tempfile.gettempdir()) / "railplan-bench"
 
@@ -243,6 +246,41 @@ def verify_case(servers: int) -> dict[str, float | str]:
     }
 
 
+def twin_case(servers: int) -> dict[str, float | str]:
+    """The fabric twin, no fault: ibsim on the rendered netlist, one opensm sweep with the
+    rendered conf, ``ibnetdiscover -p``, `railplan verify` (tests/fabric_twin.py). 1,600 DGX
+    A100 (80 SUs) is the largest DGX A100 plan: 40 pods of 40-port switches."""
+    from infra.catalog import load_catalog
+
+    sys.path.insert(0, str(ROOT))
+    from tests.fabric_twin import FabricTwin, with_opensm
+
+    workdir = BENCH_ROOT / f"twin-{servers}"
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    start = time.perf_counter()
+    with FabricTwin(with_opensm(report_spec(servers)), load_catalog(), workdir) as twin:
+        up = time.perf_counter()
+        _, log = twin.opensm()
+        swept = time.perf_counter()
+        dump = twin.dump("ibnetdiscover-p.txt", "ibnetdiscover", "-p")
+        found = time.perf_counter()
+        code, doc = twin.verify(dump)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # opensm or ibsim
+    return {
+        "seconds": round(seconds, 3),
+        "peak_mib": round(peak, 1),
+        "start_s": round(up - start, 1),
+        "opensm_s": round(swept - up, 1),
+        "ibnetdiscover_s": round(found - swept, 1),
+        "verify_s": round(time.perf_counter() - found, 1),
+        "links": doc["summary"]["links_seen"],
+        "findings": len(doc["findings"]),
+        "subnet_up": "yes" if "SUBNET UP" in log and code == 0 else "no",
+    }
+
+
 def run_case(case: str) -> dict[str, float | str]:
     """Run one case in this process; return seconds and peak RSS in MiB."""
     from infra.catalog import load_catalog
@@ -262,6 +300,8 @@ def run_case(case: str) -> dict[str, float | str]:
         return train_case(args[0], int(args[1]))
     if kind == "verify":
         return verify_case(int(args[0]))
+    if kind == "twin":
+        return twin_case(int(args[0]))
     if kind == "format":
         return format_case(int(args[0]))
     if kind == "plan":
@@ -357,6 +397,8 @@ def main() -> None:
     cases += [(f"train {m} on {s * 8:,} GPUs", f"train:{m}:{s}") for m, s in TRAIN_CASES]
     cases += [("lint text, 16,384 findings on 1 line", "format:16384")]
     cases += [("verify 10,000 GPUs (one fault)", "verify:1250")]
+    if shutil.which("ibsim") and shutil.which("opensm"):
+        cases += [(f"twin {s * 8:,} GPUs (no fault)", f"twin:{s}") for s in TWIN_SERVERS]
     print(f"{'case':<36} {'wall s':>8} {'peak MiB':>9}  detail")
     for label, case in cases:
         out = subprocess.run(

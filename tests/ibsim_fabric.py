@@ -14,16 +14,16 @@ import re
 import shutil
 import subprocess
 import time
-from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from infra.render.ibsim_netlist import ibsim_netlist, sim_limits
 from infra.topology.model import Plan
 
-TOOLS = ("opensm", "ibsim", "ibsim-run", "ibnetdiscover", "smpquery")
+TOOLS = ("opensm", "ibsim", "ibsim-run", "ibnetdiscover", "iblinkinfo", "ibtracert", "smpquery")
 
 
 def tools_or_skip() -> None:
@@ -36,34 +36,6 @@ def tools_or_skip() -> None:
         pytest.skip(message)
 
 
-def node_id(device: str, port: str) -> str:
-    """ibsim node of a cable end: a switch by name, an HCA as ``<server>-<mlx5_N>``."""
-    return device if port.isdigit() else f"{device}-{port}"
-
-
-def netlist(plan: Plan) -> str:
-    """An ibsim netlist of the plan's compute fabric: every switch, every HCA, every cable."""
-    links: dict[str, list[tuple[int, str, int]]] = defaultdict(list)
-    for cable in plan.cables:
-        if cable.fabric != "compute":
-            continue
-        a, b = node_id(cable.a, cable.a_port), node_id(cable.b, cable.b_port)
-        a_port = int(cable.a_port) if cable.a_port.isdigit() else 1
-        b_port = int(cable.b_port) if cable.b_port.isdigit() else 1
-        links[a].append((a_port, b, b_port))
-        links[b].append((b_port, a, a_port))
-    switches = {s.name for s in plan.switches_in("compute")}
-    records = []
-    for node in sorted(links):
-        ports = sorted(links[node])
-        kind = "Switch" if node in switches else "Hca"
-        width = max(p for p, _, _ in ports) if kind == "Switch" else 1
-        lines = [f'{kind}\t{width} "{node}"']
-        lines += [f'[{p}]\t"{remote}"[{rp}]' for p, remote, rp in ports]
-        records.append("\n".join(lines))
-    return "\n\n".join(records) + "\n"
-
-
 def _socket(workdir: Path) -> str:
     # ibsim's socket name (IBSIM_SOCKNAME, default "ibsim0"): one per fabric, so test runs
     # sharing a machine do not attach to each other's simulator
@@ -73,12 +45,13 @@ def _socket(workdir: Path) -> str:
 @contextmanager
 def simulated(plan: Plan, workdir: Path) -> Iterator[Path]:
     """Start ibsim on the plan's compute fabric; yields the working directory."""
-    net = workdir / "net"
-    net.write_text(netlist(plan))
+    net = workdir / "ibsim.net"
+    net.write_text(ibsim_netlist(plan))
+    limits = [f"-{flag}{n}" for flag, n in zip("NSP", sim_limits(plan), strict=True)]
     log = (workdir / "ibsim.log").open("w")
     # ibsim reads commands from stdin: keep it open (a pipe) so it does not exit.
     proc = subprocess.Popen(
-        ["ibsim", "-s", str(net)],
+        ["ibsim", "-s", *limits, str(net)],
         stdin=subprocess.PIPE,
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -68,14 +68,14 @@ def test_opensm_routes_with_the_rendered_conf_before_the_guids_are_known(
     files = _install(plan, spec, catalog, tmp_path)
     assert "routing_engine updn" in files["opensm-gpu01.conf"]
     with simulated(plan, tmp_path):
-        out, log = run_opensm(tmp_path / "opensm-gpu01.conf", "gpu01-mlx5_0", tmp_path)
+        out, log = run_opensm(tmp_path / "opensm-gpu01.conf", "gpu01 mlx5_0", tmp_path)
         _accepted(out, log, "updn")
         # no GUIDs yet: the default partition stays full (0xffff), nothing is isolated
-        assert "0xffff" in _pkeys("gpu01-mlx5_0", tmp_path, _lid(tmp_path, "gpu02-mlx5_0"))
+        assert "0xffff" in _pkeys("gpu01 mlx5_0", tmp_path, _lid(tmp_path, "gpu02 mlx5_0"))
 
 
 def _lid(workdir: Path, node: str) -> int:
-    return discovered("gpu01-mlx5_0", workdir)[node][1]
+    return discovered("gpu01 mlx5_0", workdir)[node][1]
 
 
 def test_opensm_takes_the_guids_roots_priority_and_isolates_the_hosts(
@@ -83,24 +83,24 @@ def test_opensm_takes_the_guids_roots_priority_and_isolates_the_hosts(
 ) -> None:
     tools_or_skip()
     with simulated(plan, tmp_path):
-        found = discovered("gpu01-mlx5_0", tmp_path)
+        found = discovered("gpu01 mlx5_0", tmp_path)
         guids = {"ib0-leaf-01": [found["ib0-leaf-01"][0]]}
-        guids |= {s.name: [found[f"{s.name}-{h}"][0] for h in s.hcas] for s in plan.servers}
+        guids |= {s.name: [found[f"{s.name} {h}"][0] for h in s.hcas] for s in plan.servers}
         files = _install(plan, _spec(guids), catalog, tmp_path)
         assert (
             f"root_guid_file {tmp_path}/root_guids.conf"
             in (tmp_path / "opensm-gpu05.conf").read_text()
         )
         assert "sm_priority 14" in files["opensm-gpu05.conf"]
-        out, log = run_opensm(tmp_path / "opensm-gpu05.conf", "gpu05-mlx5_0", tmp_path)
+        out, log = run_opensm(tmp_path / "opensm-gpu05.conf", "gpu05 mlx5_0", tmp_path)
         _accepted(out, log, "updn")
         assert f"Loading Cached Option:root_guid_file = {tmp_path}/root_guids.conf" in out
         assert "Loading Cached Option:sm_priority = 14" in out
         # the SM bound to the pinned port: gpu05's first compute HCA
         assert f"Setting IS_SM on port {guids['gpu05'][0]}" in log
-        lids = discovered("gpu05-mlx5_0", tmp_path)  # the SM has assigned the LIDs now
-        host = _pkeys("gpu05-mlx5_0", tmp_path, lids["gpu02-mlx5_0"][1])
-        sm = _pkeys("gpu05-mlx5_0", tmp_path, lids["gpu05-mlx5_0"][1])
+        lids = discovered("gpu05 mlx5_0", tmp_path)  # the SM has assigned the LIDs now
+        host = _pkeys("gpu05 mlx5_0", tmp_path, lids["gpu02 mlx5_0"][1])
+        sm = _pkeys("gpu05 mlx5_0", tmp_path, lids["gpu05 mlx5_0"][1])
     # index 0: full member of the node group's P_Key 0x0001; the default one only limited
     assert host[:2] == ["0x8001", "0x7fff"], host
     # the SM's own port stays a full member of the default partition
@@ -155,9 +155,9 @@ def test_a_two_tier_fat_tree_routes_with_the_rendered_engine(
     assert plan.fabrics["compute"].tiers == 2
     with simulated(plan, tmp_path):
         if with_guids:
-            found = discovered("gpu01-mlx5_0", tmp_path)
+            found = discovered("gpu01 mlx5_0", tmp_path)
             guids = {s.name: [found[s.name][0]] for s in plan.switches_in("compute")}
-            guids |= {s.name: [found[f"{s.name}-{h}"][0] for h in s.hcas] for s in plan.servers}
+            guids |= {s.name: [found[f"{s.name} {h}"][0] for h in s.hcas] for s in plan.servers}
             data = yaml.safe_load(TWO_TIER % f"routing_engine: {engine}")
             data["fabrics"]["compute"]["guids"] = guids
             spec = load_spec_text(yaml.safe_dump(data), "two.yaml").spec
@@ -165,7 +165,7 @@ def test_a_two_tier_fat_tree_routes_with_the_rendered_engine(
         assert (
             "root_guid_file" in files["opensm-gpu01.conf"].replace("# No root", "")
         ) == with_guids
-        out, log = run_opensm(tmp_path / "opensm-gpu01.conf", "gpu01-mlx5_0", tmp_path)
+        out, log = run_opensm(tmp_path / "opensm-gpu01.conf", "gpu01 mlx5_0", tmp_path)
     _accepted(out, log, engine)
     if engine == "ftree":
         assert f"Loading Cached Option:cn_guid_file = {tmp_path}/cn_guids.conf" in out

@@ -5,7 +5,8 @@ the compute fabric is InfiniBand (else nothing): ``topology.topo`` (the ibdm top
 ``ibdiagnet --topo_file`` compares the discovered fabric against), ``cable-validation.csv``
 and ``hca_mapping.csv`` (the UFM Cable Validation Tool's P2P sheet and HCA map),
 ``node-name-map.txt`` (``ibnetdiscover --node-name-map``; GUIDs from
-``fabrics.compute.guids``) and ``ACCEPTANCE.md`` (the commands, with only flags found in
+``fabrics.compute.guids``), ``ibsim.net`` (the fabric twin: an ibsim netlist, see
+`infra.render.ibsim_netlist`) and ``ACCEPTANCE.md`` (the commands, with only flags found in
 NVIDIA's ibdiagnet documentation). Switch ports are logical ports in the topo file
 (``P<n>``) and front-panel labels in the CVT sheet (``n``, or ``cage/k`` on QM97xx's
 twin-port OSFP cages, per the catalog's ``Switch.port_label``).
@@ -23,6 +24,7 @@ import io
 import re
 
 from infra.catalog import Catalog
+from infra.render.ibsim_netlist import ibsim_netlist
 from infra.spec import Spec
 from infra.topology.model import Cable, Plan
 
@@ -244,6 +246,12 @@ def _acceptance(plan: Plan, spec: Spec, hca_files: list[str]) -> str:
         "",
         "`node-name-map.txt` names GUIDs for `ibnetdiscover --node-name-map node-name-map.txt`.",
         "",
+        "## Fabric twin (before the racks arrive)",
+        "",
+        "`ibsim.net` is this fabric in ibsim (Debian `ibsim-utils`): run the real OpenSM and",
+        "infiniband-diags on it with no hardware, e.g. to see `railplan verify` on a clean",
+        "fabric. Its header has the commands.",
+        "",
         "Not sourced, so not here: port-counter flags; the pairing of QM97xx logical ports",
         "2c-1/2c onto OSFP cage c is inferred (catalog reference `sw-qm97-port-map`).",
     ]
@@ -262,6 +270,7 @@ def fabric_files(plan: Plan, spec: Spec, catalog: Catalog) -> dict[str, str]:
         "ACCEPTANCE.md": _acceptance(plan, spec, sorted(hca)),
         "cable-validation.csv": cable_validation_csv(plan, catalog),
         **hca,
+        "ibsim.net": ibsim_netlist(plan),
         "node-name-map.txt": node_name_map(plan, spec),
         "topology.topo": topology_topo(plan),
     }
