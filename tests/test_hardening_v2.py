@@ -9,8 +9,12 @@ left zero data-parallel replicas (exit 3, ZeroDivisionError), a spec that is not
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+
+from infra.errors import Position
+from infra.spec.yamlpos import byte_position
 
 from .conftest import ROOT
 from .test_cli import railplan
@@ -43,3 +47,35 @@ def test_a_layout_without_replicas_is_a_json_error(layout: list[str]) -> None:
     assert result.returncode == 2 and doc["exit_code"] == 2, doc
     (error,) = doc["errors"]
     assert error["path"] in ("--gpus", "--cp") and error["hint"], error
+
+
+BAD_UTF8 = b"name: x\nnode_groups:\n  - {name: g\xff, node: dgx-h100, count: 2}\n"
+VERBS = {
+    "lint": ["lint", "{spec}"],
+    "plan": ["plan", "{spec}"],
+    "render": ["render", "{spec}", "--root", "{tmp}/tree"],
+    "report": ["report", "{spec}", "--output", "{tmp}/report.html"],
+    "diff": ["diff", SPEC, "{spec}"],
+    "verify": ["verify", "{spec}", "{tmp}/dump.txt"],
+    "train": ["train", "{spec}", "--gpus", "16", "--global-batch", "64", "--model", "gpt3-175b"],
+}
+
+
+@pytest.mark.parametrize("verb", VERBS.values(), ids=VERBS.keys())
+def test_a_spec_that_is_not_utf8_is_located_by_line_and_column(
+    verb: list[str], tmp_path: Path
+) -> None:
+    # before: "not UTF-8 text (invalid byte at offset 33)", no line or column
+    spec = tmp_path / "bad.yaml"
+    spec.write_bytes(BAD_UTF8)
+    (tmp_path / "dump.txt").write_text("")
+    args = [a.format(spec=spec, tmp=tmp_path) for a in verb]
+    result = railplan(*args)
+    assert result.returncode == 2, result
+    assert f"{spec}:3:13: error" in result.stderr and "not UTF-8" in result.stderr, result
+    assert "offset" not in result.stderr
+
+
+def test_byte_positions_count_characters_and_skip_the_byte_order_mark() -> None:
+    assert byte_position(b"\xef\xbb\xbfa: \xff", 6) == Position(1, 4)
+    assert byte_position("a: 1\nb: ñ".encode() + b"\xff", 10) == Position(2, 5)
