@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.errors import Position
+from infra.errors import Position, escape_controls
 from infra.spec.yamlpos import byte_position
 
 from .conftest import ROOT
@@ -79,3 +79,30 @@ def test_a_spec_that_is_not_utf8_is_located_by_line_and_column(
 def test_byte_positions_count_characters_and_skip_the_byte_order_mark() -> None:
     assert byte_position(b"\xef\xbb\xbfa: \xff", 6) == Position(1, 4)
     assert byte_position("a: 1\nb: ñ".encode() + b"\xff", 10) == Position(2, 5)
+
+
+RLO, PDF = "\u202e", "\u202c"  # right-to-left override, pop directional formatting
+
+
+def test_lint_excerpts_escape_bidirectional_overrides(tmp_path: Path) -> None:
+    # before: the excerpt echoed U+202E raw, reordering what a reviewer sees (Trojan Source)
+    text = (ROOT / "tests" / "corpus" / "lint" / "air-cooling.yaml").read_text()
+    spec = tmp_path / "bidi.yaml"
+    spec.write_text(text.replace("power_kw: 80", f"power_kw: 80  # {RLO}riaf{PDF}"))
+    result = railplan("lint", str(spec))
+    assert "5 |     power_kw: 80  # \\u202eriaf\\u202c" in result.stdout, result.stdout
+    assert RLO not in result.stdout and PDF not in result.stdout
+
+
+def test_error_lines_escape_bidirectional_overrides(tmp_path: Path) -> None:
+    # before: a file name with U+202E reached the error line raw (only Cc/Zl/Zp were escaped)
+    spec = tmp_path / f"spec{RLO}lmay.yaml"
+    spec.write_text("name: x\nnode_groups: 3\n")
+    result = railplan("plan", str(spec))
+    assert result.returncode == 2 and "spec\\u202elmay.yaml:2:" in result.stderr, result
+    assert RLO not in result.stderr
+
+
+@pytest.mark.parametrize("char", ["\u202a", "\u2066", "\u2069", "\u200b", "\u200f", "\ufeff"])
+def test_every_format_character_is_escaped(char: str) -> None:
+    assert escape_controls(f"a{char}b") == "a" + char.encode("unicode_escape").decode() + "b"
