@@ -116,13 +116,29 @@ def escape_controls(text: str) -> str:
     """
     if text.isprintable():  # the usual case, checked in C
         return text
-    return "".join(
-        ch.encode("unicode_escape").decode("ascii") if _is_control(ch) else ch for ch in text
-    )
+    return "".join(escape_char(ch) if is_control(ch) else ch for ch in text)
 
 
-def _is_control(ch: str) -> bool:
-    return unicodedata.category(ch) in ("Cc", "Zl", "Zp")
+_CONTROL_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+
+def is_control(ch: str) -> bool:
+    r"""Whether ``ch`` must never reach a terminal or log raw; the one test every echo uses.
+
+    Control characters (Cc: newline, ESC), line and paragraph separators (Zl, Zp), and
+    format characters (Cf): the bidirectional overrides and isolates U+202A-202E and
+    U+2066-2069 that reorder what a reviewer sees (Trojan Source, CVE-2021-42574), the
+    zero-width U+200B-200F and the byte-order mark U+FEFF.
+
+    >>> [is_control(c) for c in ("\n", "\u202e", "\u2067", "\ufeff", "é", " ")]
+    [True, True, True, True, False, False]
+    """
+    return unicodedata.category(ch) in _CONTROL_CATEGORIES
+
+
+def escape_char(ch: str) -> str:
+    r"""``ch`` as a Python escape (``\n``, ``\x1b``, ``\u202e``)."""
+    return ch.encode("unicode_escape").decode("ascii")
 
 
 class InputError(RailplanError):

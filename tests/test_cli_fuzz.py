@@ -170,7 +170,8 @@ from hypothesis import strategies as st
 EXAMPLE_COUNT = int(os.environ.get("CLI_FUZZ_EXAMPLES", "6"))
 CASES_PER_EXAMPLE = 10
 
-NUMBERS = ["8", "16", "0", "-1", "2", "1024", "9" * 400, "nan", "inf", "-inf", "1e309", "x", ""]
+NUMBERS = ["8", "16", "32", "0", "-1", "2", "1024", str(10**20), "9" * 400, "nan", "inf", "-inf"]
+NUMBERS += ["1e309", "x", ""]
 SIZES = ["8", "1KiB", "8GiB", "0", "-1", "9" * 400, "9" * 400 + "GiB", "1e400", "nan", "x", ""]
 FACTORS = ["2", "8", "1", "1.000001", "0", "-2", "nan", "inf", "9" * 400, "x"]
 OUTPUTS = ["@out", "@outlink", "@out2", "-", "/dev/full", "/dev/null", "@input", "@dir", ""]

@@ -584,6 +584,11 @@ def test_bastion_ami_and_type_can_be_given(mocks: Mocks, catalog: Catalog) -> pu
         (("0.0.0.0/0",), {}, "whole internet"),
         (("203.0.113.7/32", "::/0"), {}, "whole internet"),
         (("2001:db8::/32",), {}, "IPv6"),
+        # the whole internet in halves, and wide pieces of it: more than a /16 in total
+        (("0.0.0.0/1", "128.0.0.0/1"), {}, "span 4,294,967,296 addresses"),
+        (("203.0.113.7/32", "10.0.0.0/8"), {}, "more than a /16"),
+        (("198.51.0.0/16", "198.52.0.0/32"), {}, "span 65,537 addresses"),
+        (("::/1", "8000::/1"), {}, "IPv6"),
         (("10.0.0.1/24",), {}, "not a network"),
         (("office",), {}, "not a network"),
         (("203.0.113.7/32",), {"internet_egress": False}, "needs internet_egress"),
@@ -603,6 +608,14 @@ def test_bastion_ssh_cidrs_are_canonical() -> None:
         "198.51.100.0/24",
     ]
     assert bastion_ssh_cidrs([]) == []
+
+
+def test_overlapping_bastion_sources_count_once() -> None:
+    # a /16 and a /17 inside it span one /16: at the limit, not over it
+    assert bastion_ssh_cidrs(["198.51.0.0/16", "198.51.0.0/17"]) == [
+        "198.51.0.0/16",
+        "198.51.0.0/17",
+    ]
 
 
 def test_subnet_is_half_the_vpc() -> None:

@@ -16,9 +16,10 @@ from typing import Literal, assert_never
 from infra.budget import memory, power_cost
 from infra.budget.cluster import BudgetError, comm_topology, main_group, sharp_usable
 from infra.budget.collectives import predict
+from infra.budget.memo import train_cached
 from infra.budget.storage import checkpoint_estimate
 from infra.budget.train_model import ModelShape
-from infra.budget.train_plan import TrainAnswer, TrainRequest, model_shape, train
+from infra.budget.train_plan import TrainAnswer, TrainRequest, model_shape
 from infra.budget.training import StepEstimate, step_estimate
 from infra.catalog import Catalog
 from infra.errors import InputError
@@ -196,7 +197,7 @@ def scaling_answer(b: ScalingEfficiencyBudget, spec: Spec, cat: Catalog, path: s
         round_batch=True,
     )
     try:
-        return train(spec, cat, request)
+        return train_cached(spec, cat, request)
     except InputError as exc:
         raise BudgetError(exc.message, path=path, hint=exc.hint) from None
 
@@ -451,5 +452,24 @@ def _evaluate(i: int, budget: Budget, spec: Spec, cat: Catalog, plan: Plan | Non
 
 
 def evaluate_budgets(spec: Spec, catalog: Catalog, plan: Plan | None) -> list[BudgetResult]:
-    """Evaluate every declared budget, in spec order."""
-    return [_evaluate(i, b, spec, catalog, plan) for i, b in enumerate(spec.budgets)]
+    """Evaluate every declared budget, in spec order, each distinct budget once.
+
+    A budget equal to an earlier one (same kind and parameters) gets the earlier result,
+    renumbered to its own index and path: a spec repeating one budget costs one evaluation.
+    """
+    first: dict[Budget, BudgetResult] = {}
+    results = []
+    for i, budget in enumerate(spec.budgets):
+        if budget not in first:
+            first[budget] = _evaluate(i, budget, spec, catalog, plan)
+        results.append(_renumbered(first[budget], i))
+    return results
+
+
+def _renumbered(result: BudgetResult, index: int) -> BudgetResult:
+    """``result`` as the result of the equal budget at ``index``."""
+    if result.index == index:
+        return result
+    old, new = f"budgets[{result.index}]", f"budgets[{index}]"
+    path = new + result.path[len(old) :] if result.path.startswith(old) else result.path
+    return replace(result, index=index, path=path)

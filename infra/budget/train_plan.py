@@ -190,6 +190,31 @@ def train_request_checks(request: TrainRequest, precision: str) -> None:
     for ok, path, message, hint in checks:
         if not ok:
             raise InputError(message, path=path, hint=hint)
+    _check_split(request)
+
+
+def _check_split(request: TrainRequest) -> None:
+    """Refuse a fixed TP x CP x PP that does not split ``--gpus`` into whole replicas.
+
+    Checked on the arguments alone, before any layout arithmetic: a product larger than the
+    job would leave zero data-parallel replicas, and every rule after that divides by DP.
+    """
+    cp = request.cp or 1
+    if request.tp is None or request.pp is None:
+        if cp > request.gpus:
+            raise InputError(
+                f"--cp {cp} exceeds the {request.gpus} GPUs of the job",
+                path="--cp",
+                hint="CP ranks are GPUs: at most --gpus, e.g. --cp 2",
+            )
+        return
+    if request.gpus % (request.tp * cp * request.pp):
+        raise InputError(
+            f"{request.gpus} GPUs do not split into TP {request.tp} x CP {cp} x PP "
+            f"{request.pp} replicas",
+            path="--gpus",
+            hint="TP x CP x PP must divide --gpus, e.g. --gpus 16 --tp 8 --pp 2",
+        )
 
 
 def build_job(spec: Spec, catalog: Catalog, request: TrainRequest) -> tuple[Job, str, str]:
@@ -267,7 +292,9 @@ def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
             ),
         ),
         (
-            not strict_batch or job.global_batch % (layout.dp * layout.micro_batch) == 0,
+            # dp >= 1 first: a layout with no replica must fail here, not divide by zero
+            not strict_batch
+            or (layout.dp >= 1 and job.global_batch % (layout.dp * layout.micro_batch) == 0),
             "--global-batch",
             (
                 f"global batch {job.global_batch} must be a multiple of DP "
@@ -358,6 +385,7 @@ def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
         InputError: a fixed layout breaks a rule.
         BudgetError: nothing fits, or the cluster cannot run the job.
     """
+    _check_split(request)  # budgets reach here without `train_request_checks`
     job, group, node = build_job(spec, catalog, request)
     started = time.perf_counter()
     best, count = search(job, request)

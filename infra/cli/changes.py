@@ -134,7 +134,8 @@ def render(
         files = None
         if planned is not None and not broken:
             if addresses is not None:
-                planned = _with_addresses_file(planned, addresses)
+                subnet = loaded.spec.site.management_cidr
+                planned = _with_addresses_file(planned, addresses, subnet)
             files = render_tree(loaded.spec, catalog, planned, bar.task("render"))
     if errors:
         sys.stderr.write(format_text(errors))

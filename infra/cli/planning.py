@@ -7,6 +7,7 @@ each rack against its class's budget.
 from __future__ import annotations
 
 import sys
+from ipaddress import IPv4Network
 from typing import Annotated
 
 import typer
@@ -41,8 +42,11 @@ def _plan_or_fail(loaded: LoadedSpec, progress: ProgressFn = quiet) -> Plan:
         raise _Failed(exc) from None
 
 
-def _with_addresses_file(planned: Plan, file: str) -> Plan:
-    """The plan with the addresses in ``file`` (a bare mapping or the whole stack output)."""
+def _with_addresses_file(planned: Plan, file: str, subnet: IPv4Network | None = None) -> Plan:
+    """The plan with the addresses in ``file`` (a bare mapping or the whole stack output).
+
+    ``subnet`` is the spec's management network, which racked servers' addresses must lie in.
+    """
     data, source = read_yaml_file(file)
     prefix = ""
     if isinstance(data, dict) and isinstance(data.get("hosts"), dict):
@@ -54,7 +58,7 @@ def _with_addresses_file(planned: Plan, file: str) -> Plan:
             hint="write it with: pulumi stack output hosts --json > hosts.json",
         )
     try:
-        return with_addresses(planned, data)
+        return with_addresses(planned, data, subnet)
     except AddressesError as exc:
         where = join_path(prefix, exc.path) if prefix else join_path("", exc.path)
         exc.file, exc.position, exc.path = file, source.position(where), where

@@ -18,7 +18,7 @@ from pathlib import PurePath
 from typing import Protocol
 from urllib.parse import quote
 
-from infra.errors import cut_long_values
+from infra.errors import cut_long_values, escape_char, is_control
 from infra.errors import escape_controls as _escape_controls
 from infra.lint.finding import Finding, Severity
 
@@ -147,10 +147,6 @@ def _header(f: Finding, color: bool) -> str:
     return f"{where} {severity}[{_escape_controls(f.rule)}] {message}{path}"
 
 
-def _is_control(ch: str) -> bool:
-    return unicodedata.category(ch) in ("Cc", "Zl", "Zp")
-
-
 def _cells(line: str) -> list[tuple[str, int]]:
     """One (shown text, display width) cell per character of ``line``; tabs become spaces."""
     if line.isascii() and line.isprintable():  # the usual case, checked in C
@@ -161,8 +157,9 @@ def _cells(line: str) -> list[tuple[str, int]]:
         if ch == "\t":
             shown = " " * (TAB_SIZE - width % TAB_SIZE)
             cell = (shown, len(shown))
-        elif _is_control(ch):
-            cell = ("\N{REPLACEMENT CHARACTER}", 1)
+        elif is_control(ch):  # shown escaped, as in the error line: \u202e, never raw
+            shown = escape_char(ch)
+            cell = (shown, len(shown))
         elif unicodedata.combining(ch):
             cell = (ch, 0)
         else:

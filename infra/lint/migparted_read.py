@@ -17,6 +17,7 @@ from typing import Any
 from infra.catalog.mig import GRAMMAR, parse_profile
 from infra.errors import spelling_hint
 from infra.lint.finding import Violation
+from infra.spec.base import repeated
 from infra.spec.yamlpos import join_path
 
 __all__ = ["Config", "Entry", "read_file"]
@@ -171,7 +172,7 @@ def _read_devices(report: _Reader, path: str, value: Any) -> None:
     if not ok:
         report.add("RP101", path, 'devices must be "all" or a list of GPU indices (ints >= 0)')
     elif len(set(value)) != len(value):
-        dupes = sorted({i for i in value if value.count(i) > 1})
+        dupes = repeated(value)
         report.add("RP101", path, f"devices lists GPU indices more than once: {dupes}")
 
 

@@ -151,7 +151,8 @@ class AwsClusterArgs:
             False: none of these, for an air-gapped VPC with its own endpoints or mirrors.
         public_subnet_cidr: the public subnet; default `public_subnet_cidr` of the VPC.
         bastion_cidrs: when non-empty, build a bastion (`Bastion`) that SSH is allowed to
-            from these IPv4 networks only (`bastion_ssh_cidrs`); needs ``internet_egress``.
+            from these IPv4 networks only (`bastion_ssh_cidrs`: at most a /16 in all, so
+            never the internet, whole or in pieces); needs ``internet_egress``.
         bastion_instance_type: the bastion's instance type.
         bastion_ami_id: the bastion's AMI; default ``ami_id`` (a small AMI boots faster).
         root_volume_gib: size of the encrypted gp3 root volume.

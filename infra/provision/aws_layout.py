@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from infra.catalog import Node
 from infra.errors import RailplanError
 from infra.topology import Plan, Server
+from infra.wording import plural
 
 __all__ = [
     "FSX_CAPACITY_STEP_GIB",
@@ -61,6 +62,10 @@ ROOT_DEVICE_NAME = "/dev/sda1"  # Ubuntu AMIs (the Deep Learning AMIs); Amazon L
 PUBLIC_SUBNET_PREFIX = 24
 AWS_SMALLEST_SUBNET_PREFIX = 28  # AWS subnets are /16 to /28
 ANYWHERE = "0.0.0.0/0"
+MAX_BASTION_SSH_PREFIX = 16
+"""The widest SSH source a bastion takes, in total: the sources, merged where they overlap,
+may span at most the addresses of one /16 (65,536, 1/65,536 of IPv4). An office or VPN
+egress is a handful of addresses; `0.0.0.0/1` + `128.0.0.0/1` is the whole internet."""
 SSH_PORT = 22
 BASTION_INSTANCE_TYPE = "t3.micro"  # a jump host forwards SSH; it needs no more
 
@@ -152,16 +157,18 @@ def bastion_ssh_cidrs(cidrs: Sequence[str]) -> list[str]:
     Each must be an IPv4 network (host bits zero: ``203.0.113.7/32``, ``198.51.100.0/24``).
     The whole internet (``0.0.0.0/0``, ``::/0``) is refused: a bastion is the one host with
     a public address, and an SSH port open to everyone draws brute-force scans within
-    minutes. IPv6 sources are refused too: the VPC and the bastion have no IPv6 address, so
-    such a rule could never match.
+    minutes. So is the internet in pieces: sources that together, overlaps merged, span more
+    addresses than a /16 (`MAX_BASTION_SSH_PREFIX`). IPv6 sources are refused too: the VPC
+    and the bastion have no IPv6 address, so such a rule could never match.
 
     >>> bastion_ssh_cidrs(["203.0.113.7/32"])
     ['203.0.113.7/32']
 
     Raises:
-        AwsTargetError: a source is not a CIDR, is the whole internet, or is IPv6.
+        AwsTargetError: a source is not a CIDR, is the whole internet, or is IPv6, or the
+            sources together span more than a /16.
     """
-    checked: list[str] = []
+    checked: list[ipaddress.IPv4Network] = []
     for text in cidrs:
         try:
             net = ipaddress.ip_network(text, strict=True)
@@ -176,8 +183,21 @@ def bastion_ssh_cidrs(cidrs: Sequence[str]) -> list[str]:
             raise AwsTargetError(
                 f"bastion_cidrs: {text} is IPv6; the VPC and the bastion are IPv4 only"
             )
-        checked.append(str(net))
-    return checked
+        checked.append(ipaddress.IPv4Network(net))
+    _check_span(checked)
+    return [str(net) for net in checked]
+
+
+def _check_span(nets: Sequence[ipaddress.IPv4Network]) -> None:
+    """Refuse sources that together span more than a /16 (counted once where they overlap)."""
+    most = 2 ** (32 - MAX_BASTION_SSH_PREFIX)
+    spanned = sum(net.num_addresses for net in ipaddress.collapse_addresses(nets))
+    if spanned > most:
+        raise AwsTargetError(
+            f"bastion_cidrs: {plural(len(nets), 'source')} together span {spanned:,} "
+            f"addresses, more than a /{MAX_BASTION_SSH_PREFIX} ({most:,}); allow SSH to the bastion from your own addresses only "
+            "(e.g. your office or VPN egress as a /32)"
+        )
 
 
 def instance_type(node_id: str, node: Node) -> str:

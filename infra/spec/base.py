@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from enum import StrEnum
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -34,3 +37,15 @@ class Precision(StrEnum):
     FP16 = "fp16"
     FP8 = "fp8"
     INT8 = "int8"
+
+
+_Item = TypeVar("_Item", str, int)
+
+
+def repeated(values: Iterable[_Item]) -> list[_Item]:
+    """The values that occur more than once, sorted; one pass (a uniqueness check stays linear).
+
+    >>> repeated(["b", "a", "b", "c", "a"])
+    ['a', 'b']
+    """
+    return sorted(v for v, n in Counter(values).items() if n > 1)

@@ -23,6 +23,11 @@ ONE_LINE = r"^[^\x00-\x1f\x7f]+$"
 """One line of text without control characters."""
 
 
+MAX_BUDGETS = 100
+"""Most budgets a spec may declare: each is evaluated by lint, budget, report and diff, and a
+training budget runs a layout search (about 0.3 s); ten times what a real cluster declares."""
+
+
 class BudgetFields(StrictModel):
     """What every budget kind has besides its own parameters."""
 

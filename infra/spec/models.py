@@ -24,8 +24,8 @@ from pydantic import (
     model_validator,
 )
 
-from infra.spec.base import StrictModel
-from infra.spec.budgets import Budget
+from infra.spec.base import StrictModel, repeated
+from infra.spec.budgets import MAX_BUDGETS, Budget
 from infra.spec.scheduling import Duration, Scheduler, cron_fields_valid
 
 MAX_SERVERS = 32_768  # keeps planning a spec within seconds and a few GB (make bench)
@@ -273,9 +273,9 @@ class MigSchedule(StrictModel):
     @classmethod
     def _distinct_times(cls, changes: list[MigChange]) -> list[MigChange]:
         times = [" ".join(c.at.split()) for c in changes]
-        repeated = sorted({t for t in times if times.count(t) > 1})
-        if repeated:
-            raise ValueError(f"two changes at the same time: {', '.join(repeated)}")
+        twice = repeated(times)
+        if twice:
+            raise ValueError(f"two changes at the same time: {', '.join(twice)}")
         return changes
 
 
@@ -584,7 +584,9 @@ class Spec(StrictModel):
         default_factory=dict, description="Named MIG layouts node groups refer to."
     )
     budgets: list[Budget] = Field(
-        default_factory=list, description="Targets the planned cluster must meet."
+        default_factory=list,
+        max_length=MAX_BUDGETS,
+        description=f"Targets the planned cluster must meet (at most {MAX_BUDGETS}).",
     )
 
     @field_validator("node_groups")

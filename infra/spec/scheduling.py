@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from infra.spec.base import DNS_LABEL, StrictModel
+from infra.spec.base import DNS_LABEL, StrictModel, repeated
 
 __all__ = [
     "CheckpointStorage",
@@ -166,10 +166,9 @@ class Scheduler(StrictModel):
     @field_validator("tenants")
     @classmethod
     def _unique_tenants(cls, tenants: list[Tenant]) -> list[Tenant]:
-        names = [t.name for t in tenants]
-        repeated = sorted({n for n in names if names.count(n) > 1})
-        if repeated:
-            raise ValueError(f"tenant names must be unique; repeated: {', '.join(repeated)}")
+        twice = repeated(t.name for t in tenants)
+        if twice:
+            raise ValueError(f"tenant names must be unique; repeated: {', '.join(twice)}")
         return tenants
 
     @model_validator(mode="after")

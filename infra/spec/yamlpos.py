@@ -176,18 +176,35 @@ def _decode(raw: str | bytes, file: str) -> str:
     nul = raw.find(b"\x00")
     if nul >= 0:
         raise InputError(
-            f"binary data (NUL byte at offset {nul})",
+            "binary data (a NUL byte)",
             file=file,
+            position=byte_position(raw, nul),
             hint="expected a UTF-8 YAML text file",
         )
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(
-            f"not UTF-8 text (invalid byte at offset {exc.start})",
+            f"not UTF-8 text (invalid byte 0x{raw[exc.start]:02x})",
             file=file,
+            position=byte_position(raw, exc.start),
             hint="save the file as UTF-8",
         ) from None
+
+
+def byte_position(raw: bytes, offset: int) -> Position:
+    r"""The 1-based line and column (in characters) of byte ``offset`` of ``raw``.
+
+    The bytes before ``offset`` on its line decode (the first bad byte is at ``offset``), so
+    the column counts characters as an editor does; a UTF-8 byte-order mark is not counted.
+
+    >>> byte_position(b"a: 1\nb: \xc3\xa9\xff", 10)
+    Position(line=2, column=5)
+    """
+    start = raw.rfind(b"\n", 0, offset) + 1
+    prefix = raw[start:offset].removeprefix(b"\xef\xbb\xbf" if start == 0 else b"")
+    column = len(prefix.decode("utf-8", "replace")) + 1
+    return Position(raw.count(b"\n", 0, offset) + 1, column)
 
 
 def _compose(text: str, file: str) -> Node | None:
