@@ -173,9 +173,7 @@ def read_linkinfo(lines: list[str], file: str, build: FabricBuilder) -> None:
             port_guid=row.guid if kind == "CA" else None,
         )
         if AGGREGATION_NODE in row.remote_description:
-            build.ignore(
-                row.source, f"SHARP aggregation node on {row.guid}[{row.port}]: not a cable"
-            )
+            build.aggregation_node(End.seen(kind, row.guid, row.port), row.source)
             continue
         remote = row.remote_guid or by_lid.get(row.remote_lid)
         if remote is None:
