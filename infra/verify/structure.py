@@ -37,6 +37,7 @@ STRUCTURE_KINDS = (
 )
 _INDEX = re.compile(r"(\d+)$")
 _UP = frozenset({"", "active", "linkup"})
+_LEAF_SHARE = 4  # a leaf has at least 1 HCA link for every 4 switch links (1:1 has 1 for 1)
 Placer = Callable[[NamedEnd], Place]
 
 
@@ -131,9 +132,9 @@ def _classify(fabric: Fabric) -> _View:
     for link, (na, nb) in zip(fabric.links, pairs, strict=True):
         if na is None or nb is None:
             continue
-        if {na.kind, nb.kind} == {"CA", "SW"}:
-            hca, switch, end = (na, nb, link.b) if na.kind == "CA" else (nb, na, link.a)
-            _add_hca(view, hca, view.names[switch.guid], str(end.port))
+        if {view.kind(na), view.kind(nb)} == {"hca", "leaf"}:
+            hca, leaf, end = (na, nb, link.b) if na.kind == "CA" else (nb, na, link.a)
+            _add_hca(view, hca, view.names[leaf.guid], str(end.port))
         elif {view.kind(na), view.kind(nb)} == {"leaf", "spine"}:
             leaf, spine = (na, nb) if view.kind(na) == "leaf" else (nb, na)
             view.uplinks[(leaf.guid, spine.guid)] += 1
@@ -141,13 +142,21 @@ def _classify(fabric: Fabric) -> _View:
 
 
 def _tiers(view: _View, pairs: list[tuple[Node | None, Node | None]]) -> None:
-    """Leaves reach an HCA, spines a leaf; the other switches are cores."""
+    """Leaves are switches with HCAs, spines reach a leaf, the other switches are cores.
+
+    A switch with HCAs on under a fifth of its cabled ports is no leaf: it is a spine or core
+    that also carries a management host (the plan puts UFM on the cores).
+    """
     ends = [(near, far) for pair in pairs for near, far in (pair, pair[::-1]) if near and far]
+    hcas: Counter[str] = Counter()
+    switches: Counter[str] = Counter()
     for near, far in ends:
         if near.kind == "SW":
             view.names[near.guid] = near.name or near.guid
-            if far.kind == "CA":
-                view.tier[near.guid] = "leaf"
+            (hcas if far.kind == "CA" else switches)[near.guid] += 1
+    for guid, count in hcas.items():
+        if _LEAF_SHARE * count >= switches[guid]:
+            view.tier[guid] = "leaf"
     for near, far in ends:
         if near.kind == far.kind == "SW" and view.tier.get(far.guid) == "leaf":
             view.tier.setdefault(near.guid, "spine")
@@ -188,7 +197,7 @@ class _Groups:
 
 
 def _uplinks(view: _View, place: Placer) -> tuple[list[Finding], int]:
-    """Leaves with another number of links to a spine of their pod than the pod's usual."""
+    """Leaves whose links to the spines of their pod differ from the pod's usual."""
     groups = _Groups()
     for leaf, spine in view.uplinks:
         groups.join(leaf, spine)
@@ -197,38 +206,71 @@ def _uplinks(view: _View, place: Placer) -> tuple[list[Finding], int]:
     for pod in pods:
         leaves = [g for g in pod if view.tier[g] == "leaf"]
         spines = [g for g in pod if view.tier[g] == "spine"]
-        counts = {(lf, sp): view.uplinks[(lf, sp)] for lf in leaves for sp in spines}
-        usual = Counter(counts.values()).most_common(1)[0][0]
-        if usual == 0:  # a pod that is not a complete leaf-spine mesh: compare the cabled pairs
-            usual = Counter(n for n in counts.values() if n).most_common(1)[0][0]
-            counts = {pair: n for pair, n in counts.items() if n}
-        for (leaf, spine), seen in sorted(counts.items()):
-            if seen != usual:
-                findings.append(_unequal(view, place, (leaf, spine), seen, usual))
+        findings += _pod_uplinks(view, place, leaves, spines)
     return findings, len(pods)
 
 
-def _unequal(view: _View, place: Placer, pair: tuple[str, str], seen: int, usual: int) -> Finding:
-    leaf, spine = (view.names[g] for g in pair)
-    a, z = place(NamedEnd(leaf, "")), place(NamedEnd(spine, ""))
-    if seen < usual:
-        fix = (
-            f"find the {plural(usual - seen, 'missing cable')} from {a.text()} to {z.text()}: "
-            "a port down, unplugged or cabled to another spine"
-        )
-    else:
-        fix = (
-            f"{a.text()} has {plural(seen - usual, 'cable')} more to {z.text()} than its "
-            "peers: move it to the spine that is one short"
-        )
-    return Finding(
-        "uplinks_unequal",
-        a,
-        z,
-        f"{plural(usual, 'link')} to {spine}, as the other leaves of its pod",
-        plural(seen, "link"),
-        fix,
+def _usual(counts: Iterable[int]) -> int:
+    """The most common count (the larger of a tie)."""
+    seen = Counter(counts)
+    return max(seen, key=lambda n: (seen[n], n))
+
+
+def _pod_uplinks(view: _View, place: Placer, leaves: list[str], spines: list[str]) -> list[Finding]:
+    """Each leaf has the pod's usual number of uplinks, spread as evenly as it divides.
+
+    20 uplinks over 8 spines are 2 or 3 to each spine by design; a pair outside that band is
+    named, else a leaf short (or over) of the usual total is, with the one spine short (or
+    over) of its usual total when that is a single spine.
+    """
+    total = {lf: sum(view.uplinks[(lf, sp)] for sp in spines) for lf in leaves}
+    usual = _usual(total.values())
+    low, high = usual // len(spines), -(-usual // len(spines))
+    spine_total = {sp: sum(view.uplinks[(lf, sp)] for lf in leaves) for sp in spines}
+    spine_usual = _usual(spine_total.values())
+    findings = []
+    for leaf in leaves:
+        odd = [sp for sp in spines if not low <= view.uplinks[(leaf, sp)] <= high]
+        for spine in odd:
+            band = f"{low}" if low == high else f"{low} or {high}"
+            seen = view.uplinks[(leaf, spine)]
+            name = view.names[spine]
+            expected, found = f"{band} links to {name}", f"{plural(seen, 'link')} to {name}"
+            findings.append(_unequal(view, place, (leaf, spine), (expected, found), seen < low))
+        if odd or total[leaf] == usual:
+            continue
+        short = total[leaf] < usual
+        off = [sp for sp in spines if (spine_total[sp] < spine_usual) == short]
+        off = [sp for sp in off if spine_total[sp] != spine_usual]
+        spine = off[0] if len(off) == 1 else None
+        expected = f"{usual} links to the {len(spines)} spines of its pod"
+        found = plural(total[leaf], "link")
+        if spine is not None:
+            found += f"; {view.names[spine]} is the spine {'short' if short else 'over'}"
+        findings.append(_unequal(view, place, (leaf, spine), (expected, found), short))
+    return findings
+
+
+def _unequal(
+    view: _View,
+    place: Placer,
+    pair: tuple[str, str | None],
+    said: tuple[str, str],
+    short: bool,
+) -> Finding:
+    leaf = view.names[pair[0]]
+    spine = view.names[pair[1]] if pair[1] else ""
+    a, z = place(NamedEnd(leaf, "")), place(NamedEnd(spine, "")) if spine else Place("", "")
+    where = z.text() if spine else "the spines of its pod"
+    fix = (
+        f"find the missing cable from {a.text()} to {where}: a port down, unplugged or "
+        "cabled to another switch"
+        if short
+        else f"{a.text()} has more cables to {where} than its peers: move one to the spine "
+        "that is short"
     )
+    to = f" to {spine}" if spine else ""
+    return Finding("uplinks_unequal", a, z, f"{expected}{to}", f"{plural(seen, 'link')}{to}", fix)
 
 
 def _servers(view: _View) -> dict[str, list[_Hca]]:
