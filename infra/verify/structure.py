@@ -269,8 +269,7 @@ def _unequal(
         else f"{a.text()} has more cables to {where} than its peers: move one to the spine "
         "that is short"
     )
-    to = f" to {spine}" if spine else ""
-    return Finding("uplinks_unequal", a, z, f"{expected}{to}", f"{plural(seen, 'link')}{to}", fix)
+    return Finding("uplinks_unequal", a, z, *said, fix)
 
 
 def _servers(view: _View) -> dict[str, list[_Hca]]:
