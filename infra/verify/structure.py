@@ -55,6 +55,7 @@ class Shape:
     pods: int
     hcas: int
     servers: int
+    rails: int  # 0: not rail-optimized (most servers' HCAs share a leaf), no rail check
     sus: int
     unplaced: int
     sharp: int
@@ -69,11 +70,13 @@ class Shape:
             f"{plural(self.leaves, 'leaf', 'leaves')}, {plural(self.spines, 'spine')}, "
             f"{plural(self.cores, 'core')} in {plural(self.pods, 'pod')}"
         )
-        rails = (
-            f"{plural(self.servers, 'server')} with 2+ HCAs in {plural(self.sus, 'SU')}"
-            if self.servers
-            else "no server with 2+ HCAs (single-rail: no rail or grid check)"
-        )
+        servers = f"{plural(self.servers, 'server')} with 2+ HCAs"
+        if not self.servers:
+            rails = "no server with 2+ HCAs (single-rail: no rail or grid check)"
+        elif not self.rails:
+            rails = f"{servers}, not rail-optimized (their HCAs share leaves): no rail check"
+        else:
+            rails = f"{servers} on {plural(self.rails, 'rail')} in {plural(self.sus, 'SU')}"
         unplaced = (
             f"HCAs whose description names no host: {self.unplaced:,}" if self.unplaced else ""
         )
@@ -280,6 +283,16 @@ def _servers(view: _View) -> dict[str, list[_Hca]]:
     return {h: hcas for h, hcas in by_host.items() if len({x.index for x in hcas}) > 1}
 
 
+def _rail_optimized(servers: dict[str, list[_Hca]]) -> bool:
+    """Whether most servers cable each HCA to its own leaf.
+
+    Else one leaf carries every rail, as a single-switch fabric does, and a leaf reached from
+    several HCA indexes is no fault.
+    """
+    apart = sum(1 for hcas in servers.values() if len({h.leaf for h in hcas}) == len(hcas))
+    return 2 * apart > len(servers)
+
+
 def _rails(servers: dict[str, list[_Hca]]) -> dict[str, tuple[int, int]]:
     """Leaf -> (rail, how many server HCAs have it): the index most of them have.
 
@@ -463,9 +476,12 @@ def check_structure(
     view = _classify(fabric)
     findings, pods = _uplinks(view, place)
     servers = _servers(view)
-    rails = _rails(servers)
-    grid, sus, leaf_of = _grid(servers, rails, place)
-    findings += _rail_mixed(servers, rails, leaf_of, place) + grid
+    rails = _rails(servers) if _rail_optimized(servers) else {}
+    if rails:
+        grid, sus, leaf_of = _grid(servers, rails, place)
+        findings += _rail_mixed(servers, rails, leaf_of, place) + grid
+    else:
+        sus = 0
     findings += _sharp(view, sharp, place) + _rates(view, place)
     tiers = Counter(view.tier.values())
     shape = Shape(
@@ -475,7 +491,8 @@ def check_structure(
         pods=pods,
         hcas=sum(1 for n in fabric.nodes if n.kind == "CA"),
         servers=len(servers),
-        sus=sus if servers else 0,
+        rails=len({rail for rail, _ in rails.values()}),
+        sus=sus,
         unplaced=len(view.unplaced),
         sharp=len(fabric.sharp),
     )
