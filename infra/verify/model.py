@@ -208,7 +208,7 @@ class FabricBuilder:
     def aggregation_node(self, switch: End, source: Source) -> None:
         """A SHARP aggregation node on `switch`: no cable, but the structure check counts it."""
         self.sharp.add(switch.node_guid or switch.guid)
-        self.ignore(source, f"SHARP aggregation node on {switch.guid}[{switch.port}]: not a cable")
+        self.ignore(source, "SHARP aggregation node: not a cable")
 
     def node(
         self,

@@ -276,11 +276,20 @@ def _unequal(
 
 
 def _servers(view: _View) -> dict[str, list[_Hca]]:
-    """Hosts with two or more HCA indexes: the servers whose HCAs are rails."""
+    """The GPU servers: hosts with two or more HCA indexes, over half as many as most have.
+
+    A UFM appliance or storage head with 4 HCAs beside 8-HCA servers carries no rails; a
+    server with one HCA not cabled (7 of 8) still does, and its gap is a finding.
+    """
     by_host: dict[str, list[_Hca]] = defaultdict(list)
     for hca in view.hcas:
         by_host[hca.host].append(hca)
-    return {h: hcas for h, hcas in by_host.items() if len({x.index for x in hcas}) > 1}
+    counts = {h: len({x.index for x in hcas}) for h, hcas in by_host.items()}
+    many = Counter(n for n in counts.values() if n > 1)
+    if not many:
+        return {}
+    usual = max(many, key=lambda n: (many[n], n))
+    return {h: hcas for h, hcas in by_host.items() if counts[h] > 1 and 2 * counts[h] > usual}
 
 
 def _rail_optimized(servers: dict[str, list[_Hca]]) -> bool:
@@ -444,7 +453,7 @@ def _rates(view: _View, place: Placer) -> list[Finding]:
         if 2 * count <= len(links):
             continue  # no rate most links have: a mixed tier by design
         rate = next(f"{x.width}{x.speed}" for x, _, g in links if g == usual)
-        expected = f"{rate} ({usual:g} Gb/s), as {count} of {len(links)} {tier} links"
+        expected = f"{rate} ({usual:g} Gb/s), as {count:,} of {len(links):,} {tier} links"
         for link, near, gbps in links:
             if gbps < usual:
                 a, z = (place(view.end(link, side)) for side in (near, 1 - near))
