@@ -130,7 +130,10 @@ def test_sharp_nodes_missing_against_peers_or_against_the_plan(plan: Plan) -> No
     every = [dump.aggregation_node(name) for name in switches]
     assert _check(lines).findings == ()  # no node anywhere and no plan: nothing to compare
     assert _check([*lines, *every], sharp=True).findings == ()
-    assert _kinds(_check(lines, sharp=True)) == {"sharp_missing": len(switches)}
+    (off,) = _check(lines, sharp=True).findings  # no node anywhere: SHARP is off, one fix
+    assert (off.kind, off.a.device) == ("sharp_missing", f"all {len(switches)} switches")
+    some = _check([*lines, *every[:-3]], sharp=True).findings
+    assert [(f.kind, f.a.device) for f in some] == [("sharp_missing", s) for s in switches[-3:]]
     odd = _check([*lines, *every[1:]]).findings  # one leaf lacks what its peers have
     assert [(f.kind, f.a.device) for f in odd] == [("sharp_missing", switches[0])]
 
@@ -264,7 +267,7 @@ sysimgguid=0xc00000000000001
 caguid=0xc00000000000001
 Ca\t1 "H-0c00000000000001"\t\t# "cn01 HCA-1"
 [1](c00000000000001) \t"S-0a00000000000001"[1]\t\t# lid 10 lmc 0 "SwitchIB Mellanox Technologies" lid 1 4xEDR
-"""  # noqa: E501
+"""
 
 
 def test_a_production_format_dump_parses_and_names_its_slow_uplink() -> None:

@@ -102,7 +102,7 @@ def verify_text(findings: Sequence[Finding], summary: Summary, ignored: Sequence
     if summary.cables_planned is not None:
         seen += ", " + plural(summary.cables_planned, "planned cable")
     if findings:
-        counts = ", ".join(f"{n} {kind}" for kind, n in _counts(findings).items())
+        counts = ", ".join(f"{n:,} {kind}" for kind, n in _counts(findings).items())
         lines.append(f"{plural(len(findings), 'finding')} ({counts}); {seen}")
     else:
         lines.append(

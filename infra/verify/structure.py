@@ -403,11 +403,12 @@ def _server_gap(host: str, device: str, rail: int, leaf: str, place: Placer) -> 
 def _sharp(view: _View, expected: bool | None, place: Placer) -> list[Finding]:
     """Switches without an aggregation node: all of them under a SHARP plan, else the odd ones."""
     has = set(view.fabric.sharp)
+    if expected and not has and view.tier:
+        return [_no_sharp_at_all(len(view.tier))]
     missing = []
     for tier in ("leaf", "spine", "core"):
         switches = [g for g, t in view.tier.items() if t == tier]
-        with_node = [g for g in switches if g in has]
-        if expected or (expected is None and with_node):
+        if expected or (expected is None and any(g in has for g in switches)):
             missing += [g for g in switches if g not in has]
     why = "the plan enables SHARP" if expected else "the other switches of its tier have one"
     findings = []
@@ -425,6 +426,19 @@ def _sharp(view: _View, expected: bool | None, place: Placer) -> list[Finding]:
             )
         )
     return findings
+
+
+def _no_sharp_at_all(switches: int) -> Finding:
+    """One finding, not one a switch, when no switch shows an aggregation node: SHARP is off."""
+    return Finding(
+        "sharp_missing",
+        Place(f"all {switches:,} switches", ""),
+        Place("", ""),
+        f"a SHARP aggregation node on each of the {switches:,} switches (the plan enables SHARP)",
+        "none on any switch",
+        "enable SHARP on the switches (firmware and license), start the aggregation manager "
+        "(sharp_am) beside the subnet manager, then discover the fabric again",
+    )
 
 
 def _tier_of(view: _View, link: Link) -> tuple[str, int] | None:
