@@ -245,12 +245,12 @@ def _pod_uplinks(view: _View, place: Placer, leaves: list[str], spines: list[str
         short = total[leaf] < usual
         off = [sp for sp in spines if (spine_total[sp] < spine_usual) == short]
         off = [sp for sp in off if spine_total[sp] != spine_usual]
-        spine = off[0] if len(off) == 1 else None
+        one = off[0] if len(off) == 1 else None
         expected = f"{usual} links to the {len(spines)} spines of its pod"
         found = plural(total[leaf], "link")
-        if spine is not None:
-            found += f"; {view.names[spine]} is the spine {'short' if short else 'over'}"
-        findings.append(_unequal(view, place, (leaf, spine), (expected, found), short))
+        if one is not None:
+            found += f"; {view.names[one]} is the spine {'short' if short else 'over'}"
+        findings.append(_unequal(view, place, (leaf, one), (expected, found), short))
     return findings
 
 
@@ -456,11 +456,11 @@ def _rates(view: _View, place: Placer) -> list[Finding]:
     """Links slower than the rate most links of their tier have."""
     tiers: dict[str, list[tuple[Link, int, float]]] = defaultdict(list)
     for link in view.fabric.links:
-        tier = _tier_of(view, link)
+        near = _tier_of(view, link)
         gbps = link_gbps(link.width or "", link.speed or "")
-        if tier is None or gbps is None or (link.state or "").lower() not in _UP:
+        if near is None or gbps is None or (link.state or "").lower() not in _UP:
             continue
-        tiers[tier[0]].append((link, tier[1], gbps))
+        tiers[near[0]].append((link, near[1], gbps))
     findings = []
     for tier, links in sorted(tiers.items()):
         usual, count = Counter(g for _, _, g in links).most_common(1)[0]
@@ -468,9 +468,9 @@ def _rates(view: _View, place: Placer) -> list[Finding]:
             continue  # no rate most links have: a mixed tier by design
         rate = next(f"{x.width}{x.speed}" for x, _, g in links if g == usual)
         expected = f"{rate} ({usual:g} Gb/s), as {count:,} of {len(links):,} {tier} links"
-        for link, near, gbps in links:
+        for link, side, gbps in links:
             if gbps < usual:
-                a, z = (place(view.end(link, side)) for side in (near, 1 - near))
+                a, z = place(view.end(link, side)), place(view.end(link, 1 - side))
                 findings.append(_slow(a, z, expected, f"{link.width}{link.speed} ({gbps:g} Gb/s)"))
     return findings
 
