@@ -1,12 +1,8 @@
 """Structure checks of a discovered fabric that need no plan and no names railplan chose.
 
-`check_structure(fabric)` reads the fabric's shape from its links alone: HCAs are CA nodes
-(SHARP aggregation nodes are not nodes, see `infra.verify.model`), leaves are switches with an
-HCA, spines are the other switches that reach a leaf, cores the rest. A pod is a connected
-group of leaves and spines (the cores left out); an SU is a connected group of leaves and the
-servers (hosts with two or more HCAs, grouped by the ``<host> <device>`` NodeDescription)
-cabled to them, and a leaf's rail is the HCA index most of its servers reach it from. It then
-finds what ``ibdiagnet --rail_validation`` and a fat-tree's symmetry demand: a leaf reached from
+`check_structure(fabric)` reads the fabric's shape from its links alone (`infra.verify.layout`:
+tiers, servers, rails). A pod is a connected group of leaves and spines (the cores left out);
+an SU is a connected group of leaves and the servers cabled to them. It then finds what ``ibdiagnet --rail_validation`` and a fat-tree's symmetry demand: a leaf reached from
 several HCA indexes (`rail_mixed`), a leaf with another number of links to a spine of its pod
 than its peers (`uplinks_unequal`), an SU without a leaf for a rail the others have or a
 server without one of its SU's rails (`grid_gap`), a switch without the SHARP aggregation
@@ -16,14 +12,24 @@ node its peers (or the plan) have (`sharp_missing`), and a link slower than most
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 
 from infra.verify.compare import Finding, NamedEnd, Place, link_gbps
-from infra.verify.model import Fabric, Link, Node
-from infra.verify.resolve import hca_name, named
+from infra.verify.layout import (
+    INDEX,
+    Groups,
+    Hca,
+    View,
+    classify,
+    mode,
+    rail_optimized,
+    rails_of,
+    servers_of,
+    tier_of,
+)
+from infra.verify.model import Fabric, Link
 from infra.wording import plural
 
 __all__ = ["STRUCTURE_KINDS", "Shape", "Structure", "check_structure", "combine"]
@@ -35,9 +41,7 @@ STRUCTURE_KINDS = (
     "sharp_missing",
     "rate_below_peers",
 )
-_INDEX = re.compile(r"(\d+)$")
 _UP = frozenset({"", "active", "linkup"})
-_LEAF_SHARE = 4  # a leaf has at least 1 HCA link for every 4 switch links (1:1 has 1 for 1)
 Placer = Callable[[NamedEnd], Place]
 
 
@@ -93,115 +97,9 @@ class Structure:
     shape: Shape
 
 
-@dataclass(frozen=True)
-class _Hca:
-    """A named HCA port on a leaf: host, device (``mlx5_3``), its index, the leaf port."""
-
-    host: str
-    device: str
-    index: int
-    leaf: str
-    port: str
-
-
-@dataclass
-class _View:
-    """The fabric classified: switch tiers by GUID, names, HCA ends, leaf-spine link counts."""
-
-    fabric: Fabric
-    tier: dict[str, str] = field(default_factory=dict)  # switch GUID -> leaf, spine, core
-    names: dict[str, str] = field(default_factory=dict)  # switch GUID -> its name
-    hcas: list[_Hca] = field(default_factory=list)
-    unplaced: set[str] = field(default_factory=set)
-    uplinks: Counter[tuple[str, str]] = field(default_factory=Counter)  # (leaf, spine)
-
-    def node(self, link: Link, side: int) -> Node | None:
-        return self.fabric.node_for(link.a if side == 0 else link.b)
-
-    def end(self, link: Link, side: int) -> NamedEnd:
-        return named(link.a if side == 0 else link.b, self.node(link, side))
-
-    def kind(self, node: Node | None) -> str:
-        if node is None:
-            return "?"
-        return "hca" if node.kind == "CA" else self.tier.get(node.guid, "?")
-
-
-def _classify(fabric: Fabric) -> _View:
-    """Tiers from who reaches whom; every named HCA port with its leaf and index."""
-    view = _View(fabric)
-    pairs = [(fabric.node_for(link.a), fabric.node_for(link.b)) for link in fabric.links]
-    _tiers(view, pairs)
-    for link, (na, nb) in zip(fabric.links, pairs, strict=True):
-        if na is None or nb is None:
-            continue
-        if {view.kind(na), view.kind(nb)} == {"hca", "leaf"}:
-            hca, leaf, end = (na, nb, link.b) if na.kind == "CA" else (nb, na, link.a)
-            _add_hca(view, hca, view.names[leaf.guid], str(end.port))
-        elif {view.kind(na), view.kind(nb)} == {"leaf", "spine"}:
-            leaf, spine = (na, nb) if view.kind(na) == "leaf" else (nb, na)
-            view.uplinks[(leaf.guid, spine.guid)] += 1
-    return view
-
-
-def _tiers(view: _View, pairs: list[tuple[Node | None, Node | None]]) -> None:
-    """Leaves are switches with HCAs, spines reach a leaf, the other switches are cores.
-
-    A switch with HCAs on under a fifth of its cabled ports is no leaf: it is a spine or core
-    that also carries a management host (the plan puts UFM on the cores).
-    """
-    ends = [(near, far) for pair in pairs for near, far in (pair, pair[::-1]) if near and far]
-    hcas: Counter[str] = Counter()
-    switches: Counter[str] = Counter()
-    for near, far in ends:
-        if near.kind == "SW":
-            view.names[near.guid] = near.name or near.guid
-            (hcas if far.kind == "CA" else switches)[near.guid] += 1
-    for guid, count in hcas.items():
-        if _LEAF_SHARE * count >= switches[guid]:
-            view.tier[guid] = "leaf"
-    for near, far in ends:
-        if near.kind == far.kind == "SW" and view.tier.get(far.guid) == "leaf":
-            view.tier.setdefault(near.guid, "spine")
-    for guid in view.names:
-        view.tier.setdefault(guid, "core")
-
-
-def _add_hca(view: _View, hca: Node, leaf: str, port: str) -> None:
-    host = hca_name(hca)
-    index = _INDEX.search(host[1]) if host else None
-    if host is None or index is None:
-        view.unplaced.add(hca.guid)
-        return
-    view.hcas.append(_Hca(host[0], host[1], int(index[1]), leaf, port))
-
-
-class _Groups:
-    """Union-find over names: pods (leaves and spines) and SUs (leaves and servers)."""
-
-    def __init__(self) -> None:
-        self.parent: dict[str, str] = {}
-
-    def find(self, item: str) -> str:
-        self.parent.setdefault(item, item)
-        while self.parent[item] != item:
-            self.parent[item] = self.parent[self.parent[item]]
-            item = self.parent[item]
-        return item
-
-    def join(self, one: str, two: str) -> None:
-        self.parent[self.find(one)] = self.find(two)
-
-    def groups(self, items: Iterable[str]) -> list[list[str]]:
-        found: dict[str, list[str]] = defaultdict(list)
-        for item in sorted(items):
-            found[self.find(item)].append(item)
-        return sorted(found.values())
-
-
-def _uplinks(view: _View, place: Placer) -> tuple[list[Finding], int]:
+def _uplinks(view: View, place: Placer) -> tuple[list[Finding], int]:
     """Leaves whose links to the spines of their pod differ from the pod's usual."""
-    groups = _Groups()
+    groups = Groups()
     for leaf, spine in view.uplinks:
         groups.join(leaf, spine)
     pods = groups.groups({g for pair in view.uplinks for g in pair})
@@ -213,13 +111,7 @@ def _uplinks(view: _View, place: Placer) -> tuple[list[Finding], int]:
     return findings, len(pods)
 
 
-def _usual(counts: Iterable[int]) -> int:
-    """The most common count (the larger of a tie)."""
-    seen = Counter(counts)
-    return max(seen, key=lambda n: (seen[n], n))
-
-
-def _pod_uplinks(view: _View, place: Placer, leaves: list[str], spines: list[str]) -> list[Finding]:
+def _pod_uplinks(view: View, place: Placer, leaves: list[str], spines: list[str]) -> list[Finding]:
     """Each leaf has the pod's usual number of uplinks, spread as evenly as it divides.
 
     20 uplinks over 8 spines are 2 or 3 to each spine by design; a pair outside that band is
@@ -227,10 +119,10 @@ def _pod_uplinks(view: _View, place: Placer, leaves: list[str], spines: list[str
     over) of its usual total when that is a single spine.
     """
     total = {lf: sum(view.uplinks[(lf, sp)] for sp in spines) for lf in leaves}
-    usual = _usual(total.values())
+    usual = mode(total.values())
     low, high = usual // len(spines), -(-usual // len(spines))
     spine_total = {sp: sum(view.uplinks[(lf, sp)] for lf in leaves) for sp in spines}
-    spine_usual = _usual(spine_total.values())
+    spine_usual = mode(spine_total.values())
     findings = []
     for leaf in leaves:
         odd = [sp for sp in spines if not low <= view.uplinks[(leaf, sp)] <= high]
@@ -255,7 +147,7 @@ def _pod_uplinks(view: _View, place: Placer, leaves: list[str], spines: list[str
 
 
 def _unequal(
-    view: _View,
+    view: View,
     place: Placer,
     pair: tuple[str, str | None],
     said: tuple[str, str],
@@ -275,51 +167,8 @@ def _unequal(
     return Finding("uplinks_unequal", a, z, *said, fix)
 
 
-def _servers(view: _View) -> dict[str, list[_Hca]]:
-    """The GPU servers: hosts with two or more HCA indexes, over half as many as most have.
-
-    A UFM appliance or storage head with 4 HCAs beside 8-HCA servers carries no rails; a
-    server with one HCA not cabled (7 of 8) still does, and its gap is a finding.
-    """
-    by_host: dict[str, list[_Hca]] = defaultdict(list)
-    for hca in view.hcas:
-        by_host[hca.host].append(hca)
-    counts = {h: len({x.index for x in hcas}) for h, hcas in by_host.items()}
-    many = Counter(n for n in counts.values() if n > 1)
-    if not many:
-        return {}
-    usual = max(many, key=lambda n: (many[n], n))
-    return {h: hcas for h, hcas in by_host.items() if counts[h] > 1 and 2 * counts[h] > usual}
-
-
-def _rail_optimized(servers: dict[str, list[_Hca]]) -> bool:
-    """Whether most servers cable each HCA to its own leaf.
-
-    Else one leaf carries every rail, as a single-switch fabric does, and a leaf reached from
-    several HCA indexes is no fault.
-    """
-    apart = sum(1 for hcas in servers.values() if len({h.leaf for h in hcas}) == len(hcas))
-    return 2 * apart > len(servers)
-
-
-def _rails(servers: dict[str, list[_Hca]]) -> dict[str, tuple[int, int]]:
-    """Leaf -> (rail, how many server HCAs have it): the index most of them have.
-
-    The lowest index wins a tie (a server with two HCAs on one leaf breaks the rail either way).
-    """
-    seen: dict[str, Counter[int]] = defaultdict(Counter)
-    for hcas in servers.values():
-        for hca in hcas:
-            seen[hca.leaf][hca.index] += 1
-    rails = {}
-    for leaf, counts in seen.items():
-        rail = max(counts, key=lambda i: (counts[i], -i))
-        rails[leaf] = (rail, counts[rail])
-    return rails
-
-
 def _rail_mixed(
-    servers: dict[str, list[_Hca]],
+    servers: dict[str, list[Hca]],
     rails: dict[str, tuple[int, int]],
     leaf_of: dict[tuple[str, int], str],
     place: Placer,
@@ -348,10 +197,10 @@ def _rail_mixed(
 
 
 def _grid(
-    servers: dict[str, list[_Hca]], rails: dict[str, tuple[int, int]], place: Placer
+    servers: dict[str, list[Hca]], rails: dict[str, tuple[int, int]], place: Placer
 ) -> tuple[list[Finding], int, dict[tuple[str, int], str]]:
     """SUs lacking a rail the others have; servers lacking a rail of their SU."""
-    groups = _Groups()
+    groups = Groups()
     for host, hcas in servers.items():
         for hca in hcas:
             groups.join("leaf:" + hca.leaf, "host:" + host)
@@ -388,7 +237,7 @@ def _su_gap(leaves: list[str], hosts: list[str], rail: int, place: Placer) -> Fi
 
 
 def _server_gap(host: str, device: str, rail: int, leaf: str, place: Placer) -> Finding:
-    port = _INDEX.sub(str(rail), device)  # mlx5_0 -> mlx5_3: the host's own naming
+    port = INDEX.sub(str(rail), device)  # mlx5_0 -> mlx5_3: the host's own naming
     a, z = place(NamedEnd(host, port)), place(NamedEnd(leaf, ""))
     return Finding(
         "grid_gap",
@@ -400,7 +249,7 @@ def _server_gap(host: str, device: str, rail: int, leaf: str, place: Placer) -> 
     )
 
 
-def _sharp(view: _View, expected: bool | None, place: Placer) -> list[Finding]:
+def _sharp(view: View, expected: bool | None, place: Placer) -> list[Finding]:
     """Switches without an aggregation node: all of them under a SHARP plan, else the odd ones."""
     has = set(view.fabric.sharp)
     if expected and not has and view.tier:
@@ -441,22 +290,11 @@ def _no_sharp_at_all(switches: int) -> Finding:
     )
 
 
-def _tier_of(view: _View, link: Link) -> tuple[str, int] | None:
-    """The link's tier ("server-leaf", "leaf-spine", "spine-core") and its near side."""
-    kinds = (view.kind(view.node(link, 0)), view.kind(view.node(link, 1)))
-    for low, high in (("hca", "leaf"), ("leaf", "spine"), ("spine", "core")):
-        if kinds == (low, high):
-            return f"{'server' if low == 'hca' else low}-{high}", 0
-        if kinds == (high, low):
-            return f"{'server' if low == 'hca' else low}-{high}", 1
-    return None
-
-
-def _rates(view: _View, place: Placer) -> list[Finding]:
+def _rates(view: View, place: Placer) -> list[Finding]:
     """Links slower than the rate most links of their tier have."""
     tiers: dict[str, list[tuple[Link, int, float]]] = defaultdict(list)
     for link in view.fabric.links:
-        near = _tier_of(view, link)
+        near = tier_of(view, link)
         gbps = link_gbps(link.width or "", link.speed or "")
         if near is None or gbps is None or (link.state or "").lower() not in _UP:
             continue
@@ -496,10 +334,10 @@ def check_structure(
     compare switches of one tier); `place` puts a device in its rack (`compare.placer`).
     """
     place = place or _bare
-    view = _classify(fabric)
+    view = classify(fabric)
     findings, pods = _uplinks(view, place)
-    servers = _servers(view)
-    rails = _rails(servers) if _rail_optimized(servers) else {}
+    servers = servers_of(view)
+    rails = rails_of(servers) if rail_optimized(servers) else {}
     if rails:
         grid, sus, leaf_of = _grid(servers, rails, place)
         findings += _rail_mixed(servers, rails, leaf_of, place) + grid
