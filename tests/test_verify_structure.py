@@ -336,3 +336,9 @@ def test_spec_and_structure_run_both_checks_once_each(plan: Plan, tmp_path: Path
     result = run_cli("verify", "--structure", str(SPEC), str(clean))
     assert result.returncode == 0, result.stdout
     assert result.stdout.startswith("as planned: 3,364 links seen, 3,364 planned cables")
+
+
+def test_structure_with_one_unreadable_file_says_it_cannot_be_read() -> None:
+    result = run_cli("verify", "--structure", "/nonexistent/fabric.txt")
+    assert result.returncode == 2
+    assert result.stderr.startswith("/nonexistent/fabric.txt: error: cannot read")

@@ -54,7 +54,7 @@ def _is_dump(path: str) -> bool:
 
 def _split(files: list[str], structure: bool) -> tuple[str | None, list[str]]:
     """(spec or None, dumps): without --structure the first file must be the spec."""
-    if structure and not _is_dump(files[0]):
+    if structure and len(files) > 1 and not _is_dump(files[0]):
         return files[0], files[1:]
     if structure:
         return None, files
@@ -96,7 +96,7 @@ def verify(
     files: Annotated[
         list[str],
         typer.Argument(
-            metavar="[SPEC] DISCOVERED...",
+            metavar="[SPEC] DISCOVERED",
             help="The cluster spec (optional with --structure), then ibnetdiscover [-p] or "
             "iblinkinfo [-l] output of the fabric, one or more files.",
         ),
