@@ -59,6 +59,7 @@ def test_the_plans_clean_fabric_has_no_structure_finding(plan: Plan) -> None:
     assert result.findings == ()
     shape = result.shape
     assert (shape.leaves, shape.spines, shape.cores, shape.pods) == (56, 56, 32, 7)
+    assert shape.uplinks == "2-3"  # 20 uplinks over the 8 spines of each pod
     assert (shape.servers, shape.rails, shape.sus, shape.unplaced) == (140, 8, 7, 0)
 
 
@@ -281,6 +282,7 @@ def test_a_production_format_dump_parses_and_names_its_slow_uplink() -> None:
     assert (finding.a.device, finding.a.port) == ("0x0a00000000000001", "4")  # by GUID
     assert finding.found == "4xDDR (20 Gb/s)"
     assert (result.shape.leaves, result.shape.spines, result.shape.servers) == (2, 2, 0)
+    assert result.shape.uplinks == "2"
 
 
 # --- the command ---------------------------------------------------------------------------
@@ -307,7 +309,10 @@ def test_structure_of_a_clean_dump_exits_0(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     first, second = result.stdout.splitlines()
     assert first == "no finding: 9 links seen"
-    assert second.startswith("structure: 2 leaves, 2 spines, 0 cores in 1 pod; 5 HCAs")
+    assert second.startswith(
+        "structure: 2 leaves, 2 spines, 0 cores in 1 pod, 1 links from each leaf to each spine; "
+        "5 HCAs"
+    )
 
 
 def test_without_structure_a_dump_first_is_a_usage_error() -> None:

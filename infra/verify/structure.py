@@ -57,6 +57,7 @@ class Shape:
     spines: int
     cores: int
     pods: int
+    uplinks: str  # links from a leaf to each spine of its pod, most pods: "6", "2-3"
     hcas: int
     servers: int
     rails: int  # 0: not rail-optimized (most servers' HCAs share a leaf), no rail check
@@ -64,7 +65,7 @@ class Shape:
     unplaced: int
     sharp: int
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, int | str]:
         """The JSON summary's ``structure`` object."""
         return asdict(self)
 
@@ -72,7 +73,8 @@ class Shape:
         """One line for the text report."""
         switches = (
             f"{plural(self.leaves, 'leaf', 'leaves')}, {plural(self.spines, 'spine')}, "
-            f"{plural(self.cores, 'core')} in {plural(self.pods, 'pod')}"
+            f"{plural(self.cores, 'core')} in {plural(self.pods, 'pod')}, "
+            f"{self.uplinks} links from each leaf to each spine"
         )
         servers = f"{plural(self.servers, 'server')} with 2+ HCAs"
         if not self.servers:
@@ -97,21 +99,28 @@ class Structure:
     shape: Shape
 
 
-def _uplinks(view: View, place: Placer) -> tuple[list[Finding], int]:
-    """Leaves whose links to the spines of their pod differ from the pod's usual."""
+def _uplinks(view: View, place: Placer) -> tuple[list[Finding], list[str]]:
+    """Leaves whose links to the spines of their pod differ from the pod's usual.
+
+    Also each pod's band of links from a leaf to a spine ("6", "2-3").
+    """
     groups = Groups()
     for leaf, spine in view.uplinks:
         groups.join(leaf, spine)
     pods = groups.groups({g for pair in view.uplinks for g in pair})
-    findings = []
+    findings, bands = [], []
     for pod in pods:
         leaves = [g for g in pod if view.tier[g] == "leaf"]
         spines = [g for g in pod if view.tier[g] == "spine"]
-        findings += _pod_uplinks(view, place, leaves, spines)
-    return findings, len(pods)
+        found, band = _pod_uplinks(view, place, leaves, spines)
+        findings += found
+        bands.append(band)
+    return findings, bands
 
 
-def _pod_uplinks(view: View, place: Placer, leaves: list[str], spines: list[str]) -> list[Finding]:
+def _pod_uplinks(
+    view: View, place: Placer, leaves: list[str], spines: list[str]
+) -> tuple[list[Finding], str]:
     """Each leaf has the pod's usual number of uplinks, spread as evenly as it divides.
 
     20 uplinks over 8 spines are 2 or 3 to each spine by design; a pair outside that band is
@@ -143,7 +152,7 @@ def _pod_uplinks(view: View, place: Placer, leaves: list[str], spines: list[str]
         if one is not None:
             found += f"; {view.names[one]} is the spine {'short' if short else 'over'}"
         findings.append(_unequal(view, place, (leaf, one), (expected, found), short))
-    return findings
+    return findings, f"{low}" if low == high else f"{low}-{high}"
 
 
 def _unequal(
@@ -335,7 +344,7 @@ def check_structure(
     """
     place = place or _bare
     view = classify(fabric)
-    findings, pods = _uplinks(view, place)
+    findings, bands = _uplinks(view, place)
     servers = servers_of(view)
     rails = rails_of(servers) if rail_optimized(servers) else {}
     if rails:
@@ -349,7 +358,8 @@ def check_structure(
         leaves=tiers["leaf"],
         spines=tiers["spine"],
         cores=tiers["core"],
-        pods=pods,
+        pods=len(bands),
+        uplinks=Counter(bands).most_common(1)[0][0] if bands else "0",
         hcas=sum(1 for n in fabric.nodes if n.kind == "CA"),
         servers=len(servers),
         rails=len({rail for rail, _ in rails.values()}),
