@@ -310,7 +310,7 @@ def test_structure_of_a_clean_dump_exits_0(tmp_path: Path) -> None:
     first, second = result.stdout.splitlines()
     assert first == "no finding: 9 links seen"
     assert second.startswith(
-        "structure: 2 leaves, 2 spines, 0 cores in 1 pod, 1 links from each leaf to each spine; "
+        "structure: 2 leaves, 2 spines, 0 cores in 1 pod, 1 link from each leaf to each spine; "
         "5 HCAs"
     )
 

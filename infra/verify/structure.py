@@ -74,7 +74,7 @@ class Shape:
         switches = (
             f"{plural(self.leaves, 'leaf', 'leaves')}, {plural(self.spines, 'spine')}, "
             f"{plural(self.cores, 'core')} in {plural(self.pods, 'pod')}, "
-            f"{self.uplinks} links from each leaf to each spine"
+            f"{self.uplinks} link{'' if self.uplinks == '1' else 's'} from each leaf to each spine"
         )
         servers = f"{plural(self.servers, 'server')} with 2+ HCAs"
         if not self.servers:
