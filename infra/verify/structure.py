@@ -2,8 +2,9 @@
 
 `check_structure(fabric)` reads the fabric's shape from its links alone (`infra.verify.layout`:
 tiers, servers, rails). A pod is a connected group of leaves and spines (the cores left out);
-an SU is a connected group of leaves and the servers cabled to them. It then finds what ``ibdiagnet --rail_validation`` and a fat-tree's symmetry demand: a leaf reached from
-several HCA indexes (`rail_mixed`), a leaf with another number of links to a spine of its pod
+an SU is a connected group of leaves and the servers cabled to them. It then finds what
+``ibdiagnet --rail_validation`` and a fat-tree's symmetry demand: a leaf reached from several
+HCA indexes (`rail_mixed`), a leaf with another number of links to a spine of its pod
 than its peers (`uplinks_unequal`), an SU without a leaf for a rail the others have or a
 server without one of its SU's rails (`grid_gap`), a switch without the SHARP aggregation
 node its peers (or the plan) have (`sharp_missing`), and a link slower than most of its tier
@@ -46,6 +47,7 @@ Placer = Callable[[NamedEnd], Place]
 
 
 def _bare(end: NamedEnd) -> Place:
+    """Without a plan a device has no rack: its discovered name and port are the place."""
     return Place(end.device, end.port)
 
 
