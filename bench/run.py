@@ -11,6 +11,7 @@ catalog load excluded). Planning cost should grow linearly with the GPU count.
     python bench/run.py --case train:gpt3-175b:1250   # `railplan train`'s layout search
     python bench/run.py --case verify:1250   # `railplan verify` of 1,250 DGX A100 (one fault)
     python bench/run.py --case twin:1600     # the fabric twin of 1,600 DGX A100 (no fault)
+    python bench/run.py --case verify-structure:1250   # `railplan verify --structure`, no spec
 
 The render cases also time `ansible-inventory --list` on the rendered inventory against a
 bare inventory of the same hostnames (JSON syntax, no variables): the ratio is what the
@@ -281,6 +282,36 @@ def twin_case(servers: int) -> dict[str, float | str]:
     }
 
 
+def verify_structure_case(servers: int) -> dict[str, float | str]:
+    """`railplan verify --structure`: parse the same dump and run the structure checks only."""
+    from infra.catalog import load_catalog
+    from infra.spec import load_spec_text
+    from infra.topology import expand
+    from infra.verify import parse_text
+    from infra.verify.structure import check_structure
+
+    sys.path.insert(0, str(ROOT))
+    from tests.verify_dump import as_built
+
+    plan = expand(load_spec_text(report_spec(servers)).spec, load_catalog())
+    lines = as_built(plan)
+    lines.pop(next(iter(lines)))  # one server HCA not cabled: one grid_gap
+    text = "\n".join(lines.values())
+    start = time.perf_counter()
+    fabric = parse_text(text, "bench.txt")
+    parsed = time.perf_counter()
+    result = check_structure(fabric)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        "seconds": round(seconds, 3),
+        "peak_mib": round(peak, 1),
+        "parse_s": round(parsed - start, 2),
+        "links": len(fabric.links),
+        "findings": len(result.findings),
+    }
+
+
 def run_case(case: str) -> dict[str, float | str]:
     """Run one case in this process; return seconds and peak RSS in MiB."""
     from infra.catalog import load_catalog
@@ -302,6 +333,8 @@ def run_case(case: str) -> dict[str, float | str]:
         return verify_case(int(args[0]))
     if kind == "twin":
         return twin_case(int(args[0]))
+    if kind == "verify-structure":
+        return verify_structure_case(int(args[0]))
     if kind == "format":
         return format_case(int(args[0]))
     if kind == "plan":
@@ -399,6 +432,7 @@ def main() -> None:
     cases += [("verify 10,000 GPUs (one fault)", "verify:1250")]
     if shutil.which("ibsim") and shutil.which("opensm"):
         cases += [(f"twin {s * 8:,} GPUs (no fault)", f"twin:{s}") for s in TWIN_SERVERS]
+    cases += [("verify --structure 10,000 GPUs (one fault)", "verify-structure:1250")]
     print(f"{'case':<36} {'wall s':>8} {'peak MiB':>9}  detail")
     for label, case in cases:
         out = subprocess.run(

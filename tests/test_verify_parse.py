@@ -358,3 +358,14 @@ def test_iblinkinfo_fdr10_additional_settings_ext_ports_and_routers() -> None:
         "LinkUp",
     )
     assert [i.line for i in fabric.ignored] == [5]
+
+
+def test_iblinkinfo_l_reads_a_spine_with_two_cables_as_a_switch() -> None:
+    """-l has no Switch:/CA: headers: a node listing more than 2 ports is a switch.
+
+    Its unconnected ports count too: ibsim's spines have 2 cables on 36 ports.
+    """
+    fabric = parse_files([DATA / "iblinkinfo-l.txt"])
+    kinds = {node.name: node.kind for node in fabric.nodes}
+    assert kinds["spine-01"] == kinds["spine-02"] == "SW"
+    assert kinds["gpu03-mlx5_0"] == "CA"  # a 2-port HCA with port 2 unconnected

@@ -10,6 +10,8 @@ from __future__ import annotations
 from infra.topology.model import Cable, Plan
 
 DEFAULT_DESCRIPTION = "MT4123 ConnectX6 Mellanox Technologies"  # ConnectX-6 out of the box
+# SHARP's in-switch pseudo-HCA, on the port after the last front-panel one (QM8700: 41).
+AGGREGATION_NODE = "Mellanox Technologies Aggregation Node"
 
 
 class Dump:
@@ -46,6 +48,15 @@ class Dump:
 
     def cable(self, cable: Cable, width: str = "4x") -> str:
         return self.line((cable.a, cable.a_port), (cable.b, cable.b_port), width)
+
+    def aggregation_node(self, switch: str, port: int = 41) -> str:
+        """The line of a switch's SHARP aggregation node, as `ibnetdiscover -p` prints it."""
+        _, _, lid, guid, _ = self._end(switch, str(port))
+        node = self.guids.setdefault((switch, "sharp"), f"0x{0x300000 + len(self.guids):016x}")
+        return (
+            f"SW {lid:5d} {port:2d} {guid} 4x {self.speed} - CA {lid + 50000:5d}  1 {node} "
+            f"( '{switch}' - '{AGGREGATION_NODE}' )"
+        )
 
 
 def as_built(plan: Plan, dump: Dump | None = None) -> dict[str, str]:

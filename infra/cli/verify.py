@@ -2,8 +2,10 @@
 
 Reads the spec and one or more dumps (``ibnetdiscover``, ``ibnetdiscover -p``, ``iblinkinfo``,
 ``iblinkinfo -l``, told apart by content) and an optional node-name map, then prints the
-findings: text by rack, the JSON document, or a CSV work order. Exits 0 when the fabric is as
-planned, 1 with findings (or a spec that cannot be planned), 2 for unreadable input.
+findings: text by rack, the JSON document, or a CSV work order. With ``--structure`` the spec
+is optional (a first argument that is no dump is the spec) and the structure checks
+(`infra.verify.structure`) run too. Exits 0 when the fabric is as planned, 1 with findings (or
+a spec that cannot be planned), 2 for unreadable input or no spec without ``--structure``.
 """
 
 from __future__ import annotations
@@ -14,12 +16,18 @@ from typing import Annotated
 
 import typer
 
+from infra.catalog import load_catalog
 from infra.cli.common import EXIT_FAILED, EXIT_OK, _load_spec, _say, app
 from infra.cli.planning import _plan_or_fail
-from infra.verify import parse_files
-from infra.verify.compare import compare
+from infra.errors import DiscoveredError, InputError
+from infra.verify import detect, parse_files
+from infra.verify.compare import Finding, compare, placer
 from infra.verify.formats import Summary, verify_csv, verify_json, verify_text
+from infra.verify.model import Fabric
 from infra.verify.resolve import resolve
+from infra.verify.structure import check_structure, combine
+
+_SNIFF_BYTES = 64 * 1024  # a dump says what it is in its first lines
 
 
 class VerifyFormat(StrEnum):
@@ -30,14 +38,67 @@ class VerifyFormat(StrEnum):
     CSV = "csv"
 
 
+def _is_dump(path: str) -> bool:
+    """Whether the file reads as a dump (by content, as the parsers decide), not a spec."""
+    try:
+        with Path(path).open("rb") as handle:
+            head = handle.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return False  # the spec loader or the parser says why it cannot be read
+    try:
+        detect(head.splitlines()[:-1] or head.splitlines(), path)
+    except DiscoveredError:
+        return False
+    return True
+
+
+def _split(files: list[str], structure: bool) -> tuple[str | None, list[str]]:
+    """(spec or None, dumps): without --structure the first file must be the spec."""
+    if structure and len(files) > 1 and not _is_dump(files[0]):
+        return files[0], files[1:]
+    if structure:
+        return None, files
+    usage = (
+        "railplan verify SPEC DISCOVERED..., or railplan verify --structure DISCOVERED... "
+        "to check the dumps without a spec"
+    )
+    if _is_dump(files[0]):
+        raise InputError("is a dump, not the spec", file=files[0], hint=usage)
+    if len(files) < 2:
+        raise InputError("needs the spec and at least one dump", hint=usage)
+    return files[0], files[1:]
+
+
+def _check(spec: str | None, fabric: Fabric, structure: bool) -> tuple[list[Finding], Summary]:
+    """The plan check (with a spec), the structure checks (with --structure), or both."""
+    findings: list[Finding] = []
+    planned: int | None = None
+    sharp: bool | None = None
+    place = None
+    if spec is not None:
+        loaded = _load_spec(spec)
+        plan = _plan_or_fail(loaded)
+        findings = compare(plan, resolve(fabric))
+        planned = len(plan.cables_in("compute"))
+        compute = loaded.spec.fabrics.compute
+        switches = load_catalog().switches
+        sharp = bool(compute and compute.sharp and switches[compute.switch].sharp)
+        place = placer(plan)
+    shape = None
+    if structure:
+        found = check_structure(fabric, sharp=sharp, place=place)
+        findings, shape = combine(findings, found.findings), found.shape
+    return findings, Summary(planned, len(fabric.links), fabric.sources, shape)
+
+
 @app.command()
 def verify(
-    spec: Annotated[str, typer.Argument(metavar="SPEC", help="The cluster spec.")],
-    discovered: Annotated[
+    files: Annotated[
         list[str],
         typer.Argument(
-            metavar="DISCOVERED...",
-            help="ibnetdiscover [-p] or iblinkinfo [-l] output of the fabric, one or more files.",
+            metavar="[SPEC] DISCOVERED",
+            help="The cluster spec (optional with --structure), then ibnetdiscover [-p] or "
+            "iblinkinfo [-l] output of the fabric, one or more files.",
         ),
     ],
     names: Annotated[
@@ -48,24 +109,31 @@ def verify(
             help='Node-name map (ibnetdiscover --node-name-map format: 0x<guid> "name").',
         ),
     ] = None,
+    structure: Annotated[
+        bool,
+        typer.Option(
+            "--structure",
+            help="Also check rails, uplinks, the SU grid, SHARP and link rates from the dumps "
+            "alone; needs no spec.",
+        ),
+    ] = False,
     output_format: Annotated[VerifyFormat, typer.Option("--format", "-f")] = VerifyFormat.TEXT,
 ) -> None:
     """Check the discovered compute fabric against the plan: each fault with its fix.
 
     Finds missing and unexpected cables, swapped pairs, cables on the wrong rail, switch or
     port, links below the planned rate or not up, devices never seen and HCAs without a
-    name; every finding names both ends' rack and unit. Exits 0 as planned, 1 with findings,
-    2 for unreadable input. With --format json stdout holds one document; csv is a work order.
+    name; every finding names both ends' rack and unit. --structure adds checks that need
+    no spec: each leaf reached from one HCA index, equal uplinks to every spine of a pod, no
+    gap in the rail/SU grid, SHARP aggregation nodes, no link slower than its tier. Exits 0
+    as planned, 1 with findings, 2 for unreadable input. With --format json stdout holds one
+    document; csv is a work order.
     """
-    loaded = _load_spec(spec)
-    fabric = parse_files(Path(p) for p in [*discovered, *([names] if names else [])])
-    plan = _plan_or_fail(loaded)
-    findings = compare(plan, resolve(fabric))
-    summary = Summary(
-        cables_planned=len(plan.cables_in("compute")),
-        links_seen=len(fabric.links),
-        files=fabric.sources,
-    )
+    spec, dumps = _split(files, structure)
+    if not dumps:
+        raise InputError("needs at least one dump", hint="give ibnetdiscover or iblinkinfo output")
+    fabric = parse_files(Path(p) for p in [*dumps, *([names] if names else [])])
+    findings, summary = _check(spec, fabric, structure)
     if output_format is VerifyFormat.JSON:
         _say(verify_json(findings, summary, fabric.ignored))
     elif output_format is VerifyFormat.CSV:

@@ -14,7 +14,7 @@ A pure function, linear in the number of cables.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from infra.topology.model import Cable, Plan
@@ -29,6 +29,7 @@ __all__ = [
     "SeenPort",
     "compare",
     "link_gbps",
+    "placer",
 ]
 
 KINDS = (
@@ -163,6 +164,11 @@ class _Index:
         except (KeyError, TypeError):
             return None
         return (sw.su, sw.rail) if sw.tier == "leaf" else None
+
+
+def placer(plan: Plan) -> Callable[[NamedEnd], Place]:
+    """Where the plan puts a device: `Place` with its rack and unit, for other checks' findings."""
+    return _Index(plan, plan.cables_in("compute")).place
 
 
 def _ends(cable: Cable) -> tuple[NamedEnd, NamedEnd]:

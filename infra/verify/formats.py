@@ -20,6 +20,7 @@ from itertools import groupby
 
 from infra.verify.compare import KINDS, Finding, Place
 from infra.verify.model import Ignored
+from infra.verify.structure import STRUCTURE_KINDS, Shape
 from infra.wording import plural
 
 __all__ = ["WORK_ORDER_COLUMNS", "Summary", "verify_csv", "verify_json", "verify_text"]
@@ -34,11 +35,15 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 @dataclass(frozen=True)
 class Summary:
-    """What was compared: planned cables, seen links, the files read."""
+    """What was compared: planned cables, seen links, the files read, the structure's shape.
 
-    cables_planned: int
+    `cables_planned` is None without a spec, `structure` None without ``--structure``.
+    """
+
+    cables_planned: int | None
     links_seen: int
     files: tuple[str, ...]
+    structure: Shape | None = None
 
 
 def _place(place: Place) -> dict[str, object]:
@@ -52,7 +57,7 @@ def _place(place: Place) -> dict[str, object]:
 
 def _counts(findings: Sequence[Finding]) -> dict[str, int]:
     counted = Counter(f.kind for f in findings)
-    return {kind: counted[kind] for kind in KINDS if counted[kind]}
+    return {kind: counted[kind] for kind in (*KINDS, *STRUCTURE_KINDS) if counted[kind]}
 
 
 def verify_json(findings: Sequence[Finding], summary: Summary, ignored: Iterable[Ignored]) -> str:
@@ -75,6 +80,7 @@ def verify_json(findings: Sequence[Finding], summary: Summary, ignored: Iterable
             "links_seen": summary.links_seen,
             "files": list(summary.files),
             "by_kind": _counts(findings),
+            **({"structure": summary.structure.as_dict()} if summary.structure else {}),
         },
         "ignored": [{"file": i.file, "line": i.line, "reason": i.reason} for i in ignored],
     }
@@ -92,13 +98,18 @@ def verify_text(findings: Sequence[Finding], summary: Summary, ignored: Sequence
             lines.append(f"  {unit:>4}  {finding.kind}: {near}: expected {finding.expected}, ")
             lines[-1] += f"found {finding.found}"
             lines.append(f"        fix: {finding.fix}")
-    cables = plural(summary.cables_planned, "planned cable")
-    links = plural(summary.links_seen, "link")
+    seen = plural(summary.links_seen, "link") + " seen"
+    if summary.cables_planned is not None:
+        seen += ", " + plural(summary.cables_planned, "planned cable")
     if findings:
-        counts = ", ".join(f"{n} {kind}" for kind, n in _counts(findings).items())
-        lines.append(f"{plural(len(findings), 'finding')} ({counts}); {links} seen, {cables}")
+        counts = ", ".join(f"{n:,} {kind}" for kind, n in _counts(findings).items())
+        lines.append(f"{plural(len(findings), 'finding')} ({counts}); {seen}")
     else:
-        lines.append(f"as planned: {links} seen, {cables}")
+        lines.append(
+            f"{'as planned' if summary.cables_planned is not None else 'no finding'}: {seen}"
+        )
+    if summary.structure is not None:
+        lines.append(summary.structure.text())
     if ignored:
         reasons = Counter(i.reason for i in ignored)
         parts = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))

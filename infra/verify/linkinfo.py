@@ -72,7 +72,11 @@ def _rate(text: str) -> tuple[str | None, str | None, str | None, str | None]:
 
 
 def _row(
-    line: str, source: Source, kind: Kind | None, group: tuple[str | None, str]
+    line: str,
+    source: Source,
+    kind: Kind | None,
+    group: tuple[str | None, str],
+    unconnected: dict[str, set[int]],
 ) -> _Row | None:
     start, stop = line.find("==("), line.find(")==>")
     if start < 0 or stop < start:
@@ -88,7 +92,9 @@ def _row(
     if first < 0 or last == first:
         raise located(f"no remote description in {line.strip()[:80]!r}", source, _HINT)
     if not remote[:first].split("[", 1)[0].strip():
-        return None  # an unconnected port
+        if node is not None:  # -l: a switch shows its unconnected ports, an HCA has 1 or 2
+            unconnected[node].add(port)
+        return None
     r_node, r_lid, r_port = _numbers(remote[:first], source)
     return _Row(
         kind,
@@ -115,7 +121,9 @@ def _group(line: str, source: Source) -> tuple[Kind, tuple[str | None, str]]:
     return kind, (guid(first, source), description.strip())
 
 
-def _rows(lines: list[str], file: str, build: FabricBuilder) -> list[_Row]:
+def _rows(
+    lines: list[str], file: str, build: FabricBuilder, unconnected: dict[str, set[int]]
+) -> list[_Row]:
     rows: list[_Row] = []
     kind: Kind | None = None
     group: tuple[str | None, str] = (None, "")
@@ -135,15 +143,15 @@ def _rows(lines: list[str], file: str, build: FabricBuilder) -> list[_Row]:
             continue
         if router:
             continue
-        row = _row(line, source, kind, group)
+        row = _row(line, source, kind, group, unconnected)
         if row is not None:
             rows.append(row)
     return rows
 
 
-def _kinds(rows: list[_Row]) -> dict[str, Kind]:
+def _kinds(rows: list[_Row], unconnected: dict[str, set[int]]) -> dict[str, Kind]:
     """GUID -> kind: from the group header, else by how many ports the dump lists."""
-    ports: dict[str, set[int]] = defaultdict(set)
+    ports: dict[str, set[int]] = defaultdict(set, {g: set(p) for g, p in unconnected.items()})
     kinds: dict[str, Kind] = {}
     for row in rows:
         if row.guid is not None:
@@ -157,8 +165,9 @@ def _kinds(rows: list[_Row]) -> dict[str, Kind]:
 
 def read_linkinfo(lines: list[str], file: str, build: FabricBuilder) -> None:
     """Add every node and cable of an iblinkinfo dump (either layout) to `build`."""
-    rows = _rows(lines, file, build)
-    kinds = _kinds(rows)
+    unconnected: dict[str, set[int]] = defaultdict(set)
+    rows = _rows(lines, file, build, unconnected)
+    kinds = _kinds(rows, unconnected)
     by_lid = {row.lid: row.guid for row in rows if row.guid is not None}
     for row in rows:
         if row.guid is None:
@@ -173,9 +182,7 @@ def read_linkinfo(lines: list[str], file: str, build: FabricBuilder) -> None:
             port_guid=row.guid if kind == "CA" else None,
         )
         if AGGREGATION_NODE in row.remote_description:
-            build.ignore(
-                row.source, f"SHARP aggregation node on {row.guid}[{row.port}]: not a cable"
-            )
+            build.aggregation_node(End.seen(kind, row.guid, row.port), row.source)
             continue
         remote = row.remote_guid or by_lid.get(row.remote_lid)
         if remote is None:

@@ -121,6 +121,7 @@ class Fabric:
     links: tuple[Link, ...]
     ignored: tuple[Ignored, ...]
     sources: tuple[str, ...]
+    sharp: tuple[str, ...] = ()  # node GUIDs of the switches a SHARP aggregation node sits on
 
     @cached_property
     def _by_guid(self) -> dict[str, Node]:
@@ -198,10 +199,16 @@ class FabricBuilder:
     ignored: list[Ignored] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)  # GUID -> node-name map name
+    sharp: set[str] = field(default_factory=set)  # switches with an aggregation node
 
     def ignore(self, source: Source, reason: str) -> None:
         """Record something skipped on purpose."""
         self.ignored.append(Ignored(source.file, source.line, reason))
+
+    def aggregation_node(self, switch: End, source: Source) -> None:
+        """A SHARP aggregation node on `switch`: no cable, but the structure check counts it."""
+        self.sharp.add(switch.node_guid or switch.guid)
+        self.ignore(source, "SHARP aggregation node: not a cable")
 
     def node(
         self,
@@ -250,10 +257,13 @@ class FabricBuilder:
         physical: str | None = None,
     ) -> None:
         """Add a cable seen from one end; a second sighting of the same cable is dropped."""
-        a, b = ends if (ends[0].guid, ends[0].port) <= (ends[1].guid, ends[1].port) else ends[::-1]
-        if any(AGGREGATION_NODE in text for text in descriptions):
-            self.ignore(source, f"SHARP aggregation node on {a.guid}[{a.port}]: not a cable")
+        if AGGREGATION_NODE in descriptions[1]:
+            self.aggregation_node(ends[0], source)
             return
+        if AGGREGATION_NODE in descriptions[0]:
+            self.aggregation_node(ends[1], source)
+            return
+        a, b = ends if (ends[0].guid, ends[0].port) <= (ends[1].guid, ends[1].port) else ends[::-1]
         if a.guid == b.guid or (a.node_guid is not None and a.node_guid == b.node_guid):
             self.ignore(source, f"self-loop cable {a.guid}[{a.port}] - [{b.port}]")
             return
@@ -270,4 +280,6 @@ class FabricBuilder:
             )
             nodes.append(replace(node, name=name, unnamed=False) if name else node)
         links = tuple(sorted(self.links.values(), key=Link.key))
-        return Fabric(tuple(nodes), links, tuple(self.ignored), tuple(self.sources))
+        return Fabric(
+            tuple(nodes), links, tuple(self.ignored), tuple(self.sources), tuple(sorted(self.sharp))
+        )

@@ -16,25 +16,34 @@ import re
 from infra.verify.compare import NamedEnd, Seen, SeenLink, SeenPort
 from infra.verify.model import End, Fabric, Link, Node
 
-__all__ = ["resolve"]
+__all__ = ["hca_name", "named", "resolve"]
 
-# "<host> <device>": the device is the last word, an RDMA device name such as mlx5_3.
-_HCA_NAME = re.compile(r"^(?P<host>[^\s:]+?)(?:[\s:]+|-)(?P<device>mlx\d+_\d+|ib[a-z0-9_]+)$")
+# "<host> <device>": the device is the last word, an RDMA device name such as mlx5_3, or
+# HCA-<n> as some sites set it (``node019 HCA-1``).
+_HCA_NAME = re.compile(
+    r"^(?P<host>[^\s:]+?)(?:[\s:]+|-)(?P<device>mlx\d+_\d+|HCA-\d+|ib[a-z0-9_]+)$"
+)
 _DOWN_STATES = frozenset({"down", "polling", "init", "armed", "disabled"})
 
 
-def _named(end: End, node: Node | None) -> NamedEnd:
+def hca_name(node: Node) -> tuple[str, str] | None:
+    """(host, device) of a named HCA (``gpu01 mlx5_0``, ``gpu01-mlx5_0``), else None."""
+    if node.kind != "CA" or node.unnamed:
+        return None
+    match = _HCA_NAME.match((node.name or node.description).strip())
+    return None if match is None else (match["host"].split(".", 1)[0], match["device"])
+
+
+def named(end: End, node: Node | None) -> NamedEnd:
     """The plan's name of one end: (switch, port number) or (server, HCA device)."""
     if node is None:
         return NamedEnd(end.guid, str(end.port))
     if node.kind == "SW" or node.unnamed:
         return NamedEnd(node.guid if node.unnamed else (node.name or node.guid), str(end.port))
-    name = (node.name or node.description).strip()
-    match = _HCA_NAME.match(name)
-    if match is None:
-        return NamedEnd(name, str(end.port))
-    host = match["host"].split(".", 1)[0]
-    return NamedEnd(host, match["device"])
+    host = hca_name(node)
+    if host is None:
+        return NamedEnd((node.name or node.description).strip(), str(end.port))
+    return NamedEnd(*host)
 
 
 def _state(link: Link) -> str:
@@ -50,7 +59,7 @@ def resolve(fabric: Fabric) -> Seen:
     links: list[SeenLink] = []
     ports: list[SeenPort] = []
     for link in fabric.links:
-        a, b = _named(link.a, fabric.node_for(link.a)), _named(link.b, fabric.node_for(link.b))
+        a, b = named(link.a, fabric.node_for(link.a)), named(link.b, fabric.node_for(link.b))
         source = f"{link.source.file}:{link.source.line}"
         state = _state(link)
         if state:
