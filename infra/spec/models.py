@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from infra.spec.base import StrictModel
+from infra.spec.base import StrictModel, name_pattern
 from infra.spec.budgets import Budget
 from infra.spec.scheduling import Duration, Scheduler, cron_fields_valid, duration_seconds
 
@@ -33,9 +33,10 @@ MAX_SERVERS = 32_768  # keeps planning a spec within seconds and a few GB (make 
 # <= its ports; 2,048 is far above any InfiniBand switch's radix (the catalog's largest is 64)
 # and keeps a typo like 1000000000 from planning a billion switches (GBs of memory).
 MAX_SPINES = 2_048
-CLUSTER_NAME = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"  # a DNS label (and a label value)
-GROUP_NAME = r"^[a-z][a-z0-9_]{0,31}$"
-LAYOUT_NAME = r"^[a-z0-9][a-z0-9._-]{0,62}$"
+# Names other tools take (label values, hostnames, Slurm, Ansible, files): see name_pattern.
+CLUSTER_NAME = name_pattern("a-z0-9-")  # a DNS label (and a label value)
+GROUP_NAME = name_pattern("a-z0-9_", max_length=32)  # an Ansible group: no '-'
+LAYOUT_NAME = name_pattern("a-z0-9._-", first="a-z0-9")  # a mig-parted config name
 VERSION = r"^[0-9]{1,8}(\.[0-9]{1,8}){1,3}$"
 # Versions are compared as tuples of ints: at most 8 digits a part holds any real one and keeps
 # a 5,000-digit part away from int() and its 4,300-digit limit.
