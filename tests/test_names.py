@@ -10,24 +10,30 @@ the MIG script use too), a hostname prefix, a Slurm name and a file name.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from infra.catalog import Catalog
 from infra.k8s.mig_schedule import SCRIPT_PATH
-from infra.spec import SpecValidationError, load_spec_text
+from infra.render.ansible import ansible_files
+from infra.spec import SpecValidationError, load_spec, load_spec_text
 from infra.spec.base import DNS_LABEL
 from infra.spec.models import CLUSTER_NAME, GROUP_NAME, LAYOUT_NAME
+from infra.topology import expand
 
 # k8s.io/apimachinery validation.IsValidLabelValue (at most 63 characters)
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 HOSTNAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")  # RFC 1123 label
 PATTERNS = {"cluster": CLUSTER_NAME, "group": GROUP_NAME, "layout": LAYOUT_NAME, "dns": DNS_LABEL}
-ROLE_TASKS = Path(__file__).resolve().parents[1] / "playbooks/roles/topology_labels/tasks"
+ROOT = Path(__file__).resolve().parents[1]
+ROLE_TASKS = ROOT / "playbooks/roles/topology_labels/tasks"
 
 
 def _every_consumer_takes(name: str) -> None:
@@ -103,3 +109,29 @@ def test_the_mig_script_takes_every_name_the_spec_takes(tmp_path: Path) -> None:
         ["sh", "-c", script, "sh", *names], capture_output=True, text=True, check=False
     )
     assert done.stdout == "ok\n", done.stderr
+
+
+def _groups_and_hosts(tree: dict[str, Any], groups: set[str], hosts: set[str]) -> None:
+    for name, body in tree.items():
+        groups.add(name)
+        hosts.update((body or {}).get("hosts", {}))
+        _groups_and_hosts((body or {}).get("children", {}), groups, hosts)
+
+
+@pytest.mark.parametrize("example", ["k8s-tenants.yaml", "dgx-a100-superpod.yaml"])
+def test_only_node_group_names_can_meet_a_hostname(example: str, catalog: Catalog) -> None:
+    # Lint RP005 checks node group names against hostnames; every other inventory group
+    # railplan makes holds '_' (which no hostname has) or no digit (which every hostname has).
+    spec_file = ROOT / "examples" / example
+    spec = load_spec(spec_file).spec
+    plan = expand(spec, catalog)
+    files = ansible_files(spec, catalog, plan)
+    inventory = json.loads(files[f"inventories/{spec.name}/hosts.yml"])
+    groups: set[str] = set()
+    hosts: set[str] = set()
+    _groups_and_hosts(inventory, groups, hosts)
+    assert hosts == {s.name for s in plan.servers}
+    assert all("_" not in h and re.search(r"[0-9]", h) for h in hosts)
+    others = groups - {g.name for g in spec.node_groups}
+    assert len(others) > 5
+    assert all("_" in g or not re.search(r"[0-9]", g) for g in others), sorted(others)

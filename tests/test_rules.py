@@ -36,6 +36,9 @@ PASSING = {
     "RP003": A100
     + "scheduler: {mig_strategy: mixed}\nmig_layouts:\n  x: {profiles: {1g.10gb: 7}}\n",
     "RP004": BASE + "  - {name: gpu2, node: dgx-h100, count: 2}\n",
+    # the hostnames g1, g2 and the group names g, x never meet
+    "RP005": "name: lab\nnode_groups:\n  - {name: g, node: dgx-h100, count: 2, hostname: 'g{index}'}\n"
+    "  - {name: x, node: dgx-h100, count: 2, hostname: 'x{index}'}\n",
     "RP010": A100
     + "scheduler: {mig_strategy: mixed}\nmig_layouts:\n  x: {profiles: {1g.10gb: 7}}\n",
     "RP011": A100 + "scheduler: {mig_strategy: mixed}\n"
