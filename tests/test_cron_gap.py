@@ -63,7 +63,7 @@ def _rp019(text: str, catalog: Catalog) -> list[str]:
 def test_boundary(catalog: Catalog) -> None:
     assert _rp019(_spec("55 8 * * *"), catalog) == []
     assert _rp019(_spec("54 8 * * *"), catalog) == ["node_groups[0].mig_schedule.changes[1].at"]
-    # Berlin's clocks jump an hour: 55 min of wall clock can be none at all
+    # in a zone with daylight saving the rule adds its shift (1 h for Berlin) to the gap
     assert _rp019(_spec("55 8 * * *", "Europe/Berlin"), catalog) != []
     assert _rp019(_spec("55 9 * * *", "Europe/Berlin"), catalog) == []
     # the change before midnight and the one after count too

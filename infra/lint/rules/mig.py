@@ -371,26 +371,30 @@ def mig_schedule_overlap(ctx: LintContext) -> Iterator[Violation]:
         yield Violation(
             group_path(i, f"mig_schedule.changes[{second}].at"),
             f"in node group {group.name!r}, MIG schedule changes {first + 1} and {second + 1} "
-            f"can fire {_minutes(minutes)} apart, but one change's Job may run "
-            f"{_minutes(needed_min)} ({_run_time(group, len(sus), schedule.timezone)}): "
-            "both Jobs would cordon, drain and relabel the same nodes at once",
+            f"can fire {_minutes(minutes)} apart, but need {_minutes(needed_min)} "
+            f"({_run_time(group, len(sus), schedule.timezone)}): both Jobs would cordon, "
+            "drain and relabel the same nodes at once",
             f"keep the changes at least {_minutes(needed_min)} apart on every day",
         )
 
 
 def _minutes(n: int) -> str:
     hours, minutes = divmod(n, 60)
-    return (
-        " ".join(
-            p for p in (f"{hours} h" if hours else "", f"{minutes} min" if minutes else "") if p
-        )
-        or "0 min"
-    )
+    parts = [f"{hours} h"] if hours else []
+    return " ".join([*parts, f"{minutes} min"] if minutes or not hours else parts)
 
 
 def _run_time(group: NodeGroup, sus: int, timezone: str) -> str:
+    """Why changes must be that far apart: one Job's run time, and the time zone's DST shift."""
     assert group.mig_schedule is not None
-    per_su = f"drain_timeout {group.mig_schedule.drain_timeout} + {MIG_TIMEOUT_S // 60} min MIG reconfiguration + {BATCH_MARGIN_S // 60} min margin"
-    text = f"{plural(max(sus, 1), 'SU')} x ({per_su})"
+    per_su = (
+        f"drain_timeout {group.mig_schedule.drain_timeout} + {MIG_TIMEOUT_S // 60} min MIG "
+        f"reconfiguration + {BATCH_MARGIN_S // 60} min margin"
+    )
+    text = f"one change's Job may run {plural(max(sus, 1), 'SU')} x ({per_su})"
     shift = dst_shift_minutes(timezone)
-    return f"{text}, + {shift} min for {timezone}'s daylight-saving switch" if shift else text
+    return (
+        f"{text}, and {timezone}'s daylight-saving switch moves times {shift} min"
+        if shift
+        else text
+    )
