@@ -138,8 +138,9 @@ node_facts() {
 }
 
 uncordon_own() { # uncordon_own NODE: lift a cordon this script made, then drop its record
-    kubectl uncordon "$1" >/dev/null &&
-        kubectl annotate node "$1" "$CORDONED_ANNOTATION-" >/dev/null
+    kubectl uncordon "$1" >/dev/null || return 1
+    kubectl annotate node "$1" "$CORDONED_ANNOTATION-" >/dev/null ||
+        log "node $1: uncordoned, but could not remove $CORDONED_ANNOTATION"
 }
 
 batch_failed=0
