@@ -199,7 +199,10 @@ def main(argv: list[str]) -> int:
     except Refused as exc:
         sys.stderr.write(f"{exc}\n")
         out, code = "", exc.code
-    STATE.write_text(json.dumps(state, indent=1))
+    # atomically: a test may SIGKILL the script (and this call) at any instant
+    partial = STATE.with_name(f"{STATE.name}.{os.getpid()}")
+    partial.write_text(json.dumps(state, indent=1))
+    partial.replace(STATE)
     sys.stdout.write(out)
     return code
 

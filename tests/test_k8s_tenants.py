@@ -46,13 +46,14 @@ TENANTS = """\
     - {name: serving, gpus: 64, priority: critical}
     - {name: interns, gpus: 4, priority: low}
 """
-# Two-tier (up to 256 DGX H100 on QM9700 with SUs of 32); a group name with `_` (and one
-# ending in it); a cloud group without compute HCAs, so its servers have no SU.
+# Two-tier (up to 256 DGX H100 on QM9700 with SUs of 32); group names with `_` (and one with
+# `__`, which names may hold inside but not at the end); a cloud group without compute HCAs,
+# so its servers have no SU.
 TWO_TIER = """\
 name: lab
 {site}node_groups:
   - {{name: train_a, node: dgx-h100, count: 56}}
-  - {{name: infer_, node: dgx-h100, count: 8, mig: small}}
+  - {{name: infer__b, node: dgx-h100, count: 8, mig: small}}
   - {{name: burst, node: aws-p5.48xlarge, count: 4}}
 fabrics: {{compute: {{switch: qm9700, su_size: 32}}}}
 scheduler:
@@ -214,7 +215,7 @@ def test_hypernode_names_are_dns_safe_and_stable(catalog: Catalog) -> None:
     spec, plan = build(catalog, "two-tier", "volcano")
     names = list(hypernode_tree(scheduler_topology(spec, plan, catalog)))
     assert all(DNS_SUBDOMAIN.match(n) and len(n) <= 253 for n in names)
-    assert "lab-train-a-su01" in names and "lab-infer--su01" in names
+    assert "lab-train-a-su01" in names and "lab-infer--b-su01" in names
     assert names == list(hypernode_tree(scheduler_topology(spec, plan, catalog)))
 
 

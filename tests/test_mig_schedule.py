@@ -61,6 +61,7 @@ mig_layouts:
 CONFIG_LABEL = "nvidia.com/mig.config"
 STATE_LABEL = "nvidia.com/mig.config.state"
 REASON = "railplan.dev/mig-change-reason"
+CORDONED = "railplan.dev/mig-change-cordoned"
 
 
 @pytest.fixture(scope="module")
@@ -409,10 +410,11 @@ def test_node_jsonpath_on_real_kubectl(tmp_path: Path) -> None:
     labels = {CONFIG_LABEL: "day", STATE_LABEL: "success", FAILED_LABEL: "failed"}
     obj = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "labels": labels}}
     template = "jsonpath=" + script_value("NODE_JSONPATH")
-    assert kubectl_render(tmp_path, obj, template) == "day|success||failed"
+    assert kubectl_render(tmp_path, obj, template) == "day|success||failed|"
     obj["metadata"]["labels"] = {}
+    obj["metadata"]["annotations"] = {CORDONED: "20260101T000000Z"}
     obj["spec"] = {"unschedulable": True}
-    assert kubectl_render(tmp_path, obj, template) == "||true|"
+    assert kubectl_render(tmp_path, obj, template) == "||true||20260101T000000Z"
 
 
 def test_gpu_pod_template_on_real_kubectl(tmp_path: Path) -> None:

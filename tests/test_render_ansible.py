@@ -226,18 +226,20 @@ def test_a_node_group_named_like_a_reserved_group_is_refused(tmp_path: Path) -> 
     spec = tmp_path / "s.yaml"
     spec.write_text("name: s\nnode_groups: [{name: gpu_servers, node: dgx-h100, count: 1}]\n")
     result = _render(spec, tmp_path / "out")
-    assert result.returncode == 2
+    # lint's RP005 refuses it first, located (render's own check stays as a backstop)
+    assert result.returncode == 1
+    assert f"{spec}:2:" in result.stderr and "RP005" in result.stderr
     assert "reserved" in result.stderr and "Traceback" not in result.stderr
 
 
-_NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True).filter(
+_NAMES = st.from_regex(r"[a-z]([a-z0-9_]{0,7}[a-z0-9])?", fullmatch=True).filter(
     lambda n: n not in RESERVED_GROUPS
 )
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    cluster=st.from_regex(r"[a-z][a-z0-9-]{0,12}", fullmatch=True),
+    cluster=st.from_regex(r"[a-z]([a-z0-9-]{0,11}[a-z0-9])?", fullmatch=True),
     groups=st.lists(_NAMES, min_size=1, max_size=3, unique=True),
     prefix=st.from_regex(r"[a-z][a-z0-9-]{0,6}", fullmatch=True),
     counts=st.lists(st.integers(1, 9), min_size=3, max_size=3),

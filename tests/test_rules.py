@@ -36,6 +36,9 @@ PASSING = {
     "RP003": A100
     + "scheduler: {mig_strategy: mixed}\nmig_layouts:\n  x: {profiles: {1g.10gb: 7}}\n",
     "RP004": BASE + "  - {name: gpu2, node: dgx-h100, count: 2}\n",
+    # the hostnames g1, g2 and the group names g, x never meet
+    "RP005": "name: lab\nnode_groups:\n  - {name: g, node: dgx-h100, count: 2, hostname: 'g{index}'}\n"
+    "  - {name: x, node: dgx-h100, count: 2, hostname: 'x{index}'}\n",
     "RP010": A100
     + "scheduler: {mig_strategy: mixed}\nmig_layouts:\n  x: {profiles: {1g.10gb: 7}}\n",
     "RP011": A100 + "scheduler: {mig_strategy: mixed}\n"
@@ -50,6 +53,8 @@ PASSING = {
     "RP015": BASE,
     "RP016": SCHEDULED + "scheduler: {kind: kubernetes, mig_strategy: mixed}\n" + MIG_X,
     "RP017": SCHEDULED + "scheduler: {mig_strategy: mixed}\n" + MIG_X,
+    # 12 h apart; one change's Job may run 55 min (one batch: 30m drain + 15 + 10 min)
+    "RP019": SCHEDULED + "scheduler: {kind: kubernetes, mig_strategy: mixed}\n" + MIG_X,
     # the driver at exactly each minimum passes (H100 MIG needs 525.85.12, CUDA 12.x 525.60.13)
     "RP018": "name: lab\nnode_groups:\n  - {name: infer, node: dgx-h100, count: 2, mig: x}\n"
     "software: {driver: 525.85.12, cuda: '12.0'}\nscheduler: {mig_strategy: mixed}\n" + MIG_X,

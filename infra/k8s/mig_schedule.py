@@ -32,6 +32,8 @@ __all__ = [
     "SCRIPT_PATH",
     "SERVICE_ACCOUNT",
     "cronjob_name",
+    "group_sus",
+    "job_deadline_s",
     "mig_schedule",
 ]
 
@@ -94,12 +96,23 @@ def mig_schedule(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
         return []
     objects = _shared_objects(spec)
     for group in groups:
-        objects += _cronjobs(spec, group, _group_sus(plan, group))
+        objects += _cronjobs(spec, group, group_sus(plan, group))
     objects.append(_alerts(spec))
     return objects
 
 
-def _group_sus(plan: Plan, group: NodeGroup) -> list[str]:
+def job_deadline_s(group: NodeGroup, sus: list[str]) -> int:
+    """How long one change's Job may run (its activeDeadlineSeconds): every SU in turn.
+
+    Kubernetes stops the Job then, so two changes of a group this far apart never run at
+    once (lint RP019 holds the schedule to it).
+    """
+    assert group.mig_schedule is not None
+    drain_s = duration_seconds(group.mig_schedule.drain_timeout)
+    return max(len(sus), 1) * (drain_s + MIG_TIMEOUT_S + BATCH_MARGIN_S)
+
+
+def group_sus(plan: Plan, group: NodeGroup) -> list[str]:
     """The group's SUs in plan order; empty when its servers sit in no SU (no compute fabric)."""
     used = {s.su for s in plan.servers if s.group == group.name and s.su is not None}
     return [su.name for su in plan.sus if su.name in used]
@@ -147,8 +160,7 @@ def _cronjobs(spec: Spec, group: NodeGroup, sus: list[str]) -> list[KubeObject]:
     schedule = group.mig_schedule
     assert schedule is not None
     drain_s = duration_seconds(schedule.drain_timeout)
-    batches = max(len(sus), 1)
-    deadline_s = batches * (drain_s + MIG_TIMEOUT_S + BATCH_MARGIN_S)
+    deadline_s = job_deadline_s(group, sus)
     objects = []
     for k, change in enumerate(schedule.changes):
         config = mig_config_name(group, change=k)

@@ -9,10 +9,30 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["DNS_LABEL", "Precision", "StrictModel"]
+__all__ = ["DNS_LABEL", "Precision", "StrictModel", "name_pattern"]
+
+
+def name_pattern(inner: str, *, first: str = "a-z", max_length: int = 63) -> str:
+    """The one rule for spec names that reach other tools; a regex of ``inner`` characters.
+
+    Group, layout, cluster and tenant names become Kubernetes label values (at most 63
+    characters of ``(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?``), Slurm partition and
+    node names, hostnames (with ``_`` made ``-``: RFC 1123 labels), Ansible groups and file
+    names. What all of them take: lowercase, at most 63 characters, starting with ``first``
+    (a letter unless said otherwise) and ending with a letter or digit, never with
+    ``-``, ``_`` or ``.``. Each kind of name narrows ``inner`` to what its own consumers
+    take on top (no ``-`` in Ansible group names, no ``_`` in DNS labels).
+
+    >>> import re
+    >>> bool(re.match(name_pattern("a-z0-9_", max_length=32), "infer_"))
+    False
+    """
+    assert 2 <= max_length <= 63 and not set(inner) - set("a-z0-9_.-")
+    return rf"^[{first}]([{inner}]{{0,{max_length - 2}}}[a-z0-9])?$"
+
 
 # A Kubernetes namespace or object name that is also a safe path and shell word.
-DNS_LABEL = r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$"
+DNS_LABEL = name_pattern("a-z0-9-", max_length=40)
 
 
 class StrictModel(BaseModel):

@@ -38,9 +38,11 @@ from infra.spec.yamlpos import (
 _PATTERN_RULES = {
     models.CLUSTER_NAME: "must be a lowercase DNS label: a-z, 0-9 and '-', starting with a "
     "letter, not ending with '-'",
-    models.GROUP_NAME: "must be lowercase letters, digits and '_' (Ansible group names cannot "
-    "contain '-'), starting with a letter",
-    models.LAYOUT_NAME: "must be lowercase letters, digits, '.', '_' and '-'",
+    models.GROUP_NAME: "must be at most 32 lowercase letters, digits and '_' (Ansible group "
+    "names cannot contain '-'), starting with a letter and ending with a letter or digit (it "
+    "becomes a Kubernetes label value)",
+    models.LAYOUT_NAME: "must be at most 63 lowercase letters, digits, '.', '_' and '-', "
+    "starting and ending with a letter or digit (it becomes a Kubernetes label value)",
     models.VERSION: "must be a dotted version such as 550.90.07 (at most 8 digits a part)",
     models.OFED_VERSION: "must be a MLNX_OFED version such as 23.10-1.1.9.0 (at most 8 digits "
     "a part)",

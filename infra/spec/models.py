@@ -24,24 +24,27 @@ from pydantic import (
     model_validator,
 )
 
-from infra.spec.base import StrictModel, repeated
+from infra.spec.base import StrictModel, name_pattern, repeated
 from infra.spec.budgets import MAX_BUDGETS, Budget
-from infra.spec.scheduling import Duration, Scheduler, cron_fields_valid
+from infra.spec.scheduling import Duration, Scheduler, cron_fields_valid, duration_seconds
 
 MAX_SERVERS = 32_768  # keeps planning a spec within seconds and a few GB (make bench)
 # Every spine of a two-tier plane takes a link from every leaf, so spines <= a leaf's uplinks
 # <= its ports; 2,048 is far above any InfiniBand switch's radix (the catalog's largest is 64)
 # and keeps a typo like 1000000000 from planning a billion switches (GBs of memory).
 MAX_SPINES = 2_048
-CLUSTER_NAME = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"  # a DNS label (and a label value)
-GROUP_NAME = r"^[a-z][a-z0-9_]{0,31}$"
-LAYOUT_NAME = r"^[a-z0-9][a-z0-9._-]{0,62}$"
+# Names other tools take (label values, hostnames, Slurm, Ansible, files): see name_pattern.
+CLUSTER_NAME = name_pattern("a-z0-9-")  # a DNS label (and a label value)
+GROUP_NAME = name_pattern("a-z0-9_", max_length=32)  # an Ansible group: no '-'
+LAYOUT_NAME = name_pattern("a-z0-9._-", first="a-z0-9")  # a mig-parted config name
 VERSION = r"^[0-9]{1,8}(\.[0-9]{1,8}){1,3}$"
 # Versions are compared as tuples of ints: at most 8 digits a part holds any real one and keeps
 # a 5,000-digit part away from int() and its 4,300-digit limit.
 MAX_VERSION = 32  # characters of a version given on the command line (`mig check --driver`)
 # Hostnames carry the index in full: ten digits keep a label well within RFC 1123's 63.
 MAX_FIRST_INDEX = 10**9
+# A MIG change's drain timeout: the bound mig-change.sh checks DRAIN_TIMEOUT against.
+MAX_DRAIN_S = 86_400
 # An InfiniBand GUID as `ibstat -p` / `ibswitches` print it: 64 bits in hex, 0x-prefixed.
 IB_GUID = r"^0x[0-9a-fA-F]{1,16}$"
 # A switch or server name of the plan (a guids key); lint checks it names one (RP083).
@@ -267,6 +270,14 @@ class MigSchedule(StrictModel):
     def _known_zone(cls, v: str) -> str:
         if v not in _time_zones():
             raise ValueError(f"{v!r} is not an IANA time zone name (e.g. Europe/Berlin, Etc/UTC)")
+        return v
+
+    @field_validator("drain_timeout")
+    @classmethod
+    def _drain_within_a_day(cls, v: str) -> str:
+        # mig-change.sh refuses DRAIN_TIMEOUT above 86400 s before it cordons anything
+        if duration_seconds(v) > MAX_DRAIN_S:
+            raise ValueError(f"drain_timeout {v} is longer than {MAX_DRAIN_S // 3600}h")
         return v
 
     @field_validator("changes")

@@ -9,9 +9,14 @@
 #   CONFIG         mig-parted config to apply (node label nvidia.com/mig.config)
 #   SUS            space-separated SU names (label railplan.dev/su), in order; one batch each.
 #                  Empty: the group has no SUs (no compute fabric) and is one batch.
-#   DRAIN_TIMEOUT  seconds GPU pods of a batch get to leave before its nodes fail
-#   MIG_TIMEOUT    seconds the GPU Operator's MIG manager gets to report success (default 900)
-#   POLL_SECONDS   seconds between checks (default 10)
+#   DRAIN_TIMEOUT  seconds GPU pods of a batch get to leave before its nodes fail (1..86400)
+#   MIG_TIMEOUT    seconds the GPU Operator's MIG manager gets to report success (default 900,
+#                  1..86400)
+#   POLL_SECONDS   seconds between checks (default 10, 0..3600)
+#
+# Numbers are plain decimals without leading zeros and within their bounds, checked before any
+# kubectl call: `$(( ))` reads 08 as bad octal and 10^20 overflows, which would fail only after
+# the first cordon.
 #
 # For each batch: every node not already at CONFIG with state success is cordoned; its GPU
 # pods (containers asking for nvidia.com/gpu or nvidia.com/mig-*) are evicted through the
@@ -19,6 +24,10 @@
 # DRAIN_TIMEOUT); then nvidia.com/mig.config=CONFIG is set (and the old
 # nvidia.com/mig.config.state removed in the same patch, so a stale "success" is not read as
 # this change's) and the node is uncordoned once the MIG manager reports success.
+# Before cordoning a schedulable node the script annotates it railplan.dev/mig-change-cordoned
+# (removed when it uncordons), so a run killed mid-drain leaves a record: the next run takes a
+# cordoned node with that annotation for its own and uncordons it when done, while a node
+# cordoned without it (an administrator's) stays cordoned.
 # Pods without GPUs stay: they do not hold a GPU the MIG manager must free.
 #
 # A node that fails (cordon or label refused, GPU pods still there at DRAIN_TIMEOUT, state
@@ -29,18 +38,27 @@
 # script then exits 1 (the Job fails and alerts).
 
 set -u
+# No globbing: SUS and node lists are split into words on purpose, and a `*` in a value must
+# stay a `*` (refused as a label value), not become the names of the files in the working
+# directory. IFS is set, not inherited.
+set -f
+IFS=$(printf ' \t\n_')
+IFS=${IFS%_}
 
 NODE_GROUP_LABEL=railplan.dev/node-group
 SU_LABEL=railplan.dev/su
 FAILED_LABEL=railplan.dev/mig-change
 REASON_ANNOTATION=railplan.dev/mig-change-reason
+CORDONED_ANNOTATION=railplan.dev/mig-change-cordoned
 CONFIG_LABEL=nvidia.com/mig.config
 STATE_LABEL=nvidia.com/mig.config.state
 
-# config|state|unschedulable|failed label of one node (label values never contain "|").
+# config|state|unschedulable|failed label|cordoned annotation of one node (label values never
+# contain "|"; the annotation is last, so whatever it holds cannot shift the other fields).
 NODE_JSONPATH='{.metadata.labels.nvidia\.com/mig\.config}'
 NODE_JSONPATH="$NODE_JSONPATH|{.metadata.labels.nvidia\\.com/mig\\.config\\.state}"
 NODE_JSONPATH="$NODE_JSONPATH|{.spec.unschedulable}|{.metadata.labels.railplan\\.dev/mig-change}"
+NODE_JSONPATH="$NODE_JSONPATH|{.metadata.annotations.railplan\\.dev/mig-change-cordoned}"
 # One line per pod: namespace, name, running|terminating, then every resource name asked for.
 # shellcheck disable=SC2016  # a kubectl go-template: its $k and $v are not shell variables
 {
@@ -69,10 +87,14 @@ check_label_value() {
     [ "${#2}" -le 63 ] || die "$1 is longer than 63 characters"
 }
 
-check_seconds() {
+check_seconds() { # check_seconds NAME VALUE MIN MAX
     case $2 in
-        '' | *[!0-9]*) die "$1 must be a whole number of seconds, got '$2'" ;;
+        '' | *[!0-9]* | 0?*) die "$1 must be a whole number of seconds without leading zeros, got '$2'" ;;
     esac
+    # at most 5 digits before comparing, so test(1) never sees a number it cannot hold
+    if [ "${#2}" -gt 5 ] || [ "$2" -lt "$3" ] || [ "$2" -gt "$4" ]; then
+        die "$1 must be $3 to $4 seconds, got '$2'"
+    fi
 }
 
 GROUP=${GROUP-}
@@ -86,9 +108,10 @@ check_label_value CONFIG "$CONFIG"
 for su in $SUS; do
     check_label_value "SU" "$su"
 done
-check_seconds DRAIN_TIMEOUT "$DRAIN_TIMEOUT"
-check_seconds MIG_TIMEOUT "$MIG_TIMEOUT"
-check_seconds POLL_SECONDS "$POLL_SECONDS"
+check_seconds DRAIN_TIMEOUT "$DRAIN_TIMEOUT" 1 86400
+check_seconds MIG_TIMEOUT "$MIG_TIMEOUT" 1 86400
+check_seconds POLL_SECONDS "$POLL_SECONDS" 0 3600
+RUN_ID=$(date -u +%Y%m%dT%H%M%SZ)
 
 now() {
     date +%s
@@ -101,7 +124,7 @@ contains() { # contains LIST WORD
     return 1
 }
 
-# Set by node_facts: the node's current config, state, cordon and failed mark.
+# Set by node_facts: the node's current config, state, cordon, failed mark and cordon record.
 node_facts() {
     facts=$(kubectl get node "$1" -o "jsonpath=$NODE_JSONPATH") || return 1
     cur_config=${facts%%|*}
@@ -109,16 +132,31 @@ node_facts() {
     cur_state=${facts%%|*}
     facts=${facts#*|}
     cur_unschedulable=${facts%%|*}
-    cur_failed=${facts#*|}
+    facts=${facts#*|}
+    cur_failed=${facts%%|*}
+    cur_cordoned_by_us=${facts#*|}
+}
+
+uncordon_own() { # uncordon_own NODE: lift a cordon this script made, then drop its record
+    kubectl uncordon "$1" >/dev/null || return 1
+    kubectl annotate node "$1" "$CORDONED_ANNOTATION-" >/dev/null ||
+        log "node $1: uncordoned, but could not remove $CORDONED_ANNOTATION"
 }
 
 batch_failed=0
 
 fail_node() { # fail_node NODE REASON
-    log "node $1: FAILED: $2 (left cordoned)"
+    log "node $1: FAILED: $2 (left as it is: cordoned if it was)"
     batch_failed=$((batch_failed + 1))
-    kubectl label node "$1" "$FAILED_LABEL=failed" --overwrite >/dev/null ||
+    # The failed label becomes the node's record (a later run that succeeds uncordons it), so
+    # the cordon record goes: an administrator who clears the failure by hand leaves no stale
+    # annotation that would make a later cordon of theirs look like this script's.
+    if kubectl label node "$1" "$FAILED_LABEL=failed" --overwrite >/dev/null; then
+        kubectl annotate node "$1" "$CORDONED_ANNOTATION-" >/dev/null ||
+            log "node $1: could not remove $CORDONED_ANNOTATION"
+    else
         log "node $1: could not set $FAILED_LABEL=failed"
+    fi
     kubectl annotate node "$1" "$REASON_ANNOTATION=$2" --overwrite >/dev/null ||
         log "node $1: could not annotate the reason"
 }
@@ -187,7 +225,7 @@ finish_node() { # finish_node NODE: config applied
     if contains "$keep_cordoned" "$1"; then
         log "node $1: $CONFIG applied; it was cordoned before this job, so it stays cordoned"
     else
-        kubectl uncordon "$1" >/dev/null || {
+        uncordon_own "$1" || {
             fail_node "$1" "$CONFIG applied but uncordon failed"
             return
         }
@@ -245,13 +283,26 @@ run_batch() { # run_batch SELECTOR
             continue
         fi
         if [ "$cur_config" = "$CONFIG" ] && [ "$cur_state" = success ]; then
-            log "node $node: already at $CONFIG (state success); left alone"
+            if [ -n "$cur_cordoned_by_us" ] && [ "$cur_unschedulable" = true ]; then
+                # an earlier run applied it and was killed before its uncordon
+                if uncordon_own "$node"; then
+                    log "node $node: already at $CONFIG; uncordoned (an earlier run's cordon)"
+                else
+                    fail_node "$node" "$CONFIG applied but uncordon failed"
+                fi
+            else
+                log "node $node: already at $CONFIG (state success); left alone"
+            fi
             continue
         fi
         if [ "$cur_failed" = failed ]; then
             marked_failed="$marked_failed $node" # cordoned by an earlier failed change
-        elif [ "$cur_unschedulable" = true ]; then
+        elif [ "$cur_unschedulable" = true ] && [ -z "$cur_cordoned_by_us" ]; then
             keep_cordoned="$keep_cordoned $node" # cordoned by someone else: leave it so
+        elif ! kubectl annotate node "$node" "$CORDONED_ANNOTATION=$RUN_ID" --overwrite >/dev/null; then
+            # recorded before the cordon, so no kill can leave a cordon without its record
+            fail_node "$node" "could not record the cordon (annotation $CORDONED_ANNOTATION)"
+            continue
         fi
         if kubectl cordon "$node" >/dev/null; then
             log "node $node: cordoned"

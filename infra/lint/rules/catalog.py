@@ -1,4 +1,4 @@
-"""Rules about references: catalog ids, MIG layout names, and names that must be unique."""
+"""Rules about references: catalog ids, MIG layout names, and names that must be unique or distinct."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from infra.lint.context import LintContext
 from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
 from infra.lint.rules._util import group_path, mig_uses
+from infra.render.ansible import RESERVED_GROUPS
 from infra.spec import NodeGroup
 
 
@@ -120,3 +121,48 @@ def duplicate_name(ctx: LintContext) -> Iterator[Violation]:
 def _overlap(a: NodeGroup, b: NodeGroup) -> bool:
     """Whether two groups' index ranges (``first_index`` .. + ``count``) share an index."""
     return a.first_index < b.first_index + b.count and b.first_index < a.first_index + a.count
+
+
+@rule(
+    "RP005",
+    "group-name-clash",
+    Severity.ERROR,
+    "A node group's name is a planned hostname or an inventory group railplan reserves.",
+    needs_plan=True,
+)
+def group_name_clash(ctx: LintContext) -> Iterator[Violation]:
+    """A node group's name must be neither a planned server's hostname nor a reserved group.
+
+    The other inventory groups railplan makes cannot meet a hostname: SU and rack groups
+    (``su_...``, ``rack_...``) and the reserved role groups hold ``_``, which no hostname
+    does, and ``all``/``ungrouped`` have no digit, which every hostname has (its index).
+
+    Why: each node group is an Ansible group, and Ansible keeps hosts and groups in one
+    namespace: with a group `g` (hostnames `g1`, `g2`) and a group `g1` (hostnames `x1`,
+    `x2`), the play "roll out g1" targets the host `g1`, and `x1`, `x2` never get the
+    driver, RDMA or MIG. Ansible only warns ("Found both group and host with same name").
+    A group named like a role group (`gpu_servers`, `all`, ...) merges with it.
+    Fix: rename the group, or give the other group a hostname pattern that does not make
+    its name.
+    """
+    servers = ctx.plan.servers if ctx.plan is not None else []
+    hosts = {s.name: s.group for s in servers}
+    for i, group in enumerate(ctx.loaded.spec.node_groups):
+        if group.name in RESERVED_GROUPS:
+            yield Violation(
+                group_path(i, "name"),
+                f"node group name {group.name!r} is an inventory group railplan reserves",
+                f"rename the group; reserved: {', '.join(sorted(RESERVED_GROUPS))}",
+            )
+        elif group.name in hosts:
+            other = hosts[group.name]
+            first = next((s.name for s in servers if s.group == group.name), "?")
+            yield Violation(
+                group_path(i, "name"),
+                f"node group name {group.name!r} is also the hostname of a server of node "
+                f"group {other!r}: Ansible has one namespace for hosts and groups, so plays "
+                f"for {group.name!r} would run on that host and not on {first} and the "
+                "group's other servers",
+                f"rename node group {group.name!r}, or change the hostname pattern of "
+                f"node group {other!r}",
+            )

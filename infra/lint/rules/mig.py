@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from infra.catalog import Gpu
 from infra.catalog.mig import check_layout, parse_profile
 from infra.errors import spelling_hint
+from infra.k8s.mig_schedule import BATCH_MARGIN_S, MIG_TIMEOUT_S, group_sus, job_deadline_s
 from infra.lint.context import LintContext
 from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
@@ -17,7 +18,8 @@ from infra.lint.rules._util import (
     known_mig_uses,
     mig_uses,
 )
-from infra.spec import MigValue, assignments_of, join_path
+from infra.spec import MigValue, NodeGroup, assignments_of, join_path
+from infra.spec.cron import closest_firings, dst_shift_minutes
 from infra.wording import plural
 
 
@@ -329,3 +331,70 @@ def _mig_key(value: MigValue, gpus: int) -> object:
 
 def _describe(value: MigValue) -> str:
     return value if isinstance(value, str) else "a per-GPU list"
+
+
+@rule(
+    "RP019",
+    "mig-schedule-overlap",
+    Severity.ERROR,
+    "Two changes of a MIG schedule can fire while the other's Job still runs.",
+    needs_plan=True,
+)
+def mig_schedule_overlap(ctx: LintContext) -> Iterator[Violation]:
+    """Changes of one group must fire at least one change Job's run time apart.
+
+    The run time is the Job's activeDeadlineSeconds: per SU of the group, in turn, the
+    `drain_timeout`, the MIG manager's reconfiguration time (`MIG_TIMEOUT_S`, 15 min with a
+    node reboot) and 10 min of margin; plus the time zone's daylight-saving shift, which can
+    bring two wall-clock times that much closer. Every calendar day is checked, so `0 8 * * *`
+    and `0 9 * * 1` are 1 h apart on Mondays.
+
+    Why: each change is its own CronJob, and `concurrencyPolicy: Forbid` only keeps a CronJob
+    from overlapping itself: two changes a minute apart run at once on the same nodes, each
+    cordoning, draining and relabelling them for a different config.
+    Fix: move the changes further apart, or shorten `drain_timeout`.
+    """
+    plan = ctx.plan
+    if plan is None:
+        return
+    for i, group in enumerate(ctx.loaded.spec.node_groups):
+        schedule = group.mig_schedule
+        if schedule is None or len(schedule.changes) < 2:
+            continue
+        sus = group_sus(plan, group)
+        needed_min = -(-job_deadline_s(group, sus) // 60) + dst_shift_minutes(schedule.timezone)
+        closest = closest_firings([c.at for c in schedule.changes])
+        if closest is None or closest[0] >= needed_min:
+            continue
+        minutes, a, b = closest
+        first, second = sorted((a, b))
+        yield Violation(
+            group_path(i, f"mig_schedule.changes[{second}].at"),
+            f"in node group {group.name!r}, MIG schedule changes {first + 1} and {second + 1} "
+            f"can fire {_minutes(minutes)} apart, but need {_minutes(needed_min)} "
+            f"({_run_time(group, len(sus), schedule.timezone)}): both Jobs would cordon, "
+            "drain and relabel the same nodes at once",
+            f"keep the changes at least {_minutes(needed_min)} apart on every day",
+        )
+
+
+def _minutes(n: int) -> str:
+    hours, minutes = divmod(n, 60)
+    parts = [f"{hours} h"] if hours else []
+    return " ".join([*parts, f"{minutes} min"] if minutes or not hours else parts)
+
+
+def _run_time(group: NodeGroup, sus: int, timezone: str) -> str:
+    """Why changes must be that far apart: one Job's run time, and the time zone's DST shift."""
+    assert group.mig_schedule is not None
+    per_su = (
+        f"drain_timeout {group.mig_schedule.drain_timeout} + {MIG_TIMEOUT_S // 60} min MIG "
+        f"reconfiguration + {BATCH_MARGIN_S // 60} min margin"
+    )
+    text = f"one change's Job may run {plural(max(sus, 1), 'SU')} x ({per_su})"
+    shift = dst_shift_minutes(timezone)
+    return (
+        f"{text}, and {timezone}'s daylight-saving switch moves times {shift} min"
+        if shift
+        else text
+    )

@@ -1,0 +1,118 @@
+"""When cron schedules fire, and how close two of a set of schedules ever come to each other.
+
+`closest_firings` answers "can two of these CronJobs run at once": the shortest time between a
+firing of one schedule and a firing of another, over every calendar day. It reads expressions
+`cron_fields_valid` accepted, with the semantics of robfig/cron (the parser Kubernetes
+CronJobs use): a field of ``*`` or ``*/n`` is "starred", and day-of-month and day-of-week
+combine with AND when either is starred, OR otherwise (Vixie cron's rule); ``a/n`` runs from
+``a`` to the field's maximum; day-of-week 7 is Sunday. Times are wall-clock minutes in the
+schedule's time zone: a daylight-saving switch can move two firings up to an hour closer,
+which callers add as a margin (`dst_shift_minutes`). Weekdays and dates repeat every 28 years
+between 2001 and 2099, so 29 years from 2001-01-01 hold every combination, the wrap included.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import zoneinfo
+from collections.abc import Sequence
+from functools import cache
+
+from infra.spec.scheduling import _CRON_ITEM, _CRON_RANGES, _cron_value
+
+__all__ = ["closest_firings", "dst_shift_minutes"]
+
+_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+_START = dt.date(2001, 1, 1)
+_DAYS = (dt.date(2030, 1, 1) - _START).days
+_DAY = 1440  # minutes
+
+
+def _field(text: str, index: int) -> frozenset[int]:
+    low, high = _CRON_RANGES[index]
+    values: set[int] = set()
+    for item in text.lower().split(","):
+        match = _CRON_ITEM.match(item)
+        assert match is not None, f"not a valid cron field: {text!r}"
+        base, step = match.group(1), match.group(3)
+        ends = [_cron_value(p, index) for p in base.split("-")] if base != "*" else [low, high]
+        first, last = ends[0], ends[-1]
+        assert first is not None and last is not None
+        if step is not None and base != "*" and "-" not in base:
+            last = high  # `a/n`: from a to the field's end
+        values.update(range(first, last + 1, int(step[1:]) if step else 1))
+    return frozenset(0 if v == 7 else v for v in values) if index == 4 else frozenset(values)
+
+
+@cache
+def _schedule(expression: str) -> tuple[tuple[int, ...], tuple[bool, ...]]:
+    """(sorted minutes of the day it fires at, whether it fires on each day of the window)."""
+    fields = _MACROS.get(expression.strip(), expression).split()
+    minute, hour, dom, month, dow = (_field(f, i) for i, f in enumerate(fields))
+    either = fields[2].startswith("*") or fields[4].startswith("*")
+    times = tuple(sorted(h * 60 + m for h in hour for m in minute))
+    days = tuple(
+        m in month and ((d in dom and w in dow) if either else (d in dom or w in dow))
+        for m, d, w in _calendar()
+    )
+    return times, days
+
+
+@cache
+def _calendar() -> tuple[tuple[int, int, int], ...]:
+    """(month, day of month, cron day of week) of each day of the window."""
+    dates = (_START + dt.timedelta(days=n) for n in range(_DAYS))
+    return tuple((d.month, d.day, (d.weekday() + 1) % 7) for d in dates)
+
+
+# One day's firings: (closest pair of different changes as (minutes, i, j), or None;
+# (first time, its change); (last time, its change)).
+_Day = tuple[tuple[int, int, int] | None, tuple[int, int], tuple[int, int]]
+
+
+@cache
+def _one_day(firing: tuple[int, ...], expressions: tuple[str, ...]) -> _Day:
+    """The firings of the changes ``firing`` on a day they fire: closest pair, first, last."""
+    events = sorted((t, k) for k in firing for t in _schedule(expressions[k])[0])
+    pairs = [(b[0] - a[0], a[1], b[1]) for a, b in itertools.pairwise(events) if a[1] != b[1]]
+    return min(pairs, default=None), events[0], events[-1]
+
+
+def closest_firings(expressions: Sequence[str]) -> tuple[int, int, int] | None:
+    """(minutes, i, j): the closest any firing of schedule i comes to one of schedule j != i.
+
+    None when fewer than two of them ever fire. The closest pair of two sets of points on a
+    line is adjacent in their merged order, so one pass over the days suffices: pairs within
+    a day, and the last firing of one day with the first of the next day anything fires.
+    """
+    exprs = tuple(expressions)
+    best: tuple[int, int, int] | None = None
+    last: tuple[int, int] | None = None  # (absolute minute, change) of the latest firing
+    for n in range(_DAYS):
+        firing = tuple(k for k, e in enumerate(exprs) if _schedule(e)[1][n])
+        if not firing:
+            continue
+        pair, (first_t, first_k), (last_t, last_k) = _one_day(firing, exprs)
+        candidates = [pair] if pair is not None else []
+        if last is not None and last[1] != first_k:
+            candidates.append((n * _DAY + first_t - last[0], last[1], first_k))
+        best = min([*candidates, *([best] if best else [])], default=None)
+        last = (n * _DAY + last_t, last_k)
+    return best
+
+
+def dst_shift_minutes(timezone: str) -> int:
+    """How far a daylight-saving switch moves the zone's clock (0 without DST), in minutes."""
+    zone = zoneinfo.ZoneInfo(timezone)
+    offsets = {dt.datetime(2025, month, 1, 12, tzinfo=zone).utcoffset() for month in range(1, 13)}
+    known = [o.total_seconds() for o in offsets if o is not None]
+    return int(max(known) - min(known)) // 60

@@ -1,0 +1,70 @@
+"""How close two cron schedules come (infra.spec.cron), and lint RP019 at its boundary.
+
+RP019 refuses MIG schedule changes of one group that can fire closer than one change Job's
+run time (`job_deadline_s`), so that two CronJobs never cordon and relabel the same nodes at
+once. The cron expectations are worked out by hand from the calendar.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.catalog import Catalog
+from infra.spec.cron import closest_firings, dst_shift_minutes
+
+from .conftest import lint_text
+
+
+@pytest.mark.parametrize(
+    ("expressions", "expected"),
+    [
+        (["0 8 * * *", "1 8 * * *"], (1, 0, 1)),
+        # the Monday-only change comes an hour after the daily one, once a week
+        (["0 8 * * *", "0 9 * * 1"], (60, 0, 1)),
+        # across midnight: 23:00 and 01:00 the next day
+        (["0 23 * * *", "0 1 * * *"], (120, 0, 1)),
+        # 2024-02-29 is a Thursday: the two meet once in 28 years
+        (["0 8 29 2 *", "0 9 * * 4"], (60, 0, 1)),
+        # @weekly is Sunday 00:00, 4 h after Saturday's 20:00
+        (["0 8 * * 1-5", "0 20 * * *", "@weekly"], (240, 1, 2)),
+        # day of month OR day of week when neither is starred: every 1st and every Monday,
+        # so a 1st that is a Tuesday puts both on one day (AND would give 26 h)
+        (["0 8 1 * 1", "0 10 * * 2"], (120, 0, 1)),
+        # February 31 never comes: nothing to overlap with
+        (["0 0 31 2 *", "0 1 * * *"], None),
+        (["*/5 * * * *", "* * * * *"], (0, 0, 1)),
+    ],
+)
+def test_closest_firings(expressions: list[str], expected: tuple[int, int, int] | None) -> None:
+    assert closest_firings(expressions) == expected
+
+
+def test_dst_shift() -> None:
+    assert dst_shift_minutes("Etc/UTC") == 0
+    assert dst_shift_minutes("Europe/Berlin") == 60
+    assert dst_shift_minutes("Australia/Lord_Howe") == 30
+
+
+def _spec(second: str, timezone: str = "Etc/UTC") -> str:
+    # no compute fabric: one batch, so one change's Job may run 30 + 15 + 10 = 55 min
+    return (
+        "name: lab\nnode_groups:\n  - name: infer\n    node: dgx-a100-640gb\n    count: 2\n"
+        f"    mig: x\n    mig_schedule:\n      timezone: {timezone}\n      changes:\n"
+        f'        - {{at: "0 8 * * *", mig: x}}\n        - {{at: "{second}", mig: disabled}}\n'
+        "scheduler: {kind: kubernetes, mig_strategy: mixed}\n"
+        "mig_layouts:\n  x: {profiles: {1g.10gb: 7}}\n"
+    )
+
+
+def _rp019(text: str, catalog: Catalog) -> list[str]:
+    return [f.path for f in lint_text(text, catalog) if f.rule == "RP019"]
+
+
+def test_boundary(catalog: Catalog) -> None:
+    assert _rp019(_spec("55 8 * * *"), catalog) == []
+    assert _rp019(_spec("54 8 * * *"), catalog) == ["node_groups[0].mig_schedule.changes[1].at"]
+    # in a zone with daylight saving the rule adds its shift (1 h for Berlin) to the gap
+    assert _rp019(_spec("55 8 * * *", "Europe/Berlin"), catalog) != []
+    assert _rp019(_spec("55 9 * * *", "Europe/Berlin"), catalog) == []
+    # the change before midnight and the one after count too
+    assert _rp019(_spec("30 7 * * *"), catalog) != []
