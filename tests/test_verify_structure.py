@@ -99,7 +99,7 @@ def test_a_leaf_never_powered_is_a_grid_gap_of_its_su(plan: Plan) -> None:
     (finding,) = _check(list(lines.values())).findings
     assert finding.kind == "grid_gap"
     assert finding.expected == "a leaf for rail 2, as the other SUs have"
-    assert "(20 servers) has no rail-2 leaf" in finding.found
+    assert "(20 servers) has no leaf for HCA index 2" in finding.found
 
 
 def test_a_server_hca_not_cabled_is_a_grid_gap_of_the_server(plan: Plan) -> None:

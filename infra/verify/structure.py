@@ -193,7 +193,11 @@ def _rail_mixed(
                 continue
             a, z = place(NamedEnd(host, hca.device)), place(NamedEnd(hca.leaf, hca.port))
             target = leaf_of.get((host, hca.index))
-            to = place(NamedEnd(target, "")).text() if target else f"the rail-{hca.index} leaf"
+            to = (
+                place(NamedEnd(target, "")).text()
+                if target
+                else f"the leaf for HCA index {hca.index}"
+            )
             findings.append(
                 Finding(
                     "rail_mixed",
@@ -240,9 +244,9 @@ def _su_gap(leaves: list[str], hosts: list[str], rail: int, place: Placer) -> Fi
         "grid_gap",
         a,
         Place("", ""),
-        f"a leaf for rail {rail}, as the other SUs have",
-        f"none: the SU of {named_by} ({plural(len(hosts), 'server')}) has no rail-{rail} leaf",
-        f"power on and cable the rail-{rail} leaf of the SU of {named_by}: "
+        f"a leaf for HCA index {rail}, as the other SUs have",
+        f"none: the SU of {named_by} ({plural(len(hosts), 'server')}) has no leaf for HCA index {rail}",
+        f"power on and cable the leaf for HCA index {rail} of the SU of {named_by}: "
         f"no HCA index {rail} of its {plural(len(hosts), 'server')} is seen",
     )
 
@@ -254,7 +258,7 @@ def _server_gap(host: str, device: str, rail: int, leaf: str, place: Placer) -> 
         "grid_gap",
         a,
         z,
-        f"{host} {port} on {leaf}, the rail-{rail} leaf of its SU",
+        f"{host} {port} on {leaf}, its SU's leaf for HCA index {rail}",
         "no link",
         f"cable {a.text()} to {z.text()} and check that the HCA is up",
     )
