@@ -98,7 +98,7 @@ def test_a_leaf_never_powered_is_a_grid_gap_of_its_su(plan: Plan) -> None:
     lines = {k: v for k, v in as_built(plan).items() if f"'{leaf}'" not in v}
     (finding,) = _check(list(lines.values())).findings
     assert finding.kind == "grid_gap"
-    assert finding.expected == "a leaf for rail 2, as the other SUs have"
+    assert finding.expected == "a leaf for HCA index 2, as the other SUs have"
     assert "(20 servers) has no leaf for HCA index 2" in finding.found
 
 
