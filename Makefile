@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit tools fuzz bench accuracy golden sandbox clean
+.PHONY: demo test lint typecheck unit tools fuzz bench accuracy golden sandbox twin clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -89,6 +89,12 @@ accuracy: $(STAMP)
 # Regenerate the golden rendered trees under tests/golden/expected/ (review the diff, then commit).
 golden: $(STAMP)
 	$(BIN)/python tests/golden/regenerate.py
+
+# The fabric twin of the largest DGX A100 plan (1,600 servers): ibsim, two real opensm sweeps,
+# ibnetdiscover, ibtracert, railplan verify (tests/test_fabric_twin.py; minutes, so .ci/run
+# runs it after `make test`, which runs the lab and one-SU twins).
+twin: $(STAMP) tools
+	RAILPLAN_TWIN_LARGE=1 $(BIN)/pytest -q -p no:cacheprovider tests/test_fabric_twin.py -k largest
 
 # Run the rendered playbook's configuration tasks for real, twice, against a Debian chroot
 # built with debootstrap (needs root and Debian's mirror; .ci/run runs it, `make test` does not).

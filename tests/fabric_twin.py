@@ -147,10 +147,10 @@ class FabricTwin:
         out = self.run("opensm", "-F", str(self.workdir / self.sm_conf), "-f", str(log), "-o")
         return out, log.read_text() if log.exists() else ""
 
-    def dump(self, name: str, *args: str) -> Path:
+    def dump(self, name: str, *args: str, timeout: int = 120) -> Path:
         """Write one discovery tool's output (``ibnetdiscover -p``...) to `name`."""
         path = self.workdir / name
-        path.write_text(self.run(*args))
+        path.write_text(self.run(*args, timeout=timeout))
         return path
 
     def verify(self, *dumps: Path) -> tuple[int, dict[str, Any]]:

@@ -15,6 +15,7 @@ libumad2sim, a user-space library.
 
 from __future__ import annotations
 
+import os
 import re
 from itertools import combinations
 from pathlib import Path
@@ -224,3 +225,53 @@ def test_each_injected_fault_is_exactly_its_finding(
         code, doc = twin.verify(*_sweep(twin))
     assert code == 1
     assert _rows(doc) == expected, doc["findings"]
+
+
+LARGEST = """# The largest DGX A100 plan railplan makes: 80 SUs of 20 (40 pods of QM8790 leaves)
+name: a100-largest
+node_groups: [{name: dgx, node: dgx-a100-640gb, count: 1600, hostname: "dgx{index:04d}"}]
+fabrics:
+  compute: {switch: qm8790, su_size: 20, rail_optimized: true, subnet_manager: opensm}
+"""
+
+
+def test_the_largest_a100_plan_sweeps_routes_and_verifies_on_the_twin(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    """1,600 DGX A100 (12,800 GPUs, 38,400 cables): a clean sweep verifies clean and routes
+    leaf to leaf across pods; then an HCA cable unplugged and a spine that never comes up are
+    exactly their findings after a second sweep. About three minutes on a 2-core machine, so
+    `make twin` runs it (`.ci/run` does, after `make test`), not `make test`."""
+    if os.environ.get("RAILPLAN_TWIN_LARGE") != "1":
+        pytest.skip("the largest twin runs in `make twin` (.ci/run), not in `make test`")
+    with _twin(LARGEST, catalog, tmp_path) as twin:
+        plan = twin.plan
+        assert len(plan.servers) == 1600
+        code, doc = twin.verify(_large_sweep(twin))
+        assert (code, doc["summary"]["by_kind"]) == (0, {})
+        assert doc["summary"]["links_seen"] == len(plan.cables_in("compute")) == 38_400
+        lids = _lids(twin.workdir / "ibnetdiscover-p.txt")
+        for src, dst in (("dgx0001", "dgx1600"), ("dgx0021", "dgx0801"), ("dgx0400", "dgx1201")):
+            a, b = plan.server(src), plan.server(dst)
+            path = _path(twin, lids, f"{src} {a.hcas[0]}", f"{dst} {b.hcas[0]}")
+            tiers = [plan.switch(s).tier for s in path]
+            assert tiers[0] == tiers[-1] == "leaf" and "spine" in tiers, path
+        commands, lost = _faults(plan)["unlink"]
+        down, spine = _switch_faults(plan)["spine_down"]
+        twin.console(*commands, *down)
+        code, doc = twin.verify(_large_sweep(twin))
+    assert code == 1
+    assert _rows(doc) == lost | spine, doc["summary"]
+
+
+def _large_sweep(twin: FabricTwin) -> Path:
+    """One opensm sweep of the largest fabric (a minute or more here), checked; its dump."""
+    log_path = twin.workdir / "opensm.log"
+    log_path.unlink(missing_ok=True)
+    conf = str(twin.workdir / twin.sm_conf)
+    out = twin.run("opensm", "-F", conf, "-f", str(log_path), "-o", timeout=900)
+    log = log_path.read_text()
+    for line in REJECTED:
+        assert line not in out + log, line
+    assert f"{_engine(twin)} tables configured on all switches" in log, log[-2000:]
+    return twin.dump("ibnetdiscover-p.txt", "ibnetdiscover", "-p", timeout=600)
