@@ -4,12 +4,14 @@ Hypothesis draws batches of cases: an input (a shipped example, one mutated, ran
 a special file: /dev/zero, /dev/urandom, a FIFO, a directory, a symlink loop, a missing,
 empty, binary or over-limit one-line file), a verb with random option values (huge, negative,
 NaN numbers, unknown options, outputs onto /dev/full, /dev/null, a read-only or full
-directory, the input itself, a directory) and an environment (stdout a file, closed, /dev/full
-or a pipe whose reader has gone). Each batch runs in one subprocess (this module run as a
-script) that imports railplan once and forks a child per case with RLIMIT_AS 2 GiB, RLIMIT_CPU
-and a wall-clock limit, snapshotting the sandbox before and after. Every case must end with
-exit 0, 1 or 2 (141 where stdout's reader has gone, 130 for SIGINT), print no traceback, keep
-each problem to one line, and change nothing but the outputs it named.
+directory, the input itself, a directory, a render root holding a planted symlink or a
+forged journal that points at a directory the case was not given) and an environment (stdout
+a file, closed, /dev/full or a pipe whose reader has gone). Each batch runs in one subprocess
+(this module run as a script) that imports railplan once and forks a child per case with
+RLIMIT_AS 2 GiB, RLIMIT_CPU and a wall-clock limit, snapshotting the sandbox before and after.
+Every case must end with exit 0, 1 or 2 (141 where stdout's reader has gone, 130 for SIGINT),
+print no traceback, keep each problem to one line, and change nothing but the outputs it
+named.
 
 The read-only and full directories are small tmpfs mounts (root only); elsewhere those
 environments are left out and the test says so. ``make fuzz`` runs it with more examples
@@ -294,7 +296,8 @@ def _train(
 def _render(
     draw: st.DrawFn, spec: str, fmt: list[str], outs: list[str], named: list[str]
 ) -> list[str]:
-    named.append(draw(st.sampled_from(["@root", "@root", "/dev/null", "@input", "", "@ro"])))
+    roots = ["@root", "@root", "/dev/null", "@input", "", "@ro", "@planted", "@forged"]
+    named.append(draw(st.sampled_from(roots)))
     extra = draw(st.sampled_from([[], ["--force"], ["--addresses", "@spec"]]))
     return ["render", spec, "--root", named[-1], *extra]
 
@@ -385,6 +388,8 @@ class Sandbox:
             "@out2": str(r / "out/b.csv"),
             "@outlink": str(r / "out/link.csv"),
             "@root": str(r / f"tree{index}"),
+            "@planted": str(r / "planted"),  # inventories -> adir: never written through
+            "@forged": str(r / "forged"),  # a journal naming ../adir: refused
             "@fifo": str(r / "fifo"),
             "@dir": str(r / "adir"),
             "@loop": str(r / "loop"),
@@ -410,6 +415,12 @@ def _make_sandbox(base: Path, mounts: dict[str, Path], huge: Path) -> Sandbox:
     (root / "out/target.csv").write_text("old\n")
     (root / "out/link.csv").symlink_to(root / "out/target.csv")
     (root / "adir").mkdir()
+    (root / "adir/keep.txt").write_text("the victim of planted state\n")
+    (root / "planted").mkdir()
+    (root / "planted/inventories").symlink_to(root / "adir")
+    (root / "forged").mkdir()
+    journal = {"old": "../adir", "units": ["../adir/keep.txt"], "manifest": "0" * 64}
+    (root / "forged/.railplan-journal.json").write_text(json.dumps(journal))
     os.mkfifo(root / "fifo")
     (root / "loop").symlink_to(root / "loop")
     (root / "empty.yaml").write_bytes(b"")
@@ -454,7 +465,7 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dic
 
 
 # what railplan's writers leave only while running: temp files, staging and old trees, journal
-TEMP = re.compile(r"\.railplan-(\d+-[0-9a-f]{8}\.tmp|staging-\d+|old-\d+|journal)")
+TEMP = re.compile(r"\.railplan-([^/]*\.tmp|staging-\d+|old-\d+|journal)")
 LINE = re.compile(r"^(railplan|[^\s].*?)(:\d+:\d+)?: (error|warning)(\[RP\d{3}\])?: \S")
 
 
