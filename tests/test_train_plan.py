@@ -85,7 +85,11 @@ def test_searched_layout_is_at_least_as_fast_as_any_fixed_one(
 
 @pytest.mark.parametrize(
     ("tp", "pp", "match"),
-    [(16, 1, "NVLink domain"), (3, 1, "NVLink domain"), (1, 128, "80 layers into whole chunks")],
+    [
+        (16, 1, "NVLink domain"),
+        (3, 1, "128 GPUs do not split into TP 3"),  # checked before the NVLink rule
+        (1, 128, "80 layers into whole chunks"),
+    ],
 )
 def test_fixed_layouts_outside_megatron_rules_are_refused(
     catalog: Catalog, tp: int, pp: int, match: str

@@ -20,6 +20,7 @@ from infra.catalog import load_catalog
 from infra.cli.common import EXIT_FAILED, EXIT_OK, _load_spec, _say, app
 from infra.cli.planning import _plan_or_fail
 from infra.errors import DiscoveredError, InputError
+from infra.spec import LoadedSpec
 from infra.verify import detect, parse_files
 from infra.verify.compare import Finding, compare, placer
 from infra.verify.formats import Summary, verify_csv, verify_json, verify_text
@@ -69,14 +70,15 @@ def _split(files: list[str], structure: bool) -> tuple[str | None, list[str]]:
     return files[0], files[1:]
 
 
-def _check(spec: str | None, fabric: Fabric, structure: bool) -> tuple[list[Finding], Summary]:
+def _check(
+    loaded: LoadedSpec | None, fabric: Fabric, structure: bool
+) -> tuple[list[Finding], Summary]:
     """The plan check (with a spec), the structure checks (with --structure), or both."""
     findings: list[Finding] = []
     planned: int | None = None
     sharp: bool | None = None
     place = None
-    if spec is not None:
-        loaded = _load_spec(spec)
+    if loaded is not None:
         plan = _plan_or_fail(loaded)
         findings = compare(plan, resolve(fabric))
         planned = len(plan.cables_in("compute"))
@@ -132,8 +134,9 @@ def verify(
     spec, dumps = _split(files, structure)
     if not dumps:
         raise InputError("needs at least one dump", hint="give ibnetdiscover or iblinkinfo output")
+    loaded = _load_spec(spec) if spec is not None else None  # the spec's errors come first
     fabric = parse_files(Path(p) for p in [*dumps, *([names] if names else [])])
-    findings, summary = _check(spec, fabric, structure)
+    findings, summary = _check(loaded, fabric, structure)
     if output_format is VerifyFormat.JSON:
         _say(verify_json(findings, summary, fabric.ignored))
     elif output_format is VerifyFormat.CSV:

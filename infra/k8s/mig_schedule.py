@@ -22,6 +22,7 @@ from infra.catalog import Catalog
 from infra.k8s.objects import SYSTEM_NAMESPACE, KubeObject, kube_object, topology_label
 from infra.spec import NodeGroup, Spec
 from infra.spec.scheduling import duration_seconds
+from infra.topology.mig_change import MIG_TIMEOUT_S, group_sus, job_deadline_s
 from infra.topology.migconfig import mig_config_name
 from infra.topology.model import Plan
 
@@ -49,8 +50,6 @@ RULE_NAME = "railplan-mig-schedule"
 # kubectl version). How sure: the tag is seen in public manifests, not pulled from here (no
 # registry access); mirror and pin by digest for production.
 KUBECTL_IMAGE = "docker.io/alpine/k8s:1.33.4"
-MIG_TIMEOUT_S = 900  # how long the MIG manager gets per batch (includes a node reboot)
-BATCH_MARGIN_S = 600  # per batch: listing, cordon, labels, polling slack
 STARTING_DEADLINE_S = 900  # a change missed by more than 15 min waits for its next time
 NOBODY = 65534
 
@@ -99,23 +98,6 @@ def mig_schedule(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
         objects += _cronjobs(spec, group, group_sus(plan, group))
     objects.append(_alerts(spec))
     return objects
-
-
-def job_deadline_s(group: NodeGroup, sus: list[str]) -> int:
-    """How long one change's Job may run (its activeDeadlineSeconds): every SU in turn.
-
-    Kubernetes stops the Job then, so two changes of a group this far apart never run at
-    once (lint RP019 holds the schedule to it).
-    """
-    assert group.mig_schedule is not None
-    drain_s = duration_seconds(group.mig_schedule.drain_timeout)
-    return max(len(sus), 1) * (drain_s + MIG_TIMEOUT_S + BATCH_MARGIN_S)
-
-
-def group_sus(plan: Plan, group: NodeGroup) -> list[str]:
-    """The group's SUs in plan order; empty when its servers sit in no SU (no compute fabric)."""
-    used = {s.su for s in plan.servers if s.group == group.name and s.su is not None}
-    return [su.name for su in plan.sus if su.name in used]
 
 
 def _shared_objects(spec: Spec) -> list[KubeObject]:

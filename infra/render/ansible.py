@@ -31,23 +31,13 @@ from infra.render.slurm_conf import controller_host
 from infra.render.templating import render_template
 from infra.render.writer import RenderError
 from infra.spec import NodeGroup, Spec
+from infra.spec.base import RESERVED_GROUPS
 from infra.topology.migconfig import mig_config_name, mig_parted_configs
 from infra.topology.model import Plan, Server
 from infra.wording import plural
 
 __all__ = ["ACCEPTANCE_BYTES", "RESERVED_GROUPS", "ansible_files", "group_name"]
 
-RESERVED_GROUPS = frozenset(
-    {
-        "all",
-        "ungrouped",
-        "gpu_servers",
-        "nvswitch_servers",
-        "mig_servers",
-        "subnet_managers",
-        "slurm_controllers",
-    }
-)
 ACCEPTANCE_BYTES = 1 << 30  # the acceptance role's nccl-tests size (1G): bandwidth-bound
 MAX_FAIL_PERCENTAGE = 10
 FORKS = 100

@@ -9,7 +9,21 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["DNS_LABEL", "Precision", "StrictModel", "name_pattern"]
+__all__ = ["DNS_LABEL", "RESERVED_GROUPS", "Precision", "StrictModel", "name_pattern"]
+
+# Inventory groups the rendered tree defines itself (Ansible's own and railplan's): a node
+# group of that name would merge into them (lint RP005, render refuses it too).
+RESERVED_GROUPS = frozenset(
+    {
+        "all",
+        "ungrouped",
+        "gpu_servers",
+        "nvswitch_servers",
+        "mig_servers",
+        "subnet_managers",
+        "slurm_controllers",
+    }
+)
 
 
 def name_pattern(inner: str, *, first: str = "a-z", max_length: int = 63) -> str:

@@ -9,8 +9,8 @@ from infra.lint.context import LintContext
 from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
 from infra.lint.rules._util import group_path, mig_uses
-from infra.render.ansible import RESERVED_GROUPS
 from infra.spec import NodeGroup
+from infra.spec.base import RESERVED_GROUPS
 
 
 @rule("RP001", "unknown-node", Severity.ERROR, "Node group names a node the catalog lacks.")

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from infra.catalog import Gpu
 from infra.catalog.mig import check_layout, parse_profile
 from infra.errors import spelling_hint
-from infra.k8s.mig_schedule import BATCH_MARGIN_S, MIG_TIMEOUT_S, group_sus, job_deadline_s
 from infra.lint.context import LintContext
 from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
@@ -20,6 +19,7 @@ from infra.lint.rules._util import (
 )
 from infra.spec import MigValue, NodeGroup, assignments_of, join_path
 from infra.spec.cron import closest_firings, dst_shift_minutes
+from infra.topology.mig_change import BATCH_MARGIN_S, MIG_TIMEOUT_S, group_sus, job_deadline_s
 from infra.wording import plural
 
 
