@@ -29,7 +29,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAN_CASES = [(128, 1), (2048, 1), (8192, 1), (16384, 8)]  # DGX H100 servers, planes
@@ -216,26 +218,30 @@ def pulumi_case(servers: int) -> dict[str, float]:
     return {"seconds": round(seconds, 3), "peak_mib": round(peak, 1), "resources": Counting.count}
 
 
-def verify_case(servers: int) -> dict[str, float | str]:
-    """`railplan verify` after planning: parse an `ibnetdiscover -p` dump, resolve, compare."""
+def _verify_dump(servers: int) -> tuple[Any, str]:
+    """The plan of `servers` DGX A100 and its cabling as `ibnetdiscover -p` prints it, one
+    server HCA cable left out (tests/verify_dump.py, the fixture writer the verify tests use)."""
     from infra.catalog import load_catalog
     from infra.spec import load_spec_text
     from infra.topology import expand
-    from infra.verify import parse_text
-    from infra.verify.compare import compare
-    from infra.verify.resolve import resolve
 
     sys.path.insert(0, str(ROOT))
-    from tests.verify_dump import as_built  # the fixture writer the verify tests use
+    from tests.verify_dump import as_built
 
     plan = expand(load_spec_text(report_spec(servers)).spec, load_catalog())
     lines = as_built(plan)
-    lines.pop(next(iter(lines)))  # one missing cable
-    text = "\n".join(lines.values())
+    lines.pop(next(iter(lines)))
+    return plan, "\n".join(lines.values())
+
+
+def _timed_verify(text: str, check: Callable[[Any], int]) -> dict[str, float | str]:
+    """Parse the dump, run ``check`` on the fabric (it returns its finding count), time both."""
+    from infra.verify import parse_text
+
     start = time.perf_counter()
     fabric = parse_text(text, "bench.txt")
     parsed = time.perf_counter()
-    findings = compare(plan, resolve(fabric))
+    findings = check(fabric)
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {
@@ -243,8 +249,18 @@ def verify_case(servers: int) -> dict[str, float | str]:
         "peak_mib": round(peak, 1),
         "parse_s": round(parsed - start, 2),
         "links": len(fabric.links),
-        "findings": len(findings),
+        "findings": findings,
     }
+
+
+def verify_case(servers: int) -> dict[str, float | str]:
+    """`railplan verify` after planning: parse an `ibnetdiscover -p` dump, resolve, compare
+    (one finding: the missing cable)."""
+    from infra.verify.compare import compare
+    from infra.verify.resolve import resolve
+
+    plan, text = _verify_dump(servers)
+    return _timed_verify(text, lambda fabric: len(compare(plan, resolve(fabric))))
 
 
 def twin_case(servers: int) -> dict[str, float | str]:
@@ -283,33 +299,12 @@ def twin_case(servers: int) -> dict[str, float | str]:
 
 
 def verify_structure_case(servers: int) -> dict[str, float | str]:
-    """`railplan verify --structure`: parse the same dump and run the structure checks only."""
-    from infra.catalog import load_catalog
-    from infra.spec import load_spec_text
-    from infra.topology import expand
-    from infra.verify import parse_text
+    """`railplan verify --structure`: the same dump, the structure checks only (one finding:
+    the server HCA without its cable is a grid_gap)."""
     from infra.verify.structure import check_structure
 
-    sys.path.insert(0, str(ROOT))
-    from tests.verify_dump import as_built
-
-    plan = expand(load_spec_text(report_spec(servers)).spec, load_catalog())
-    lines = as_built(plan)
-    lines.pop(next(iter(lines)))  # one server HCA not cabled: one grid_gap
-    text = "\n".join(lines.values())
-    start = time.perf_counter()
-    fabric = parse_text(text, "bench.txt")
-    parsed = time.perf_counter()
-    result = check_structure(fabric)
-    seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {
-        "seconds": round(seconds, 3),
-        "peak_mib": round(peak, 1),
-        "parse_s": round(parsed - start, 2),
-        "links": len(fabric.links),
-        "findings": len(result.findings),
-    }
+    _, text = _verify_dump(servers)
+    return _timed_verify(text, lambda fabric: len(check_structure(fabric).findings))
 
 
 def run_case(case: str) -> dict[str, float | str]:

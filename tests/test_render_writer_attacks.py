@@ -29,14 +29,8 @@ from infra.render import writer
 from infra.render.tree_state import TreeStateError, locked
 from infra.render.writer import MANIFEST, RenderConflict, RenderError, recover_tree, write_tree
 from tests.cli_run import run_cli
+from tests.test_render_writer import TREE
 
-TREE = {
-    "ansible.cfg": b"[defaults]\n",
-    "inventories/lab/hosts.yml": b"{}\n",
-    "inventories/lab/group_vars/all.yml": b"---\na: 1\n",
-    "playbooks/lab.yml": b"---\n",
-    "playbooks/roles/nccl/tasks/main.yml": b"---\n",
-}
 NEW = {k: v + b"# new\n" for k, v in TREE.items()}
 REPO = Path(__file__).parents[1]
 

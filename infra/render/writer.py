@@ -149,7 +149,7 @@ def _write(root: Path, plan: _Plan) -> None:
     tag = f"{os.getpid()}-{secrets.token_hex(8)}"
     staging, old = root / f"{_STAGING}-{tag}", root / f"{_OLD}-{tag}"
     snapshot = _snapshot(root, plan)
-    _stage(root, staging, plan, read_manifest(root))
+    _stage(root, staging, plan)
     _same_files_or_refuse(root, plan, snapshot)
     _swap(root, staging, old, plan)
 
@@ -287,7 +287,7 @@ def user_umask() -> int:
     return mask
 
 
-def _stage(root: Path, staging: Path, plan: _Plan, manifest: Mapping[str, str]) -> None:
+def _stage(root: Path, staging: Path, plan: _Plan) -> None:
     """Write the new tree under ``staging``, with the user's own files of each unit kept."""
     staging.mkdir(mode=0o700)  # exclusive: an existing name (a planted link) is an error
     mask = user_umask()
@@ -295,7 +295,8 @@ def _stage(root: Path, staging: Path, plan: _Plan, manifest: Mapping[str, str]) 
         _write_file(staging / path, data, 0o666 & ~mask, 0o777 & ~mask)
     for unit in plan.units:
         for rel in _user_files(root, unit):
-            if rel not in plan.paths and rel not in manifest and rel not in plan.stale:
+            # plan.before holds every file of the unit the last render made or this one makes
+            if rel not in plan.before:
                 _carry_over(root / rel, staging / rel, 0o777 & ~mask)
     os.sync()  # one flush for the whole tree: an fsync per file costs minutes at 16,384 hosts
 
