@@ -148,7 +148,7 @@ def _timeline(group: GroupPlan) -> Markup | None:
     )
 
 
-def _states(spec: Spec, gpu: Gpu, group: GroupPlan) -> list[MigState]:
+def _states(spec: Spec, gpu: Gpu, group: GroupPlan) -> list[MigDrawing]:
     """The group's distinct MIG states; times that give the same layout share one drawing."""
     mig = group.mig
     initial = "until the first change" if mig.schedule else "always"

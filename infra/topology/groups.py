@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BATCH_MARGIN_S",
     "MIG_TIMEOUT_S",
+    "assignment_gpus",
     "group_mig",
     "group_migs",
     "job_deadline_s",
@@ -40,6 +41,14 @@ MIG_TIMEOUT_S = 900  # how long the MIG manager gets per batch (includes a node 
 BATCH_MARGIN_S = 600  # per batch: listing, cordon, labels, polling slack
 
 
+def assignment_gpus(assignment: MigAssignment, gpus: int) -> Sequence[int]:
+    """The GPU indices an assignment names on a ``gpus``-GPU node, as written (``all`` expanded).
+
+    Indices beyond the node stay in, so lint RP014 can report them.
+    """
+    return range(gpus) if assignment.gpus == "all" else assignment.gpus
+
+
 def mig_per_gpu(assignments: Sequence[MigAssignment], gpus: int) -> tuple[str | None, ...]:
     """The layout of each GPU of a ``gpus``-GPU node (None = MIG disabled).
 
@@ -47,7 +56,7 @@ def mig_per_gpu(assignments: Sequence[MigAssignment], gpus: int) -> tuple[str | 
     """
     layouts: list[str | None] = [None] * gpus
     for assignment in assignments:
-        indices = range(gpus) if assignment.gpus == "all" else assignment.gpus
+        indices = assignment_gpus(assignment, gpus)
         layout = None if assignment.layout == "disabled" else assignment.layout
         for i in indices:
             if 0 <= i < gpus:

@@ -13,7 +13,7 @@ from infra.lint.finding import Severity
 from infra.lint.rules._util import MigUse, group_path, known_mig_uses, mig_uses
 from infra.spec import MigValue, join_path
 from infra.spec.cron import closest_firings, dst_shift_minutes
-from infra.topology.groups import BATCH_MARGIN_S, MIG_TIMEOUT_S
+from infra.topology.groups import BATCH_MARGIN_S, MIG_TIMEOUT_S, assignment_gpus
 from infra.topology.model import GroupPlan, MigState
 from infra.wording import plural
 
@@ -210,7 +210,7 @@ def mig_gpu_index(ctx: LintContext) -> Iterator[Violation]:
             continue
         seen: set[int] = set()
         for j, assignment in enumerate(use.value):
-            indices = range(node.gpus) if assignment.gpus == "all" else assignment.gpus
+            indices = assignment_gpus(assignment, node.gpus)
             for index in indices:
                 path = use.assignment_path(j, "gpus")
                 if index >= node.gpus:
