@@ -20,8 +20,11 @@ from hypothesis import strategies as st
 
 from infra.catalog import Catalog, load_catalog
 from infra.k8s.mig_schedule import mig_schedule
+from infra.lint.context import LintContext
 from infra.render import nccl_env
+from infra.render.report_mig import mig_groups
 from infra.spec import Spec, load_spec_text
+from infra.spec.cron import daily_minute
 from infra.topology import Plan, expand
 from infra.topology.migconfig import mig_parted_configs
 
@@ -190,3 +193,38 @@ def test_a_group_split_only_by_schedule_gets_no_collnet() -> None:
     assert conf["train"]["NCCL_COLLNET_ENABLE"] == "1"
     assert "NCCL_COLLNET_ENABLE" not in conf["infer"]
     assert "NCCL_COLLNET_ENABLE" not in conf["night"]
+
+
+def test_daily_minute_reads_cron_as_kubernetes_does() -> None:
+    """The report's day strip comes from the cron parser lint uses, not a regex of its own."""
+    assert daily_minute("0 20 * * *") == 1200
+    assert daily_minute("  30  7 * * * ") == 450
+    assert daily_minute("@daily") == 0
+    assert daily_minute("0 8 */1 * *") == 480
+    assert daily_minute("0 8 * * 1-5") is None  # not every day
+    assert daily_minute("0 8,20 * * *") is None  # twice a day
+    assert daily_minute("0 8 * * sun-sat") == 480
+
+
+def test_the_report_draws_a_day_strip_from_the_plans_times() -> None:
+    data = _lab()
+    data["node_groups"][1]["mig_schedule"] = {
+        "changes": [{"at": "@daily", "mig": "disabled"}, {"at": "0 8 * * *", "mig": "infer-large"}]
+    }
+    spec, plan = _plan(data)
+    (infer,) = mig_groups(spec, CATALOG, plan)
+    assert infer.timeline is not None and "00:00" in infer.timeline
+    data["node_groups"][1]["mig_schedule"]["changes"][1]["at"] = "0 8 * * 1-5"
+    spec, plan = _plan(data)
+    (infer,) = mig_groups(spec, CATALOG, plan)
+    assert infer.timeline is None  # weekdays only: no single day to draw
+
+
+def test_lint_reads_the_same_states_with_or_without_a_plan() -> None:
+    data = _lab()
+    data["node_groups"][1]["mig_schedule"] = {"changes": [{"at": "0 8 * * *", "mig": "disabled"}]}
+    loaded = load_spec_text(yaml.safe_dump(data))
+    before = LintContext(loaded, CATALOG).migs  # rules that run before planning
+    ctx = LintContext(loaded, CATALOG)
+    assert ctx.plan is not None
+    assert ctx.migs == before == tuple(g.mig for g in ctx.plan.groups.values())

@@ -98,10 +98,11 @@ def budget_on_mig_group(ctx: LintContext) -> Iterator[Violation]:
         group = groups.get(name) if name is not None else None
         if group is None or not migs[group.name].split or not _spans_gpus(ctx, target, group):
             continue
+        how = _mig_how(group, migs[group.name])
         yield Violation(
             f"budgets[{i}].{kind}.group",
             f"budget {kind} (budgets[{i}]) spans several GPUs of node group {group.name!r}, "
-            f"which is MIG-partitioned ({_mig_how(group, migs[group.name])}): MIG instances have no NVLink, "
+            f"which is MIG-partitioned ({how}): MIG instances have no NVLink, "
             "P2P or CUDA IPC between them",
             f"target a group without MIG (group: {whole[0]})"
             if whole
