@@ -260,8 +260,8 @@ def mig_schedule_needs_kubernetes(ctx: LintContext) -> Iterator[Violation]:
     """
     if ctx.loaded.spec.scheduler.kind != "slurm":
         return
-    for i, group in enumerate(ctx.loaded.spec.node_groups):
-        if group.mig_schedule is not None:
+    for i, (group, mig) in enumerate(zip(ctx.loaded.spec.node_groups, ctx.migs, strict=True)):
+        if mig.schedule is not None:
             yield Violation(
                 group_path(i, "mig_schedule"),
                 f"node group {group.name!r} has a MIG schedule, which needs Kubernetes: "
@@ -291,8 +291,7 @@ def mig_schedule_no_change(ctx: LintContext) -> Iterator[Violation]:
     nothing changes). Changes are read in the order listed; list them in time order.
     """
     for i, (group, mig) in enumerate(zip(ctx.loaded.spec.node_groups, ctx.migs, strict=True)):
-        schedule = group.mig_schedule
-        if schedule is None:
+        if mig.schedule is None:
             continue
         known = group.node in ctx.catalog.nodes
         key = [_mig_key(state, known) for state in mig.states]
@@ -300,17 +299,17 @@ def mig_schedule_no_change(ctx: LintContext) -> Iterator[Violation]:
             yield Violation(
                 group_path(i, "mig_schedule"),
                 f"the MIG schedule of node group {group.name!r} never changes anything: "
-                f"every change sets the group's mig ({_describe(group.mig)})",
+                f"every change sets the group's mig ({_describe(mig.now.value)})",
                 "remove mig_schedule, or give a change a different layout",
             )
             continue
-        for j in range(1, len(schedule.changes)):
+        for j, change in enumerate(mig.changes[1:], start=1):
             if key[j + 1] == key[j]:
                 yield Violation(
-                    group_path(i, f"mig_schedule.changes[{j}].mig"),
+                    change.path,
                     f"in node group {group.name!r}, MIG schedule change {j + 1} "
-                    f"(at {schedule.changes[j].at!r}) repeats change {j} "
-                    f"({_describe(schedule.changes[j].mig)}): it changes nothing",
+                    f"(at {change.at!r}) repeats change {j} "
+                    f"({_describe(change.value)}): it changes nothing",
                     "give it the layout you meant, or delete it",
                 )
 
