@@ -133,3 +133,111 @@ def test_imports_flow_from_spec_to_cli() -> None:
         if (sa := _stage(a)) is not None and (sb := _stage(b)) is not None and sb > sa
     ]
     assert upstream == []
+
+
+SAME_FLOOR_FORBIDDEN = (("infra.budget", "infra.lint"), ("infra.k8s", "infra.render"))
+"""Stages on one floor that must not import each other this way: lint reads budgets (RP060),
+never the reverse; render writes k8s objects (`infra.render.k8s_manifests`), never the reverse."""
+
+
+def test_same_floor_pairs_import_one_way() -> None:
+    graph = import_graph(with_type_only=True)
+    wrong = [
+        f"{a} -> {b}"
+        for a, b in graph.edges
+        for low, high in SAME_FLOOR_FORBIDDEN
+        if a.startswith(low + ".") and (b == high or b.startswith(high + "."))
+    ]
+    assert wrong == []
+
+
+# --- one owner per MIG fact ---------------------------------------------------------------------
+
+MIG_OWNERS = {"infra.spec.models", "infra.topology.groups", "infra.topology.migconfig"}
+"""Modules that may turn a `mig` value into assignments (`assignments_of`, `mig_values()`):
+the spec defines them, `infra.topology.groups` expands them per GPU, `migconfig` writes each
+assignment as a mig-parted entry. Everything else reads `Plan.groups` (or `group_migs`)."""
+SPLIT_OWNER = ("infra.topology.model", "splits")
+"""The one function that answers "does this MIG state split a GPU" (`MigState.splits`)."""
+
+
+def _mig_copies(module: str, tree: ast.Module) -> list[str]:
+    """Where ``tree`` expands a `mig` value or answers "is it split" on its own."""
+    found: list[str] = []
+    for func in [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))]:
+        name = getattr(func, "name", "")
+        for node in ast.walk(func) if isinstance(func, ast.FunctionDef) else ():
+            where = f"{module}.{name}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Call) and module not in MIG_OWNERS:
+                called = node.func
+                called_name = getattr(called, "id", getattr(called, "attr", ""))
+                if called_name in ("assignments_of", "mig_values"):
+                    found.append(f"{where} calls {called_name}")
+            if _expands_all(node) and module != "infra.topology.groups":
+                found.append(f"{where} expands gpus: all")
+            if _split_answer(node) and (module, name) != SPLIT_OWNER:
+                found.append(f"{where} answers whether MIG splits a GPU")
+    return sorted(set(found))
+
+
+def _expands_all(node: ast.AST) -> bool:
+    """``range(n) if x.gpus == "all" else ...``: the per-GPU expansion of an assignment."""
+    return (
+        isinstance(node, ast.IfExp)
+        and isinstance(node.test, ast.Compare)
+        and isinstance(node.test.left, ast.Attribute)
+        and node.test.left.attr == "gpus"
+        and any(isinstance(c, ast.Constant) and c.value == "all" for c in node.test.comparators)
+        and isinstance(node.body, ast.Call)
+        and getattr(node.body.func, "id", "") == "range"
+    )
+
+
+def _split_answer(node: ast.AST) -> bool:
+    """``any``/``all`` over layouts compared with ``"disabled"`` or None: "is it split"."""
+    if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("any", "all")):
+        return False
+    for sub in ast.walk(node):
+        if not isinstance(sub, ast.Compare):
+            continue
+        sides = [sub.left, *sub.comparators]
+        if any(isinstance(s, ast.Constant) and s.value == "disabled" for s in sides):
+            return True
+        named_layout = any(getattr(s, "id", getattr(s, "attr", "")) == "layout" for s in sides)
+        if named_layout and any(isinstance(s, ast.Constant) and s.value is None for s in sides):
+            return True
+    return False
+
+
+def test_one_mig_expansion_and_one_split_answer() -> None:
+    copies = [
+        copy
+        for module, path in _modules().items()
+        for copy in _mig_copies(module, ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert copies == []
+
+
+def test_the_mig_detector_sees_the_copies_it_replaced() -> None:
+    """The shapes the copies had before `Plan.groups` (k8s, report, Server), each flagged."""
+    old = """
+def uses_mig(spec):
+    return any(a.layout != "disabled" for g in spec.node_groups for _, v in g.mig_values()
+               for a in assignments_of(v))
+def skip(first):
+    return all(x == "disabled" for x in first)
+def mig_partitioned(self):
+    return any(layout is not None for layout in self.mig)
+def per_gpu(value, gpus):
+    return [range(gpus) if a.gpus == "all" else a.gpus for a in assignments_of(value)]
+"""
+    found = _mig_copies("infra.k8s.gpu", ast.parse(old))
+    assert [f.split(":")[0] for f in found] == [
+        "infra.k8s.gpu.mig_partitioned",
+        "infra.k8s.gpu.per_gpu",
+        "infra.k8s.gpu.per_gpu",
+        "infra.k8s.gpu.skip",
+        "infra.k8s.gpu.uses_mig",
+        "infra.k8s.gpu.uses_mig",
+        "infra.k8s.gpu.uses_mig",
+    ]

@@ -222,7 +222,7 @@ def test_mig_only_by_schedule_still_enables_the_manager() -> None:
     data["node_groups"] = [g for g in data["node_groups"] if g["name"] == "train"]
     data["node_groups"][0]["mig_schedule"] = {"changes": [{"at": "@daily", "mig": "infer-small"}]}
     spec, plan = _from_dict(data)
-    assert uses_mig(spec)
+    assert uses_mig(plan)
     releases, objects = gpu_stack(spec, plan, _catalog())
     assert _release(releases, "gpu-operator").values["migManager"]["enabled"] is True
     assert any(o["metadata"]["name"] == MIG_CONFIGMAP for o in objects)

@@ -21,16 +21,16 @@ import math
 from infra.budget.collectives import CommTopology
 from infra.catalog import Catalog, Node
 from infra.errors import RailplanError, spelling_hint
-from infra.spec import NodeGroup, Spec, assignments_of
+from infra.spec import NodeGroup, Spec
 from infra.topology.fat_tree import fat_tree_shape
-from infra.topology.model import PlanError
+from infra.topology.groups import group_migs
+from infra.topology.model import GroupMig, PlanError
 
 __all__ = [
     "BudgetError",
     "comm_topology",
     "job_tiers",
     "main_group",
-    "mig_partitioned",
     "nic_rate",
     "sharp_usable",
 ]
@@ -38,16 +38,6 @@ __all__ = [
 
 class BudgetError(RailplanError):
     """A budget cannot be evaluated on this spec (asks for more GPUs than exist, ...)."""
-
-
-def mig_partitioned(group: NodeGroup) -> bool:
-    """Whether any GPU of the group's nodes is split into MIG instances, now or by schedule.
-
-    A group that is MIG-split by day is no place for a job that needs whole GPUs at any time.
-    """
-    return any(
-        a.layout != "disabled" for _, value in group.mig_values() for a in assignments_of(value)
-    )
 
 
 def main_group(
@@ -66,6 +56,8 @@ def main_group(
                 hint=spelling_hint(g.node, catalog.nodes),
             )
     known = list(spec.node_groups)
+    # A group MIG-split by day is no place for a job that needs whole GPUs at any time.
+    migs = {g.name: m for g, m in zip(known, group_migs(spec, catalog), strict=True)}
     if name is not None:
         group = next((g for g in known if g.name == name), None)
         if group is None:
@@ -75,7 +67,7 @@ def main_group(
                 hint=spelling_hint(name, [g.name for g in known]) or "name a node group",
             )
     else:
-        whole = [g for g in known if not mig_partitioned(g)]
+        whole = [g for g in known if not migs[g.name].split]
         if not whole:
             raise BudgetError(
                 "every node group is MIG-partitioned: no NVLink domain to run a job on",
@@ -83,9 +75,9 @@ def main_group(
                 hint="name a group without MIG, or predict on whole GPUs",
             )
         group = max(whole, key=lambda g: g.count * catalog.nodes[g.node].gpus)
-    if mig_partitioned(group):
+    if migs[group.name].split:
         raise BudgetError(
-            f"group {group.name} is MIG-partitioned ({_mig_summary(spec, group)}): MIG "
+            f"group {group.name} is MIG-partitioned ({_mig_summary(spec, migs[group.name])}): MIG "
             "instances have no NVLink or P2P",
             path=path,
             hint="predict on a group without MIG",
@@ -93,11 +85,11 @@ def main_group(
     return group, catalog.nodes[group.node]
 
 
-def _mig_summary(spec: Spec, group: NodeGroup) -> str:
+def _mig_summary(spec: Spec, mig: GroupMig) -> str:
     """The group's MIG layouts as instance counts, e.g. ``7 x 1g.10gb``."""
     parts: list[str] = []
-    for _, value in group.mig_values():
-        for a in assignments_of(value):
+    for state in mig.states:
+        for a in state.assignments:
             layout = spec.mig_layouts.get(a.layout) if a.layout != "disabled" else None
             if layout is None:
                 continue

@@ -27,7 +27,7 @@ import yaml
 from infra.catalog import Catalog
 from infra.k8s.objects import HelmRelease, KubeObject, kube_object
 from infra.project_data import roles_dir
-from infra.spec import Spec, assignments_of
+from infra.spec import Spec
 from infra.topology.migconfig import DISABLED, mig_parted_configs
 from infra.topology.model import Plan
 
@@ -82,14 +82,9 @@ def counters_csv() -> str:
     return counters_path().read_bytes().decode("utf-8")
 
 
-def uses_mig(spec: Spec) -> bool:
-    """Whether any GPU is MIG-partitioned, now or after a scheduled change."""
-    return any(
-        assignment.layout != "disabled"
-        for group in spec.node_groups
-        for _, value in group.mig_values()
-        for assignment in assignments_of(value)
-    )
+def uses_mig(plan: Plan) -> bool:
+    """Whether any node group is MIG-split, now or after a scheduled change."""
+    return any(group.mig_split for group in plan.groups.values())
 
 
 def infiniband_hcas(plan: Plan) -> list[str]:
@@ -106,9 +101,9 @@ def gpu_stack(
     Objects come in apply order: each namespace before the objects in it.
     """
     del catalog  # the plan already names each server's HCAs; kept for a uniform signature
-    releases = [gpu_operator(spec)]
+    releases = [gpu_operator(spec, plan)]
     objects = [_namespace(GPU_NAMESPACE, spec)]
-    if uses_mig(spec):
+    if uses_mig(plan):
         objects.append(mig_configmap(spec))
     objects.append(counters_configmap(spec))
     if infiniband_hcas(plan):
@@ -123,7 +118,7 @@ def _namespace(name: str, spec: Spec) -> KubeObject:
 # --- GPU Operator -------------------------------------------------------------------------
 
 
-def gpu_operator(spec: Spec) -> HelmRelease:
+def gpu_operator(spec: Spec, plan: Plan) -> HelmRelease:
     """The GPU Operator release with railplan's values."""
     return HelmRelease(
         name="gpu-operator",
@@ -131,13 +126,13 @@ def gpu_operator(spec: Spec) -> HelmRelease:
         chart="gpu-operator",
         repository=NVIDIA_HELM_REPO,
         version=GPU_OPERATOR_VERSION,
-        values=gpu_operator_values(spec),
+        values=gpu_operator_values(spec, plan),
         description="NVIDIA GPU Operator: container toolkit, device plugin, MIG manager, "
         "dcgm-exporter (driver installed by Ansible)",
     )
 
 
-def gpu_operator_values(spec: Spec) -> dict[str, Any]:
+def gpu_operator_values(spec: Spec, plan: Plan) -> dict[str, Any]:
     """Chart values: only what differs from the chart's defaults or must be pinned."""
     return {
         # The nvidia_driver role installs and holds the driver on the host (with Fabric
@@ -152,7 +147,7 @@ def gpu_operator_values(spec: Spec) -> dict[str, Any]:
         "nfd": {"enabled": True},
         # How MIG devices are advertised (none|single|mixed), as the spec says.
         "mig": {"strategy": spec.scheduler.mig_strategy},
-        "migManager": _mig_manager_values(spec),
+        "migManager": _mig_manager_values(plan),
         # No standalone nv-hostengine pod: dcgm-exporter embeds its own host engine.
         "dcgm": {"enabled": False},
         "dcgmExporter": {
@@ -165,8 +160,8 @@ def gpu_operator_values(spec: Spec) -> dict[str, Any]:
     }
 
 
-def _mig_manager_values(spec: Spec) -> dict[str, Any]:
-    if not uses_mig(spec):
+def _mig_manager_values(plan: Plan) -> dict[str, Any]:
+    if not uses_mig(plan):
         return {"enabled": False}  # nothing to partition; no daemonset on every GPU node
     return {
         "enabled": True,

@@ -20,11 +20,9 @@ from typing import Any
 
 from infra.catalog import Catalog
 from infra.k8s.objects import SYSTEM_NAMESPACE, KubeObject, kube_object, topology_label
-from infra.spec import NodeGroup, Spec
-from infra.spec.scheduling import duration_seconds
-from infra.topology.mig_change import MIG_TIMEOUT_S, group_sus, job_deadline_s
-from infra.topology.migconfig import mig_config_name
-from infra.topology.model import Plan
+from infra.spec import Spec
+from infra.topology.groups import MIG_TIMEOUT_S
+from infra.topology.model import GroupPlan, Plan
 
 __all__ = [
     "FAILED_LABEL",
@@ -33,8 +31,6 @@ __all__ = [
     "SCRIPT_PATH",
     "SERVICE_ACCOUNT",
     "cronjob_name",
-    "group_sus",
-    "job_deadline_s",
     "mig_schedule",
 ]
 
@@ -74,7 +70,7 @@ def _with_spec(
     return obj
 
 
-def cronjob_name(group: NodeGroup, change: int) -> str:
+def cronjob_name(group: GroupPlan, change: int) -> str:
     """The CronJob of change ``change`` (0-based) of ``group``: DNS-safe, at most 52 chars.
 
     Group names are ``[a-z][a-z0-9_]{0,31}`` and never hold ``-``, so replacing ``_`` keeps
@@ -86,16 +82,16 @@ def cronjob_name(group: NodeGroup, change: int) -> str:
 def mig_schedule(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
     """The objects that run every node group's MIG schedule (none without a schedule).
 
-    ``catalog`` is not needed (config names come from the spec) but keeps the signature of
-    the other `infra.k8s` builders.
+    ``catalog`` is not needed (the plan's groups carry config names, SUs and times) but keeps
+    the signature of the other `infra.k8s` builders.
     """
     del catalog
-    groups = [g for g in spec.node_groups if g.mig_schedule is not None]
+    groups = [g for g in plan.groups.values() if g.mig.schedule is not None]
     if spec.scheduler.kind != "kubernetes" or not groups:
         return []
     objects = _shared_objects(spec)
     for group in groups:
-        objects += _cronjobs(spec, group, group_sus(plan, group))
+        objects += _cronjobs(spec, group)
     objects.append(_alerts(spec))
     return objects
 
@@ -138,19 +134,17 @@ def _shared_objects(spec: Spec) -> list[KubeObject]:
     ]
 
 
-def _cronjobs(spec: Spec, group: NodeGroup, sus: list[str]) -> list[KubeObject]:
-    schedule = group.mig_schedule
+def _cronjobs(spec: Spec, group: GroupPlan) -> list[KubeObject]:
+    schedule = group.mig.schedule
     assert schedule is not None
-    drain_s = duration_seconds(schedule.drain_timeout)
-    deadline_s = job_deadline_s(group, sus)
     objects = []
-    for k, change in enumerate(schedule.changes):
-        config = mig_config_name(group, change=k)
+    for k, change in enumerate(group.mig.changes):
+        config = change.config
         env = {
             "GROUP": group.name,
             "CONFIG": config,
-            "SUS": " ".join(sus),
-            "DRAIN_TIMEOUT": str(drain_s),
+            "SUS": " ".join(group.sus),
+            "DRAIN_TIMEOUT": str(schedule.drain_s),
             "MIG_TIMEOUT": str(MIG_TIMEOUT_S),
             "POLL_SECONDS": "10",
             "HOME": "/tmp",  # kubectl's discovery cache; the root filesystem is read-only
@@ -158,7 +152,7 @@ def _cronjobs(spec: Spec, group: NodeGroup, sus: list[str]) -> list[KubeObject]:
         labels = {topology_label("node-group"): group.name, "app.kubernetes.io/name": "mig-change"}
         job_spec = {
             "backoffLimit": 0,
-            "activeDeadlineSeconds": deadline_s,
+            "activeDeadlineSeconds": group.job_deadline_s,
             "template": {
                 "metadata": {"labels": dict(labels)},
                 "spec": _pod_spec(group, env),
@@ -187,7 +181,7 @@ def _cronjobs(spec: Spec, group: NodeGroup, sus: list[str]) -> list[KubeObject]:
     return objects
 
 
-def _pod_spec(group: NodeGroup, env: dict[str, str]) -> dict[str, object]:
+def _pod_spec(group: GroupPlan, env: dict[str, str]) -> dict[str, object]:
     return {
         "serviceAccountName": SERVICE_ACCOUNT,
         "restartPolicy": "Never",

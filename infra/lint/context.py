@@ -14,6 +14,8 @@ from infra.catalog import Catalog
 from infra.spec import LoadedSpec
 from infra.spec.yamlpos import SourceMap
 from infra.topology import Plan, PlanError, expand
+from infra.topology.groups import group_migs
+from infra.topology.model import GroupMig
 
 __all__ = ["LintContext"]
 
@@ -48,6 +50,19 @@ class LintContext:
     def plan_error(self) -> PlanError | None:
         """Why the spec cannot be planned, or None."""
         return self._plan()[1]
+
+    @functools.cached_property
+    def migs(self) -> tuple[GroupMig, ...]:
+        """Each node group's MIG states, in spec order (`infra.topology.groups` owns them).
+
+        The plan's when it is already built; otherwise the same owner's answer from the spec,
+        so rules that run before planning (and on specs that cannot be planned) read the
+        same states without planning.
+        """
+        planned = self._planned[0] if self._planned is not None else None
+        if planned is not None and len(planned.groups) == len(self.loaded.spec.node_groups):
+            return tuple(g.mig for g in planned.groups.values())
+        return group_migs(self.loaded.spec, self.catalog)
 
     @functools.cached_property
     def budgets(self) -> list[BudgetResult]:

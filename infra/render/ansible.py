@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from infra.budget.cluster import comm_topology, mig_partitioned, nic_rate, sharp_usable
+from infra.budget.cluster import comm_topology, nic_rate, sharp_usable
 from infra.budget.collectives import predict
 from infra.catalog import Catalog
 from infra.catalog.drivers import KernelModules, kernel_modules_for
@@ -32,7 +32,7 @@ from infra.render.templating import render_template
 from infra.render.writer import RenderError
 from infra.spec import NodeGroup, Spec
 from infra.spec.base import RESERVED_GROUPS
-from infra.topology.migconfig import mig_config_name, mig_parted_configs
+from infra.topology.migconfig import mig_parted_configs
 from infra.topology.model import Plan, Server
 from infra.wording import plural
 
@@ -146,9 +146,7 @@ def _hosts_yml(spec: Spec, catalog: Catalog, plan: Plan) -> str:
     }
     nvswitch = [g.name for g in spec.node_groups if catalog.nodes[g.node].nvswitches > 0]
     groups["nvswitch_servers"] = {"children": {name: {} for name in nvswitch}}
-    groups["mig_servers"] = {
-        "children": {g.name: {} for g in spec.node_groups if mig_partitioned(g)}
-    }
+    groups["mig_servers"] = {"children": {g.name: {} for g in plan.groups.values() if g.mig_split}}
     for group in spec.node_groups:
         groups.update(_node_group_tree(plan, group.name))
     if _opensm(spec):
@@ -282,28 +280,34 @@ def _node_group_vars(spec: Spec, catalog: Catalog, plan: Plan, group: NodeGroup)
     }
     if node.cloud == "aws":
         values["rdma_stack"] = "efa"
-    values.update(_expected_busbw(spec, catalog, group))
-    if mig_partitioned(group):
-        values["mig_config_name"] = mig_config_name(group)
+    planned = plan.groups[group.name]
+    values.update(_expected_busbw(spec, catalog, group, planned.mig_split))
+    if planned.mig_split:
+        values["mig_config_name"] = planned.mig.now.config
         values["mig_parted_config"] = mig_parted_configs(spec, [group])
         if spec.scheduler.kind == "kubernetes":
             # The GPU Operator's MIG manager applies the config this label names (its
             # default would undo the group's layout); MIG schedules relabel through the API.
             values["topology_labels_kubernetes_extra"] = {
-                "nvidia.com/mig.config": mig_config_name(group)
+                "nvidia.com/mig.config": planned.mig.now.config
             }
             # ...so the host's own MIG manager must not apply or re-apply it at boot.
             values["mig_manager_owner"] = "gpu_operator"
     return values
 
 
-def _expected_busbw(spec: Spec, catalog: Catalog, group: NodeGroup) -> dict[str, float]:
-    """Predicted all_reduce busbw at 1 GiB on one node and across one SU (0 = no test)."""
+def _expected_busbw(
+    spec: Spec, catalog: Catalog, group: NodeGroup, mig_split: bool
+) -> dict[str, float]:
+    """Predicted all_reduce busbw at 1 GiB on one node and across one SU (0 = no test).
+
+    ``mig_split``: the group is MIG-split at some time (no NCCL test on MIG instances).
+    """
     gpus = catalog.nodes[group.node].gpus
     su_size = spec.fabrics.compute.su_size if spec.fabrics.compute else 1
     su_nodes = min(su_size, group.count)
     node_bw = su_bw = 0.0
-    if not mig_partitioned(group):
+    if not mig_split:
         if gpus >= 2:
             node_bw = _busbw(spec, catalog, group, gpus)
         if su_nodes >= 2:
@@ -400,13 +404,13 @@ def _playbook(spec: Spec, catalog: Catalog, plan: Plan) -> str:
     plays = [
         _GroupPlay(
             name=g.name,
-            batch=min(su_size or g.count, g.count),
+            batch=g.rolling_batch,
             fabric_manager=catalog.nodes[g.node].nvswitches > 0
             and spec.software.fabric_manager != "disabled",
-            mig=mig_config_name(g) if mig_partitioned(g) else None,
+            mig=g.mig.now.config if g.mig_split else None,
             by_su=su_size is not None,
         )
-        for g in spec.node_groups
+        for g in plan.groups.values()
     ]
     sharp = sharp_usable(spec, catalog)
     sm_play = _subnet_manager_play(plan, plays) if _opensm(spec) else None

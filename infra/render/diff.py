@@ -31,7 +31,7 @@ from infra.wording import plural
 __all__ = [
     "AddressChange",
     "BudgetDelta",
-    "MigChange",
+    "MigEdit",
     "Move",
     "PlanDiff",
     "RollingStep",
@@ -70,8 +70,11 @@ class Move:
 
 
 @dataclass(frozen=True, slots=True)
-class MigChange:
-    """A node group's MIG layout (`mig`) or schedule (`mig_schedule`) changed."""
+class MigEdit:
+    """A node group's MIG layout (`mig`) or schedule (`mig_schedule`) edited between two specs.
+
+    Not a scheduled change (that is `infra.spec.MigChange`, one entry of a `mig_schedule`).
+    """
 
     group: str
     old: str
@@ -124,7 +127,7 @@ class PlanDiff:
     cables_removed: tuple[Cable, ...]
     addresses: tuple[AddressChange, ...]
     moves: tuple[Move, ...]
-    mig: tuple[MigChange, ...]
+    mig: tuple[MigEdit, ...]
     software: tuple[SoftwareChange, ...]
     budgets: tuple[BudgetDelta, ...]
     rolling_order: tuple[RollingStep, ...]
@@ -267,16 +270,16 @@ def _schedule(group: NodeGroup) -> tuple[str, ...]:
     return tuple(f"{c.at} {mig_config_name(group, k)}" for k, c in enumerate(changes))
 
 
-def mig_changes(old: Spec, new: Spec) -> tuple[MigChange, ...]:
+def mig_changes(old: Spec, new: Spec) -> tuple[MigEdit, ...]:
     """Node groups in both specs whose `mig` or `mig_schedule` differs, in new spec order."""
     before = {g.name: g for g in old.node_groups}
-    changes: list[MigChange] = []
+    changes: list[MigEdit] = []
     for group in new.node_groups:
         prior = before.get(group.name)
         if prior is None or (prior.mig, prior.mig_schedule) == (group.mig, group.mig_schedule):
             continue
         changes.append(
-            MigChange(
+            MigEdit(
                 group.name,
                 mig_config_name(prior),
                 mig_config_name(group),
@@ -315,7 +318,7 @@ def _changed_servers(
     new: Plan,
     addresses: Sequence[AddressChange],
     moves: Sequence[Move],
-    mig: Sequence[MigChange],
+    mig: Sequence[MigEdit],
     software: Sequence[SoftwareChange],
 ) -> set[str]:
     """Servers present in both plans that the change touches."""

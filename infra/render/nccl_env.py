@@ -9,8 +9,10 @@ systemd/Slurm environment file, so the Ansible variable and the rendered file al
   (``mlx5_1`` would otherwise also select ``mlx5_10``, ``mlx5_11``); NCCL docs,
   https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-ib-hca.
 - ``NCCL_COLLNET_ENABLE=1`` where the compute fabric has SHARP on SHARP-capable switches
-  (HPC-X NCCL-RDMA-SHARP plugins page); not for MIG-partitioned groups, which railplan
-  plans no multi-GPU NCCL jobs on.
+  (HPC-X NCCL-RDMA-SHARP plugins page); not for a group that is MIG-split at any time, now
+  or by its `mig_schedule` (`GroupPlan.mig_split`): railplan plans no multi-GPU NCCL jobs
+  there (the budgets refuse such a group, the acceptance tests expect no busbw), and a
+  static ``/etc/nccl.conf`` cannot follow a schedule that splits the GPUs by day.
 - AWS instances: EFA through the aws-ofi-nccl plugin instead of IB HCAs:
   ``FI_PROVIDER=efa``, ``FI_EFA_USE_DEVICE_RDMA=1`` and ``RDMAV_FORK_SAFE=1`` as AWS sets them
   for its RDMA-capable instances (aws/sagemaker-training-toolkit commit 9a5ed9f).
@@ -36,9 +38,12 @@ def _sharp(plan: Plan, spec: Spec, catalog: Catalog) -> bool:
 
 
 def group_nccl_settings(
-    servers: tuple[Server, ...], spec: Spec, catalog: Catalog, sharp: bool
+    servers: tuple[Server, ...], spec: Spec, catalog: Catalog, collnet: bool
 ) -> dict[str, str]:
-    """NCCL settings of one node group (its servers share node type and HCAs)."""
+    """NCCL settings of one node group (its servers share node type and HCAs).
+
+    ``collnet``: SHARP is usable and the group is never MIG-split (see the module docstring).
+    """
     first = servers[0]
     node = catalog.nodes[first.node]
     if node.cloud == "aws":
@@ -46,7 +51,7 @@ def group_nccl_settings(
     settings: dict[str, str] = {}
     if first.hcas and first.su is not None:
         settings["NCCL_IB_HCA"] = "=" + ",".join(f"{hca}:1" for hca in first.hcas)
-        if sharp and not any(s.mig_partitioned for s in servers):
+        if collnet:
             settings["NCCL_COLLNET_ENABLE"] = "1"
     return dict(sorted(settings.items()))
 
@@ -55,9 +60,9 @@ def nccl_conf(plan: Plan, spec: Spec, catalog: Catalog) -> dict[str, dict[str, s
     """The Ansible ``nccl_conf`` variable per node group (spec order)."""
     sharp = _sharp(plan, spec, catalog)
     return {
-        g.name: group_nccl_settings(plan.servers_in(g.name), spec, catalog, sharp)
-        for g in spec.node_groups
-        if plan.servers_in(g.name)
+        g.name: group_nccl_settings(servers, spec, catalog, sharp and not g.mig_split)
+        for g in plan.groups.values()
+        if (servers := plan.servers_in(g.name))
     }
 
 

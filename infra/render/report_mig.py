@@ -2,15 +2,16 @@
 
 A node's GPUs are drawn side by side, each as a column of its memory slices (8 on A100 and
 H100) with every MIG instance at the placement `infra.catalog.mig.check_layout` finds, so
-what a reviewer sees is a layout that exists. The layout per GPU is the plan's
-(`Server.mig`); each change of a ``mig_schedule`` gets its own drawing, and a schedule
-whose changes all run daily at a fixed time is also drawn on a 24-hour strip. A layout
-that does not fit (lint reports why) is drawn as a hatched "no placement" column.
+what a reviewer sees is a layout that exists. Everything about a group's MIG is the plan's
+(`Plan.groups`, owned by `infra.topology.groups`): the layout per GPU of its `mig` and of
+each change of its ``mig_schedule`` (each gets its own drawing), whether it is MIG-split at
+all, and the parsed cron times: a schedule whose changes each fire once a day at a fixed
+time is also drawn on a 24-hour strip. A layout that does not fit (lint reports why) is
+drawn as a hatched "no placement" column.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,19 +20,18 @@ from markupsafe import Markup
 from infra.catalog import Catalog, Gpu
 from infra.catalog.mig import check_layout
 from infra.render.report_svg import rect, svg, text
-from infra.spec import MigValue, NodeGroup, Spec, assignments_of
-from infra.topology.model import Plan
+from infra.spec import MigValue, Spec
+from infra.topology.model import GroupPlan, MigState, Plan
 
-__all__ = ["MigGroup", "MigState", "mig_groups"]
+__all__ = ["MigDrawing", "MigGroup", "mig_groups"]
 
 _COL_W, _COL_GAP, _SLICE_H, _TOP = 74, 8, 15, 18
-_DAILY = re.compile(r"^(\d{1,2}) (\d{1,2}) \* \* \*$")
 _STRIP_W, _STRIP_H = 720, 58
 
 
 @dataclass(frozen=True)
-class MigState:
-    """One MIG state of a group: when it applies, layout per GPU, and its drawing."""
+class MigDrawing:
+    """One distinct MIG state of a group as drawn: when it applies, layout per GPU, drawing."""
 
     when: str
     per_gpu: tuple[str, ...]
@@ -46,21 +46,16 @@ class MigGroup:
     node: str
     gpu: str
     servers: int
-    states: tuple[MigState, ...]
+    states: tuple[MigDrawing, ...]
     layouts: tuple[tuple[str, str, str], ...]  # name, profiles, description
     timezone: str
     drain_timeout: str
     timeline: Markup | None
 
 
-def _per_gpu(value: MigValue, gpus: int) -> list[str]:
-    """A `mig` value as the layout name of each GPU (``disabled`` for whole GPUs)."""
-    out = ["disabled"] * gpus
-    for a in assignments_of(value):
-        for i in range(gpus) if a.gpus == "all" else a.gpus:
-            if 0 <= i < gpus:
-                out[i] = a.layout
-    return out
+def _names(state: MigState) -> tuple[str, ...]:
+    """A state's layout name per GPU, ``disabled`` for whole GPUs (as the drawing labels them)."""
+    return tuple(layout or "disabled" for layout in state.per_gpu)
 
 
 def _instances(spec: Spec, gpu: Gpu, layout: str) -> list[tuple[str, int, int]] | None:
@@ -129,19 +124,12 @@ def _describe(value: MigValue) -> str:
     )
 
 
-def _timeline(group: NodeGroup) -> Markup | None:
-    """A 24-hour strip of a schedule whose changes all run daily at a fixed minute."""
-    schedule = group.mig_schedule
-    if schedule is None:
+def _timeline(group: GroupPlan) -> Markup | None:
+    """A 24-hour strip of a schedule whose changes each fire once a day at a fixed minute."""
+    changes = group.mig.changes
+    if not changes or any(c.daily_minute is None for c in changes):
         return None
-    times = [_DAILY.match(" ".join(c.at.split())) for c in schedule.changes]
-    if not all(times):
-        return None
-    marks = sorted(
-        (int(m.group(2)) * 60 + int(m.group(1)), _describe(c.mig))
-        for m, c in zip(times, schedule.changes, strict=True)
-        if m is not None
-    )
+    marks = sorted((c.daily_minute or 0, _describe(c.value)) for c in changes)
     scale = (_STRIP_W - 20) / 1440
     parts: list[Markup] = []
     for i, (start, what) in enumerate(marks):
@@ -160,21 +148,22 @@ def _timeline(group: NodeGroup) -> Markup | None:
     )
 
 
-def _states(spec: Spec, gpu: Gpu, group: NodeGroup, first: Sequence[str]) -> list[MigState]:
+def _states(spec: Spec, gpu: Gpu, group: GroupPlan) -> list[MigDrawing]:
     """The group's distinct MIG states; times that give the same layout share one drawing."""
-    initial = "until the first change" if group.mig_schedule else "always"
-    whens: dict[tuple[str, ...], list[str]] = {tuple(first): [initial]}
-    for change in group.mig_schedule.changes if group.mig_schedule else []:
-        whens.setdefault(tuple(_per_gpu(change.mig, len(first))), []).append(f"from {change.at}")
+    mig = group.mig
+    initial = "until the first change" if mig.schedule else "always"
+    whens: dict[tuple[str, ...], list[str]] = {_names(mig.now): [initial]}
+    for change in mig.changes:
+        whens.setdefault(_names(change), []).append(f"from {change.at}")
     states = []
     for per_gpu, when in whens.items():
         label = "; ".join(when)
         drawing = _drawing(spec, gpu, per_gpu, f"MIG of {group.name}: {label}")
-        states.append(MigState(label, per_gpu, drawing))
+        states.append(MigDrawing(label, per_gpu, drawing))
     return states
 
 
-def _layouts(spec: Spec, states: Sequence[MigState]) -> tuple[tuple[str, str, str], ...]:
+def _layouts(spec: Spec, states: Sequence[MigDrawing]) -> tuple[tuple[str, str, str], ...]:
     """The named layouts the states use: name, profiles and the spec's description."""
     names = dict.fromkeys(x for s in states for x in s.per_gpu if x != "disabled")
     out = []
@@ -188,29 +177,24 @@ def _layouts(spec: Spec, states: Sequence[MigState]) -> tuple[tuple[str, str, st
 
 
 def mig_groups(spec: Spec, catalog: Catalog, plan: Plan) -> list[MigGroup]:
-    """Every node group whose GPUs support MIG and that uses it now or by schedule."""
+    """Every node group whose GPUs support MIG and that is MIG-split now or by schedule."""
     out = []
-    for group in spec.node_groups:
-        node = catalog.nodes.get(group.node)
-        servers = plan.servers_in(group.name)
-        if node is None or not servers or catalog.gpus[node.gpu].mig is None:
+    for group in plan.groups.values():
+        gpu = catalog.gpus[catalog.nodes[group.node].gpu]
+        if gpu.mig is None or not group.servers or not group.mig_split:
             continue
-        first = [layout or "disabled" for layout in servers[0].mig]
-        if all(x == "disabled" for x in first) and group.mig_schedule is None:
-            continue
-        gpu = catalog.gpus[node.gpu]
-        schedule = group.mig_schedule
-        states = _states(spec, gpu, group, first)
+        schedule = group.mig.schedule
+        states = _states(spec, gpu, group)
         out.append(
             MigGroup(
                 group.name,
-                node.name,
+                group.node,
                 gpu.name,
-                len(servers),
+                group.servers,
                 tuple(states),
                 _layouts(spec, states),
                 schedule.timezone if schedule else "",
-                str(schedule.drain_timeout) if schedule else "",
+                schedule.drain_timeout if schedule else "",
                 _timeline(group),
             )
         )

@@ -264,10 +264,10 @@ def gres_conf(plan: Plan, spec: Spec, catalog: Catalog) -> str:
         "# the MIG devices and their /dev/nvidia-caps files itself; partition the GPUs first",
         "# (mig-parted), Slurm does not. Check the types with slurmd's debug2 'MIG Profile'.",
     ]
-    for group, mig, servers in _by_layout(plan):
+    for group, _, servers in _by_layout(plan):
         nodes = hostlist(servers)
         counts = gres_counts(servers[0], spec, catalog)
-        if any(layout is not None for layout in mig):
+        if plan.groups[group].mig.now.splits:  # Slurm has no MIG schedule (lint RP016)
             lines.append(f"# {group}: MIG, expects Gres={_gres_text(counts)}")
             lines.append(f"NodeName={nodes} AutoDetect=nvml")
             continue

@@ -21,7 +21,7 @@ from functools import cache
 
 from infra.spec.scheduling import _CRON_ITEM, _CRON_RANGES, _cron_value
 
-__all__ = ["closest_firings", "dst_shift_minutes"]
+__all__ = ["closest_firings", "daily_minute", "dst_shift_minutes"]
 
 _MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -72,6 +72,16 @@ def _calendar() -> tuple[tuple[int, int, int], ...]:
     """(month, day of month, cron day of week) of each day of the window."""
     dates = (_START + dt.timedelta(days=n) for n in range(_DAYS))
     return tuple((d.month, d.day, (d.weekday() + 1) % 7) for d in dates)
+
+
+def daily_minute(expression: str) -> int | None:
+    """The minute of the day a schedule fires at when it fires once on every day, else None.
+
+    ``0 20 * * *`` and ``@daily`` fire once a day (at 1200 and 0); ``0 8 * * 1-5`` or
+    ``0 8,20 * * *`` do not. Reads an expression `cron_fields_valid` accepted.
+    """
+    times, days = _schedule(expression)
+    return times[0] if len(times) == 1 and all(days) else None
 
 
 # One day's firings: (closest pair of different changes as (minutes, i, j), or None;

@@ -369,10 +369,6 @@ class NodeGroup(StrictModel):
         """The hostname pattern with its default filled in."""
         return self.hostname or f"{self.name.replace('_', '-')}{{index:03d}}"
 
-    def assignments(self) -> list[MigAssignment]:
-        """The group's MIG setting as a list of assignments (a plain name covers all GPUs)."""
-        return assignments_of(self.mig)
-
     def mig_values(self) -> list[tuple[str, MigValue]]:
         """``(spec path, value)`` of every `mig` the group takes: `mig`, then each change's."""
         values: list[tuple[str, MigValue]] = [("mig", self.mig)]

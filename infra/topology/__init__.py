@@ -1,6 +1,7 @@
 """Topology: expand a spec into racks, NVSwitch domains and fat-tree fabrics (`expand`).
 
-One module per family, like networkx's generators: `servers` (hostnames, SUs, MIG per GPU),
+One module per family, like networkx's generators: `servers` (hostnames, SUs), `groups`
+(each node group's SUs, rolling batch and MIG over time: the one owner of MIG facts),
 `fat_tree` (tier sizing and wiring), `compute` (the rail-optimized compute fabric),
 `networks` (storage, in-band, out-of-band), `racks` (placement), `addressing` (IPs, pkeys),
 `geometry` (cable lengths and media), `finish` (the frozen records), `plan` (the
@@ -11,7 +12,10 @@ from infra.topology.graph import plan_graph
 from infra.topology.model import (
     Cable,
     FabricSummary,
+    GroupMig,
+    GroupPlan,
     Host,
+    MigState,
     Pdu,
     Plan,
     PlanError,
@@ -26,7 +30,10 @@ from infra.topology.plan import expand
 __all__ = [
     "Cable",
     "FabricSummary",
+    "GroupMig",
+    "GroupPlan",
     "Host",
+    "MigState",
     "Pdu",
     "Plan",
     "PlanError",

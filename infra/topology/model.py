@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 from infra.errors import RailplanError
+from infra.spec import MigAssignment, MigValue
 
 Tier = Literal["node_leaf", "leaf_spine", "spine_core"]
 TIERS: tuple[Tier, ...] = ("node_leaf", "leaf_spine", "spine_core")
@@ -77,10 +78,93 @@ class Server:
     hcas: tuple[str, ...]
     mig: tuple[str | None, ...]
 
+
+@dataclass(frozen=True, slots=True)
+class MigState:
+    """One MIG state of a node group: the group's `mig`, or one change of its `mig_schedule`.
+
+    Attributes:
+        path: spec path of the value (``node_groups[0].mig``, ``...mig_schedule.changes[1].mig``).
+        at: the change's cron expression as written; None for the group's `mig`.
+        daily_minute: minute of the day (local time) of a change that fires once every day,
+            else None (`infra.spec.cron.daily_minute`).
+        config: the mig-parted config that applies it (`infra.topology.migconfig`).
+        per_gpu: layout name per GPU (index = GPU), None where MIG is disabled.
+        value: the spec's value; assignments: the same as per-GPU assignments, in spec order.
+    """
+
+    path: str
+    at: str | None
+    daily_minute: int | None
+    config: str
+    per_gpu: tuple[str | None, ...]
+    value: MigValue
+    assignments: tuple[MigAssignment, ...]
+
     @property
-    def mig_partitioned(self) -> bool:
-        """Whether any GPU of the server is split into MIG instances."""
-        return any(layout is not None for layout in self.mig)
+    def splits(self) -> bool:
+        """Whether this state splits some GPU into MIG instances."""
+        return any(layout is not None for layout in self.per_gpu)
+
+
+@dataclass(frozen=True, slots=True)
+class MigTimes:
+    """A `mig_schedule`'s timing: time zone of its cron times, and each change's drain."""
+
+    timezone: str
+    drain_timeout: str  # as written, e.g. ``30m``
+    drain_s: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMig:
+    """A node group's MIG over time: `mig`, then each scheduled change, and the timing."""
+
+    states: tuple[MigState, ...]  # [0] is `mig`; the rest the schedule's changes in spec order
+    schedule: MigTimes | None
+
+    @property
+    def now(self) -> MigState:
+        """The group's `mig` (until the first scheduled change)."""
+        return self.states[0]
+
+    @property
+    def changes(self) -> tuple[MigState, ...]:
+        """The scheduled changes, in spec order."""
+        return self.states[1:]
+
+    @property
+    def split(self) -> bool:
+        """Whether a GPU of the group is MIG-split now or after any scheduled change."""
+        return any(state.splits for state in self.states)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPlan:
+    """One node group on the plan: its SUs, rolling batch and MIG (`infra.topology.groups`).
+
+    Attributes:
+        name: node group name; index: its position in ``node_groups`` (for spec paths).
+        node: catalog node id; gpus: GPUs per server; servers: servers in the group.
+        sus: its scalable units in plan order (empty without a compute fabric).
+        rolling_batch: servers per batch of a rolling change (one SU; the group if no SUs).
+        job_deadline_s: how long one scheduled MIG change may run over every SU, or None.
+    """
+
+    name: str
+    index: int
+    node: str
+    gpus: int
+    servers: int
+    sus: tuple[str, ...]
+    rolling_batch: int
+    mig: GroupMig
+    job_deadline_s: int | None
+
+    @property
+    def mig_split(self) -> bool:
+        """Whether a GPU of the group is MIG-split at any time, now or by schedule."""
+        return self.mig.split
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +358,7 @@ class Plan:
     gpus: int
     pkeys: Mapping[str, str]
     warnings: tuple[PlanWarning, ...]
+    groups: Mapping[str, GroupPlan] = field(default_factory=dict)  # node groups, spec order
     _by_name: dict[str, object] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

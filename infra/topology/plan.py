@@ -32,7 +32,16 @@ from infra.topology.compute import (
     plan_compute_fabric,
 )
 from infra.topology.finish import finish_cables, rack_records, switch_records
-from infra.topology.model import FabricName, FabricSummary, Host, Plan, PlanError, ScalableUnit
+from infra.topology.groups import group_migs, plan_groups
+from infra.topology.model import (
+    FabricName,
+    FabricSummary,
+    GroupMig,
+    Host,
+    Plan,
+    PlanError,
+    ScalableUnit,
+)
 from infra.topology.networks import (
     Endpoints,
     NetworkPlan,
@@ -111,7 +120,8 @@ def _check_references(spec: Spec, catalog: Catalog) -> None:
 def _expand(spec: Spec, catalog: Catalog, progress: Progress) -> Plan:
     step = _stepper(progress)
     step("servers and racks")
-    seeds = list_servers(spec, catalog)
+    migs = group_migs(spec, catalog)
+    seeds = list_servers(spec, catalog, migs)
     racks = RackPlanner(spec, catalog)
     first_network = _place_servers(spec, catalog, seeds, racks)
     step("compute fabric")
@@ -143,7 +153,7 @@ def _expand(spec: Spec, catalog: Catalog, progress: Progress) -> Plan:
     links = [link for net in networks.values() for link in net.links]
     step("cables")
     return _assemble(
-        spec, catalog, seeds, parts, hosts, pdus, links, networks, racks, book, compute
+        spec, catalog, seeds, parts, hosts, pdus, links, networks, racks, book, compute, migs
     )
 
 
@@ -357,6 +367,7 @@ def _assemble(
     racks: RackPlanner,
     book: AddressBook,
     compute: ComputeFabricPlan | None,
+    migs: Sequence[GroupMig],
 ) -> Plan:
     servers = book.servers(seeds, racks.where, catalog)
     racked_hosts = tuple(book.host(h, racks.where) for h in hosts)
@@ -375,6 +386,7 @@ def _assemble(
         sum(catalog.nodes[s.node].gpus for s in seeds),
         book.pkeys,
         compute.warnings if compute else (),
+        plan_groups(spec, migs, seeds, catalog),
     )
 
 

@@ -1,22 +1,24 @@
-"""Servers and scalable units: hostnames, group indices, SU slots and MIG layout per GPU.
+"""Servers and scalable units: hostnames, group indices and SU slots.
 
 `list_servers` expands node groups into server seeds in spec order. A server's identity is
 its group and its index in the group's hostname pattern; its scalable unit follows from
 the same two facts: every node group fills its own SUs (``<group>-su01``, ``-su02``, ...),
 ``su_size`` servers each, so the n-th server of a group sits in SU ``n // su_size + 1``,
 slot ``n % su_size + 1``. Growing a group appends servers (and SUs) to that group only;
-appending a group appends SUs. Nothing already planned moves.
+appending a group appends SUs. Nothing already planned moves. A server's MIG layout per GPU
+is its group's current state (`infra.topology.groups`, which owns MIG).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infra.catalog import Catalog
-from infra.spec import NodeGroup, Spec
-from infra.topology.model import PlanError
+from infra.spec import Spec
+from infra.topology.model import GroupMig, PlanError
 
-__all__ = ["ServerSeed", "list_servers", "mig_per_gpu", "su_name"]
+__all__ = ["ServerSeed", "list_servers", "su_name"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,20 +40,11 @@ def su_name(group: str, number: int) -> str:
     return f"{group.replace('_', '-')}-su{number:02d}"
 
 
-def mig_per_gpu(group: NodeGroup, gpus: int) -> tuple[str | None, ...]:
-    """The MIG layout of each GPU of a group's nodes (None = MIG disabled)."""
-    layouts: list[str | None] = [None] * gpus
-    for assignment in group.assignments():
-        indices = range(gpus) if assignment.gpus == "all" else assignment.gpus
-        layout = None if assignment.layout == "disabled" else assignment.layout
-        for i in indices:
-            if i < gpus:  # lint RP016-style checks report indices beyond the node
-                layouts[i] = layout
-    return tuple(layouts)
-
-
-def list_servers(spec: Spec, catalog: Catalog) -> list[ServerSeed]:
+def list_servers(spec: Spec, catalog: Catalog, migs: Sequence[GroupMig]) -> list[ServerSeed]:
     """Every server of the spec, groups in spec order; hostnames must be unique.
+
+    ``migs`` is each group's MIG in spec order (`infra.topology.groups.group_migs`); a
+    server takes its group's current state.
 
     Servers get an SU and slot only when the spec has a compute fabric and their node has
     compute HCAs (cloud instances and CPU nodes do not).
@@ -59,9 +52,9 @@ def list_servers(spec: Spec, catalog: Catalog) -> list[ServerSeed]:
     seeds: list[ServerSeed] = []
     seen: dict[str, str] = {}
     su_size = spec.fabrics.compute.su_size if spec.fabrics.compute else 0
-    for group in spec.node_groups:
+    for group, group_mig in zip(spec.node_groups, migs, strict=True):
         node = catalog.nodes[group.node]
-        mig = mig_per_gpu(group, node.gpus)
+        mig = group_mig.now.per_gpu
         on_fabric = bool(su_size and node.compute_hcas)
         pattern = group.hostname_pattern
         for n in range(group.count):

@@ -1,4 +1,8 @@
-"""Small helpers the rule modules share: spelling hints, node-group lookups and MIG values."""
+"""Small helpers the rule modules share: spelling hints, node-group lookups and MIG states.
+
+MIG states come from `LintContext.migs` (`infra.topology.groups` owns the per-GPU expansion);
+nothing here expands a `mig` value itself.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,8 @@ from typing import NamedTuple
 
 from infra.catalog import Gpu, Node
 from infra.lint.context import LintContext
-from infra.spec import MigAssignment, MigValue, NodeGroup, assignments_of
+from infra.spec import MigAssignment, MigValue, NodeGroup
+from infra.topology.model import MigState
 
 
 def group_path(index: int, field: str = "") -> str:
@@ -25,22 +30,36 @@ def known_groups(ctx: LintContext) -> Iterator[tuple[int, NodeGroup, Node, Gpu]]
 
 
 class MigUse(NamedTuple):
-    """One `mig` value a node group takes: its `mig`, or one change of its `mig_schedule`."""
+    """One MIG state of a node group, as lint locates it: its `mig` or one scheduled change."""
 
     group_index: int  # the group's index in node_groups
     group: NodeGroup
-    path: str  # spec path of the value: node_groups[i].mig or ...mig_schedule.changes[j].mig
-    value: MigValue
+    state: MigState
 
     @property
-    def assignments(self) -> list[MigAssignment]:
-        """The value as per-GPU assignments (a plain name covers all GPUs)."""
-        return assignments_of(self.value)
+    def path(self) -> str:
+        """Spec path of the value: node_groups[i].mig or ...mig_schedule.changes[j].mig."""
+        return self.state.path
+
+    @property
+    def value(self) -> MigValue:
+        """The value as the spec writes it."""
+        return self.state.value
+
+    @property
+    def assignments(self) -> tuple[MigAssignment, ...]:
+        """The value as per-GPU assignments, in spec order (a plain name covers all GPUs)."""
+        return self.state.assignments
+
+    @property
+    def layouts(self) -> dict[int, str]:
+        """Layout name per GPU index (`disabled` where MIG is off), from the owner's state."""
+        return {i: layout or "disabled" for i, layout in enumerate(self.state.per_gpu)}
 
     @property
     def scheduled(self) -> bool:
         """Whether the value is a `mig_schedule` change rather than the group's `mig`."""
-        return self.path != group_path(self.group_index, "mig")
+        return self.state.at is not None
 
     @property
     def label(self) -> str:
@@ -54,10 +73,10 @@ class MigUse(NamedTuple):
 
 
 def mig_uses(ctx: LintContext) -> Iterator[MigUse]:
-    """Every `mig` value of every node group: `mig`, then each `mig_schedule` change."""
-    for i, group in enumerate(ctx.loaded.spec.node_groups):
-        for suffix, value in group.mig_values():
-            yield MigUse(i, group, group_path(i, suffix), value)
+    """Every MIG state of every node group: `mig`, then each `mig_schedule` change."""
+    for i, (group, mig) in enumerate(zip(ctx.loaded.spec.node_groups, ctx.migs, strict=True)):
+        for state in mig.states:
+            yield MigUse(i, group, state)
 
 
 def known_mig_uses(ctx: LintContext) -> Iterator[tuple[MigUse, Node, Gpu]]:
@@ -66,14 +85,3 @@ def known_mig_uses(ctx: LintContext) -> Iterator[tuple[MigUse, Node, Gpu]]:
         node = ctx.catalog.nodes.get(use.group.node)
         if node is not None:
             yield use, node, ctx.catalog.gpus[node.gpu]
-
-
-def gpu_layouts(assignments: list[MigAssignment], gpus: int) -> dict[int, str]:
-    """Layout name per GPU index of a ``gpus``-GPU node (`disabled` where none covers it)."""
-    per_gpu = dict.fromkeys(range(gpus), "disabled")
-    for assignment in assignments:
-        indices = range(gpus) if assignment.gpus == "all" else assignment.gpus
-        for index in indices:
-            if index < gpus:
-                per_gpu[index] = assignment.layout
-    return per_gpu

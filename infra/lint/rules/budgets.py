@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from infra.budget.cluster import mig_partitioned
 from infra.lint.context import LintContext
 from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
-from infra.spec import NodeGroup, assignments_of
+from infra.spec import NodeGroup
+from infra.topology.model import GroupMig
 
 
 @rule(
@@ -89,18 +89,20 @@ def budget_on_mig_group(ctx: LintContext) -> Iterator[Violation]:
     MIG schedule.
     """
     groups = {g.name: g for g in ctx.loaded.spec.node_groups}
-    whole = [g.name for g in ctx.loaded.spec.node_groups if not mig_partitioned(g)]
+    migs = {g.name: m for g, m in zip(ctx.loaded.spec.node_groups, ctx.migs, strict=True)}
+    whole = [g.name for g in ctx.loaded.spec.node_groups if not migs[g.name].split]
     for i, budget in enumerate(ctx.loaded.spec.budgets):
         kind = budget.kind
         target = getattr(budget, kind)
         name = getattr(target, "group", None)
         group = groups.get(name) if name is not None else None
-        if group is None or not mig_partitioned(group) or not _spans_gpus(ctx, target, group):
+        if group is None or not migs[group.name].split or not _spans_gpus(ctx, target, group):
             continue
+        how = _mig_how(group, migs[group.name])
         yield Violation(
             f"budgets[{i}].{kind}.group",
             f"budget {kind} (budgets[{i}]) spans several GPUs of node group {group.name!r}, "
-            f"which is MIG-partitioned ({_mig_how(group)}): MIG instances have no NVLink, "
+            f"which is MIG-partitioned ({how}): MIG instances have no NVLink, "
             "P2P or CUDA IPC between them",
             f"target a group without MIG (group: {whole[0]})"
             if whole
@@ -117,9 +119,9 @@ def _spans_gpus(ctx: LintContext, budget: object, group: NodeGroup) -> bool:
     return bool(gpus > 1)
 
 
-def _mig_how(group: NodeGroup) -> str:
+def _mig_how(group: NodeGroup, mig: GroupMig) -> str:
     """``mig: <layout>`` when the group's `mig` splits GPUs, else its schedule does."""
-    if all(a.layout == "disabled" for a in assignments_of(group.mig)):
+    if not mig.now.splits:
         return "by its mig_schedule"
     return f"mig: {group.mig}" if isinstance(group.mig, str) else "by its per-GPU mig list"
 

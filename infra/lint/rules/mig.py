@@ -10,16 +10,11 @@ from infra.errors import spelling_hint
 from infra.lint.context import LintContext
 from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
-from infra.lint.rules._util import (
-    MigUse,
-    gpu_layouts,
-    group_path,
-    known_mig_uses,
-    mig_uses,
-)
-from infra.spec import MigValue, NodeGroup, assignments_of, join_path
+from infra.lint.rules._util import MigUse, group_path, known_mig_uses, mig_uses
+from infra.spec import MigValue, join_path
 from infra.spec.cron import closest_firings, dst_shift_minutes
-from infra.topology.mig_change import BATCH_MARGIN_S, MIG_TIMEOUT_S, group_sus, job_deadline_s
+from infra.topology.groups import BATCH_MARGIN_S, MIG_TIMEOUT_S, assignment_gpus
+from infra.topology.model import GroupPlan, MigState
 from infra.wording import plural
 
 
@@ -42,8 +37,8 @@ def _used_layouts(ctx: LintContext) -> Iterator[tuple[MigUse, Gpu, str]]:
     """
     layouts = ctx.loaded.spec.mig_layouts
     seen: set[tuple[int, str]] = set()
-    for use, node, gpu in known_mig_uses(ctx):
-        for name in sorted(set(gpu_layouts(use.assignments, node.gpus).values())):
+    for use, _, gpu in known_mig_uses(ctx):
+        for name in sorted(set(use.layouts.values())):
             if name in layouts and (use.group_index, name) not in seen:
                 seen.add((use.group_index, name))
                 yield use, gpu, name
@@ -155,8 +150,8 @@ def mig_strategy_single_mixed(ctx: LintContext) -> Iterator[Violation]:
     """
     if ctx.loaded.spec.scheduler.mig_strategy != "single":
         return
-    for use, node, _ in known_mig_uses(ctx):
-        layouts = gpu_layouts(use.assignments, node.gpus)
+    for use, _, _ in known_mig_uses(ctx):
+        layouts = use.layouts
         names = set(layouts.values())
         if names == {"disabled"} or not names - {"disabled"} <= set(ctx.loaded.spec.mig_layouts):
             continue  # no MIG here, or RP003 reports the undefined layout
@@ -189,7 +184,7 @@ def mig_without_strategy(ctx: LintContext) -> Iterator[Violation]:
     if scheduler.kind != "kubernetes" or scheduler.mig_strategy != "none":
         return
     for use in mig_uses(ctx):
-        if any(a.layout != "disabled" for a in use.assignments):
+        if use.state.splits:
             yield Violation(
                 use.path,
                 f"{use.label} uses MIG but scheduler.mig_strategy is none",
@@ -215,7 +210,7 @@ def mig_gpu_index(ctx: LintContext) -> Iterator[Violation]:
             continue
         seen: set[int] = set()
         for j, assignment in enumerate(use.value):
-            indices = range(node.gpus) if assignment.gpus == "all" else assignment.gpus
+            indices = assignment_gpus(assignment, node.gpus)
             for index in indices:
                 path = use.assignment_path(j, "gpus")
                 if index >= node.gpus:
@@ -265,8 +260,8 @@ def mig_schedule_needs_kubernetes(ctx: LintContext) -> Iterator[Violation]:
     """
     if ctx.loaded.spec.scheduler.kind != "slurm":
         return
-    for i, group in enumerate(ctx.loaded.spec.node_groups):
-        if group.mig_schedule is not None:
+    for i, (group, mig) in enumerate(zip(ctx.loaded.spec.node_groups, ctx.migs, strict=True)):
+        if mig.schedule is not None:
             yield Violation(
                 group_path(i, "mig_schedule"),
                 f"node group {group.name!r} has a MIG schedule, which needs Kubernetes: "
@@ -295,38 +290,35 @@ def mig_schedule_no_change(ctx: LintContext) -> Iterator[Violation]:
     Fix: give the change the layout you meant, or delete it (and the whole `mig_schedule` if
     nothing changes). Changes are read in the order listed; list them in time order.
     """
-    for i, group in enumerate(ctx.loaded.spec.node_groups):
-        schedule = group.mig_schedule
-        if schedule is None:
+    for i, (group, mig) in enumerate(zip(ctx.loaded.spec.node_groups, ctx.migs, strict=True)):
+        if mig.schedule is None:
             continue
-        node = ctx.catalog.nodes.get(group.node)
-        gpus = node.gpus if node is not None else 0
-        key = [_mig_key(value, gpus) for _, value in group.mig_values()]
+        known = group.node in ctx.catalog.nodes
+        key = [_mig_key(state, known) for state in mig.states]
         if all(k == key[0] for k in key[1:]):
             yield Violation(
                 group_path(i, "mig_schedule"),
                 f"the MIG schedule of node group {group.name!r} never changes anything: "
-                f"every change sets the group's mig ({_describe(group.mig)})",
+                f"every change sets the group's mig ({_describe(mig.now.value)})",
                 "remove mig_schedule, or give a change a different layout",
             )
             continue
-        for j in range(1, len(schedule.changes)):
+        for j, change in enumerate(mig.changes[1:], start=1):
             if key[j + 1] == key[j]:
                 yield Violation(
-                    group_path(i, f"mig_schedule.changes[{j}].mig"),
+                    change.path,
                     f"in node group {group.name!r}, MIG schedule change {j + 1} "
-                    f"(at {schedule.changes[j].at!r}) repeats change {j} "
-                    f"({_describe(schedule.changes[j].mig)}): it changes nothing",
+                    f"(at {change.at!r}) repeats change {j} "
+                    f"({_describe(change.value)}): it changes nothing",
                     "give it the layout you meant, or delete it",
                 )
 
 
-def _mig_key(value: MigValue, gpus: int) -> object:
-    """A `mig` value in a form equal values share: the per-GPU layouts (raw if node unknown)."""
-    assignments = assignments_of(value)
-    if gpus:
-        return gpu_layouts(assignments, gpus)
-    return [(a.gpus, a.layout) for a in assignments]
+def _mig_key(state: MigState, known_node: bool) -> object:
+    """A MIG state in a form equal values share: the per-GPU layouts (raw if node unknown)."""
+    if known_node:
+        return state.per_gpu
+    return [(a.gpus, a.layout) for a in state.assignments]
 
 
 def _describe(value: MigValue) -> str:
@@ -357,22 +349,21 @@ def mig_schedule_overlap(ctx: LintContext) -> Iterator[Violation]:
     plan = ctx.plan
     if plan is None:
         return
-    for i, group in enumerate(ctx.loaded.spec.node_groups):
-        schedule = group.mig_schedule
-        if schedule is None or len(schedule.changes) < 2:
+    for group in plan.groups.values():
+        schedule, changes = group.mig.schedule, group.mig.changes
+        if schedule is None or group.job_deadline_s is None or len(changes) < 2:
             continue
-        sus = group_sus(plan, group)
-        needed_min = -(-job_deadline_s(group, sus) // 60) + dst_shift_minutes(schedule.timezone)
-        closest = closest_firings([c.at for c in schedule.changes])
+        needed_min = -(-group.job_deadline_s // 60) + dst_shift_minutes(schedule.timezone)
+        closest = closest_firings([c.at or "" for c in changes])
         if closest is None or closest[0] >= needed_min:
             continue
         minutes, a, b = closest
         first, second = sorted((a, b))
         yield Violation(
-            group_path(i, f"mig_schedule.changes[{second}].at"),
+            group_path(group.index, f"mig_schedule.changes[{second}].at"),
             f"in node group {group.name!r}, MIG schedule changes {first + 1} and {second + 1} "
             f"can fire {_minutes(minutes)} apart, but need {_minutes(needed_min)} "
-            f"({_run_time(group, len(sus), schedule.timezone)}): both Jobs would cordon, "
+            f"({_run_time(group)}): both Jobs would cordon, "
             "drain and relabel the same nodes at once",
             f"keep the changes at least {_minutes(needed_min)} apart on every day",
         )
@@ -384,14 +375,16 @@ def _minutes(n: int) -> str:
     return " ".join([*parts, f"{minutes} min"] if minutes or not hours else parts)
 
 
-def _run_time(group: NodeGroup, sus: int, timezone: str) -> str:
+def _run_time(group: GroupPlan) -> str:
     """Why changes must be that far apart: one Job's run time, and the time zone's DST shift."""
-    assert group.mig_schedule is not None
+    schedule = group.mig.schedule
+    assert schedule is not None
+    timezone = schedule.timezone
     per_su = (
-        f"drain_timeout {group.mig_schedule.drain_timeout} + {MIG_TIMEOUT_S // 60} min MIG "
+        f"drain_timeout {schedule.drain_timeout} + {MIG_TIMEOUT_S // 60} min MIG "
         f"reconfiguration + {BATCH_MARGIN_S // 60} min margin"
     )
-    text = f"one change's Job may run {plural(max(sus, 1), 'SU')} x ({per_su})"
+    text = f"one change's Job may run {plural(max(len(group.sus), 1), 'SU')} x ({per_su})"
     shift = dst_shift_minutes(timezone)
     return (
         f"{text}, and {timezone}'s daylight-saving switch moves times {shift} min"

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from infra.lint.context import LintContext
 from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
-from infra.lint.rules._util import mig_uses
 from infra.wording import plural
 
 
@@ -22,12 +21,9 @@ def _cluster_gpus(ctx: LintContext) -> tuple[int, int] | None:
     if any(g.node not in nodes for g in groups):
         return None
     total = sum(g.count * nodes[g.node].gpus for g in groups)
-    mig_groups = {
-        use.group_index
-        for use in mig_uses(ctx)
-        if any(a.layout != "disabled" for a in use.assignments)
-    }
-    mig = sum(groups[i].count * nodes[groups[i].node].gpus for i in mig_groups)
+    mig = sum(
+        g.count * nodes[g.node].gpus for g, m in zip(groups, ctx.migs, strict=True) if m.split
+    )
     return total, mig
 
 

@@ -208,7 +208,7 @@ def mig_driver_too_old(ctx: LintContext) -> Iterator[Violation]:
         mig = gpu.mig
         if mig is None or mig.min_driver is None or gpu.name in reported:
             continue
-        if not any(a.layout != "disabled" for a in use.assignments):
+        if not use.state.splits:
             continue
         if sw.driver_branch >= mig.min_driver_branch and _older(sw.driver, mig.min_driver):
             reported.add(gpu.name)
