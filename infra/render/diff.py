@@ -18,13 +18,15 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from infra.budget.evaluate import BudgetResult, evaluate_budgets
 from infra.catalog import Catalog
 from infra.spec import NodeGroup, Spec
 from infra.topology import Cable, Plan, Server
+from infra.render.recabling import SPINE_STEP, affected_servers, step_minutes, unit_cables
+from infra.topology.growth import natural_key
 from infra.topology.migconfig import mig_config_name
 from infra.wording import plural
 
@@ -42,7 +44,7 @@ __all__ = [
 ]
 
 DeviceKind = Literal["server", "switch"]
-UnitKind = Literal["su", "rack", "group"]
+UnitKind = Literal["su", "rack", "group", "fabric"]
 CableKey = tuple[str, str, str, str, str]
 
 
@@ -102,7 +104,13 @@ class BudgetDelta:
 
 @dataclass(frozen=True, slots=True)
 class RollingStep:
-    """One step of the rolling change: a unit (SU, rack or group) and what to do there."""
+    """One step of the rolling change: a unit (SU, rack or group) and what to do there.
+
+    ``cables_added`` and ``cables_removed`` are the cables the step handles (those of its
+    servers and of the switches in its row or under it), ``minutes`` their estimated time
+    at the catalog's ``minutes_per_cable`` (an assumption). The ``fabric`` step
+    (`SPINE_STEP`) holds the cables above the leaves, and drains the SUs under them.
+    """
 
     unit: str
     kind: UnitKind
@@ -110,6 +118,9 @@ class RollingStep:
     added: tuple[str, ...]
     removed: tuple[str, ...]
     actions: tuple[str, ...]
+    cables_added: int = 0
+    cables_removed: int = 0
+    minutes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -129,6 +140,7 @@ class PlanDiff:
     budgets: tuple[BudgetDelta, ...]
     rolling_order: tuple[RollingStep, ...]
     notes: tuple[str, ...] = ()  # advice, e.g. how to avoid the recabling listed
+    affected_groups: tuple[str, ...] = ()  # node groups whose running jobs a step drains
 
     @property
     def changed(self) -> bool:
@@ -162,6 +174,19 @@ def plan_diff(
     )
     changed = _changed_servers(old_plan, new_plan, addresses, moves, mig, software)
     changed |= {n for c in (*cables_added, *cables_removed) for n in (c.a, c.b)}
+    gone = set(switches_removed) | set(servers_removed)
+    both = {s.name for s in new_plan.servers} - set(servers_added)
+    changed |= affected_servers(old_plan, cables_removed, gone) & both
+    under = affected_servers(old_plan, cables_removed, gone, "spine_core") & both
+    steps = rolling_order(old_plan, new_plan, changed, set(servers_added), set(servers_removed))
+    steps = _with_cables(
+        steps, old_plan, new_plan, cables_added, cables_removed, under,
+        float(catalog.site.get("minutes_per_cable", 0.0)),
+    )  # fmt: skip
+    drained = {n for step in steps for n in (*step.changed, *step.removed)} | under
+    groups = {s.name: s.group for s in (*old_plan.servers, *new_plan.servers)}
+    order = list(dict.fromkeys(s.group for s in (*new_plan.servers, *old_plan.servers)))
+    affected = tuple(g for g in order if any(groups[n] == g for n in drained))
     return PlanDiff(
         servers_added,
         servers_removed,
@@ -174,9 +199,55 @@ def plan_diff(
         mig,
         software,
         budgets,
-        rolling_order(old_plan, new_plan, changed, set(servers_added), set(servers_removed)),
+        steps,
         recabling_notes(new_spec, new_plan, cables_removed, set(switches_removed)),
+        affected,
     )
+
+
+def _with_cables(
+    steps: Sequence[RollingStep],
+    old: Plan,
+    new: Plan,
+    added: Sequence[Cable],
+    removed: Sequence[Cable],
+    hit: set[str],
+    minutes_per_cable: float,
+) -> tuple[RollingStep, ...]:
+    """Each step with its cable counts and time; a last step for the cables above leaves.
+
+    That step drains the units of the servers under the spines it recables (``hit``).
+    """
+    unit_of = {s.name: _unit_of(s)[0] for s in (*new.servers, *old.servers)}
+    plus = unit_cables(old, new, added, unit_of)
+    minus = unit_cables(old, new, removed, unit_of)
+    out = []
+    for step in steps:
+        a, r = plus.get(step.unit, 0), minus.get(step.unit, 0)
+        minutes = step_minutes(a + r, minutes_per_cable)
+        actions = list(step.actions)
+        if a or r:  # after the drain, before apply
+            at = 1 if actions[0].startswith("drain ") else 0
+            actions.insert(at, f"take out {r}, put in {a} cables (about {minutes:g} min)")
+        out.append(
+            replace(step, actions=tuple(actions), cables_added=a, cables_removed=r, minutes=minutes)
+        )
+    up, down = plus.get(SPINE_STEP, 0), minus.get(SPINE_STEP, 0)
+    if up or down:
+        under = sorted({unit_of[n] for n in hit if n in unit_of}, key=natural_key)
+        actions = [f"drain {', '.join(under)}"] if down and under else []
+        minutes = step_minutes(up + down, minutes_per_cable)
+        actions += [
+            f"take out {down}, put in {up} cables above the leaves (about {minutes:g} min)",
+            "apply",
+        ]
+        actions += [f"undrain {', '.join(under)}"] if down and under else []
+        out.append(
+            RollingStep(
+                SPINE_STEP, "fabric", (), (), (), tuple(actions), up, down, minutes,
+            )
+        )  # fmt: skip
+    return tuple(out)
 
 
 def recabling_notes(
@@ -194,9 +265,15 @@ def recabling_notes(
     where = ", ".join(f"{n} {fabric}" for fabric, n in sorted(moved.items()))
     sus = len(plan.sus)
     if compute.max_sus is None:
-        hint = f"declare fabrics.compute.max_sus (at least {sus}) in both specs"
+        hint = (
+            f"declare fabrics.compute.max_sus (at least {sus}) in both specs, and "
+            "node_groups[].max_count for a group that is not the last"
+        )
     else:
-        hint = "keep the same max_sus in both specs and grow the last node group"
+        hint = (
+            "keep the same max_sus in both specs, and declare node_groups[].max_count "
+            "for a group that grows and is not the last"
+        )
     note = (
         f"{where} uplink cables between switches that stay are recabled: the spines were "
         f"sized for the old size; to grow without recabling, {hint}"
@@ -390,8 +467,9 @@ def _summary(d: PlanDiff) -> list[str]:
         f"mig: {plural(len(d.mig), 'group')} changed",
         f"software: {plural(len(d.software), 'version')} changed",
         f"budgets: {moved} of {plural(len(d.budgets), 'prediction')} changed",
-        f"rolling order: {plural(len(d.rolling_order), 'step')}",
-    ]
+        f"rolling order: {plural(len(d.rolling_order), 'step')}"
+        + (f" (about {sum(s.minutes for s in d.rolling_order):g} min)" if d.rolling_order else ""),
+    ] + ([f"jobs affected: {', '.join(d.affected_groups)}"] if d.affected_groups else [])
 
 
 def _detail(d: PlanDiff) -> list[str]:
@@ -455,11 +533,17 @@ def diff_document(d: PlanDiff) -> dict[str, Any]:
     """The change plan as the JSON document's data (lists sorted deterministically)."""
     return {
         "changed": d.changed,
-        "servers": {"added": sorted(d.servers_added), "removed": sorted(d.servers_removed)},
-        "switches": {"added": sorted(d.switches_added), "removed": sorted(d.switches_removed)},
+        "servers": {
+            "added": sorted(d.servers_added, key=natural_key),
+            "removed": sorted(d.servers_removed, key=natural_key),
+        },
+        "switches": {
+            "added": sorted(d.switches_added, key=natural_key),
+            "removed": sorted(d.switches_removed, key=natural_key),
+        },
         "cables": {
-            "added": sorted((_cable_json(c) for c in d.cables_added), key=lambda c: c["id"]),
-            "removed": sorted((_cable_json(c) for c in d.cables_removed), key=lambda c: c["id"]),
+            "added": sorted((_cable_json(c) for c in d.cables_added), key=_by_id),
+            "removed": sorted((_cable_json(c) for c in d.cables_removed), key=_by_id),
         },
         "addresses": sorted((_fields(a) for a in d.addresses), key=_by_name),
         "moves": sorted((_fields(m) for m in d.moves), key=_by_name),
@@ -468,6 +552,7 @@ def diff_document(d: PlanDiff) -> dict[str, Any]:
         "budgets": [_budget_json(b) for b in d.budgets],
         "rolling_order": [_fields(s) for s in d.rolling_order],  # plan order is the point
         "notes": list(d.notes),
+        "affected_groups": list(d.affected_groups),
     }
 
 
@@ -479,8 +564,12 @@ def _fields(record: Any) -> dict[str, Any]:
     }
 
 
-def _by_name(record: dict[str, Any]) -> tuple[str, str, str]:
-    return (record["kind"], record["name"], str(record.get("field", "")))
+def _by_name(record: dict[str, Any]) -> tuple[object, ...]:
+    return (record["kind"], natural_key(record["name"]), str(record.get("field", "")))
+
+
+def _by_id(cable: dict[str, str]) -> tuple[object, ...]:
+    return natural_key(cable["id"])
 
 
 def _budget_json(b: BudgetDelta) -> dict[str, Any]:

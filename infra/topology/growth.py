@@ -87,5 +87,7 @@ def with_growth(spec: Spec, catalog: Catalog) -> Spec:
     max_sus = effective_max_sus(spec, catalog)
     if compute is None or max_sus == compute.max_sus:
         return spec
-    fabrics = spec.fabrics.model_copy(update={"compute": compute.model_copy(update={"max_sus": max_sus})})
+    fabrics = spec.fabrics.model_copy(
+        update={"compute": compute.model_copy(update={"max_sus": max_sus})}
+    )
     return spec.model_copy(update={"fabrics": fabrics})

@@ -89,9 +89,7 @@ class _Tree:
     min_spines: int = 1
 
 
-def _leaf_links(
-    tree: _Tree, owners: Sequence[Endpoints]
-) -> tuple[list[str | None], list[Link]]:
+def _leaf_links(tree: _Tree, owners: Sequence[Endpoints]) -> tuple[list[str | None], list[Link]]:
     """Leaves per owner by position and the endpoint links: device port p to leaf p of its
     leaf group. An owner keeping room (``reserve``) is followed by None positions for the
     leaves of that room, except the last owner (its growth appends)."""

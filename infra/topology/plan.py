@@ -137,7 +137,7 @@ def _expand(spec: Spec, catalog: Catalog, progress: Progress) -> Plan:
     if oob is not None:
         networks["oob"] = oob
         parts += _place_oob(oob, racks)
-    pdus = pdu_records(sorted(racks.racks.values(), key=lambda r: r.name))
+    pdus = pdu_records(sorted(racks.racks.values(), key=lambda r: natural_key(r.name)))
     chunked = [
         ("st" if name == "storage" else "mg", *net.chunking)
         for name, net in networks.items()
@@ -205,9 +205,7 @@ def _plan_compute(
     return plan_compute_fabric(fabric, catalog, sus, rails.pop(), nic)
 
 
-def _owners(
-    spec: Spec, seeds: Sequence[ServerSeed], ports_of: dict[str, int]
-) -> list[Endpoints]:
+def _owners(spec: Spec, seeds: Sequence[ServerSeed], ports_of: dict[str, int]) -> list[Endpoints]:
     """Endpoints per node group, in spec order, for servers with ports on the network.
 
     Each keeps room for its group's ``max_count`` servers (``count`` without it).
