@@ -227,8 +227,8 @@ def _with_cables(
         minutes = step_minutes(a + r, minutes_per_cable)
         actions = list(step.actions)
         if a or r:  # after the drain, before apply
-            at = 1 if actions[0].startswith("drain ") else 0
-            actions.insert(at, f"take out {r}, put in {a} cables (about {minutes:g} min)")
+            at = sum(1 for x in actions if x.startswith(("drain ", "remove ")))
+            actions.insert(at, _cable_action(r, a, minutes))
         out.append(
             replace(step, actions=tuple(actions), cables_added=a, cables_removed=r, minutes=minutes)
         )
@@ -237,10 +237,7 @@ def _with_cables(
         under = sorted({unit_of[n] for n in hit if n in unit_of}, key=natural_key)
         actions = [f"drain {', '.join(under)}"] if down and under else []
         minutes = step_minutes(up + down, minutes_per_cable)
-        actions += [
-            f"take out {down}, put in {up} cables above the leaves (about {minutes:g} min)",
-            "apply",
-        ]
+        actions += [_cable_action(down, up, minutes, " above the leaves"), "apply"]
         actions += [f"undrain {', '.join(under)}"] if down and under else []
         out.append(
             RollingStep(
@@ -450,6 +447,13 @@ def _step(unit: str, kind: UnitKind, lists: dict[str, list[str]]) -> RollingStep
     if changed or removed:
         actions.append(f"undrain {unit}")
     return RollingStep(unit, kind, tuple(changed), tuple(added), tuple(removed), tuple(actions))
+
+
+def _cable_action(removed: int, added: int, minutes: float, where: str = "") -> str:
+    """``take out 3 and put in 5 cables (about 40 min)``: what a step does with cables."""
+    verbs = [f"take out {removed}"] if removed else []
+    verbs += [f"put in {added}"] if added else []
+    return f"{' and '.join(verbs)} cables{where} (about {minutes:g} min)"
 
 
 def _cable_line(c: Cable) -> str:
