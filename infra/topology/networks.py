@@ -152,23 +152,47 @@ def _single(tree: _Tree, owners: Sequence[Endpoints], leaves: int) -> NetworkPla
     return NetworkPlan(tuple(parts), tuple(links), summary, (tree.down, tree.group))
 
 
-def _tree_plan(tree: _Tree, owners: Sequence[Endpoints], extra: int | None = None) -> NetworkPlan:
+def _bound(tree: _Tree, owners: Sequence[Endpoints], sus: tuple[int, int]) -> tuple[int, int]:
+    """(endpoint ports, leaves) the network has at most once ``sus`` = (max_sus, su_size)
+    SUs are filled, however they are split into node groups.
+
+    A group's leaves are ``ceil(servers / down)`` chunks, at most one chunk more than its
+    share, and no group has less than an SU: ``ceil(su_size / down)`` chunks per SU bound
+    every split, so the bound, and the shape sized for it, stay the same as groups grow
+    or are appended (the storage systems' leaves come on top).
+    """
+    max_sus, su_size = sus
+    fixed = [o for o in owners if o.key == "storage"]
+    ports = sum(p for o in fixed for _, p in o.devices) + max_sus * su_size * tree.group
+    leaves = sum(math.ceil(len(o.devices) / tree.down) * tree.group for o in fixed)
+    return ports, leaves + max_sus * math.ceil(su_size / tree.down) * tree.group
+
+
+def _tree_plan(
+    tree: _Tree,
+    owners: Sequence[Endpoints],
+    extra: int | None = None,
+    sus: tuple[int, int] | None = None,
+) -> NetworkPlan:
     """One network over ``owners``, its upper tiers sized for ``extra`` more servers.
 
-    The extra servers (what ``fabrics.compute.max_sus`` leaves room for; None when it is
-    not set) are counted as growth of the last owner, the way clusters grow: more leaves
-    of its own.
+    The extra servers (what ``fabrics.compute.max_sus`` leaves room for beyond the groups'
+    ``max_count``; None when it is not set) are counted as growth of the last owner, the
+    way clusters grow: more leaves of its own. With ``sus`` (max_sus, su_size) the tree is
+    sized for `_bound` when that is more, so growing or appending a group within max_sus
+    never changes its shape.
     """
     growth = (extra or 0) + _room(owners[-1])
     endpoints = sum(p for o in owners for _, p in o.devices)
     kept = sum(_room(o) * _ports(o) for o in owners[:-1])
     pair = tree.group if tree.fabric == "inband" else 1
-    if endpoints + kept + growth * tree.group <= tree.radix * pair:
+    bound_ports, bound_leaves = _bound(tree, owners, sus) if sus is not None else (0, 0)
+    if max(endpoints + kept + growth * tree.group, bound_ports) <= tree.radix * pair:
         return _single(tree, owners, pair)
     slots, links = _leaf_links(tree, owners)
     last = len(owners[-1].devices)
     more = math.ceil((last + growth) / tree.down) - math.ceil(last / tree.down)
-    sized = len(slots) + more * tree.group
+    sized = max(len(slots) + more * tree.group, bound_leaves)
     shape = fat_tree_shape(len(slots), tree.up, tree.radix, tree.group, sized_for=sized)
     if shape.tiers == 2 and shape.spines < tree.min_spines:
         shape = fat_tree_shape(
@@ -245,7 +269,11 @@ def _bisection(endpoints: Sequence[Link], up: int, tiers: int, gbps: float) -> f
 
 
 def plan_storage(
-    fabric: StorageFabric, catalog: Catalog, owners: Sequence[Endpoints], extra: int | None = None
+    fabric: StorageFabric,
+    catalog: Catalog,
+    owners: Sequence[Endpoints],
+    extra: int | None = None,
+    sus: tuple[int, int] | None = None,
 ) -> NetworkPlan:
     """Storage fabric for each node group's storage ports plus the storage systems' ports."""
     switch = catalog.switches[fabric.switch]
@@ -259,7 +287,9 @@ def plan_storage(
     # The storage systems' leaves first: node groups grow and append at the end, so the
     # position-based uplink wiring of everything planned before stays put.
     with _fabric_path("fabrics.storage", "fewer storage_ports, or a switch of a larger radix"):
-        return _tree_plan(tree, [storage, *owners] if fabric.storage_ports else owners, extra)
+        return _tree_plan(
+            tree, [storage, *owners] if fabric.storage_ports else owners, extra, sus
+        )
 
 
 @contextmanager
@@ -278,6 +308,7 @@ def plan_inband(
     catalog: Catalog,
     owners: Sequence[Endpoints],
     extra: int | None = None,
+    sus: tuple[int, int] | None = None,
 ) -> NetworkPlan:
     """In-band management: MLAG leaf pairs per node group, two spines when there are many."""
     switch = catalog.switches[fabric.inband_switch]
@@ -285,7 +316,7 @@ def plan_inband(
     up = max(1, k // 8)
     tree = _Tree("inband", "mg", fabric.inband_switch, k, switch.port_gbps, k - up, up, 2, 2)
     with _fabric_path("fabrics.management.inband_switch", "use a switch of a larger radix"):
-        return _tree_plan(tree, owners, extra)  # no single spine: it would be a SPOF
+        return _tree_plan(tree, owners, extra, sus)  # no single spine: it would be a SPOF
 
 
 @dataclass(frozen=True, slots=True)

@@ -226,14 +226,16 @@ def _plan_other_networks(
     nets: dict[FabricName, NetworkPlan] = {}
     racked = [s for s in seeds if catalog.nodes[s.node].rack_units]
     extra = _growth(spec, seeds)
+    compute = spec.fabrics.compute
+    sus = None if compute is None or compute.max_sus is None else (compute.max_sus, compute.su_size)
     if spec.fabrics.storage is not None:
         ports = {n: catalog.nodes[n].storage_nic_ports for n in catalog.nodes}
         owners = _owners(spec, racked, ports)
-        nets["storage"] = plan_storage(spec.fabrics.storage, catalog, owners, extra)
+        nets["storage"] = plan_storage(spec.fabrics.storage, catalog, owners, extra, sus)
     if spec.fabrics.management is not None and racked:
         ports = dict.fromkeys(catalog.nodes, 2)
         owners = _owners(spec, racked, ports)
-        nets["inband"] = plan_inband(spec.fabrics.management, catalog, owners, extra)
+        nets["inband"] = plan_inband(spec.fabrics.management, catalog, owners, extra, sus)
     return nets
 
 
