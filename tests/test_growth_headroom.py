@@ -97,7 +97,12 @@ def _issue_groups(training: int, max_count: int | None) -> list[dict[str, Any]]:
     }
     if max_count is not None:
         train["max_count"] = max_count
-    infer = {"name": "inference", "node": "dgx-a100-640gb", "count": 150, "hostname": "inf{index:04d}"}
+    infer = {
+        "name": "inference",
+        "node": "dgx-a100-640gb",
+        "count": 150,
+        "hostname": "inf{index:04d}",
+    }
     return [train, infer]
 
 
@@ -119,11 +124,11 @@ def test_issue_growth_without_headroom_drains_every_affected_su_of_both_groups()
     """The same growth without max_sus or max_count: the inference SUs sit one SU further
     along the tree, so every inference leaf's uplinks move; each of its SUs is drained in
     plan order after the new training SU, every step with its cable counts and time."""
-    d, old, new = _diff(_doc(_issue_groups(1100, None), 20, None), _doc(_issue_groups(1120, None), 20, None))
+    d, old, new = _diff(
+        _doc(_issue_groups(1100, None), 20, None), _doc(_issue_groups(1120, None), 20, None)
+    )
     moved_leaves = {c.a for c in d.cables_removed if c.tier == "leaf_spine"}
-    on_moved_leaf = {
-        c.a for c in old.cables if c.tier == "node_leaf" and c.b in moved_leaves
-    }
+    on_moved_leaf = {c.a for c in old.cables if c.tier == "node_leaf" and c.b in moved_leaves}
     expected = [su.name for su in new.sus if set(su.servers) & on_moved_leaf]
     assert {su[: su.index("-su")] for su in expected} == {"inference"}
     assert len(expected) == 8  # 150 servers in SUs of 20

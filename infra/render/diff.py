@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 from infra.budget.evaluate import BudgetResult, evaluate_budgets
 from infra.catalog import Catalog
+from infra.render.recabling import SPINE_STEP, affected_servers, step_minutes, unit_cables
 from infra.spec import NodeGroup, Spec
 from infra.topology import Cable, Plan, Server
-from infra.render.recabling import SPINE_STEP, affected_servers, step_minutes, unit_cables
 from infra.topology.growth import natural_key
 from infra.topology.migconfig import mig_config_name
 from infra.wording import plural

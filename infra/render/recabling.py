@@ -42,8 +42,10 @@ def _below(plan: Plan) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
 def affected_servers(
     old: Plan, removed: Iterable[Cable], gone: set[str], tier: str = "leaf_spine"
 ) -> set[str]:
-    """Servers of ``old`` whose job traffic a removed ``tier`` cable between kept switches
-    cuts (``leaf_spine``: the servers on the leaf; ``spine_core``: those under the spine)."""
+    """Servers of ``old`` whose job traffic a removed ``tier`` cable between kept switches cuts.
+
+    ``leaf_spine``: the servers on the leaf; ``spine_core``: the servers under the spine.
+    """
     on_leaf, under = _below(old)
     hit: set[str] = set()
     for c in removed:
@@ -87,10 +89,12 @@ def _row_units(old: Plan, new: Plan, units: set[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for plan in (old, new):
         row = {r.name: r.row for r in plan.racks}
-        for device in (*plan.switches, *plan.pdus):
-            unit = row.get(device.rack or "")
+        placed = [(w.name, w.rack) for w in plan.switches]
+        placed += [(p.name, p.rack) for p in plan.pdus]
+        for name, rack in placed:
+            unit = row.get(rack or "")
             if unit in units:
-                found[device.name] = unit
+                found[name] = unit
     return found
 
 

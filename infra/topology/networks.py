@@ -90,9 +90,11 @@ class _Tree:
 
 
 def _leaf_links(tree: _Tree, owners: Sequence[Endpoints]) -> tuple[list[str | None], list[Link]]:
-    """Leaves per owner by position and the endpoint links: device port p to leaf p of its
-    leaf group. An owner keeping room (``reserve``) is followed by None positions for the
-    leaves of that room, except the last owner (its growth appends)."""
+    """Leaves per owner by position, and the endpoint links (device port p to leaf p).
+
+    An owner keeping room (``reserve``) is followed by None positions for the
+    leaves of that room, except the last owner (its growth appends).
+    """
     leaves: list[str | None] = []
     links: list[Link] = []
     for i, owner in enumerate(owners):
@@ -153,8 +155,7 @@ def _single(tree: _Tree, owners: Sequence[Endpoints], leaves: int) -> NetworkPla
 
 
 def _bound(tree: _Tree, owners: Sequence[Endpoints], sus: tuple[int, int]) -> tuple[int, int]:
-    """(endpoint ports, leaves) the network has at most once ``sus`` = (max_sus, su_size)
-    SUs are filled, however they are split into node groups.
+    """(endpoint ports, leaves) at most, once ``sus`` = (max_sus, su_size) SUs are filled.
 
     A group's leaves are ``ceil(servers / down)`` chunks, at most one chunk more than its
     share, and no group has less than an SU: ``ceil(su_size / down)`` chunks per SU bound
@@ -287,9 +288,7 @@ def plan_storage(
     # The storage systems' leaves first: node groups grow and append at the end, so the
     # position-based uplink wiring of everything planned before stays put.
     with _fabric_path("fabrics.storage", "fewer storage_ports, or a switch of a larger radix"):
-        return _tree_plan(
-            tree, [storage, *owners] if fabric.storage_ports else owners, extra, sus
-        )
+        return _tree_plan(tree, [storage, *owners] if fabric.storage_ports else owners, extra, sus)
 
 
 @contextmanager

@@ -31,8 +31,8 @@ from infra.topology.compute import (
     SuMembers,
     plan_compute_fabric,
 )
-from infra.topology.growth import natural_key, su_offsets, with_growth
 from infra.topology.finish import finish_cables, rack_records, switch_records
+from infra.topology.growth import natural_key, su_offsets, with_growth
 from infra.topology.model import FabricName, FabricSummary, Host, Plan, PlanError, ScalableUnit
 from infra.topology.networks import (
     Endpoints,
@@ -268,8 +268,7 @@ def _reserve_core_row(
 
 
 def _growth(spec: Spec, seeds: Sequence[ServerSeed]) -> int | None:
-    """Servers the compute fabric is built to add (``max_sus``) beyond the room node groups
-    keep (``max_count``), None when it is not set.
+    """Servers ``max_sus`` leaves room for beyond the groups' ``max_count``; None without it.
 
     The storage and in-band trees size their spines for them too (as growth of the last
     group), so growing the cluster up to ``max_sus`` SUs does not recable those either.
