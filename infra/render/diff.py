@@ -7,10 +7,13 @@ stable identities in the plan, and a cable's ``id`` (``<a device>:<a port>``) is
 but matching by both ends also reports a cable whose far end moved (same id, new peer) as
 one removed and one added, which is what a technician has to do with it.
 
-The rolling order lists the scalable units (or racks, for servers without an SU; the node
-group for servers without either) that hold changed, added or removed servers, in plan
-order; each step drains the unit (when it holds servers in service), removes and uncables
-what goes, cables what comes, applies the change, joins the added servers and undrains.
+The rolling order (`infra.render.rolling`) lists the scalable units (or racks, for servers
+without an SU; the node group for servers without either) that hold changed, added or
+removed servers, in plan order, servers whose leaves' uplinks move counting as changed
+(`infra.render.recabling`, of every group); each step drains the unit (when it holds
+servers in service), removes and uncables what goes, recables, cables what comes, applies
+the change, joins the added servers and undrains, with its cable counts and an estimate of
+its time.
 """
 
 from __future__ import annotations
@@ -18,14 +21,15 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from infra.budget.evaluate import BudgetResult, evaluate_budgets
 from infra.catalog import Catalog
-from infra.render.recabling import SPINE_STEP, affected_servers, step_minutes, unit_cables
+from infra.render.recabling import affected_servers
+from infra.render.rolling import RollingStep, rolling_order, with_cables
 from infra.spec import NodeGroup, Spec
-from infra.topology import Cable, Plan, Server
+from infra.topology import Cable, Plan
 from infra.topology.growth import natural_key
 from infra.topology.migconfig import mig_config_name
 from infra.wording import plural
@@ -44,7 +48,6 @@ __all__ = [
 ]
 
 DeviceKind = Literal["server", "switch"]
-UnitKind = Literal["su", "rack", "group", "fabric"]
 CableKey = tuple[str, str, str, str, str]
 
 
@@ -100,27 +103,6 @@ class BudgetDelta:
     unit: str
     old: float
     new: float
-
-
-@dataclass(frozen=True, slots=True)
-class RollingStep:
-    """One step of the rolling change: a unit (SU, rack or group) and what to do there.
-
-    ``cables_added`` and ``cables_removed`` are the cables the step handles (those of its
-    servers and of the switches in its row or under it), ``minutes`` their estimated time
-    at the catalog's ``minutes_per_cable`` (an assumption). The ``fabric`` step
-    (`SPINE_STEP`) holds the cables above the leaves, and drains the SUs under them.
-    """
-
-    unit: str
-    kind: UnitKind
-    changed: tuple[str, ...]
-    added: tuple[str, ...]
-    removed: tuple[str, ...]
-    actions: tuple[str, ...]
-    cables_added: int = 0
-    cables_removed: int = 0
-    minutes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -179,7 +161,7 @@ def plan_diff(
     changed |= affected_servers(old_plan, cables_removed, gone) & both
     under = affected_servers(old_plan, cables_removed, gone, "spine_core") & both
     steps = rolling_order(old_plan, new_plan, changed, set(servers_added), set(servers_removed))
-    steps = _with_cables(
+    steps = with_cables(
         steps, old_plan, new_plan, cables_added, cables_removed, under,
         float(catalog.site.get("minutes_per_cable", 0.0)),
     )  # fmt: skip
@@ -203,48 +185,6 @@ def plan_diff(
         recabling_notes(new_spec, new_plan, cables_removed, set(switches_removed)),
         affected,
     )
-
-
-def _with_cables(
-    steps: Sequence[RollingStep],
-    old: Plan,
-    new: Plan,
-    added: Sequence[Cable],
-    removed: Sequence[Cable],
-    hit: set[str],
-    minutes_per_cable: float,
-) -> tuple[RollingStep, ...]:
-    """Each step with its cable counts and time; a last step for the cables above leaves.
-
-    That step drains the units of the servers under the spines it recables (``hit``).
-    """
-    unit_of = {s.name: _unit_of(s)[0] for s in (*new.servers, *old.servers)}
-    plus = unit_cables(old, new, added, unit_of)
-    minus = unit_cables(old, new, removed, unit_of)
-    out = []
-    for step in steps:
-        a, r = plus.get(step.unit, 0), minus.get(step.unit, 0)
-        minutes = step_minutes(a + r, minutes_per_cable)
-        actions = list(step.actions)
-        if a or r:  # after the drain, before apply
-            at = sum(1 for x in actions if x.startswith(("drain ", "remove ")))
-            actions.insert(at, _cable_action(r, a, minutes))
-        out.append(
-            replace(step, actions=tuple(actions), cables_added=a, cables_removed=r, minutes=minutes)
-        )
-    up, down = plus.get(SPINE_STEP, 0), minus.get(SPINE_STEP, 0)
-    if up or down:
-        under = sorted({unit_of[n] for n in hit if n in unit_of}, key=natural_key)
-        actions = [f"drain {', '.join(under)}"] if down and under else []
-        minutes = step_minutes(up + down, minutes_per_cable)
-        actions += [_cable_action(down, up, minutes, " above the leaves"), "apply"]
-        actions += [f"undrain {', '.join(under)}"] if down and under else []
-        out.append(
-            RollingStep(
-                SPINE_STEP, "fabric", (), (), (), tuple(actions), up, down, minutes,
-            )
-        )  # fmt: skip
-    return tuple(out)
 
 
 def recabling_notes(
@@ -404,56 +344,6 @@ def _changed_servers(
         s.name for s in new.servers if s.group in groups or before.get(s.name, s.mig) != s.mig
     }
     return changed & both
-
-
-def _unit_of(server: Server) -> tuple[str, UnitKind]:
-    if server.su is not None:
-        return server.su, "su"
-    if server.rack is not None:
-        return server.rack, "rack"
-    return server.group, "group"
-
-
-def rolling_order(
-    old: Plan, new: Plan, changed: set[str], added: set[str], removed: set[str]
-) -> tuple[RollingStep, ...]:
-    """One step per unit holding changed, added or removed servers.
-
-    Units of ``new`` come in its plan order; units that only held removed servers follow in
-    ``old``'s plan order.
-    """
-    units: dict[str, tuple[UnitKind, dict[str, list[str]]]] = {}
-    touched = [(s, "added" if s.name in added else "changed") for s in new.servers]
-    touched += [(s, "removed") for s in old.servers if s.name in removed]
-    for server, how in touched:
-        if how == "changed" and server.name not in changed:
-            continue
-        name, kind = _unit_of(server)
-        lists = units.setdefault(name, (kind, {"changed": [], "added": [], "removed": []}))[1]
-        lists[how].append(server.name)
-    return tuple(_step(name, kind, lists) for name, (kind, lists) in units.items())
-
-
-def _step(unit: str, kind: UnitKind, lists: dict[str, list[str]]) -> RollingStep:
-    changed, added, removed = lists["changed"], lists["added"], lists["removed"]
-    actions: list[str] = [f"drain {unit}"] if changed or removed else []
-    if removed:
-        actions.append(f"remove {plural(len(removed), 'server')}, then uncable them")
-    if added:
-        actions.append(f"cable {plural(len(added), 'added server')}")
-    actions.append("apply")
-    if added:
-        actions.append(f"join {plural(len(added), 'added server')}")
-    if changed or removed:
-        actions.append(f"undrain {unit}")
-    return RollingStep(unit, kind, tuple(changed), tuple(added), tuple(removed), tuple(actions))
-
-
-def _cable_action(removed: int, added: int, minutes: float, where: str = "") -> str:
-    """``take out 3 and put in 5 cables (about 40 min)``: what a step does with cables."""
-    verbs = [f"take out {removed}"] if removed else []
-    verbs += [f"put in {added}"] if added else []
-    return f"{' and '.join(verbs)} cables{where} (about {minutes:g} min)"
 
 
 def _cable_line(c: Cable) -> str:
