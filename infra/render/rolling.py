@@ -57,9 +57,9 @@ def with_cables(
 
     That step drains the units of the servers under the spines it recables (``hit``).
     """
-    unit_of = {s.name: unit_of(s)[0] for s in (*new.servers, *old.servers)}
-    plus = unit_cables(old, new, added, unit_of)
-    minus = unit_cables(old, new, removed, unit_of)
+    units = {s.name: unit_of(s)[0] for s in (*new.servers, *old.servers)}
+    plus = unit_cables(old, new, added, units)
+    minus = unit_cables(old, new, removed, units)
     out = []
     for step in steps:
         a, r = plus.get(step.unit, 0), minus.get(step.unit, 0)
@@ -73,7 +73,7 @@ def with_cables(
         )
     up, down = plus.get(SPINE_STEP, 0), minus.get(SPINE_STEP, 0)
     if up or down:
-        under = sorted({unit_of[n] for n in hit if n in unit_of}, key=natural_key)
+        under = sorted({units[n] for n in hit if n in units}, key=natural_key)
         actions = [f"drain {', '.join(under)}"] if down and under else []
         minutes = step_minutes(up + down, minutes_per_cable)
         actions += [_cable_action(down, up, minutes, " above the leaves"), "apply"]
