@@ -108,12 +108,23 @@ def test_growing_by_one_su_adds_its_servers_leaves_and_cables() -> None:
     servers = {s.name for s in old.servers}
     assert not [c for c in d.cables_removed if {c.a, c.b} & servers]
     assert d.addresses == () and d.moves == ()
-    assert [s.unit for s in d.rolling_order] == ["dgx-su03"]
-    assert d.rolling_order[0].actions == (
+    # Without max_sus the spines are resized (next test): the SUs whose leaf uplinks move
+    # are drained while they are recabled, the new SU only adds.
+    assert [s.unit for s in d.rolling_order] == ["dgx-su01", "dgx-su02", "dgx-su03"]
+    assert d.rolling_order[1].actions == (
+        "drain dgx-su02",
+        "take out 160 and put in 160 cables (about 1600 min)",
+        "apply",
+        "undrain dgx-su02",
+    )
+    assert d.rolling_order[2].actions == (
+        "put in 320 cables (about 1600 min)",
         "cable 20 added servers",
         "apply",
         "join 20 added servers",
     )
+    assert sum(s.cables_removed for s in d.rolling_order) == len(d.cables_removed)
+    assert sum(s.cables_added for s in d.rolling_order) == len(d.cables_added)
 
 
 def test_growing_without_max_sus_rewires_the_spines_and_says_how_to_avoid_it() -> None:
@@ -257,9 +268,15 @@ def test_shrinking_removes_the_last_su_and_drains_it() -> None:
     d, _, _ = _diff(_spec(60), _spec(40))
     assert d.servers_removed == tuple(f"dgx{n:03d}" for n in range(41, 61))
     assert d.servers_added == ()
-    (step,) = d.rolling_order
+    # The spines shrink too (20 -> 10): the SUs that stay are drained while recabled.
+    *kept, step = d.rolling_order
+    assert [s.unit for s in kept] == ["dgx-su01", "dgx-su02"]
     assert (step.unit, len(step.removed), step.added) == ("dgx-su03", 20, ())
     assert step.actions[0] == "drain dgx-su03" and step.actions[-1] == "undrain dgx-su03"
+    assert step.actions[1:3] == (
+        "remove 20 servers, then uncable them",
+        "take out 320 cables (about 1600 min)",
+    )
 
 
 def test_appending_a_node_group_removes_no_device() -> None:
@@ -271,7 +288,10 @@ def test_appending_a_node_group_removes_no_device() -> None:
     servers = {s.name for s in old.servers}
     assert not [c for c in d.cables_removed if {c.a, c.b} & servers]
     assert d.addresses == ()
-    assert [s.unit for s in d.rolling_order] == ["extra-su01"]
+    # No max_sus: the spines grow with the third SU and the first group's leaf uplinks move,
+    # so its SUs are drained too (the jobs of group dgx are affected).
+    assert [s.unit for s in d.rolling_order] == ["dgx-su01", "dgx-su02", "extra-su01"]
+    assert d.affected_groups == ("dgx",)
 
 
 def test_a_mig_layout_change_is_reported_and_rolls_only_its_sus() -> None:
@@ -327,7 +347,8 @@ def test_cli_exit_codes_and_json_contract(tmp_path: Path) -> None:
     assert keys <= set(doc)
     text = railplan("diff", old, new)
     assert text.returncode == 1 and "servers: 20 added, 0 removed" in text.stdout
-    assert "1. su dgx-su03: cable 20 added servers" in text.stdout
+    assert "1. su dgx-su01: drain dgx-su01, take out 150 and put in 150 cables" in text.stdout
+    assert "3. su dgx-su03: put in 320 cables (about 1600 min), cable 20 added" in text.stdout
 
 
 def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:

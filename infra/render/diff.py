@@ -7,10 +7,13 @@ stable identities in the plan, and a cable's ``id`` (``<a device>:<a port>``) is
 but matching by both ends also reports a cable whose far end moved (same id, new peer) as
 one removed and one added, which is what a technician has to do with it.
 
-The rolling order lists the scalable units (or racks, for servers without an SU; the node
-group for servers without either) that hold changed, added or removed servers, in plan
-order; each step drains the unit (when it holds servers in service), removes and uncables
-what goes, cables what comes, applies the change, joins the added servers and undrains.
+The rolling order (`infra.render.rolling`) lists the scalable units (or racks, for servers
+without an SU; the node group for servers without either) that hold changed, added or
+removed servers, in plan order, servers whose leaves' uplinks move counting as changed
+(`infra.render.recabling`, of every group); each step drains the unit (when it holds
+servers in service), removes and uncables what goes, recables, cables what comes, applies
+the change, joins the added servers and undrains, with its cable counts and an estimate of
+its time.
 """
 
 from __future__ import annotations
@@ -23,8 +26,11 @@ from typing import Any, Literal
 
 from infra.budget.evaluate import BudgetResult, evaluate_budgets
 from infra.catalog import Catalog
+from infra.render.recabling import affected_servers
+from infra.render.rolling import RollingStep, rolling_order, with_cables
 from infra.spec import NodeGroup, Spec
-from infra.topology import Cable, Plan, Server
+from infra.topology import Cable, Plan
+from infra.topology.growth import natural_key
 from infra.topology.migconfig import mig_config_name
 from infra.wording import plural
 
@@ -42,7 +48,6 @@ __all__ = [
 ]
 
 DeviceKind = Literal["server", "switch"]
-UnitKind = Literal["su", "rack", "group"]
 CableKey = tuple[str, str, str, str, str]
 
 
@@ -103,18 +108,6 @@ class BudgetDelta:
     new: float
 
 
-@dataclass(frozen=True, slots=True)
-class RollingStep:
-    """One step of the rolling change: a unit (SU, rack or group) and what to do there."""
-
-    unit: str
-    kind: UnitKind
-    changed: tuple[str, ...]
-    added: tuple[str, ...]
-    removed: tuple[str, ...]
-    actions: tuple[str, ...]
-
-
 @dataclass(frozen=True)
 class PlanDiff:
     """Everything that differs between two plans, each list in a deterministic order."""
@@ -132,6 +125,7 @@ class PlanDiff:
     budgets: tuple[BudgetDelta, ...]
     rolling_order: tuple[RollingStep, ...]
     notes: tuple[str, ...] = ()  # advice, e.g. how to avoid the recabling listed
+    affected_groups: tuple[str, ...] = ()  # node groups whose running jobs a step drains
 
     @property
     def changed(self) -> bool:
@@ -165,6 +159,19 @@ def plan_diff(
     )
     changed = _changed_servers(old_plan, new_plan, addresses, moves, mig, software)
     changed |= {n for c in (*cables_added, *cables_removed) for n in (c.a, c.b)}
+    gone = set(switches_removed) | set(servers_removed)
+    both = {s.name for s in new_plan.servers} - set(servers_added)
+    changed |= affected_servers(old_plan, cables_removed, gone) & both
+    under = affected_servers(old_plan, cables_removed, gone, "spine_core") & both
+    steps = rolling_order(old_plan, new_plan, changed, set(servers_added), set(servers_removed))
+    steps = with_cables(
+        steps, old_plan, new_plan, cables_added, cables_removed, under,
+        float(catalog.site.get("minutes_per_cable", 0.0)),
+    )  # fmt: skip
+    drained = {n for step in steps for n in (*step.changed, *step.removed)} | under
+    groups = {s.name: s.group for s in (*old_plan.servers, *new_plan.servers)}
+    order = list(dict.fromkeys(s.group for s in (*new_plan.servers, *old_plan.servers)))
+    affected = tuple(g for g in order if any(groups[n] == g for n in drained))
     return PlanDiff(
         servers_added,
         servers_removed,
@@ -177,8 +184,9 @@ def plan_diff(
         mig,
         software,
         budgets,
-        rolling_order(old_plan, new_plan, changed, set(servers_added), set(servers_removed)),
+        steps,
         recabling_notes(new_spec, new_plan, cables_removed, set(switches_removed)),
+        affected,
     )
 
 
@@ -197,9 +205,15 @@ def recabling_notes(
     where = ", ".join(f"{n} {fabric}" for fabric, n in sorted(moved.items()))
     sus = len(plan.sus)
     if compute.max_sus is None:
-        hint = f"declare fabrics.compute.max_sus (at least {sus}) in both specs"
+        hint = (
+            f"declare fabrics.compute.max_sus (at least {sus}) in both specs, and "
+            "node_groups[].max_count for a group that is not the last"
+        )
     else:
-        hint = "keep the same max_sus in both specs and grow the last node group"
+        hint = (
+            "keep the same max_sus in both specs, and declare node_groups[].max_count "
+            "for a group that grows and is not the last"
+        )
     note = (
         f"{where} uplink cables between switches that stay are recabled: the spines were "
         f"sized for the old size; to grow without recabling, {hint}"
@@ -335,49 +349,6 @@ def _changed_servers(
     return changed & both
 
 
-def _unit_of(server: Server) -> tuple[str, UnitKind]:
-    if server.su is not None:
-        return server.su, "su"
-    if server.rack is not None:
-        return server.rack, "rack"
-    return server.group, "group"
-
-
-def rolling_order(
-    old: Plan, new: Plan, changed: set[str], added: set[str], removed: set[str]
-) -> tuple[RollingStep, ...]:
-    """One step per unit holding changed, added or removed servers.
-
-    Units of ``new`` come in its plan order; units that only held removed servers follow in
-    ``old``'s plan order.
-    """
-    units: dict[str, tuple[UnitKind, dict[str, list[str]]]] = {}
-    touched = [(s, "added" if s.name in added else "changed") for s in new.servers]
-    touched += [(s, "removed") for s in old.servers if s.name in removed]
-    for server, how in touched:
-        if how == "changed" and server.name not in changed:
-            continue
-        name, kind = _unit_of(server)
-        lists = units.setdefault(name, (kind, {"changed": [], "added": [], "removed": []}))[1]
-        lists[how].append(server.name)
-    return tuple(_step(name, kind, lists) for name, (kind, lists) in units.items())
-
-
-def _step(unit: str, kind: UnitKind, lists: dict[str, list[str]]) -> RollingStep:
-    changed, added, removed = lists["changed"], lists["added"], lists["removed"]
-    actions: list[str] = [f"drain {unit}"] if changed or removed else []
-    if removed:
-        actions.append(f"remove {plural(len(removed), 'server')}, then uncable them")
-    if added:
-        actions.append(f"cable {plural(len(added), 'added server')}")
-    actions.append("apply")
-    if added:
-        actions.append(f"join {plural(len(added), 'added server')}")
-    if changed or removed:
-        actions.append(f"undrain {unit}")
-    return RollingStep(unit, kind, tuple(changed), tuple(added), tuple(removed), tuple(actions))
-
-
 def _cable_line(c: Cable) -> str:
     return f"{c.id} {c.fabric} {c.tier} {c.a}:{c.a_port} -> {c.b}:{c.b_port}"
 
@@ -393,8 +364,9 @@ def _summary(d: PlanDiff) -> list[str]:
         f"mig: {plural(len(d.mig), 'group')} changed",
         f"software: {plural(len(d.software), 'version')} changed",
         f"budgets: {moved} of {plural(len(d.budgets), 'prediction')} changed",
-        f"rolling order: {plural(len(d.rolling_order), 'step')}",
-    ]
+        f"rolling order: {plural(len(d.rolling_order), 'step')}"
+        + (f" (about {sum(s.minutes for s in d.rolling_order):g} min)" if d.rolling_order else ""),
+    ] + ([f"jobs affected: {', '.join(d.affected_groups)}"] if d.affected_groups else [])
 
 
 def _detail(d: PlanDiff) -> list[str]:
@@ -458,11 +430,17 @@ def diff_document(d: PlanDiff) -> dict[str, Any]:
     """The change plan as the JSON document's data (lists sorted deterministically)."""
     return {
         "changed": d.changed,
-        "servers": {"added": sorted(d.servers_added), "removed": sorted(d.servers_removed)},
-        "switches": {"added": sorted(d.switches_added), "removed": sorted(d.switches_removed)},
+        "servers": {
+            "added": sorted(d.servers_added, key=natural_key),
+            "removed": sorted(d.servers_removed, key=natural_key),
+        },
+        "switches": {
+            "added": sorted(d.switches_added, key=natural_key),
+            "removed": sorted(d.switches_removed, key=natural_key),
+        },
         "cables": {
-            "added": sorted((_cable_json(c) for c in d.cables_added), key=lambda c: c["id"]),
-            "removed": sorted((_cable_json(c) for c in d.cables_removed), key=lambda c: c["id"]),
+            "added": sorted((_cable_json(c) for c in d.cables_added), key=_by_id),
+            "removed": sorted((_cable_json(c) for c in d.cables_removed), key=_by_id),
         },
         "addresses": sorted((_fields(a) for a in d.addresses), key=_by_name),
         "moves": sorted((_fields(m) for m in d.moves), key=_by_name),
@@ -471,6 +449,7 @@ def diff_document(d: PlanDiff) -> dict[str, Any]:
         "budgets": [_budget_json(b) for b in d.budgets],
         "rolling_order": [_fields(s) for s in d.rolling_order],  # plan order is the point
         "notes": list(d.notes),
+        "affected_groups": list(d.affected_groups),
     }
 
 
@@ -482,8 +461,12 @@ def _fields(record: Any) -> dict[str, Any]:
     }
 
 
-def _by_name(record: dict[str, Any]) -> tuple[str, str, str]:
-    return (record["kind"], record["name"], str(record.get("field", "")))
+def _by_name(record: dict[str, Any]) -> tuple[object, ...]:
+    return (record["kind"], natural_key(record["name"]), str(record.get("field", "")))
+
+
+def _by_id(cable: dict[str, str]) -> tuple[object, ...]:
+    return natural_key(cable["id"])
 
 
 def _budget_json(b: BudgetDelta) -> dict[str, Any]:

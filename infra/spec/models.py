@@ -309,6 +309,16 @@ class NodeGroup(StrictModel):
     first_index: int = Field(
         1, ge=0, le=MAX_FIRST_INDEX, description="Index of the first server in the pattern."
     )
+    max_count: int | None = Field(
+        None,
+        ge=1,
+        le=16_384,
+        description="Servers the group may grow to without moving anything else: the "
+        "compute, storage and in-band fabrics keep the group's leaves, ports and rack units "
+        "for this many, so growing it up to here (or growing a group after it) moves no "
+        "cable, switch or address. Default: `count` (growing the group then recables the "
+        "groups after it). Needs `fabrics.compute.max_sus` to cover every group's maximum.",
+    )
     rack_class: str | None = Field(
         None, description="A key of `site.rack_classes`; default the default class `site.rack`."
     )
@@ -351,6 +361,20 @@ class NodeGroup(StrictModel):
                     "starting or ending with '-', at most 63 characters)"
                 )
         return self
+
+    @model_validator(mode="after")
+    def _max_count_covers_count(self) -> NodeGroup:
+        if self.max_count is not None and self.max_count < self.count:
+            raise ValueError(
+                f"max_count {self.max_count} is below count {self.count}: raise max_count "
+                "(growing past it recables the groups after this one)"
+            )
+        return self
+
+    @property
+    def reserved(self) -> int:
+        """Servers the fabrics keep room for: ``max_count``, or ``count`` without it."""
+        return max(self.count, self.max_count or 0)
 
     def hostname_range(self) -> tuple[str, str]:
         """The hostnames of the first and last server: the shortest and longest index.

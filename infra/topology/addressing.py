@@ -12,7 +12,8 @@ block the first host address is the gateway and is never assigned.
   group's block, SU ``k`` in a fixed stride (the devices of a full SU), so a growing group
   takes new addresses without moving old ones. Block 0 gives shared devices (spines,
   cores, storage and in-band switches, the UFM host, the core row's PDUs and OOB switches)
-  consecutive addresses in name order; those change only when the fabric's shape does.
+  consecutive addresses in name order (numbers compared as numbers: ``st-spine-100`` after
+``st-spine-99``); those change only when the fabric's shape does.
 
 A device beyond its block gets None; lint rule RP053 reports it. Partition keys: the default
 partition 0x7fff holds every port; each node group gets its own (0x0001, 0x0002, ... in spec
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from infra.catalog import Catalog
 from infra.spec import NodeGroup, Spec
+from infra.topology.growth import natural_key
 from infra.topology.model import Host, Pdu, PlanError, Server
 
 if TYPE_CHECKING:
@@ -195,7 +197,7 @@ def _layout(
     return SuLayout(leaves, math.ceil(su_size / cap), network, pdus, tuple(networks), su_size)
 
 
-def _growth_order(parts: Sequence[SwitchPart]) -> Callable[[str], tuple[int, int, int, str]]:
+def _growth_order(parts: Sequence[SwitchPart]) -> Callable[[str], tuple[object, ...]]:
     """Sort key for shared devices: compute cores, then spines by pod, before the rest.
 
     Shared devices are numbered in this order within their family, and growth (more
@@ -207,8 +209,8 @@ def _growth_order(parts: Sequence[SwitchPart]) -> Callable[[str], tuple[int, int
         if p.fabric == "compute" and p.tier != "leaf"
     }
 
-    def key(name: str) -> tuple[int, int, int, str]:
-        return (*rank.get(name, (2, 0, 0)), name)
+    def key(name: str) -> tuple[object, ...]:
+        return (*rank.get(name, (2, 0, 0)), natural_key(name))  # spine 100 after 99
 
     return key
 

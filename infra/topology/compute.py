@@ -54,10 +54,16 @@ UFM_HOST = "ufm-1"
 
 @dataclass(frozen=True, slots=True)
 class SuMembers:
-    """One scalable unit as the fabric sees it: name and its servers' (slot, name, HCAs)."""
+    """One scalable unit as the fabric sees it: name and its servers' (slot, name, HCAs).
+
+    ``position`` is the SU's place in the fabric (0-based; None: its place in the list):
+    its leaves are leaves ``position * rails ...`` of the tree, so a node group keeping
+    positions for its growth (`infra.topology.growth`) leaves the SUs after it in place.
+    """
 
     name: str
     servers: tuple[tuple[int, str, tuple[str, ...]], ...]
+    position: int | None = None
 
 
 @dataclass(frozen=True)
@@ -105,12 +111,13 @@ def plan_compute_fabric(
             path="fabrics.compute.planes",
             hint="use a divisor of the rail count",
         )
-    if fabric.max_sus is not None and len(sus) > fabric.max_sus:
+    if fabric.max_sus is not None and _positions(sus) > fabric.max_sus:
         raise PlanError(
-            f"{len(sus)} scalable units are planned but the fabric is built for "
-            f"max_sus {fabric.max_sus}",
+            f"{_positions(sus)} scalable units are planned (or kept by node groups' "
+            f"max_count) but the fabric is built for max_sus {fabric.max_sus}",
             path="fabrics.compute.max_sus",
-            hint=f"raise max_sus to at least {len(sus)} (growing past it recables the spines)",
+            hint=f"raise max_sus to at least {_positions(sus)} (growing past it recables "
+            "the spines)",
         )
     gbps = min(switch.port_gbps, nic_gbps)
     servers = sum(len(su.servers) for su in sus)
@@ -120,6 +127,15 @@ def plan_compute_fabric(
     if fabric.planes == 1 and servers * rails + ufm <= switch.ports:
         return _single_switch(fabric, sus, rails, gbps, switch)
     return _Builder(fabric, switch, rails, gbps).build(sus)
+
+
+def _positions(sus: Sequence[SuMembers]) -> int:
+    """SU positions the fabric spans: up to the last SU's (kept positions included)."""
+    return max((_position(su, i) + 1 for i, su in enumerate(sus)), default=0)
+
+
+def _position(su: SuMembers, index: int) -> int:
+    return index if su.position is None else su.position
 
 
 def _single_switch(
@@ -198,7 +214,7 @@ class _Builder:
         return self.leaf_name(plane, su, flat // self.down), flat % self.down + 1
 
     def build(self, sus: Sequence[SuMembers]) -> ComputeFabricPlan:
-        shape = self._shape(len(sus))
+        shape = self._shape(_positions(sus))
         for su in sus:
             for slot, server, hcas in su.servers:
                 for rail, hca in enumerate(hcas):
@@ -210,7 +226,11 @@ class _Builder:
             self._wire_plane(plane, shape, sus)
         ufm_ports, warnings = self._attach_ufm(sus, shape)
         su_pod = {
-            su.name: (i * self.per_plane // shape.leaves_per_pod + 1 if shape.tiers == 3 else None)
+            su.name: (
+                _position(su, i) * self.per_plane // shape.leaves_per_pod + 1
+                if shape.tiers == 3
+                else None
+            )
             for i, su in enumerate(sus)
         }
         su_leaves = {
@@ -257,15 +277,17 @@ class _Builder:
 
     def _wire_plane(self, plane: int, shape: TreeShape, sus: Sequence[SuMembers]) -> None:
         model = self.fabric.switch
-        leaves: list[str] = []
+        # By position: a position kept for a group's growth has no leaf (None) and no cable.
+        leaves: list[str | None] = [None] * shape.leaves
         for i, su in enumerate(sus):
             for k in range(self.per_plane):
-                leaves.append(self.leaf_name(plane, su.name, k))
-                pod = (i * self.per_plane + k) // shape.leaves_per_pod + 1
+                at = _position(su, i) * self.per_plane + k
+                leaves[at] = name = self.leaf_name(plane, su.name, k)
+                pod = at // shape.leaves_per_pod + 1
                 rail = plane * self.per_plane + k if self.fabric.rail_optimized else None
                 self.switches.append(
                     SwitchPart(
-                        leaves[-1], "compute", "leaf", model, plane,
+                        name, "compute", "leaf", model, plane,
                         pod if shape.tiers == 3 else None, su.name, rail, su.name,
                     )
                 )  # fmt: skip
@@ -282,9 +304,12 @@ class _Builder:
         for link in wire_upper_tiers(shape, self.down):
             lower = leaves if link.tier == "leaf_spine" else spines
             upper = spines if link.tier == "leaf_spine" else cores
+            below = lower[link.lower]
+            if below is None:
+                continue  # a kept position: its leaf and uplinks come with the growth
             self.links.append(
                 Link(
-                    "compute", link.tier, lower[link.lower], str(link.lower_port),
+                    "compute", link.tier, below, str(link.lower_port),
                     upper[link.upper], str(link.upper_port), self.gbps,
                 )
             )  # fmt: skip
@@ -429,12 +454,13 @@ class _Builder:
             for t in SWITCH_TIERS
             if by_tier[t]
         )
+        leaves = len(by_tier["leaf"]) // planes  # kept positions have no leaf
         return FabricSummary(
             "compute", self.fabric.switch, shape.tiers, planes, shape.pods if shape.tiers == 3 else 1,
-            sus, self.switch.ports, self.gbps, shape.leaves * planes, shape.spines * planes,
+            sus, self.switch.ports, self.gbps, leaves * planes, shape.spines * planes,
             shape.cores * planes, counts, round(self.down / self.up, 3),
             len(endpoints) * self.gbps, self._bisection(shape, endpoints),
-            planes * switch_lower_bound(shape.leaves, self.up, self.switch.ports, shape.tiers), use,
+            planes * switch_lower_bound(leaves, self.up, self.switch.ports, shape.tiers), use,
             self.fabric.max_sus,
         )  # fmt: skip
 

@@ -62,6 +62,9 @@ class NetworkPlan:
     summary: FabricSummary
     chunking: tuple[int, int] | None = None
     switches_at_max: tuple[int, int] = (0, 0)  # (leaves, spines + cores) at max_sus
+    # Leaves by position up to the last one, None where a node group keeps room to grow:
+    # racks keep those units, so the leaves after them stay where they are.
+    leaf_slots: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,7 @@ class Endpoints:
 
     key: str  # DNS-safe group name, or "storage"
     devices: tuple[tuple[str, int], ...]  # (device, ports)
+    reserve: int = 0  # devices the group keeps room for (node_groups[].max_count)
 
 
 @dataclass(frozen=True)
@@ -85,15 +89,22 @@ class _Tree:
     min_spines: int = 1
 
 
-def _leaf_links(tree: _Tree, owners: Sequence[Endpoints]) -> tuple[list[str], list[Link]]:
-    """Leaves per owner and the endpoint links: device port p to leaf p of its leaf group."""
-    leaves: list[str] = []
+def _leaf_links(tree: _Tree, owners: Sequence[Endpoints]) -> tuple[list[str | None], list[Link]]:
+    """Leaves per owner by position, and the endpoint links (device port p to leaf p).
+
+    An owner keeping room (``reserve``) is followed by None positions for the
+    leaves of that room, except the last owner (its growth appends).
+    """
+    leaves: list[str | None] = []
     links: list[Link] = []
-    for owner in owners:
+    for i, owner in enumerate(owners):
         chunks = math.ceil(len(owner.devices) / tree.down)
+        kept = max(chunks, math.ceil(owner.reserve / tree.down))
         leaves += [
             f"{tree.prefix}-leaf-{owner.key}-{j + 1:02d}" for j in range(chunks * tree.group)
         ]
+        if i < len(owners) - 1:
+            leaves += [None] * ((kept - chunks) * tree.group)
         for i, (device, ports) in enumerate(owner.devices):
             chunk, slot = divmod(i, tree.down)
             for p in range(ports):
@@ -104,12 +115,29 @@ def _leaf_links(tree: _Tree, owners: Sequence[Endpoints]) -> tuple[list[str], li
     return leaves, links
 
 
+def _room(owner: Endpoints) -> int:
+    """Devices ``owner`` keeps room for beyond those it has."""
+    return max(0, owner.reserve - len(owner.devices))
+
+
+def _ports(owner: Endpoints) -> int:
+    return max((p for _, p in owner.devices), default=0)
+
+
 def _single(tree: _Tree, owners: Sequence[Endpoints], leaves: int) -> NetworkPlan:
-    """All endpoints on ``leaves`` switches (1, or an MLAG pair) with no tier above."""
+    """All endpoints on ``leaves`` switches (1, or an MLAG pair) with no tier above.
+
+    An owner's kept room (not the last owner's) keeps its ports free, so the owners after
+    it keep theirs as it grows.
+    """
     names = [f"{tree.prefix}-leaf-{j + 1:02d}" for j in range(leaves)]
     links: list[Link] = []
     used = [0] * leaves
-    for owner in owners:
+    for k, owner in enumerate(owners):
+        if k:
+            previous = owners[k - 1]
+            for p in range(_ports(previous)):
+                used[p % leaves] += _room(previous)
         for device, ports in owner.devices:
             for p in range(ports):
                 j = p % leaves
@@ -126,27 +154,52 @@ def _single(tree: _Tree, owners: Sequence[Endpoints], leaves: int) -> NetworkPla
     return NetworkPlan(tuple(parts), tuple(links), summary, (tree.down, tree.group))
 
 
-def _tree_plan(tree: _Tree, owners: Sequence[Endpoints], extra: int | None = None) -> NetworkPlan:
+def _bound(tree: _Tree, owners: Sequence[Endpoints], sus: tuple[int, int]) -> tuple[int, int]:
+    """(endpoint ports, leaves) at most, once ``sus`` = (max_sus, su_size) SUs are filled.
+
+    A group's leaves are ``ceil(servers / down)`` chunks, at most one chunk more than its
+    share, and no group has less than an SU: ``ceil(su_size / down)`` chunks per SU bound
+    every split, so the bound, and the shape sized for it, stay the same as groups grow
+    or are appended (the storage systems' leaves come on top).
+    """
+    max_sus, su_size = sus
+    fixed = [o for o in owners if o.key == "storage"]
+    ports = sum(p for o in fixed for _, p in o.devices) + max_sus * su_size * tree.group
+    leaves = sum(math.ceil(len(o.devices) / tree.down) * tree.group for o in fixed)
+    return ports, leaves + max_sus * math.ceil(su_size / tree.down) * tree.group
+
+
+def _tree_plan(
+    tree: _Tree,
+    owners: Sequence[Endpoints],
+    extra: int | None = None,
+    sus: tuple[int, int] | None = None,
+) -> NetworkPlan:
     """One network over ``owners``, its upper tiers sized for ``extra`` more servers.
 
-    The extra servers (what ``fabrics.compute.max_sus`` leaves room for; None when it is
-    not set) are counted as growth of the last owner, the way clusters grow: more leaves
-    of its own.
+    The extra servers (what ``fabrics.compute.max_sus`` leaves room for beyond the groups'
+    ``max_count``; None when it is not set) are counted as growth of the last owner, the
+    way clusters grow: more leaves of its own. With ``sus`` (max_sus, su_size) the tree is
+    sized for `_bound` when that is more, so growing or appending a group within max_sus
+    never changes its shape.
     """
-    growth = extra or 0
+    growth = (extra or 0) + _room(owners[-1])
     endpoints = sum(p for o in owners for _, p in o.devices)
+    kept = sum(_room(o) * _ports(o) for o in owners[:-1])
     pair = tree.group if tree.fabric == "inband" else 1
-    if endpoints + growth * tree.group <= tree.radix * pair:
+    bound_ports, bound_leaves = _bound(tree, owners, sus) if sus is not None else (0, 0)
+    if max(endpoints + kept + growth * tree.group, bound_ports) <= tree.radix * pair:
         return _single(tree, owners, pair)
-    leaves, links = _leaf_links(tree, owners)
+    slots, links = _leaf_links(tree, owners)
     last = len(owners[-1].devices)
     more = math.ceil((last + growth) / tree.down) - math.ceil(last / tree.down)
-    sized = len(leaves) + more * tree.group
-    shape = fat_tree_shape(len(leaves), tree.up, tree.radix, tree.group, sized_for=sized)
+    sized = max(len(slots) + more * tree.group, bound_leaves)
+    shape = fat_tree_shape(len(slots), tree.up, tree.radix, tree.group, sized_for=sized)
     if shape.tiers == 2 and shape.spines < tree.min_spines:
         shape = fat_tree_shape(
-            len(leaves), tree.up, tree.radix, tree.group, tree.min_spines, sized_for=sized
+            len(slots), tree.up, tree.radix, tree.group, tree.min_spines, sized_for=sized
         )
+    leaves = [n for n in slots if n is not None]
     # Built for growth, the upper tiers keep racks of their own (leaves grow past them).
     zone = upper_zone(tree.fabric) if extra is not None else tree.fabric
     spines = [f"{tree.prefix}-spine-{i + 1:02d}" for i in range(shape.spines)]
@@ -162,15 +215,20 @@ def _tree_plan(tree: _Tree, owners: Sequence[Endpoints], extra: int | None = Non
         SwitchPart(n, tree.fabric, "core", tree.model, 0, None, None, None, zone) for n in cores
     ]
     for link in wire_upper_tiers(shape, tree.down):
-        lower = leaves if link.tier == "leaf_spine" else spines
+        lower = slots if link.tier == "leaf_spine" else spines
         upper = spines if link.tier == "leaf_spine" else cores
+        below = lower[link.lower]
+        if below is None:
+            continue  # a position kept for a group's growth: no leaf yet
         links.append(
-            Link(tree.fabric, link.tier, lower[link.lower], str(link.lower_port), upper[link.upper], str(link.upper_port), tree.gbps)
+            Link(tree.fabric, link.tier, below, str(link.lower_port), upper[link.upper], str(link.upper_port), tree.gbps)
         )  # fmt: skip
     summary = _summary(tree, parts, links, shape.tiers, shape.pods)
     pods = math.ceil(sized / shape.leaves_per_pod) if shape.tiers == 3 else 1
     at_max = (sized, pods * shape.spines_per_pod + shape.cores) if extra is not None else (0, 0)
-    return NetworkPlan(tuple(parts), tuple(links), summary, (tree.down, tree.group), at_max)
+    return NetworkPlan(
+        tuple(parts), tuple(links), summary, (tree.down, tree.group), at_max, tuple(slots)
+    )
 
 
 def upper_zone(fabric: FabricName) -> str:
@@ -212,7 +270,11 @@ def _bisection(endpoints: Sequence[Link], up: int, tiers: int, gbps: float) -> f
 
 
 def plan_storage(
-    fabric: StorageFabric, catalog: Catalog, owners: Sequence[Endpoints], extra: int | None = None
+    fabric: StorageFabric,
+    catalog: Catalog,
+    owners: Sequence[Endpoints],
+    extra: int | None = None,
+    sus: tuple[int, int] | None = None,
 ) -> NetworkPlan:
     """Storage fabric for each node group's storage ports plus the storage systems' ports."""
     switch = catalog.switches[fabric.switch]
@@ -226,7 +288,7 @@ def plan_storage(
     # The storage systems' leaves first: node groups grow and append at the end, so the
     # position-based uplink wiring of everything planned before stays put.
     with _fabric_path("fabrics.storage", "fewer storage_ports, or a switch of a larger radix"):
-        return _tree_plan(tree, [storage, *owners] if fabric.storage_ports else owners, extra)
+        return _tree_plan(tree, [storage, *owners] if fabric.storage_ports else owners, extra, sus)
 
 
 @contextmanager
@@ -245,6 +307,7 @@ def plan_inband(
     catalog: Catalog,
     owners: Sequence[Endpoints],
     extra: int | None = None,
+    sus: tuple[int, int] | None = None,
 ) -> NetworkPlan:
     """In-band management: MLAG leaf pairs per node group, two spines when there are many."""
     switch = catalog.switches[fabric.inband_switch]
@@ -252,7 +315,7 @@ def plan_inband(
     up = max(1, k // 8)
     tree = _Tree("inband", "mg", fabric.inband_switch, k, switch.port_gbps, k - up, up, 2, 2)
     with _fabric_path("fabrics.management.inband_switch", "use a switch of a larger radix"):
-        return _tree_plan(tree, owners, extra)  # no single spine: it would be a SPOF
+        return _tree_plan(tree, owners, extra, sus)  # no single spine: it would be a SPOF
 
 
 @dataclass(frozen=True, slots=True)

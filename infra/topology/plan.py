@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from infra.catalog import Catalog
 from infra.errors import spelling_hint
@@ -33,6 +33,7 @@ from infra.topology.compute import (
 )
 from infra.topology.finish import finish_cables, rack_records, switch_records
 from infra.topology.groups import group_migs, plan_groups
+from infra.topology.growth import natural_key, su_offsets, with_growth
 from infra.topology.model import (
     FabricName,
     FabricSummary,
@@ -118,6 +119,7 @@ def _check_references(spec: Spec, catalog: Catalog) -> None:
 
 
 def _expand(spec: Spec, catalog: Catalog, progress: Progress) -> Plan:
+    spec = with_growth(spec, catalog)  # node groups' max_count: upper tiers built for them
     step = _stepper(progress)
     step("servers and racks")
     migs = group_migs(spec, catalog)
@@ -135,14 +137,17 @@ def _expand(spec: Spec, catalog: Catalog, progress: Progress) -> Plan:
     step("network racks")
     _reserve_core_row(networks, racks)
     hosts = _hosts(spec, catalog, compute, racks)  # the UFM first: growth never moves it
-    for part in _placement_order(parts):
+    for part, name in _with_kept_slots(_placement_order(parts), networks):
         row = "core" if part.zone in SHARED_ZONES else part.zone
-        racks.place_switch(part.name, part.model, part.zone, row, first_network.get(row, 1))
+        if name is None:  # a leaf a node group keeps room for: its units stay free
+            racks.keep_switch(part.model, part.zone, row, first_network.get(row, 1))
+        else:
+            racks.place_switch(name, part.model, part.zone, row, first_network.get(row, 1))
     oob = _plan_oob(spec, catalog, racks, first_network)
     if oob is not None:
         networks["oob"] = oob
         parts += _place_oob(oob, racks)
-    pdus = pdu_records(sorted(racks.racks.values(), key=lambda r: r.name))
+    pdus = pdu_records(sorted(racks.racks.values(), key=lambda r: natural_key(r.name)))
     chunked = [
         ("st" if name == "storage" else "mg", *net.chunking)
         for name, net in networks.items()
@@ -199,22 +204,30 @@ def _plan_compute(
             hint="put nodes with different NIC counts on separate clusters",
         )
     by_su: dict[str, list[tuple[int, str, tuple[str, ...]]]] = {}
+    position: dict[str, int] = {}
+    offsets = su_offsets(spec, catalog)  # each group's SUs from its first kept position
     for s in members:
-        by_su.setdefault(s.su or "", []).append(
-            (s.slot or 0, s.name, catalog.nodes[s.node].compute_hcas)
-        )
-    sus = [SuMembers(name, tuple(servers)) for name, servers in by_su.items()]
+        su = s.su or ""
+        by_su.setdefault(su, []).append((s.slot or 0, s.name, catalog.nodes[s.node].compute_hcas))
+        position[su] = offsets[s.group] + int(su.rsplit("-su", 1)[1]) - 1
+    sus = [SuMembers(name, tuple(servers), position[name]) for name, servers in by_su.items()]
     nic = min(catalog.nodes[s.node].compute_nic_gbps for s in members)
     return plan_compute_fabric(fabric, catalog, sus, rails.pop(), nic)
 
 
-def _owners(seeds: Sequence[ServerSeed], ports_of: dict[str, int]) -> list[Endpoints]:
-    """Endpoints per node group, in spec order, for servers with ports on the network."""
+def _owners(spec: Spec, seeds: Sequence[ServerSeed], ports_of: dict[str, int]) -> list[Endpoints]:
+    """Endpoints per node group, in spec order, for servers with ports on the network.
+
+    Each keeps room for its group's ``max_count`` servers (``count`` without it).
+    """
     owners: dict[str, list[tuple[str, int]]] = {}
+    reserve: dict[str, int] = {}
     for s in seeds:
         if ports_of[s.node]:
-            owners.setdefault(s.group.replace("_", "-"), []).append((s.name, ports_of[s.node]))
-    return [Endpoints(key, tuple(devices)) for key, devices in owners.items()]
+            key = s.group.replace("_", "-")
+            owners.setdefault(key, []).append((s.name, ports_of[s.node]))
+            reserve[key] = next(g.reserved for g in spec.node_groups if g.name == s.group)
+    return [Endpoints(key, tuple(devices), reserve[key]) for key, devices in owners.items()]
 
 
 def _plan_other_networks(
@@ -223,14 +236,16 @@ def _plan_other_networks(
     nets: dict[FabricName, NetworkPlan] = {}
     racked = [s for s in seeds if catalog.nodes[s.node].rack_units]
     extra = _growth(spec, seeds)
+    compute = spec.fabrics.compute
+    sus = None if compute is None or compute.max_sus is None else (compute.max_sus, compute.su_size)
     if spec.fabrics.storage is not None:
         ports = {n: catalog.nodes[n].storage_nic_ports for n in catalog.nodes}
-        owners = _owners(racked, ports)
-        nets["storage"] = plan_storage(spec.fabrics.storage, catalog, owners, extra)
+        owners = _owners(spec, racked, ports)
+        nets["storage"] = plan_storage(spec.fabrics.storage, catalog, owners, extra, sus)
     if spec.fabrics.management is not None and racked:
         ports = dict.fromkeys(catalog.nodes, 2)
-        owners = _owners(racked, ports)
-        nets["inband"] = plan_inband(spec.fabrics.management, catalog, owners, extra)
+        owners = _owners(spec, racked, ports)
+        nets["inband"] = plan_inband(spec.fabrics.management, catalog, owners, extra, sus)
     return nets
 
 
@@ -263,16 +278,17 @@ def _reserve_core_row(
 
 
 def _growth(spec: Spec, seeds: Sequence[ServerSeed]) -> int | None:
-    """Servers the compute fabric is built to add (``max_sus``), None when it is not set.
+    """Servers ``max_sus`` leaves room for beyond the groups' ``max_count``; None without it.
 
-    The storage and in-band trees size their spines for them too, so growing the cluster
-    up to ``max_sus`` SUs does not recable those either.
+    The storage and in-band trees size their spines for them too (as growth of the last
+    group), so growing the cluster up to ``max_sus`` SUs does not recable those either.
     """
     compute = spec.fabrics.compute
     if compute is None or compute.max_sus is None:
         return None
-    on_fabric = sum(1 for s in seeds if s.su is not None)
-    return max(0, compute.max_sus * compute.su_size - on_fabric)
+    on_fabric = {s.group for s in seeds if s.su is not None}
+    kept = sum(g.reserved for g in spec.node_groups if g.name in on_fabric)
+    return max(0, compute.max_sus * compute.su_size - kept)
 
 
 def _placement_order(parts: Sequence[SwitchPart]) -> list[SwitchPart]:
@@ -289,6 +305,26 @@ def _placement_order(parts: Sequence[SwitchPart]) -> list[SwitchPart]:
         return (fabrics.index(part.fabric), rank[part.tier], part.pod or 0, part.plane)
 
     return sorted(parts, key=key)
+
+
+def _with_kept_slots(
+    parts: Sequence[SwitchPart], networks: dict[FabricName, NetworkPlan | ComputeFabricPlan]
+) -> Iterator[tuple[SwitchPart, str | None]]:
+    """Each part with its name; a network's leaves by position, None for kept ones."""
+    slots = {
+        name: net.leaf_slots
+        for name, net in networks.items()
+        if isinstance(net, NetworkPlan) and net.leaf_slots
+    }
+    done: set[str] = set()
+    for part in parts:
+        fabric = part.fabric
+        if part.tier != "leaf" or fabric not in slots:
+            yield part, part.name
+        elif fabric not in done:  # the network's first leaf: all its positions, in order
+            done.add(fabric)
+            yield from ((part, name) for name in slots[fabric])
+    return
 
 
 def _hosts(
@@ -331,9 +367,8 @@ def _plan_oob(
             + pdus
         )
         if rack.kind == "network":  # a network rack fills with switches: those go last
-            devices = (
-                pdus + [(n, "bmc") for n in rack.hosts] + [(n, "mgmt0") for n in rack.switches]
-            )
+            switches = [None if n is None else (n, "mgmt0") for n in rack.switch_slots]
+            devices = pdus + [(n, "bmc") for n in rack.hosts] + switches
         row.append((rack.name, tuple(devices)))
     return plan_oob(
         management, catalog, [OobRow(tuple(r), shared=row != "core") for row, r in rows.items()]

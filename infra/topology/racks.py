@@ -48,11 +48,16 @@ class RackFill:
     hosts: list[str] = field(default_factory=list)
     pdus: int = 0
     server_slots: int = 0  # servers a full rack of this kind holds (compute racks)
+    # Switches in unit order, None for units kept for a leaf a node group's growth adds:
+    # the rack's OOB ports follow these slots, so the leaf comes without moving a cable.
+    switch_slots: list[str | None] = field(default_factory=list)
+    kept_kw: float = 0.0  # power kept for those leaves (not drawn yet)
 
     @property
     def devices(self) -> int:
-        """Management ports the rack's OOB switch serves."""
-        return len(self.servers) + len(self.switches) + len(self.hosts) + self.pdus
+        """Management ports the rack's OOB switch serves (kept switch slots included)."""
+        kept = self.switch_slots.count(None)
+        return len(self.servers) + len(self.switches) + len(self.hosts) + self.pdus + kept
 
 
 def _oob_kw(spec: Spec, catalog: Catalog) -> float:
@@ -169,6 +174,16 @@ class RackPlanner:
         rack = self._network_rack(zone, row, first, sw.rack_units, kw)
         self._put(rack, name, sw.rack_units, kw, sw.power_basis)
         rack.switches.append(name)
+        rack.switch_slots.append(name)
+
+    def keep_switch(self, model: str, zone: str, row: str, first: int) -> None:
+        """Keep a switch's units, power and OOB port free in ``zone`` (a leaf growth adds)."""
+        sw = self.catalog.switches[model]
+        kw = sw.max_power_w / 1000
+        rack = self._network_rack(zone, row, first, sw.rack_units, kw)
+        rack.units_used += sw.rack_units
+        rack.kept_kw += kw
+        rack.switch_slots.append(None)
 
     def place_host(self, name: str, units: int, kw: float, zone: str, row: str) -> None:
         """Put a non-GPU host (the UFM appliance) into the open network rack of ``zone``."""
@@ -186,7 +201,7 @@ class RackPlanner:
             and rack.devices > 0
             and (
                 rack.units_used + units > room
-                or rack.power_kw + kw > power + 1e-9
+                or rack.power_kw + rack.kept_kw + kw > power + 1e-9
                 or rack.devices + 1 > self.oob_ports
             )
         )
