@@ -67,14 +67,16 @@ def split(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[s
 
     Rows with an ``added`` date (or time) came after the constants were fitted: each batch
     of them alternates within itself, so adding data never moves an earlier row from one
-    half to the other.
+    half to the other. Rows marked ``held_out: true`` are always held out (a batch added to
+    test one change, none of which any constant may see).
     """
     fitting: list[dict[str, Any]] = []
-    held: list[dict[str, Any]] = []
-    batches = sorted({str(r.get("added") or "") for r in rows})  # "" (the originals) first
+    held = [r for r in rows if r.get("held_out")]
+    rest = [r for r in rows if not r.get("held_out")]
+    batches = sorted({str(r.get("added") or "") for r in rest})  # "" (the originals) first
     for batch in batches:
         ordered = sorted(
-            (r for r in rows if str(r.get("added") or "") == batch), key=lambda r: str(r["id"])
+            (r for r in rest if str(r.get("added") or "") == batch), key=lambda r: str(r["id"])
         )
         fitting += ordered[0::2]
         held += ordered[1::2]

@@ -65,6 +65,9 @@ FP8_SHARE = 0.85
 # variance; the gradient in, the 16-bit weights out) at full HBM bandwidth.
 ADAM_BYTES = 32
 GRAD_BYTES = 2  # 16-bit gradient reduction (Megatron-Core's default for bf16)
+# SOURCED: DeepSpeed's ZeRO default ``reduce_bucket_size``, 5e8 elements
+# (deepspeed/runtime/zero/config.py; deepspeed.ai/docs/config-json).
+ZERO3_REDUCE_BUCKET = 500_000_000
 # SOURCED: fused causal attention skips the blocks above the diagonal, "around 1.7-1.8x
 # speedup compared to attention without the causal mask" (FlashAttention-2, Dao 2023,
 # arXiv:2307.08691, §3.1.1). Model FLOPs still count the full s x s, as Megatron and PaLM do.
@@ -307,24 +310,74 @@ class DpTraffic:
         return self.forward_s + self.backward_s
 
 
+def _zero3_topology(comm: CommTopology, layout: Layout) -> CommTopology:
+    """ZeRO-3's DP ranks: over NVLink inside one node, else each GPU through its NIC share.
+
+    ZeRO++ (Wang et al. 2023, arXiv:2306.10209, §1 and §3) counts ZeRO-3's traffic as 3M
+    *cross-node* bytes per GPU (M = the model's 16-bit weights): a forward all-gather, a
+    backward all-gather and a gradient reduce-scatter, each of the GPU's full M; its hpZ
+    keeps a copy per node precisely because the backward gather otherwise leaves the node.
+    So every rank's gathers go through its own share of the node's NICs, which all three
+    collectives share (they add up; none hides behind another).
+    """
+    if layout.tp * layout.replicas <= comm.gpus_per_node:
+        return replace(comm, gpus_per_node=layout.replicas, nodes=1)
+    share = comm.nic_gbps * comm.nics / comm.gpus_per_node
+    return replace(comm, gpus_per_node=1, nodes=layout.replicas, nics=1, nic_gbps=share)
+
+
+def _bucketed_us(topo: CommTopology, collective: str, params: int, bucket: int) -> float:
+    """Microseconds of ``params`` 16-bit values moved in collectives of ``bucket`` each."""
+    full, rest = divmod(params, bucket)
+    one = _comm_us(topo, collective, bucket * GRAD_BYTES)
+    return full * one + _comm_us(topo, collective, rest * GRAD_BYTES)
+
+
+def _zero3_traffic(job: Job, layout: Layout, m: int) -> DpTraffic:
+    """DeepSpeed ZeRO-3: per micro-batch two gathers of each weight matrix, one reduce-scatter.
+
+    DeepSpeed fetches a module's partitioned parameters right before its forward and again
+    before its backward, prefetching up to ``stage3_prefetch_bucket_size`` elements ahead
+    (default 5e7, less than one GPT-3 weight matrix: so one matrix ahead); parameters under
+    ``stage3_param_persistence_threshold`` (1e5: biases, norms) stay whole, so each weight
+    matrix is one all-gather. With activation recomputation the recomputed forward gathers
+    and the backward right after it reuses those weights (``stage3_max_reuse_distance``,
+    default 1e9: "do not release a parameter if it will be reused within this threshold"),
+    so there are two gathers per micro-batch either way, not three. Gradients are
+    partitioned, so each micro-batch reduce-scatters them in ``reduce_bucket_size`` buckets
+    (5e8). (DeepSpeed config docs, deepspeed/runtime/zero/config.py.)
+    """
+    topo = _zero3_topology(job.comm, layout)
+    shape, layers = job.shape, -(-job.shape.layers // layout.pp)
+    matrices = [g.n * g.k for g in layer_gemms(shape, 1, layout.tp) if g.name != "attention"]
+    gather = layers * sum(_comm_us(topo, "all_gather", w * GRAD_BYTES) for w in matrices)
+    gather += _comm_us(topo, "all_gather", shape.vocab * shape.hidden // layout.tp * GRAD_BYTES)
+    params = stage_params(shape, layout.tp, layout.pp)
+    scatter = _bucketed_us(topo, "reduce_scatter", params, ZERO3_REDUCE_BUCKET)
+    return DpTraffic(m * gather / 1e6, m * (gather + scatter) / 1e6)
+
+
 def _dp_traffic(job: Job, layout: Layout, m: int) -> DpTraffic:
     """Gradient reduction (and ZeRO's parameter all-gathers) of one step over DP ranks.
 
-    ZeRO-0 all-reduces the gradients once; ZeRO-1/2 reduce-scatter them and all-gather the
-    updated weights; ZeRO-3 holds no full weights, so every micro-batch gathers them for
-    its forward and again for its backward and reduce-scatters its gradients
-    ([ZeRO] §5.3: 1.5x the data-parallel volume per pass over the batch).
+    ZeRO-0 all-reduces the gradients once; ZeRO-1/2 (Megatron's distributed optimizer)
+    reduce-scatter them and all-gather the updated weights; ZeRO-3 is `_zero3_traffic`.
+    Megatron-Core reduces in buckets of ``max(4e7, 1e6 x DP)`` parameters when it overlaps
+    the reduction with the backward pass, else in one collective
+    (`DistributedDataParallelConfig.bucket_size`: "larger DP sizes need larger buckets to
+    ensure collectives do not become latency-bound").
     """
     if layout.replicas == 1:
         return DpTraffic(0.0, 0.0)
-    topo = _dp_topology(job.comm, layout)
-    nbytes = stage_params(job.shape, layout.tp, layout.pp) * GRAD_BYTES
-    gather, scatter = _comm_us(topo, "all_gather", nbytes), _comm_us(topo, "reduce_scatter", nbytes)
-    if layout.zero == 0:
-        return DpTraffic(0.0, _comm_us(topo, "all_reduce", nbytes) / 1e6)
     if layout.zero == 3:
-        return DpTraffic(m * gather / 1e6, m * (gather + scatter) / 1e6)
-    return DpTraffic(0.0, (scatter + gather) / 1e6)
+        return _zero3_traffic(job, layout, m)
+    topo = _dp_topology(job.comm, layout)
+    params = stage_params(job.shape, layout.tp, layout.pp)
+    bucket = max(40_000_000, 1_000_000 * layout.replicas) if job.dp_overlap else params
+    if layout.zero == 0:
+        return DpTraffic(0.0, _bucketed_us(topo, "all_reduce", params, bucket) / 1e6)
+    gather = _bucketed_us(topo, "all_gather", params, bucket)
+    return DpTraffic(0.0, (gather + _bucketed_us(topo, "reduce_scatter", params, bucket)) / 1e6)
 
 
 def _dp_exposed(
