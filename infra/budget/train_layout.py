@@ -202,7 +202,17 @@ def _dp_topology(comm: CommTopology, layout: Layout) -> CommTopology:
     per_node = max(1, min(layout.replicas, comm.gpus_per_node // layout.tp))
     nodes = -(-layout.replicas // per_node)
     groups = max(1, comm.gpus_per_node // per_node)
-    return replace(comm, gpus_per_node=per_node, nodes=nodes, nics=max(1, comm.nics // groups))
+    return replace(_nic_share(comm, groups), gpus_per_node=per_node, nodes=nodes)
+
+
+def _nic_share(comm: CommTopology, ways: int) -> CommTopology:
+    """``comm`` with its node's NICs split ``ways`` ways: whole NICs, else a share of the rate.
+
+    Four NICs shared by eight GPUs give each half a NIC, not a whole one.
+    """
+    if comm.nics >= ways and comm.nics % ways == 0:
+        return replace(comm, nics=comm.nics // ways)
+    return replace(comm, nics=1, nic_gbps=comm.nic_gbps * comm.nics / ways)
 
 
 def _p2p_topology(comm: CommTopology, layout: Layout) -> CommTopology:
@@ -214,7 +224,7 @@ def _pair_topology(comm: CommTopology, same_node: bool) -> CommTopology:
     """Two ranks sending to each other: over NVLink, or one GPU's share of the NICs."""
     if same_node:
         return replace(comm, gpus_per_node=2, nodes=1)
-    return replace(comm, gpus_per_node=1, nodes=2, nics=max(1, comm.nics // comm.gpus_per_node))
+    return replace(_nic_share(comm, comm.gpus_per_node), gpus_per_node=1, nodes=2)
 
 
 def _gemm_time(job: Job, gemm: Gemm) -> float:
@@ -323,8 +333,7 @@ def _zero3_topology(comm: CommTopology, layout: Layout) -> CommTopology:
     """
     if layout.tp * layout.replicas <= comm.gpus_per_node:
         return replace(comm, gpus_per_node=layout.replicas, nodes=1)
-    share = comm.nic_gbps * comm.nics / comm.gpus_per_node
-    return replace(comm, gpus_per_node=1, nodes=layout.replicas, nics=1, nic_gbps=share)
+    return replace(_nic_share(comm, comm.gpus_per_node), gpus_per_node=1, nodes=layout.replicas)
 
 
 def _bucketed_us(topo: CommTopology, collective: str, params: int, bucket: int) -> float:
