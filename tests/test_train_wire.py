@@ -22,8 +22,8 @@ from infra.budget.train_layout import Job, Layout, step
 from infra.budget.train_model import PRESETS, ModelShape, memory_per_gpu
 from infra.budget.train_plan import TrainRequest, stages_fit, train
 from infra.catalog import Catalog
-from infra.spec.base import Precision
 from infra.spec import load_spec_text
+from infra.spec.base import Precision
 
 from .conftest import ROOT
 from .test_train_plan import cluster
