@@ -324,12 +324,15 @@ class DpTraffic:
 def _zero3_topology(comm: CommTopology, layout: Layout) -> CommTopology:
     """ZeRO-3's DP ranks: over NVLink inside one node, else each GPU through its NIC share.
 
-    ZeRO++ (Wang et al. 2023, arXiv:2306.10209, §1 and §3) counts ZeRO-3's traffic as 3M
-    *cross-node* bytes per GPU (M = the model's 16-bit weights): a forward all-gather, a
-    backward all-gather and a gradient reduce-scatter, each of the GPU's full M; its hpZ
-    keeps a copy per node precisely because the backward gather otherwise leaves the node.
-    So every rank's gathers go through its own share of the node's NICs, which all three
-    collectives share (they add up; none hides behind another).
+    ZeRO++ (Wang et al. 2023, arXiv:2306.10209, abstract and overview) counts ZeRO-3's
+    cross-node traffic as 3M per GPU (M = the model's 16-bit weights): a forward all-gather,
+    a backward all-gather and a gradient reduce-scatter, each of the GPU's full M; its hpZ
+    keeps a secondary copy per node to remove the backward gather's inter-node traffic. So
+    every rank's gathers go through its own share of the node's NICs, which all three
+    collectives share (they add up; none hides behind another). This is an implementation's
+    behaviour, not the wire's floor: an NCCL ring over whole nodes needs each byte to enter
+    a node only once (ZeRO 0-2 are timed that way, `_dp_topology`). The choice was made
+    knowing SC21's ZeRO-3 rows (about 16-18 GB/s per GPU of 3M at every GPU count).
     """
     if layout.tp * layout.replicas <= comm.gpus_per_node:
         return replace(comm, gpus_per_node=layout.replicas, nodes=1)
