@@ -52,19 +52,23 @@ __all__ = [
 # Fitted (docs/accuracy.md, "Training"): the share of the dense peak a large bf16 GEMM
 # reaches, per architecture, and the smallest GEMM dimension at which it reaches half of
 # that (a saturating curve: small dimensions starve the tensor cores of reuse).
-PEAK_SHARE = {"ampere": 0.77, "hopper": 0.75}
+PEAK_SHARE = {"ampere": 0.77, "hopper": 0.76}
 HALF_DIM = 192.0
 # Fitted: element-wise kernels (norms, softmax, dropout, residuals, bias) move this many
 # times the bytes of the activations a layer stores ([Korthikanti] eq. 1) per pass.
 ELEMENTWISE = 1.5
-# Fitted (`train_accuracy.fit_fp8_share`) on the fitting half's three NeMo FP8 rows: fp8
-# GEMMs reach a smaller share of their doubled peak than bf16 does, as Transformer Engine's
-# casts and scaling cost time. It was an assumed 0.75 until FP8 rows were collected.
-FP8_SHARE = 0.85
+# Fitted (`train_accuracy.fit_fp8_share`) on the fitting half's three NeMo FP8 rows: the
+# share of a bf16 GEMM's share of peak an fp8 GEMM keeps of its doubled peak. It was an
+# assumed 0.75, then 0.85 by this fit; the fit's 3-row median moved to 1.0 (no fp8 penalty)
+# when the Hopper share moved from 0.75 to 0.76 (Megatron-Core's DP buckets).
+FP8_SHARE = 1.0
 # Assumed: Adam reads and writes 16 bytes per parameter (fp32 master weights, momentum,
 # variance; the gradient in, the 16-bit weights out) at full HBM bandwidth.
 ADAM_BYTES = 32
 GRAD_BYTES = 2  # 16-bit gradient reduction (Megatron-Core's default for bf16)
+# SOURCED: DeepSpeed's ZeRO default ``reduce_bucket_size``, 5e8 elements
+# (deepspeed/runtime/zero/config.py; deepspeed.ai/docs/config-json).
+ZERO3_REDUCE_BUCKET = 500_000_000
 # SOURCED: fused causal attention skips the blocks above the diagonal, "around 1.7-1.8x
 # speedup compared to attention without the causal mask" (FlashAttention-2, Dao 2023,
 # arXiv:2307.08691, §3.1.1). Model FLOPs still count the full s x s, as Megatron and PaLM do.
@@ -198,7 +202,17 @@ def _dp_topology(comm: CommTopology, layout: Layout) -> CommTopology:
     per_node = max(1, min(layout.replicas, comm.gpus_per_node // layout.tp))
     nodes = -(-layout.replicas // per_node)
     groups = max(1, comm.gpus_per_node // per_node)
-    return replace(comm, gpus_per_node=per_node, nodes=nodes, nics=max(1, comm.nics // groups))
+    return replace(_nic_share(comm, groups), gpus_per_node=per_node, nodes=nodes)
+
+
+def _nic_share(comm: CommTopology, ways: int) -> CommTopology:
+    """``comm`` with its node's NICs split ``ways`` ways: whole NICs, else a share of the rate.
+
+    Four NICs shared by eight GPUs give each half a NIC, not a whole one.
+    """
+    if comm.nics >= ways and comm.nics % ways == 0:
+        return replace(comm, nics=comm.nics // ways)
+    return replace(comm, nics=1, nic_gbps=comm.nic_gbps * comm.nics / ways)
 
 
 def _p2p_topology(comm: CommTopology, layout: Layout) -> CommTopology:
@@ -210,7 +224,7 @@ def _pair_topology(comm: CommTopology, same_node: bool) -> CommTopology:
     """Two ranks sending to each other: over NVLink, or one GPU's share of the NICs."""
     if same_node:
         return replace(comm, gpus_per_node=2, nodes=1)
-    return replace(comm, gpus_per_node=1, nodes=2, nics=max(1, comm.nics // comm.gpus_per_node))
+    return replace(_nic_share(comm, comm.gpus_per_node), gpus_per_node=1, nodes=2)
 
 
 def _gemm_time(job: Job, gemm: Gemm) -> float:
@@ -307,24 +321,76 @@ class DpTraffic:
         return self.forward_s + self.backward_s
 
 
+def _zero3_topology(comm: CommTopology, layout: Layout) -> CommTopology:
+    """ZeRO-3's DP ranks: over NVLink inside one node, else each GPU through its NIC share.
+
+    ZeRO++ (Wang et al. 2023, arXiv:2306.10209, abstract and overview) counts ZeRO-3's
+    cross-node traffic as 3M per GPU (M = the model's 16-bit weights): a forward all-gather,
+    a backward all-gather and a gradient reduce-scatter, each of the GPU's full M; its hpZ
+    keeps a secondary copy per node to remove the backward gather's inter-node traffic. So
+    every rank's gathers go through its own share of the node's NICs, which all three
+    collectives share (they add up; none hides behind another). This is an implementation's
+    behaviour, not the wire's floor: an NCCL ring over whole nodes needs each byte to enter
+    a node only once (ZeRO 0-2 are timed that way, `_dp_topology`). The choice was made
+    knowing SC21's ZeRO-3 rows (about 16-18 GB/s per GPU of 3M at every GPU count).
+    """
+    if layout.tp * layout.replicas <= comm.gpus_per_node:
+        return replace(comm, gpus_per_node=layout.replicas, nodes=1)
+    return replace(_nic_share(comm, comm.gpus_per_node), gpus_per_node=1, nodes=layout.replicas)
+
+
+def _bucketed_us(topo: CommTopology, collective: str, params: int, bucket: int) -> float:
+    """Microseconds of ``params`` 16-bit values moved in collectives of ``bucket`` each."""
+    full, rest = divmod(params, bucket)
+    one = _comm_us(topo, collective, bucket * GRAD_BYTES)
+    return full * one + _comm_us(topo, collective, rest * GRAD_BYTES)
+
+
+def _zero3_traffic(job: Job, layout: Layout, m: int) -> DpTraffic:
+    """DeepSpeed ZeRO-3: per micro-batch two gathers of each weight matrix, one reduce-scatter.
+
+    DeepSpeed fetches a module's partitioned parameters right before its forward and again
+    before its backward, prefetching up to ``stage3_prefetch_bucket_size`` elements ahead
+    (default 5e7, less than one GPT-3 weight matrix: so one matrix ahead); parameters under
+    ``stage3_param_persistence_threshold`` (1e5: biases, norms) stay whole, so each weight
+    matrix is one all-gather. With activation recomputation the recomputed forward gathers
+    and the backward right after it reuses those weights (``stage3_max_reuse_distance``,
+    default 1e9: "do not release a parameter if it will be reused within this threshold"),
+    so there are two gathers per micro-batch either way, not three. Gradients are
+    partitioned, so each micro-batch reduce-scatters them in ``reduce_bucket_size`` buckets
+    (5e8). (DeepSpeed config docs, deepspeed/runtime/zero/config.py.)
+    """
+    topo = _zero3_topology(job.comm, layout)
+    shape, layers = job.shape, -(-job.shape.layers // layout.pp)
+    matrices = [g.n * g.k for g in layer_gemms(shape, 1, layout.tp) if g.name != "attention"]
+    gather = layers * sum(_comm_us(topo, "all_gather", w * GRAD_BYTES) for w in matrices)
+    gather += _comm_us(topo, "all_gather", shape.vocab * shape.hidden // layout.tp * GRAD_BYTES)
+    params = stage_params(shape, layout.tp, layout.pp)
+    scatter = _bucketed_us(topo, "reduce_scatter", params, ZERO3_REDUCE_BUCKET)
+    return DpTraffic(m * gather / 1e6, m * (gather + scatter) / 1e6)
+
+
 def _dp_traffic(job: Job, layout: Layout, m: int) -> DpTraffic:
     """Gradient reduction (and ZeRO's parameter all-gathers) of one step over DP ranks.
 
-    ZeRO-0 all-reduces the gradients once; ZeRO-1/2 reduce-scatter them and all-gather the
-    updated weights; ZeRO-3 holds no full weights, so every micro-batch gathers them for
-    its forward and again for its backward and reduce-scatters its gradients
-    ([ZeRO] §5.3: 1.5x the data-parallel volume per pass over the batch).
+    ZeRO-0 all-reduces the gradients once; ZeRO-1/2 (Megatron's distributed optimizer)
+    reduce-scatter them and all-gather the updated weights; ZeRO-3 is `_zero3_traffic`.
+    Megatron-Core reduces in buckets of ``max(4e7, 1e6 x DP)`` parameters when it overlaps
+    the reduction with the backward pass, else in one collective
+    (`DistributedDataParallelConfig.bucket_size`: "larger DP sizes need larger buckets to
+    ensure collectives do not become latency-bound").
     """
     if layout.replicas == 1:
         return DpTraffic(0.0, 0.0)
-    topo = _dp_topology(job.comm, layout)
-    nbytes = stage_params(job.shape, layout.tp, layout.pp) * GRAD_BYTES
-    gather, scatter = _comm_us(topo, "all_gather", nbytes), _comm_us(topo, "reduce_scatter", nbytes)
-    if layout.zero == 0:
-        return DpTraffic(0.0, _comm_us(topo, "all_reduce", nbytes) / 1e6)
     if layout.zero == 3:
-        return DpTraffic(m * gather / 1e6, m * (gather + scatter) / 1e6)
-    return DpTraffic(0.0, (scatter + gather) / 1e6)
+        return _zero3_traffic(job, layout, m)
+    topo = _dp_topology(job.comm, layout)
+    params = stage_params(job.shape, layout.tp, layout.pp)
+    bucket = max(40_000_000, 1_000_000 * layout.replicas) if job.dp_overlap else params
+    if layout.zero == 0:
+        return DpTraffic(0.0, _bucketed_us(topo, "all_reduce", params, bucket) / 1e6)
+    gather = _bucketed_us(topo, "all_gather", params, bucket)
+    return DpTraffic(0.0, (gather + _bucketed_us(topo, "reduce_scatter", params, bucket)) / 1e6)
 
 
 def _dp_exposed(

@@ -44,6 +44,7 @@ __all__ = [
     "MemoryBreakdown",
     "ModelShape",
     "Recompute",
+    "interleaving_factor",
     "iteration_flops",
     "layer_gemms",
     "memory_per_gpu",
@@ -307,6 +308,19 @@ def stage_params(shape: ModelShape, tp: int, pp: int) -> int:
     return (layers * shape.layer_params + shape.vocab * shape.hidden) // tp
 
 
+def interleaving_factor(pp: int, virtual: int) -> float:
+    """How many times ``L`` layers' activations the first stage holds ([Korthikanti] §4.2.3).
+
+    Plain 1F1B (``virtual`` 1) holds ``p`` micro-batches of ``L/p`` layers: exactly ``L``
+    layers' worth, factor 1. Megatron's interleaved schedule with ``virtual`` chunks per GPU
+    warms up with more micro-batches in flight: ``1 + (p - 1) / (p·v)``.
+
+    >>> interleaving_factor(64, 1), interleaving_factor(8, 1), interleaving_factor(8, 2)
+    (1.0, 1.0, 1.4375)
+    """
+    return 1 + (pp - 1) / (pp * virtual) if pp > 1 and virtual > 1 else 1.0
+
+
 def memory_per_gpu(
     shape: ModelShape,
     gpu: Gpu,
@@ -323,7 +337,7 @@ def memory_per_gpu(
     over the ``dp x cp`` ranks that hold them (context-parallel ranks hold the same weights;
     Megatron's distributed optimizer shards over both); activations are ``L/pp`` blocks
     times ``pp`` micro-batches in flight (so ``L`` blocks' worth, [Korthikanti] §4.2.3),
-    more with interleaving. A sharding ZeRO-3 also holds two layers' gathered weights (the
+    more only with interleaving (`interleaving_factor`). A sharding ZeRO-3 also holds two layers' gathered weights (the
     layer it computes and the one it prefetches: DeepSpeed's prefetch bucket, FSDP's
     default forward prefetch).
     """
@@ -333,7 +347,7 @@ def memory_per_gpu(
     weight_bytes = memory.state_bytes_per_param(precision)[0]
     gathered = 2 * shape.layer_params // tp * weight_bytes if zero_stage == 3 and shards > 1 else 0
     per_layer = activation_bytes_per_layer(shape, micro_batch, tp, sp, recompute, cp)
-    in_flight = -(-shape.layers // pp) * pp * (1 + (pp - 1) / (pp * virtual) if pp > 1 else 1)
+    in_flight = -(-shape.layers // pp) * pp * interleaving_factor(pp, virtual)
     scale = 2 if precision in (Precision.FP32, Precision.TF32) else 1
     return MemoryBreakdown(
         states.weights_bytes + gathered,

@@ -321,9 +321,15 @@ def stages_fit(layers: int, pp: int, virtual: int) -> bool:
 
 
 def _context_sizes(request: TrainRequest) -> list[int]:
-    """CP sizes to try: the one asked, else powers of two leaving `MIN_CP_CHUNK` tokens each."""
+    """CP sizes to try: the one asked, else powers of two leaving `MIN_CP_CHUNK` tokens each.
+
+    A request that fixes TP and PP fixes the layout: with no ``cp`` it means CP 1, never a
+    split the search picked (a published TP x PP layout is reproduced as given).
+    """
     if request.cp:
         return [request.cp]
+    if request.tp and request.pp:
+        return [1]
     seq = request.shape.seq
     return [c for c in CP_SIZES if c == 1 or (seq % (2 * c) == 0 and seq // c >= MIN_CP_CHUNK)]
 
