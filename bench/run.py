@@ -123,20 +123,23 @@ def report_case(servers: int) -> dict[str, float]:
     output = BENCH_ROOT / f"report-{servers}.html"
     BENCH_ROOT.mkdir(parents=True, exist_ok=True)
     spec_file.write_text(report_spec(servers), encoding="utf-8")
-    seconds, code = _cli_seconds("report", str(spec_file), "--output", str(output))
+    seconds, cpu_s, code = _cli_seconds("report", str(spec_file), "--output", str(output))
     html = output.read_text(encoding="utf-8")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {
         "seconds": round(seconds, 3),
         "peak_mib": round(peak, 1),
+        "cpu_s": round(cpu_s, 2),
         "exit": code,
         "mib": round(len(html.encode()) / 2**20, 2),
         "svgs": html.count("<svg "),
     }
 
 
-def _cli_seconds(*argv: str) -> tuple[float, int]:
-    """Wall time and exit code of ``railplan ARGV`` run in this process (`infra.cli.main`).
+def _cli_seconds(*argv: str) -> tuple[float, float, int]:
+    """Wall and CPU time and exit code of ``railplan ARGV`` run in this process.
+
+    CPU time (user + system) is the steadier figure on a shared machine.
 
     The commands' own entry point, so what is timed is what a user waits for (lint, plan,
     budgets and output, each as often as the command does them); progress bars are off.
@@ -147,14 +150,14 @@ def _cli_seconds(*argv: str) -> tuple[float, int]:
     from infra.cli import main as cli_main
 
     os.environ["RAILPLAN_PROGRESS"] = "never"
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     try:  # the command's stdout would spoil this case's JSON line
         with contextlib.redirect_stdout(io.StringIO()):
             cli_main(list(argv))
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
-    return time.perf_counter() - start, code
+    return time.perf_counter() - start, time.process_time() - cpu, code
 
 
 def format_case(findings: int) -> dict[str, float | str]:
@@ -375,10 +378,16 @@ def render_case(servers: int) -> dict[str, float]:
     text = plan_spec(servers, 1 if servers <= 8192 else 8).replace("sharp: true", "sharp: false")
     spec_file.write_text(text, encoding="utf-8")
     shutil.rmtree(root, ignore_errors=True)  # every run writes the whole tree
-    seconds, code = _cli_seconds("render", str(spec_file), "--root", str(root), "--force")
+    seconds, cpu_s, code = _cli_seconds("render", str(spec_file), "--root", str(root), "--force")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     files = sum(1 for p in root.rglob("*") if p.is_file())
-    return {"seconds": round(seconds, 3), "peak_mib": round(peak, 1), "exit": code, "files": files}
+    return {
+        "seconds": round(seconds, 3),
+        "peak_mib": round(peak, 1),
+        "cpu_s": round(cpu_s, 2),
+        "exit": code,
+        "files": files,
+    }
 
 
 def inventory_seconds(source: Path, config: Path | None) -> float:
