@@ -153,9 +153,8 @@ def _works_out_uplinks(tree: ast.AST) -> list[int]:
     """Lines dividing something by an ``oversubscription`` or calling `fat_tree_shape`."""
     lines = []
     for node in ast.walk(tree):
-        divides = isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div | ast.FloorDiv)
-        if divides and "oversubscription" in ast.unparse(node.right):  # type: ignore[attr-defined]
-            lines.append(node.lineno)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div | ast.FloorDiv):
+            lines += [node.lineno] if "oversubscription" in ast.unparse(node.right) else []
         if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("fat_tree_shape"):
             lines.append(node.lineno)
     return lines
