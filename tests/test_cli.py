@@ -251,7 +251,9 @@ def test_plan_exits_1_and_writes_nothing_when_a_rack_breaks_its_budget(tmp_path:
     bom = tmp_path / "bom.csv"
     result = railplan("plan", str(spec), "--bom", str(bom))
     assert result.returncode == 1
-    assert "rack-over-budget.yaml:5:3: " in result.stderr and "kW budget" in result.stderr
+    # lint's RP055 is the one rack-budget check, located at the budget it breaks
+    assert "rack-over-budget.yaml:5:10: error[RP055]" in result.stderr
+    assert "kW budget" in result.stderr
     assert not bom.exists()
 
 

@@ -22,9 +22,9 @@ from infra.budget.collectives import CommTopology
 from infra.catalog import Catalog, Node
 from infra.errors import RailplanError, spelling_hint
 from infra.spec import NodeGroup, Spec
-from infra.topology.fat_tree import fat_tree_shape
+from infra.topology.fabric_geometry import spec_geometry
 from infra.topology.groups import group_migs
-from infra.topology.model import GroupMig, PlanError
+from infra.topology.model import FabricGeometry, GroupMig, PlanError
 
 __all__ = [
     "BudgetError",
@@ -153,7 +153,7 @@ def comm_topology(
         nccl=spec.software.nccl,
         tiers=job_tiers(spec, catalog, node, nodes),
         leaf_nodes=fabric.su_size if fabric is not None else 0,
-        oversubscription=_uplink_ratio(spec, catalog),
+        oversubscription=_uplink_ratio(_geometry(spec, catalog)),
         efa=node.cloud == "aws" or node.compute_nic_model.upper().startswith("EFA"),
     )
 
@@ -172,40 +172,44 @@ def nic_rate(spec: Spec, catalog: Catalog, node: Node, nodes: int = 1) -> float:
     return min(node.compute_nic_gbps, catalog.switches[fabric.switch].port_gbps)
 
 
-def _uplink_ratio(spec: Spec, catalog: Catalog) -> float:
-    """The leaves' down:up ratio as the planner builds it (SU size over uplinks, >= 1)."""
-    fabric = spec.fabrics.compute
-    if fabric is None or fabric.switch not in catalog.switches:
-        return 1.0
-    switch = catalog.switches[fabric.switch]
-    uplinks = min(
-        math.ceil(fabric.su_size / fabric.oversubscription), switch.ports - fabric.su_size
-    )
-    return max(1.0, fabric.su_size / max(1, uplinks))
+def _geometry(spec: Spec, catalog: Catalog) -> FabricGeometry | None:
+    """The compute fabric's shape as the planner builds it.
+
+    None without a compute fabric, or when the spec cannot be planned (lint reports why).
+    """
+    try:
+        shape = spec_geometry(spec, catalog)
+    except PlanError:
+        return None
+    return shape.geometry if shape is not None else None
+
+
+def _uplink_ratio(geometry: FabricGeometry | None) -> float:
+    """The leaves' down:up ratio as built (>= 1; 1 without a planned fabric)."""
+    return max(1.0, geometry.oversubscription) if geometry is not None else 1.0
 
 
 def job_tiers(spec: Spec, catalog: Catalog, node: Node, nodes: int) -> int:
     """Switch tiers a ``nodes``-node job's traffic climbs on the planned compute fabric.
 
     1 inside one SU (every rail's NICs meet at one leaf) or on a single-switch fabric, 2 in a
-    two-tier fabric or inside one pod of a three-tier one, 3 across pods. Without a planned
-    fabric (cloud instances) NCCL's reference, 2.
+    two-tier fabric or inside one pod of a three-tier one, 3 across pods (also when the
+    fabric cannot be planned: beyond three tiers lint reports it, and the job spans them
+    all). Without a planned fabric (cloud instances) NCCL's reference, 2.
     """
+    del node  # the fabric's shape holds the rails of every node on it
     fabric = spec.fabrics.compute
     if fabric is None or fabric.switch not in catalog.switches:
         return 2
     if nodes <= fabric.su_size:
         return 1
-    switch = catalog.switches[fabric.switch]
-    servers = sum(g.count for g in spec.node_groups if g.node in catalog.nodes)
-    rails = max(1, node.compute_nics // fabric.planes)
-    sus = math.ceil(servers / fabric.su_size)
-    up = min(math.ceil(fabric.su_size / fabric.oversubscription), switch.ports - fabric.su_size)
     try:
-        shape = fat_tree_shape(sus * rails, max(1, up), switch.ports, rails)
-    except PlanError:  # more than three tiers: lint reports it; the job spans all three
+        shape = spec_geometry(spec, catalog)
+    except PlanError:
         return 3
-    if shape.tiers == 2:
+    if shape is None:
         return 2
-    pod_nodes = shape.leaves_per_pod // rails * fabric.su_size
-    return 2 if nodes <= pod_nodes else 3
+    g = shape.geometry
+    if g.tiers < 3:
+        return g.tiers
+    return 2 if nodes <= g.sus_per_pod * fabric.su_size else 3

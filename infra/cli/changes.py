@@ -27,17 +27,14 @@ from infra.cli.common import (
     app,
 )
 from infra.cli.planning import (
-    _plan_or_fail,
+    _lint_plan_or_fail,
     _planned_or_raise,
-    _rack_budget_errors,
     _with_addresses_file,
 )
 from infra.cli.progress_bar import _progress_bar
 from infra.errors import RailplanError
 from infra.files import check_outputs
-from infra.lint import (
-    lint_loaded,
-)
+from infra.lint import LintContext, lint_context
 from infra.lint.finding import Severity
 from infra.lint.formats import format_text
 from infra.render.diff import diff_json, diff_text, plan_diff
@@ -127,22 +124,19 @@ def render(
     with _progress_bar() as bar:
         lint_step = bar.task("lint")
         lint_step("rules", 0, 1)
-        errors = [f for f in lint_loaded(loaded, catalog) if f.severity is Severity.ERROR]
+        context = LintContext(loaded, catalog, progress=bar.task("plan"))  # lint plans once
+        errors = [f for f in lint_context(context) if f.severity is Severity.ERROR]
         lint_step("done", 1, 1)
-        planned = None if errors else _plan_or_fail(loaded, bar.task("plan"))
-        broken = _rack_budget_errors(loaded, planned) if planned is not None else []
         files = None
-        if planned is not None and not broken:
+        if not errors:  # lint planned, and found no error (an overfull rack is RP055)
+            planned = _lint_plan_or_fail(loaded, context)
             if addresses is not None:
                 subnet = loaded.spec.site.management_cidr
                 planned = _with_addresses_file(planned, addresses, subnet)
             files = render_tree(loaded.spec, catalog, planned, bar.task("render"))
-    if errors:
+    if errors or files is None:
         sys.stderr.write(format_text(errors))
         sys.stderr.write(f"{loaded.file}: not rendered: {plural(len(errors), 'lint error')}\n")
-        raise typer.Exit(EXIT_FAILED)
-    if files is None:
-        sys.stderr.write("".join(f"{line}\n" for line in broken))
         raise typer.Exit(EXIT_FAILED)
     try:
         report = write_tree(Path(root), files, force=force)
@@ -179,11 +173,12 @@ def report(
     with _progress_bar() as bar:
         step = bar.task("report")
         step("lint", 0, 3)
-        findings = lint_loaded(loaded, catalog)
+        context = LintContext(loaded, catalog)  # the plan and budgets lint builds, reused
+        findings = lint_context(context)
         step("plan", 1, 3)
-        planned = _plan_or_fail(loaded)
+        planned = _lint_plan_or_fail(loaded, context)
         step("page", 2, 3)
-        page = report_html(loaded.spec, catalog, planned, findings)
+        page = report_html(loaded.spec, catalog, planned, findings, context.budgets)
         step("written", 3, 3)
     _write_output(output, page)
     errors = sum(f.severity is Severity.ERROR for f in findings)

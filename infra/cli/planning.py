@@ -1,7 +1,7 @@
 """`railplan plan` and the planning steps other commands share.
 
-Expand a spec into a plan and locate its errors in the spec, apply an address file, and check
-each rack against its class's budget.
+Expand a spec into a plan and locate its errors in the spec (or take the plan lint built),
+apply an address file, and check each rack against its class's budget (lint's RP055).
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ from infra.cli.common import (
     app,
 )
 from infra.cli.progress_bar import _progress_bar
-from infra.errors import InputError, RailplanError
+from infra.errors import InputError
 from infra.files import check_outputs
+from infra.lint import LintContext, rack_budget_findings
+from infra.lint.formats import format_text
 from infra.progress import Progress as ProgressFn
 from infra.progress import quiet
 from infra.render.fabric import plan_json, plan_text
@@ -65,29 +67,14 @@ def _with_addresses_file(planned: Plan, file: str, subnet: IPv4Network | None = 
         raise
 
 
-def _rack_budget_errors(loaded: LoadedSpec, planned: Plan) -> list[str]:
-    """One located error line per rack class whose racks the plan overfills."""
-    lines: list[str] = []
-    seen: set[str] = set()
-    for rack in planned.racks:
-        over_kw = rack.power_kw > rack.power_budget_kw + 1e-9
-        if rack.rack_class in seen or not (over_kw or rack.units_used > rack.units):
-            continue
-        seen.add(rack.rack_class)
-        path = (
-            "site.rack" if rack.rack_class == "default" else f"site.rack_classes.{rack.rack_class}"
-        )
-        what = (
-            f"would draw {rack.power_kw:g} kW of a {rack.power_budget_kw:g} kW budget"
-            if over_kw
-            else f"would need {rack.units_used}U of {rack.units}U"
-        )
-        error = RailplanError(
-            f"rack {rack.name} {what}", path=path, hint="raise the rack class's budget"
-        )
-        error.file, error.position = loaded.file, loaded.source.position(path)
-        lines.append(error.one_line())
-    return lines
+def _lint_plan_or_fail(loaded: LoadedSpec, context: LintContext) -> Plan:
+    """The plan lint built (or is handed), else its PlanError located in the spec (exit 1)."""
+    if context.plan is None:
+        error = context.plan_error
+        assert error is not None  # a context without a plan holds the reason
+        error.file, error.position = loaded.file, loaded.source.position(error.path)
+        raise _Failed(error)
+    return context.plan
 
 
 @app.command()
@@ -109,9 +96,9 @@ def plan(
     with _progress_bar() as bar:
         planned = _plan_or_fail(loaded, bar.task("plan"))
     _say(plan_json(planned) if output_format is Format.JSON else plan_text(planned))
-    broken = _rack_budget_errors(loaded, planned)
+    broken = rack_budget_findings(loaded, load_catalog(), planned)
     if broken:
-        sys.stderr.write("".join(f"{line}\n" for line in broken))
+        sys.stderr.write(format_text(broken))
         raise typer.Exit(EXIT_FAILED)
     if cabling is not None:
         _write_output(cabling, cabling_csv(planned))

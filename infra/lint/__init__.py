@@ -1,6 +1,8 @@
 """Lint: rules over a loaded spec, and the documentation of every rule id railplan reports.
 
-`lint_loaded` runs the selected rules over one spec. `documented_rules` lists every id a user
+`lint_loaded` runs the selected rules over one spec; `lint_context` over a `LintContext` the
+caller keeps, to reuse the plan and budgets lint built (or handed in) instead of building
+them again, and `rack_budget_findings` runs RP055 alone over a plan (`railplan plan`). `documented_rules` lists every id a user
 can meet — RP000 (the spec does not match the schema), the spec rules, and the RP1xx rules of
 `railplan mig check` (rules over a mig-parted file) — so `railplan rules`, `railplan explain`
 and the SARIF rule table agree. Importing this package registers every rule
@@ -16,16 +18,20 @@ from infra.catalog import Catalog
 from infra.errors import RailplanError, spelling_hint
 from infra.lint import catalog_of_rules
 from infra.lint.context import LintContext
-from infra.lint.engine import run_rules, select_rules
+from infra.lint.engine import find_rule, run_only, run_rules, select_rules
 from infra.lint.finding import Finding, Severity
 from infra.spec import LoadedSpec
+from infra.topology import Plan
 
 __all__ = [
+    "LintContext",
     "RuleDoc",
     "check_rule_keys",
     "documented_rules",
     "find_documented_rule",
+    "lint_context",
     "lint_loaded",
+    "rack_budget_findings",
 ]
 
 
@@ -62,8 +68,29 @@ def lint_loaded(
     Raises:
         RailplanError: a key of ``select`` or ``ignore`` names no rule (see `check_rule_keys`).
     """
+    return lint_context(LintContext(loaded, catalog), select, ignore)
+
+
+def lint_context(
+    context: LintContext, select: Sequence[str] = (), ignore: Sequence[str] = ()
+) -> list[Finding]:
+    """`lint_loaded` over ``context``, whose plan and budgets the caller may read afterwards.
+
+    Raises:
+        RailplanError: a key of ``select`` or ``ignore`` names no rule.
+    """
     check_rule_keys(select, ignore)
-    return run_rules(LintContext(loaded, catalog), select_rules(select, ignore))
+    return run_rules(context, select_rules(select, ignore))
+
+
+def rack_budget_findings(loaded: LoadedSpec, catalog: Catalog, plan: Plan) -> list[Finding]:
+    """RP055 (a rack over its class's power or units) over ``plan``, whatever else lint finds.
+
+    The one rack-budget check: `railplan plan` exits 1 on these findings.
+    """
+    check = find_rule("RP055")
+    assert check is not None  # registered by infra.lint.rules.topology
+    return run_only(LintContext(loaded, catalog, plan=plan), [check])
 
 
 def check_rule_keys(select: Sequence[str] = (), ignore: Sequence[str] = ()) -> None:

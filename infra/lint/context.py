@@ -1,8 +1,10 @@
 """`LintContext`: what a spec lint rule may look at (the loaded spec, the catalog, the plan).
 
 The plan and the evaluated budgets are computed once, on first use, and shared by every rule
-that asks, so a rule costs only what it reads. Rules never see a half-built context: a spec
-that cannot be planned shows as ``plan is None`` with the reason in ``plan_error``.
+that asks, so a rule costs only what it reads. A command that plans anyway hands its plan
+(and budgets) in, or reads back the ones lint built, so each command plans a spec once.
+Rules never see a half-built context: a spec that cannot be planned shows as ``plan is None``
+with the reason in ``plan_error``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import functools
 
 from infra.budget.evaluate import BudgetResult, evaluate_budgets
 from infra.catalog import Catalog
+from infra.progress import Progress, quiet
 from infra.spec import LoadedSpec
 from infra.spec.yamlpos import SourceMap
 from infra.topology import Plan, PlanError, expand
@@ -23,10 +26,26 @@ __all__ = ["LintContext"]
 class LintContext:
     """Everything a rule may look at; the plan and the budgets are computed once, on use."""
 
-    def __init__(self, loaded: LoadedSpec, catalog: Catalog) -> None:
+    def __init__(
+        self,
+        loaded: LoadedSpec,
+        catalog: Catalog,
+        *,
+        plan: Plan | None = None,
+        budgets: list[BudgetResult] | None = None,
+        progress: Progress = quiet,
+    ) -> None:
+        """A context over one spec; ``plan`` and ``budgets`` are given if already built.
+
+        Otherwise they are built on first use, the plan reporting to ``progress``.
+        """
         self.loaded = loaded
         self.catalog = catalog
-        self._planned: tuple[Plan | None, PlanError | None] | None = None
+        self._planned: tuple[Plan | None, PlanError | None] | None = (
+            (plan, None) if plan is not None else None
+        )
+        self._budgets = budgets
+        self._progress = progress
 
     @property
     def source(self) -> SourceMap:
@@ -36,7 +55,7 @@ class LintContext:
     def _plan(self) -> tuple[Plan | None, PlanError | None]:
         if self._planned is None:
             try:
-                self._planned = (expand(self.loaded.spec, self.catalog), None)
+                self._planned = (expand(self.loaded.spec, self.catalog, self._progress), None)
             except PlanError as exc:
                 self._planned = (None, exc)
         return self._planned
@@ -64,7 +83,9 @@ class LintContext:
             return tuple(g.mig for g in planned.groups.values())
         return group_migs(self.loaded.spec, self.catalog)
 
-    @functools.cached_property
+    @property
     def budgets(self) -> list[BudgetResult]:
         """The spec's declared budgets, evaluated once on the plan."""
-        return evaluate_budgets(self.loaded.spec, self.catalog, self.plan)
+        if self._budgets is None:
+            self._budgets = evaluate_budgets(self.loaded.spec, self.catalog, self.plan)
+        return self._budgets

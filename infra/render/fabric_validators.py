@@ -67,8 +67,12 @@ def _compute_cables(plan: Plan) -> list[Cable]:
     return plan.cables_in("compute")
 
 
-def _switch_names(plan: Plan) -> set[str]:
-    return {s.name for s in plan.switches_in("compute")}
+def _is_switch(plan: Plan, name: str) -> bool:
+    """Whether ``name`` is a compute-fabric switch (a lookup: called once per cable end)."""
+    try:
+        return plan.switch(name).fabric == "compute"
+    except KeyError:
+        return False
 
 
 def system_type(plan: Plan, name: str) -> str:
@@ -78,14 +82,14 @@ def system_type(plan: Plan, name: str) -> str:
     topo-file example); hosts get ``HCA``, the generic type: ibdiagnet matches host
     ports by name (``mlx5_0/P1``), and ``ibdiagnet -w`` shows the type it writes.
     """
-    if name in _switch_names(plan):
+    if _is_switch(plan, name):
         return "M" + plan.switch(name).model.upper()
     return "HCA"
 
 
 def _topo_port(plan: Plan, device: str, port: str) -> str:
     """Port panel name: ``P<n>`` on switches, ``<device>/P1`` on hosts (one port each)."""
-    if device in _switch_names(plan):
+    if _is_switch(plan, device):
         return f"P{int(port)}"
     return f"{_checked(port)}/P1"
 
@@ -122,7 +126,7 @@ def _cvt_end(plan: Plan, catalog: Catalog, cable: Cable, end: str) -> list[str]:
     """Rack, U, Name, Port of one cable end as the CVT's P2P sheet writes them."""
     device, port = (cable.a, cable.a_port) if end == "a" else (cable.b, cable.b_port)
     rack, unit = (cable.a_rack, cable.a_unit) if end == "a" else (cable.b_rack, cable.b_unit)
-    if device in _switch_names(plan):
+    if _is_switch(plan, device):
         label = catalog.switches[plan.switch(device).model].port_label(int(port))
     else:
         label = _host_port_index(plan, device, port)

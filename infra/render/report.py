@@ -330,9 +330,19 @@ def _lint_counts(findings: Sequence[Finding]) -> dict[str, int]:
     return {str(s): sum(f.severity is s for f in findings) for s in Severity}
 
 
-def report_html(spec: Spec, catalog: Catalog, plan: Plan, findings: Sequence[Finding]) -> str:
-    """The report page of a planned spec, with its lint ``findings``."""
-    budgets = [_budget_row(r) for r in evaluate_budgets(spec, catalog, plan)]
+def report_html(
+    spec: Spec,
+    catalog: Catalog,
+    plan: Plan,
+    findings: Sequence[Finding],
+    budgets: Sequence[BudgetResult] | None = None,
+) -> str:
+    """The report page of a planned spec, with its lint ``findings``.
+
+    ``budgets``: the spec's budgets already evaluated on ``plan`` (lint's), else evaluated here.
+    """
+    evaluated = evaluate_budgets(spec, catalog, plan) if budgets is None else budgets
+    rows = [_budget_row(r) for r in evaluated]
     return render_html(
         "report/report.html.j2",
         name=plan.name,
@@ -347,8 +357,8 @@ def report_html(spec: Spec, catalog: Catalog, plan: Plan, findings: Sequence[Fin
         collapsed=len(plan.servers) > DETAIL_MAX_SERVERS,
         detail_max=DETAIL_MAX_SERVERS,
         mig=mig_groups(spec, catalog, plan),
-        budgets=budgets,
-        passed=sum(b.verdict == "pass" for b in budgets),
+        budgets=rows,
+        passed=sum(b.verdict == "pass" for b in rows),
         collectives=_collectives(spec, catalog),
         steps=_steps(spec, catalog),
         findings=findings,

@@ -33,8 +33,15 @@ from dataclasses import dataclass, replace
 from infra.catalog import Catalog
 from infra.catalog import Switch as CatalogSwitch
 from infra.spec.models import ComputeFabric
-from infra.topology.fat_tree import TreeShape, fat_tree_shape, wire_upper_tiers
-from infra.topology.model import SWITCH_TIERS, FabricSummary, PlanError, PlanWarning, Tier
+from infra.topology.fabric_geometry import UFM_PORTS, ComputeShape, compute_geometry
+from infra.topology.fat_tree import TreeShape, wire_upper_tiers
+from infra.topology.model import (
+    SWITCH_TIERS,
+    FabricGeometry,
+    FabricSummary,
+    PlanWarning,
+    Tier,
+)
 from infra.topology.parts import (
     LeafLoad,
     Link,
@@ -48,7 +55,6 @@ from infra.topology.parts import (
 
 __all__ = ["UFM_HOST", "UFM_PORTS", "ComputeFabricPlan", "SuMembers", "plan_compute_fabric"]
 
-UFM_PORTS = 4  # UFM appliance fabric connections; see tests/data/superpod-ra.yaml
 UFM_HOST = "ufm-1"
 
 
@@ -80,18 +86,6 @@ class ComputeFabricPlan:
     upper_at_max: int = 0  # spines and cores at fabrics.compute.max_sus (0: not set)
 
 
-def _leaf_ports(fabric: ComputeFabric, radix: int) -> tuple[int, int]:
-    down = fabric.su_size
-    up = min(math.ceil(down / fabric.oversubscription), radix - down)
-    if up < 1:
-        raise PlanError(
-            f"an SU of {down} servers leaves no uplink port on a {radix}-port leaf",
-            path="fabrics.compute.su_size",
-            hint=f"use su_size of at most {radix // 2}",
-        )
-    return down, up
-
-
 def plan_compute_fabric(
     fabric: ComputeFabric,
     catalog: Catalog,
@@ -102,31 +96,26 @@ def plan_compute_fabric(
     """Plan the compute fabric for ``sus`` (in SU order) with ``rails`` NICs per server.
 
     Raises:
-        PlanError: rails do not split into the planes, or a plane needs > 3 tiers.
+        PlanError: as `compute_geometry` (rails that do not split into the planes, more
+            SUs than ``max_sus``, a plane beyond three tiers).
     """
     switch = catalog.switches[fabric.switch]
-    if rails % fabric.planes:
-        raise PlanError(
-            f"{rails} rails do not split evenly into {fabric.planes} planes",
-            path="fabrics.compute.planes",
-            hint="use a divisor of the rail count",
-        )
-    if fabric.max_sus is not None and _positions(sus) > fabric.max_sus:
-        raise PlanError(
-            f"{_positions(sus)} scalable units are planned (or kept by node groups' "
-            f"max_count) but the fabric is built for max_sus {fabric.max_sus}",
-            path="fabrics.compute.max_sus",
-            hint=f"raise max_sus to at least {_positions(sus)} (growing past it recables "
-            "the spines)",
-        )
     gbps = min(switch.port_gbps, nic_gbps)
-    servers = sum(len(su.servers) for su in sus)
-    if fabric.max_sus is not None:  # one switch only if it also holds the growth
-        servers = max(servers, fabric.max_sus * fabric.su_size)
-    ufm = UFM_PORTS if fabric.subnet_manager == "ufm" else 0
-    if fabric.planes == 1 and servers * rails + ufm <= switch.ports:
-        return _single_switch(fabric, sus, rails, gbps, switch)
-    return _Builder(fabric, switch, rails, gbps).build(sus)
+    shape = compute_geometry(
+        servers=sum(len(su.servers) for su in sus),
+        sus=_positions(sus),  # positions kept for groups' growth count: the tree spans them
+        rails=rails,
+        radix=switch.ports,
+        su_size=fabric.su_size,
+        oversubscription=fabric.oversubscription,
+        planes=fabric.planes,
+        spines=fabric.spines,
+        max_sus=fabric.max_sus,
+        ufm_ports=UFM_PORTS if fabric.subnet_manager == "ufm" else 0,
+    )
+    if shape.tree is None:
+        return _single_switch(fabric, sus, rails, gbps, switch, shape.geometry)
+    return _Builder(fabric, switch, rails, gbps, shape).build(sus)
 
 
 def _positions(sus: Sequence[SuMembers]) -> int:
@@ -144,6 +133,7 @@ def _single_switch(
     rails: int,
     gbps: float,
     switch: CatalogSwitch,
+    geometry: FabricGeometry,
 ) -> ComputeFabricPlan:
     """Every NIC on one switch: the whole fabric is a single hop."""
     name = "ib0-leaf-01"
@@ -167,7 +157,7 @@ def _single_switch(
         "compute", fabric.switch, 1, 1, 0, len(sus), switch.ports, gbps, 1, 0, 0,
         {"node_leaf": len(links), "leaf_spine": 0, "spine_core": 0},
         1.0, endpoints * gbps, _one_switch_bisection(sus) * rails * gbps, 1,
-        (tier_use("leaf", [name], links, switch.ports),),
+        (tier_use("leaf", [name], links, switch.ports),), None, geometry,
     )  # fmt: skip
     return ComputeFabricPlan(
         (part,),
@@ -190,11 +180,17 @@ class _Builder:
     """Accumulates the switches and links of every plane of one compute fabric."""
 
     def __init__(
-        self, fabric: ComputeFabric, switch: CatalogSwitch, rails: int, gbps: float
+        self,
+        fabric: ComputeFabric,
+        switch: CatalogSwitch,
+        rails: int,
+        gbps: float,
+        shape: ComputeShape,
     ) -> None:
         self.fabric, self.switch, self.rails, self.gbps = fabric, switch, rails, gbps
+        self.geometry, self.tree = shape.geometry, shape.tree
         self.per_plane = rails // fabric.planes
-        self.down, self.up = _leaf_ports(fabric, switch.ports)
+        self.down, self.up = shape.geometry.down, shape.geometry.up
         self.switches: list[SwitchPart] = []
         self.links: list[Link] = []
         self.spine_names: list[list[str]] = []
@@ -214,7 +210,8 @@ class _Builder:
         return self.leaf_name(plane, su, flat // self.down), flat % self.down + 1
 
     def build(self, sus: Sequence[SuMembers]) -> ComputeFabricPlan:
-        shape = self._shape(_positions(sus))
+        shape = self.tree
+        assert shape is not None  # one switch is `_single_switch`'s
         for su in sus:
             for slot, server, hcas in su.servers:
                 for rail, hca in enumerate(hcas):
@@ -255,25 +252,6 @@ class _Builder:
             return self.fabric.planes * shape.spines_per_pod
         pods = math.ceil(self.fabric.max_sus * self.per_plane / shape.leaves_per_pod)
         return self.fabric.planes * (pods * shape.spines_per_pod + shape.cores)
-
-    def _shape(self, sus: int) -> TreeShape:
-        try:
-            return fat_tree_shape(
-                sus * self.per_plane,
-                self.up,
-                self.switch.ports,
-                self.per_plane,
-                self.fabric.spines,
-                sized_for=(self.fabric.max_sus or 0) * self.per_plane,
-            )
-        except PlanError as exc:
-            if exc.path:  # a spec value the tree cannot take (fabrics.compute.spines)
-                raise
-            raise PlanError(
-                exc.message,
-                path="fabrics.compute",
-                hint="set fabrics.compute.planes (each plane its own fat tree)",
-            ) from None
 
     def _wire_plane(self, plane: int, shape: TreeShape, sus: Sequence[SuMembers]) -> None:
         model = self.fabric.switch
@@ -458,10 +436,10 @@ class _Builder:
         return FabricSummary(
             "compute", self.fabric.switch, shape.tiers, planes, shape.pods if shape.tiers == 3 else 1,
             sus, self.switch.ports, self.gbps, leaves * planes, shape.spines * planes,
-            shape.cores * planes, counts, round(self.down / self.up, 3),
+            shape.cores * planes, counts, self.geometry.oversubscription,
             len(endpoints) * self.gbps, self._bisection(shape, endpoints),
             planes * switch_lower_bound(leaves, self.up, self.switch.ports, shape.tiers), use,
-            self.fabric.max_sus,
+            self.fabric.max_sus, self.geometry,
         )  # fmt: skip
 
     def _bisection(self, shape: TreeShape, endpoints: Sequence[Link]) -> float:

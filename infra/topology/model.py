@@ -308,6 +308,43 @@ class TierUse:
 
 
 @dataclass(frozen=True, slots=True)
+class FabricGeometry:
+    """The shape of a compute fabric as built, from plain numbers.
+
+    One function works it out (`infra.topology.fabric_geometry.compute_geometry`): the
+    planner builds the fabric from it and the performance models (`railplan predict`,
+    budgets) read it without planning, so the two cannot disagree. ``tiers`` is 1 for a
+    fabric that fits one switch; ``spines`` and ``cores`` count one plane's switches.
+
+    Attributes:
+        tiers: 1 (one switch), 2 or 3.
+        planes: independent fat trees the rails are split into.
+        sus: scalable units planned.
+        rails: leaves of one SU in each plane (NICs per server per plane).
+        down: leaf ports to servers (``su_size``).
+        up: uplinks per leaf (0 on one switch).
+        pods: pods of a three-tier plane (1 for two tiers, 0 on one switch).
+        sus_per_pod: SUs of a full pod (three tiers); every SU the fabric is built for
+            otherwise.
+        spines: spine switches of one plane.
+        cores: core switches of one plane.
+        oversubscription: the leaves' down:up ratio as built (1 on one switch).
+    """
+
+    tiers: int
+    planes: int
+    sus: int
+    rails: int
+    down: int
+    up: int
+    pods: int
+    sus_per_pod: int
+    spines: int
+    cores: int
+    oversubscription: float
+
+
+@dataclass(frozen=True, slots=True)
 class FabricSummary:
     """Counts of one fabric, as `railplan plan --format json` reports them.
 
@@ -335,6 +372,7 @@ class FabricSummary:
     lower_bound: int
     port_use: tuple[TierUse, ...]
     built_for_sus: int | None = None  # fabrics.compute.max_sus: upper tiers sized for it
+    geometry: FabricGeometry | None = None  # the compute fabric's shape (compute only)
 
     @property
     def switches(self) -> int:
