@@ -19,6 +19,7 @@ tail, the ``-N``/``-S``/``-P`` size limits, 2048 nodes, 256 switches, 13312 port
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 from infra.topology.model import Plan
@@ -36,6 +37,9 @@ _LANE_SPEEDS: tuple[tuple[float, str], ...] = (
 )
 
 
+_UNSAFE = re.compile(r'["\[\]\n#]')
+
+
 def hca_node(server: str, device: str) -> str:
     """The twin's name of a server's HCA: ``<host> <device>``, rdma-ndd's default ``%h %d``."""
     return f"{server} {device}"
@@ -51,23 +55,23 @@ def link_rate(gbps: float) -> str:
 
 def _checked(name: str) -> str:
     # a quote or newline would end the quoted node name and corrupt the record
-    if any(c in name for c in '"[]\n#'):
+    if _UNSAFE.search(name):
         raise ValueError(f"name {name!r} cannot be written to an ibsim netlist")
     return name
 
 
 def _links(plan: Plan) -> dict[str, list[tuple[int, str, int, str]]]:
     """Node -> its (port, remote node, remote port, rate), both directions of every cable."""
-    switches = {s.name for s in plan.switches_in("compute")}
+    switches = {_checked(s.name) for s in plan.switches_in("compute")}
     links: dict[str, list[tuple[int, str, int, str]]] = defaultdict(list)
+
+    def node(device: str, port: str) -> tuple[str, int]:
+        if device in switches:
+            return device, int(port)
+        return _checked(hca_node(device, port)), 1
+
     for cable in plan.cables_in("compute"):
-        ends = []
-        for device, port in ((cable.a, cable.a_port), (cable.b, cable.b_port)):
-            if device in switches:
-                ends.append((_checked(device), int(port)))
-            else:
-                ends.append((_checked(hca_node(device, port)), 1))
-        (a, a_port), (b, b_port) = ends
+        (a, a_port), (b, b_port) = node(cable.a, cable.a_port), node(cable.b, cable.b_port)
         rate = link_rate(cable.gbps)
         links[a].append((a_port, b, b_port, rate))
         links[b].append((b_port, a, a_port, rate))

@@ -291,13 +291,14 @@ def _stage(root: Path, staging: Path, plan: _Plan) -> None:
     """Write the new tree under ``staging``, with the user's own files of each unit kept."""
     staging.mkdir(mode=0o700)  # exclusive: an existing name (a planted link) is an error
     mask = user_umask()
+    made = {staging}  # directories known to exist: one mkdir each, no stat per file
     for path, data in sorted(plan.paths.items()):
-        _write_file(staging / path, data, 0o666 & ~mask, 0o777 & ~mask)
+        _write_file(staging / path, data, 0o666 & ~mask, _Dirs(made, 0o777 & ~mask))
     for unit in plan.units:
         for rel in _user_files(root, unit):
             # plan.before holds every file of the unit the last render made or this one makes
             if rel not in plan.before:
-                _carry_over(root / rel, staging / rel, 0o777 & ~mask)
+                _carry_over(root / rel, staging / rel, _Dirs(made, 0o777 & ~mask))
     os.sync()  # one flush for the whole tree: an fsync per file costs minutes at 16,384 hosts
 
 
@@ -314,10 +315,10 @@ def _user_files(root: Path, unit: str) -> list[str]:
     return sorted(found)
 
 
-def _carry_over(source: Path, destination: Path, dir_mode: int) -> None:
+def _carry_over(source: Path, destination: Path, dirs: _Dirs) -> None:
     """Copy one of the user's files into the new unit: a file by content, a link as a link."""
     mode = os.lstat(source).st_mode
-    _make_parents(destination, dir_mode)
+    dirs.parents_of(destination)
     if stat.S_ISLNK(mode):
         os.symlink(os.readlink(source), destination)
     elif stat.S_ISREG(mode):
@@ -329,14 +330,28 @@ def _carry_over(source: Path, destination: Path, dir_mode: int) -> None:
         )
 
 
-def _make_parents(path: Path, dir_mode: int) -> None:
-    for parent in reversed(path.parents):
-        if not parent.exists():
-            parent.mkdir(mode=dir_mode)
+@dataclass(frozen=True)
+class _Dirs:
+    """Creates the directories of the staging tree, each once (``made``: known to exist)."""
+
+    made: set[Path]
+    mode: int
+
+    def parents_of(self, path: Path) -> None:
+        missing = []
+        parent = path.parent
+        while parent not in self.made:
+            if parent == parent.parent:  # not under the staging tree: never for a checked path
+                raise RenderError(f"{path} is outside the staging tree")
+            missing.append(parent)
+            parent = parent.parent
+        for directory in reversed(missing):
+            directory.mkdir(mode=self.mode)
+            self.made.add(directory)
 
 
-def _write_file(path: Path, data: bytes, mode: int, dir_mode: int) -> None:
-    _make_parents(path, dir_mode)
+def _write_file(path: Path, data: bytes, mode: int, dirs: _Dirs) -> None:
+    dirs.parents_of(path)
     with path.open("xb") as f:  # staging is fresh: each file is created, never reopened
         f.write(data)
         os.fchmod(f.fileno(), mode)
