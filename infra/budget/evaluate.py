@@ -20,6 +20,7 @@ from infra.budget.memo import train_cached
 from infra.budget.storage import checkpoint_estimate
 from infra.budget.train_model import ModelShape
 from infra.budget.train_plan import TrainAnswer, TrainRequest, model_shape
+from infra.budget.train_stack import resolve as resolve_stack
 from infra.budget.training import StepEstimate, step_estimate
 from infra.catalog import Catalog
 from infra.errors import InputError
@@ -182,6 +183,10 @@ def scaling_answer(b: ScalingEfficiencyBudget, spec: Spec, cat: Catalog, path: s
     except InputError as exc:
         raise BudgetError(exc.message, path=path, hint=exc.hint) from None
     batch = _default_batch(b, shape)
+    try:
+        stack = resolve_stack(b.stack, path=f"{path}.stack")
+    except InputError as exc:
+        raise BudgetError(exc.message, path=exc.path, hint=exc.hint) from None
     request = TrainRequest(
         gpus=b.gpus,
         shape=shape,
@@ -194,12 +199,24 @@ def scaling_answer(b: ScalingEfficiencyBudget, spec: Spec, cat: Catalog, path: s
         zero=b.zero,
         precision=b.precision,
         group=b.group,
-        round_batch=True,
+        stack=stack,
     )
     try:
         return train_cached(spec, cat, request)
-    except InputError as exc:
-        raise BudgetError(exc.message, path=path, hint=exc.hint) from None
+    except (InputError, BudgetError) as exc:
+        raise BudgetError(exc.message, path=_spec_path(path, exc.path), hint=exc.hint) from None
+
+
+def _spec_path(path: str, option: str | None) -> str:
+    """The budget field an option's error is about: ``--global-batch`` is ``path.global_batch``.
+
+    Options the budget has no field for (and paths already in the spec) locate the budget.
+    """
+    if option and option.startswith("--"):
+        field = option.removeprefix("--").replace("-", "_")
+        if field in ScalingEfficiencyBudget.model_fields:
+            return f"{path}.{field}"
+    return option if option and not option.startswith("-") else path
 
 
 def _scaling(
@@ -232,9 +249,7 @@ def _scaling_trained(
         "pipeline sends": bd.pp_comm_s,
     }
     worst = max(losses, key=lambda k: losses[k])
-    batch = res.micro_batches * lay.dp * lay.micro_batch
-    asked = b.global_batch or _default_batch(b)
-    rounded = f" (global batch {batch}, rounded up from {asked})" if batch != asked else ""
+    stack = f" (stack {a.stack})" if b.stack else ""
     return replace(
         r,
         predicted=a.scaling_efficiency,
@@ -243,7 +258,7 @@ def _scaling_trained(
         better="higher",
         detail=f"{b.model or 'model'} on TP {lay.tp}{lay.cp_label()} x PP {lay.pp} "
         f"(x{lay.virtual}) x DP {lay.dp}, {res.micro_batches} micro-batches of "
-        f"{lay.micro_batch}{rounded}: step {step:.3f} s, MFU "
+        f"{lay.micro_batch}{stack}: step {step:.3f} s, MFU "
         f"{res.tflops_per_gpu(False) / res.peak_tflops:.1%}; against one replica the "
         f"loss is mostly the {worst} ({losses[worst] / step:.0%} of the step; bubble "
         f"{bd.pp_bubble_s / step:.0%}, exposed DP {bd.dp_comm_exposed_s / step:.0%})",
