@@ -357,10 +357,23 @@ def _context(row: dict[str, Any]) -> str:
     return f" CP {cp} (seq {_shape(row).seq:,})" if cp > 1 else ""
 
 
-def _row_lines(rows: list[TrainComparison], by_id: dict[str, dict[str, Any]]) -> list[str]:
+def _reproduce(row: dict[str, Any] | None, sources: dict[str, Any]) -> str:
+    """The row's `railplan train` command in backticks, or why there is none."""
+    if row is None:
+        return "(ratio of two rows)"
+    command = row_command(row, sources)
+    if command is not None:
+        return f"`{command} -f json`"
+    if row_spec(row) is None:
+        return "(no spec states its cluster: a NIC count the catalog node lacks)"
+    return "(its shape needs flags the CLI lacks: FFN width, KV heads, gated MLP)"
+
+
+def _row_lines(rows: list[TrainComparison], data: dict[str, Any]) -> list[str]:
+    by_id = {r["id"]: r for r in data["measurements"]}
     lines = [
-        "| row | half | layout | metric | measured | predicted | error |",
-        "|---|---|---|---|---|---|---|",
+        "| row | half | layout | metric | measured | predicted | error | reproduce |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for c in rows:
         r = by_id.get(c.row_id)
@@ -373,7 +386,7 @@ def _row_lines(rows: list[TrainComparison], by_id: dict[str, dict[str, Any]]) ->
         half = "held out" if c.held_out else "fit"
         lines.append(
             f"| `{c.row_id}` | {half} | {layout} | {c.metric} | {c.measured:.4g} | "
-            f"{c.predicted:.4g} | {c.error:+.1%} |"
+            f"{c.predicted:.4g} | {c.error:+.1%} | {_reproduce(r, data['sources'])} |"
         )
     return lines
 
@@ -441,7 +454,15 @@ def training_markdown(data: dict[str, Any], catalog: Catalog) -> str:
         "",
         "### Rows",
         "",
-        *_row_lines(rows, {r["id"]: r for r in data["measurements"]}),
+        (
+            "Each row's `reproduce` column is the `railplan train` command that times it as "
+            "the harness does (same software stack through `train_stack.resolve`, same "
+            "communicator from the spec under `tests/data/accuracy/`); its JSON's "
+            "`hardware_tflops_per_gpu`, `model_tflops_per_gpu` or `step_s` is the predicted "
+            "value (tests/test_train_stack.py runs a sample). Run from the repository root."
+        ),
+        "",
+        *_row_lines(rows, data),
         "",
         "### Sources",
         "",
