@@ -201,8 +201,13 @@ class ModelFitsBudget(BudgetFields):
         description="GPUs to fit on (at most the group's); default the group's GPUs.",
     )
     zero_stage: Literal[0, 1, 2, 3] = Field(0, description="ZeRO / FSDP sharding stage.")
+    tp: int = Field(1, ge=1, le=64, description="Tensor-parallel size (weights split over TP).")
+    pp: int = Field(1, ge=1, le=1024, description="Pipeline-parallel size (layers split).")
+    cp: int = Field(1, ge=1, le=1024, description="Context-parallel size (sequence split).")
     activations: ActivationSpec | None = Field(
-        None, description="Add activation memory for this transformer shape; default none."
+        None,
+        description="Add activation memory for this transformer shape (`layers` per pipeline "
+        "stage); default none.",
     )
     group: str | None = Field(
         None, description="Node group the job runs on; default the largest group without MIG."
