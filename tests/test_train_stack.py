@@ -195,3 +195,36 @@ def test_cli_reproduces_sc21_tables_1_and_2_with_megatron_2021() -> None:
         errors.append(abs(answer["hardware_tflops_per_gpu"] / row["hardware_tflops"] - 1))
     assert len(errors) == 16
     assert statistics.median(errors) < 0.10
+
+
+def fits_budget(extra: str, catalog: Catalog) -> BudgetResult:
+    return budget(
+        "name: t\nnode_groups: [{name: dgx, node: dgx-a100-640gb, count: 140}]\n"
+        f"budgets:\n  - model_fits: {{model_params: 174.6e9, gpus: 1024, zero_stage: 1{extra}}}\n",
+        catalog,
+    )
+
+
+def test_model_fits_splits_weights_over_tp_and_pp_as_train_does(catalog: Catalog) -> None:
+    """The issue's case: ZeRO-1 ignoring TP/PP said ~700 GB per GPU where train says ~24."""
+    from infra.budget.train_model import PRESETS, memory_per_gpu
+    from infra.spec.base import Precision
+
+    flat = fits_budget("", catalog)
+    assert flat.predicted > 600  # all weights and gradients on every GPU: no fit
+    acts = ", activations: {seq_len: 2048, micro_batch: 1, hidden: 12288, layers: 12, heads: 96"
+    split = fits_budget(", tp: 8, pp: 8" + acts + ", recompute: selective}", catalog)
+    assert "TP 8 x PP 8 x CP 1" in split.detail and split.predicted < 80
+    gpu = catalog.gpus[catalog.nodes["dgx-a100-640gb"].gpu]
+    shape = PRESETS["gpt3-175b"]
+    train_mem = memory_per_gpu(shape, gpu, Precision.BF16, (8, 8, 16, 1, 1), "selective", 1)
+    # the budget knows only model_params and per-stage layers (no embedding on stage 1):
+    # within 5 % of train's first stage, activations exactly
+    assert split.predicted == pytest.approx(train_mem.total / 1e9, rel=0.05)
+    no_acts = fits_budget(", tp: 8, pp: 8", catalog)
+    assert split.predicted - no_acts.predicted == pytest.approx(train_mem.activations / 1e9)
+
+
+def test_model_fits_refuses_a_split_that_does_not_divide(catalog: Catalog) -> None:
+    result = fits_budget(", tp: 8, pp: 3", catalog)
+    assert result.verdict == "error" and result.path == "budgets[0].model_fits.gpus"

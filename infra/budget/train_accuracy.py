@@ -292,8 +292,7 @@ def fit(data: dict[str, Any], catalog: Catalog) -> tuple[dict[str, float], float
             for factor in (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0):
                 train_layout.HALF_DIM, train_layout.ELEMENTWISE = half, factor
                 shares = {
-                    arch: _best_share(fitting, data["sources"], catalog, arch)
-                    for arch in saved[0]
+                    arch: _best_share(fitting, data["sources"], catalog, arch) for arch in saved[0]
                 }
                 train_layout.PEAK_SHARE.update(shares)
                 err = _median_abs(compare({**data, "measurements": fitting}, catalog))

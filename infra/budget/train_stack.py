@@ -154,10 +154,19 @@ def resolve(
         "dp_overlap": dp_overlap,
     }
     changed = {k: v for k, v in asked.items() if v is not None and getattr(stack, k) != v}
+    if not changed:
+        return stack
+    stages = stack.zero_stages
     if "distributed_optimizer" in changed:
-        stages = tuple(z for z in stack.zero_stages if z) or (1,)
-        changed["zero_stages"] = stages if changed["distributed_optimizer"] else (0,)
-    labels = tuple(
-        ("" if asked[k] else "no-") + k.replace("_", "-") for k in asked if k in changed
+        on = changed["distributed_optimizer"]
+        stages = (tuple(z for z in stages if z) or (1,)) if on else (0,)
+    labels = tuple(("" if asked[k] else "no-") + k.replace("_", "-") for k in changed)
+    return replace(
+        stack,
+        fused_attention=changed.get("fused_attention", stack.fused_attention),
+        sequence_parallel=changed.get("sequence_parallel", stack.sequence_parallel),
+        distributed_optimizer=changed.get("distributed_optimizer", stack.distributed_optimizer),
+        dp_overlap=changed.get("dp_overlap", stack.dp_overlap),
+        zero_stages=stages,
+        overrides=labels,
     )
-    return replace(stack, **changed, overrides=labels) if changed else stack
