@@ -18,10 +18,17 @@ from infra.budget.cluster import BudgetError, comm_topology, main_group, sharp_u
 from infra.budget.collectives import predict
 from infra.budget.memo import train_cached
 from infra.budget.storage import checkpoint_estimate
-from infra.budget.train_model import ModelShape
+from infra.budget.train_model import (
+    MemoryBreakdown,
+    ModelShape,
+    activation_bytes_per_layer,
+    layout_memory,
+)
 from infra.budget.train_plan import TrainAnswer, TrainRequest, model_shape
+from infra.budget.train_stack import resolve as resolve_stack
 from infra.budget.training import StepEstimate, step_estimate
 from infra.catalog import Catalog
+from infra.catalog.models import Gpu
 from infra.errors import InputError
 from infra.spec import Spec
 from infra.spec.budgets import (
@@ -182,6 +189,10 @@ def scaling_answer(b: ScalingEfficiencyBudget, spec: Spec, cat: Catalog, path: s
     except InputError as exc:
         raise BudgetError(exc.message, path=path, hint=exc.hint) from None
     batch = _default_batch(b, shape)
+    try:
+        stack = resolve_stack(b.stack, path=f"{path}.stack")
+    except InputError as exc:
+        raise BudgetError(exc.message, path=exc.path, hint=exc.hint) from None
     request = TrainRequest(
         gpus=b.gpus,
         shape=shape,
@@ -194,12 +205,24 @@ def scaling_answer(b: ScalingEfficiencyBudget, spec: Spec, cat: Catalog, path: s
         zero=b.zero,
         precision=b.precision,
         group=b.group,
-        round_batch=True,
+        stack=stack,
     )
     try:
         return train_cached(spec, cat, request)
-    except InputError as exc:
-        raise BudgetError(exc.message, path=path, hint=exc.hint) from None
+    except (InputError, BudgetError) as exc:
+        raise BudgetError(exc.message, path=_spec_path(path, exc.path), hint=exc.hint) from None
+
+
+def _spec_path(path: str, option: str | None) -> str:
+    """The budget field an option's error is about: ``--global-batch`` is ``path.global_batch``.
+
+    Options the budget has no field for (and paths already in the spec) locate the budget.
+    """
+    if option and option.startswith("--"):
+        field = option.removeprefix("--").replace("-", "_")
+        if field in ScalingEfficiencyBudget.model_fields:
+            return f"{path}.{field}"
+    return option if option and not option.startswith("-") else path
 
 
 def _scaling(
@@ -232,9 +255,7 @@ def _scaling_trained(
         "pipeline sends": bd.pp_comm_s,
     }
     worst = max(losses, key=lambda k: losses[k])
-    batch = res.micro_batches * lay.dp * lay.micro_batch
-    asked = b.global_batch or _default_batch(b)
-    rounded = f" (global batch {batch}, rounded up from {asked})" if batch != asked else ""
+    stack = f" (stack {a.stack})" if b.stack else ""
     return replace(
         r,
         predicted=a.scaling_efficiency,
@@ -243,7 +264,7 @@ def _scaling_trained(
         better="higher",
         detail=f"{b.model or 'model'} on TP {lay.tp}{lay.cp_label()} x PP {lay.pp} "
         f"(x{lay.virtual}) x DP {lay.dp}, {res.micro_batches} micro-batches of "
-        f"{lay.micro_batch}{rounded}: step {step:.3f} s, MFU "
+        f"{lay.micro_batch}{stack}: step {step:.3f} s, MFU "
         f"{res.tflops_per_gpu(False) / res.peak_tflops:.1%}; against one replica the "
         f"loss is mostly the {worst} ({losses[worst] / step:.0%} of the step; bubble "
         f"{bd.pp_bubble_s / step:.0%}, exposed DP {bd.dp_comm_exposed_s / step:.0%})",
@@ -315,29 +336,66 @@ def _model_fits(
             path=f"{r.path}.precision",
             hint="use bf16, fp16, fp8 or fp32",
         )
-    shape = memory.ActivationShape(**b.activations.model_dump()) if b.activations else None
-    est = memory.estimate_memory(
-        b.model_params, gpus, gpu, b.precision, b.zero_stage, activations=shape
-    )
-    least = memory.min_gpus_to_fit(
-        b.model_params,
-        gpu,
-        b.precision,
-        b.zero_stage,
-        max_gpus=max(gpus, 1) * 64,
-        activations=shape,
-    )
+    split = b.tp * b.pp * b.cp
+    if gpus % split:
+        raise BudgetError(
+            f"{gpus:,} GPUs do not split into TP {b.tp} x PP {b.pp} x CP {b.cp} replicas",
+            path=f"{r.path}.gpus",
+            hint="TP x PP x CP must divide the GPUs",
+        )
+    try:
+        mem = _fits_memory(b, gpu, gpus)
+    except ValueError as exc:  # a shape whose heads do not split the hidden size
+        raise BudgetError(str(exc), path=f"{r.path}.activations") from None
+    least = _fewest_gpus(b, gpu, split, max(gpus, 1) * 64)
     fewest = f"fits from {least} GPUs" if least else "fits on no GPU count at this stage"
+    layout = f"TP {b.tp} x PP {b.pp} x CP {b.cp}, " if split > 1 else ""
+    acts = f"recompute-{b.activations.recompute}" if b.activations else "omitted"
     return replace(
         r,
-        predicted=est.total_bytes / 1e9,
-        limit=est.usable_bytes / 1e9,
+        predicted=mem.total / 1e9,
+        limit=mem.usable / 1e9,
         unit="GB",
-        detail=f"per GPU on {gpus} x {gpu.name}, ZeRO-{b.zero_stage}: weights "
-        f"{est.weights_bytes / 1e9:.1f}, gradients {est.gradients_bytes / 1e9:.1f}, "
-        f"optimizer {est.optimizer_bytes / 1e9:.1f} GB; activations "
-        f"{est.activation_model}; {fewest}",
+        detail=f"per GPU on {gpus} x {gpu.name}, {layout}ZeRO-{b.zero_stage}: weights "
+        f"{mem.weights / 1e9:.1f}, gradients {mem.gradients / 1e9:.1f}, "
+        f"optimizer {mem.optimizer / 1e9:.1f} GB; activations "
+        f"{acts}; {fewest}",
     )
+
+
+def _fits_memory(b: ModelFitsBudget, gpu: Gpu, gpus: int) -> MemoryBreakdown:
+    """`train_model.layout_memory` (`railplan train`'s memory model) for the budget on ``gpus``.
+
+    Weights split evenly over TP x PP; activations are Korthikanti's per layer with
+    sequence parallelism over TP and CP, ``layers`` per stage times the ``pp``
+    micro-batches 1F1B keeps in flight on the first stage.
+    """
+    weights = -(-int(b.model_params) // (b.tp * b.pp))
+    shards = gpus // (b.tp * b.pp)
+    a = b.activations
+    if a is None:
+        return layout_memory(weights, 0, shards, gpu, b.precision, b.zero_stage, 0.0)
+    shape = ModelShape("budget", a.layers, a.hidden, a.heads, a.seq_len, 1)
+    per_layer = activation_bytes_per_layer(shape, a.micro_batch, b.tp, True, a.recompute, b.cp)
+    activations = per_layer * a.layers * b.pp
+    layer_weights = 12 * a.hidden**2 // b.tp
+    return layout_memory(
+        weights, layer_weights, shards, gpu, b.precision, b.zero_stage, activations
+    )
+
+
+def _fewest_gpus(b: ModelFitsBudget, gpu: Gpu, split: int, most: int) -> int | None:
+    """Fewest GPUs (a multiple of ``split``) on which the budget's model fits, by bisection.
+
+    Memory per GPU only falls as ZeRO shards over more replicas, so fitting is monotone.
+    """
+    low, high = 1, most // split
+    if high < 1 or not _fits_memory(b, gpu, high * split).fits:
+        return None
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if _fits_memory(b, gpu, mid * split).fits else (mid + 1, high)
+    return low * split
 
 
 def _cost(

@@ -13,6 +13,7 @@ Rows are sorted by id and alternate: even positions fit, odd positions are held 
 
 from __future__ import annotations
 
+import functools
 import statistics
 import sys
 from collections.abc import Iterator
@@ -23,10 +24,15 @@ from typing import Any
 import yaml
 
 from infra.budget import train_layout
+from infra.budget.cluster import comm_topology
 from infra.budget.collectives import CommTopology
 from infra.budget.train_layout import Job, Layout, StepResult
 from infra.budget.train_model import PRESETS, ModelShape
+from infra.budget.train_plan import TrainRequest, stack_job
+from infra.budget.train_stack import Stack
+from infra.budget.train_stack import resolve as resolve_stack
 from infra.catalog import Catalog, load_catalog
+from infra.spec import Spec, load_spec
 from infra.spec.base import Precision
 
 __all__ = [
@@ -34,7 +40,9 @@ __all__ = [
     "compare",
     "fit",
     "load_rows",
+    "row_command",
     "row_job",
+    "row_stack",
     "split",
     "training_markdown",
 ]
@@ -90,11 +98,51 @@ def _shape(row: dict[str, Any]) -> ModelShape:
     return ModelShape(name=str(row["id"]), **model)
 
 
-def row_job(row: dict[str, Any], catalog: Catalog) -> tuple[Job, Layout]:
-    """The job and layout a published row describes, on its catalog node."""
+ROW_SPECS = {
+    ("dgx-a100-640gb", 200.0): "tests/data/accuracy/a100-hdr.yaml",
+    ("dgx-h100", 400.0): "tests/data/accuracy/h100-ndr.yaml",
+}
+"""Specs of the clusters rows ran on, by (catalog node, NIC Gb/s); paths from the repo root."""
+_ROOT = Path(__file__).resolve().parents[2]
+SHAPE_FLAGS = ("layers", "hidden", "heads", "seq", "vocab")
+"""Dimensions `railplan train` takes as flags; a row's shape with others has no command."""
+
+
+def row_stack(row: dict[str, Any], sources: dict[str, Any]) -> Stack:
+    """The row's software: its source's ``stack`` preset with the row's own switches.
+
+    The same `train_stack.resolve` the CLI calls for ``--stack`` and its flags, so the
+    command `row_command` prints times the row as the harness does. Sequence parallelism
+    only means something with TP, so a TP 1 row keeps the stack's.
+    """
+    return resolve_stack(
+        str(row.get("stack") or sources[row["source"]].get("stack") or ""),
+        fused_attention=bool(row.get("flash_attention", False)),
+        sequence_parallel=bool(row["sp"]) if row["tp"] > 1 else None,
+        dp_overlap=bool(row["dp_overlap"]),
+    )
+
+
+def row_spec(row: dict[str, Any]) -> str | None:
+    """The spec file (repo-relative) whose cluster the row ran on, if one states it."""
+    if "nics" in row:  # a NIC count the catalog node lacks: no spec states it yet
+        return None
+    return ROW_SPECS.get((str(row["node"]), float(row["nic_gbps"])))
+
+
+@functools.cache
+def _spec(path: str) -> Spec:
+    return load_spec(_ROOT / path).spec
+
+
+def _row_comm(row: dict[str, Any], catalog: Catalog) -> CommTopology:
+    """The row's communicator: from its spec (as the CLI builds it), else from its fields."""
+    spec = row_spec(row)
+    if spec is not None:
+        return comm_topology(_spec(spec), catalog, int(row["gpus"]))
     node = catalog.nodes[row["node"]]
     gpu = catalog.gpus[node.gpu]
-    comm = CommTopology(
+    return CommTopology(
         arch=gpu.architecture,
         gpus_per_node=node.gpus,
         nodes=row["gpus"] // node.gpus,
@@ -105,16 +153,22 @@ def row_job(row: dict[str, Any], catalog: Catalog) -> tuple[Job, Layout]:
         cpu=node.cpu,
         sharp=False,
     )
-    precision = Precision(row.get("precision", "bf16"))
-    job = Job(
-        _shape(row),
-        gpu,
-        precision,
-        row["global_batch"],
-        comm,
-        row["dp_overlap"],
-        row.get("flash_attention", False),
+
+
+def row_job(
+    row: dict[str, Any], catalog: Catalog, sources: dict[str, Any] | None = None
+) -> tuple[Job, Layout]:
+    """The job and layout a published row describes, on its cluster, with its stack."""
+    gpu = catalog.gpus[catalog.nodes[row["node"]].gpu]
+    stack = row_stack(row, sources or {row["source"]: {}})
+    request = TrainRequest(
+        gpus=int(row["gpus"]),
+        shape=_shape(row),
+        global_batch=int(row["global_batch"]),
+        precision=Precision(row.get("precision", "bf16")),
+        stack=stack,
     )
+    job = stack_job(request, gpu, _row_comm(row, catalog))
     cp = int(row.get("cp", 1))
     dp = row["gpus"] // (row["tp"] * cp * row["pp"])
     layout = Layout(
@@ -125,10 +179,37 @@ def row_job(row: dict[str, Any], catalog: Catalog) -> tuple[Job, Layout]:
         row["virtual"],
         row["recompute"],
         row["zero"],
-        row["sp"],
+        stack.sequence_parallel,
         cp,
     )
     return job, layout
+
+
+def row_command(row: dict[str, Any], sources: dict[str, Any]) -> str | None:
+    """The `railplan train` command that times ``row`` as the harness does, if one can.
+
+    None when no spec states the row's cluster or its shape has dimensions the CLI takes
+    no flag for (a gated MLP, grouped-query attention).
+    """
+    spec, model = row_spec(row), row["model"]
+    if spec is None or (isinstance(model, dict) and set(model) - set(SHAPE_FLAGS)):
+        return None
+    if isinstance(model, str):
+        shape = f"--model {model}" + (f" --seq {row['seq']}" if row.get("seq") else "")
+    else:
+        shape = " ".join(f"--{k} {model[k]}" for k in SHAPE_FLAGS if k in model)
+    stack = row_stack(row, sources)
+    parts = [
+        f"railplan train {spec} --gpus {row['gpus']} --global-batch {row['global_batch']}",
+        shape,
+        f"--tp {row['tp']} --pp {row['pp']}" + (f" --cp {row['cp']}" if row.get("cp") else ""),
+        f"--micro-batch {row['micro_batch']} --virtual {row['virtual']}",
+        f"--recompute {row['recompute']} --zero {row['zero']}",
+        f"--precision {row['precision']}" if row.get("precision") else "",
+        f"--stack {stack.name}",
+        *(f"--{flag}" for flag in stack.overrides),
+    ]
+    return " ".join(p for p in parts if p)
 
 
 def _metrics(row: dict[str, Any], result: StepResult) -> Iterator[tuple[str, float, float]]:
@@ -151,7 +232,7 @@ def compare(data: dict[str, Any], catalog: Catalog) -> list[TrainComparison]:
     out: list[TrainComparison] = []
     results: dict[str, StepResult] = {}
     for row in data["measurements"]:
-        job, layout = row_job(row, catalog)
+        job, layout = row_job(row, catalog, data.get("sources"))
         results[row["id"]] = result = train_layout.step(job, layout)
         for metric, measured, predicted in _metrics(row, result):
             out.append(
@@ -210,7 +291,9 @@ def fit(data: dict[str, Any], catalog: Catalog) -> tuple[dict[str, float], float
         for half in (0.0, 32.0, 64.0, 96.0, 128.0, 192.0, 256.0):
             for factor in (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0):
                 train_layout.HALF_DIM, train_layout.ELEMENTWISE = half, factor
-                shares = {arch: _best_share(fitting, catalog, arch) for arch in saved[0]}
+                shares = {
+                    arch: _best_share(fitting, data["sources"], catalog, arch) for arch in saved[0]
+                }
                 train_layout.PEAK_SHARE.update(shares)
                 err = _median_abs(compare({**data, "measurements": fitting}, catalog))
                 if err < best[0]:
@@ -235,14 +318,16 @@ def fit_fp8_share(data: dict[str, Any], catalog: Catalog) -> tuple[float, float]
     try:
         for share in [x / 100 for x in range(60, 101)]:
             train_layout.FP8_SHARE = share
-            scores.append((_median_abs(compare({"measurements": rows}, catalog)), share))
+            scores.append((_median_abs(compare({**data, "measurements": rows}, catalog)), share))
     finally:
         train_layout.FP8_SHARE = saved
     error, share = min(scores)
     return share, error
 
 
-def _best_share(rows: list[dict[str, Any]], catalog: Catalog, arch: str) -> float:
+def _best_share(
+    rows: list[dict[str, Any]], sources: dict[str, Any], catalog: Catalog, arch: str
+) -> float:
     """The share of peak that minimises the median |error| of ``arch``'s rows."""
     mine = [r for r in rows if catalog.gpus[catalog.nodes[r["node"]].gpu].architecture == arch]
     if not mine:
@@ -250,7 +335,8 @@ def _best_share(rows: list[dict[str, Any]], catalog: Catalog, arch: str) -> floa
     scores = []
     for share in [x / 100 for x in range(40, 100)]:
         train_layout.PEAK_SHARE[arch] = share
-        scores.append((_median_abs(compare({"measurements": mine}, catalog)), share))
+        data = {"sources": sources, "measurements": mine}
+        scores.append((_median_abs(compare(data, catalog)), share))
     return min(scores)[1]
 
 
@@ -270,10 +356,23 @@ def _context(row: dict[str, Any]) -> str:
     return f" CP {cp} (seq {_shape(row).seq:,})" if cp > 1 else ""
 
 
-def _row_lines(rows: list[TrainComparison], by_id: dict[str, dict[str, Any]]) -> list[str]:
+def _reproduce(row: dict[str, Any] | None, sources: dict[str, Any]) -> str:
+    """The row's `railplan train` command in backticks, or why there is none."""
+    if row is None:
+        return "(ratio of two rows)"
+    command = row_command(row, sources)
+    if command is not None:
+        return f"`{command} -f json`"
+    if row_spec(row) is None:
+        return "(no spec states its cluster: a NIC count the catalog node lacks)"
+    return "(its shape needs flags the CLI lacks: FFN width, KV heads, gated MLP)"
+
+
+def _row_lines(rows: list[TrainComparison], data: dict[str, Any]) -> list[str]:
+    by_id = {r["id"]: r for r in data["measurements"]}
     lines = [
-        "| row | half | layout | metric | measured | predicted | error |",
-        "|---|---|---|---|---|---|---|",
+        "| row | half | layout | metric | measured | predicted | error | reproduce |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for c in rows:
         r = by_id.get(c.row_id)
@@ -286,7 +385,7 @@ def _row_lines(rows: list[TrainComparison], by_id: dict[str, dict[str, Any]]) ->
         half = "held out" if c.held_out else "fit"
         lines.append(
             f"| `{c.row_id}` | {half} | {layout} | {c.metric} | {c.measured:.4g} | "
-            f"{c.predicted:.4g} | {c.error:+.1%} |"
+            f"{c.predicted:.4g} | {c.error:+.1%} | {_reproduce(r, data['sources'])} |"
         )
     return lines
 
@@ -354,7 +453,15 @@ def training_markdown(data: dict[str, Any], catalog: Catalog) -> str:
         "",
         "### Rows",
         "",
-        *_row_lines(rows, {r["id"]: r for r in data["measurements"]}),
+        (
+            "Each row's `reproduce` column is the `railplan train` command that times it as "
+            "the harness does (same software stack through `train_stack.resolve`, same "
+            "communicator from the spec under `tests/data/accuracy/`); its JSON's "
+            "`hardware_tflops_per_gpu`, `model_tflops_per_gpu` or `step_s` is the predicted "
+            "value (tests/test_train_stack.py runs a sample). Run from the repository root."
+        ),
+        "",
+        *_row_lines(rows, data),
         "",
         "### Sources",
         "",

@@ -47,6 +47,7 @@ __all__ = [
     "interleaving_factor",
     "iteration_flops",
     "layer_gemms",
+    "layout_memory",
     "memory_per_gpu",
 ]
 
@@ -342,17 +343,45 @@ def memory_per_gpu(
     default forward prefetch).
     """
     tp, pp, dp, micro_batch, virtual = layout
-    shards = dp * cp
-    states = memory.estimate_memory(stage_params(shape, tp, pp), shards, gpu, precision, zero_stage)
-    weight_bytes = memory.state_bytes_per_param(precision)[0]
-    gathered = 2 * shape.layer_params // tp * weight_bytes if zero_stage == 3 and shards > 1 else 0
     per_layer = activation_bytes_per_layer(shape, micro_batch, tp, sp, recompute, cp)
     in_flight = -(-shape.layers // pp) * pp * interleaving_factor(pp, virtual)
+    return layout_memory(
+        stage_params(shape, tp, pp),
+        shape.layer_params // tp,
+        dp * cp,
+        gpu,
+        precision,
+        zero_stage,
+        per_layer * in_flight,
+    )
+
+
+def layout_memory(
+    weights: int,
+    layer_weights: int,
+    shards: int,
+    gpu: Gpu,
+    precision: Precision,
+    zero_stage: int,
+    activations: float,
+) -> MemoryBreakdown:
+    """One GPU's memory from its ``weights`` (its TP x PP share) and 16-bit ``activations``.
+
+    The one memory model of `railplan train` (`memory_per_gpu`) and the `model_fits`
+    budget: model states are `memory.estimate_memory` of the GPU's weights sharded by ZeRO
+    stage over the ``shards`` (DP x CP) ranks that hold them; a sharding ZeRO-3 also holds
+    two layers' gathered weights (``layer_weights`` each: the layer it computes and the one it
+    prefetches, DeepSpeed's prefetch bucket, FSDP's default forward prefetch); activations
+    double for 32-bit training.
+    """
+    states = memory.estimate_memory(weights, shards, gpu, precision, zero_stage)
+    weight_bytes = memory.state_bytes_per_param(precision)[0]
+    gathered = 2 * layer_weights * weight_bytes if zero_stage == 3 and shards > 1 else 0
     scale = 2 if precision in (Precision.FP32, Precision.TF32) else 1
     return MemoryBreakdown(
         states.weights_bytes + gathered,
         states.gradients_bytes,
         states.optimizer_bytes,
-        int(per_layer * in_flight * scale),
+        int(activations * scale),
         states.usable_bytes,
     )

@@ -19,10 +19,13 @@ from dataclasses import dataclass, replace
 
 from infra.budget import train_layout
 from infra.budget.cluster import BudgetError, comm_topology, main_group
+from infra.budget.collectives import CommTopology
 from infra.budget.memory import TRAINING_PRECISIONS
 from infra.budget.train_layout import Job, Layout, StepResult
 from infra.budget.train_model import PRESETS, ModelShape, Recompute
+from infra.budget.train_stack import DEFAULT_STACK, STACKS, Stack
 from infra.catalog import Catalog
+from infra.catalog.models import Gpu
 from infra.errors import InputError, spelling_hint
 from infra.spec import Spec
 from infra.spec.base import Precision
@@ -71,7 +74,8 @@ class TrainRequest:
     zero: int | None = None
     precision: Precision = Precision.BF16
     group: str | None = None
-    round_batch: bool = False  # round the batch up to whole micro-batches (budgets)
+    virtual: int | None = None  # interleaved stages per GPU (searched when None)
+    stack: Stack = STACKS[DEFAULT_STACK]  # the software that runs the job (`train_stack`)
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,7 @@ class TrainAnswer:
     candidates: int
     search_s: float
     seq: int
+    stack: str = DEFAULT_STACK  # the stack's label: its name and any switch the user changed
 
     @property
     def nodes(self) -> int:
@@ -167,6 +172,12 @@ def train_request_checks(request: TrainRequest, precision: str) -> None:
             "e.g. --micro-batch 1",
         ),
         (request.tp is None or request.tp >= 1, "--tp", "--tp must be at least 1", "e.g. --tp 8"),
+        (
+            request.virtual is None or 1 <= request.virtual <= MAX_LAYERS,
+            "--virtual",
+            f"--virtual must be between 1 and {MAX_LAYERS:,}",
+            "e.g. --virtual 2 (interleaved stages per GPU)",
+        ),
         (request.pp is None or request.pp >= 1, "--pp", "--pp must be at least 1", "e.g. --pp 8"),
         (
             request.cp is None or 1 <= request.cp <= MAX_CP,
@@ -231,9 +242,31 @@ def build_job(spec: Spec, catalog: Catalog, request: TrainRequest) -> tuple[Job,
             path="--precision",
             hint="use bf16 (or fp8 on Hopper)",
         )
+    if request.precision is Precision.FP8 and not request.stack.fp8:
+        raise InputError(
+            f"software stack {request.stack.name} has no FP8 training",
+            path="--precision",
+            hint="use bf16, or a stack with Transformer Engine (--stack megatron-core-2024)",
+        )
     comm = comm_topology(spec, catalog, request.gpus, path="--gpus", group=request.group)
-    job = Job(request.shape, gpu, request.precision, request.global_batch, comm)
-    return job, group.name, node.name
+    return stack_job(request, gpu, comm), group.name, node.name
+
+
+def stack_job(request: TrainRequest, gpu: Gpu, comm: CommTopology) -> Job:
+    """The job of ``request`` on ``comm``, with its stack's attention and DP overlap.
+
+    The accuracy harness builds its rows' jobs here too (one path from a stack to the model).
+    """
+    stack = request.stack
+    return Job(
+        request.shape,
+        gpu,
+        request.precision,
+        request.global_batch,
+        comm,
+        dp_overlap=stack.dp_overlap,
+        flash_attention=stack.fused_attention,
+    )
 
 
 def _divisors(n: int, at_most: int | None = None) -> list[int]:
@@ -349,19 +382,26 @@ def _candidates(job: Job, request: TrainRequest) -> Iterator[Layout]:
     gpus, shape = request.gpus, job.shape
     tps = [request.tp] if request.tp else _divisors(job.comm.gpus_per_node)
     pps = [request.pp] if request.pp else _pipeline_sizes(shape.layers)
-    modes: list[Recompute] = [request.recompute] if request.recompute else ["selective", "full"]
-    zeros = [request.zero] if request.zero is not None else [1, 3]
+    stack = request.stack
+    default: list[Recompute] = [stack.recompute] if stack.recompute else ["selective", "full"]
+    modes: list[Recompute] = [request.recompute] if request.recompute else default
+    zeros = [request.zero] if request.zero is not None else list(stack.zero_stages)
     for tp, cp, pp in itertools.product(tps, _context_sizes(request), pps):
         if gpus % (tp * cp * pp):
             continue
         dp = gpus // (tp * cp * pp)
-        per_dp = -(-request.global_batch // dp)
-        if not request.round_batch and request.global_batch % dp:
+        if request.global_batch % dp:
             continue
+        per_dp = request.global_batch // dp
         bs = [request.micro_batch] if request.micro_batch else _divisors(per_dp, MAX_MICRO_BATCH)
-        vs = [v for v in (1, 2, 4) if v == 1 or (pp > 1 and stages_fit(shape.layers, pp, v))]
+        vs = [request.virtual] if request.virtual else _virtual_sizes(shape.layers, pp)
         for b, v, mode, zero in itertools.product(bs, vs, modes, zeros):
-            yield Layout(tp, pp, dp, b, v, mode, zero, cp=cp)
+            yield Layout(tp, pp, dp, b, v, mode, zero, stack.sequence_parallel, cp)
+
+
+def _virtual_sizes(layers: int, pp: int) -> list[int]:
+    """Interleaving the search tries: none, and 2 or 4 chunks per GPU where they fit."""
+    return [v for v in (1, 2, 4) if v == 1 or (pp > 1 and stages_fit(layers, pp, v))]
 
 
 def search(job: Job, request: TrainRequest) -> tuple[StepResult | None, int]:
@@ -370,7 +410,7 @@ def search(job: Job, request: TrainRequest) -> tuple[StepResult | None, int]:
     count = 0
     for layout in _candidates(job, request):
         try:
-            check_layout(job, layout, strict_batch=not request.round_batch)
+            check_layout(job, layout)
         except InputError:
             continue
         count += 1
@@ -403,12 +443,18 @@ def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
             request.pp,
             request.gpus // (request.tp * cp * request.pp),
             request.micro_batch or 1,
-            1,
-            request.recompute or "selective",
-            1 if request.zero is None else request.zero,
-            cp=cp,
+            request.virtual or 1,
+            request.recompute or request.stack.recompute or "selective",
+            request.stack.zero_stages[0] if request.zero is None else request.zero,
+            request.stack.sequence_parallel,
+            cp,
         )
-        check_layout(job, layout, strict_batch=not request.round_batch)
+        try:
+            check_layout(job, layout)
+        except InputError as exc:
+            if exc.path == "--global-batch":
+                exc.hint = nearest_batches_hint(request, job.comm.gpus_per_node)
+            raise
         best, count = train_layout.step(job, layout), count + 1
     if best is None:
         if not count:
@@ -417,7 +463,7 @@ def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
                 f"{request.shape.layers} layers and DP dividing the global batch "
                 f"{request.global_batch}",
                 path="--global-batch",
-                hint="a global batch with more divisors, or a GPU count of 2^k nodes",
+                hint=nearest_batches_hint(request, job.comm.gpus_per_node),
             )
         raise BudgetError(
             f"no layout of {request.shape.name} on {request.gpus} GPUs fits in memory "
@@ -434,4 +480,44 @@ def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
         count,
         time.perf_counter() - started,
         request.shape.seq,
+        request.stack.label,
     )
+
+
+def valid_batch(request: TrainRequest, batch: int, per_node: int) -> bool:
+    """Whether some TP x CP x PP x DP split of the request's GPUs divides ``batch``.
+
+    The same rules `_candidates` and `check_layout` ask (TP inside a node of ``per_node``
+    GPUs and dividing the heads, DP x micro-batch dividing the batch), without timing any
+    layout.
+    """
+    shape = request.shape
+    tps = [request.tp] if request.tp else _divisors(per_node)
+    tps = [t for t in tps if shape.heads % t == 0 and shape.kv_heads_or_heads % t == 0]
+    pps = [request.pp] if request.pp else _pipeline_sizes(request.shape.layers)
+    for tp, cp, pp in itertools.product(tps, _context_sizes(request), pps):
+        if request.gpus % (tp * cp * pp) == 0:
+            dp = request.gpus // (tp * cp * pp)
+            if batch % (dp * (request.micro_batch or 1)) == 0:
+                return True
+    return False
+
+
+def nearest_batches(
+    request: TrainRequest, per_node: int, limit: int = 1 << 16
+) -> tuple[int | None, int | None]:
+    """The nearest global batches below and above the request's that some layout divides."""
+    batch = request.global_batch
+    lower = range(batch - 1, max(0, batch - limit), -1)
+    below = next((b for b in lower if valid_batch(request, b, per_node)), None)
+    upper = range(batch + 1, batch + limit)
+    above = next((b for b in upper if valid_batch(request, b, per_node)), None)
+    return below, above
+
+
+def nearest_batches_hint(request: TrainRequest, per_node: int) -> str:
+    """``nearest valid global batches: 1,504 or 1,600`` (or whichever exists)."""
+    found = [f"{b:,}" for b in nearest_batches(request, per_node) if b is not None]
+    if not found:
+        return "a global batch with more divisors, or a GPU count of 2^k nodes"
+    return "nearest valid global batches: " + " or ".join(found)

@@ -13,6 +13,7 @@ import typer
 
 from infra.budget.train_plan import TrainRequest, model_shape, train_request_checks
 from infra.budget.train_plan import train as train_model
+from infra.budget.train_stack import resolve as resolve_stack
 from infra.catalog import load_catalog
 from infra.cli.common import Format, _load_spec, _say, app
 from infra.render.train_table import train_json, train_text
@@ -47,6 +48,34 @@ def train(
     recompute: Annotated[RecomputeMode | None, typer.Option(help="Recomputation.")] = None,
     zero: Annotated[int | None, typer.Option(help="ZeRO stage 0-3.")] = None,
     precision: Annotated[str, typer.Option(help="Training precision.")] = "bf16",
+    virtual: Annotated[
+        int | None, typer.Option(help="Interleaved pipeline stages per GPU (default searched).")
+    ] = None,
+    stack: Annotated[
+        str | None,
+        typer.Option(
+            help="Software stack: megatron-2021, megatron-core-2024 (default), nemo-2024, "
+            "deepspeed-zero."
+        ),
+    ] = None,
+    fused_attention: Annotated[
+        bool | None,
+        typer.Option("--fused-attention/--no-fused-attention", help="Override the stack."),
+    ] = None,
+    sequence_parallel: Annotated[
+        bool | None,
+        typer.Option("--sequence-parallel/--no-sequence-parallel", help="Override the stack."),
+    ] = None,
+    distributed_optimizer: Annotated[
+        bool | None,
+        typer.Option(
+            "--distributed-optimizer/--no-distributed-optimizer", help="Override the stack."
+        ),
+    ] = None,
+    dp_overlap: Annotated[
+        bool | None,
+        typer.Option("--dp-overlap/--no-dp-overlap", help="Override the stack."),
+    ] = None,
     group: Annotated[
         str | None,
         typer.Option(help="Node group to run on (default: the largest group without MIG)."),
@@ -55,6 +84,13 @@ def train(
 ) -> None:
     """Time a training step of a GPT-style model; without --tp/--pp, search the fastest layout."""
     shape = model_shape(model, layers, hidden, heads, seq, vocab)
+    software = resolve_stack(
+        stack,
+        fused_attention=fused_attention,
+        sequence_parallel=sequence_parallel,
+        distributed_optimizer=distributed_optimizer,
+        dp_overlap=dp_overlap,
+    )
     request = TrainRequest(
         gpus=gpus,
         shape=shape,
@@ -67,6 +103,8 @@ def train(
         zero=zero,
         precision=Precision(precision) if precision in set(Precision) else Precision.BF16,
         group=group,
+        virtual=virtual,
+        stack=software,
     )
     train_request_checks(request, precision)
     answer = train_model(_load_spec(spec).spec, load_catalog(), request)

@@ -2,8 +2,8 @@
 
 The JSON carries DESIGN.md's keys (gpus, nodes, tp, pp, dp, micro_batch, global_batch,
 step_s, tokens_per_s, model/hardware TFLOP/s per GPU, mfu, hfu, scaling_efficiency,
-memory_gb_per_gpu, breakdown) plus cp (context parallelism), the memory by part and the
-search's cost; the text shows the layout, a table of seconds per component with its share
+memory_gb_per_gpu, breakdown) plus cp (context parallelism), the memory by part, the software
+stack and the search's cost; the text shows the layout, a table of seconds per component with its share
 of the step, memory by part, MFU/HFU and the scaling efficiency.
 """
 
@@ -38,6 +38,7 @@ def train_dict(answer: TrainAnswer) -> dict[str, Any]:
         "recompute": layout.recompute,
         "zero": layout.zero,
         "sequence_parallel": layout.sp,
+        "stack": answer.stack,
         "step_s": round(r.step_s, 6),
         "tokens_per_s": round(batch * answer.seq / r.step_s, 1),
         "model_tflops_per_gpu": round(r.tflops_per_gpu(False), 2),
@@ -80,6 +81,7 @@ def train_text(answer: TrainAnswer, model: str) -> str:
             f"batch {d['global_batch']}; recompute {d['recompute']}, ZeRO-{d['zero']}, sequence "
             f"parallel {'on' if d['sequence_parallel'] else 'off'}"
         ),
+        f"software stack {d['stack']}",
         f"searched {d['search']['candidates']:,} layouts in {d['search']['seconds']:.2f} s",
         "",
         f"{'component':<20} {'seconds':>10} {'share':>7}",

@@ -63,6 +63,8 @@ MODEL_PRESETS = {
     "llama3-405b": 405e9,  # Llama Team 2024, "The Llama 3 Herd of Models", Table 3
     "gpt-1t": 1008e9,  # Narayanan et al. 2021, Megatron-LM on GPU clusters, Table 1
 }
+StackName = Literal["megatron-2021", "megatron-core-2024", "nemo-2024", "deepspeed-zero"]
+"""The presets of `infra.budget.train_stack.STACKS` (a test keeps the two the same)."""
 ModelPreset = Literal["gpt3-175b", "mt-nlg-530b", "llama2-70b", "llama3-405b", "gpt-1t"]
 
 
@@ -110,6 +112,11 @@ class ScalingEfficiencyBudget(BudgetFields):
         None, description="Activation recomputation; default searched."
     )
     zero: Literal[0, 1, 2, 3] | None = Field(None, description="ZeRO stage; default searched.")
+    stack: StackName | None = Field(
+        None,
+        description="Software stack that runs the job (`railplan train --stack`); default "
+        "megatron-core-2024.",
+    )
     precision: Precision = Field(Precision.BF16, strict=False, description="Compute precision.")
     tokens_per_gpu: Count = Field(
         8192, description="Tokens each GPU processes per step (micro-batches x sequence)."
@@ -194,8 +201,13 @@ class ModelFitsBudget(BudgetFields):
         description="GPUs to fit on (at most the group's); default the group's GPUs.",
     )
     zero_stage: Literal[0, 1, 2, 3] = Field(0, description="ZeRO / FSDP sharding stage.")
+    tp: int = Field(1, ge=1, le=64, description="Tensor-parallel size (weights split over TP).")
+    pp: int = Field(1, ge=1, le=1024, description="Pipeline-parallel size (layers split).")
+    cp: int = Field(1, ge=1, le=1024, description="Context-parallel size (sequence split).")
     activations: ActivationSpec | None = Field(
-        None, description="Add activation memory for this transformer shape; default none."
+        None,
+        description="Add activation memory for this transformer shape (`layers` per pipeline "
+        "stage); default none.",
     )
     group: str | None = Field(
         None, description="Node group the job runs on; default the largest group without MIG."
