@@ -156,13 +156,17 @@ def test_design_md_sketch_is_a_valid_spec_and_lints_without_errors() -> None:
     assert [t.name for t in spec.scheduler.tenants] == ["research", "serving"]
     severities = {(f.rule, f.severity.value) for f in lint_loaded(loaded, load_catalog())}
     # Known: its 7 full SUs of 20 leave no leaf port for the UFM appliance (a real finding).
-    # And (issue 24) its GPT-3 budget keeps the published batch of 1,536, which no layout of
-    # 1,120 GPUs divides: a budget no longer rounds it, so it cannot be evaluated (RP061),
-    # naming the nearest valid batches. DESIGN.md's sketch needs `global_batch: 1540`.
-    assert {r for r, sev in severities if sev != "info"} == {"RP057", "RP061"}
+    assert {r for r, sev in severities if sev != "info"} == {"RP057"}
     assert ("RP057", "warning") in severities
-    (batch,) = [f for f in lint_loaded(loaded, load_catalog()) if f.rule == "RP061"]
-    assert "nearest valid global batches: 1,505 or 1,540" in batch.message + str(batch.hint)
+    # Its GPT-3 budget states no batch: the preset's 1,536, which no layout of 1,120 GPUs
+    # divides, becomes the nearest one that does, and the budget says so (issue 24)
+    from infra.budget.evaluate import evaluate_budgets
+    from infra.topology import expand
+
+    catalog = load_catalog()
+    scaling = evaluate_budgets(spec, catalog, expand(spec, catalog))[1]
+    assert scaling.error == "", scaling.error
+    assert "global batch 1,540: the nearest to 1,536 that 1,120 GPUs divide" in scaling.detail
 
 
 def test_cluster_size_is_capped_per_spec() -> None:

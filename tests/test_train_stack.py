@@ -123,9 +123,9 @@ def budget(text: str, catalog: Catalog) -> BudgetResult:
     return result
 
 
-def test_budget_refuses_a_batch_no_layout_divides_as_train_does(catalog: Catalog) -> None:
+def test_budget_refuses_a_stated_batch_no_layout_divides_as_train_does(catalog: Catalog) -> None:
     # GPT-3's published batch of 1,536 on 1,000 GPUs: it used to be rounded up to 1,625
-    result = budget(budget_spec(""), catalog)
+    result = budget(budget_spec(", global_batch: 1536"), catalog)
     assert result.verdict == "error", result.detail
     assert result.path == "budgets[0].scaling_efficiency.global_batch"
     assert "nearest valid global batches: 1,500 or 1,625" in result.error
@@ -135,6 +135,17 @@ def test_budget_refuses_a_batch_no_layout_divides_as_train_does(catalog: Catalog
     )  # fmt: skip
     assert cli.returncode != 0 and "nearest valid global batches: 1,500 or 1,625" in cli.stderr
     assert budget(budget_spec(", global_batch: 1500"), catalog).verdict != "error"
+
+
+def test_a_batch_the_budget_does_not_state_is_the_nearest_valid_one_and_says_so(
+    catalog: Catalog,
+) -> None:
+    """The preset's 1,536 on 1,000 GPUs: 1,500 (36 away) rather than 1,625, never silently."""
+    result = budget(budget_spec(""), catalog)
+    assert result.error == "", result.error
+    assert "global batch 1,500: the nearest to 1,536 that 1,000 GPUs divide" in result.detail
+    stated = budget(budget_spec(", global_batch: 1500"), catalog)
+    assert stated.predicted == result.predicted and "nearest" not in stated.detail
 
 
 def test_fixed_layout_batch_error_names_the_nearest_valid_batches() -> None:

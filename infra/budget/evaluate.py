@@ -24,7 +24,7 @@ from infra.budget.train_model import (
     activation_bytes_per_layer,
     layout_memory,
 )
-from infra.budget.train_plan import TrainAnswer, TrainRequest, model_shape
+from infra.budget.train_plan import TrainAnswer, TrainRequest, fitting_batch, model_shape
 from infra.budget.train_stack import resolve as resolve_stack
 from infra.budget.training import StepEstimate, step_estimate
 from infra.catalog import Catalog
@@ -178,8 +178,10 @@ def _default_batch(b: ScalingEfficiencyBudget, shape: ModelShape | None = None) 
 def scaling_answer(b: ScalingEfficiencyBudget, spec: Spec, cat: Catalog, path: str) -> TrainAnswer:
     """The training model's answer for a budget that names a model (preset or shape).
 
-    The global batch is the budget's, else the preset's published one, else
-    ``tokens_per_gpu x gpus / seq``; it is rounded up to whole micro-batches per replica.
+    The global batch is the budget's, never changed: one no layout divides is an error that
+    names the nearest valid ones. A batch the budget does not state (the preset's published
+    one, else ``tokens_per_gpu x gpus / seq``) becomes the nearest batch some layout divides,
+    and the budget's detail says so.
 
     Raises:
         BudgetError: the shape or layout is invalid, or nothing fits.
@@ -208,6 +210,8 @@ def scaling_answer(b: ScalingEfficiencyBudget, spec: Spec, cat: Catalog, path: s
         stack=stack,
     )
     try:
+        if b.global_batch is None:  # not stated: the preset's batch, made to fit (and said so)
+            request = replace(request, global_batch=fitting_batch(spec, cat, request))
         return train_cached(spec, cat, request)
     except (InputError, BudgetError) as exc:
         raise BudgetError(exc.message, path=_spec_path(path, exc.path), hint=exc.hint) from None
@@ -256,6 +260,9 @@ def _scaling_trained(
     }
     worst = max(losses, key=lambda k: losses[k])
     stack = f" (stack {a.stack})" if b.stack else ""
+    wanted, used = _default_batch(b), a.global_batch
+    if b.global_batch is None and used != wanted:
+        stack += f"; global batch {used:,}: the nearest to {wanted:,} that {b.gpus:,} GPUs divide"
     return replace(
         r,
         predicted=a.scaling_efficiency,

@@ -91,6 +91,7 @@ class TrainAnswer:
     search_s: float
     seq: int
     stack: str = DEFAULT_STACK  # the stack's label: its name and any switch the user changed
+    global_batch: int = 0  # the batch the step was timed for
 
     @property
     def nodes(self) -> int:
@@ -481,6 +482,7 @@ def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
         time.perf_counter() - started,
         request.shape.seq,
         request.stack.label,
+        request.global_batch,
     )
 
 
@@ -513,6 +515,22 @@ def nearest_batches(
     upper = range(batch + 1, batch + limit)
     above = next((b for b in upper if valid_batch(request, b, per_node)), None)
     return below, above
+
+
+def fitting_batch(spec: Spec, catalog: Catalog, request: TrainRequest) -> int:
+    """The request's batch if some layout divides it, else the nearest that one does.
+
+    Only for a batch nobody stated (a budget naming a preset without ``global_batch``):
+    a stated batch is never changed. Ties go to the larger batch; none found keeps it (the
+    search then says why).
+    """
+    per_node = build_job(spec, catalog, request)[0].comm.gpus_per_node
+    if valid_batch(request, request.global_batch, per_node):
+        return request.global_batch
+    below, above = nearest_batches(request, per_node)
+    batch = request.global_batch
+    choices = [c for c in (above, below) if c is not None]
+    return min(choices, key=lambda c: abs(c - batch)) if choices else batch
 
 
 def nearest_batches_hint(request: TrainRequest, per_node: int) -> str:
