@@ -78,3 +78,16 @@ def test_predict_group_option_and_its_errors() -> None:
         "predict", example, "--collective", "all_reduce", "--gpus", "16", "--group", "infer"
     )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "MIG" in bad.stderr
+
+
+def test_a_group_can_state_its_nics(catalog: Catalog) -> None:
+    """A 4-NIC A100 server the catalog lacks: half the NICs, about half the network busbw."""
+    base = {"name": "gpu", "node": "dgx-a100-640gb", "count": 40}
+    eight = spec("qm8790", [base], su_size=20)
+    four = spec("qm8790", [{**base, "compute_nics": {"count": 4, "gbps": 200}}], su_size=20)
+    topo = comm_topology(four, catalog, 128, sharp=False)
+    assert (topo.nics, topo.nic_gbps) == (4, 200)
+    ratio = busbw(four, catalog, 128) / busbw(eight, catalog, 128)
+    assert 0.45 < ratio < 0.55
+    slow = spec("qm8790", [{**base, "compute_nics": {"count": 8, "gbps": 100}}], su_size=20)
+    assert comm_topology(slow, catalog, 128).nic_gbps == 100  # below the HDR port: the NIC's
