@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import yaml
 
 from infra.budget.cluster import BudgetError, comm_topology
-from infra.budget.collectives import predict
+from infra.budget.collectives import CommTopology, predict
 from infra.catalog import Catalog
 from infra.spec import Spec, load_spec_text
 
@@ -31,10 +32,26 @@ def busbw(s: Spec, catalog: Catalog, gpus: int, group: str | None = None) -> flo
     return predict(topo, "all_reduce", 2**30).busbw_GBps
 
 
-def test_oversubscription_slows_jobs_beyond_one_su(catalog: Catalog) -> None:
+def test_oversubscription_is_paid_only_by_traffic_that_leaves_the_su(catalog: Catalog) -> None:
+    """Ring and tree cross each SU boundary a few times: 4:1 uplinks carry that in full.
+
+    Before, any job spanning SUs lost the whole ratio (all-reduce -56 % across 8 SUs at 4:1).
+    """
     full, over = spec(oversubscription=1), spec(oversubscription=4)
-    assert busbw(over, catalog, 1024, None) < busbw(full, catalog, 1024, None)  # 4 SUs
-    assert busbw(over, catalog, 256, None) == busbw(full, catalog, 256, None)  # one SU
+    assert busbw(over, catalog, 256) == busbw(full, catalog, 256)  # one SU
+    assert busbw(over, catalog, 1024) == busbw(full, catalog, 1024)  # 4 SUs, few crossing flows
+    spread = comm_topology(over, catalog, 1024, sharp=False)
+    assert predict(spread, "alltoall", 2**30).busbw_GBps < predict(
+        replace(spread, oversubscription=1.0), "alltoall", 2**30
+    ).busbw_GBps  # 3/4 of all-to-all's bytes leave the SU: they pay the ratio
+
+
+def test_a_ratio_beyond_the_crossing_flows_slows_rings() -> None:
+    """Four nodes per leaf group at 8:1: half an uplink for the ring's one crossing flow."""
+    t = CommTopology("hopper", 8, 16, True, 18, 8, 400, "intel", False, leaf_nodes=4)
+    ring = predict(replace(t, oversubscription=8.0), "all_reduce", 2**30, ("ring",))
+    base = predict(t, "all_reduce", 2**30, ("ring",))
+    assert ring.busbw_GBps < 0.6 * base.busbw_GBps
 
 
 def test_the_slower_of_switch_port_and_nic_sets_the_rate(catalog: Catalog) -> None:

@@ -5,8 +5,9 @@ A job runs on one node group, on as few nodes as hold its GPUs: the group the us
 (the training partition of a real cluster); the output names the group either way. A
 MIG-partitioned group is refused: MIG instances have no peer-to-peer or NVLink, so a
 collective over them is not an NVLink domain. The network side comes from the compute
-fabric: each NIC runs at the slower of its own rate and the switch port's; a job that spans
-more than one scalable unit shares the leaves' uplinks (the fabric's oversubscription), and
+fabric: each NIC runs at the slower of its own rate and the switch port's (the group's
+`compute_nics` when stated); the flows of a job that leave its scalable unit share the leaves'
+uplinks (the fabric's oversubscription; ranks assumed placed in topology order), and
 climbs the switch tiers the planned fat tree has (one leaf per rail inside an SU, spines
 within a pod, cores beyond), which SHARP's latency follows. SHARP counts as usable only when
 the spec enables it on a fabric where it can work (rail-optimized, host subnet manager,
