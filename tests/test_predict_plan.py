@@ -41,9 +41,10 @@ def test_oversubscription_is_paid_only_by_traffic_that_leaves_the_su(catalog: Ca
     assert busbw(over, catalog, 256) == busbw(full, catalog, 256)  # one SU
     assert busbw(over, catalog, 1024) == busbw(full, catalog, 1024)  # 4 SUs, few crossing flows
     spread = comm_topology(over, catalog, 1024, sharp=False)
-    assert predict(spread, "alltoall", 2**30).busbw_GBps < predict(
-        replace(spread, oversubscription=1.0), "alltoall", 2**30
-    ).busbw_GBps  # 3/4 of all-to-all's bytes leave the SU: they pay the ratio
+    assert (
+        predict(spread, "alltoall", 2**30).busbw_GBps
+        < predict(replace(spread, oversubscription=1.0), "alltoall", 2**30).busbw_GBps
+    )  # 3/4 of all-to-all's bytes leave the SU: they pay the ratio
 
 
 def test_a_ratio_beyond_the_crossing_flows_slows_rings() -> None:
