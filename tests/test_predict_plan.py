@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -109,3 +110,28 @@ def test_a_group_can_state_its_nics(catalog: Catalog) -> None:
     assert 0.45 < ratio < 0.55
     slow = spec("qm8790", [{**base, "compute_nics": {"count": 8, "gbps": 100}}], su_size=20)
     assert comm_topology(slow, catalog, 128).nic_gbps == 100  # below the HDR port: the NIC's
+
+
+def test_sendrecv_latency_is_low_microseconds_and_grows_with_switch_hops(
+    catalog: Catalog,
+) -> None:
+    """Two GPUs: one node (NVLink) < one leaf (16 GPUs, one SU) < across spines (4 SUs)."""
+    s = spec()
+    small = [predict(comm_topology(s, catalog, g), "sendrecv", 8) for g in (8, 16, 1024)]
+    assert [p.protocol for p in small] == ["ll"] * 3
+    assert small[0].time_us < small[1].time_us < small[2].time_us < 15
+    assert small[0].time_us > 2  # NCCL's base latency: never an RDMA-verbs figure
+    big = predict(comm_topology(s, catalog, 16), "sendrecv", 2**30)
+    assert big.busbw_GBps == big.algbw_GBps
+    assert 40 < big.busbw_GBps <= 50  # one NDR NIC (48 GB/s in NCCL's speed list)
+
+
+def test_predict_sendrecv_json_rows() -> None:
+    result = railplan(
+        "predict", "examples/dgx-h100-superpod.yaml", "--collective", "sendrecv",
+        "--gpus", "16", "--max-bytes", "1MiB", "--format", "json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)["rows"]
+    assert rows[0]["bytes"] == 8 and rows[0]["time_us"] < 15
+    assert all(r["busbw_GBps"] == r["algbw_GBps"] for r in rows)

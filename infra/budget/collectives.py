@@ -53,7 +53,7 @@ from infra.budget.collectives_nccl import (
     RING_PLATEAU,
     TREE_CORRECTION,
 )
-from infra.budget.collectives_p2p import alltoall_time_us
+from infra.budget.collectives_p2p import alltoall_time_us, sendrecv_time_us
 from infra.budget.communicator import CommTopology
 from infra.budget.sharp import sharp_net_latency
 from infra.catalog.nccl import nccl_has
@@ -62,6 +62,7 @@ from infra.errors import RailplanError
 __all__ = [
     "COLLECTIVES",
     "MAX_PREDICT_ROWS",
+    "POINT_TO_POINT",
     "CommTopology",
     "Prediction",
     "bus_factor",
@@ -69,7 +70,9 @@ __all__ = [
     "predict_table",
 ]
 
-Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall"]
+Collective = Literal[
+    "all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall", "sendrecv"
+]
 COLLECTIVES: tuple[Collective, ...] = (
     "all_reduce",
     "all_gather",
@@ -77,6 +80,8 @@ COLLECTIVES: tuple[Collective, ...] = (
     "broadcast",
     "alltoall",
 )
+POINT_TO_POINT: tuple[Collective, ...] = ("sendrecv",)
+"""Not a collective (`COLLECTIVES` fills the HTML report's tables); `predict` times it too."""
 PROTOCOLS = ("ll", "ll128", "simple")
 
 
@@ -96,7 +101,7 @@ def bus_factor(collective: Collective, n: int) -> float:
     """nccl-tests' busbw = algbw x factor (doc/PERFORMANCE.md)."""
     if collective == "all_reduce":
         return 2 * (n - 1) / n
-    if collective == "broadcast":
+    if collective in ("broadcast", "sendrecv"):
         return 1.0
     return (n - 1) / n
 
@@ -306,6 +311,9 @@ def predict(
         raise ValueError("a collective needs at least 2 GPUs")
     if collective == "alltoall":
         time_us, algo, proto = alltoall_time_us(t, nbytes), "p2p", "simple"
+    elif collective == "sendrecv":
+        time_us, proto = sendrecv_time_us(t, nbytes)
+        algo = "p2p"
     else:
         enabled = [a for a in _algorithms(t, collective) if not algorithms or a in algorithms]
         candidates = [
