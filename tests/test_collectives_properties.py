@@ -211,3 +211,14 @@ def test_efa_is_slower_than_infiniband_at_small_sizes() -> None:
         predict(ib, "all_reduce", 2**34).busbw_GBps,
         rel_tol=0.02,
     )
+
+
+def test_sharp_all_reduce_time_does_not_grow_with_nodes_on_the_same_tiers() -> None:
+    """NCCL's CollNet latency has no node term; Ring and Tree, which have one, lose anyway."""
+    small = CommTopology("ampere", 8, 140, True, 12, 8, 200, "amd", True, tiers=3)
+    large = dataclasses.replace(small, nodes=1000)
+    for nbytes in (8, 2**16, 2**24, 2**33):
+        a, b = predict(small, "all_reduce", nbytes), predict(large, "all_reduce", nbytes)
+        assert (a.time_us, a.algorithm) == (b.time_us, b.algorithm) == (a.time_us, "collnet_direct")
+    ring = [predict(t, "all_reduce", 8, ("ring",)).time_us for t in (small, large)]
+    assert ring[0] < ring[1]

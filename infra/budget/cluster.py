@@ -5,8 +5,9 @@ A job runs on one node group, on as few nodes as hold its GPUs: the group the us
 (the training partition of a real cluster); the output names the group either way. A
 MIG-partitioned group is refused: MIG instances have no peer-to-peer or NVLink, so a
 collective over them is not an NVLink domain. The network side comes from the compute
-fabric: each NIC runs at the slower of its own rate and the switch port's; a job that spans
-more than one scalable unit shares the leaves' uplinks (the fabric's oversubscription), and
+fabric: each NIC runs at the slower of its own rate and the switch port's (the group's
+`compute_nics` when stated); the flows of a job that leave its scalable unit share the leaves'
+uplinks (the fabric's oversubscription; ranks assumed placed in topology order), and
 climbs the switch tiers the planned fat tree has (one leaf per rail inside an SU, spines
 within a pod, cores beyond), which SHARP's latency follows. SHARP counts as usable only when
 the spec enables it on a fabric where it can work (rail-optimized, host subnet manager,
@@ -146,8 +147,8 @@ def comm_topology(
         nodes=nodes,
         nvswitch=node.nvswitches > 0,
         nvlink_links=gpu.nvlink_links,
-        nics=node.compute_nics,
-        nic_gbps=nic_rate(spec, catalog, node, nodes),
+        nics=chosen.compute_nics.count if chosen.compute_nics else node.compute_nics,
+        nic_gbps=nic_rate(spec, catalog, node, nodes, chosen),
         cpu=node.cpu,
         sharp=(sharp_usable(spec, catalog) and bool(node.compute_hcas)) if sharp is None else sharp,
         nccl=spec.software.nccl,
@@ -158,18 +159,24 @@ def comm_topology(
     )
 
 
-def nic_rate(spec: Spec, catalog: Catalog, node: Node, nodes: int = 1) -> float:
+def nic_rate(
+    spec: Spec, catalog: Catalog, node: Node, nodes: int = 1, group: NodeGroup | None = None
+) -> float:
     """Gb/s each NIC gets from the compute fabric: the slower of NIC and switch port.
 
-    (A DGX H100 on HDR switches runs at HDR.) Oversubscription is not in this rate: the model
-    applies it only to traffic that leaves the job's leaf group (`CommTopology`). ``nodes``
-    is kept for callers of the earlier signature.
+    (A DGX H100 on HDR switches runs at HDR.) The NIC's rate is the group's
+    `compute_nics.gbps` when the spec states it (a server the catalog lacks), else the
+    catalog node's. Oversubscription is not in this rate: the model applies it only to
+    traffic that leaves the job's leaf group (`CommTopology`). ``nodes`` is kept for callers
+    of the earlier signature.
     """
     del nodes
+    own = group.compute_nics.gbps if group is not None and group.compute_nics else None
+    rate = own if own is not None else node.compute_nic_gbps
     fabric = spec.fabrics.compute
     if fabric is None or fabric.switch not in catalog.switches:
-        return node.compute_nic_gbps
-    return min(node.compute_nic_gbps, catalog.switches[fabric.switch].port_gbps)
+        return rate
+    return min(rate, catalog.switches[fabric.switch].port_gbps)
 
 
 def _geometry(spec: Spec, catalog: Catalog) -> FabricGeometry | None:

@@ -8,7 +8,10 @@ per channel, then turned into algorithm bandwidth (``busBw * n / nsteps`` for ri
 algorithms, ``busBw / 2`` for Tree and CollNet). Multi-node NVLS (NVLink SHARP + IB SHARP)
 and NVLS Tree take the network rate as tuning.cc does (doubled only for NVLS Tree on two
 nodes); SHARP latency grows with the switch tiers the job spans (`sharp`); all-to-all runs as
-NCCL's point-to-point rounds (`collectives_p2p`). The spec's NCCL version gates algorithms
+NCCL's point-to-point rounds (`collectives_p2p`). An oversubscribed leaf tier slows only the
+flows that leave a job's leaf group (`CommTopology.uplink_gbs`): a ring or SHARP tree placed in
+node order crosses each boundary once, NCCL's double binary tree a few times, all-to-all with
+every remote peer's share. The spec's NCCL version gates algorithms
 (`infra.catalog.nccl`). Outputs follow nccl-tests: ``algbw = S/t`` and ``busbw = algbw *
 factor`` (2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1
 for broadcast).
@@ -50,7 +53,7 @@ from infra.budget.collectives_nccl import (
     RING_PLATEAU,
     TREE_CORRECTION,
 )
-from infra.budget.collectives_p2p import alltoall_time_us
+from infra.budget.collectives_p2p import alltoall_time_us, sendrecv_time_us
 from infra.budget.communicator import CommTopology
 from infra.budget.sharp import sharp_net_latency
 from infra.catalog.nccl import nccl_has
@@ -59,6 +62,7 @@ from infra.errors import RailplanError
 __all__ = [
     "COLLECTIVES",
     "MAX_PREDICT_ROWS",
+    "POINT_TO_POINT",
     "CommTopology",
     "Prediction",
     "bus_factor",
@@ -66,7 +70,9 @@ __all__ = [
     "predict_table",
 ]
 
-Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall"]
+Collective = Literal[
+    "all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall", "sendrecv"
+]
 COLLECTIVES: tuple[Collective, ...] = (
     "all_reduce",
     "all_gather",
@@ -74,6 +80,8 @@ COLLECTIVES: tuple[Collective, ...] = (
     "broadcast",
     "alltoall",
 )
+POINT_TO_POINT: tuple[Collective, ...] = ("sendrecv",)
+"""Not a collective (`COLLECTIVES` fills the HTML report's tables); `predict` times it too."""
 PROTOCOLS = ("ll", "ll128", "simple")
 
 
@@ -93,7 +101,7 @@ def bus_factor(collective: Collective, n: int) -> float:
     """nccl-tests' busbw = algbw x factor (doc/PERFORMANCE.md)."""
     if collective == "all_reduce":
         return 2 * (n - 1) / n
-    if collective == "broadcast":
+    if collective in ("broadcast", "sendrecv"):
         return 1.0
     return (n - 1) / n
 
@@ -136,10 +144,11 @@ def _algorithms(t: CommTopology, collective: Collective) -> list[str]:
     return algos
 
 
-def _ring_bus_bw(t: CommTopology) -> float:
+def _ring_bus_bw(t: CommTopology, algo: str = "ring") -> float:
     if t.nodes == 1:
         return t.intra_gbs
-    return min(t.intra_gbs, t.inter_gbs)
+    inter = t.uplink_gbs(t.tree_crossing) if algo == "tree" else t.inter_gbs
+    return min(t.intra_gbs, inter)
 
 
 def _nvls_bus_bw(t: CommTopology, collective: Collective, algo: str) -> float:
@@ -164,7 +173,8 @@ def _nvls_bus_bw(t: CommTopology, collective: Collective, algo: str) -> float:
     )
     if t.nodes == 1:
         return intra
-    inter = t.inter_gbs * (2 if algo == "nvls_tree" and t.nodes <= 2 else 1)
+    net = t.uplink_gbs(t.tree_crossing if algo == "nvls_tree" else 1.0)  # NVLS: SHARP
+    inter = net * (2 if algo == "nvls_tree" and t.nodes <= 2 else 1)
     per_channel = PER_CH_NVLS_TREE[t.arch][t.scale]
     cap = t.nvls_channels * per_channel if algo == "nvls_tree" else math.inf
     return min(intra, inter, cap)
@@ -177,7 +187,7 @@ def _bus_bw(t: CommTopology, collective: Collective, algo: str, proto: str) -> f
         return _nvls_bus_bw(t, collective, algo) if proto == "simple" else 0.0
     if algo.startswith("collnet"):
         return _collnet_bus_bw(t, algo) if proto == "simple" else 0.0
-    bw = _ring_bus_bw(t)
+    bw = _ring_bus_bw(t, algo)
     ll_cap = LL_MAX_BW[t.arch if t.nodes == 1 else t.cpu][s]
     if algo == "ring":
         return {
@@ -186,7 +196,7 @@ def _bus_bw(t: CommTopology, collective: Collective, algo: str, proto: str) -> f
             "simple": bw,
         }[proto]
     if t.nodes == 2:  # NCCL uses bwIntra on <= 2 nodes: each half crosses the network once
-        bw = min(t.intra_gbs, 2 * t.inter_gbs)
+        bw = min(t.intra_gbs, 2 * t.uplink_gbs(t.tree_crossing))
     tree = min(bw * 0.92, nch * PER_CH_TREE[t.arch][s])
     return {
         "ll": min(tree / 3.8, ll_cap),
@@ -301,6 +311,9 @@ def predict(
         raise ValueError("a collective needs at least 2 GPUs")
     if collective == "alltoall":
         time_us, algo, proto = alltoall_time_us(t, nbytes), "p2p", "simple"
+    elif collective == "sendrecv":
+        time_us, proto = sendrecv_time_us(t, nbytes)
+        algo = "p2p"
     else:
         enabled = [a for a in _algorithms(t, collective) if not algorithms or a in algorithms]
         candidates = [

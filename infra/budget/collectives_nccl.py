@@ -67,6 +67,10 @@ RING_PLATEAU = 1.4  # "Plateau effect of ring" on Ampere and later
 # NCCL_MAX_DEV_WORK_P2P_PER_BATCH = 8 of them in one work batch (src/include/device.h;
 # ncclP2pSchedule / ncclP2pChannelBaseForRound in src/enqueue.cc, src/include/channel.h).
 P2P_ROUNDS_PER_BATCH = 8
+# Point-to-point sends below this many bytes per channel use LL, larger ones Simple
+# (src/enqueue.cc: NCCL_PARAM(P2pLLThreshold, "P2P_LL_THRESHOLD", 16384); the default is
+# quoted in ROCm/rccl#2032's diff of the shared enqueue.cc).
+P2P_LL_THRESHOLD = 16384
 
 # --- Fitted and derived constants (each with the rows or arithmetic behind it) -------------
 # FITTED. NCCL's tuning model doubles NVLS all-reduce bandwidth over the NVLink rate (it ranks
@@ -99,3 +103,10 @@ SHARP_REFERENCE_TIERS = 2
 # The held-out 2 x p4de row (164.3 µs, older EFA) shows one constant does not cover both
 # generations (docs/accuracy.md).
 EFA_NET_LATENCY_US = 12.0
+# DERIVED. What one more switch on the path adds to a network message: a Quantum-2 switch's
+# cut-through port-to-port latency, which vendor-facing pages put between "under 150 ns" and
+# "~330 ns" (router-switch.com's QM9700 vs SN5400 FAQ; yobitel.com's Quantum-2 page; no
+# NVIDIA datasheet figure was at hand), taken at 0.3 µs, plus one more cable of about 20 m
+# at 5 ns/m (0.1 µs). NCCL's network latency constant is read as the path through one leaf
+# (two GPUs on one rail of one SU); leaf -> spine -> leaf adds two switches, a core two more.
+SWITCH_HOP_US = 0.4

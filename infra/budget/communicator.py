@@ -6,6 +6,7 @@ without importing each other; `infra.budget.collectives` re-exports it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -33,7 +34,7 @@ class CommTopology:
         tiers: switch tiers the job's traffic climbs (1 one leaf per rail, 2 leaf-spine, 3
             leaf-spine-core); SHARP latency grows with it. 2 = NCCL's reference.
         leaf_nodes: nodes under one leaf group (an SU of a rail-optimized fabric); 0 = all.
-        oversubscription: leaf down:up ratio; traffic leaving the leaf group shares uplinks.
+        oversubscription: leaf down:up ratio; only traffic leaving the leaf group pays it.
         efa: the network is AWS EFA (aws-ofi-nccl), whose latency is higher than IB's.
     """
 
@@ -76,13 +77,36 @@ class CommTopology:
 
     @property
     def inter_gbs(self) -> float:
-        """Network bandwidth leaving one node (GB/s), after oversubscribed uplinks.
+        """Network bandwidth leaving one node (GB/s) for a ring (`uplink_gbs` with one flow)."""
+        return self.uplink_gbs(1.0)
 
-        Ring and tree neighbours of a job placed across leaf groups are not all under one
-        leaf, so a job that spans several groups gets the uplinks' share of a NIC.
+    def uplink_gbs(self, crossing: float) -> float:
+        """Network GB/s per node when ``crossing`` NIC-rate flows per rail leave each leaf group.
+
+        On a rail-optimized fabric each rail of a leaf group (SU) meets at one leaf, so only
+        flows to another group climb to the spines, and a leaf's uplinks carry ``s / ratio``
+        NIC rates for its ``s`` nodes. A ring placed in node order leaves each group once
+        (``crossing`` 1), a SHARP tree sends one aggregated stream up per leaf (1), NCCL's
+        double binary tree a few (`tree_crossing`): traffic inside the group pays nothing, and
+        the job slows only when its crossing flows exceed the uplinks: ``crossing x ratio / s``.
         """
-        ratio = self.oversubscription if self.spans_leaf_groups else 1.0
-        return self.nics * self.nic_gbs / max(1.0, ratio)
+        full = self.nics * self.nic_gbs
+        if not self.spans_leaf_groups:
+            return full
+        return full / max(1.0, crossing * self.oversubscription / self.leaf_nodes)
+
+    @property
+    def tree_crossing(self) -> float:
+        """NIC-rate flows per rail NCCL's double binary tree sends out of each leaf group.
+
+        ncclGetDtree (src/graph/trees.cc): tree 1 is a binary tree over the nodes in rank
+        order, whose edges leave a group of ``s`` consecutive nodes about once; tree 2 is the
+        same tree shifted by one node, which puts one edge across each group boundary per
+        level below the group's size, ``log2(s) + 1``. Each tree runs on half the channels,
+        so each flow carries half a NIC's rate.
+        """
+        s = max(1, min(self.leaf_nodes, self.nodes))
+        return (1 + math.log2(s) + 1) / 2
 
     @property
     def net_latency_extra_us(self) -> float:

@@ -8,7 +8,16 @@ longer than one inside a rail group. We split NCCL's constant into a plain netwo
 Simple's 14 µs, which every message pays) and a tree round trip (the rest), read the latter
 as measured on a two-tier fabric, and scale it linearly with the tiers climbed. This is a
 DERIVATION from NCCL's constants (no published per-tier SHARP latency was found), marked as
-such in `collectives_nccl.SHARP_REFERENCE_TIERS`.
+such in `collectives_nccl.SHARP_REFERENCE_TIERS`. Beyond the tiers, a SHARP all-reduce's time
+does not depend on the job's node count, and that is NCCL's model too: tuning.cc's CollNet
+latencies (``baseLat + 2 (min(1, ppn-1) intraLat + (ppn-1) 0.4) + interLat`` for Direct,
+``baseLat + 2 (ppn-1) intraLat + interLat`` for Chain) have no node term and their bandwidth
+depends only on GPUs per NIC, while each switch of the aggregation tree reduces all its
+children at once, so a wider tree is no deeper. So 1,120 and 8,000 A100 on one SHARP fabric,
+both climbing three tiers, get the same CollNet Direct time at every size (busbw differs only by
+``2(n-1)/n``); Ring (``2 (nodes-1)`` network latencies) and Tree (``2 log2(nodes)``) do grow
+with nodes but lose to CollNet at every size on both. Not modelled: SHARP's per-switch
+resource limits (aggregation trees shared between concurrent jobs).
 
 >>> sharp_net_latency("collnet_direct", 2, tiers=2)
 31.0

@@ -76,6 +76,7 @@ class CollectiveName(StrEnum):
     REDUCE_SCATTER = "reduce_scatter"
     BROADCAST = "broadcast"
     ALLTOALL = "alltoall"
+    SENDRECV = "sendrecv"
 
 
 class Format(StrEnum):

@@ -1,6 +1,6 @@
 """`railplan predict` and `railplan budget`: the model's numbers for a spec.
 
-`predict` prints nccl-tests-style rows for one collective; `budget` evaluates each declared
+`predict` prints nccl-tests-style rows for one collective (or a point-to-point sendrecv); `budget` evaluates each declared
 budget: predicted value, limit, pass/fail and headroom.
 """
 
@@ -36,7 +36,12 @@ def predict(
     spec: Annotated[str, typer.Argument(metavar="SPEC", help="Spec file.")],
     collective: Annotated[CollectiveName, typer.Option(help="Collective to predict.")],
     gpus: Annotated[
-        int, typer.Option(min=2, max=MAX_BUDGET_GPUS, help="GPUs in the communicator.")
+        int,
+        typer.Option(
+            min=2,
+            max=MAX_BUDGET_GPUS,
+            help="GPUs in the communicator (sendrecv: between the first and last of them).",
+        ),
     ],
     min_bytes: Annotated[str, typer.Option(help="Smallest size, e.g. 8 or 1MiB.")] = "8",
     max_bytes: Annotated[str, typer.Option(help="Largest size, e.g. 8GiB.")] = "8GiB",

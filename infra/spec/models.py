@@ -295,6 +295,13 @@ def _time_zones() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones())
 
 
+class ComputeNics(StrictModel):
+    """A server's compute-fabric NICs when the catalog entry does not match the real server."""
+
+    count: int = Field(ge=1, le=16, description="Compute-fabric NICs per server.")
+    gbps: float = Field(gt=0, le=3200, description="Line rate of each NIC, Gb/s.")
+
+
 class NodeGroup(StrictModel):
     """A group of identical servers (one Ansible group, one scheduler partition/pool)."""
 
@@ -331,6 +338,13 @@ class NodeGroup(StrictModel):
         None,
         description="Re-partition the group's GPUs on a schedule (Kubernetes); `mig` is the "
         "layout until the first change.",
+    )
+    compute_nics: ComputeNics | None = Field(
+        None,
+        description="Compute NICs per server (`count`, `gbps`) as `predict`, budgets and "
+        "`train` see them, for a server the catalog lacks (e.g. a 4-NIC A100 server on "
+        "`dgx-a100`). Default: the catalog node's. The fabric plan still cables the catalog "
+        "node's rails.",
     )
 
     @field_validator("hostname")
