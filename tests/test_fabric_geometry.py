@@ -161,11 +161,17 @@ OWNER = ROOT / "infra" / "topology" / "fabric_geometry.py"
 
 
 def _works_out_uplinks(tree: ast.AST) -> list[int]:
-    """Lines dividing something by an ``oversubscription`` or calling `fat_tree_shape`."""
+    """Lines dividing something by an ``oversubscription`` or calling `fat_tree_shape`.
+
+    The uplink rule divides the SU's ports by the ratio itself (``su / oversubscription``);
+    a bandwidth model that scales a rate by it (``full / max(1, flows * ratio / nodes)``) is
+    not a second tree formula, so only a divisor that is the ratio counts.
+    """
     lines = []
     for node in ast.walk(tree):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div | ast.FloorDiv):
-            lines += [node.lineno] if "oversubscription" in ast.unparse(node.right) else []
+            divisor = ast.unparse(node.right).split(".")[-1]
+            lines += [node.lineno] if divisor == "oversubscription" else []
         if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("fat_tree_shape"):
             lines.append(node.lineno)
     return lines
