@@ -390,6 +390,13 @@ def _row_lines(rows: list[TrainComparison], data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _peer_lines(data: dict[str, Any], catalog: Catalog) -> list[str]:
+    """The side-by-side tables of `train_peer` (imported here: it builds on this module)."""
+    from infra.budget.train_peer import peer_markdown
+
+    return peer_markdown(data, catalog)
+
+
 def training_markdown(data: dict[str, Any], catalog: Catalog) -> str:
     """The "## Training" section: held-out statistics, every row, constants, sources."""
     rows = compare(data, catalog)
@@ -451,6 +458,7 @@ def training_markdown(data: dict[str, Any], catalog: Catalog) -> str:
             "compute than DeepSpeed did (+26 % and +37 %)."
         ),
         "",
+        *_peer_lines(data, catalog),
         "### Rows",
         "",
         (
