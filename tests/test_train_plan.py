@@ -16,11 +16,12 @@ from infra.budget.train_accuracy import (
     compare,
     fit,
     fit_fp8_share,
+    fit_step_fixed,
     load_rows,
     split,
     training_markdown,
 )
-from infra.budget.train_layout import ELEMENTWISE, FP8_SHARE, HALF_DIM, PEAK_SHARE
+from infra.budget.train_layout import ELEMENTWISE, FP8_SHARE, HALF_DIM, PEAK_SHARE, STEP_FIXED_S
 from infra.budget.train_model import PRESETS
 from infra.budget.train_plan import TrainRequest, model_shape, train, train_request_checks
 from infra.catalog import Catalog
@@ -193,6 +194,13 @@ def test_the_fitted_constants_are_what_the_documented_fits_give(catalog: Catalog
     shares, half, factor, _ = fit(data, catalog)
     assert (shares, half, factor) == (PEAK_SHARE, HALF_DIM, ELEMENTWISE)
     assert fit_fp8_share(data, catalog)[0] == FP8_SHARE
+
+
+def test_the_fixed_step_cost_is_what_its_fit_on_the_original_rows_gives(catalog: Catalog) -> None:
+    # Fitted on `fit`'s rows only (no added or held-out row): their median chooses none.
+    cost, error = fit_step_fixed(load_rows(DATA), catalog)
+    assert cost == STEP_FIXED_S
+    assert error <= 0.05
 
 
 def test_a_later_batch_of_added_rows_never_moves_an_earlier_one() -> None:

@@ -178,6 +178,7 @@ def _predictions() -> dict[str, list[tuple[str, float]]]:
 SAMPLE = (
     "megatron-7.5b", "megatron-76.1b", "megatron-t2-530b-1120", "korthikanti-175b",
     "mt-nlg-2800", "llama3-8192", "nemo-gpt3-175b-128", "zero3-175b-768",
+    "mlperf-v40-gpt3-10752",
 )  # fmt: skip
 
 
