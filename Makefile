@@ -84,7 +84,7 @@ bench: $(STAMP)
 # "## Training" section from tests/data/training-measurements.yaml (tests check both parts).
 accuracy: $(STAMP)
 	{ $(BIN)/python -m infra.budget.calibration tests/data/nccl-measurements.yaml; echo; \
-	  $(BIN)/python -m infra.budget.train_accuracy tests/data/training-measurements.yaml; } > docs/accuracy.md
+	  $(BIN)/python -m infra.budget.accuracy_doc tests/data/training-measurements.yaml; } > docs/accuracy.md
 
 # Regenerate the golden rendered trees under tests/golden/expected/ (review the diff, then commit).
 golden: $(STAMP)

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from infra.budget.accuracy_doc import training_doc
 from infra.budget.cluster import BudgetError
 from infra.budget.train_accuracy import (
     compare,
@@ -19,7 +20,6 @@ from infra.budget.train_accuracy import (
     fit_step_fixed,
     load_rows,
     split,
-    training_markdown,
 )
 from infra.budget.train_layout import ELEMENTWISE, FP8_SHARE, HALF_DIM, PEAK_SHARE, STEP_FIXED_S
 from infra.budget.train_model import PRESETS
@@ -163,7 +163,7 @@ def test_cli_text_shows_the_breakdown_and_bad_input_exits_2(tmp_path: Path) -> N
 
 def test_accuracy_section_is_current_and_held_out_within_target(catalog: Catalog) -> None:
     data = load_rows(DATA)
-    assert (ROOT / "docs" / "accuracy.md").read_text().endswith(training_markdown(data, catalog)), (
+    assert (ROOT / "docs" / "accuracy.md").read_text().endswith(training_doc(data, catalog)), (
         "docs/accuracy.md is stale: run `make accuracy`"
     )
     held = [c for c in compare(data, catalog) if c.held_out]
