@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from infra.catalog import Catalog
 from infra.catalog import Switch as CatalogSwitch
 from infra.spec.models import ComputeFabric
-from infra.topology.fabric_geometry import UFM_PORTS, ComputeShape, compute_geometry
+from infra.topology.fabric_geometry import UFM_PORTS, ComputeShape, fabric_shape
 from infra.topology.fat_tree import TreeShape, wire_upper_tiers
 from infra.topology.model import (
     SWITCH_TIERS,
@@ -101,18 +101,9 @@ def plan_compute_fabric(
     """
     switch = catalog.switches[fabric.switch]
     gbps = min(switch.port_gbps, nic_gbps)
-    shape = compute_geometry(
-        servers=sum(len(su.servers) for su in sus),
-        sus=_positions(sus),  # positions kept for groups' growth count: the tree spans them
-        rails=rails,
-        radix=switch.ports,
-        su_size=fabric.su_size,
-        oversubscription=fabric.oversubscription,
-        planes=fabric.planes,
-        spines=fabric.spines,
-        max_sus=fabric.max_sus,
-        ufm_ports=UFM_PORTS if fabric.subnet_manager == "ufm" else 0,
-    )
+    servers = sum(len(su.servers) for su in sus)
+    # positions kept for groups' growth count: the tree spans them
+    shape = fabric_shape(fabric, catalog, servers=servers, sus=_positions(sus), rails=rails)
     if shape.tree is None:
         return _single_switch(fabric, sus, rails, gbps, switch, shape.geometry)
     return _Builder(fabric, switch, rails, gbps, shape).build(sus)

@@ -21,11 +21,19 @@ from dataclasses import dataclass
 
 from infra.catalog import Catalog
 from infra.spec import Spec
+from infra.spec.models import ComputeFabric
 from infra.topology.fat_tree import TreeShape, fat_tree_shape
 from infra.topology.growth import su_offsets, with_growth
 from infra.topology.model import FabricGeometry, PlanError
 
-__all__ = ["UFM_PORTS", "ComputeShape", "compute_geometry", "leaf_ports", "spec_geometry"]
+__all__ = [
+    "UFM_PORTS",
+    "ComputeShape",
+    "compute_geometry",
+    "fabric_shape",
+    "leaf_ports",
+    "spec_geometry",
+]
 
 UFM_PORTS = 4  # UFM appliance fabric connections; see tests/data/superpod-ra.yaml
 
@@ -146,10 +154,21 @@ def spec_geometry(spec: Spec, catalog: Catalog) -> ComputeShape | None:
         )
     offsets = su_offsets(spec, catalog)  # each group's SUs start at its kept position
     positions = max(offsets[g.name] + math.ceil(g.count / fabric.su_size) for g, _ in on_fabric)
+    servers = sum(g.count for g, _ in on_fabric)
+    return fabric_shape(fabric, catalog, servers=servers, sus=positions, rails=rails.pop())
+
+
+def fabric_shape(
+    fabric: ComputeFabric, catalog: Catalog, *, servers: int, sus: int, rails: int
+) -> ComputeShape:
+    """`compute_geometry` with the rest of its counts read off the spec's compute fabric.
+
+    ``sus`` counts SU positions, kept ones included (`infra.topology.growth`).
+    """
     return compute_geometry(
-        servers=sum(g.count for g, _ in on_fabric),
-        sus=positions,
-        rails=rails.pop(),
+        servers=servers,
+        sus=sus,
+        rails=rails,
         radix=catalog.switches[fabric.switch].ports,
         su_size=fabric.su_size,
         oversubscription=fabric.oversubscription,
