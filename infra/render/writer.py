@@ -137,8 +137,9 @@ def write_tree(root: Path, files: Mapping[str, bytes], *, force: bool = False) -
                 _recover(root)  # rolls back a swap that did not commit; drops what is left
     except OSError as exc:  # a read-only or full file system is the user's to fix, not a bug
         raise _os_error(root, exc) from None
-    written = [p for p in sorted(paths) if plan.before.get(p) != _digest(paths[p])]
-    unchanged = [p for p in sorted(paths) if p not in written]
+    changed = {p for p in paths if plan.before.get(p) != _digest(paths[p])}
+    written = sorted(changed)
+    unchanged = sorted(set(paths) - changed)  # a set: a list here was quadratic in the tree
     return WriteReport(
         tuple(written), tuple(unchanged), tuple(sorted(plan.stale)), tuple(plan.conflicts)
     )
