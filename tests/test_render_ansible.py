@@ -316,3 +316,18 @@ def test_on_kubernetes_the_gpu_operator_owns_mig_and_dcgm() -> None:
     slurm = _group_vars(spec_text.replace("kind: kubernetes", "kind: slurm"))
     assert "dcgm_service_enabled" not in slurm["all"]  # the role default: the host engine runs
     assert all("mig_manager_owner" not in v for v in slurm.values())
+
+
+def test_the_acceptance_ib_rate_follows_a_groups_stated_nics() -> None:
+    """`node_groups[].compute_nics` (a server the catalog lacks): the acceptance role checks
+    each rail's ib_write_bw against the group's NIC rate, not the catalog node's."""
+    catalog = load_catalog()
+    rates = {}
+    for extra in ("", ", compute_nics: {count: 8, gbps: 200}"):
+        spec = load_spec_text(
+            LAB.replace('hostname: "t{index:02d}"', f'hostname: "t{{index:02d}}"{extra}')
+        ).spec
+        files = ansible_files(spec, catalog, expand(spec, catalog))
+        group_vars = yaml.safe_load(files["inventories/lab/group_vars/train.yml"])
+        rates[extra] = group_vars["acceptance_ib_rate_gbps"]
+    assert list(rates.values()) == [400, 200]  # NDR ConnectX-7 by the catalog; as stated

@@ -274,7 +274,7 @@ def _node_group_vars(spec: Spec, catalog: Catalog, plan: Plan, group: NodeGroup)
         "nccl_ib_hca": hcas,
         "acceptance_gpu_name": gpu.name,
         "acceptance_nvlink_links_per_gpu": gpu.nvlink_links if node.nvswitches else 0,
-        "acceptance_ib_rate_gbps": round(nic_rate(spec, catalog, node, 1)) if hcas else 0,
+        "acceptance_ib_rate_gbps": round(nic_rate(spec, catalog, node, 1, group)) if hcas else 0,
         # Per group: `auto` depends on the GPU, and the rdma role picks GPUDirect from it.
         "nvidia_driver_kernel_modules": _gpu_kernel_modules(spec, gpu),
     }
