@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -30,31 +29,15 @@ from tests.test_mig_schedule import (
     SHELLS,
     SPEC,
     STATE_LABEL,
-    TESTS,
     node,
     pod,
+    script_env,
 )
 
 
 def _setup(tmp_path: Path, nodes: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, str]:
-    """The fake cluster's state file and a PATH with the fake kubectl; the script's env."""
-    state = tmp_path / "kube.json"
-    state.write_text(json.dumps({"nodes": nodes, "pods": pods, "calls": []}))
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    kubectl = bin_dir / "kubectl"
-    kubectl.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{TESTS / "fake_kubectl.py"}" "$@"\n')
-    kubectl.chmod(0o755)
-    return {
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-        "FAKE_KUBE_STATE": str(state),
-        "GROUP": "infer_a",
-        "CONFIG": "day",
-        "SUS": "su1",
-        "DRAIN_TIMEOUT": "5",
-        "MIG_TIMEOUT": "5",
-        "POLL_SECONDS": "0",
-    }
+    """The script's environment over the fake kubectl (tests/test_mig_schedule.script_env)."""
+    return script_env(tmp_path, nodes, pods)
 
 
 def _state(env: dict[str, str]) -> dict[str, Any]:

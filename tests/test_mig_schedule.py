@@ -212,6 +212,36 @@ def pod(name: str, on: str, *resources: str, refusals: int = 0) -> dict[str, Any
     }
 
 
+def script_env(
+    tmp_path: Path,
+    nodes: dict[str, Any],
+    pods: list[dict[str, Any]],
+    *,
+    sus: str = "su1",
+    config: str = "day",
+    drain_timeout: int = 5,
+) -> dict[str, str]:
+    """The fake cluster's state file and a PATH with the fake kubectl (no API server here);
+    the environment the CronJob gives the script."""
+    state = tmp_path / "kube.json"
+    state.write_text(json.dumps({"nodes": nodes, "pods": pods, "calls": []}))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    kubectl = bin_dir / "kubectl"
+    kubectl.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{TESTS / "fake_kubectl.py"}" "$@"\n')
+    kubectl.chmod(0o755)
+    return {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "FAKE_KUBE_STATE": str(state),
+        "GROUP": "infer_a",
+        "CONFIG": config,
+        "SUS": sus,
+        "DRAIN_TIMEOUT": str(drain_timeout),
+        "MIG_TIMEOUT": "5",
+        "POLL_SECONDS": "0",
+    }
+
+
 def run_script(
     tmp_path: Path,
     shell: str,
@@ -222,27 +252,11 @@ def run_script(
     config: str = "day",
     drain_timeout: int = 5,
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    state = tmp_path / "kube.json"
-    state.write_text(json.dumps({"nodes": nodes, "pods": pods, "calls": []}))
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    kubectl = bin_dir / "kubectl"
-    kubectl.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{TESTS / "fake_kubectl.py"}" "$@"\n')
-    kubectl.chmod(0o755)
-    env = {
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-        "FAKE_KUBE_STATE": str(state),
-        "GROUP": "infer_a",
-        "CONFIG": config,
-        "SUS": sus,
-        "DRAIN_TIMEOUT": str(drain_timeout),
-        "MIG_TIMEOUT": "5",
-        "POLL_SECONDS": "0",
-    }
+    env = script_env(tmp_path, nodes, pods, sus=sus, config=config, drain_timeout=drain_timeout)
     result = subprocess.run(
         [shell, str(SCRIPT_PATH)], env=env, capture_output=True, text=True, timeout=120, check=False
     )
-    return result, json.loads(state.read_text())
+    return result, json.loads(Path(env["FAKE_KUBE_STATE"]).read_text())
 
 
 def touched(state: dict[str, Any], name: str) -> list[list[str]]:
