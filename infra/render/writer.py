@@ -112,6 +112,7 @@ class _Plan:
     manifest: str
     before: dict[str, str | None]  # rendered path -> digest on disk before the render
     conflicts: list[str]  # edited files: only with force does a plan get this far
+    written: tuple[str, ...]  # rendered files whose bytes differ from what is on disk
 
 
 def write_tree(root: Path, files: Mapping[str, bytes], *, force: bool = False) -> WriteReport:
@@ -137,11 +138,9 @@ def write_tree(root: Path, files: Mapping[str, bytes], *, force: bool = False) -
                 _recover(root)  # rolls back a swap that did not commit; drops what is left
     except OSError as exc:  # a read-only or full file system is the user's to fix, not a bug
         raise _os_error(root, exc) from None
-    changed = {p for p in paths if plan.before.get(p) != _digest(paths[p])}
-    written = sorted(changed)
-    unchanged = sorted(set(paths) - changed)  # a set: a list here was quadratic in the tree
+    unchanged = sorted(set(paths) - set(plan.written))  # a set: a list was quadratic here
     return WriteReport(
-        tuple(written), tuple(unchanged), tuple(sorted(plan.stale)), tuple(plan.conflicts)
+        plan.written, tuple(unchanged), tuple(sorted(plan.stale)), tuple(plan.conflicts)
     )
 
 
@@ -177,12 +176,13 @@ def _decide(root: Path, paths: Mapping[str, bytes], force: bool) -> _Plan:
     mine = sorted(set(paths) | {p for p in old_manifest if _unit_of(p) in owned})
     _refuse_symlinks(root, [*units, *mine])
     before = {p: _disk_digest(root / p) for p in mine}
+    new = {p: _digest(data) for p, data in paths.items()}  # each rendered file hashed once
     conflicts = [
         p
         for p in mine
         if before[p] is not _ABSENT
-        and before[p] != old_manifest.get(p, _new_digest(paths, p))
-        and before[p] != _new_digest(paths, p)
+        and before[p] != old_manifest.get(p, new.get(p))
+        and before[p] != new.get(p)
     ]
     if conflicts and not force:
         raise RenderConflict(conflicts)
@@ -192,12 +192,9 @@ def _decide(root: Path, paths: Mapping[str, bytes], force: bool) -> _Plan:
         if p not in paths and _unit_of(p) in owned and before[p] is not _ABSENT
     }
     created = [u for u in units if not os.path.lexists(root / u)]
-    manifest = _manifest_text(root, old_manifest, paths, stale)
-    return _Plan(paths, units, created, stale, manifest, before, conflicts)
-
-
-def _new_digest(paths: Mapping[str, bytes], path: str) -> str | None:
-    return _digest(paths[path]) if path in paths else None
+    manifest = _manifest_text(root, old_manifest, new, stale)
+    written = tuple(sorted(p for p in paths if before.get(p) != new[p]))
+    return _Plan(paths, units, created, stale, manifest, before, conflicts, written)
 
 
 def _checked(path: str) -> str:
@@ -472,11 +469,14 @@ def _remove(path: Path) -> None:
 
 
 def _manifest_text(
-    root: Path, old: Mapping[str, str], paths: Mapping[str, bytes], stale: set[str]
+    root: Path, old: Mapping[str, str], new: Mapping[str, str], stale: set[str]
 ) -> str:
-    """The manifest after this render: other renders' files kept, this one's updated."""
+    """The manifest after this render: other renders' files kept, this one's updated.
+
+    ``new``: rendered path -> SHA-256.
+    """
     files = {p: d for p, d in old.items() if p not in stale and os.path.lexists(root / p)}
-    files.update((p, _digest(data)) for p, data in paths.items())
+    files.update(new)
     document = {"format": 1, "files": dict(sorted(files.items()))}
     return json.dumps(document, indent=1, sort_keys=True) + "\n"
 
