@@ -20,8 +20,11 @@ __all__ = [
     "CheckpointStorage",
     "Duration",
     "Monitoring",
+    "PowerSaving",
+    "Preemption",
     "Scheduler",
     "Tenant",
+    "TenantAutoscale",
     "cron_fields_valid",
     "duration_seconds",
 ]
@@ -89,6 +92,31 @@ def cron_fields_valid(expression: str) -> bool:
     return len(fields) == 5 and all(_cron_field_valid(f, i) for i, f in enumerate(fields))
 
 
+class TenantAutoscale(StrictModel):
+    """An inference tenant's Deployment, scaled by KEDA on the load of the GPUs it runs on."""
+
+    deployment: str = Field(
+        pattern=DNS_LABEL, description="Deployment (in the tenant's namespace) KEDA scales."
+    )
+    group: str = Field(
+        description="Node group its pods run on: a MIG group scales on "
+        "`DCGM_FI_PROF_GR_ENGINE_ACTIVE`, a whole-GPU group on `DCGM_FI_DEV_GPU_UTIL`."
+    )
+    min_replicas: int = Field(1, ge=0, le=100_000, description="Fewest replicas (0 idles it).")
+    max_replicas: int = Field(ge=1, le=100_000, description="Most replicas.")
+    target_pct: float = Field(
+        70.0, gt=0, le=100, description="Mean GPU activity, percent, that KEDA scales towards."
+    )
+
+    @model_validator(mode="after")
+    def _replicas_ordered(self) -> TenantAutoscale:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(
+                f"min_replicas ({self.min_replicas}) exceeds max_replicas ({self.max_replicas})"
+            )
+        return self
+
+
 class Tenant(StrictModel):
     """A team sharing the cluster: one namespace, one queue and a GPU quota."""
 
@@ -100,6 +128,72 @@ class Tenant(StrictModel):
     priority: Literal["low", "normal", "high", "critical"] = Field(
         "normal",
         description="Preemption order: a tenant's jobs may preempt those of lower priority.",
+    )
+    borrowing_limit: int | None = Field(
+        0,
+        ge=0,
+        le=10_000_000,
+        description="GPUs beyond its quota the tenant may borrow from other tenants' idle "
+        "quota (Kueue `borrowingLimit`, Volcano `capability`); `null` for no limit, 0 for none. "
+        "Borrowed GPUs are reclaimed when their owner needs them (see `scheduler.preemption`).",
+    )
+    lending_limit: int | None = Field(
+        None,
+        ge=0,
+        le=10_000_000,
+        description="GPUs of its quota others may borrow while idle (Kueue `lendingLimit`); "
+        "`null` for all of it. The rest is guaranteed (Volcano `guarantee`).",
+    )
+    autoscale: TenantAutoscale | None = Field(
+        None, description="Inference tenants: a KEDA ScaledObject on a MIG-safe GPU metric."
+    )
+
+    @model_validator(mode="after")
+    def _lends_within_quota(self) -> Tenant:
+        if self.lending_limit is not None and self.lending_limit > self.gpus:
+            raise ValueError(
+                f"lending_limit ({self.lending_limit}) exceeds the tenant's gpus ({self.gpus})"
+            )
+        return self
+
+    @property
+    def borrows(self) -> bool:
+        """Whether the tenant may use more than its quota (so it joins a cohort)."""
+        return self.borrowing_limit != 0
+
+
+class Preemption(StrictModel):
+    """When a pending job may evict running ones (Kueue `preemption`, Volcano actions)."""
+
+    reclaim: Literal["any", "lower_priority", "never"] = Field(
+        "any",
+        description="A tenant below its quota takes back GPUs others borrowed: from any job "
+        "(`any`), only from lower-priority jobs, or never (Kueue `reclaimWithinCohort`).",
+    )
+    within_tenant: Literal["lower_priority", "never"] = Field(
+        "lower_priority",
+        description="Whether a job may evict a lower-priority job of its own tenant "
+        "(Kueue `withinClusterQueue`).",
+    )
+
+
+class PowerSaving(StrictModel):
+    """Slurm power saving: idle nodes are powered off through their BMC and on again for work."""
+
+    suspend_time: Duration = Field(
+        "30m", description="How long a node stays idle before Slurm powers it off (`SuspendTime`)."
+    )
+    suspend_timeout: Duration = Field(
+        "5m", description="How long powering off may take (`SuspendTimeout`)."
+    )
+    resume_timeout: Duration = Field(
+        "15m",
+        description="How long a node may take to boot and register again (`ResumeTimeout`); "
+        "a DGX takes several minutes to POST with eight GPUs and its NICs.",
+    )
+    exclude_groups: list[str] = Field(
+        default_factory=list,
+        description="Node groups never powered off (infrastructure nodes never are).",
     )
 
 
@@ -162,6 +256,12 @@ class Scheduler(StrictModel):
     checkpoint_storage: CheckpointStorage | None = Field(
         None, description="StorageClass for checkpoints (Kubernetes); none when absent."
     )
+    preemption: Preemption = Field(
+        default_factory=Preemption, description="When pending jobs may evict running ones."
+    )
+    power_saving: PowerSaving | None = Field(
+        None, description="Slurm: power idle nodes off through their BMC; none when absent."
+    )
 
     @field_validator("tenants")
     @classmethod
@@ -177,5 +277,14 @@ class Scheduler(StrictModel):
             raise ValueError(
                 "tenants and batch are Kubernetes settings; with kind: slurm use Slurm "
                 "accounts and QOS instead (remove them or set kind: kubernetes)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _power_saving_needs_slurm(self) -> Scheduler:
+        if self.power_saving is not None and self.kind != "slurm":
+            raise ValueError(
+                "power_saving is a Slurm setting (SuspendTime, ResumeProgram); with kind: "
+                "kubernetes scale node pools instead (remove it or set kind: slurm)"
             )
         return self

@@ -1,0 +1,11 @@
+"""Discrete-event replay of a job trace on the planned cluster (`railplan simulate`).
+
+`jobs` defines the trace's jobs; `traces` reads the published trace formats into them; the
+engine replays them against the plan with the scheduler the spec renders (gang admission,
+topology-aware placement, tenant quotas with borrowing and reclaim, priority preemption, MIG
+schedules, Slurm power saving) and returns the figures `railplan simulate` prints.
+"""
+
+from infra.simulate.jobs import MILLI_WHOLE, Job, Trace
+
+__all__ = ["MILLI_WHOLE", "Job", "Trace"]

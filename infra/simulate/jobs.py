@@ -1,0 +1,65 @@
+"""The job trace the simulator replays: one `Job` per row that asked for GPUs, and the `Trace`.
+
+Every trace reader (`infra.simulate.traces`) yields these, whatever the published format: a
+job's arrival and run time in seconds from the trace's start, the GPUs it asks for (whole GPUs,
+or one GPU's fraction in thousandths, as Alibaba's v2023 trace states `gpu_milli`), its tenant,
+priority and the GPU model it wants. A `Trace` keeps, besides the jobs, how many rows the file
+had and why the others were skipped, so the output can say so per file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["MILLI_WHOLE", "Job", "Trace"]
+
+MILLI_WHOLE = 1000
+"""`Job.milli` of a job that wants whole GPUs: a thousandth of a GPU is the trace's unit."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One job (a gang: all its GPUs start together or not at all).
+
+    ``gpus`` devices of ``milli`` thousandths each: ``gpus=16, milli=1000`` is sixteen whole
+    GPUs, ``gpus=1, milli=250`` a quarter of one GPU (placed on the smallest MIG slice that
+    holds it, or on a whole GPU where the group is not split). ``priority`` is one of the
+    spec's tenant priorities (low, normal, high, critical); ``gpu_model`` a catalog GPU id or
+    ``None`` for any. ``line`` is the 1-based row of the source file, for messages.
+    """
+
+    id: str
+    submit_s: float
+    duration_s: float
+    gpus: int
+    milli: int = MILLI_WHOLE
+    tenant: str = "default"
+    priority: str = "normal"
+    gpu_model: str | None = None
+    line: int = 0
+
+    @property
+    def fractional(self) -> bool:
+        """Whether the job wants part of one GPU (a MIG slice) rather than whole GPUs."""
+        return self.milli < MILLI_WHOLE
+
+    @property
+    def gpu_seconds(self) -> float:
+        """GPU-seconds of work the job does when it runs undisturbed (fractions count part)."""
+        return self.gpus * self.milli / MILLI_WHOLE * self.duration_s
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """Jobs read from one file, in submit order, and what was left out and why."""
+
+    source: str
+    format: str
+    rows: int
+    jobs: tuple[Job, ...]
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def used(self) -> int:
+        """Rows that became jobs."""
+        return len(self.jobs)
