@@ -1,0 +1,161 @@
+"""What a simulation returns: the figures `railplan simulate`, its budgets and the report read.
+
+`SimResult` is plain frozen data. Shares are fractions of the cluster's GPUs (0-1), times are
+seconds from the trace's start, energy is kWh. `as_json()` gives the interface contract's JSON
+(DESIGN.md's `simulate` row: ``trace``, ``allocation``, ``queueing_s``, ``fragmentation``,
+``preemptions``, ``lost_gpu_hours``, ``repartitions``, ``never_ran``) plus railplan's
+extensions, each key carrying its unit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Delays", "NeverRan", "Repartition", "SimResult", "TraceSummary"]
+
+
+@dataclass(frozen=True, slots=True)
+class Delays:
+    """Queueing delay (submit to start, seconds) of a set of jobs that started."""
+
+    jobs: int
+    mean_s: float
+    p50_s: float
+    p95_s: float
+    p99_s: float
+
+    def as_json(self) -> dict[str, Any]:
+        """Its JSON form."""
+        return {
+            "jobs": self.jobs,
+            "mean": self.mean_s,
+            "p50": self.p50_s,
+            "p95": self.p95_s,
+            "p99": self.p99_s,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Repartition:
+    """One scheduled MIG change applied to one SU of a node group, and what it cost."""
+
+    at_s: float
+    group: str
+    su: str
+    mig: str
+    nodes: int
+    drain_s: float
+    reconfigure_s: float
+    evicted_jobs: int
+    lost_gpu_hours: float
+
+    def as_json(self) -> dict[str, Any]:
+        """Its JSON form."""
+        return {
+            "at_s": self.at_s,
+            "group": self.group,
+            "su": self.su,
+            "mig": self.mig,
+            "nodes": self.nodes,
+            "drain_s": self.drain_s,
+            "reconfigure_s": self.reconfigure_s,
+            "evicted_jobs": self.evicted_jobs,
+            "lost_gpu_hours": self.lost_gpu_hours,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NeverRan:
+    """A job that could not run on this cluster at all, and why (one line)."""
+
+    job: str
+    line: int
+    reason: str
+
+    def as_json(self) -> dict[str, Any]:
+        """Its JSON form."""
+        return {"job": self.job, "line": self.line, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSummary:
+    """The trace file: its format, rows, rows used and rows skipped per reason."""
+
+    source: str
+    format: str
+    rows: int
+    used: int
+    skipped: dict[str, int]
+
+    def as_json(self) -> dict[str, Any]:
+        """Its JSON form."""
+        return {
+            "source": self.source,
+            "format": self.format,
+            "rows": self.rows,
+            "used": self.used,
+            "skipped": dict(sorted(self.skipped.items())),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult:
+    """Figures of one replay.
+
+    ``allocation_*`` are time-weighted shares of the cluster's GPUs held by running jobs over
+    the horizon (first submit to last finish); ``series`` samples allocated GPUs at evenly
+    spaced times (``(t_s, gpus)``, at most a few hundred points, for plots); ``profile_24h``
+    is the mean allocated share per hour of the day (index 0 = 00:00-01:00 in the schedule's
+    time zone, or UTC). ``fragmentation`` is the time-weighted share of GPUs that were free
+    while the head of some queue waited for lack of GPUs it could use.
+    """
+
+    trace: TraceSummary
+    gpus: int
+    horizon_s: float
+    allocation_mean: float
+    allocation_p50: float
+    allocation_p95: float
+    allocation_by_group: dict[str, float]
+    allocation_by_tenant: dict[str, float]
+    queueing: dict[str, Delays]
+    queueing_by_size: dict[str, Delays]
+    fragmentation: float
+    preemptions: int
+    reclaims: int
+    lost_gpu_hours: float
+    repartitions: tuple[Repartition, ...]
+    never_ran: tuple[NeverRan, ...]
+    series: tuple[tuple[float, int], ...]
+    profile_24h: tuple[float, ...]
+    energy_kwh: float
+    energy_saved_kwh: float
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def as_json(self) -> dict[str, Any]:
+        """The `simulate --format json` document (keys sorted by the CLI's writer)."""
+        return {
+            "trace": self.trace.as_json(),
+            "gpus": self.gpus,
+            "horizon_s": self.horizon_s,
+            "allocation": {
+                "mean": self.allocation_mean,
+                "p50": self.allocation_p50,
+                "p95": self.allocation_p95,
+                "by_group": self.allocation_by_group,
+                "by_tenant": self.allocation_by_tenant,
+            },
+            "queueing_s": {t: d.as_json() for t, d in self.queueing.items()},
+            "queueing_s_by_size": {s: d.as_json() for s, d in self.queueing_by_size.items()},
+            "fragmentation": self.fragmentation,
+            "preemptions": self.preemptions,
+            "reclaims": self.reclaims,
+            "lost_gpu_hours": self.lost_gpu_hours,
+            "repartitions": [r.as_json() for r in self.repartitions],
+            "never_ran": [n.as_json() for n in self.never_ran],
+            "profile_24h": list(self.profile_24h),
+            "energy_kwh": self.energy_kwh,
+            "energy_saved_kwh": self.energy_saved_kwh,
+            "notes": list(self.notes),
+        }
