@@ -51,13 +51,19 @@ class Job:
 
 @dataclass(frozen=True, slots=True)
 class Trace:
-    """Jobs read from one file, in submit order, and what was left out and why."""
+    """Jobs read from one file, in submit order, and what was left out and why.
+
+    ``origin_unix_s`` is the wall-clock time (Unix seconds, UTC) of ``submit_s == 0`` when
+    the trace states dates (Philly, Helios); ``None`` when its times are relative (Alibaba,
+    railplan CSV), and the replay then takes time 0 as midnight in the MIG schedule's zone.
+    """
 
     source: str
     format: str
     rows: int
     jobs: tuple[Job, ...]
     skipped: dict[str, int] = field(default_factory=dict)
+    origin_unix_s: float | None = None
 
     @property
     def used(self) -> int:

@@ -1,0 +1,62 @@
+"""railplan's own trace CSV: the documented format for traces from any other source.
+
+Header row, then one job per row (docs/simulate.md documents it):
+
+    id,submit_s,duration_s,gpus,gpu_milli,tenant,priority,gpu_model
+
+``submit_s``, ``duration_s`` and ``gpus`` are required; ``id`` defaults to ``row<line>``,
+``gpu_milli`` (a GPU's share in thousandths, 1-1000, below 1000 only with ``gpus: 1``) to
+1000, ``tenant`` to ``default``, ``priority`` (low, normal, high, critical) to ``normal``,
+``gpu_model`` (a catalog GPU id) to any. Rows with no GPU are skipped as ``no GPU``.
+"""
+
+from __future__ import annotations
+
+from infra.simulate.jobs import MILLI_WHOLE, Job
+from infra.simulate.traces.common import Row, Rows, csv_rows, number, whole
+from infra.spec.scheduling import PRIORITIES
+
+__all__ = ["COLUMNS", "read_railplan_csv"]
+
+COLUMNS = ("id", "submit_s", "duration_s", "gpus", "gpu_milli", "tenant", "priority", "gpu_model")
+REQUIRED = ("submit_s", "duration_s", "gpus")
+
+
+def read_railplan_csv(text: str, source: str) -> Rows:
+    """Jobs of a railplan trace CSV (header detected by the caller)."""
+    out = Rows()
+    for row in csv_rows(text, source):
+        out.rows += 1
+        gpus = whole(row, "gpus", maximum=1_000_000)
+        if gpus == 0:
+            out.skipped["no GPU"] += 1
+            continue
+        out.jobs.append(_job(row, gpus))
+    return out
+
+
+def _job(row: Row, gpus: int) -> Job:
+    milli = whole(row, "gpu_milli", minimum=1, maximum=MILLI_WHOLE, default=str(MILLI_WHOLE))
+    if milli < MILLI_WHOLE and gpus != 1:
+        raise row.error("gpu_milli", "a GPU fraction (gpu_milli below 1000) needs gpus 1")
+    priority = row.get("priority", "normal")
+    if priority not in PRIORITIES:
+        raise row.error("priority", f"priority {priority!r} is not one of {', '.join(PRIORITIES)}")
+    return Job(
+        id=row.get("id", f"row{row.line}"),
+        submit_s=number(row, "submit_s"),
+        duration_s=_duration(row),
+        gpus=gpus,
+        milli=milli,
+        tenant=row.get("tenant", "default"),
+        priority=priority,
+        gpu_model=row.get("gpu_model") or None,
+        line=row.line,
+    )
+
+
+def _duration(row: Row) -> float:
+    value = number(row, "duration_s")
+    if value <= 0:
+        raise row.error("duration_s", "duration_s must be more than 0 seconds")
+    return value
