@@ -9,7 +9,8 @@ Sections: summary (servers, GPUs, racks, power and its bound, fabrics), bill of 
 (`infra.render.sheets.bom_rows`), rack elevations by row (`report_racks`), the compute
 fabric (`report_fabric`), MIG per node group and schedule (`report_mig`), budgets
 (`infra.budget.evaluate`), predicted nccl-tests busbw per collective against the NIC and
-NVLink ceilings, the training step of each `scaling_efficiency` budget, lint findings.
+NVLink ceilings, the training step of each `scaling_efficiency` budget, the replay of a job
+trace when one is given (`report_simulate`), lint findings.
 The template, ``templates/report/report.html.j2``, renders with autoescape; the SVG comes
 from `report_svg`, which escapes every string it is given.
 """
@@ -33,9 +34,11 @@ from infra.lint.finding import Finding, Severity
 from infra.render.report_fabric import DETAIL_MAX_SERVERS, fabric_diagram, tier_label
 from infra.render.report_mig import mig_groups
 from infra.render.report_racks import rack_rows
+from infra.render.report_simulate import simulation_section
 from infra.render.report_svg import Ceiling, Series, line_chart, rect, svg, text
 from infra.render.sheets import BOM_COLUMNS, bom_rows
 from infra.render.templating import render_html
+from infra.simulate.result import SimResult
 from infra.spec import Spec
 from infra.spec.budgets import ScalingEfficiencyBudget, ScalingEfficiencyEntry
 from infra.topology.model import FabricSummary, Plan
@@ -336,10 +339,12 @@ def report_html(
     plan: Plan,
     findings: Sequence[Finding],
     budgets: Sequence[BudgetResult] | None = None,
+    simulation: SimResult | None = None,
 ) -> str:
     """The report page of a planned spec, with its lint ``findings``.
 
     ``budgets``: the spec's budgets already evaluated on ``plan`` (lint's), else evaluated here.
+    ``simulation``: a trace replayed on ``plan`` (`railplan report --trace`), its own section.
     """
     evaluated = evaluate_budgets(spec, catalog, plan) if budgets is None else budgets
     rows = [_budget_row(r) for r in evaluated]
@@ -361,6 +366,8 @@ def report_html(
         passed=sum(b.verdict == "pass" for b in rows),
         collectives=_collectives(spec, catalog),
         steps=_steps(spec, catalog),
+        # built by an autoescaped template from escaped SVG: safe to insert as it is
+        simulation=None if simulation is None else Markup(simulation_section(simulation)),
         findings=findings,
         lint_counts=_lint_counts(findings),
     )

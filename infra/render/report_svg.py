@@ -22,6 +22,7 @@ __all__ = [
     "el",
     "line",
     "line_chart",
+    "nice_step",
     "num",
     "rect",
     "svg",
@@ -111,7 +112,7 @@ class Ceiling:
     css: str
 
 
-def _nice_step(span: float) -> float:
+def nice_step(span: float) -> float:
     """A 1-2-5 tick step that gives about five ticks over ``span``."""
     raw = span / 5 if span > 0 else 1.0
     magnitude = 10.0 ** math.floor(math.log10(raw))
@@ -218,7 +219,7 @@ def line_chart(
     """A chart of ``series`` on a log2 x axis (bytes) and a linear y axis from 0."""
     xs = [x for s in series for x, _ in s.points]
     ys = [y for s in series for _, y in s.points] + [c.y for c in ceilings]
-    step = _nice_step(max(ys, default=1.0) * 1.08)
+    step = nice_step(max(ys, default=1.0) * 1.08)
     frame = _Frame(
         min(xs, default=1.0), max(xs, default=2.0), step * math.ceil(max(ys) * 1.08 / step)
     )

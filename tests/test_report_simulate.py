@@ -1,0 +1,292 @@
+"""The simulation section of `railplan report`, from hand-built `SimResult`s.
+
+The engine that produces a `SimResult` is separate (`infra.simulate.engine`); these tests
+test the renderer, so they build results by hand with realistic figures: a 10,000-GPU
+cluster over 7 days, three tenants, 400 samples of a diurnal wave, two MIG flips a day on
+three SUs, jobs that never ran. They check the page by value (each figure as formatted),
+its escaping of names from user files, its determinism, an empty replay, and the page in
+Debian's Chromium (the pattern of `test_report_browser`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from infra.catalog import Catalog
+from infra.lint import lint_loaded
+from infra.render.report import report_html
+from infra.render.report_simulate import REPARTITION_ROWS, simulation_section
+from infra.simulate.result import Delays, NeverRan, Repartition, SimResult, TraceSummary
+from infra.spec import load_spec
+from infra.topology import expand
+
+from .test_report import LAB, parse
+
+DAY = 86400.0
+GPUS = 10_000
+HOSTILE = '<script>alert(1)</script> & "quoted"'
+
+
+def _series(points: int = 400) -> tuple[tuple[float, int], ...]:
+    """Allocated GPUs: a day/night wave (peak mid-afternoon) with a slower weekly ripple."""
+    out = []
+    for i in range(points):
+        t = i * 7 * DAY / (points - 1)
+        wave = 0.62 + 0.22 * math.sin(2 * math.pi * (t / DAY - 0.375))
+        ripple = 0.04 * math.sin(2 * math.pi * t / (3.5 * DAY))
+        out.append((round(t, 1), int(GPUS * (wave + ripple))))
+    return tuple(out)
+
+
+def _repartitions() -> tuple[Repartition, ...]:
+    """infer-day at 07:00 and disabled at 19:00, one SU at a time, for 7 days: 42 events."""
+    out = []
+    for day in range(7):
+        for hour, mig in ((7, "infer-day"), (19, "disabled")):
+            for su in range(3):
+                at = day * DAY + hour * 3600 + su * 1500
+                out.append(
+                    Repartition(at, "infer", f"su{su + 1}", mig, 20, 900.0, 180.0, su, su * 1.5)
+                )
+    return tuple(out)
+
+
+def sample_result(**changes: object) -> SimResult:
+    """A week on 10,000 GPUs; keyword arguments replace fields."""
+    tenants = {
+        "research": Delays(41_200, 1_310.0, 240.0, 5_400.0, 21_600.0),
+        "prod-inference": Delays(88_000, 4.2, 0.0, 12.0, 45.0),
+        "training": Delays(9_850, 9_000.0, 2_700.0, 43_200.0, 172_800.0),
+    }
+    sizes = {
+        "<1 GPU": Delays(90_000, 30.0, 0.0, 60.0, 300.0),
+        "1 GPU": Delays(30_000, 600.0, 120.0, 3_600.0, 7_200.0),
+        "2-8 GPUs": Delays(15_000, 1_800.0, 600.0, 7_200.0, 14_400.0),
+        "9-256 GPUs": Delays(3_900, 7_200.0, 3_000.0, 28_800.0, 86_400.0),
+        ">256 GPUs": Delays(150, 36_000.0, 21_600.0, 172_800.0, 259_200.0),
+    }
+    never = tuple(
+        NeverRan(f"job-{i}", 100 + i, reason)
+        for i, reason in enumerate(
+            ["asks for 16,384 GPUs; the cluster has 10,000"] * 4
+            + ["GPU model h200 is not in the cluster"] * 9
+            + ["asks for 3g.40gb; no MIG layout has it"]
+        )
+    )
+    result = SimResult(
+        trace=TraceSummary(
+            "traces/week.csv", "railplan", 140_000, 139_064, {"no GPU": 880, "zero duration": 56}
+        ),
+        gpus=GPUS,
+        horizon_s=7 * DAY,
+        allocation_mean=0.6134,
+        allocation_p50=0.6071,
+        allocation_p95=0.8622,
+        allocation_by_group={"train": 0.701, "infer": 0.452},
+        allocation_by_tenant={"research": 0.21, "prod-inference": 0.17, "training": 0.2334},
+        queueing=tenants,
+        queueing_by_size=sizes,
+        fragmentation=0.0412,
+        preemptions=1_234,
+        reclaims=87,
+        lost_gpu_hours=5_678.9,
+        repartitions=_repartitions(),
+        never_ran=never,
+        series=_series(),
+        profile_24h=tuple(
+            0.62 + 0.22 * math.sin(2 * math.pi * (h + 0.5 - 9) / 24) for h in range(24)
+        ),
+        energy_kwh=1_234_567.0,
+        energy_saved_kwh=45_678.0,
+        notes=("time 0 is midnight UTC: the trace states relative times",),
+    )
+    return replace(result, **changes)  # type: ignore[arg-type]
+
+
+def _cells(html: str, header: str) -> list[str]:
+    """The cells of the table row headed ``header`` (escaped as on the page)."""
+    match = re.search(rf'<tr><th scope="row">{re.escape(header)}</th>(.*?)</tr>', html)
+    assert match, header
+    return re.findall(r"<td[^>]*>(.*?)</td>", match.group(1))
+
+
+@pytest.fixture(scope="module")
+def section() -> str:
+    return simulation_section(sample_result())
+
+
+def test_the_summary_states_the_figures(section: str) -> None:
+    parse(section)
+    assert _cells(section, "allocation") == ["mean 61.3%, p50 60.7%, p95 86.2%"]
+    assert _cells(section, "rows") == ["140,000: 139,064 used, 936 skipped"]
+    assert _cells(section, "skipped") == ["no GPU: 880; zero duration: 56"]
+    assert _cells(section, "cluster") == ["10,000 GPUs over 7 d 0 h"]
+    assert _cells(section, "fragmentation")[0].startswith("4.1%")
+    assert _cells(section, "preemptions") == ["1,234 preemptions, 87 reclaims"]
+    assert _cells(section, "lost GPU-hours") == ["5,678.9 (63.0 to repartitions)"]
+    assert _cells(section, "energy")[0].startswith("1,234,567 kWh used; 45,678 kWh saved (3.6%")
+    assert _cells(section, "by tenant") == [
+        "prod-inference: 17.0%, research: 21.0%, training: 23.3%"
+    ]
+    assert "time 0 is midnight UTC" in section
+
+
+def test_queueing_per_tenant_and_size_by_value(section: str) -> None:
+    assert _cells(section, "research") == ["41,200", "21.8 min", "4 min", "1.5 h", "6 h"]
+    assert _cells(section, "training") == ["9,850", "2.5 h", "45 min", "12 h", "2 d"]
+    assert _cells(section, "prod-inference") == ["88,000", "4.2 s", "0 s", "12 s", "45 s"]
+    assert _cells(section, "&gt;256 GPUs") == ["150", "10 h", "6 h", "2 d", "3 d"]
+    rows = re.findall(r'<tr><th scope="row">([^<]*)</th><td class="num">[\d,]+</td>', section)
+    assert rows[:3] == ["prod-inference", "research", "training"]  # tenants by name
+    assert rows[3:] == ["&lt;1 GPU", "1 GPU", "2-8 GPUs", "9-256 GPUs", "&gt;256 GPUs"]
+
+
+def test_the_queueing_plot_has_three_bars_per_tenant_on_a_log_scale(section: str) -> None:
+    page = parse(section)
+    (chart,) = [e for e in page.all("svg") if "Queueing delay" in e.attrs["aria-label"]]
+    bars = [
+        e for e in page.all("rect") if chart in e.parents and e.attrs.get("class", "")[:1] == "q"
+    ]
+    assert [b.attrs["class"] for b in bars] == ["q50", "q95", "q99"] * 3
+    assert "research: p95 1.5 h over 41,200 jobs" in page.texts
+    research = [float(b.attrs["width"]) for b in bars[3:6]]
+    assert research == sorted(research) and research[0] > 0
+    assert float(bars[1].attrs["width"]) < float(bars[4].attrs["width"])  # 12 s < 1.5 h
+    assert float(bars[0].attrs["width"]) == 0  # p50 of 0 s: no bar, its label stays
+    for label in ("1 s", "1 min", "1 h", "1 d", "7 d"):
+        assert label in page.texts, label
+    assert "30 d" not in page.texts  # the axis ends at the first tick past the longest p99
+
+
+def test_the_allocation_plot_has_the_series_the_cluster_and_the_repartitions(section: str) -> None:
+    page = parse(section)
+    (curve,) = page.all("polyline", **{"class": "sim-alloc"})
+    points = [tuple(map(float, p.split(","))) for p in curve.attrs["points"].split()]
+    assert len(points) == 400 and [x for x, _ in points] == sorted(x for x, _ in points)
+    capacity, _legend = page.all("line", **{"class": "sim-capacity"})
+    assert float(capacity.attrs["y1"]) == float(capacity.attrs["y2"])  # across the plot
+    peak = min(y for _, y in points)  # SVG y grows downwards: the peak is the smallest y
+    assert float(capacity.attrs["y1"]) < peak  # 10,000 GPUs sit above every sample
+    assert "cluster: 10,000 GPUs" in page.texts
+    marks = page.all("path", **{"class": "repart"})
+    assert len(marks) == 14 + 1  # 14 flips of 3 SUs each 25 min apart, and the legend
+    assert any(t.startswith("3 MIG repartitions, day 2 07:00 to day 2 07:50") for t in page.texts)
+    for day in range(1, 8):
+        assert f"day {day}" in page.texts
+
+
+def test_the_24h_profile_has_a_bar_per_hour_by_value(section: str) -> None:
+    page = parse(section)
+    hours = page.all("rect", **{"class": "hour"})
+    assert len(hours) == 24
+    share = 0.62 + 0.22 * math.sin(2 * math.pi * (14 + 0.5 - 9) / 24)
+    assert f"14:00-15:00: {share:.1%} of GPUs allocated" in page.texts
+    heights = [float(h.attrs["height"]) for h in hours]
+    assert heights.index(max(heights)) == 14 and heights.index(min(heights)) == 2
+    assert "mean 61.3%" in page.texts
+
+
+def test_repartitions_show_the_first_rows_and_count_the_rest(section: str) -> None:
+    table = section.split('<table class="repartitions">')[1].split("</table>")[0]
+    rows = re.findall(r"<tr><td", table)
+    assert len(rows) == REPARTITION_ROWS == 20
+    assert "The first 20 of 42 repartitions; 22 more" in section
+    first = re.findall(r"<td[^>]*>(.*?)</td>", table.split("<tbody>")[1].split("</tr>")[0])
+    assert first == ["day 1 07:00", "infer", "su1", "<code>infer-day</code>", "20", "15 min",
+                     "3 min", "0", "0.0"]  # fmt: skip
+
+
+def test_never_ran_is_grouped_by_reason_most_frequent_first(section: str) -> None:
+    table = section.split('<table class="never-ran">')[1].split("</table>")[0]
+    rows = re.findall(r"<tr><td>(.*?)</td><td class=\"num\">(.*?)</td><td>(.*?)</td></tr>", table)
+    assert [(r, n) for r, n, _ in rows] == [
+        ("GPU model h200 is not in the cluster", "9"),
+        ("asks for 16,384 GPUs; the cluster has 10,000", "4"),
+        ("asks for 3g.40gb; no MIG layout has it", "1"),
+    ]
+    assert rows[0][2] == "job-4 (line 104), job-5 (line 105), job-6 (line 106), …"
+    assert rows[2][2] == "job-13 (line 113)"
+
+
+def test_names_from_user_files_are_escaped() -> None:
+    hostile = sample_result(
+        trace=TraceSummary(HOSTILE, "railplan", 10, 9, {HOSTILE: 1}),
+        queueing={HOSTILE: Delays(9, 60.0, 60.0, 60.0, 60.0)},
+        allocation_by_tenant={HOSTILE: 0.5},
+        never_ran=(NeverRan(HOSTILE, 3, HOSTILE),),
+        repartitions=(Repartition(3600.0, HOSTILE, HOSTILE, HOSTILE, 1, 1.0, 1.0, 0, 0.0),),
+        notes=(HOSTILE,),
+    )
+    html = simulation_section(hostile, title=HOSTILE)
+    assert "<script" not in html and '"quoted"' not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &#34;quoted&#34;" in html
+    page = parse(html)
+    assert not page.all("script")
+    assert sum(HOSTILE in t for t in page.texts) >= 8  # each place shows it, as text
+
+
+def test_the_same_result_gives_the_same_bytes(section: str) -> None:
+    assert simulation_section(sample_result()) == section
+    reordered = sample_result(queueing=dict(reversed(sample_result().queueing.items())))
+    assert simulation_section(reordered) == section  # tenants are listed by name
+
+
+def test_an_empty_replay_renders_and_says_so() -> None:
+    empty = sample_result(
+        trace=TraceSummary("empty.csv", "railplan", 3, 0, {"GPU model the cluster lacks": 3}),
+        horizon_s=0.0,
+        allocation_mean=math.nan,
+        allocation_p50=math.nan,
+        allocation_p95=math.nan,
+        allocation_by_group={},
+        allocation_by_tenant={},
+        queueing={},
+        queueing_by_size={},
+        fragmentation=0.0,
+        preemptions=0,
+        reclaims=0,
+        lost_gpu_hours=0.0,
+        repartitions=(),
+        never_ran=(),
+        series=(),
+        profile_24h=(),
+        energy_kwh=0.0,
+        energy_saved_kwh=0.0,
+        notes=(),
+    )
+    html = simulation_section(empty)
+    page = parse(html)
+    assert "No job of the trace ran on this cluster" in html
+    assert not page.all("svg") and "nan" not in html.lower()
+    assert _cells(html, "allocation") == ["mean —, p50 —, p95 —"]
+    assert "No MIG repartition happened" in html and "Every job of the trace could run" in html
+
+
+def test_a_short_replay_ticks_hours_not_days() -> None:
+    short = sample_result(
+        horizon_s=12 * 3600.0,
+        series=tuple((t * 600.0, 5_000 + t * 10) for t in range(73)),
+        repartitions=(),
+    )
+    page = parse(simulation_section(short))
+    assert {"day 1", "03:00", "06:00", "09:00", "12:00"} <= set(page.texts)
+    assert not page.all("path", **{"class": "repart"})
+
+
+def test_the_report_has_the_section_before_lint_only_when_given(catalog: Catalog) -> None:
+    loaded = load_spec(str(LAB))
+    plan = expand(loaded.spec, catalog)
+    findings = lint_loaded(loaded, catalog)
+    without = report_html(loaded.spec, catalog, plan, findings)
+    html = report_html(loaded.spec, catalog, plan, findings, simulation=sample_result())
+    page = parse(html)
+    ids = [e.attrs["id"] for e in page.all("section")]
+    assert ids[-2:] == ["simulation", "lint"]
+    assert [e.attrs["href"][1:] for e in page.all("a")] == ids
+    assert simulation_section(sample_result()) in html
+    assert 'id="simulation"' not in without and 'href="#simulation"' not in without
