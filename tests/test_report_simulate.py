@@ -262,9 +262,18 @@ def test_an_empty_replay_renders_and_says_so() -> None:
     html = simulation_section(empty)
     page = parse(html)
     assert "No job of the trace ran on this cluster" in html
-    assert not page.all("svg") and "nan" not in html.lower()
+    assert not page.all("svg") and not re.search(r"\bnan\b", html, re.IGNORECASE)
     assert _cells(html, "allocation") == ["mean —, p50 —, p95 —"]
     assert "No MIG repartition happened" in html and "Every job of the trace could run" in html
+
+
+def test_unknown_figures_show_as_a_dash_never_nan() -> None:
+    profile = (math.nan,) + sample_result().profile_24h[1:]
+    tenants = {"idle": Delays(0, math.nan, math.nan, math.nan, math.nan)}
+    html = simulation_section(sample_result(profile_24h=profile, queueing_by_size=tenants))
+    assert not re.search(r"\bnan\b", html, re.IGNORECASE)
+    assert _cells(html, "idle") == ["0", "—", "—", "—", "—"]
+    assert "00:00-01:00: no figure" in parse(html).texts
 
 
 def test_a_short_replay_ticks_hours_not_days() -> None:
@@ -290,3 +299,72 @@ def test_the_report_has_the_section_before_lint_only_when_given(catalog: Catalog
     assert [e.attrs["href"][1:] for e in page.all("a")] == ids
     assert simulation_section(sample_result()) in html
     assert 'id="simulation"' not in without and 'href="#simulation"' not in without
+
+
+# --- in a real browser --------------------------------------------------------------------
+
+
+def test_the_section_renders_in_chromium(catalog: Catalog, tmp_path: Path) -> None:
+    """The lab's report with the week's replay, in Debian's Chromium (as test_report_browser)."""
+    from .test_report_browser import (
+        _MEASURE,
+        A4_CSS_PX,
+        CHROMIUM,
+        _gray_variance,
+        _require_browser,
+        _shots_dir,
+    )
+
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    loaded = load_spec(str(LAB))
+    plan = expand(loaded.spec, catalog)
+    findings = lint_loaded(loaded, catalog)
+    html = tmp_path / "simulation.html"
+    html.write_text(report_html(loaded.spec, catalog, plan, findings, simulation=sample_result()))
+    shots = _shots_dir(tmp_path)
+    svg_count = html.read_text().count("<svg ")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1366, "height": 900})
+            console: list[str] = []
+            requests: list[str] = []
+            page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+            page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(html.as_uri(), wait_until="load")
+            section = page.locator("section#simulation")
+            shot = section.screenshot(path=str(shots / "simulation-section.png"))
+            plots = page.evaluate(_SIM_PLOTS)
+            screen = page.evaluate(_MEASURE)
+            page.emulate_media(media="print")
+            page.set_viewport_size({"width": A4_CSS_PX, "height": 1123})
+            printed = page.evaluate(_MEASURE)
+            pdf = page.pdf(path=str(shots / "simulation.pdf"), format="A4")
+            variance = _gray_variance(browser, shot)
+        finally:
+            browser.close()
+    print(f"screenshot and PDF of the simulation section: {shots}")
+    assert console == []
+    assert requests == [html.as_uri()]
+    assert variance > 100, f"the section is blank (gray variance {variance:.1f})"
+    assert len(screen["svgs"]) == svg_count > 0
+    assert all(w > 10 and h > 10 for w, h in screen["svgs"]), screen["svgs"]
+    assert screen["sections"][-2:] == ["simulation", "lint"]
+    assert len(plots) == 3, plots
+    for label, width, height, drawn in plots:
+        assert width > 300 and height > 150 and drawn > 0, (label, width, height, drawn)
+    assert printed["widest"] <= A4_CSS_PX, "an SVG is wider than the printed page"
+    assert pdf.startswith(b"%PDF")
+
+
+# Each plot of the section: its label, its size on screen, and how many of its bars, curves
+# and markers have a visible size (an empty or collapsed plot would have none).
+_SIM_PLOTS = """() => [...document.querySelectorAll('section#simulation svg')].map((s) => {
+  const r = s.getBoundingClientRect();
+  const drawn = [...s.querySelectorAll('polyline, rect.hour, rect.q95, path.repart')].filter(
+    (e) => { const b = e.getBoundingClientRect(); return b.width > 0 && b.height > 0; });
+  return [s.getAttribute('aria-label'), r.width, r.height, drawn.length];
+})"""

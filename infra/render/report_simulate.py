@@ -79,21 +79,24 @@ def _energy(result: SimResult) -> str:
     return f"{_number(used, 0)} kWh used; {_number(saved, 0)} kWh saved{share}"
 
 
-def _summary(result: SimResult) -> list[tuple[str, str]]:
-    lost = sum(r.lost_gpu_hours for r in result.repartitions)
-    rows = _trace_rows(result) + [
-        ("cluster", f"{result.gpus:,} GPUs over {_span(result.horizon_s)}"),
-        (
-            "allocation",
-            f"mean {_pct(result.allocation_mean)}, p50 {_pct(result.allocation_p50)}, "
-            f"p95 {_pct(result.allocation_p95)}",
-        ),
-    ]
+def _allocation(result: SimResult) -> list[tuple[str, str]]:
+    mean, p50, p95 = (
+        _pct(s) for s in (result.allocation_mean, result.allocation_p50, result.allocation_p95)
+    )
+    rows = [("allocation", f"mean {mean}, p50 {p50}, p95 {p95}")]
     if result.allocation_by_group:
         rows.append(("by node group", _shares(result.allocation_by_group)))
     if result.allocation_by_tenant:
         rows.append(("by tenant", _shares(result.allocation_by_tenant)))
-    return rows + [
+    return rows
+
+
+def _summary(result: SimResult) -> list[tuple[str, str]]:
+    lost = sum(r.lost_gpu_hours for r in result.repartitions)
+    return [
+        *_trace_rows(result),
+        ("cluster", f"{result.gpus:,} GPUs over {_span(result.horizon_s)}"),
+        *_allocation(result),
         ("fragmentation", f"{_pct(result.fragmentation)} of GPUs free but unusable by the queue"),
         ("preemptions", f"{result.preemptions:,} preemptions, {result.reclaims:,} reclaims"),
         ("lost GPU-hours", f"{_number(result.lost_gpu_hours)} ({_number(lost)} to repartitions)"),

@@ -157,7 +157,7 @@ def allocation_chart(
     """Allocated GPUs over time, the cluster's GPUs as a dashed line, repartitions as markers."""
     height = 320.0
     top_value = max([gpus, *(g for _, g in series)]) * 1.08 or 1.0
-    step = nice_step(top_value)
+    step = nice_step(top_value / 2)  # about ten grid lines: GPUs are read off this axis
     x_high = max([horizon_s, *(t for t, _ in series)]) or 1.0
     frame = _Frame(height, x_high, step * math.ceil(top_value / step))
     parts = _y_axis(frame, step, "allocated GPUs") + _time_axis(frame)
@@ -231,8 +231,9 @@ def hourly_chart(profile: Sequence[float], mean: float) -> Markup:
     parts = _y_axis(frame, 0.25, "allocated share", "{:.0%}")
     slot = (frame.right - _LEFT) / 24
     for hour, share in enumerate(profile):
-        y = frame.y(share)
-        tip = f"{hour:02d}:00-{(hour + 1) % 24:02d}:00: {share:.1%} of GPUs allocated"
+        y = frame.y(0.0 if math.isnan(share) else share)
+        shown = "no figure" if math.isnan(share) else f"{share:.1%} of GPUs allocated"
+        tip = f"{hour:02d}:00-{(hour + 1) % 24:02d}:00: {shown}"
         parts.append(rect(frame.x(hour) + 2, y, slot - 4, frame.bottom - y, tip, class_="hour"))
     for hour in range(0, 25, 3):
         label = f"{hour % 24:02d}:00"
