@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import replace
+import sys
+import types
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -21,10 +23,12 @@ from infra.catalog import Catalog
 from infra.lint import lint_loaded
 from infra.render.report import report_html
 from infra.render.report_simulate import REPARTITION_ROWS, simulation_section
+from infra.simulate import Trace
 from infra.simulate.result import Delays, NeverRan, Repartition, SimResult, TraceSummary
-from infra.spec import load_spec
-from infra.topology import expand
+from infra.spec import Spec, load_spec
+from infra.topology import Plan, expand
 
+from .test_cli import railplan
 from .test_report import LAB, parse
 
 DAY = 86400.0
@@ -268,7 +272,7 @@ def test_an_empty_replay_renders_and_says_so() -> None:
 
 
 def test_unknown_figures_show_as_a_dash_never_nan() -> None:
-    profile = (math.nan,) + sample_result().profile_24h[1:]
+    profile = (math.nan, *sample_result().profile_24h[1:])
     tenants = {"idle": Delays(0, math.nan, math.nan, math.nan, math.nan)}
     html = simulation_section(sample_result(profile_24h=profile, queueing_by_size=tenants))
     assert not re.search(r"\bnan\b", html, re.IGNORECASE)
@@ -368,3 +372,77 @@ _SIM_PLOTS = """() => [...document.querySelectorAll('section#simulation svg')].m
     (e) => { const b = e.getBoundingClientRect(); return b.width > 0 && b.height > 0; });
   return [s.getAttribute('aria-label'), r.width, r.height, drawn.length];
 })"""
+
+
+# --- railplan report --trace ----------------------------------------------------------------
+
+
+@dataclass
+class FakeEngine:
+    """Stands in for `infra.simulate.engine` (written apart from the report): records the call.
+
+    The engine is mocked because it does not exist on this branch; the trace is read for
+    real, and the fake returns the week's result with the trace's own summary.
+    """
+
+    calls: list[tuple[tuple[object, ...], dict[str, object]]] = field(default_factory=list)
+
+    def simulate(self, *args: object, **kwargs: object) -> SimResult:
+        self.calls.append((args, kwargs))
+        trace = args[3]
+        assert isinstance(trace, Trace)
+        summary = TraceSummary(trace.source, trace.format, trace.rows, trace.used, trace.skipped)
+        return sample_result(trace=summary)
+
+
+@pytest.fixture
+def engine(monkeypatch: pytest.MonkeyPatch) -> FakeEngine:
+    fake = FakeEngine()
+    module = types.ModuleType("infra.simulate.engine")
+    module.simulate = fake.simulate  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "infra.simulate.engine", module)
+    return fake
+
+
+TRACE = """id,submit_s,duration_s,gpus,gpu_milli,tenant,priority,gpu_model
+a,0,3600,8,1000,research,normal,
+b,60,600,1,250,prod-inference,high,
+c,120,60,0,1000,research,low,
+"""
+
+
+def test_report_trace_adds_the_replay(engine: FakeEngine, tmp_path: Path) -> None:
+    trace, out = tmp_path / "week.csv", tmp_path / "lab.html"
+    trace.write_text(TRACE)
+    result = railplan("report", str(LAB), "-o", str(out), "--trace", str(trace))
+    assert result.returncode == 0, result.stderr
+    ((args, kwargs),) = engine.calls
+    spec, plan, catalog, jobs = args
+    assert isinstance(spec, Spec) and isinstance(plan, Plan) and isinstance(catalog, Catalog)
+    assert isinstance(jobs, Trace) and [j.id for j in jobs.jobs] == ["a", "b"]
+    assert kwargs["policy"] is None and callable(kwargs["progress"])
+    html = out.read_text()
+    assert 'href="#simulation"' in html
+    assert _cells(html, "rows") == ["3: 2 used, 1 skipped"] and _cells(html, "skipped") == [
+        "no GPU: 1"
+    ]
+    assert f"{trace} (railplan-csv)" in html
+
+
+def test_report_without_a_trace_runs_no_replay(engine: FakeEngine, tmp_path: Path) -> None:
+    out = tmp_path / "lab.html"
+    assert railplan("report", str(LAB), "-o", str(out)).returncode == 0
+    assert engine.calls == [] and 'id="simulation"' not in out.read_text()
+
+
+def test_report_with_a_bad_trace_exits_2_and_writes_nothing(
+    engine: FakeEngine, tmp_path: Path
+) -> None:
+    trace, out = tmp_path / "bad.csv", tmp_path / "lab.html"
+    trace.write_text(TRACE.replace("b,60,600", "b,sixty,600"))
+    result = railplan("report", str(LAB), "-o", str(out), "--trace", str(trace))
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert f"{trace}:3" in result.stderr, result.stderr
+    assert not out.exists() and engine.calls == []
+    same = railplan("report", str(LAB), "-o", str(trace), "--trace", str(trace))
+    assert same.returncode == 2 and "same file as input" in same.stderr

@@ -13,7 +13,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from infra.catalog import load_catalog
+from infra.catalog import Catalog, load_catalog
 from infra.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -37,11 +37,17 @@ from infra.files import check_outputs
 from infra.lint import LintContext, lint_context
 from infra.lint.finding import Severity
 from infra.lint.formats import format_text
+from infra.progress import Progress
 from infra.render.diff import diff_json, diff_text, plan_diff
 from infra.render.report import report_html
 from infra.render.tree import render_tree
 from infra.render.writer import RenderConflict, recover_tree, write_tree
+from infra.simulate import Trace
+from infra.simulate.result import SimResult
+from infra.simulate.traces import read_trace
+from infra.spec import Spec
 from infra.topology import PlanError
+from infra.topology.model import Plan
 from infra.wording import plural
 
 
@@ -159,16 +165,25 @@ def report(
     output: Annotated[
         str, typer.Option("--output", "-o", metavar="FILE.html", help="Page to write.")
     ],
+    trace: Annotated[
+        str | None,
+        typer.Option(
+            "--trace",
+            metavar="FILE",
+            help="Job trace to replay on the plan (as `railplan simulate`): adds its section.",
+        ),
+    ] = None,
 ) -> None:
     """Write one self-contained HTML page: plan, racks, fabric, MIG, budgets, lint.
 
     The page is written whenever the spec can be planned, lint errors or not (they are in
     it, for review); the command then exits 1 if lint found errors (a missed budget or an
-    overfull rack among them), else 0. An unreadable or invalid spec exits 2 and a spec
-    that cannot be planned exits 1, both writing nothing. Same spec, same bytes.
+    overfull rack among them), else 0. An unreadable or invalid spec or trace exits 2 and a
+    spec that cannot be planned exits 1, both writing nothing. Same spec, same bytes.
     """
-    check_outputs({"--output": output}, inputs=[spec])
+    check_outputs({"--output": output}, inputs=[spec, *([trace] if trace else [])])
     loaded = _load_spec(spec)
+    jobs = read_trace(trace) if trace else None  # a bad row is exit 2 before any work
     catalog = load_catalog()
     with _progress_bar() as bar:
         step = bar.task("report")
@@ -178,7 +193,11 @@ def report(
         step("plan", 1, 3)
         planned = _lint_plan_or_fail(loaded, context)
         step("page", 2, 3)
-        page = report_html(loaded.spec, catalog, planned, findings, context.budgets)
+        simulation = None
+        if jobs is not None:
+            progress = bar.task(f"simulate {trace}")
+            simulation = _replay(loaded.spec, planned, catalog, jobs, progress)
+        page = report_html(loaded.spec, catalog, planned, findings, context.budgets, simulation)
         step("written", 3, 3)
     _write_output(output, page)
     errors = sum(f.severity is Severity.ERROR for f in findings)
@@ -187,3 +206,16 @@ def report(
         f"{len(planned.racks):,} racks)" + (f"; {plural(errors, 'lint error')}" if errors else "")
     )
     raise typer.Exit(EXIT_FAILED if errors else EXIT_OK)
+
+
+def _replay(
+    spec: Spec, plan: Plan, catalog: Catalog, trace: Trace, progress: Progress
+) -> SimResult:
+    """``trace`` replayed on ``plan`` for the report's simulation section.
+
+    Imported here: the engine (and its event loop) loads only when a report asks for it.
+    """
+    from infra.simulate.engine import simulate  # type: ignore[import-not-found,unused-ignore]
+
+    result: SimResult = simulate(spec, plan, catalog, trace, policy=None, progress=progress)
+    return result
