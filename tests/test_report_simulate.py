@@ -132,7 +132,7 @@ def test_the_summary_states_the_figures(section: str) -> None:
     assert _cells(section, "cluster") == ["10,000 GPUs over 7 d 0 h"]
     assert _cells(section, "fragmentation")[0].startswith("4.1%")
     assert _cells(section, "preemptions") == ["1,234 preemptions, 87 reclaims"]
-    assert _cells(section, "lost GPU-hours") == ["5,678.9 (63.0 to repartitions)"]
+    assert _cells(section, "lost GPU-hours") == ["5,678.9; repartitions: 63.0"]
     assert _cells(section, "energy")[0].startswith("1,234,567 kWh used; 45,678 kWh saved (3.6%")
     assert _cells(section, "by tenant") == [
         "prod-inference: 17.0%, research: 21.0%, training: 23.3%"

@@ -99,7 +99,7 @@ def _summary(result: SimResult) -> list[tuple[str, str]]:
         *_allocation(result),
         ("fragmentation", f"{_pct(result.fragmentation)} of GPUs free but unusable by the queue"),
         ("preemptions", f"{result.preemptions:,} preemptions, {result.reclaims:,} reclaims"),
-        ("lost GPU-hours", f"{_number(result.lost_gpu_hours)} ({_number(lost)} to repartitions)"),
+        ("lost GPU-hours", f"{_number(result.lost_gpu_hours)}; repartitions: {_number(lost)}"),
         ("repartitions", f"{len(result.repartitions):,}"),
         ("energy", _energy(result)),
         ("never ran", f"{len(result.never_ran):,} jobs"),

@@ -59,7 +59,7 @@ def clock(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class _Frame:
-    """A plot area of ``width`` × ``height`` with linear axes from (0, 0) to (x_high, y_high)."""
+    """A plot in an SVG of ``height``: linear axes from (0, 0) to (x_high, y_high)."""
 
     height: float
     x_high: float
