@@ -50,6 +50,7 @@ _KIND_ORDER = (
     "ServiceMonitor",
     "PrometheusRule",
     "CronJob",
+    "ScaledObject",  # last: KEDA's CRD, and its target Deployment is the tenant's own
 )
 
 
