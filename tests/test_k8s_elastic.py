@@ -26,6 +26,7 @@ from infra.k8s.elastic import (
 from infra.k8s.monitoring import exported_metrics
 from infra.k8s.tenants import tenants
 from infra.lint import lint_loaded
+from infra.render.k8s_manifests import k8s_files
 from infra.spec import Spec, load_spec_text
 from infra.topology import Plan, expand
 
@@ -216,11 +217,11 @@ def test_volcano_scheduler_conf_actions(
     assert "network-topology-aware" in plugins  # the plan has SUs
     # lint's RP076 fires exactly when the rendered conf evicts under HyperNode placement
     evicts = {"preempt", "reclaim"} & set(actions)
-    findings = {f.rule for f in lint_loaded(load_spec_text(_text(spec, preemption)), catalog)}
+    findings = {f.rule for f in lint_loaded(load_spec_text(_text(preemption)), catalog)}
     assert ("RP076" in findings) == bool(evicts)
 
 
-def _text(spec: Spec, preemption: str) -> str:
+def _text(preemption: str) -> str:
     return SPEC.format(site=SITE, batch="volcano", tenants=ELASTIC, preemption=preemption)
 
 
@@ -281,3 +282,10 @@ def test_the_builder_carries_the_elastic_objects(catalog: Catalog) -> None:
         ("ConfigMap", "volcano-scheduler-configmap")
     )
     assert manifest_problems(built.objects) == []
+
+
+def test_rendered_readme_names_keda_only_when_a_tenant_autoscales(catalog: Catalog) -> None:
+    spec, plan = build(catalog, "volcano", ELASTIC)
+    assert "KEDA" in k8s_files(build_kubernetes(spec, plan, catalog))["k8s/README.md"]
+    spec, plan = build(catalog, "volcano", PLAIN)
+    assert "KEDA" not in k8s_files(build_kubernetes(spec, plan, catalog))["k8s/README.md"]

@@ -112,6 +112,9 @@ PASSING = {
     "RP077": BASE + "fabrics:\n  compute: {switch: qm9700}\nscheduler:\n  batch: kueue\n"
     "  tenants:\n    - {name: serving, gpus: 8,\n"
     "       autoscale: {deployment: llm, group: gpu, max_replicas: 4}}\n",
+    "RP079": BASE + "fabrics:\n  compute: {switch: qm9700}\nscheduler:\n  batch: kueue\n"
+    "  tenants:\n    - {name: serving, gpus: 8,\n"
+    "       autoscale: {deployment: llm, group: gpu, min_replicas: 1, max_replicas: 4}}\n",
     # the other tenant lends one GPU: enough to borrow
     "RP078": BASE + "fabrics:\n  compute: {switch: qm9700}\nscheduler:\n  batch: kueue\n"
     "  tenants:\n    - {name: research, gpus: 24, borrowing_limit: 8}\n"

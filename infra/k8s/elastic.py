@@ -43,9 +43,9 @@ KEDA_API = "keda.sh/v1alpha1"
 MONITORING_NAMESPACE = "monitoring"
 # KEDA's Prometheus scaler queries this address. railplan renders only the ServiceMonitor and
 # PrometheusRule; the Prometheus itself is the operator's, in MONITORING_NAMESPACE, and the
-# Prometheus operator creates the governing Service `prometheus-operated` (port 9090, `web`)
-# for every Prometheus it runs, whatever the release is called (prometheus-operator
-# docs, "Prometheus" design: the operator-managed governing service).
+# Prometheus operator gives every Prometheus it runs the governing Service
+# `prometheus-operated` (port 9090, `web`) whatever the release is called
+# (prometheus-operator pkg/prometheus: governingServiceName = "prometheus-operated").
 PROMETHEUS_ADDRESS = f"http://prometheus-operated.{MONITORING_NAMESPACE}.svc:9090"
 VOLCANO_NAMESPACE = "volcano-system"
 # The scheduler reads this ConfigMap's `volcano-scheduler.conf` (volcano-sh/volcano

@@ -276,3 +276,29 @@ def borrowing_without_lender(ctx: LintContext) -> Iterator[Violation]:
                 ),
                 "let another tenant lend, or set borrowing_limit: 0",
             )
+
+
+@rule(
+    "RP079",
+    "autoscale-from-zero-on-gpu-load",
+    Severity.WARNING,
+    "A tenant autoscales on GPU load with min_replicas: 0.",
+)
+def autoscale_from_zero_on_gpu_load(ctx: LintContext) -> Iterator[Violation]:
+    """A Deployment scaled on GPU load cannot scale up from zero replicas.
+
+    Why: the KEDA ScaledObject's trigger reads the GPU activity of the Deployment's own pods
+    (`DCGM_FI_PROF_GR_ENGINE_ACTIVE` or `DCGM_FI_DEV_GPU_UTIL`). At zero replicas there
+    are no pods and no series: KEDA's Prometheus scaler reads the empty result as 0, the
+    trigger is never active, and the Deployment stays at zero whatever the demand.
+    Fix: set `min_replicas` to 1 or more, or scale from zero on a request signal (a queue
+    length, requests per second) with a ScaledObject of your own.
+    """
+    for k, tenant in enumerate(ctx.loaded.spec.scheduler.tenants):
+        if tenant.autoscale is not None and tenant.autoscale.min_replicas == 0:
+            yield Violation(
+                f"scheduler.tenants[{k}].autoscale.min_replicas",
+                f"tenant {tenant.name!r} scales {tenant.autoscale.deployment!r} on GPU load "
+                "from 0 replicas: with no pods there is no load, so it never scales up",
+                "set min_replicas: 1",
+            )
