@@ -30,9 +30,11 @@ __all__ = [
     "elastic_objects",
     "gpu_load_query",
     "kueue_preemption",
+    "kueue_resource",
     "quota_ceiling",
     "scaled_objects",
     "volcano_actions",
+    "volcano_queue_body",
     "volcano_scheduler_conf",
 ]
 
@@ -74,8 +76,8 @@ def quota_ceiling(tenant: Tenant, cluster_gpus: int) -> int:
     """The most GPUs a tenant may hold at once: its quota plus what it may borrow.
 
     Unlimited borrowing is capped by the cluster's GPUs (no tenant can hold more). The
-    namespace's ResourceQuota and Volcano's capability use it, so a workload Kueue or
-    Volcano admits on borrowed GPUs is not then refused by the ResourceQuota.
+    namespace's ResourceQuota uses it (and Volcano's capability, when the limit is stated),
+    so a workload Kueue or Volcano admits on borrowed GPUs is not then refused at creation.
     """
     if tenant.borrowing_limit is None:
         return max(tenant.gpus, cluster_gpus)
