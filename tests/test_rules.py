@@ -104,6 +104,21 @@ PASSING = {
     "RP071": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",
     "RP072": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",
     "RP073": BASE + "scheduler: {batch: volcano}\nfabrics:\n  compute: {switch: qm9700}\n",
+    # Volcano with HyperNodes and tenants, neither preempt nor reclaim rendered
+    "RP076": BASE + "fabrics:\n  compute: {switch: qm9700}\nscheduler:\n  batch: volcano\n"
+    "  preemption: {reclaim: never, within_tenant: never}\n  tenants:\n"
+    "    - {name: research, gpus: 24, priority: high, borrowing_limit: 8}\n"
+    "    - {name: serving, gpus: 8}\n",
+    "RP077": BASE + "fabrics:\n  compute: {switch: qm9700}\nscheduler:\n  batch: kueue\n"
+    "  tenants:\n    - {name: serving, gpus: 8,\n"
+    "       autoscale: {deployment: llm, group: gpu, max_replicas: 4}}\n",
+    "RP079": BASE + "fabrics:\n  compute: {switch: qm9700}\nscheduler:\n  batch: kueue\n"
+    "  tenants:\n    - {name: serving, gpus: 8,\n"
+    "       autoscale: {deployment: llm, group: gpu, min_replicas: 1, max_replicas: 4}}\n",
+    # the other tenant lends one GPU: enough to borrow
+    "RP078": BASE + "fabrics:\n  compute: {switch: qm9700}\nscheduler:\n  batch: kueue\n"
+    "  tenants:\n    - {name: research, gpus: 24, borrowing_limit: 8}\n"
+    "    - {name: serving, gpus: 8, lending_limit: 1}\n",
     "RP056": BASE + "fabrics:\n  compute: {switch: qm9700}\n",
     "RP057": BASE + "fabrics:\n  compute: {switch: qm9700, subnet_manager: ufm}\n",
     "RP058": BASE + "fabrics:\n  compute: {switch: qm9700, max_sus: 3}\n",

@@ -3,7 +3,8 @@
 One `ServiceSet` per concern, in the order they must be applied: the GPU stack (the GPU
 Operator, the mig-parted and DCGM counters ConfigMaps, the RDMA shared device plugin),
 checkpoint storage, the batch scheduler's view of the fabric (Volcano HyperNodes or
-a Kueue Topology and flavors), tenants, monitoring (it selects the GPU Operator's exporter),
+a Kueue Topology and flavors), tenants (with the volcano-scheduler configuration and the
+KEDA ScaledObjects of autoscaled tenants, `infra.k8s.elastic`), monitoring (it selects the GPU Operator's exporter),
 and the MIG schedule (CronJobs and their least-privilege RBAC). A set that has nothing to do
 for the spec is left out. Only a Kubernetes spec has any: a Slurm spec is refused.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from infra.catalog import Catalog
 from infra.errors import RailplanError
+from infra.k8s.elastic import elastic_objects
 from infra.k8s.gpu import gpu_stack
 from infra.k8s.mig_schedule import mig_schedule
 from infra.k8s.monitoring import checkpoint_storage, monitoring
@@ -58,7 +60,7 @@ def build_kubernetes(spec: Spec, plan: Plan, catalog: Catalog) -> KubernetesObje
         ServiceSet("topology", objects=_unique(scheduler_topology(spec, plan, catalog), seen)),
         ServiceSet(
             "tenants",
-            objects=_unique(tenants(spec, plan, catalog), seen),
+            objects=_unique([*tenants(spec, plan, catalog), *elastic_objects(spec, plan)], seen),
             examples=tuple(podgroup_examples(spec, plan, catalog)),
         ),
         ServiceSet("monitoring", objects=_unique(monitoring(spec, plan, catalog), seen)),

@@ -21,6 +21,15 @@ import re
 from typing import Any
 
 from infra.catalog import Catalog
+from infra.k8s.elastic import (
+    MONITORING_NAMESPACE,
+    borrowing,
+    cohort_name,
+    kueue_preemption,
+    kueue_resource,
+    quota_ceiling,
+    volcano_queue_body,
+)
 from infra.k8s.objects import LABEL_PREFIX, KubeObject, kube_object
 from infra.k8s.topology import KUEUE_API, flavor_name
 from infra.spec import Spec
@@ -41,9 +50,6 @@ __all__ = [
 
 GPU_RESOURCE = "nvidia.com/gpu"
 VOLCANO_API = "scheduling.volcano.sh/v1beta1"
-# Where the Prometheus that scrapes tenant pods (dcgm-exporter, training metrics) runs; the
-# monitoring stack's release must use this namespace or scrapes are dropped by the policy.
-MONITORING_NAMESPACE = "monitoring"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 TENANT_LABEL = f"{LABEL_PREFIX}/tenant"
 # Steps of ten, so an operator can slot a class in between; the highest is 500x below
@@ -67,13 +73,19 @@ def tenants(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
         return []
     objects = priority_classes(spec)
     objects += [_namespace(spec, t) for t in listed]
+    gpus = cluster_gpus(spec, catalog)
     for tenant in listed:
-        objects += [_resource_quota(spec, tenant), *network_policies(spec, tenant)]
+        objects += [_resource_quota(spec, tenant, gpus), *network_policies(spec, tenant)]
     if spec.scheduler.batch == "volcano":
-        objects += volcano_queues(spec)
+        objects += volcano_queues(spec, gpus)
     elif spec.scheduler.batch == "kueue":
         objects += kueue_queues(spec, plan, catalog)
     return objects
+
+
+def cluster_gpus(spec: Spec, catalog: Catalog) -> int:
+    """GPUs in every node group (unlimited borrowing is capped at these)."""
+    return sum(catalog.nodes[g.node].gpus * g.count for g in spec.node_groups)
 
 
 def _used_priorities(spec: Spec) -> list[str]:
@@ -112,10 +124,12 @@ def _namespace(spec: Spec, tenant: Tenant) -> KubeObject:
     return kube_object("v1", "Namespace", tenant.name, spec, labels=_tenant_labels(tenant))
 
 
-def _resource_quota(spec: Spec, tenant: Tenant) -> KubeObject:
-    # Extended resources take only `requests.` quotas (they cannot be overcommitted).
-    hard = {f"requests.{GPU_RESOURCE}": str(tenant.gpus)}
-    hard.update({f"requests.{r}": str(n) for r, n in mig_quota(spec, tenant.gpus).items()})
+def _resource_quota(spec: Spec, tenant: Tenant, cluster: int) -> KubeObject:
+    # Extended resources take only `requests.` quotas (they cannot be overcommitted). A
+    # tenant that borrows may hold its quota plus what it borrows (`quota_ceiling`).
+    ceiling = quota_ceiling(tenant, cluster)
+    hard = {f"requests.{GPU_RESOURCE}": str(ceiling)}
+    hard.update({f"requests.{r}": str(n) for r, n in mig_quota(spec, ceiling).items()})
     return kube_object(
         "v1",
         "ResourceQuota",
@@ -197,11 +211,15 @@ def _dns_egress() -> dict[str, Any]:
 # --- Volcano -----------------------------------------------------------------------------------
 
 
-def volcano_queues(spec: Spec) -> list[KubeObject]:
-    """A Queue per tenant, capped at its GPUs, weighted by its GPUs."""
+def volcano_queues(spec: Spec, cluster: int) -> list[KubeObject]:
+    """A Queue per tenant, weighted by its GPUs; its quota fields in `volcano_queue_body`."""
     listed = spec.scheduler.tenants
     largest = max(t.gpus for t in listed)
-    return [_volcano_queue(spec, t, _weight(t.gpus, largest)) for t in listed]
+    cohort = borrowing(spec)
+    return [
+        _volcano_queue(spec, t, volcano_queue_body(t, _weight(t.gpus, largest), cohort, cluster))
+        for t in listed
+    ]
 
 
 def _weight(gpus: int, largest: int) -> int:
@@ -212,11 +230,10 @@ def _weight(gpus: int, largest: int) -> int:
     return max(1, round(gpus * _VOLCANO_WEIGHT_MAX / largest))
 
 
-def _volcano_queue(spec: Spec, tenant: Tenant, weight: int) -> KubeObject:
+def _volcano_queue(spec: Spec, tenant: Tenant, body: dict[str, Any]) -> KubeObject:
     # capability is a hard cap (the ResourceQuota again, seen by the scheduler, so a gang
     # over quota waits in the queue instead of failing pod creation); reclaimable lets
     # other queues take back what this one borrowed beyond its deserved share.
-    body = {"weight": weight, "reclaimable": True, "capability": {GPU_RESOURCE: str(tenant.gpus)}}
     return kube_object(
         VOLCANO_API, "Queue", tenant.name, spec, labels=_tenant_labels(tenant), spec=body
     )
@@ -293,8 +310,7 @@ def kueue_queues(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
     ]
     capacity = [catalog.nodes[g.node].gpus * g.count for g in spec.node_groups]
     for tenant in spec.scheduler.tenants:
-        quotas = split_quota(tenant.gpus, capacity)
-        objects.append(_cluster_queue(spec, tenant, quotas))
+        objects.append(_cluster_queue(spec, tenant, _flavor_resources(spec, tenant, capacity)))
     objects += [_local_queue(spec, t) for t in spec.scheduler.tenants]
     return objects
 
@@ -316,27 +332,45 @@ def split_quota(total: int, capacities: list[int]) -> list[int]:
     return parts
 
 
-def _cluster_queue(spec: Spec, tenant: Tenant, quotas: list[int]) -> KubeObject:
-    # Kueue quota is per flavor and, without a cohort, hard-isolated: the nominal quotas
-    # add up to exactly the tenant's GPUs, so Kueue never admits a workload whose pods the
-    # namespace's ResourceQuota would then reject. Splitting by each group's share of the
-    # cluster keeps every flavor usable; the price is that one job can use at most its
-    # flavor's share (a cohort with borrowing would lift that, but then admission could
-    # exceed the ResourceQuota). Kueue admits only workloads whose every requested resource
-    # is covered, so its configuration must exclude cpu/memory (resources.
-    # excludeResourcePrefixes) or pods asking for them stay pending.
-    flavors = [
-        {
-            "name": flavor_name(spec, g.name),
-            "resources": [{"name": GPU_RESOURCE, "nominalQuota": str(q)}],
-        }
-        for g, q in zip(spec.node_groups, quotas, strict=True)
+def _flavor_resources(spec: Spec, tenant: Tenant, capacity: list[int]) -> list[dict[str, Any]]:
+    """Each flavor's GPU quota: nominal, and in a cohort the borrowing and lending limits.
+
+    Each limit is split over the flavors like the quota (`split_quota`), so the tenant's
+    flavors add up to exactly its quota, borrowing and lending limits; None stays None.
+    """
+    cohort = borrowing(spec)
+    nominal = split_quota(tenant.gpus, capacity)
+    limits = [tenant.borrowing_limit, tenant.lending_limit]
+    borrow, lend = (
+        [None] * len(capacity) if limit is None else split_quota(limit, capacity)
+        for limit in limits
+    )
+    return [
+        kueue_resource(n, b, lent, cohort) for n, b, lent in zip(nominal, borrow, lend, strict=True)
     ]
-    body = {
-        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: tenant.name}},
-        "resourceGroups": [{"coveredResources": [GPU_RESOURCE], "flavors": flavors}],
-        "preemption": {"withinClusterQueue": "LowerPriority"},
-    }
+
+
+def _cluster_queue(spec: Spec, tenant: Tenant, resources: list[dict[str, Any]]) -> KubeObject:
+    # Kueue quota is per flavor, split by each group's share of the cluster so every flavor
+    # is usable. Without a cohort it is hard-isolated: the nominal quotas add up to exactly
+    # the tenant's GPUs, so Kueue never admits a workload whose pods the namespace's
+    # ResourceQuota would then reject, and one job can use at most its flavor's share. When
+    # some tenant borrows, every ClusterQueue joins the cluster's cohort: idle nominal quota
+    # (up to each lender's lendingLimit) is lent within the cohort, up to each borrower's
+    # borrowingLimit, and the ResourceQuota is raised to quota + borrowing limit
+    # (`quota_ceiling`) so admitted pods are not refused. Kueue admits only workloads whose
+    # every requested resource is covered, so its configuration must exclude cpu/memory
+    # (resources.excludeResourcePrefixes) or pods asking for them stay pending.
+    flavors = [
+        {"name": flavor_name(spec, g.name), "resources": [resource]}
+        for g, resource in zip(spec.node_groups, resources, strict=True)
+    ]
+    body: dict[str, Any] = {}
+    if borrowing(spec):
+        body["cohortName"] = cohort_name(spec)
+    body["namespaceSelector"] = {"matchLabels": {NAMESPACE_NAME_LABEL: tenant.name}}
+    body["resourceGroups"] = [{"coveredResources": [GPU_RESOURCE], "flavors": flavors}]
+    body["preemption"] = kueue_preemption(spec)
     return kube_object(
         KUEUE_API, "ClusterQueue", tenant.name, spec, labels=_tenant_labels(tenant), spec=body
     )

@@ -50,6 +50,7 @@ _KIND_ORDER = (
     "ServiceMonitor",
     "PrometheusRule",
     "CronJob",
+    "ScaledObject",  # last: KEDA's CRD, and its target Deployment is the tenant's own
 )
 
 
@@ -150,7 +151,7 @@ GitOps repository or `kubectl`. Sets: {sets}.
 Apply in this order (on a fresh cluster each step needs the one before):
 1. Prerequisites railplan does not install: the batch scheduler the spec names (Volcano with
    HyperNode support, or Kueue serving kueue.x-k8s.io/v1beta2) and the Prometheus operator
-   CRDs (ServiceMonitor, PrometheusRule).
+   CRDs (ServiceMonitor, PrometheusRule){_keda(k8s)}.
 2. The namespaces: `kubectl apply -f {_file_name("Namespace")}`.
 {_helm_steps(k8s)}
 4. `kubectl apply -f .` here: file names are numbered so namespaces, priority classes and
@@ -159,6 +160,13 @@ Apply in this order (on a fresh cluster each step needs the one before):
 `examples/` holds job templates (gang-scheduled PodGroups) to copy; they are not applied.
 Secrets (an NGC API key) are not here: Pulumi takes them as config secrets.
 """
+
+
+def _keda(k8s: KubernetesObjects) -> str:
+    """The README's KEDA prerequisite, when some tenant autoscales (ScaledObjects)."""
+    if not any(o["kind"] == "ScaledObject" for o in k8s.objects):
+        return ""
+    return ",\n   and KEDA (its ScaledObjects scale the autoscaled tenants' Deployments)"
 
 
 def _helm_steps(k8s: KubernetesObjects) -> str:

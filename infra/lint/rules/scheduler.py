@@ -1,4 +1,4 @@
-"""Rules about the workload scheduler: tenants' GPU quotas and the batch scheduler."""
+"""Rules about the workload scheduler: tenants' quotas, borrowing, autoscaling, batch scheduler."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from infra.lint.context import LintContext
 from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
+from infra.spec.scheduling import Tenant
 from infra.wording import plural
 
 
@@ -150,3 +151,154 @@ def batch_without_compute_fabric(ctx: LintContext) -> Iterator[Violation]:
             "no SUs, so topology-aware placement has nothing to work with",
             "declare fabrics.compute, or set scheduler.batch: none",
         )
+
+
+def _volcano_evicts(ctx: LintContext) -> list[str]:
+    """The rendered volcano-scheduler actions that evict running pods (`preempt`, `reclaim`).
+
+    The same choice as `infra.k8s.elastic.volcano_actions` (lint may not import the
+    renderer): preempt works within a queue, so it follows `within_tenant`; reclaim follows
+    `reclaim` (tests/test_k8s_elastic.py checks both agree).
+    """
+    preemption = ctx.loaded.spec.scheduler.preemption
+    actions = []
+    if preemption.within_tenant != "never":
+        actions.append("preempt")
+    if preemption.reclaim != "never":
+        actions.append("reclaim")
+    return actions
+
+
+@rule(
+    "RP076",
+    "volcano-topology-with-preemption",
+    Severity.WARNING,
+    "Volcano network-topology-aware scheduling is combined with preempt or reclaim.",
+)
+def volcano_topology_with_preemption(ctx: LintContext) -> Iterator[Violation]:
+    """Volcano's preempt and reclaim actions do not respect HyperNode placement.
+
+    railplan renders HyperNodes and enables the `network-topology-aware` plugin when the
+    plan has SUs; with tenants it also renders the volcano-scheduler configuration, whose
+    actions include `preempt` unless `scheduler.preemption.within_tenant` is `never` and
+    `reclaim` unless `scheduler.preemption.reclaim` is `never`.
+
+    Why: Volcano's network-topology-aware scheduling does not support preemption or
+    reclaim: neither considers which HyperNode a node belongs to, so after evictions a
+    job's pods can land in different HyperNodes, across spines (volcano-sh/volcano#4374,
+    open; a maintainer in #4533: "we currently don't support network topology aware
+    preemption"); the preempt action skips jobs with a network topology altogether, so
+    such jobs wait instead of preempting. A warning: preemption still works for jobs
+    without a topology constraint.
+    Fix: set `scheduler.preemption: {reclaim: never, within_tenant: never}` (tenants then
+    borrow only idle quota that comes back when the borrower's jobs end), or use Kueue,
+    whose preemption and topology-aware scheduling work together.
+    """
+    spec = ctx.loaded.spec
+    scheduler = spec.scheduler
+    if scheduler.batch != "volcano" or not scheduler.tenants:
+        return
+    plan = ctx.plan
+    evicting = _volcano_evicts(ctx)
+    if plan is None or not plan.sus or not evicting:
+        return
+    yield Violation(
+        "scheduler.batch",
+        f"Volcano places jobs by HyperNode (the plan has {plural(len(plan.sus), 'SU')}) but "
+        f"its {' and '.join(evicting)} action{'s' if len(evicting) > 1 else ''} ignore"
+        f"{'' if len(evicting) > 1 else 's'} HyperNodes: evictions can split a job across "
+        "SUs (volcano-sh/volcano#4374)",
+        "set scheduler.preemption: {reclaim: never, within_tenant: never}, or batch: kueue",
+    )
+
+
+@rule(
+    "RP077",
+    "autoscale-unknown-group",
+    Severity.ERROR,
+    "A tenant's autoscale.group names no node group.",
+)
+def autoscale_unknown_group(ctx: LintContext) -> Iterator[Violation]:
+    """`scheduler.tenants[].autoscale.group` must name a node group of the spec.
+
+    Why: the group decides the metric the tenant's KEDA ScaledObject scales on
+    (`DCGM_FI_PROF_GR_ENGINE_ACTIVE` on MIG groups, `DCGM_FI_DEV_GPU_UTIL` on whole GPUs);
+    with no such group no ScaledObject is rendered and the Deployment never scales.
+    Fix: set `group` to the node group the tenant's pods run on.
+    """
+    groups = [g.name for g in ctx.loaded.spec.node_groups]
+    for k, tenant in enumerate(ctx.loaded.spec.scheduler.tenants):
+        if tenant.autoscale is not None and tenant.autoscale.group not in groups:
+            yield Violation(
+                f"scheduler.tenants[{k}].autoscale.group",
+                f"tenant {tenant.name!r} autoscales on node group "
+                f"{tenant.autoscale.group!r}, which the spec does not have",
+                f"use one of: {', '.join(groups)}",
+            )
+
+
+def _lendable(tenant: Tenant) -> int:
+    return tenant.gpus if tenant.lending_limit is None else tenant.lending_limit
+
+
+@rule(
+    "RP078",
+    "borrowing-without-lender",
+    Severity.WARNING,
+    "A tenant may borrow, but no other tenant lends any GPUs.",
+)
+def borrowing_without_lender(ctx: LintContext) -> Iterator[Violation]:
+    """A borrowing tenant needs another tenant whose quota it can borrow.
+
+    A tenant borrows when its `borrowing_limit` is not 0; the others lend their `gpus`, or
+    their `lending_limit` when stated.
+
+    Why: borrowing uses other tenants' idle quota only (a Kueue cohort, Volcano's capacity
+    plugin). With no other tenant, or every other one lending 0, there is nothing to
+    borrow: the setting only raises the namespace's ResourceQuota and puts the queues in
+    a cohort, and the tenant never gets more than its own `gpus`.
+    Fix: let another tenant lend (`lending_limit` above 0, or unset for all), or set the
+    tenant's `borrowing_limit: 0`.
+    """
+    listed = ctx.loaded.spec.scheduler.tenants
+    for k, tenant in enumerate(listed):
+        if not tenant.borrows:
+            continue
+        lent = sum(_lendable(t) for t in listed if t is not tenant)
+        if lent == 0:
+            yield Violation(
+                f"scheduler.tenants[{k}].borrowing_limit",
+                f"tenant {tenant.name!r} may borrow GPUs, but "
+                + (
+                    "it is the only tenant"
+                    if len(listed) == 1
+                    else "every other tenant has lending_limit: 0"
+                ),
+                "let another tenant lend, or set borrowing_limit: 0",
+            )
+
+
+@rule(
+    "RP079",
+    "autoscale-from-zero-on-gpu-load",
+    Severity.WARNING,
+    "A tenant autoscales on GPU load with min_replicas: 0.",
+)
+def autoscale_from_zero_on_gpu_load(ctx: LintContext) -> Iterator[Violation]:
+    """A Deployment scaled on GPU load cannot scale up from zero replicas.
+
+    Why: the KEDA ScaledObject's trigger reads the GPU activity of the Deployment's own pods
+    (`DCGM_FI_PROF_GR_ENGINE_ACTIVE` or `DCGM_FI_DEV_GPU_UTIL`). At zero replicas there
+    are no pods and no series: KEDA's Prometheus scaler reads the empty result as 0, the
+    trigger is never active, and the Deployment stays at zero whatever the demand.
+    Fix: set `min_replicas` to 1 or more, or scale from zero on a request signal (a queue
+    length, requests per second) with a ScaledObject of your own.
+    """
+    for k, tenant in enumerate(ctx.loaded.spec.scheduler.tenants):
+        if tenant.autoscale is not None and tenant.autoscale.min_replicas == 0:
+            yield Violation(
+                f"scheduler.tenants[{k}].autoscale.min_replicas",
+                f"tenant {tenant.name!r} scales {tenant.autoscale.deployment!r} on GPU load "
+                "from 0 replicas: with no pods there is no load, so it never scales up",
+                "set min_replicas: 1",
+            )

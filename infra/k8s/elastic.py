@@ -1,0 +1,295 @@
+"""Elasticity of tenants: borrowing idle quota, reclaiming it, and autoscaling on GPU load.
+
+What `scheduler.tenants[].borrowing_limit`/`lending_limit`/`autoscale` and
+`scheduler.preemption` turn into: the Kueue cohort, per-flavor limits and preemption policy
+(used by `infra.k8s.tenants`), the Volcano Queue fields and the volcano-scheduler
+configuration (its actions and plugins), and a KEDA ``ScaledObject`` per autoscaled tenant
+whose Prometheus query reads a MIG-safe DCGM metric. With no tenant borrowing, nothing here
+changes the tenants' objects: no cohort, Queues and ClusterQueues exactly as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from infra.k8s.objects import LABEL_PREFIX, KubeObject, kube_object
+from infra.spec import Spec
+from infra.spec.scheduling import Tenant, TenantAutoscale
+from infra.topology import Plan
+
+__all__ = [
+    "KEDA_API",
+    "MONITORING_NAMESPACE",
+    "PROMETHEUS_ADDRESS",
+    "VOLCANO_NAMESPACE",
+    "VOLCANO_SCHEDULER_CONFIGMAP",
+    "borrowing",
+    "cohort_name",
+    "elastic_objects",
+    "gpu_load_query",
+    "kueue_preemption",
+    "kueue_resource",
+    "quota_ceiling",
+    "scaled_objects",
+    "volcano_actions",
+    "volcano_queue_body",
+    "volcano_scheduler_conf",
+]
+
+GPU_RESOURCE = "nvidia.com/gpu"
+KEDA_API = "keda.sh/v1alpha1"
+# Where the Prometheus that scrapes tenant pods (dcgm-exporter, training metrics) runs; the
+# monitoring stack's release must use this namespace or scrapes are dropped by the policy.
+MONITORING_NAMESPACE = "monitoring"
+# KEDA's Prometheus scaler queries this address. railplan renders only the ServiceMonitor and
+# PrometheusRule; the Prometheus itself is the operator's, in MONITORING_NAMESPACE, and the
+# Prometheus operator gives every Prometheus it runs the governing Service
+# `prometheus-operated` (port 9090, `web`) whatever the release is called
+# (prometheus-operator pkg/prometheus: governingServiceName = "prometheus-operated").
+PROMETHEUS_ADDRESS = f"http://prometheus-operated.{MONITORING_NAMESPACE}.svc:9090"
+VOLCANO_NAMESPACE = "volcano-system"
+# The scheduler reads this ConfigMap's `volcano-scheduler.conf` (volcano-sh/volcano
+# docs/user-guide/how_to_configure_scheduler.md; the capacity plugin guide edits the same).
+VOLCANO_SCHEDULER_CONFIGMAP = "volcano-scheduler-configmap"
+TENANT_LABEL = f"{LABEL_PREFIX}/tenant"
+# Kueue's reclaimWithinCohort / withinClusterQueue values of the spec's preemption settings.
+_KUEUE_POLICY = {"any": "Any", "lower_priority": "LowerPriority", "never": "Never"}
+# KEDA polls every 30 s by default; an inference tenant should not flap on one busy scrape,
+# so scale-in waits 5 minutes (KEDA's default cooldownPeriod) after the last active trigger.
+_POLLING_S = 30
+_COOLDOWN_S = 300
+
+
+def borrowing(spec: Spec) -> bool:
+    """Whether some tenant may borrow: then every tenant's queue shares one cohort."""
+    return any(t.borrows for t in spec.scheduler.tenants)
+
+
+def cohort_name(spec: Spec) -> str:
+    """The Kueue cohort of a cluster's ClusterQueues: the cluster's name."""
+    return spec.name
+
+
+def quota_ceiling(tenant: Tenant, cluster_gpus: int) -> int:
+    """The most GPUs a tenant may hold at once: its quota plus what it may borrow.
+
+    Unlimited borrowing is capped by the cluster's GPUs (no tenant can hold more). The
+    namespace's ResourceQuota uses it (and Volcano's capability, when the limit is stated),
+    so a workload Kueue or Volcano admits on borrowed GPUs is not then refused at creation.
+    """
+    if tenant.borrowing_limit is None:
+        return max(tenant.gpus, cluster_gpus)
+    return tenant.gpus + tenant.borrowing_limit
+
+
+# --- Kueue -------------------------------------------------------------------------------------
+
+
+def kueue_preemption(spec: Spec) -> dict[str, Any]:
+    """ClusterQueue `preemption` from `scheduler.preemption`.
+
+    ``reclaimWithinCohort`` only with a cohort (there is nothing to reclaim without one).
+    ``borrowWithinCohort`` stays Kueue's default (Never): a workload that borrows never
+    preempts another tenant's running workload to do it, only idle quota is lent.
+    """
+    preemption = spec.scheduler.preemption
+    body: dict[str, Any] = {}
+    if borrowing(spec):
+        body["reclaimWithinCohort"] = _KUEUE_POLICY[preemption.reclaim]
+    body["withinClusterQueue"] = _KUEUE_POLICY[preemption.within_tenant]
+    return body
+
+
+def kueue_resource(
+    nominal: int, borrow: int | None, lend: int | None, cohort: bool
+) -> dict[str, Any]:
+    """One flavor's `nvidia.com/gpu` quota; limits only in a cohort (None: no limit)."""
+    resource: dict[str, Any] = {"name": GPU_RESOURCE, "nominalQuota": str(nominal)}
+    if cohort:
+        if borrow is not None:
+            resource["borrowingLimit"] = str(borrow)
+        if lend is not None:
+            resource["lendingLimit"] = str(min(lend, nominal))  # Kueue: never above nominal
+    return resource
+
+
+# --- Volcano -----------------------------------------------------------------------------------
+
+
+def volcano_queue_body(
+    tenant: Tenant, weight: int, cohort: bool, cluster_gpus: int
+) -> dict[str, Any]:
+    """A tenant's Queue spec.
+
+    Without borrowing anywhere: capped at its GPUs, reclaimable (as always). With borrowing
+    (the capacity plugin): ``deserved`` is its quota, ``guarantee`` the part it never lends
+    (quota minus ``lending_limit``), ``capability`` quota plus ``borrowing_limit`` (no cap
+    when unlimited), and ``reclaimable`` only for a tenant that borrows: only GPUs beyond
+    a queue's deserved share are ever reclaimed, and a tenant that never borrows has none.
+    """
+    if not cohort:
+        return {
+            "weight": weight,
+            "reclaimable": True,
+            "capability": {GPU_RESOURCE: str(tenant.gpus)},
+        }
+    body: dict[str, Any] = {"weight": weight, "reclaimable": tenant.borrows}
+    body["deserved"] = {GPU_RESOURCE: str(tenant.gpus)}
+    if tenant.lending_limit is not None and tenant.gpus - tenant.lending_limit > 0:
+        body["guarantee"] = {"resource": {GPU_RESOURCE: str(tenant.gpus - tenant.lending_limit)}}
+    if tenant.borrowing_limit is not None:
+        body["capability"] = {GPU_RESOURCE: str(quota_ceiling(tenant, cluster_gpus))}
+    return body
+
+
+def volcano_actions(spec: Spec) -> list[str]:
+    """The scheduler's actions, in Volcano's order.
+
+    ``preempt`` evicts lower-priority jobs *of the same queue* (volcano-sh/volcano
+    pkg/scheduler/actions/preempt: "Preemption between Jobs within Queue"), so it follows
+    ``within_tenant``; ``reclaim`` takes back GPUs other queues borrowed beyond their
+    deserved share (docs/user-guide/how_to_use_capacity_plugin.md), so it follows
+    ``reclaim``. Volcano's reclaim does not order victims by priority: ``lower_priority``
+    reclaims like ``any``.
+    """
+    preemption = spec.scheduler.preemption
+    actions = ["enqueue", "allocate"]
+    if preemption.within_tenant != "never":
+        actions.append("preempt")
+    if preemption.reclaim != "never":
+        actions.append("reclaim")
+    return [*actions, "backfill"]
+
+
+def volcano_scheduler_conf(spec: Spec, plan: Plan) -> dict[str, Any]:
+    """`volcano-scheduler.conf` as data: actions and two tiers of plugins.
+
+    The tiers are Volcano's default configuration (installer chart: priority, gang,
+    conformance; drf, predicates, proportion, nodeorder, binpack) with ``capacity`` in
+    place of ``proportion`` when tenants borrow (the two conflict; capacity reads each
+    Queue's ``deserved``), and ``network-topology-aware`` when the plan has SUs, so the
+    HyperNodes railplan renders are used (docs/user-guide/
+    how_to_use_network_topology_aware_scheduling.md; binpack across HyperNodes on GPUs).
+    """
+    queue_plugin = "capacity" if borrowing(spec) else "proportion"
+    second: list[dict[str, Any]] = [
+        {"name": "drf"},
+        {"name": "predicates"},
+        {"name": queue_plugin},
+        {"name": "nodeorder"},
+        {"name": "binpack"},
+    ]
+    if plan.sus:
+        second.append(
+            {
+                "name": "network-topology-aware",
+                "arguments": {
+                    "weight": 10,
+                    "hypernode.binpack.resources": GPU_RESOURCE,
+                    f"hypernode.binpack.resources.{GPU_RESOURCE}": 10,
+                },
+            }
+        )
+    first = [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]
+    return {
+        "actions": ", ".join(volcano_actions(spec)),
+        "tiers": [{"plugins": first}, {"plugins": second}],
+    }
+
+
+def _volcano_configmap(spec: Spec, plan: Plan) -> list[KubeObject]:
+    conf = yaml.safe_dump(volcano_scheduler_conf(spec, plan), sort_keys=False)
+    # Volcano's chart creates this ConfigMap; ours replaces its data. Under Pulumi (server-
+    # side apply) the chart's field manager owns `data`: patchForce takes it over.
+    return [
+        kube_object("v1", "Namespace", VOLCANO_NAMESPACE, spec),
+        kube_object(
+            "v1",
+            "ConfigMap",
+            VOLCANO_SCHEDULER_CONFIGMAP,
+            spec,
+            namespace=VOLCANO_NAMESPACE,
+            annotations={"pulumi.com/patchForce": "true"},
+            data={"volcano-scheduler.conf": conf},
+        ),
+    ]
+
+
+# --- KEDA --------------------------------------------------------------------------------------
+
+
+def gpu_load_query(tenant: Tenant, autoscale: TenantAutoscale, mig: bool) -> tuple[str, str]:
+    """(PromQL, threshold) of a tenant's mean GPU load, MIG-safe.
+
+    dcgm-exporter reports no ``DCGM_FI_DEV_GPU_UTIL`` for MIG instances (NVIDIA/
+    dcgm-exporter#50, #430); ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (graphics-engine activity, a
+    0-1 ratio) is measured per instance and for whole GPUs alike, so a group that is
+    MIG-split at any time (day/night schedules too) scales on it, threshold target/100.
+    Whole-GPU groups scale on ``DCGM_FI_DEV_GPU_UTIL`` (0-100), threshold the target.
+    Series carry the pod using the GPU (the ServiceMonitor honours its labels).
+    """
+    selector = f'namespace="{tenant.name}",pod=~"{autoscale.deployment}-.*"'
+    if mig:
+        return (
+            f"avg(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{selector}}})",
+            f"{autoscale.target_pct / 100:g}",
+        )
+    return f"avg(DCGM_FI_DEV_GPU_UTIL{{{selector}}})", f"{autoscale.target_pct:g}"
+
+
+def scaled_objects(spec: Spec, plan: Plan) -> list[KubeObject]:
+    """A KEDA ScaledObject per tenant with `autoscale`, in the tenant's namespace.
+
+    The query is a mean over the tenant's pods, so the trigger's metricType is ``Value``:
+    the HPA then scales replicas by mean/threshold (``AverageValue``, KEDA's default for
+    Prometheus, would divide a total by the replicas, which a mean already is).
+    """
+    objects = []
+    for tenant in spec.scheduler.tenants:
+        autoscale = tenant.autoscale
+        if autoscale is None or autoscale.group not in plan.groups:
+            continue  # an unknown group is lint's error (RP077)
+        query, threshold = gpu_load_query(tenant, autoscale, plan.groups[autoscale.group].mig_split)
+        trigger = {
+            "type": "prometheus",
+            "metricType": "Value",
+            "metadata": {
+                "serverAddress": PROMETHEUS_ADDRESS,
+                "query": query,
+                "threshold": threshold,
+            },
+        }
+        body = {
+            "scaleTargetRef": {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "name": autoscale.deployment,
+            },
+            "pollingInterval": _POLLING_S,
+            "cooldownPeriod": _COOLDOWN_S,
+            "minReplicaCount": autoscale.min_replicas,
+            "maxReplicaCount": autoscale.max_replicas,
+            "triggers": [trigger],
+        }
+        objects.append(
+            kube_object(
+                KEDA_API,
+                "ScaledObject",
+                autoscale.deployment,
+                spec,
+                namespace=tenant.name,
+                labels={TENANT_LABEL: tenant.name},
+                spec=body,
+            )
+        )
+    return objects
+
+
+def elastic_objects(spec: Spec, plan: Plan) -> list[KubeObject]:
+    """The volcano-scheduler configuration (Volcano with tenants) and the ScaledObjects."""
+    objects: list[KubeObject] = []
+    if spec.scheduler.batch == "volcano" and spec.scheduler.tenants:
+        objects += _volcano_configmap(spec, plan)
+    return objects + scaled_objects(spec, plan)
