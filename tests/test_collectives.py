@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import itertools
 import statistics
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.budget.calibration import accuracy_markdown, compare_rows, load_measurements, split
+from infra.budget import calibration, collectives_nccl
+from infra.budget.calibration import (
+    NCCL_TESTS_LAUNCH_US_PER_GPU,
+    Comparison,
+    accuracy_markdown,
+    compare_rows,
+    is_efa,
+    is_single_node_small,
+    launch_floor_us,
+    load_measurements,
+    split,
+)
 from infra.budget.collectives import (
     COLLECTIVES,
     CommTopology,
@@ -131,7 +143,7 @@ def test_large_messages_within_target_on_held_out_rows(catalog: Catalog) -> None
 def test_medium_messages_within_target_on_held_out_rows(catalog: Catalog) -> None:
     # Issue 11 target: 1-128 MiB median |error| <= 10 % on held-out rows: 9.9 % on 30 rows
     # (docs/accuracy.md), a narrow pass. It was 11.2 % until NVLS Tree's per-channel cap was
-    # taken over the NVLS graph's 8 channels, as NCCL does. Fit half: 7.8 %.
+    # taken over the NVLS graph's 8 channels, as NCCL does. Fit half: 6.9 %.
     errors = _held_out(catalog, 2**20, 128 * 2**20)
     assert len(errors) >= 20
     assert statistics.median(errors) <= 0.10
@@ -139,10 +151,81 @@ def test_medium_messages_within_target_on_held_out_rows(catalog: Catalog) -> Non
 
 def test_small_messages_are_reported_and_bounded(catalog: Catalog) -> None:
     # Latency-bound sizes (< 1 MiB): NCCL's latency constants are for ranking algorithms;
-    # held-out median |error| is about 20 % (docs/accuracy.md), both signs. Bound at 35 %.
+    # held-out median |error| is 19.0 % (docs/accuracy.md), both signs. Bound at 35 %.
     errors = _held_out(catalog, 1, 2**20 - 1)
     assert len(errors) >= 10
     assert statistics.median(errors) <= 0.35
+
+
+def _focus(catalog: Catalog, keep: Callable[[Comparison], bool]) -> list[float]:
+    """|error| of the held-out, non-anomalous rows ``keep`` selects."""
+    rows = compare_rows(MEASUREMENTS, catalog)
+    return [abs(c.error) for c in rows if c.held_out and not c.anomalous and keep(c)]
+
+
+def test_efa_held_out_rows_within_target(catalog: Catalog) -> None:
+    # Issue 24: the held-out 2 x p4de 8-byte all-reduce was +138.8 % (one EFA latency, fitted
+    # on p5, for both aws-ofi-nccl transports). With one per transport the held-out EFA rows
+    # are -1.0 %, -24.9 %, -4.8 % and +15.5 % (docs/accuracy.md). Bounds: no row beyond 30 %
+    # (the bar issue 24 sets for single training rows) and a median within 15 %, what the
+    # InfiniBand rows of 1-128 MiB reach (issue 11's medium target is 10 %; these four rows
+    # include an 8-byte and a 1 MiB one).
+    errors = _focus(catalog, is_efa)
+    assert len(errors) >= 4
+    assert statistics.median(errors) <= 0.15
+    assert max(errors) <= 0.30
+
+
+def test_single_node_small_messages_within_target(catalog: Catalog) -> None:
+    # Issue 24: one node at 1 KiB-4 MiB, held out, was 18.8 % median (A100 alone 72.6 %, up
+    # to +200 %): rows measured with nccl-tests -g 8, where one thread launching on eight
+    # GPUs is the bottleneck, were compared with a model that has no such floor. Now 10.0 %
+    # and 10.0 % (docs/accuracy.md). Bound at 12 % and 15 %: issue 11's 10 % medium target,
+    # loosened for rows whose 1 KiB busbw is printed to 0.01 GB/s (+-12 % by itself).
+    errors = _focus(catalog, is_single_node_small)
+    a100 = _focus(catalog, lambda c: is_single_node_small(c) and c.row["gpu"].startswith("a100"))
+    assert len(errors) >= 8 and len(a100) >= 5
+    assert statistics.median(errors) <= 0.12
+    assert statistics.median(a100) <= 0.15
+
+
+def test_fitted_constants_were_chosen_on_fit_rows_only(catalog: Catalog) -> None:
+    # Issue 24's rule: held-out rows are never fitted. Rows tagged `fitted:` in the data are
+    # the ones each constant's comment names; all must fall in the fit half.
+    fitted = [c for c in compare_rows(MEASUREMENTS, catalog) if c.row.get("fitted")]
+    names = {c.row["fitted"] for c in fitted}
+    assert names == {
+        "EFA_NET_LATENCY_US",
+        "EFA_SENDRECV_NET_LATENCY_US",
+        "NCCL_TESTS_LAUNCH_US_PER_GPU",
+    }
+    assert all(hasattr(collectives_nccl, n) or hasattr(calibration, n) for n in names)
+    assert not [c.row for c in fitted if c.held_out or c.anomalous]
+
+
+def test_launch_floor_belongs_to_the_benchmark_not_to_predict(catalog: Catalog) -> None:
+    # `railplan predict` times one process per GPU: 8 A100 all-reduce 64 KiB well under the
+    # floor. Only a row measured with -g 8 is compared against eight launches.
+    assert predict(A100, "all_reduce", 2**16).time_us < 20
+    row = next(
+        c
+        for c in compare_rows(MEASUREMENTS, catalog)
+        if c.row["source"] == "azure-abg-nd-a100-v4" and c.row["bytes"] == 2**16
+    )
+    assert row.predicted.time_us == pytest.approx(8 * NCCL_TESTS_LAUNCH_US_PER_GPU)
+    assert launch_floor_us({"gpus_per_process": None}) == 0
+    assert launch_floor_us({"gpus_per_process": 8}) == 8 * NCCL_TESTS_LAUNCH_US_PER_GPU
+
+
+def test_efa_transport_follows_nics_per_gpu() -> None:
+    # aws-ofi-nccl: RDMA where every GPU has a NIC (p5: 32 for 8), SENDRECV where GPUs share
+    # them (p4d: 4 for 8); InfiniBand adds nothing.
+    p4d = CommTopology("ampere", 8, 2, True, 12, 4, 100, "intel", False, efa=True)
+    p5 = CommTopology("hopper", 8, 2, True, 18, 32, 100, "amd", False, efa=True)
+    ib = CommTopology("ampere", 8, 2, True, 12, 4, 100, "intel", False)
+    assert (p4d.efa_sendrecv, p5.efa_sendrecv, ib.efa_sendrecv) == (True, False, False)
+    assert p4d.net_latency_extra_us > p5.net_latency_extra_us > ib.net_latency_extra_us == 0
+    assert predict(p4d, "all_reduce", 8).time_us > predict(ib, "all_reduce", 8).time_us + 100
 
 
 def test_the_split_alternates_within_each_source() -> None:

@@ -21,8 +21,8 @@ speeds), we substitute: per-GPU NVLink bandwidth = links x NCCL's per-link speed
 (`topo.h`: 20.0 GB/s SM80, 20.6 SM90); per-NIC bandwidth = the fastest inter-node speed in
 NCCL's search list not above the NIC's line rate (48 GB/s for NDR, 24 for HDR, 12 for
 100 Gb/s EFA). A few constants are fitted to published measurements, not taken from NCCL
-(`collectives_nccl`: NVLS gain, pipeline fill, EFA latency), each with the
-rows it was fitted on; `docs/accuracy.md` shows the model against held-out rows.
+(`collectives_nccl`: NVLS gain, pipeline fill, EFA latency per aws-ofi-nccl transport), each
+with the rows it was fitted on; `docs/accuracy.md` shows the model against held-out rows.
 
 >>> t = CommTopology("hopper", gpus_per_node=8, nodes=16, nvswitch=True, nvlink_links=18,
 ...                  nics=8, nic_gbps=400, cpu="intel", sharp=False)

@@ -97,12 +97,25 @@ PIPELINE_CAP_US = 300.0
 # trip on a two-tier fabric (DGX SuperPOD scale), and scale it with the tiers climbed. No
 # published per-tier SHARP latency was found; this is a derivation, not a measurement.
 SHARP_REFERENCE_TIERS = 2
-# FITTED. EFA (AWS, through aws-ofi-nccl) adds latency per network step over NCCL's
-# InfiniBand constants. Fit half: the 2 x p5.48xlarge 8-byte all-reduce, 69.1 µs
-# (awsome-distributed-training README), which Tree/LL meets with 12 µs per network step.
-# The held-out 2 x p4de row (164.3 µs, older EFA) shows one constant does not cover both
-# generations (docs/accuracy.md).
+# FITTED (two constants, one per aws-ofi-nccl transport; `CommTopology.efa_sendrecv` says
+# which runs). EFA adds latency per network step over NCCL's InfiniBand constants, and how
+# much depends on the plugin's transport, not on the wire: the RDMA transport (p5 and later,
+# a NIC or more per GPU) writes one-sided into a buffer the receiver advertised beforehand,
+# as NCCL's own IB transport does; SENDRECV (p4d/p4de, GPUs sharing NICs) hands every message
+# to libfabric's EFA provider as a two-sided tagged send, matched in software and, above the
+# provider's eager size, exchanged by a rendezvous inside it (aws/aws-ofi-nccl
+# doc/rdma-protocol.md, doc/sendrecv-protocol.md). NCCL's maintainer on such a handshake: "adding
+# a round trip of latency, i.e. multiplying the network latency by 3 in our critical path"
+# (sjeaugey, NVIDIA/nccl#609). Neither figure below is derived from that; each is fitted on
+# one fit-half row of awsome-distributed-training's README (source aws-adt-nccl-tests):
+# - RDMA: the 2 x p5.48xlarge 8-byte all-reduce, 69.1 µs, met by Tree/LL with 12 µs per step.
+# - SENDRECV: the 2 x p4de.24xlarge 1 MiB all-reduce, 309 µs (busbw 6.35 GB/s), met by
+#   Ring/LL with 94 µs per step on p4de's Intel CPUs (catalog `aws-p4de.24xlarge`).
+# Held out: p4de 8 B (164.3 µs) and 1 GiB, p5 1 MiB and 8 GiB (docs/accuracy.md). The p4de
+# 8-byte row wants about 66 µs where the 1 MiB row wants 94: a latency that grows with the
+# message, as a rendezvous above the eager size would, which one constant cannot follow.
 EFA_NET_LATENCY_US = 12.0
+EFA_SENDRECV_NET_LATENCY_US = 94.0
 # DERIVED. What one more switch on the path adds to a network message: a Quantum-2 switch's
 # cut-through port-to-port latency, which vendor-facing pages put between "under 150 ns" and
 # "~330 ns" (router-switch.com's QM9700 vs SN5400 FAQ; yobitel.com's Quantum-2 page; no

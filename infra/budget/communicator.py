@@ -10,7 +10,12 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from infra.budget.collectives_nccl import EFA_NET_LATENCY_US, INTER_SPEEDS, NVLINK_LINK_BW
+from infra.budget.collectives_nccl import (
+    EFA_NET_LATENCY_US,
+    EFA_SENDRECV_NET_LATENCY_US,
+    INTER_SPEEDS,
+    NVLINK_LINK_BW,
+)
 
 __all__ = ["CommTopology"]
 
@@ -109,9 +114,25 @@ class CommTopology:
         return (1 + math.log2(s) + 1) / 2
 
     @property
+    def efa_sendrecv(self) -> bool:
+        """aws-ofi-nccl runs its SENDRECV transport here, not its RDMA one.
+
+        The plugin's RDMA transport (one-sided writes into a receiver-advertised buffer,
+        striped over up to 4 rails per GPU) is "preferred on multi-NIC EC2 instances
+        (p5/p5e/p5en/p6/trn)"; SENDRECV (two-sided tagged messages matched by libfabric's EFA
+        provider, one rail, no one-sided RMA) is "the default on single-NIC instances
+        (p4d/p4de/p3dn/g5/inf)" (aws/aws-ofi-nccl doc/rdma-protocol.md and
+        doc/sendrecv-protocol.md). Read here as: RDMA when the node has a NIC for every GPU,
+        as p5 (32 for 8), p5en (16) and p6 (8) do; SENDRECV when GPUs share NICs (p4d: 4).
+        """
+        return self.efa and self.nics < self.gpus_per_node
+
+    @property
     def net_latency_extra_us(self) -> float:
-        """Latency a network step adds over NCCL's InfiniBand constants (EFA)."""
-        return EFA_NET_LATENCY_US if self.efa else 0.0
+        """Latency a network step adds over NCCL's InfiniBand constants (EFA, by transport)."""
+        if not self.efa:
+            return 0.0
+        return EFA_SENDRECV_NET_LATENCY_US if self.efa_sendrecv else EFA_NET_LATENCY_US
 
     @property
     def channels(self) -> int:
