@@ -23,7 +23,7 @@ duration is cut short by the snapshot rather than measured).
 from __future__ import annotations
 
 from infra.simulate.jobs import MILLI_WHOLE, Job
-from infra.simulate.traces.common import Row, Rows, csv_rows, whole
+from infra.simulate.traces.common import Row, Rows, csv_rows, positions, whole
 
 __all__ = ["COLUMNS", "QOS_PRIORITY", "REQUIRED", "read_alibaba_v2023"]
 
@@ -46,51 +46,93 @@ QOS_PRIORITY = {"Guaranteed": "high", "LS": "high", "Burstable": "normal", "BE":
 """Kubernetes QoS class (and Alibaba's LS/BE) to the spec's priority."""
 
 _MAX_TIME = 10**12
+_FAST = ("num_gpu", "deletion_time", "scheduled_time", "creation_time", "gpu_milli", "qos")
+
+_Pod = tuple[int, int, int, int, int, str]
+"""gpus, deletion, scheduled, creation, milli, priority of a pod that ran."""
 
 
 def read_alibaba_v2023(text: str, source: str) -> Rows:
     """Jobs of an openb pod list (header detected by the caller)."""
     out = Rows()
-    kept: list[tuple[Row, int, int]] = []
-    end = 0
+    kept: list[tuple[Row, _Pod]] = []
+    end, fast = 0, None
     for row in csv_rows(text, source):
         out.rows += 1
-        deleted = whole(row, "deletion_time", maximum=_MAX_TIME)
-        end = max(end, deleted)
-        gpus = whole(row, "num_gpu", maximum=1_000_000)
-        if gpus == 0:
-            out.skipped["no GPU"] += 1
-        elif not row.get("scheduled_time"):
-            out.skipped["never scheduled"] += 1
-        else:
-            kept.append((row, gpus, deleted))
-    for row, gpus, deleted in kept:
-        if deleted == end and row.get("pod_phase") == "Running":
-            out.skipped["running at trace end"] += 1
+        fast = fast or positions(row.index, _FAST)
+        try:
+            pod = _fast(row.fields, fast)
+        except (ValueError, KeyError, TypeError):
+            pod = _checked(row)
+        if isinstance(pod, str):
+            out.skipped[pod] += 1
             continue
-        job = _job(row, gpus, deleted)
-        if job is None:
-            out.skipped["zero duration"] += 1
+        end = max(end, pod[1])
+        kept.append((row, pod))
+    for row, pod in kept:
+        reason = _reason(row, pod, end)
+        if reason:
+            out.skipped[reason] += 1
         else:
-            out.jobs.append(job)
+            out.jobs.append(_job(row, pod))
     return out
 
 
-def _job(row: Row, gpus: int, deleted: int) -> Job | None:
+def _fast(fields: list[str], at: list[int] | None) -> _Pod | str:
+    """A pod read on the happy path: plain integers and a known QoS.
+
+    Anything else raises, and `_checked` reads the row again to say what is wrong and where.
+    """
+    if at is None:
+        raise ValueError
+    gpus, deleted = int(fields[at[0]]), int(fields[at[1]])
+    if not (0 <= gpus <= 1_000_000 and 0 <= deleted <= _MAX_TIME):
+        raise ValueError
+    if gpus == 0:
+        return "no GPU"
+    if not fields[at[2]].strip():
+        return "never scheduled"
+    scheduled, created = int(fields[at[2]]), int(fields[at[3]])
+    milli = int(fields[at[4]] or MILLI_WHOLE)
+    if not (0 <= scheduled <= _MAX_TIME and 0 <= created <= _MAX_TIME and 0 <= milli <= 1000):
+        raise ValueError
+    milli = MILLI_WHOLE if gpus > 1 or milli == 0 else milli
+    return gpus, deleted, scheduled, created, milli, QOS_PRIORITY[fields[at[5]].strip()]
+
+
+def _checked(row: Row) -> _Pod | str:
+    deleted = whole(row, "deletion_time", maximum=_MAX_TIME)
+    gpus = whole(row, "num_gpu", maximum=1_000_000)
+    if gpus == 0:
+        return "no GPU"
+    if not row.get("scheduled_time"):
+        return "never scheduled"
     scheduled = whole(row, "scheduled_time", maximum=_MAX_TIME)
+    created = whole(row, "creation_time", maximum=_MAX_TIME)
+    return gpus, deleted, scheduled, created, _milli(row, gpus), _priority(row)
+
+
+def _reason(row: Row, pod: _Pod, end: int) -> str | None:
+    """Why a scheduled GPU pod is not a job (``None``: it is one)."""
+    _, deleted, scheduled, *_ = pod
+    if deleted == end and row.get("pod_phase") == "Running":
+        return "running at trace end"
     if deleted < scheduled:
         raise row.error("deletion_time", "deletion_time is before scheduled_time")
-    if deleted == scheduled:
-        return None
+    return "zero duration" if deleted == scheduled else None
+
+
+def _job(row: Row, pod: _Pod) -> Job:
+    gpus, deleted, scheduled, created, milli, priority = pod
     models = _models(row)
     return Job(
         id=row.get("name", f"row{row.line}"),
-        submit_s=float(whole(row, "creation_time", maximum=_MAX_TIME)),
+        submit_s=float(created),
         duration_s=float(deleted - scheduled),
         gpus=gpus,
-        milli=_milli(row, gpus),
+        milli=milli,
         tenant="default",
-        priority=_priority(row),
+        priority=priority,
         gpu_model=models[0] if models else None,
         line=row.line,
         gpu_models=models if len(models) > 1 else (),
@@ -115,6 +157,8 @@ def _priority(row: Row) -> str:
 
 def _models(row: Row) -> tuple[str, ...]:
     spec = row.get("gpu_spec")
-    if spec.lower() in ("", "nan"):
+    if not spec or spec.lower() == "nan":
         return ()
+    if "|" not in spec:
+        return (spec,)
     return tuple(m.strip() for m in spec.split("|") if m.strip())

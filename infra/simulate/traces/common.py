@@ -20,27 +20,31 @@ from datetime import datetime, tzinfo
 from infra.errors import InputError, Position
 from infra.simulate.jobs import Job
 
-__all__ = ["Row", "Rows", "TraceError", "csv_rows", "number", "unix_time", "whole"]
+__all__ = ["Row", "Rows", "TraceError", "csv_rows", "number", "positions", "unix_time", "whole"]
 
 
 class TraceError(InputError):
     """A row of a job trace that cannot be read."""
 
 
-@dataclass(frozen=True, slots=True)
 class Row:
-    """One CSV record: its fields, its 1-based line and the header's index of each name."""
+    """One CSV record: its fields, its 1-based line and the header's index of each name.
 
-    fields: list[str]
-    line: int
-    index: Mapping[str, int]
-    source: str
+    A plain slotted class rather than a frozen dataclass: one is built per row, and a frozen
+    dataclass's ``__init__`` costs several times more.
+    """
+
+    __slots__ = ("fields", "index", "line", "source")
+
+    def __init__(self, fields: list[str], line: int, index: Mapping[str, int], source: str):
+        self.fields, self.line, self.index, self.source = fields, line, index, source
 
     def get(self, name: str, default: str = "") -> str:
         """The field's text, stripped (``default`` when the column is absent or empty)."""
         at = self.index.get(name)
-        value = self.fields[at].strip() if at is not None else ""
-        return value or default
+        if at is None:
+            return default
+        return self.fields[at].strip() or default
 
     def column(self, name: str) -> int:
         """1-based column of field ``name`` (counting separators; quotes make it approximate)."""
@@ -65,6 +69,12 @@ class Rows:
     skipped: Counter[str] = field(default_factory=Counter)
     rows: int = 0
     origin_unix_s: float | None = None
+
+
+def positions(index: Mapping[str, int], names: Sequence[str]) -> list[int] | None:
+    """Each name's field index, or ``None`` when one is missing (readers' fast paths)."""
+    found = [index.get(name) for name in names]
+    return None if None in found else [at for at in found if at is not None]
 
 
 def csv_rows(text: str, source: str, header: Sequence[str] | None = None) -> Iterator[Row]:
@@ -110,6 +120,13 @@ def number(row: Row, name: str, *, minimum: float = 0.0, default: str = "") -> f
 
 def whole(row: Row, name: str, *, minimum: int = 0, maximum: int = 10**9, default: str = "") -> int:
     """A whole number in ``[minimum, maximum]`` from field ``name`` (``2.0`` is accepted)."""
+    try:  # the common case, an integer's digits, without the float round trip
+        exact = int(row.get(name, default))
+    except ValueError:
+        pass
+    else:
+        if minimum <= exact <= maximum:
+            return exact
     value = number(row, name, minimum=minimum, default=default)
     if value != int(value) or value > maximum:
         raise row.error(name, f"{name} {row.get(name)!r} must be a whole number up to {maximum}")
