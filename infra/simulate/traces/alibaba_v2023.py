@@ -55,7 +55,9 @@ _Pod = tuple[int, int, int, int, int, str]
 def read_alibaba_v2023(text: str, source: str) -> Rows:
     """Jobs of an openb pod list (header detected by the caller)."""
     out = Rows()
-    kept: list[tuple[Row, _Pod]] = []
+    # Whether a pod ran to the snapshot's end is known only at the file's end: keep each
+    # pod's job (None: zero duration), deletion time and phase, not the row.
+    ran: list[tuple[Job | None, int, bool]] = []
     end, fast = 0, None
     for row in csv_rows(text, source):
         out.rows += 1
@@ -68,13 +70,14 @@ def read_alibaba_v2023(text: str, source: str) -> Rows:
             out.skipped[pod] += 1
             continue
         end = max(end, pod[1])
-        kept.append((row, pod))
-    for row, pod in kept:
-        reason = _reason(row, pod, end)
-        if reason:
-            out.skipped[reason] += 1
+        ran.append((_job(row, pod), pod[1], row.get("pod_phase") == "Running"))
+    for job, deleted, running in ran:
+        if running and deleted == end:
+            out.skipped["running at trace end"] += 1
+        elif job is None:
+            out.skipped["zero duration"] += 1
         else:
-            out.jobs.append(_job(row, pod))
+            out.jobs.append(job)
     return out
 
 
@@ -112,18 +115,13 @@ def _checked(row: Row) -> _Pod | str:
     return gpus, deleted, scheduled, created, _milli(row, gpus), _priority(row)
 
 
-def _reason(row: Row, pod: _Pod, end: int) -> str | None:
-    """Why a scheduled GPU pod is not a job (``None``: it is one)."""
-    _, deleted, scheduled, *_ = pod
-    if deleted == end and row.get("pod_phase") == "Running":
-        return "running at trace end"
+def _job(row: Row, pod: _Pod) -> Job | None:
+    """The pod's job; ``None`` when it ran for no time."""
+    gpus, deleted, scheduled, created, milli, priority = pod
     if deleted < scheduled:
         raise row.error("deletion_time", "deletion_time is before scheduled_time")
-    return "zero duration" if deleted == scheduled else None
-
-
-def _job(row: Row, pod: _Pod) -> Job:
-    gpus, deleted, scheduled, created, milli, priority = pod
+    if deleted == scheduled:
+        return None
     models = _models(row)
     return Job(
         id=row.get("name", f"row{row.line}"),
