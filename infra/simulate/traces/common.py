@@ -129,7 +129,11 @@ def whole(row: Row, name: str, *, minimum: int = 0, maximum: int = 10**9, defaul
             return exact
     value = number(row, name, minimum=minimum, default=default)
     if value != int(value) or value > maximum:
-        raise row.error(name, f"{name} {row.get(name)!r} must be a whole number up to {maximum}")
+        raise row.error(
+            name,
+            f"{name} {row.get(name)!r} must be a whole number up to {maximum}",
+            "counts and trace times are whole numbers, such as 8",
+        )
     return int(value)
 
 
