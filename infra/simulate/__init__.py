@@ -1,6 +1,7 @@
 """Discrete-event replay of a job trace on the planned cluster (`railplan simulate`).
 
-`jobs` defines the trace's jobs; `traces` reads the published trace formats into them; the
+`jobs` defines the trace's jobs; `traces` reads the published trace formats into them and
+`synthetic` draws seeded traces from a published trace's measured distributions; the
 engine replays them against the plan with the scheduler the spec renders (gang admission,
 topology-aware placement, tenant quotas with borrowing and reclaim, priority preemption, MIG
 schedules, Slurm power saving) and returns the figures `railplan simulate` prints.

@@ -26,6 +26,9 @@ class Job:
     holds it, or on a whole GPU where the group is not split). ``priority`` is one of the
     spec's tenant priorities (low, normal, high, critical); ``gpu_model`` a catalog GPU id or
     ``None`` for any. ``line`` is the 1-based row of the source file, for messages.
+    ``gpu_models`` lists every model the job accepts when the trace names alternatives
+    (Alibaba's ``V100M16|V100M32``): the job runs on any of them, and ``gpu_model`` is the
+    first; empty when the trace names one model or none.
     """
 
     id: str
@@ -37,6 +40,7 @@ class Job:
     priority: str = "normal"
     gpu_model: str | None = None
     line: int = 0
+    gpu_models: tuple[str, ...] = ()
 
     @property
     def fractional(self) -> bool:

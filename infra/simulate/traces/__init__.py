@@ -1,72 +1,162 @@
 """Job traces, read as published and detected by their columns (`read_trace`).
 
 Each format has its reader module; `read_trace` reads the file (bounded, via `infra.files`),
-recognises the format from its header and returns a `Trace` with the jobs in submit order and
-the rows skipped per reason. Formats: railplan's CSV (`railplan_csv`).
+recognises the format from its first line (or takes ``trace_format``) and returns a `Trace`
+with the jobs in submit order and the rows skipped per reason. Formats (docs/simulate.md,
+"Traces"): railplan's CSV (`railplan_csv`), Alibaba cluster-trace-gpu-v2023 pod lists
+(`alibaba_v2023`), Alibaba PAI v2020 task tables (`alibaba_pai`), Microsoft Philly
+``cluster_job_log`` (`philly`), SenseTime Helios and Shanghai AI Lab Acme job logs (`helios`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import gc
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
+from functools import partial
+from pathlib import Path
 
 from infra.errors import Position
 from infra.files import read_bounded
 from infra.simulate.jobs import Job, Trace
+from infra.simulate.traces import alibaba_pai, alibaba_v2023, helios, railplan_csv
 from infra.simulate.traces.common import Rows, TraceError
-from infra.simulate.traces.railplan_csv import REQUIRED, read_railplan_csv
+from infra.simulate.traces.philly import read_philly
 
-__all__ = ["MAX_TRACE_BYTES", "TraceError", "read_trace", "trace_from_text"]
+__all__ = ["FORMATS", "MAX_TRACE_BYTES", "TraceError", "read_trace", "trace_from_text"]
 
 MAX_TRACE_BYTES = 2 << 30
 """Largest trace read (2 GiB): above the published traces railplan reads, whole."""
 
 Reader = Callable[[str, str], Rows]
 
+READERS: dict[str, Reader] = {
+    "railplan-csv": railplan_csv.read_railplan_csv,
+    "alibaba-v2023": alibaba_v2023.read_alibaba_v2023,
+    "pai-task": alibaba_pai.read_pai_tasks,
+    "philly": read_philly,
+    "helios": helios.read_helios,
+    "acme": helios.read_acme,
+}
+FORMATS = tuple(READERS)
+"""Format names ``trace_format`` accepts (detection picks one of them)."""
 
-def read_trace(path: str, *, gpu_map: Mapping[str, str] | None = None) -> Trace:
+PAI_JOB_TABLE = "pai_job_table.csv"
+
+
+def read_trace(
+    path: str, *, gpu_map: Mapping[str, str] | None = None, trace_format: str | None = None
+) -> Trace:
     """The trace in ``path``; ``gpu_map`` renames the trace's GPU models to catalog ids."""
+    text = _text(path)
+    name, reader = _format(text, path, trace_format)
+    if name == "pai-task":
+        sibling = Path(path).parent / PAI_JOB_TABLE
+        if sibling.is_file() and sibling.resolve() != Path(path).resolve():
+            jobs = alibaba_pai.read_pai_jobs(_text(str(sibling)), str(sibling))
+            reader = partial(alibaba_pai.read_pai_tasks, jobs=jobs)
+    with _no_gc():
+        return _trace(name, reader(text, path), path, gpu_map or {})
+
+
+def trace_from_text(
+    text: str,
+    source: str,
+    *,
+    gpu_map: Mapping[str, str] | None = None,
+    trace_format: str | None = None,
+) -> Trace:
+    """The trace in ``text`` (named ``source`` in messages)."""
+    name, reader = _format(text, source, trace_format)
+    with _no_gc():
+        return _trace(name, reader(text, source), source, gpu_map or {})
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """Pause the cyclic collector while a reader builds a million acyclic objects.
+
+    Each collection walks every live object; a reader allocating rows and jobs triggers
+    thousands of them, which took a third of a million-row read. Nothing a reader builds
+    is cyclic, so reference counting frees all of it as usual.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _text(path: str) -> str:
     data = read_bounded(path, MAX_TRACE_BYTES)
     try:
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
         raise TraceError(
             "the trace is not UTF-8 text", file=path, position=Position(line, 1)
         ) from None
-    return trace_from_text(text, path, gpu_map=gpu_map)
 
 
-def trace_from_text(text: str, source: str, *, gpu_map: Mapping[str, str] | None = None) -> Trace:
-    """The trace in ``text`` (named ``source`` in messages)."""
-    name, reader = _detect(text, source)
-    rows = reader(text, source)
-    jobs = sorted(_mapped(rows.jobs, gpu_map or {}), key=lambda j: (j.submit_s, j.line))
-    return Trace(source, name, rows.rows, tuple(jobs), dict(sorted(rows.skipped.items())))
+def _trace(name: str, rows: Rows, source: str, gpu_map: Mapping[str, str]) -> Trace:
+    jobs = sorted(_mapped(rows.jobs, gpu_map), key=lambda j: (j.submit_s, j.line))
+    return Trace(
+        source,
+        name,
+        rows.rows,
+        tuple(jobs),
+        dict(sorted(rows.skipped.items())),
+        rows.origin_unix_s,
+    )
 
 
-def _detect(text: str, source: str) -> tuple[str, Reader]:
+def _format(text: str, source: str, trace_format: str | None) -> tuple[str, Reader]:
+    if trace_format is None:
+        trace_format = _detect(text, source)
+    if trace_format not in READERS:
+        raise TraceError(
+            f"trace format {trace_format!r} is not one of {', '.join(FORMATS)}", file=source
+        )
+    return trace_format, READERS[trace_format]
+
+
+def _detect(text: str, source: str) -> str:
+    """The format a trace's first non-blank line shows."""
     head = next((ln for ln in text.splitlines() if ln.strip()), "")
+    if head.lstrip().startswith("["):
+        return "philly"
     columns = {c.strip() for c in head.split(",")}
-    if set(REQUIRED) <= columns:
-        return "railplan-csv", read_railplan_csv
+    if set(railplan_csv.REQUIRED) <= columns:
+        return "railplan-csv"
+    if set(alibaba_v2023.REQUIRED) <= columns:
+        return "alibaba-v2023"
+    if set(helios.REQUIRED) <= columns:
+        return "helios" if "vc" in columns else "acme"
+    if head.startswith("job_name,task_name,") or alibaba_pai.looks_like_pai_tasks(head):
+        return "pai-task"
+    hint = "railplan reads its CSV (id,submit_s,duration_s,gpus,...); see docs/simulate.md"
+    if head.startswith("job_name,inst_id,") or len(head.split(",")) == 6:
+        hint = "this looks like PAI's pai_job_table: pass pai_task_table.csv (the job table beside it is read too)"
     raise TraceError(
         "the trace's format is not recognised from its first line",
         file=source,
         position=Position(1, 1),
-        hint="railplan reads its CSV (id,submit_s,duration_s,gpus,...); see docs/simulate.md",
+        hint=hint,
     )
 
 
 def _mapped(jobs: list[Job], gpu_map: Mapping[str, str]) -> list[Job]:
     if not gpu_map:
         return jobs
-    out = []
-    for job in jobs:
-        model = gpu_map.get(job.gpu_model, job.gpu_model) if job.gpu_model else None
-        out.append(job if model == job.gpu_model else _with_model(job, model))
-    return out
+    return [_renamed(job, gpu_map) if job.gpu_model else job for job in jobs]
 
 
-def _with_model(job: Job, model: str | None) -> Job:
-    return replace(job, gpu_model=model)
+def _renamed(job: Job, gpu_map: Mapping[str, str]) -> Job:
+    model = gpu_map.get(job.gpu_model or "", job.gpu_model)
+    models = tuple(gpu_map.get(m, m) for m in job.gpu_models)
+    if model == job.gpu_model and models == job.gpu_models:
+        return job
+    return replace(job, gpu_model=model, gpu_models=models)

@@ -1,0 +1,44 @@
+"""Write a synthetic job trace (railplan's CSV) from `infra.simulate.synthetic.generate`.
+
+Usage: ``python bench/make_trace.py OUT.csv --jobs 3000 --gpus 512 --days 2 --seed 1
+--tenants research,inference``. The distributions and their sources are in the generator's
+docstring and docs/simulate.md ("Traces").
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from infra.simulate.synthetic import generate, write_csv
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", help="CSV file to write ('-' for standard output)")
+    parser.add_argument("--jobs", type=int, default=3000)
+    parser.add_argument("--gpus", type=int, default=512)
+    parser.add_argument("--days", type=float, default=2.0)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--tenants", default="default", help="comma-separated tenant names")
+    args = parser.parse_args(argv)
+    jobs = generate(
+        args.jobs,
+        gpus=args.gpus,
+        seed=args.seed,
+        tenants=args.tenants.split(","),
+        days=args.days,
+    )
+    if args.out == "-":
+        write_csv(jobs, sys.stdout)
+    else:
+        with Path(args.out).open("w", encoding="utf-8", newline="") as out:
+            write_csv(jobs, out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,162 @@
+"""Synthetic job traces whose distributions come from a published trace, seeded and exact.
+
+`generate` draws jobs the way Alibaba's GPU cluster submitted them, measured from the public
+``cluster-trace-gpu-v2023/csv/openb_pod_list_default.csv`` (github.com/alibaba/clusterdata;
+the 8,152-pod trace of Weng et al., "Beware of Fragmentation", USENIX ATC '23): of its 7,064
+GPU pods 3,078 (43.6 %) ask for part of one GPU, 75 (1.1 %) for several GPUs and 3,911 one
+whole GPU; the fractions, the multi-GPU sizes, the run times (``deletion_time -
+scheduled_time`` of the 6,203 scheduled GPU pods, as quantiles) and the QoS classes below are
+that file's counts. Arrivals follow a day/night cycle (a sinusoid peaking in the afternoon):
+the Helios (Hu et al., SC '21) and Philly (Jeon et al., USENIX ATC '19) characterisations
+describe submissions peaking in working hours; the amplitude and peak hour are railplan's
+parameters, not measured figures. `write_csv` writes railplan's trace CSV.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import math
+import random
+from collections.abc import Sequence
+from typing import TextIO
+
+from infra.simulate.jobs import MILLI_WHOLE, Job
+from infra.simulate.traces.alibaba_v2023 import QOS_PRIORITY
+from infra.simulate.traces.railplan_csv import COLUMNS
+
+__all__ = [
+    "DURATION_QUANTILES",
+    "FRACTIONAL_SHARE",
+    "FRACTION_COUNTS",
+    "MULTI_GPU_COUNTS",
+    "MULTI_GPU_SHARE",
+    "QOS_COUNTS",
+    "generate",
+    "write_csv",
+]
+
+GPU_PODS = 7064
+FRACTIONAL_SHARE = 3078 / GPU_PODS
+"""GPU pods asking for part of one GPU (``num_gpu`` 1, ``gpu_milli`` < 1000) in the v2023 list."""
+MULTI_GPU_SHARE = 75 / GPU_PODS
+"""GPU pods asking for more than one GPU in the v2023 list."""
+
+FRACTION_COUNTS = {
+    810: 1078, 470: 750, 320: 328, 650: 253, 230: 140, 460: 128, 590: 75, 160: 74, 550: 72,
+    220: 62, 370: 47, 110: 24, 480: 19, 50: 7, 330: 7, 350: 6, 270: 4, 440: 2, 140: 1, 290: 1,
+}  # fmt: skip
+"""``gpu_milli`` of the 3,078 fractional pods, with how many asked for each."""
+
+MULTI_GPU_COUNTS = {2: 16, 4: 15, 8: 44}
+"""``num_gpu`` of the 75 multi-GPU pods."""
+
+QOS_COUNTS = {"LS": 4011, "BE": 2948, "Burstable": 99, "Guaranteed": 6}
+"""QoS class of the 7,064 GPU pods (priorities via the v2023 reader's mapping)."""
+
+DURATION_QUANTILES = (
+    (0.0, 4), (0.05, 48), (0.1, 67), (0.2, 143), (0.3, 218), (0.4, 368), (0.5, 655),
+    (0.6, 1037), (0.7, 1695), (0.8, 3302), (0.9, 7389), (0.95, 16994), (0.99, 147608),
+    (1.0, 12537496),
+)  # fmt: skip
+"""Run-time quantiles (seconds) of the 6,203 scheduled GPU pods; sampled log-linearly between."""
+
+DAY_S = 86400.0
+
+
+def generate(
+    jobs: int,
+    *,
+    gpus: int,
+    seed: int,
+    tenants: Sequence[str] = ("default",),
+    days: float = 7.0,
+    peak_hour: float = 14.0,
+    day_night_ratio: float = 3.0,
+    max_duration_s: float = 7 * DAY_S,
+    fractional_share: float = FRACTIONAL_SHARE,
+    multi_gpu_share: float = MULTI_GPU_SHARE,
+) -> list[Job]:
+    """``jobs`` jobs submitted over ``days`` on a cluster of ``gpus`` GPUs, in submit order.
+
+    ``day_night_ratio`` is the arrival rate at ``peak_hour`` over the rate twelve hours later;
+    run times are capped at ``max_duration_s`` (the measured tail reaches 145 days: services
+    that outlive any replay); no job asks for more than ``gpus``. Same arguments, same jobs.
+    """
+    if jobs < 0 or gpus < 1 or days <= 0 or not tenants or day_night_ratio < 1:
+        raise ValueError("generate needs jobs >= 0, gpus >= 1, days > 0, tenants, ratio >= 1")
+    rng = random.Random(seed)
+    times = sorted(_arrival(rng, days, peak_hour, day_night_ratio) for _ in range(jobs))
+    sizes = _Sampler(rng, fractional_share, multi_gpu_share, gpus)
+    return [_job(rng, n, at, sizes, tenants, max_duration_s) for n, at in enumerate(times)]
+
+
+def _arrival(rng: random.Random, days: float, peak_hour: float, ratio: float) -> float:
+    """One submit time under a sinusoidal rate (rejection sampling: exact, seeded)."""
+    amplitude = (ratio - 1) / (ratio + 1)
+    while True:
+        at = rng.uniform(0.0, days * DAY_S)
+        phase = 2 * math.pi * ((at / 3600.0) - peak_hour) / 24.0
+        if rng.random() * (1 + amplitude) <= 1 + amplitude * math.cos(phase):
+            return round(at, 1)
+
+
+class _Sampler:
+    """Job sizes: (gpus, milli) by the measured shares, capped at the cluster's size."""
+
+    def __init__(self, rng: random.Random, fractional: float, multi: float, gpus: int) -> None:
+        self.rng, self.fractional, self.multi, self.cap = rng, fractional, multi, gpus
+        self.fractions = list(FRACTION_COUNTS)
+        self.fraction_weights = list(FRACTION_COUNTS.values())
+        self.multis = [n for n in MULTI_GPU_COUNTS if n <= gpus] or [1]
+        self.multi_weights = [MULTI_GPU_COUNTS.get(n, 1) for n in self.multis]
+
+    def draw(self) -> tuple[int, int]:
+        pick = self.rng.random()
+        if pick < self.fractional:
+            return 1, self.rng.choices(self.fractions, self.fraction_weights)[0]
+        if pick < self.fractional + self.multi:
+            return self.rng.choices(self.multis, self.multi_weights)[0], MILLI_WHOLE
+        return 1, MILLI_WHOLE
+
+
+def _duration(rng: random.Random, cap: float) -> float:
+    """A run time from the measured quantiles, log-linear between neighbours."""
+    q = rng.random()
+    at = max(1, bisect.bisect_left([p for p, _ in DURATION_QUANTILES], q))
+    (p0, v0), (p1, v1) = DURATION_QUANTILES[at - 1], DURATION_QUANTILES[at]
+    share = (q - p0) / (p1 - p0)
+    return round(min(cap, math.exp(math.log(v0) + share * (math.log(v1) - math.log(v0)))), 1)
+
+
+def _job(
+    rng: random.Random,
+    n: int,
+    at: float,
+    sizes: _Sampler,
+    tenants: Sequence[str],
+    cap: float,
+) -> Job:
+    gpus, milli = sizes.draw()
+    qos = rng.choices(list(QOS_COUNTS), list(QOS_COUNTS.values()))[0]
+    return Job(
+        id=f"job{n:06d}",
+        submit_s=at,
+        duration_s=max(1.0, _duration(rng, cap)),
+        gpus=gpus,
+        milli=milli,
+        tenant=tenants[rng.randrange(len(tenants))],
+        priority=QOS_PRIORITY[qos],
+        line=n + 2,
+    )
+
+
+def write_csv(jobs: Sequence[Job], out: TextIO) -> None:
+    """``jobs`` as railplan's trace CSV (times to a tenth of a second)."""
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for job in jobs:
+        times = (f"{job.submit_s:.1f}", f"{job.duration_s:.1f}")
+        writer.writerow(
+            (job.id, *times, job.gpus, job.milli, job.tenant, job.priority, job.gpu_model or "")
+        )

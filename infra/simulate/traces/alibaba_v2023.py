@@ -1,0 +1,162 @@
+"""Alibaba cluster-trace-gpu-v2023: the ``openb_pod_list_*.csv`` pod lists, read as published.
+
+Schema (github.com/alibaba/clusterdata, ``cluster-trace-gpu-v2023/README.md``; Weng et al.,
+"Beware of Fragmentation", USENIX ATC '23)::
+
+    name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,
+    creation_time,deletion_time,scheduled_time
+
+One pod is one job: ``id`` = ``name``; ``submit_s`` = ``creation_time`` (seconds from the
+trace's start, no date: ``origin_unix_s`` is ``None``); ``duration_s`` = ``deletion_time -
+scheduled_time``; ``gpus`` = ``num_gpu``; ``milli`` = ``gpu_milli`` when ``num_gpu`` is 1 (the
+README: GPU-sharing pods), else 1000. ``gpu_spec`` (empty or ``nan`` = any model;
+``V100M16|V100M32`` = either) fills ``gpu_models`` and ``gpu_model`` (the first). ``qos`` maps
+to a priority after Kubernetes' QoS classes: ``Guaranteed`` and ``LS`` (latency-sensitive)
+``high``, ``Burstable`` ``normal``, ``BE`` (best effort, evicted first) ``low``. The trace names
+no tenant: every pod is tenant ``default``. Skipped: ``no GPU`` (``num_gpu`` 0),
+``never scheduled`` (no ``scheduled_time``: the README's ``Pending`` pods), ``zero duration``,
+and ``running at trace end`` (a ``Running`` pod deleted at the file's latest
+``deletion_time``, the snapshot's end: 34 pods in ``openb_pod_list_default.csv``, whose
+duration is cut short by the snapshot rather than measured).
+"""
+
+from __future__ import annotations
+
+from infra.simulate.jobs import MILLI_WHOLE, Job
+from infra.simulate.traces.common import Row, Rows, csv_rows, positions, whole
+
+__all__ = ["COLUMNS", "QOS_PRIORITY", "REQUIRED", "read_alibaba_v2023"]
+
+COLUMNS = [
+    "name",
+    "cpu_milli",
+    "memory_mib",
+    "num_gpu",
+    "gpu_milli",
+    "gpu_spec",
+    "qos",
+    "pod_phase",
+    "creation_time",
+    "deletion_time",
+    "scheduled_time",
+]
+REQUIRED = ("name", "num_gpu", "gpu_milli", "qos", "creation_time", "deletion_time")
+
+QOS_PRIORITY = {"Guaranteed": "high", "LS": "high", "Burstable": "normal", "BE": "low"}
+"""Kubernetes QoS class (and Alibaba's LS/BE) to the spec's priority."""
+
+_MAX_TIME = 10**12
+_FAST = ("num_gpu", "deletion_time", "scheduled_time", "creation_time", "gpu_milli", "qos")
+
+_Pod = tuple[int, int, int, int, int, str]
+"""gpus, deletion, scheduled, creation, milli, priority of a pod that ran."""
+
+
+def read_alibaba_v2023(text: str, source: str) -> Rows:
+    """Jobs of an openb pod list (header detected by the caller)."""
+    out = Rows()
+    # Whether a pod ran to the snapshot's end is known only at the file's end: keep each
+    # pod's job (None: zero duration), deletion time and phase, not the row.
+    ran: list[tuple[Job | None, int, bool]] = []
+    end, fast = 0, None
+    for row in csv_rows(text, source):
+        out.rows += 1
+        fast = fast or positions(row.index, _FAST)
+        try:
+            pod = _fast(row.fields, fast)
+        except (ValueError, KeyError, TypeError):
+            pod = _checked(row)
+        if isinstance(pod, str):
+            out.skipped[pod] += 1
+            continue
+        end = max(end, pod[1])
+        ran.append((_job(row, pod), pod[1], row.get("pod_phase") == "Running"))
+    for job, deleted, running in ran:
+        if running and deleted == end:
+            out.skipped["running at trace end"] += 1
+        elif job is None:
+            out.skipped["zero duration"] += 1
+        else:
+            out.jobs.append(job)
+    return out
+
+
+def _fast(fields: list[str], at: list[int] | None) -> _Pod | str:
+    """A pod read on the happy path: plain integers and a known QoS.
+
+    Anything else raises, and `_checked` reads the row again to say what is wrong and where.
+    """
+    if at is None:
+        raise ValueError
+    gpus, deleted = int(fields[at[0]]), int(fields[at[1]])
+    if not (0 <= gpus <= 1_000_000 and 0 <= deleted <= _MAX_TIME):
+        raise ValueError
+    if gpus == 0:
+        return "no GPU"
+    if not fields[at[2]].strip():
+        return "never scheduled"
+    scheduled, created = int(fields[at[2]]), int(fields[at[3]])
+    milli = int(fields[at[4]] or MILLI_WHOLE)
+    if not (0 <= scheduled <= _MAX_TIME and 0 <= created <= _MAX_TIME and 0 <= milli <= 1000):
+        raise ValueError
+    milli = MILLI_WHOLE if gpus > 1 or milli == 0 else milli
+    return gpus, deleted, scheduled, created, milli, QOS_PRIORITY[fields[at[5]].strip()]
+
+
+def _checked(row: Row) -> _Pod | str:
+    deleted = whole(row, "deletion_time", maximum=_MAX_TIME)
+    gpus = whole(row, "num_gpu", maximum=1_000_000)
+    if gpus == 0:
+        return "no GPU"
+    if not row.get("scheduled_time"):
+        return "never scheduled"
+    scheduled = whole(row, "scheduled_time", maximum=_MAX_TIME)
+    created = whole(row, "creation_time", maximum=_MAX_TIME)
+    return gpus, deleted, scheduled, created, _milli(row, gpus), _priority(row)
+
+
+def _job(row: Row, pod: _Pod) -> Job | None:
+    """The pod's job; ``None`` when it ran for no time."""
+    gpus, deleted, scheduled, created, milli, priority = pod
+    if deleted < scheduled:
+        raise row.error("deletion_time", "deletion_time is before scheduled_time")
+    if deleted == scheduled:
+        return None
+    models = _models(row)
+    return Job(
+        id=row.get("name", f"row{row.line}"),
+        submit_s=float(created),
+        duration_s=float(deleted - scheduled),
+        gpus=gpus,
+        milli=milli,
+        tenant="default",
+        priority=priority,
+        gpu_model=models[0] if models else None,
+        line=row.line,
+        gpu_models=models if len(models) > 1 else (),
+    )
+
+
+def _milli(row: Row, gpus: int) -> int:
+    milli = whole(row, "gpu_milli", maximum=MILLI_WHOLE, default=str(MILLI_WHOLE))
+    if gpus > 1 or milli == 0:
+        return MILLI_WHOLE
+    return milli
+
+
+def _priority(row: Row) -> str:
+    qos = row.get("qos")
+    if qos not in QOS_PRIORITY:
+        raise row.error(
+            "qos", f"qos {qos!r} is not one of {', '.join(QOS_PRIORITY)}", "the v2023 README"
+        )
+    return QOS_PRIORITY[qos]
+
+
+def _models(row: Row) -> tuple[str, ...]:
+    spec = row.get("gpu_spec")
+    if not spec or spec.lower() == "nan":
+        return ()
+    if "|" not in spec:
+        return (spec,)
+    return tuple(m.strip() for m in spec.split("|") if m.strip())
