@@ -5,8 +5,8 @@ the Slurm files, starts Debian's munged (a test key, its socket in a temporary d
 slurmctld on 127.0.0.1 with them, and asks ``scontrol``: the topology's switches and their node
 sets, and each node's CPUs, sockets, cores, threads, memory and GRES must be the plan's. The
 test copy changes only what a test host needs: SlurmctldHost (this host), ports, state, log
-and pid paths, ``SlurmUser`` (this user), the munge socket, the Include path, and
-``NodeAddr=127.0.0.1`` on every node line (the planned names do not resolve here). No slurmd
+and pid paths, ``SlurmUser`` (this user), the munge socket, the Include path, the power-saving
+programs' directory (the slurm role's script, copied), and ``NodeAddr=127.0.0.1`` on every node line (the planned names do not resolve here). No slurmd
 runs: there are no GPUs here, so nodes stay unresponsive, which scontrol still reports in full.
 
 Without munged, slurmctld or scontrol the test skips, saying why; under CI (``CI`` set) that is
@@ -30,8 +30,9 @@ import pytest
 import yaml
 
 from infra.catalog import Catalog
-from infra.render import slurm, slurm_conf
+from infra.render import slurm, slurm_conf, slurm_power
 from infra.spec import Spec, load_spec_text
+from infra.spec.scheduling import duration_seconds
 from infra.topology import Plan, expand
 
 from .conftest import ROOT
@@ -51,6 +52,7 @@ INPUTS = [
     ),
     "tests/data/slurm/a100-lab-slurm.yaml",
 ]
+POWER_SCRIPT = ROOT / "playbooks/roles/slurm/files/railplan-power.sh"
 START_TIMEOUT_S = 60.0
 COMMAND_TIMEOUT_S = 30.0
 
@@ -100,6 +102,7 @@ def _test_copy(files: dict[str, str], tmp: Path, port: int) -> Path:
     for pattern, repl in changes.items():
         conf, n = re.subn(pattern, repl, conf, flags=re.MULTILINE)
         assert n == 1, pattern  # the rendered file has each setting exactly once
+    conf = _local_power_programs(conf, tmp)
     (etc / "slurm.conf").write_text(conf + f"AuthInfo=socket={tmp / 'munge.socket'}\n")
     nodes = re.sub(
         r"^(NodeName=(\S+) .*)$",
@@ -110,6 +113,20 @@ def _test_copy(files: dict[str, str], tmp: Path, port: int) -> Path:
     (etc / "nodes.conf").write_text(nodes)
     (tmp / "state").mkdir()
     return etc / "slurm.conf"
+
+
+def _local_power_programs(conf: str, tmp: Path) -> str:
+    """Power programs moved to ``tmp/bin``: the slurm role's script under the rendered names.
+
+    slurmctld checks that each program exists, is executable and not group- or
+    world-writable, and disables power saving otherwise; the copies let that check pass.
+    """
+    bin_dir = tmp / "bin"
+    for match in re.finditer(r"^\w+Program=/etc/slurm/(\S+)$", conf, flags=re.MULTILINE):
+        bin_dir.mkdir(exist_ok=True)
+        shutil.copy(POWER_SCRIPT, bin_dir / match[1])
+        (bin_dir / match[1]).chmod(0o755)
+    return re.sub(r"^(\w+Program)=/etc/slurm/", rf"\1={bin_dir}/", conf, flags=re.MULTILINE)
 
 
 def _stop(pid_file: Path) -> None:
@@ -290,3 +307,36 @@ def test_config_is_what_was_rendered(running: tuple[Plan, Spec, dict[str, str], 
     assert config["AuthType"] == "auth/munge"
     assert config["GresTypes"] == "gpu"
     assert config["Epilog"] == slurm_conf.HEALTH_SCRIPT
+
+
+def test_power_saving_is_what_was_rendered(
+    running: tuple[Plan, Spec, dict[str, str], Path],
+) -> None:
+    """slurmctld takes the power-saving lines: times, programs, rates and excluded nodes."""
+    plan, spec, _, conf = running
+    saving = spec.scheduler.power_saving
+    if saving is None:
+        pytest.skip(f"{spec.name} sets no power_saving")
+    out = subprocess.run(
+        [_tool("scontrol"), "show", "config"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "SLURM_CONF": str(conf)},
+        timeout=COMMAND_TIMEOUT_S,
+    ).stdout
+    config = dict(re.findall(r"^(\w+)\s+=\s+(.*?)\s*$", out, flags=re.MULTILINE))
+    assert config["SuspendTime"] == f"{duration_seconds(saving.suspend_time)} sec"
+    assert config["SuspendTimeout"] == f"{duration_seconds(saving.suspend_timeout)} sec"
+    assert config["ResumeTimeout"] == f"{duration_seconds(saving.resume_timeout)} sec"
+    assert config["SuspendProgram"].endswith("/railplan-suspend.sh")
+    assert config["ResumeProgram"].endswith("/railplan-resume.sh")
+    assert config["ResumeFailProgram"].endswith("/railplan-resume-fail.sh")
+    assert config["SuspendRate"] == f"{saving.suspend_rate} nodes/min"
+    assert config["ResumeRate"] == f"{slurm_power.resume_rate(plan, spec)} nodes/min"
+    kept = sorted(expand_hostlist(config["SuspendExcNodes"]))
+    assert kept == sorted(s.name for s in slurm_power.excluded(plan, spec))
+    assert plan.servers[0].name in kept  # the controller never powers itself off
+    log = (conf.parent.parent / "slurmctld.log").read_text()
+    for refusal in ("power_save program", "Invalid SuspendExcNodes", "power_save module disabled"):
+        assert refusal not in log, log[-3000:]
