@@ -26,6 +26,7 @@ from infra.catalog import Catalog
 from infra.render import slurm_conf, slurm_power
 from infra.spec import Spec, load_spec_text
 from infra.topology import Plan, expand
+from infra.topology.power_saving import suspendable
 
 from .conftest import ROOT
 from .test_render_ansible import _group_vars
@@ -108,10 +109,10 @@ def test_no_power_saving_renders_no_lines_and_no_map(catalog: Catalog) -> None:
 
 def test_resume_rate_is_one_server_per_rack_a_minute_unless_set(catalog: Catalog) -> None:
     spec, plan = _load(ROOT / "examples/dgx-h100-superpod.yaml", catalog)
-    racks = {s.rack for s in slurm_power.suspendable(plan, spec)}
+    racks = {s.rack for s in suspendable(plan, spec)}
     assert len(racks) > 1 and None not in racks
     assert _conf_values(spec, plan, catalog)["ResumeRate"] == str(len(racks))
-    assert len(slurm_power.suspendable(plan, spec)) > len(racks)  # a whole SU waits its turn
+    assert len(suspendable(plan, spec)) > len(racks)  # a whole SU waits its turn
     spec = load_spec_text(_spec_text("power_saving: {resume_rate: 7, suspend_rate: 5}")).spec
     conf = _conf_values(spec, expand(spec, catalog), catalog)
     assert conf["ResumeRate"] == "7" and conf["SuspendRate"] == "5"
@@ -279,9 +280,7 @@ def test_the_script_passes_shellcheck() -> None:
 def test_role_installs_programs_and_map_in_the_sandbox_idempotently(
     tmp_path: Path, catalog: Catalog
 ) -> None:
-    inventory, play = _fixture(
-        tmp_path, catalog, railplan_sandbox=True, slurm_power_saving=True
-    )
+    inventory, play = _fixture(tmp_path, catalog, railplan_sandbox=True, slurm_power_saving=True)
     first = _run(inventory, play)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
     etc = tmp_path / "etc"

@@ -34,6 +34,7 @@ from infra.render import slurm, slurm_conf, slurm_power
 from infra.spec import Spec, load_spec_text
 from infra.spec.scheduling import duration_seconds
 from infra.topology import Plan, expand
+from infra.topology.power_saving import kept_powered
 
 from .conftest import ROOT
 from .test_render_files import expand_hostlist
@@ -335,7 +336,7 @@ def test_power_saving_is_what_was_rendered(
     assert config["SuspendRate"] == f"{saving.suspend_rate} nodes/min"
     assert config["ResumeRate"] == f"{slurm_power.resume_rate(plan, spec)} nodes/min"
     kept = sorted(expand_hostlist(config["SuspendExcNodes"]))
-    assert kept == sorted(s.name for s in slurm_power.excluded(plan, spec))
+    assert kept == sorted(s.name for s in kept_powered(plan, spec))
     assert plan.servers[0].name in kept  # the controller never powers itself off
     log = (conf.parent.parent / "slurmctld.log").read_text()
     for refusal in ("power_save program", "Invalid SuspendExcNodes", "power_save module disabled"):
