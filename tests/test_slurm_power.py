@@ -320,3 +320,27 @@ def test_role_writes_the_vault_password_for_slurmuser_only_and_never_logs_it(
     assert stat.S_IMODE(password.stat().st_mode) == 0o600
     assert (tmp_path / "etc/railplan-bmc.user").read_text() == USER + "\n"
     assert PASSWORD not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("password", [None, "Too-long-for-IPMI-2.0"], ids=["unset", "too-long"])
+def test_role_stops_without_a_usable_vault_password(
+    tmp_path: Path, catalog: Catalog, password: str | None
+) -> None:
+    """Out of the sandbox, before any package: no password, or one longer than IPMI's 20 bytes."""
+    extra = {} if password is None else {"slurm_power_bmc_password": password}
+    inventory, play = _fixture(
+        tmp_path,
+        catalog,
+        railplan_sandbox=False,
+        slurm_munge_key="a2V5",
+        slurm_power_saving=True,
+        slurm_power_bmc_user=USER,
+        **extra,
+    )
+    result = _run(inventory, play)
+    assert result.returncode != 0
+    assert "slurm_power_bmc_password is unset" in result.stdout
+    assert "ansible-vault encrypt_string" in result.stdout
+    assert not (tmp_path / "etc").exists()  # nothing installed before the check
+    if password is not None:
+        assert password not in result.stdout
