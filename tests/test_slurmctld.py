@@ -6,8 +6,10 @@ slurmctld on 127.0.0.1 with them, and asks ``scontrol``: the topology's switches
 sets, and each node's CPUs, sockets, cores, threads, memory and GRES must be the plan's. The
 test copy changes only what a test host needs: SlurmctldHost (this host), ports, state, log
 and pid paths, ``SlurmUser`` (this user), the munge socket, the Include path, the power-saving
-programs' directory (the slurm role's script, copied), and ``NodeAddr=127.0.0.1`` on every node line (the planned names do not resolve here). No slurmd
-runs: there are no GPUs here, so nodes stay unresponsive, which scontrol still reports in full.
+programs' directory (wrappers of the slurm role's script) and ``NodeAddr=127.0.0.1`` on every
+node line (the planned names do not resolve here). No slurmd runs: there are no GPUs here, so
+nodes stay unresponsive, which scontrol still reports in full. With power saving, slurmctld
+also powers a node down through the role's script, against a fake ipmitool (no BMC here).
 
 Without munged, slurmctld or scontrol the test skips, saying why; under CI (``CI`` set) that is
 a failure (`make unit` installs them as root: the Makefile's ``slurm`` target).
@@ -16,6 +18,7 @@ a failure (`make unit` installs them as root: the Makefile's ``slurm`` target).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -34,8 +37,9 @@ from infra.render import slurm, slurm_conf, slurm_power
 from infra.spec import Spec, load_spec_text
 from infra.spec.scheduling import duration_seconds
 from infra.topology import Plan, expand
-from infra.topology.power_saving import kept_powered
+from infra.topology.power_saving import kept_powered, suspendable
 
+from . import test_slurm_power as power_fakes
 from .conftest import ROOT
 from .test_render_files import expand_hostlist
 
@@ -117,15 +121,26 @@ def _test_copy(files: dict[str, str], tmp: Path, port: int) -> Path:
 
 
 def _local_power_programs(conf: str, tmp: Path) -> str:
-    """Power programs moved to ``tmp/bin``: the slurm role's script under the rendered names.
+    """Power programs moved to ``tmp/bin``: wrappers of the slurm role's script.
 
     slurmctld checks that each program exists, is executable and not group- or
-    world-writable, and disables power saving otherwise; the copies let that check pass.
+    world-writable, and disables power saving otherwise. Each wrapper (the rendered name)
+    points the script at ``tmp/power`` (its map and credentials) and puts ``tmp/fakebin``
+    first on PATH (where a test puts a fake ipmitool), then runs the role's script under the
+    same name from ``tmp/programs``: the script reads its action from that name.
     """
-    bin_dir = tmp / "bin"
+    bin_dir, programs = tmp / "bin", tmp / "programs"
     for match in re.finditer(r"^\w+Program=/etc/slurm/(\S+)$", conf, flags=re.MULTILINE):
         bin_dir.mkdir(exist_ok=True)
-        shutil.copy(POWER_SCRIPT, bin_dir / match[1])
+        programs.mkdir(exist_ok=True)
+        shutil.copy(POWER_SCRIPT, programs / match[1])
+        (programs / match[1]).chmod(0o755)
+        (bin_dir / match[1]).write_text(
+            "#!/bin/sh\n"
+            f"export RAILPLAN_POWER_DIR='{tmp / 'power'}' PATH='{tmp / 'fakebin'}':\"$PATH\"\n"
+            f"export FAKE_IPMI_LOG='{tmp / 'ipmi.log'}' FAKE_LOGGER_LOG='{tmp / 'logger.log'}'\n"
+            f"exec '{programs / match[1]}' \"$@\"\n"
+        )
         (bin_dir / match[1]).chmod(0o755)
     return re.sub(r"^(\w+Program)=/etc/slurm/", rf"\1={bin_dir}/", conf, flags=re.MULTILINE)
 
@@ -341,3 +356,62 @@ def test_power_saving_is_what_was_rendered(
     log = (conf.parent.parent / "slurmctld.log").read_text()
     for refusal in ("power_save program", "Invalid SuspendExcNodes", "power_save module disabled"):
         assert refusal not in log, log[-3000:]
+
+
+def _update(conf: Path, *args: str) -> None:
+    subprocess.run(
+        [_tool("scontrol"), "update", *args],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "SLURM_CONF": str(conf)},
+        timeout=COMMAND_TIMEOUT_S,
+    )
+
+
+def _ipmi_calls(log: Path, count: int) -> list[list[str]]:
+    """The fake ipmitool's argument lists, once there are ``count`` (slurmctld is async)."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        lines = log.read_text().splitlines() if log.exists() else []
+        if len(lines) >= count:
+            return [json.loads(line)["argv"] for line in lines]
+        time.sleep(0.5)
+    pytest.fail(f"slurmctld ran no power program within {START_TIMEOUT_S:.0f} s")
+
+
+def test_slurmctld_runs_the_power_programs_on_the_bmc(
+    running: tuple[Plan, Spec, dict[str, str], Path],
+) -> None:
+    """slurmctld itself runs the role's SuspendProgram: a node powered down through its BMC.
+
+    A node without slurmd stays UNKNOWN, which power saving leaves alone; marked DOWN it may
+    be powered down. Powering it up again needs it POWERED_DOWN, which takes SuspendTimeout
+    (minutes, as rendered), so the resume programs are run by tests/test_slurm_power.py. Fake, as nothing here has a BMC or syslog: ipmitool and logger
+    (test_slurm_power's fakes, first on the programs' PATH through the wrappers).
+    """
+    plan, spec, files, conf = running
+    if spec.scheduler.power_saving is None:
+        pytest.skip(f"{spec.name} sets no power_saving")
+    tmp = conf.parent.parent
+    power, fakebin = tmp / "power", tmp / "fakebin"
+    power.mkdir()
+    (power / "bmc-hosts").write_text(files["bmc-hosts"])
+    (power / "railplan-bmc.user").write_text(power_fakes.USER + "\n")
+    (power / "railplan-bmc.password").write_text(power_fakes.PASSWORD + "\n")
+    fakebin.mkdir()
+    for name, text in (
+        ("ipmitool", power_fakes.FAKE_IPMITOOL),
+        ("logger", power_fakes.FAKE_LOGGER),
+    ):
+        (fakebin / name).write_text(text)
+        (fakebin / name).chmod(0o755)
+    node = suspendable(plan, spec)[0]
+    _update(conf, f"nodename={node.name}", "state=down", "reason=power-saving test")
+    _update(conf, f"nodename={node.name}", "state=power_down")
+    calls = _ipmi_calls(tmp / "ipmi.log", 1)
+    assert calls == [
+        ["-I", "lanplus", "-H", node.bmc_ip, "-U", power_fakes.USER,
+         "-f", str(power / "railplan-bmc.password"), "chassis", "power", "soft"]
+    ]  # fmt: skip
+    log = (tmp / "slurmctld.log").read_text()
+    assert "power_save: program exit status" not in log, log[-3000:]
