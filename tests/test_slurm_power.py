@@ -214,6 +214,15 @@ def test_each_program_drives_the_servers_bmc(
     assert any("daemon.info" in x and "railplan-power" in x and "train02" in x for x in logged)
 
 
+def test_a_second_argument_node_features_is_ignored(
+    power_env: tuple[Path, dict[str, str]], catalog: Catalog
+) -> None:
+    """slurmctld may pass the nodes' features after the hostlist (node_features plugins)."""
+    status, calls, _ = _power(power_env, "railplan-resume.sh", "train02", "mig,nvlink")
+    assert status == 0
+    assert [c["argv"][3] for c in calls] == [_lab_bmc(catalog, "train02")]  # type: ignore[index]
+
+
 def test_a_hostlist_is_expanded_and_a_node_outside_the_map_refused(
     power_env: tuple[Path, dict[str, str]], catalog: Catalog
 ) -> None:
@@ -243,7 +252,7 @@ def test_a_failing_bmc_is_reported_and_does_not_stop_the_others(
     ("program", "args", "missing"),
     [
         ("railplan-resume.sh", (), None),  # no hostlist
-        ("railplan-resume.sh", ("train02", "train03"), None),  # two arguments
+        ("railplan-resume.sh", ("train02", "", "x"), None),  # three arguments
         ("railplan-resume.sh", ("train02",), "railplan-bmc.password"),
         ("railplan-resume.sh", ("train02",), "bmc-hosts"),
     ],

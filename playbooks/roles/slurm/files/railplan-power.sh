@@ -5,13 +5,16 @@
 #   railplan-resume.sh       ResumeProgram      chassis power on
 #   railplan-resume-fail.sh  ResumeFailProgram  chassis power off (stuck in POST or boot: the
 #                                               node is DOWN already; do not leave it drawing)
-# slurmctld runs it as SlurmUser with one argument, a hostlist ("gpu[01-04]"). Each server's
+# slurmctld runs it as SlurmUser with a hostlist ("gpu[01-04]"), and a second argument (node
+# features, for node_features plugins) that it ignores. Each server's
 # BMC address comes from bmc-hosts (rendered by railplan from the plan); a server not in it is
 # refused. The BMC password is read by ipmitool itself from a file only SlurmUser can read
 # (-f), so it is on no command line and in no environment. Every action goes to syslog
 # (daemon facility, tag railplan-power). Exit status: 0 when every server took the command,
 # 1 when any did not (slurmctld logs it), 2 on a usage or set-up error.
 set -u
+# slurmctld gives its programs no environment but SLURM_CONF (power_save.c): no PATH.
+PATH="${PATH:+$PATH:}/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 
 conf_dir=${RAILPLAN_POWER_DIR:-/etc/slurm}
 map="$conf_dir/bmc-hosts"
@@ -35,8 +38,8 @@ case "$(basename -- "$0")" in
         ;;
 esac
 
-if [ "$#" -ne 1 ] || [ -z "$1" ]; then
-    log err "usage: $0 HOSTLIST (one Slurm hostlist argument)"
+if [ "$#" -lt 1 ] || [ "$#" -gt 2 ] || [ -z "$1" ]; then
+    log err "usage: $0 HOSTLIST [FEATURES] (as slurmctld calls it)"
     exit 2
 fi
 for file in "$map" "$user_file" "$password_file"; do
