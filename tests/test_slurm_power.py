@@ -31,6 +31,7 @@ from infra.topology.power_saving import suspendable
 from .conftest import ROOT
 from .test_render_ansible import _group_vars
 from .test_render_files import expand_hostlist
+from .test_rules import rule_ids
 from .test_slurm_role import _changed, _fixture, _run
 
 SCRIPT = ROOT / "playbooks/roles/slurm/files/railplan-power.sh"
@@ -117,6 +118,22 @@ def test_resume_rate_is_one_server_per_rack_a_minute_unless_set(catalog: Catalog
     conf = _conf_values(spec, expand(spec, catalog), catalog)
     assert conf["ResumeRate"] == "7" and conf["SuspendRate"] == "5"
     assert conf["SuspendExcNodes"] == "train01"  # no exclude_groups: only the controller
+
+
+def test_cloud_instances_are_never_powered_off_and_lint_says_nothing_would_be(
+    catalog: Catalog,
+) -> None:
+    """The plan gives cloud instances BMC addresses too; their BMC is the provider's."""
+    text = (
+        'name: cloudy\nsoftware: {dcgm: "4.2.3"}\nnode_groups:\n'
+        "  - {name: gpu, node: aws-p5.48xlarge, count: 4}\n"
+        "scheduler:\n  kind: slurm\n  power_saving: {}\n"
+    )
+    spec = load_spec_text(text).spec
+    plan = expand(spec, catalog)
+    assert all(s.bmc_ip is not None and s.rack is None for s in plan.servers)
+    assert suspendable(plan, spec) == []
+    assert rule_ids(text, catalog) == {"RP092"}
 
 
 def test_group_vars_turn_the_roles_power_saving_on(catalog: Catalog) -> None:

@@ -3,7 +3,9 @@
 Never powered off: the Slurm controller, which is the plan's first server (railplan plans no
 management servers; `infra.render.slurm_conf.controller_host`) and runs slurmctld, which runs
 the power programs; the node groups the spec lists in ``scheduler.power_saving.exclude_groups``;
-and servers without a planned BMC address, which no program could power on again.
+servers without a planned BMC address, which no program could power on again; and cloud
+instances (no rack), whose BMC is the provider's: the plan gives them addresses from
+``site.bmc_cidr`` like any server, but nothing answers IPMI there.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ def kept_powered(plan: Plan, spec: Spec) -> list[Server]:
     groups = set(saving.exclude_groups) if saving else set()
     controller = plan.servers[0].name if plan.servers else None
     return [
-        s for s in plan.servers if s.name == controller or s.group in groups or s.bmc_ip is None
+        s
+        for s in plan.servers
+        if s.name == controller or s.group in groups or s.bmc_ip is None or s.rack is None
     ]
 
 

@@ -84,8 +84,9 @@ def power_saving_suspends_nothing(ctx: LintContext) -> Iterator[Violation]:
     """With `power_saving` set, at least one planned server should be one Slurm may power off.
 
     Never powered off: the Slurm controller (the first server), the groups in
-    `exclude_groups`, and servers without a planned BMC address (cloud instances, or a
-    `site.bmc_cidr` too small for every server), which no program could power on again.
+    `exclude_groups`, servers without a planned BMC address (a `site.bmc_cidr` too small for
+    every server), which no program could power on again, and cloud instances, whose BMC is
+    the provider's (scale them with the provider's API instead).
     Why: then slurm.conf's power saving does nothing while the spec says it saves power, and
     the Ansible role still asks for BMC credentials.
     Fix: drop groups from `exclude_groups`, give the servers BMC addresses (a larger
@@ -97,10 +98,11 @@ def power_saving_suspends_nothing(ctx: LintContext) -> Iterator[Violation]:
     kept = kept_powered(plan, spec)
     groups = set(spec.scheduler.power_saving.exclude_groups)
     excluded = sum(1 for s in kept[1:] if s.group in groups)
-    no_bmc = sum(1 for s in kept[1:] if s.group not in groups)
+    no_bmc = len(kept) - 1 - excluded
     yield Violation(
         "scheduler.power_saving",
         f"power saving is on but all {plural(len(kept), 'server')} stay powered: the "
-        f"controller, {excluded:,} in exclude_groups and {no_bmc:,} without a BMC address",
+        f"controller, {excluded:,} in exclude_groups and {no_bmc:,} cloud instances or "
+        "servers without a BMC address",
         "shorten exclude_groups, widen site.bmc_cidr, or remove power_saving",
     )
