@@ -12,6 +12,8 @@ with ansible-playbook against this host, writing only under ``tmp_path``.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import shutil
@@ -21,9 +23,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from infra.catalog import Catalog
 from infra.render import slurm_conf, slurm_power
+from infra.render.tree import render_tree
 from infra.spec import Spec, load_spec_text
 from infra.topology import Plan, expand
 from infra.topology.power_saving import suspendable
@@ -97,6 +101,26 @@ def test_lines_follow_the_spec_and_keep_controller_and_excluded_groups(catalog: 
     rows = [line.split() for line in files["bmc-hosts"].splitlines() if not line.startswith("#")]
     train02 = next(s for s in plan.servers if s.name == "train02")
     assert rows == [["train02", train02.bmc_ip]]
+
+
+def test_the_map_is_the_inventorys_bmc_addresses(catalog: Catalog) -> None:
+    """bmc-hosts and host_vars' railplan_bmc_ip (and hosts.csv) are one plan: they agree."""
+    spec, plan = _load(ROOT / "tests/golden/inputs/h100-slurm-opensm.yaml", catalog)
+    tree = {path: data.decode() for path, data in render_tree(spec, catalog, plan).items()}
+    prefix = f"inventories/{spec.name}/"
+    rows = [
+        line.split()
+        for line in tree[prefix + "files/slurm/bmc-hosts"].splitlines()
+        if not line.startswith("#")
+    ]
+    assert len(rows) == len(plan.servers) - 1  # all but the controller
+    sheet = {
+        r["name"]: r["bmc_ip"]
+        for r in csv.DictReader(io.StringIO(tree[prefix + "files/hosts.csv"]))
+    }
+    for name, bmc in rows:
+        host_vars = yaml.safe_load(tree[f"{prefix}host_vars/{name}.yml"])
+        assert host_vars["railplan_bmc_ip"] == bmc == sheet[name]
 
 
 def test_no_power_saving_renders_no_lines_and_no_map(catalog: Catalog) -> None:
