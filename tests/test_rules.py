@@ -126,6 +126,11 @@ PASSING = {
     "RP052": BASE + "site: {rack: {power_kw: 80, cooling: liquid}}\n",
     "RP053": BASE + "site: {management_cidr: 10.10.0.0/29}\n",
     "RP054": BASE + "site: {management_cidr: 10.10.0.0/16, bmc_cidr: 10.11.0.0/16}\n",
+    # a group that exists; suspend_time exactly one power cycle (5m + 15m); three of four
+    # servers may power off
+    "RP090": BASE + "scheduler:\n  kind: slurm\n  power_saving: {exclude_groups: [gpu]}\n",
+    "RP091": BASE + "scheduler:\n  kind: slurm\n  power_saving: {suspend_time: 20m}\n",
+    "RP092": BASE + "scheduler:\n  kind: slurm\n  power_saving: {}\n",
 }
 
 

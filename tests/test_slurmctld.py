@@ -5,9 +5,11 @@ the Slurm files, starts Debian's munged (a test key, its socket in a temporary d
 slurmctld on 127.0.0.1 with them, and asks ``scontrol``: the topology's switches and their node
 sets, and each node's CPUs, sockets, cores, threads, memory and GRES must be the plan's. The
 test copy changes only what a test host needs: SlurmctldHost (this host), ports, state, log
-and pid paths, ``SlurmUser`` (this user), the munge socket, the Include path, and
-``NodeAddr=127.0.0.1`` on every node line (the planned names do not resolve here). No slurmd
-runs: there are no GPUs here, so nodes stay unresponsive, which scontrol still reports in full.
+and pid paths, ``SlurmUser`` (this user), the munge socket, the Include path, the power-saving
+programs' directory (wrappers of the slurm role's script) and ``NodeAddr=127.0.0.1`` on every
+node line (the planned names do not resolve here). No slurmd runs: there are no GPUs here, so
+nodes stay unresponsive, which scontrol still reports in full. With power saving, slurmctld
+also powers a node down through the role's script, against a fake ipmitool (no BMC here).
 
 Without munged, slurmctld or scontrol the test skips, saying why; under CI (``CI`` set) that is
 a failure (`make unit` installs them as root: the Makefile's ``slurm`` target).
@@ -16,6 +18,7 @@ a failure (`make unit` installs them as root: the Makefile's ``slurm`` target).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -30,10 +33,13 @@ import pytest
 import yaml
 
 from infra.catalog import Catalog
-from infra.render import slurm, slurm_conf
+from infra.render import slurm, slurm_conf, slurm_power
 from infra.spec import Spec, load_spec_text
+from infra.spec.scheduling import duration_seconds
 from infra.topology import Plan, expand
+from infra.topology.power_saving import kept_powered, suspendable
 
+from . import test_slurm_power as power_fakes
 from .conftest import ROOT
 from .test_render_files import expand_hostlist
 
@@ -51,6 +57,7 @@ INPUTS = [
     ),
     "tests/data/slurm/a100-lab-slurm.yaml",
 ]
+POWER_SCRIPT = ROOT / "playbooks/roles/slurm/files/railplan-power.sh"
 START_TIMEOUT_S = 60.0
 COMMAND_TIMEOUT_S = 30.0
 
@@ -100,6 +107,7 @@ def _test_copy(files: dict[str, str], tmp: Path, port: int) -> Path:
     for pattern, repl in changes.items():
         conf, n = re.subn(pattern, repl, conf, flags=re.MULTILINE)
         assert n == 1, pattern  # the rendered file has each setting exactly once
+    conf = _local_power_programs(conf, tmp)
     (etc / "slurm.conf").write_text(conf + f"AuthInfo=socket={tmp / 'munge.socket'}\n")
     nodes = re.sub(
         r"^(NodeName=(\S+) .*)$",
@@ -110,6 +118,31 @@ def _test_copy(files: dict[str, str], tmp: Path, port: int) -> Path:
     (etc / "nodes.conf").write_text(nodes)
     (tmp / "state").mkdir()
     return etc / "slurm.conf"
+
+
+def _local_power_programs(conf: str, tmp: Path) -> str:
+    """Power programs moved to ``tmp/bin``: wrappers of the slurm role's script.
+
+    slurmctld checks that each program exists, is executable and not group- or
+    world-writable, and disables power saving otherwise. Each wrapper (the rendered name)
+    points the script at ``tmp/power`` (its map and credentials) and puts ``tmp/fakebin``
+    first on PATH (where a test puts a fake ipmitool), then runs the role's script under the
+    same name from ``tmp/programs``: the script reads its action from that name.
+    """
+    bin_dir, programs = tmp / "bin", tmp / "programs"
+    for match in re.finditer(r"^\w+Program=/etc/slurm/(\S+)$", conf, flags=re.MULTILINE):
+        bin_dir.mkdir(exist_ok=True)
+        programs.mkdir(exist_ok=True)
+        shutil.copy(POWER_SCRIPT, programs / match[1])
+        (programs / match[1]).chmod(0o755)
+        (bin_dir / match[1]).write_text(
+            "#!/bin/sh\n"
+            f"export RAILPLAN_POWER_DIR='{tmp / 'power'}' PATH='{tmp / 'fakebin'}':\"$PATH\"\n"
+            f"export FAKE_IPMI_LOG='{tmp / 'ipmi.log'}' FAKE_LOGGER_LOG='{tmp / 'logger.log'}'\n"
+            f"exec '{programs / match[1]}' \"$@\"\n"
+        )
+        (bin_dir / match[1]).chmod(0o755)
+    return re.sub(r"^(\w+Program)=/etc/slurm/", rf"\1={bin_dir}/", conf, flags=re.MULTILINE)
 
 
 def _stop(pid_file: Path) -> None:
@@ -290,3 +323,95 @@ def test_config_is_what_was_rendered(running: tuple[Plan, Spec, dict[str, str], 
     assert config["AuthType"] == "auth/munge"
     assert config["GresTypes"] == "gpu"
     assert config["Epilog"] == slurm_conf.HEALTH_SCRIPT
+
+
+def test_power_saving_is_what_was_rendered(
+    running: tuple[Plan, Spec, dict[str, str], Path],
+) -> None:
+    """slurmctld takes the power-saving lines: times, programs, rates and excluded nodes."""
+    plan, spec, _, conf = running
+    saving = spec.scheduler.power_saving
+    if saving is None:
+        pytest.skip(f"{spec.name} sets no power_saving")
+    out = subprocess.run(
+        [_tool("scontrol"), "show", "config"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "SLURM_CONF": str(conf)},
+        timeout=COMMAND_TIMEOUT_S,
+    ).stdout
+    config = dict(re.findall(r"^(\w+)\s+=\s+(.*?)\s*$", out, flags=re.MULTILINE))
+    assert config["SuspendTime"] == f"{duration_seconds(saving.suspend_time)} sec"
+    assert config["SuspendTimeout"] == f"{duration_seconds(saving.suspend_timeout)} sec"
+    assert config["ResumeTimeout"] == f"{duration_seconds(saving.resume_timeout)} sec"
+    assert config["SuspendProgram"].endswith("/railplan-suspend.sh")
+    assert config["ResumeProgram"].endswith("/railplan-resume.sh")
+    assert config["ResumeFailProgram"].endswith("/railplan-resume-fail.sh")
+    assert config["SuspendRate"] == f"{saving.suspend_rate} nodes/min"
+    assert config["ResumeRate"] == f"{slurm_power.resume_rate(plan, spec)} nodes/min"
+    kept = sorted(expand_hostlist(config["SuspendExcNodes"]))
+    assert kept == sorted(s.name for s in kept_powered(plan, spec))
+    assert plan.servers[0].name in kept  # the controller never powers itself off
+    log = (conf.parent.parent / "slurmctld.log").read_text()
+    for refusal in ("power_save program", "Invalid SuspendExcNodes", "power_save module disabled"):
+        assert refusal not in log, log[-3000:]
+
+
+def _update(conf: Path, *args: str) -> None:
+    subprocess.run(
+        [_tool("scontrol"), "update", *args],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "SLURM_CONF": str(conf)},
+        timeout=COMMAND_TIMEOUT_S,
+    )
+
+
+def _ipmi_calls(log: Path, count: int) -> list[list[str]]:
+    """The fake ipmitool's argument lists, once there are ``count`` (slurmctld is async)."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        lines = log.read_text().splitlines() if log.exists() else []
+        if len(lines) >= count:
+            return [json.loads(line)["argv"] for line in lines]
+        time.sleep(0.5)
+    pytest.fail(f"slurmctld ran no power program within {START_TIMEOUT_S:.0f} s")
+
+
+def test_slurmctld_runs_the_power_programs_on_the_bmc(
+    running: tuple[Plan, Spec, dict[str, str], Path],
+) -> None:
+    """slurmctld itself runs the role's SuspendProgram: a node powered down through its BMC.
+
+    A node without slurmd stays UNKNOWN, which power saving leaves alone; marked DOWN it may
+    be powered down. Powering it up again needs it POWERED_DOWN, which takes SuspendTimeout
+    (minutes, as rendered), so the resume programs are run by tests/test_slurm_power.py. Fake, as nothing here has a BMC or syslog: ipmitool and logger
+    (test_slurm_power's fakes, first on the programs' PATH through the wrappers).
+    """
+    plan, spec, files, conf = running
+    if spec.scheduler.power_saving is None:
+        pytest.skip(f"{spec.name} sets no power_saving")
+    tmp = conf.parent.parent
+    power, fakebin = tmp / "power", tmp / "fakebin"
+    power.mkdir()
+    (power / "bmc-hosts").write_text(files["bmc-hosts"])
+    (power / "railplan-bmc.user").write_text(power_fakes.USER + "\n")
+    (power / "railplan-bmc.password").write_text(power_fakes.PASSWORD + "\n")
+    fakebin.mkdir()
+    for name, text in (
+        ("ipmitool", power_fakes.FAKE_IPMITOOL),
+        ("logger", power_fakes.FAKE_LOGGER),
+    ):
+        (fakebin / name).write_text(text)
+        (fakebin / name).chmod(0o755)
+    node = suspendable(plan, spec)[0]
+    _update(conf, f"nodename={node.name}", "state=down", "reason=power-saving test")
+    _update(conf, f"nodename={node.name}", "state=power_down")
+    calls = _ipmi_calls(tmp / "ipmi.log", 1)
+    assert calls == [
+        ["-I", "lanplus", "-H", node.bmc_ip, "-U", power_fakes.USER,
+         "-f", str(power / "railplan-bmc.password"), "chassis", "power", "soft"]
+    ]  # fmt: skip
+    log = (tmp / "slurmctld.log").read_text()
+    assert "power_save: program exit status" not in log, log[-3000:]

@@ -241,6 +241,8 @@ def _cluster_vars(spec: Spec) -> dict[str, Any]:
     if spec.scheduler.kind == "slurm":
         # Static NodeName lines (files/slurm/nodes.conf) carry the features already.
         values["topology_labels_slurm_method"] = "file"
+        if spec.scheduler.power_saving is not None:
+            values["slurm_power_saving"] = True  # programs, map and BMC credentials (slurm role)
     return values
 
 

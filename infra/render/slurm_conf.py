@@ -3,7 +3,8 @@
 `slurm_conf` is a complete slurm.conf: cons_tres with cores and memory as consumable
 resources, cgroup process tracking and task confinement, munge authentication, the tree
 topology plugin, the GPU health script as Prolog and Epilog (the slurm role installs it), and
-one partition per node group. The node lines stay in nodes.conf, which it ``Include``s, and
+one partition per node group, and with `power_saving` the lines of
+`infra.render.slurm_power`. The node lines stay in nodes.conf, which it ``Include``s, and
 topology.conf and gres.conf sit beside it, where slurmctld and slurmd look for them. The
 controller is the plan's first server (`controller_host`): railplan plans no management
 servers, and Slurm needs a literal host name; the slurm role moves it when the user sets
@@ -21,6 +22,7 @@ from infra.render.slurm import (
     real_memory_mib,
     topology_conf,
 )
+from infra.render.slurm_power import BMC_HOSTS, bmc_hosts, power_saving_lines
 from infra.spec import Spec
 from infra.topology.model import Plan
 
@@ -98,6 +100,7 @@ def slurm_conf(plan: Plan, spec: Spec, catalog: Catalog) -> str:
         f"Epilog={HEALTH_SCRIPT}",
         f"Include {CONF_DIR}/nodes.conf",
         *_partitions(plan, spec, catalog),
+        *power_saving_lines(plan, spec),  # after the nodes it names
     ]
     return "\n".join(lines) + "\n"
 
@@ -117,10 +120,13 @@ def cgroup_conf(plan: Plan) -> str:
 
 def slurm_files(plan: Plan, spec: Spec, catalog: Catalog) -> dict[str, str]:
     """The Slurm files by relative name (under ``files/slurm/``)."""
-    return {
+    files = {
         "cgroup.conf": cgroup_conf(plan),
         "gres.conf": gres_conf(plan, spec, catalog),
         "nodes.conf": nodes_conf(plan, spec, catalog),
         "slurm.conf": slurm_conf(plan, spec, catalog),
         "topology.conf": topology_conf(plan),
     }
+    if spec.scheduler.power_saving is not None:
+        files[BMC_HOSTS] = bmc_hosts(plan, spec)
+    return files

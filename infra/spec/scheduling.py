@@ -195,6 +195,19 @@ class PowerSaving(StrictModel):
         default_factory=list,
         description="Node groups never powered off (infrastructure nodes never are).",
     )
+    resume_rate: int | None = Field(
+        None,
+        ge=1,
+        le=10_000,
+        description="Servers powered on per minute at most (`ResumeRate`), so a large job "
+        "does not start a surge; default: one per rack a minute.",
+    )
+    suspend_rate: int = Field(
+        60,
+        ge=1,
+        le=10_000,
+        description="Servers powered off per minute at most (`SuspendRate`; Slurm's default).",
+    )
 
 
 class Monitoring(StrictModel):

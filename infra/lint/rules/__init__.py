@@ -5,7 +5,7 @@ schedules), RP02x precisions, RP03x node software, RP04x fabrics, RP05x site (ra
 cooling, power feeds, addresses); RP045-RP049 and RP055-RP057 check the planned topology
 (infra.lint.rules.topology); RP06x the declared budgets; RP07x the scheduler (tenants' GPU
 quotas, the batch scheduler); RP08x the compute fabric's subnet manager (routing engine, SHARP,
-GUID inputs).
+GUID inputs); RP09x Slurm power saving.
 RP1xx belong to `railplan mig check` (infra.lint.migparted).
 """
 
@@ -16,6 +16,7 @@ from infra.lint.rules import (
     mig,
     nccl,
     power,
+    power_saving,
     precision,
     scheduler,
     site,
@@ -31,6 +32,7 @@ __all__ = [
     "mig",
     "nccl",
     "power",
+    "power_saving",
     "precision",
     "scheduler",
     "site",

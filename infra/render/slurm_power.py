@@ -1,0 +1,83 @@
+"""Slurm power saving: the slurm.conf lines and the host-to-BMC map the power programs read.
+
+With ``scheduler.power_saving`` set, slurmctld powers a server off through its BMC after it
+has been idle for ``suspend_time`` and on again when work needs it (slurm.conf(5), SuspendTime
+and ResumeProgram). Never suspended (``SuspendExcNodes``): the servers
+`infra.topology.power_saving.kept_powered` names (the controller, ``exclude_groups``, servers
+without a BMC address). ResumeRate is bounded to one server per rack a minute unless the spec
+says otherwise: slurm.conf(5) gives it "to prevent power surges" when a large job starts, and
+one a rack a minute spreads a whole SU's power-on over its racks' PDUs instead of starting
+every server of a job at once. The programs
+are static files of the slurm role (``railplan-power.sh``); this module renders only what
+differs per cluster, ``bmc-hosts``: one ``<server> <BMC address>`` line per suspendable server.
+"""
+
+from __future__ import annotations
+
+from infra.render.slurm import hostlist
+from infra.spec import Spec
+from infra.spec.scheduling import duration_seconds
+from infra.topology.model import Plan
+from infra.topology.power_saving import kept_powered, suspendable
+
+__all__ = [
+    "BMC_HOSTS",
+    "RESUME_FAIL_PROGRAM",
+    "RESUME_PROGRAM",
+    "SUSPEND_PROGRAM",
+    "bmc_hosts",
+    "power_saving_lines",
+    "resume_rate",
+]
+
+# Installed by the slurm role on the controller: one script under three names (it reads its
+# action from the name it was called by), and the map below beside slurm.conf.
+SUSPEND_PROGRAM = "/etc/slurm/railplan-suspend.sh"
+RESUME_PROGRAM = "/etc/slurm/railplan-resume.sh"
+RESUME_FAIL_PROGRAM = "/etc/slurm/railplan-resume-fail.sh"
+BMC_HOSTS = "bmc-hosts"  # the rendered file's name under files/slurm/ and /etc/slurm/
+
+
+def resume_rate(plan: Plan, spec: Spec) -> int:
+    """ResumeRate: the spec's, else one server per rack a minute (at least one a minute)."""
+    saving = spec.scheduler.power_saving
+    if saving is not None and saving.resume_rate is not None:
+        return saving.resume_rate
+    racks = {s.rack for s in suspendable(plan, spec) if s.rack is not None}
+    return max(1, len(racks))
+
+
+def power_saving_lines(plan: Plan, spec: Spec) -> list[str]:
+    """slurm.conf's power-saving lines; none when the spec sets no power saving.
+
+    Times are seconds (slurm.conf(5)). SlurmctldParameters=idle_on_node_suspend is left out
+    on purpose: it would mark drained nodes idle on suspend, hiding the GPU health drain.
+    """
+    saving = spec.scheduler.power_saving
+    if saving is None:
+        return []
+    lines = [
+        "# Power saving: idle servers are powered off through their BMC (slurm role,",
+        "# railplan-power.sh); the controller and the servers listed here never are.",
+        f"SuspendTime={duration_seconds(saving.suspend_time)}",
+        f"SuspendTimeout={duration_seconds(saving.suspend_timeout)}",
+        f"ResumeTimeout={duration_seconds(saving.resume_timeout)}",
+        f"SuspendProgram={SUSPEND_PROGRAM}",
+        f"ResumeProgram={RESUME_PROGRAM}",
+        f"ResumeFailProgram={RESUME_FAIL_PROGRAM}",
+        f"SuspendRate={saving.suspend_rate}",
+        f"ResumeRate={resume_rate(plan, spec)}",
+    ]
+    kept = kept_powered(plan, spec)
+    if kept:
+        lines.append(f"SuspendExcNodes={hostlist(kept)}")
+    return lines
+
+
+def bmc_hosts(plan: Plan, spec: Spec) -> str:
+    """The power programs' map: ``<server> <BMC address>`` per suspendable server."""
+    lines = [
+        f"# {plan.name}: the BMC of each server Slurm may power off (railplan; do not edit).",
+        *(f"{s.name} {s.bmc_ip}" for s in suspendable(plan, spec)),
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,78 @@
+#!/bin/bash
+# Slurm power saving through each server's BMC (IPMI over LAN), installed by the slurm role on
+# the controller under three names; the name it is called by is its action (slurm.conf(5)):
+#   railplan-suspend.sh      SuspendProgram     chassis power soft (ACPI: the OS shuts down)
+#   railplan-resume.sh       ResumeProgram      chassis power on
+#   railplan-resume-fail.sh  ResumeFailProgram  chassis power off (stuck in POST or boot: the
+#                                               node is DOWN already; do not leave it drawing)
+# slurmctld runs it as SlurmUser with a hostlist ("gpu[01-04]"), and a second argument (node
+# features, for node_features plugins) that it ignores. Each server's
+# BMC address comes from bmc-hosts (rendered by railplan from the plan); a server not in it is
+# refused. The BMC password is read by ipmitool itself from a file only SlurmUser can read
+# (-f), so it is on no command line and in no environment. Every action goes to syslog
+# (daemon facility, tag railplan-power). Exit status: 0 when every server took the command,
+# 1 when any did not (slurmctld logs it), 2 on a usage or set-up error.
+set -u
+# slurmctld gives its programs no environment but SLURM_CONF (power_save.c): no PATH.
+PATH="${PATH:+$PATH:}/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+
+conf_dir=${RAILPLAN_POWER_DIR:-/etc/slurm}
+map="$conf_dir/bmc-hosts"
+user_file="$conf_dir/railplan-bmc.user"
+password_file="$conf_dir/railplan-bmc.password"
+tag=railplan-power
+
+log() { # priority message...
+    local priority=$1
+    shift
+    logger -s -t "$tag" -p "daemon.$priority" -- "$*"
+}
+
+case "$(basename -- "$0")" in
+    railplan-suspend*) action=soft ;;
+    railplan-resume-fail*) action=off ;;
+    railplan-resume*) action=on ;;
+    *)
+        log err "called as $0: expected railplan-suspend, railplan-resume or railplan-resume-fail"
+        exit 2
+        ;;
+esac
+
+if [ "$#" -lt 1 ] || [ "$#" -gt 2 ] || [ -z "$1" ]; then
+    log err "usage: $0 HOSTLIST [FEATURES] (as slurmctld calls it)"
+    exit 2
+fi
+for file in "$map" "$user_file" "$password_file"; do
+    if [ ! -r "$file" ]; then
+        log err "cannot read $file (installed by the slurm role); no server powered $action"
+        exit 2
+    fi
+done
+IFS= read -r user <"$user_file" || true
+if [ -z "$user" ]; then
+    log err "$user_file is empty: set slurm_power_bmc_user; no server powered $action"
+    exit 2
+fi
+
+if ! hosts=$(scontrol show hostnames "$1"); then
+    log err "scontrol could not expand the hostlist '$1'; no server powered $action"
+    exit 2
+fi
+
+status=0
+for host in $hosts; do
+    bmc=$(awk -v host="$host" '$1 == host { print $2; exit }' "$map")
+    if [ -z "$bmc" ]; then
+        log err "$host: not in $map (excluded from power saving?); refused to power it $action"
+        status=1
+        continue
+    fi
+    if out=$(ipmitool -I lanplus -H "$bmc" -U "$user" -f "$password_file" \
+        chassis power "$action" 2>&1); then
+        log info "$host: BMC $bmc: chassis power $action: $out"
+    else
+        log err "$host: BMC $bmc: chassis power $action failed (exit $?): $out"
+        status=1
+    fi
+done
+exit "$status"
