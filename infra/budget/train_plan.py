@@ -267,6 +267,7 @@ def stack_job(request: TrainRequest, gpu: Gpu, comm: CommTopology) -> Job:
         comm,
         dp_overlap=stack.dp_overlap,
         flash_attention=stack.fused_attention,
+        tp_overlap=stack.tp_overlap,
     )
 
 

@@ -29,6 +29,11 @@ Sources:
     distributed optimizer shards optimizer states and master weights over data-parallel
     GPUs and reduce-scatters gradients; sequence parallelism with TP; and the 24.07
     "Performance Benchmarks" recipes (FP8, selective recomputation, Megatron-Core).
+[NEMO-UB] NeMo-Framework-Launcher launcher_scripts/conf/training/gpt3/175b.yaml (commit
+    056a90ed): ``ub_tp_comm_overlap: True``, Transformer Engine's userbuffers pipelining of
+    the tensor-parallel all-gather / reduce-scatter with the GEMMs that consume and produce
+    them; NVIDIA's MLPerf GPT-3 configs run it too. Not every recipe does (that launcher's
+    llama2_70b.yaml at d24f8efb says false), so it is the preset's assumption for NeMo.
 [DS] DeepSpeed ZeRO configuration (deepspeed.ai/docs/config-json, "ZeRO Optimizations"):
     ``stage`` 1/2/3 shards optimizer states, gradients, parameters; ``overlap_comm``
     overlaps gradient reduction with the backward pass (on for ZeRO-3); activation
@@ -65,6 +70,7 @@ class Stack:
     zero_stages: tuple[int, ...]
     source: str
     overrides: tuple[str, ...] = ()  # the switches the user set against the preset
+    tp_overlap: bool = False  # TP collectives pipelined with the GEMMs (userbuffers)
 
     @property
     def label(self) -> str:
@@ -106,7 +112,9 @@ STACKS: dict[str, Stack] = {
             fp8=True,
             recompute="selective",
             zero_stages=(1,),
-            source="[NEMO] NeMo Framework 24.07 user guide, Parallelisms; Performance Benchmarks",
+            source="[NEMO] NeMo Framework 24.07 user guide, Parallelisms; Performance Benchmarks; "
+            "[NEMO-UB] gpt3/175b.yaml ub_tp_comm_overlap",
+            tp_overlap=True,
         ),
         Stack(
             "deepspeed-zero",
