@@ -380,9 +380,15 @@ def _zero3_traffic(job: Job, layout: Layout, m: int) -> DpTraffic:
     (default 5e7, less than one GPT-3 weight matrix: so one matrix ahead); parameters under
     ``stage3_param_persistence_threshold`` (1e5: biases, norms) stay whole, so each weight
     matrix is one all-gather. With activation recomputation the recomputed forward gathers
-    and the backward right after it reuses those weights (``stage3_max_reuse_distance``,
-    default 1e9: "do not release a parameter if it will be reused within this threshold"),
-    so there are two gathers per micro-batch either way, not three. Gradients are
+    and the backward right after it is taken to reuse those weights, so there are two
+    gathers per micro-batch either way, not three. That is DeepSpeed's behaviour only for
+    layers well under ``stage3_max_reuse_distance`` (default 1e9 elements): its
+    `PartitionedParameterCoordinator.__params_to_release` frees a module's weights unless
+    they recur within that many elements of the modules after it, so under full
+    recomputation GPT-3 175B's QKV, projection and MLP-up (and all of 530B's matrices)
+    would be gathered a third time. Counting those was tried and not adopted: it brings
+    SC21's ZeRO-3 rows within 20 % but their per-GPU trend beyond 25 % (docs/accuracy.md,
+    "ZeRO-3 overlap"). Gradients are
     partitioned, so each micro-batch reduce-scatters them in ``reduce_bucket_size`` buckets
     (5e8). (DeepSpeed config docs, deepspeed/runtime/zero/config.py.)
     """

@@ -32,8 +32,10 @@ Sources:
 [NEMO-UB] NeMo-Framework-Launcher launcher_scripts/conf/training/gpt3/175b.yaml (commit
     056a90ed): ``ub_tp_comm_overlap: True``, Transformer Engine's userbuffers pipelining of
     the tensor-parallel all-gather / reduce-scatter with the GEMMs that consume and produce
-    them; NVIDIA's MLPerf GPT-3 configs run it too. Not every recipe does (that launcher's
-    llama2_70b.yaml at d24f8efb says false), so it is the preset's assumption for NeMo.
+    them. NVIDIA's MLPerf Training v4.0 GPT-3 configs run it too (training_results_v4.0
+    NVIDIA/benchmarks/gpt3/implementations/nemo/config_DGXH100_64x8x128x4x8_mbs2.sh:
+    ``TP_COMM_OVERLAP=True``). Not every recipe does (that launcher's llama2_70b.yaml at
+    d24f8efb says false), so it is the preset's assumption for NeMo.
 [DS] DeepSpeed ZeRO configuration (deepspeed.ai/docs/config-json, "ZeRO Optimizations"):
     ``stage`` 1/2/3 shards optimizer states, gradients, parameters; ``overlap_comm``
     overlaps gradient reduction with the backward pass (on for ZeRO-3); activation
