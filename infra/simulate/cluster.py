@@ -95,6 +95,7 @@ class Cluster:
         self.nodes = list(nodes)
         self.groups = {g.name: g for g in groups}
         self.gpus = sum(n.gpus for n in nodes)
+        self.free_whole = 0  # free unsplit GPUs on open nodes (a quick bound for placement)
         for node in self.nodes:
             self._index(node)
 
@@ -103,6 +104,7 @@ class Cluster:
     def _index(self, node: Node) -> None:
         if not node.open:
             return
+        self.free_whole += node.whole_free
         g = self.groups[node.group]
         g.by_free[node.whole_free][node.index] = None
         for size, free in node.slices_free.items():
@@ -114,6 +116,7 @@ class Cluster:
     def _unindex(self, node: Node) -> None:
         if not node.open:
             return
+        self.free_whole -= node.whole_free
         g = self.groups[node.group]
         g.by_free[node.whole_free].pop(node.index, None)
         for size in node.slices_free:

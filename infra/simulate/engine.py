@@ -72,8 +72,10 @@ class Replay:
         self.running: dict[int, Run] = {}
         self.node_jobs: list[dict[int, None]] = [{} for _ in self.cluster.nodes]
         self.tokens: list[int] = []
+        self.rank: list[tuple[int, int]] = []
+        self.classes: dict[tuple[int, int, str], dict[int, None]] = {}  # running, by priority
         self.blocked: dict[BucketKey, bool] = {}  # bucket -> blocked for capacity (not quota)
-        self.tried_preempt: dict[BucketKey, int] = {}  # bucket -> `starts` at its last try
+        self.tried_preempt: dict[BucketKey, float] = {}  # bucket -> time of its last try
         self.starts = 0
         self.active = 0
         self.now = 0.0
@@ -102,6 +104,7 @@ class Replay:
             self.remaining.append(job.duration_s)
             self.first_start.append(None)
             self.tokens.append(0)
+            self.rank.append(self._ranks(job))
             self.events.push(job.submit_s, SUBMIT, index)
         self.active = len(self.jobs)
         self.start_s = min((j.submit_s for j in self.jobs), default=0.0)
@@ -152,13 +155,13 @@ class Replay:
 
     # --- queues ------------------------------------------------------------------------
 
-    def ranks(self, job: Job) -> tuple[int, int]:
+    def _ranks(self, job: Job) -> tuple[int, int]:
         """(cross-tenant rank, within-tenant rank) of ``job``."""
         return self.book.tenant_rank(job.tenant, job.priority), PRIORITY_RANK.get(job.priority, 1)
 
     def _enqueue(self, index: int) -> None:
         job = self.jobs[index]
-        key = Queues.key(job, *self.ranks(job))
+        key = Queues.key(job, *self.rank[index])
         if key not in self.queues.buckets or self.queues.order(key) > (key[1], key[2], job.submit_s, job.line, index):
             self.blocked.pop(key, None)  # a new head: try it
             self.tried_preempt.pop(key, None)
@@ -192,7 +195,15 @@ class Replay:
     def _worth_trying(self, key: BucketKey) -> bool:
         if key not in self.blocked:
             return True
-        return self.tried_preempt.get(key, -1) != self.starts and self._may_preempt(key)
+        return self._preempt_due(key)
+
+    def _preempt_due(self, key: BucketKey) -> bool:
+        """Whether the bucket's head may try preemption now (once per `preempt_retry_s`)."""
+        last = self.tried_preempt.get(key)
+        due = last is None or self.now - last >= self.policy.preempt_retry_s
+        if due and last == self.now and self.policy.preempt_retry_s > 0:
+            return False
+        return due and self._may_preempt(key)
 
     def _fit(self, key: BucketKey, index: int) -> Allocation | None:
         job = self.jobs[index]
@@ -203,8 +214,8 @@ class Replay:
             alloc = self.cluster.find(job) if admitted else None
             if alloc is None:
                 self.blocked[key] = admitted
-        if alloc is None and self._may_preempt(key) and self.tried_preempt.get(key) != self.starts:
-            self.tried_preempt[key] = self.starts
+        if alloc is None and self._preempt_due(key):
+            self.tried_preempt[key] = self.now
             alloc = self._preempt(index)
         return alloc
 
@@ -227,6 +238,7 @@ class Replay:
             self.first_start[index] = now + delay
         for node, _, _ in alloc:
             self.node_jobs[node][index] = None
+        self.classes.setdefault((*self.rank[index], job.tenant), {})[index] = None
         self._meter(job, alloc, +1)
         self.events.push(now + delay + self.remaining[index], FINISH, index, self.tokens[index])
         self.starts += 1
@@ -246,10 +258,10 @@ class Replay:
             self.cluster.give(run.alloc)
             self.book.add(job.tenant, -run.share)
         self._meter(job, run.alloc, -1)
+        self.classes[(*self.rank[index], job.tenant)].pop(index)
         for node, _, _ in run.alloc:
             self.node_jobs[node].pop(index, None)
         self.blocked.clear()  # capacity came back: every bucket may fit again
-        self.tried_preempt.clear()
         for node in {n for n, _, _ in run.alloc}:
             if self.cluster.nodes[node].empty:
                 self.power.idle(node)
@@ -279,30 +291,53 @@ class Replay:
             return False
         return book.preemption.within_tenant != "never" or book.preemption.reclaim != "never"
 
+    def _victims(self, job: Job, rank: tuple[int, int], reclaiming: bool) -> list[int]:
+        """Running jobs ``job`` may evict: lowest priority first, then most recently started."""
+        out: list[int] = []
+        for trank, jrank, tenant in sorted(self.classes):
+            members = self.classes[(trank, jrank, tenant)]
+            if members and self.book.may_evict(job.tenant, rank, tenant, (trank, jrank), reclaiming):
+                out.extend(reversed(members))
+        return out
+
     def _preempt(self, index: int) -> Allocation | None:
+        """Evict the fewest low-priority jobs that make room, or None (nothing evicted).
+
+        All candidates are lifted at once; if the job then fits, candidates are put back one
+        at a time, highest priority and oldest first, as long as it still fits: what stays
+        lifted is evicted. One placement search when it fails, one per candidate when it
+        succeeds, so a blocked large job costs a pass over the running jobs, not more.
+        """
         job = self.jobs[index]
-        rank, share = self.ranks(job), self._share_of(job)
-        reclaiming = self.book.within_quota(job.tenant, share)
-        victims = sorted(
-            (self.ranks(self.jobs[v]), -run.started_s, -self.jobs[v].line, v)
-            for v, run in self.running.items()
-            if self.book.may_evict(job.tenant, rank, self.jobs[v].tenant, self.ranks(self.jobs[v]), reclaiming)
-        )
-        taken: list[int] = []
-        for *_, victim in victims:
-            run = self.running[victim]
-            self.cluster.give(run.alloc)
-            self.book.add(self.jobs[victim].tenant, -run.share)
-            taken.append(victim)
-            alloc = self.cluster.find(job) if self.book.admits(job.tenant, share) else None
-            if alloc is not None:
-                self._evict_for(job, taken)
-                return alloc
-        for victim in taken:  # no set of victims makes room: put them back as they were
-            run = self.running[victim]
-            self.cluster.take(run.alloc)
-            self.book.add(self.jobs[victim].tenant, run.share)
-        return None
+        share = self._share_of(job)
+        victims = self._victims(job, self.rank[index], self.book.within_quota(job.tenant, share))
+        room = self.cluster.free_whole + sum(self.running[v].share for v in victims)
+        if not victims or (not job.fractional and room < job.gpus):
+            return None
+        for victim in victims:
+            self._lift(victim, -1)
+        alloc = self.cluster.find(job) if self.book.admits(job.tenant, share) else None
+        if alloc is None:
+            for victim in victims:
+                self._lift(victim, +1)
+            return None
+        evicted = []
+        for victim in reversed(victims):
+            self._lift(victim, +1)
+            found = self.cluster.find(job) if self.book.admits(job.tenant, share) else None
+            if found is None:
+                self._lift(victim, -1)
+                evicted.append(victim)
+            else:
+                alloc = found
+        self._evict_for(job, evicted[::-1])
+        return alloc
+
+    def _lift(self, victim: int, sign: int) -> None:
+        """Take a running job's GPUs off the cluster (-1) or put them back (+1), tentatively."""
+        run = self.running[victim]
+        (self.cluster.take if sign > 0 else self.cluster.give)(run.alloc)
+        self.book.add(self.jobs[victim].tenant, sign * run.share)
 
     def _evict_for(self, job: Job, victims: list[int]) -> None:
         for victim in victims:

@@ -159,7 +159,6 @@ class MigRunner:
         whole, slices = node_layout(change.target, replay.spec)
         replay.cluster.relayout(members, whole, slices)
         replay.blocked.clear()
-        replay.tried_preempt.clear()
         for node in members:
             replay.power.idle(node)
         self.records.append(

@@ -43,6 +43,11 @@ class SimPolicy:
         horizon_s: stop the replay at this trace time (None: run until every job ends).
         power_saving: model Slurm power saving when the spec declares it.
         idle_power_share: idle draw of a node over its catalog maximum (energy figures).
+        preempt_retry_s: a queue head that could not preempt tries again after this long
+            (0: at every scheduling pass). Kueue and Volcano evaluate preemption once per
+            scheduling cycle for a head that stays inadmissible; a minute keeps the replay
+            linear in events on busy clusters, at the price of a head waiting up to that
+            long for a victim that appeared meanwhile.
         progress_every: events between two progress reports.
     """
 
@@ -52,6 +57,7 @@ class SimPolicy:
     horizon_s: float | None = None
     power_saving: bool = True
     idle_power_share: float = DEFAULT_IDLE_POWER_SHARE
+    preempt_retry_s: float = 60.0
     progress_every: int = 20_000
 
     def saved_s(self, ran_s: float) -> float:
