@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from infra.catalog import Catalog
 from infra.simulate.build import node_layout
+from infra.simulate.cluster import slices_needed
 from infra.simulate.jobs import Job
 from infra.spec import Spec
 from infra.topology.model import Plan
@@ -23,15 +24,19 @@ __all__ = ["never_reasons"]
 def never_reasons(spec: Spec, plan: Plan, catalog: Catalog, jobs: Iterable[Job]) -> dict[str, str]:
     """Job id -> why it can never run, for the jobs that cannot."""
     groups = []  # (model, GPUs per node, servers, most unsplit GPUs per node in any state)
+    largest: dict[str, int] = {}  # model -> largest MIG slice (compute slices) in any state
     for group in plan.groups.values():
-        whole = max(node_layout(state, spec)[0] for state in group.mig.states)
-        groups.append((catalog.nodes[group.node].gpu, group.gpus, group.servers, whole))
+        layouts = [node_layout(state, spec) for state in group.mig.states]
+        model = catalog.nodes[group.node].gpu
+        groups.append((model, group.gpus, group.servers, max(w for w, _ in layouts)))
+        sizes = [size for _, slices in layouts for size in slices]
+        largest[model] = max([largest.get(model, 0), *sizes])
     models = sorted({g[0] for g in groups})
     limits = {t.name: t.gpus + t.borrowing_limit for t in spec.scheduler.tenants
               if t.borrowing_limit is not None}
     out = {}
     for job in jobs:
-        reason = _reason(job, groups, models, limits)
+        reason = _reason(job, groups, models, limits) or _no_slice(job, groups, largest)
         if reason:
             out[job.id] = reason
     return out
@@ -56,6 +61,21 @@ def _reason(
     if job.gpus > total:
         return f"asks for {job.gpus} GPUs; the cluster has {total} whole GPUs it could use"
     return f"asks for {job.gpus} GPUs; the largest node group it may use has {largest} whole GPUs"
+
+
+def _no_slice(job: Job, groups: list[tuple[str, int, int, int]], largest: dict[str, int]) -> str:
+    """A fraction no slice of any state covers, on groups never whole enough for it."""
+    if not job.fractional:
+        return ""
+    mine = [g for g in groups if job.gpu_model in (None, g[0])]
+    if any(job.gpus <= whole for _, _, _, whole in mine):
+        return ""
+    if any(slices_needed(job.milli) <= largest.get(g[0], 0) for g in mine):
+        return ""
+    return (
+        f"asks for {job.milli / 1000:g} of a GPU; no MIG slice of the cluster's layouts is that "
+        "large and its GPUs are never whole"
+    )
 
 
 def _holds(gpus: int, group: tuple[str, int, int, int]) -> bool:
