@@ -32,7 +32,7 @@ def spec_of(body: str, name: str = "sim") -> Spec:
 def group_spec(nodes: int, extra: str = "", group: str = "") -> Spec:
     """``nodes`` DGX A100 in one group (``group``: more of that group's keys)."""
     return spec_of(
-        f'node_groups: [{{name: gpu, node: dgx-a100-640gb, count: {nodes}, '
+        f"node_groups: [{{name: gpu, node: dgx-a100-640gb, count: {nodes}, "
         f'hostname: "n{{index:02d}}"{group}}}]\n{extra}'
     )
 
@@ -56,15 +56,30 @@ def job(
 def trace_of(jobs: Sequence[Job], origin: float | None = None) -> Trace:
     """A trace of ``jobs`` in submit order, each with its 1-based row."""
     numbered = [
-        Job(j.id, j.submit_s, j.duration_s, j.gpus, j.milli, j.tenant, j.priority, j.gpu_model, i + 2)
+        Job(
+            j.id,
+            j.submit_s,
+            j.duration_s,
+            j.gpus,
+            j.milli,
+            j.tenant,
+            j.priority,
+            j.gpu_model,
+            i + 2,
+        )
         for i, j in enumerate(jobs)
     ]
     ordered = tuple(sorted(numbered, key=lambda j: (j.submit_s, j.line)))
     return Trace("test.csv", "railplan-csv", len(jobs), ordered, {}, origin)
 
 
-def replay(spec: Spec, jobs: Sequence[Job], policy: SimPolicy | None = None,
-           cls: type[Replay] = Replay, origin: float | None = None) -> tuple[Replay, SimResult]:
+def replay(
+    spec: Spec,
+    jobs: Sequence[Job],
+    policy: SimPolicy | None = None,
+    cls: type[Replay] = Replay,
+    origin: float | None = None,
+) -> tuple[Replay, SimResult]:
     """Run ``jobs`` on ``spec``'s plan; the finished replay and its result."""
     plan = expand(spec, catalog())
     run = cls(spec, plan, catalog(), trace_of(jobs, origin), policy or SimPolicy())

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from infra.simulate.policy import SimPolicy
 from infra.simulate.engine import Replay
-from tests.sim_helpers import group_spec, job, replay, spec_of, starts
+from infra.simulate.policy import SimPolicy
+from tests.sim_helpers import group_spec, job, replay, starts
 
 NO_CHECKPOINT = SimPolicy(checkpoint_interval_s=0, preempt_retry_s=0)
 
@@ -29,9 +29,7 @@ def test_two_nodes_three_jobs_start_when_worked_out_by_hand() -> None:
 
 
 def test_a_job_that_fits_an_su_stays_in_the_fullest_su_that_holds_it() -> None:
-    spec = group_spec(
-        8, "fabrics: {compute: {switch: qm8790, su_size: 4, subnet_manager: ufm}}\n"
-    )
+    spec = group_spec(8, "fabrics: {compute: {switch: qm8790, su_size: 4, subnet_manager: ufm}}\n")
     jobs = [job("one", 0, 1000, 8), job("two", 1, 1000, 16), job("four", 2, 1000, 32)]
     run, _ = replay(spec, jobs, SimPolicy(horizon_s=10))
     sus = {
@@ -57,10 +55,11 @@ def test_fractions_take_the_smallest_slice_that_covers_them() -> None:
 def test_a_fraction_above_every_slice_never_runs_on_a_group_always_split() -> None:
     _, result = replay(group_spec(1, MIG_7, ", mig: small"), [job("half", 0, 100, 1, milli=500)])
     # no 1g slice holds half a GPU and no GPU is ever whole
-    assert [n.reason for n in result.never_ran] == [
+    reason = (
         "asks for 0.5 of a GPU; no MIG slice of the cluster's layouts is that large and its "
         "GPUs are never whole"
-    ]
+    )
+    assert [n.reason for n in result.never_ran] == [reason]
 
 
 def test_jobs_the_cluster_cannot_hold_are_never_run_with_a_reason() -> None:
@@ -80,7 +79,8 @@ TENANTS = "scheduler:\n  tenants:\n"
 def test_a_higher_priority_job_evicts_a_lower_one_of_its_tenant() -> None:
     spec = group_spec(1, TENANTS + "    - {name: t, gpus: 8}\n")
     run, result = replay(
-        spec, [job("low", 0, 1000, 8, priority="low"), job("high", 100, 500, 8, priority="high")],
+        spec,
+        [job("low", 0, 1000, 8, priority="low"), job("high", 100, 500, 8, priority="high")],
         NO_CHECKPOINT,
     )
     assert starts(run) == {"low": 0.0, "high": 100.0}
@@ -93,7 +93,8 @@ def test_a_checkpoint_keeps_work_of_an_evicted_job() -> None:
     spec = group_spec(1, TENANTS + "    - {name: t, gpus: 8}\n")
     policy = SimPolicy(checkpoint_interval_s=300, checkpoint_write_s=50, preempt_retry_s=0)
     _, result = replay(
-        spec, [job("low", 0, 1000, 8, priority="low"), job("high", 700, 500, 8, priority="high")],
+        spec,
+        [job("low", 0, 1000, 8, priority="low"), job("high", 700, 500, 8, priority="high")],
         policy,
     )
     # checkpoints done at 350 and 650: 600 s kept, 100 s lost; low ends 1200 + 400
@@ -105,8 +106,11 @@ def test_a_tenant_back_under_quota_reclaims_what_another_borrowed() -> None:
     spec = group_spec(
         2, TENANTS + "    - {name: a, gpus: 8, borrowing_limit: null}\n    - {name: b, gpus: 8}\n"
     )
-    jobs = [job("a1", 0, 1000, 8, tenant="a"), job("a2", 0, 1000, 8, tenant="a"),
-            job("b1", 100, 100, 8, tenant="b")]
+    jobs = [
+        job("a1", 0, 1000, 8, tenant="a"),
+        job("a2", 0, 1000, 8, tenant="a"),
+        job("b1", 100, 100, 8, tenant="b"),
+    ]
     run, result = replay(spec, jobs, NO_CHECKPOINT)
     assert starts(run)["b1"] == 100.0
     assert result.reclaims == 1 and result.preemptions == 1
@@ -127,7 +131,7 @@ def test_a_trace_tenant_missing_from_the_spec_runs_unlimited_with_a_note() -> No
 
 
 SCHEDULE = (
-    ', mig: small, mig_schedule: {timezone: UTC, drain_timeout: 10m, '
+    ", mig: small, mig_schedule: {timezone: UTC, drain_timeout: 10m, "
     'changes: [{at: "0 1 * * *", mig: disabled}]}'
 )
 
@@ -144,9 +148,7 @@ def test_a_scheduled_mig_change_drains_evicts_and_reconfigures_one_su() -> None:
     assert starts(run)["f"] == 0.0
 
 
-SLURM_POWER = (
-    "scheduler: {kind: slurm, power_saving: {suspend_time: 10m, resume_timeout: 5m}}\n"
-)
+SLURM_POWER = "scheduler: {kind: slurm, power_saving: {suspend_time: 10m, resume_timeout: 5m}}\n"
 
 
 def test_power_saving_turns_an_idle_node_off_and_a_job_waits_for_it_to_resume() -> None:
@@ -155,7 +157,8 @@ def test_power_saving_turns_an_idle_node_off_and_a_job_waits_for_it_to_resume() 
     idle_kw = 6.5 * SimPolicy().idle_power_share  # catalog DGX A100 6.5 kW
     assert result.energy_saved_kwh == pytest.approx(idle_kw * (3600 - 660) / 3600, abs=1e-3)
     _, without = replay(
-        group_spec(1, SLURM_POWER), [job("a", 0, 60, 8), job("b", 3600, 60, 8)],
+        group_spec(1, SLURM_POWER),
+        [job("a", 0, 60, 8), job("b", 3600, 60, 8)],
         SimPolicy(power_saving=False),
     )
     assert without.energy_saved_kwh == 0.0
@@ -163,9 +166,20 @@ def test_power_saving_turns_an_idle_node_off_and_a_job_waits_for_it_to_resume() 
 
 
 def test_the_same_trace_and_spec_give_the_same_result() -> None:
-    spec = group_spec(2, TENANTS + "    - {name: a, gpus: 8, borrowing_limit: null}\n    - {name: b, gpus: 8}\n")
-    jobs = [job(f"j{i}", i * 7 % 50, 30 + i % 13, [1, 2, 4, 8, 16][i % 5],
-                tenant="ab"[i % 2], priority=["low", "high"][i % 3 == 0]) for i in range(60)]
+    spec = group_spec(
+        2, TENANTS + "    - {name: a, gpus: 8, borrowing_limit: null}\n    - {name: b, gpus: 8}\n"
+    )
+    jobs = [
+        job(
+            f"j{i}",
+            i * 7 % 50,
+            30 + i % 13,
+            [1, 2, 4, 8, 16][i % 5],
+            tenant="ab"[i % 2],
+            priority=["low", "high"][i % 3 == 0],
+        )
+        for i in range(60)
+    ]
     assert replay(spec, jobs)[1].as_json() == replay(spec, jobs)[1].as_json()
 
 

@@ -28,11 +28,13 @@ MIG_MIXED = (
     "    - {name: a, gpus: 16, priority: high}\n"
     "    - {name: b, gpus: 8, borrowing_limit: null}\n"
 )
-MIXED_GROUP = ', mig: [{gpus: [0, 1, 2, 3], layout: mix}]'
+MIXED_GROUP = ", mig: [{gpus: [0, 1, 2, 3], layout: mix}]"
 
 
 @st.composite
-def jobs(draw: st.DrawFn, count: int = 25, sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 24)) -> list[Job]:
+def jobs(
+    draw: st.DrawFn, count: int = 25, sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 24)
+) -> list[Job]:
     out = []
     for i in range(draw(st.integers(1, count))):
         fraction = draw(st.booleans())
@@ -75,8 +77,11 @@ class Checked(Replay):
         share = self._share_of(job)
         reclaiming = book.within_quota(job.tenant, share)
         victims = [
-            v for v, run in self.running.items()
-            if book.may_evict(job.tenant, self.rank[index], self.jobs[v].tenant, self.rank[v], reclaiming)
+            v
+            for v, run in self.running.items()
+            if book.may_evict(
+                job.tenant, self.rank[index], self.jobs[v].tenant, self.rank[v], reclaiming
+            )
         ]
         for v in victims:
             self.cluster.give(self.running[v].alloc)
@@ -133,10 +138,10 @@ def test_mig_places_fewer_fractions_a_slice_does_not_cover() -> None:
     # 0.3 of a GPU needs 3 of 7 compute slices: seven 1g slices hold none of it, eight
     # whole GPUs hold eight. The property holds only for fractions the layout covers.
     trace = [job(f"f{i}", 0, 1000, 1, milli=300) for i in range(8)]
-    mig = (
-        'mig_layouts: {small: {profiles: {"1g.10gb": 7}}}\nscheduler: {mig_strategy: mixed}\n'
-    )
-    split = replay(group_spec(1, mig, ", mig: [{gpus: [0, 1, 2, 3, 4, 5], layout: small}]"), trace)[0]
+    mig = 'mig_layouts: {small: {profiles: {"1g.10gb": 7}}}\nscheduler: {mig_strategy: mixed}\n'
+    split = replay(group_spec(1, mig, ", mig: [{gpus: [0, 1, 2, 3, 4, 5], layout: small}]"), trace)[
+        0
+    ]
     whole = replay(group_spec(1), trace)[0]
     at_once = [sum(1 for s in starts(r).values() if s == 0.0) for r in (split, whole)]
     assert at_once == [2, 8]

@@ -10,7 +10,16 @@ import, and `process` maps outcomes to exit codes.
 
 from __future__ import annotations
 
-from infra.cli import changes, checks, planning, predictions, reference, simulation, training, verify
+from infra.cli import (
+    changes,
+    checks,
+    planning,
+    predictions,
+    reference,
+    simulation,
+    training,
+    verify,
+)
 from infra.cli.common import app
 from infra.cli.process import main
 

@@ -57,5 +57,7 @@ def simulate(
     with _progress_bar() as bar:
         planned = _plan_or_fail(loaded, bar.task("plan"))
         policy = sim_policy(loaded.spec, catalog, planned, seed=seed)
-        result = replay(loaded.spec, planned, catalog, jobs, policy=policy, progress=bar.task("simulate"))
+        result = replay(
+            loaded.spec, planned, catalog, jobs, policy=policy, progress=bar.task("simulate")
+        )
     _say(result_json(result) if output_format is Format.JSON else result_text(result))

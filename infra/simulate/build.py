@@ -55,10 +55,22 @@ def build_cluster(spec: Spec, plan: Plan, catalog: Catalog) -> Cluster:
         whole, slices = node_layout(group.mig.now, spec)
         su = su_index[server.su] if server.su is not None else loose[server.group]
         nodes.append(
-            Node(len(nodes), server.name, server.group, su, su_pod[su], group.gpus,
-                 whole, whole, dict(slices), dict(slices))
+            Node(
+                len(nodes),
+                server.name,
+                server.group,
+                su,
+                su_pod[su],
+                group.gpus,
+                whole,
+                whole,
+                dict(slices),
+                dict(slices),
+            )
         )
-    return Cluster(nodes, [_group_index(name, nodes, plan, catalog, su_pod) for name in plan.groups])
+    return Cluster(
+        nodes, [_group_index(name, nodes, plan, catalog, su_pod) for name in plan.groups]
+    )
 
 
 def _group_index(

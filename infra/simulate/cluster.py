@@ -220,16 +220,15 @@ class Cluster:
         for free, su in sus:
             pods[g.su_pod[su]] = pods.get(g.su_pod[su], 0) + free
         fits = [(free, pod) for pod, free in pods.items() if free >= n]
-        if fits:
+        if fits:  # one pod: its fullest-free SUs first, so the job spans the fewest SUs
             pod = min(fits)[1]
-            chosen = sorted((-free, su) for free, su in sus if g.su_pod[su] == pod)
-        elif sum(pods.values()) >= n:
-            rank = {pod: -free for pod, free in pods.items()}
-            chosen = sorted((rank[g.su_pod[su]], g.su_pod[su], -free, su) for free, su in sus)
-            chosen = [(c[2], c[3]) for c in chosen]
-        else:
+            order = sorted((-free, su) for free, su in sus if g.su_pod[su] == pod)
+            return self._whole_nodes(g, [su for _, su in order], n)
+        if sum(pods.values()) < n:
             return None
-        return self._whole_nodes(g, [su for _, su in chosen], n)
+        # across pods: the pods with most free nodes first, and within each its fullest SUs
+        spread = sorted((-pods[g.su_pod[su]], g.su_pod[su], -free, su) for free, su in sus)
+        return self._whole_nodes(g, [item[3] for item in spread], n)
 
     def _whole_nodes(self, g: GroupIndex, sus: list[int], n: int) -> Allocation:
         out: list[tuple[int, int, int]] = []

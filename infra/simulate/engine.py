@@ -60,7 +60,11 @@ class Replay:
         self, spec: Spec, plan: Plan, catalog: Catalog, trace: Trace, policy: SimPolicy
     ) -> None:
         self.spec, self.plan, self.catalog, self.trace, self.policy = (
-            spec, plan, catalog, trace, policy,
+            spec,
+            plan,
+            catalog,
+            trace,
+            policy,
         )
         self.cluster = build_cluster(spec, plan, catalog)
         self.book = Book(list(spec.scheduler.tenants), spec.scheduler.preemption)
@@ -85,6 +89,7 @@ class Replay:
         self.frag_area = 0.0
         self.starved = False
         self.preemptions = self.reclaims = 0
+        self.start_s = self.end_s = 0.0
         self.lost_gpu_s = 0.0
         self.mig = MigRunner(self)
         self.power = PowerSaver(self)
@@ -148,7 +153,7 @@ class Replay:
                 self.active -= 1
         elif kind == SUBMIT:
             self._enqueue(payload[0])
-        elif kind == MIG or kind == DAY:
+        elif kind in (MIG, DAY):
             self.mig.handle(kind, payload)
         elif kind == POWER:
             self.power.handle(payload)
@@ -162,14 +167,22 @@ class Replay:
     def _enqueue(self, index: int) -> None:
         job = self.jobs[index]
         key = Queues.key(job, *self.rank[index])
-        if key not in self.queues.buckets or self.queues.order(key) > (key[1], key[2], job.submit_s, job.line, index):
+        if key not in self.queues.buckets or self.queues.order(key) > (
+            key[1],
+            key[2],
+            job.submit_s,
+            job.line,
+            index,
+        ):
             self.blocked.pop(key, None)  # a new head: try it
             self.tried_preempt.pop(key, None)
         self.queues.push(key, job, index)
 
     def schedule(self) -> None:
-        """Admit what fits, in priority order; again while a pass started something (a start
-        gives preemption new victims, an eviction puts a job back in a queue)."""
+        """Admit what fits, in priority order, until a pass starts nothing.
+
+        Again after a start: it gives preemption new victims, an eviction requeues a job.
+        """
         while self._pass():
             pass
         self.starved = any(self.blocked.get(k, False) for k in self.queues.buckets)
@@ -221,7 +234,11 @@ class Replay:
 
     def _share_of(self, job: Job) -> float:
         if job.fractional:
-            return job.gpus * min(COMPUTE_SLICES, -(-job.milli * COMPUTE_SLICES // 1000)) / COMPUTE_SLICES
+            return (
+                job.gpus
+                * min(COMPUTE_SLICES, -(-job.milli * COMPUTE_SLICES // 1000))
+                / COMPUTE_SLICES
+            )
         return float(job.gpus)
 
     # --- starting, finishing, evicting -------------------------------------------------
@@ -296,7 +313,9 @@ class Replay:
         out: list[int] = []
         for trank, jrank, tenant in sorted(self.classes):
             members = self.classes[(trank, jrank, tenant)]
-            if members and self.book.may_evict(job.tenant, rank, tenant, (trank, jrank), reclaiming):
+            if members and self.book.may_evict(
+                job.tenant, rank, tenant, (trank, jrank), reclaiming
+            ):
                 out.extend(reversed(members))
         return out
 

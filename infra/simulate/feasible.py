@@ -32,8 +32,11 @@ def never_reasons(spec: Spec, plan: Plan, catalog: Catalog, jobs: Iterable[Job])
         sizes = [size for _, slices in layouts for size in slices]
         largest[model] = max([largest.get(model, 0), *sizes])
     models = sorted({g[0] for g in groups})
-    limits = {t.name: t.gpus + t.borrowing_limit for t in spec.scheduler.tenants
-              if t.borrowing_limit is not None}
+    limits = {
+        t.name: t.gpus + t.borrowing_limit
+        for t in spec.scheduler.tenants
+        if t.borrowing_limit is not None
+    }
     out = {}
     for job in jobs:
         reason = _reason(job, groups, models, limits) or _no_slice(job, groups, largest)

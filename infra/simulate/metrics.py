@@ -16,7 +16,15 @@ from collections.abc import Sequence
 
 from infra.simulate.result import Delays
 
-__all__ = ["SERIES_POINTS", "SIZE_BUCKETS", "Meter", "Steps", "delays", "nearest_rank", "size_bucket"]
+__all__ = [
+    "SERIES_POINTS",
+    "SIZE_BUCKETS",
+    "Meter",
+    "Steps",
+    "delays",
+    "nearest_rank",
+    "size_bucket",
+]
 
 SERIES_POINTS = 400
 """Most points of the plotted allocation series."""

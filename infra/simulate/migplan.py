@@ -22,7 +22,14 @@ from infra.spec.cron import minutes_on
 from infra.topology.groups import MIG_TIMEOUT_S
 from infra.topology.model import GroupPlan, MigState
 
-__all__ = ["MODE_TOGGLE_S", "RECONFIGURE_S", "Firing", "firings_on_day", "origin_s", "reconfigure_s"]
+__all__ = [
+    "MODE_TOGGLE_S",
+    "RECONFIGURE_S",
+    "Firing",
+    "firings_on_day",
+    "origin_s",
+    "reconfigure_s",
+]
 
 RECONFIGURE_S = 60.0
 """Seconds mig-parted takes to destroy and create a node's instances (assumption)."""
@@ -66,12 +73,16 @@ def firings_on_day(group: GroupPlan, day: dt.date, origin: float) -> list[Firing
     for k, state in enumerate(group.mig.changes):
         assert state.at is not None
         for minute in minutes_on(state.at, day):
-            local = dt.datetime(day.year, day.month, day.day, minute // 60, minute % 60, tzinfo=zone)
+            local = dt.datetime(
+                day.year, day.month, day.day, minute // 60, minute % 60, tzinfo=zone
+            )
             out.append(Firing(local.timestamp() - origin, group.name, k))
     return sorted(out, key=lambda f: (f.at_s, f.change))
 
 
 def reconfigure_s(before: MigState, after: MigState) -> float:
     """What re-laying out one node from ``before`` to ``after`` costs, bounded by the timeout."""
-    toggles = any((a is None) != (b is None) for a, b in zip(before.per_gpu, after.per_gpu, strict=False))
+    toggles = any(
+        (a is None) != (b is None) for a, b in zip(before.per_gpu, after.per_gpu, strict=False)
+    )
     return float(min(MIG_TIMEOUT_S, RECONFIGURE_S + (MODE_TOGGLE_S if toggles else 0.0)))

@@ -14,18 +14,37 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from infra.simulate.build import node_layout
+from infra.simulate.cluster import Cluster
+from infra.simulate.jobs import Trace
 from infra.simulate.migplan import firings_on_day, local_day, origin_s, reconfigure_s
+from infra.simulate.power import PowerSaver
 from infra.simulate.result import Repartition
-from infra.simulate.state import DAY, MIG
-from infra.topology.model import GroupPlan, MigState
+from infra.simulate.state import DAY, MIG, BucketKey, Events
+from infra.spec import Spec
+from infra.topology.model import GroupPlan, MigState, Plan
 
-if TYPE_CHECKING:
-    from infra.simulate.engine import Replay
+__all__ = ["MigHost", "MigRunner"]
 
-__all__ = ["MigRunner"]
+
+class MigHost(Protocol):
+    """What MIG changes read and change of the replay (`infra.simulate.engine.Replay`)."""
+
+    spec: Spec
+    plan: Plan
+    trace: Trace
+    cluster: Cluster
+    events: Events
+    power: PowerSaver
+    now: float
+    node_jobs: list[dict[int, None]]
+    blocked: dict[BucketKey, bool]
+
+    def evict(self, index: int, *, freed: bool = False) -> float:
+        """Stop a running job; the GPU-seconds of work it lost."""
+
 
 _FIRE, _DEADLINE, _DONE = 0, 1, 2
 _DAY_S = 86_400.0
@@ -50,7 +69,7 @@ class _Change:
 class MigRunner:
     """Fires each scheduled group's changes and walks them over its SUs."""
 
-    def __init__(self, replay: Replay) -> None:
+    def __init__(self, replay: MigHost) -> None:
         self.replay = replay
         self.groups = [g for g in replay.plan.groups.values() if g.mig.schedule is not None]
         zone = self.groups[0].mig.schedule.timezone if self.groups else "UTC"  # type: ignore[union-attr]
@@ -118,7 +137,9 @@ class MigRunner:
         for node in nodes:
             if node.group == group.name:
                 out.setdefault(node.su, []).append(node.index)
-        return [(sus[su].name if su < len(sus) else group.name, members) for su, members in out.items()]
+        return [
+            (sus[su].name if su < len(sus) else group.name, members) for su, members in out.items()
+        ]
 
     def _batch_start(self, change: _Change) -> None:
         replay = self.replay
@@ -137,9 +158,14 @@ class MigRunner:
         """A node lost its last job: a draining batch may be done early."""
         group = self.replay.cluster.nodes[node].group
         change = self.changes.get(group)
-        if change is not None and change.draining and node in change.nodes:
-            if all(self.replay.cluster.nodes[n].empty for n in change.nodes):
-                self._drained(change)
+        nodes = self.replay.cluster.nodes
+        if (
+            change is not None
+            and change.draining
+            and node in change.nodes
+            and all(nodes[n].empty for n in change.nodes)
+        ):
+            self._drained(change)
 
     def _drained(self, change: _Change) -> None:
         replay = self.replay
@@ -151,7 +177,9 @@ class MigRunner:
         change.evicted = len(victims)
         change.reconfigure = reconfigure_s(self.current[change.group.name], change.target)
         change.version += 1
-        replay.events.push(replay.now + change.reconfigure, MIG, _DONE, self._index(change), change.version)
+        replay.events.push(
+            replay.now + change.reconfigure, MIG, _DONE, self._index(change), change.version
+        )
 
     def _done(self, change: _Change) -> None:
         replay = self.replay
@@ -163,8 +191,14 @@ class MigRunner:
             replay.power.idle(node)
         self.records.append(
             Repartition(
-                round(change.t0, 3), change.group.name, su, change.target.config, len(members),
-                round(change.drained_s, 3), change.reconfigure, change.evicted,
+                round(change.t0, 3),
+                change.group.name,
+                su,
+                change.target.config,
+                len(members),
+                round(change.drained_s, 3),
+                change.reconfigure,
+                change.evicted,
                 round(change.lost_s / 3600, 6),
             )
         )

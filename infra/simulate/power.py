@@ -14,21 +14,31 @@ the idle energy of the hours nodes spent off, against the same replay without po
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from infra.simulate.cluster import Cluster
+from infra.simulate.policy import SimPolicy
+from infra.simulate.state import POWER, Events
+from infra.spec import Spec
 from infra.spec.scheduling import duration_seconds
-from infra.simulate.state import POWER
 
-if TYPE_CHECKING:
-    from infra.simulate.engine import Replay
+__all__ = ["PowerHost", "PowerSaver"]
 
-__all__ = ["PowerSaver"]
+
+class PowerHost(Protocol):
+    """What power saving reads of the replay (`infra.simulate.engine.Replay`)."""
+
+    spec: Spec
+    policy: SimPolicy
+    cluster: Cluster
+    events: Events
+    now: float
 
 
 class PowerSaver:
     """Powers idle nodes off and on, and counts node-seconds off per node group."""
 
-    def __init__(self, replay: Replay) -> None:
+    def __init__(self, replay: PowerHost) -> None:
         self.replay = replay
         settings = replay.spec.scheduler.power_saving
         self.enabled = (

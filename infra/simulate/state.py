@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from infra.simulate.cluster import Allocation, slices_needed
 from infra.simulate.jobs import Job
 
-__all__ = ["FINISH", "MIG", "POWER", "SUBMIT", "DAY", "BucketKey", "Events", "Queues", "Run"]
+__all__ = ["DAY", "FINISH", "MIG", "POWER", "SUBMIT", "BucketKey", "Events", "Queues", "Run"]
 
 FINISH, MIG, POWER, SUBMIT, DAY = 0, 1, 2, 3, 4
 

@@ -8,19 +8,51 @@ horizon are counted in a note, not in the delays.
 
 from __future__ import annotations
 
+import datetime as dt
 import zoneinfo
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
-from infra.simulate.metrics import SERIES_POINTS, SIZE_BUCKETS, delays, size_bucket
-from infra.simulate.result import SimResult, TraceSummary
+from infra.catalog import Catalog
+from infra.simulate.cluster import Cluster
+from infra.simulate.jobs import Job, Trace
+from infra.simulate.metrics import SERIES_POINTS, SIZE_BUCKETS, Meter, Steps, delays, size_bucket
+from infra.simulate.migrun import MigRunner
+from infra.simulate.policy import SimPolicy
+from infra.simulate.power import PowerSaver
+from infra.simulate.result import Delays, NeverRan, SimResult, TraceSummary
+from infra.simulate.tenants import Book
+from infra.topology.model import Plan
 
-if TYPE_CHECKING:
-    from infra.simulate.engine import Replay
-
-__all__ = ["summarise"]
+__all__ = ["Finished", "summarise"]
 
 
-def summarise(replay: Replay) -> SimResult:
+class Finished(Protocol):
+    """What the summary reads of a finished replay (`infra.simulate.engine.Replay`)."""
+
+    plan: Plan
+    catalog: Catalog
+    trace: Trace
+    policy: SimPolicy
+    cluster: Cluster
+    book: Book
+    jobs: list[Job]
+    never: list[NeverRan]
+    first_start: list[float | None]
+    start_s: float
+    end_s: float
+    steps: Steps
+    by_group: Meter
+    by_tenant: Meter
+    frag_area: float
+    preemptions: int
+    reclaims: int
+    lost_gpu_s: float
+    mig: MigRunner
+    power: PowerSaver
+
+
+def summarise(replay: Finished) -> SimResult:
     """The figures of a replay that has run."""
     start, end = replay.start_s, replay.end_s
     span = max(end - start, 1e-9)
@@ -51,43 +83,45 @@ def summarise(replay: Replay) -> SimResult:
         repartitions=tuple(replay.mig.records),
         never_ran=tuple(replay.never),
         series=_series(replay, start, end),
-        profile_24h=tuple(round(v / gpus, 6) if gpus else 0.0 for v in steps.profile(start, end, _offset(replay))),
+        profile_24h=tuple(
+            round(v / gpus, 6) if gpus else 0.0 for v in steps.profile(start, end, _offset(replay))
+        ),
         energy_kwh=energy,
         energy_saved_kwh=saved,
         notes=_notes(replay),
     )
 
 
-def _delays_by(replay: Replay, key: object) -> dict[str, object]:
+def _delays_by(replay: Finished, key: Callable[[int], str]) -> dict[str, Delays]:
     groups: dict[str, list[float]] = {}
     for index, started in enumerate(replay.first_start):
         if started is not None:
-            name = key(index)  # type: ignore[operator]
+            name = key(index)
             groups.setdefault(name, []).append(started - replay.jobs[index].submit_s)
     return {name: delays(values) for name, values in sorted(groups.items())}
 
 
-def _by_size(replay: Replay) -> dict[str, object]:
+def _by_size(replay: Finished) -> dict[str, Delays]:
     found = _delays_by(replay, lambda j: size_bucket(replay.jobs[j].gpus))
     return {b: found[b] for b in SIZE_BUCKETS if b in found}
 
 
-def _series(replay: Replay, start: float, end: float) -> tuple[tuple[float, int], ...]:
+def _series(replay: Finished, start: float, end: float) -> tuple[tuple[float, int], ...]:
     n = SERIES_POINTS
     times = [start + (end - start) * i / (n - 1) for i in range(n)] if end > start else [start]
-    return tuple((round(t, 3), round(v)) for t, v in zip(times, replay.steps.at(times), strict=True))
+    return tuple(
+        (round(t, 3), round(v)) for t, v in zip(times, replay.steps.at(times), strict=True)
+    )
 
 
-def _offset(replay: Replay) -> float:
+def _offset(replay: Finished) -> float:
     """Seconds past local midnight (schedule zone, or UTC) at trace time 0."""
-    import datetime as dt
-
     zone = zoneinfo.ZoneInfo(replay.mig.zone)
     local = dt.datetime.fromtimestamp(replay.mig.origin, zone)
     return local.hour * 3600 + local.minute * 60 + local.second
 
 
-def _energy(replay: Replay, span: float) -> tuple[float, float]:
+def _energy(replay: Finished, span: float) -> tuple[float, float]:
     off = replay.power.close(replay.end_s)
     busy = replay.by_group.areas(replay.end_s)
     share = replay.policy.idle_power_share
@@ -101,7 +135,7 @@ def _energy(replay: Replay, span: float) -> tuple[float, float]:
     return round(energy, 3), round(saved, 3)
 
 
-def _notes(replay: Replay) -> tuple[str, ...]:
+def _notes(replay: Finished) -> tuple[str, ...]:
     notes = []
     book = replay.book
     unknown = sorted({j.tenant for j in replay.jobs if book.managed and j.tenant not in book.quota})

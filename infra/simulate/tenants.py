@@ -84,8 +84,14 @@ class Book:
         quota = self.quota.get(tenant)
         return quota is None or self.usage.get(tenant, 0.0) > quota.gpus + 1e-9
 
-    def may_evict(self, tenant: str, rank: tuple[int, int], victim: str, v_rank: tuple[int, int],
-                  reclaiming: bool) -> bool:
+    def may_evict(
+        self,
+        tenant: str,
+        rank: tuple[int, int],
+        victim: str,
+        v_rank: tuple[int, int],
+        reclaiming: bool,
+    ) -> bool:
         """Whether a job of ``tenant`` (priority ``rank``) may evict one of ``victim``."""
         if not self.managed:
             return False

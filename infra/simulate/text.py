@@ -37,8 +37,10 @@ def result_text(result: SimResult) -> str:
     lines = [
         f"trace {t.source} ({t.format}): {t.rows} rows, {t.used} used, skipped: {skipped}",
         f"cluster {result.gpus} GPUs over {_hours(result.horizon_s)}",
-        f"allocation mean {_pct(result.allocation_mean)}, p50 {_pct(result.allocation_p50)}, "
-        f"p95 {_pct(result.allocation_p95)}; fragmentation {_pct(result.fragmentation)}",
+        (
+            f"allocation mean {_pct(result.allocation_mean)}, p50 {_pct(result.allocation_p50)}, "
+            f"p95 {_pct(result.allocation_p95)}; fragmentation {_pct(result.fragmentation)}"
+        ),
     ]
     groups = ", ".join(f"{g} {_pct(v)}" for g, v in result.allocation_by_group.items())
     lines.append(f"allocation by group: {groups or 'none'}")
@@ -48,7 +50,9 @@ def result_text(result: SimResult) -> str:
         f"preemptions {result.preemptions} ({result.reclaims} reclaims), "
         f"lost {result.lost_gpu_hours:.1f} GPU-hours"
     )
-    lines.append(f"energy {result.energy_kwh:.0f} kWh, saved by power saving {result.energy_saved_kwh:.0f} kWh")
+    lines.append(
+        f"energy {result.energy_kwh:.0f} kWh, saved by power saving {result.energy_saved_kwh:.0f} kWh"
+    )
     lines += _repartition_lines(result)
     lines += _never_lines(result)
     lines += [f"note: {n}" for n in result.notes]
@@ -63,8 +67,10 @@ def _repartition_lines(result: SimResult) -> list[str]:
     lost = sum(r.lost_gpu_hours for r in reps)
     down = sum(r.drain_s + r.reconfigure_s for r in reps)
     return [
-        f"re-partitions: {len(reps)} SU changes, {evicted} jobs evicted, "
-        f"{lost:.1f} GPU-hours lost, {_hours(down)} of SU drain and reconfiguration"
+        (
+            f"re-partitions: {len(reps)} SU changes, {evicted} jobs evicted, "
+            f"{lost:.1f} GPU-hours lost, {_hours(down)} of SU drain and reconfiguration"
+        )
     ]
 
 
