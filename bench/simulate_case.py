@@ -1,10 +1,10 @@
 """Bench case `simulate:N`: `railplan simulate`'s replay of N synthetic jobs on 10,000 GPUs.
 
 The plan is 1,250 DGX A100 (SUs of 20) in two groups: 1,170 training nodes and 80 inference
-nodes split into seven 1g.10gb instances by day and whole by night, three tenants with
+nodes split into 1g.10gb + 2g.20gb + 4g.40gb per GPU by day and whole by night, three tenants with
 quotas that borrow from each other. The trace is generated here (bench only, not a model of
 any published workload): exponential inter-arrivals at about 80 % offered load, sizes mostly
-1-8 GPUs with a tail to 1,024 (a third of the 1-GPU jobs are fractions), lognormal durations
+1-8 GPUs with a tail to 1,024 (a third of the 1-GPU jobs are fractions of 0.1, 0.25 or 0.5), lognormal durations
 (median 30 min). Wall time covers the replay only (trace text parsing excluded).
 """
 
@@ -54,7 +54,7 @@ scheduler:
     - {name: research, gpus: 6000, priority: high, borrowing_limit: null}
     - {name: product, gpus: 3000, priority: normal, borrowing_limit: null}
     - {name: serving, gpus: 1000, priority: critical, borrowing_limit: 0}
-mig_layouts: {day: {profiles: {"1g.10gb": 7}}}
+mig_layouts: {day: {profiles: {"1g.10gb": 1, "2g.20gb": 1, "4g.40gb": 1}}}
 """
 
 
@@ -68,7 +68,7 @@ def synthetic_trace(jobs: int, seed: int = 7) -> str:
     for i in range(jobs):
         t += rng.expovariate(1 / 5.2)
         gpus = rng.choices(sizes, weights)[0]
-        milli = rng.choice((250, 500, 1000)) if gpus == 1 and rng.random() < 0.33 else 1000
+        milli = rng.choice((100, 250, 500)) if gpus == 1 and rng.random() < 0.33 else 1000
         tenant = "serving" if milli < 1000 else rng.choice(("research", "research", "product"))
         duration = min(rng.lognormvariate(7.5, 1.2), 7 * 86_400)
         priority = rng.choice(("low", "normal", "normal", "high"))
