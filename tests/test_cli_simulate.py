@@ -110,3 +110,11 @@ def test_the_checkpoint_budget_sets_the_replays_checkpoint_time() -> None:
     assert policy.seed == 3
     bare = spec.model_copy(update={"budgets": []})
     assert sim_policy(bare, catalog, plan).checkpoint_write_s == DEFAULT_CHECKPOINT_WRITE_S
+
+
+def test_with_json_a_bad_row_is_the_errors_document(tmp_path: Path) -> None:
+    trace = _trace(tmp_path, ["x,ten,60,1,1000,research,normal,"])
+    result = run_cli("simulate", str(SPEC), "--trace", str(trace), "-f", "json")
+    assert result.returncode == 2
+    (error,) = json.loads(result.stdout)["errors"]
+    assert (error["file"], error["line"]) == (str(trace), 2)

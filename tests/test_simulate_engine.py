@@ -187,3 +187,20 @@ def test_replay_stops_at_the_horizon() -> None:
     run, result = replay(group_spec(1), [job("a", 0, 1000, 8)], SimPolicy(horizon_s=100))
     assert result.horizon_s == 100.0
     assert isinstance(run, Replay)
+
+
+def test_a_job_that_never_fits_ends_the_replay_after_a_week_of_mig_changes() -> None:
+    # tenant a may borrow without limit, but b lends only 4 GPUs: 16 never fit; the daily
+    # MIG change would otherwise keep the replay going for ever
+    spec = group_spec(
+        2,
+        'mig_layouts: {small: {profiles: {"1g.10gb": 7}}}\n'
+        "scheduler:\n  mig_strategy: mixed\n  tenants:\n"
+        "    - {name: a, gpus: 8, borrowing_limit: null}\n"
+        "    - {name: b, gpus: 8, lending_limit: 4}\n",
+        SCHEDULE,
+    )
+    run, result = replay(spec, [job("big", 0, 100, 16, tenant="a")])
+    assert starts(run) == {"big": None}
+    assert result.notes[-1] == "1 jobs had not started when the replay stopped"
+    assert 8 * 86_400 < result.horizon_s <= 9 * 86_400

@@ -35,7 +35,10 @@ from infra.simulate.tenants import PRIORITY_RANK, Book
 from infra.spec import Spec
 from infra.topology.model import Plan
 
-__all__ = ["Replay", "simulate"]
+__all__ = ["STUCK_S", "Replay", "simulate"]
+
+STUCK_S = 8 * 86_400.0
+"""Idle time after which waiting jobs are taken to wait for good (see `Replay._stuck`)."""
 
 
 def simulate(
@@ -89,7 +92,7 @@ class Replay:
         self.frag_area = 0.0
         self.starved = False
         self.preemptions = self.reclaims = 0
-        self.start_s = self.end_s = 0.0
+        self.start_s = self.end_s = self.last_change = 0.0
         self.lost_gpu_s = 0.0
         self.mig = MigRunner(self)
         self.power = PowerSaver(self)
@@ -111,7 +114,7 @@ class Replay:
             self.tokens.append(0)
             self.rank.append(self._ranks(job))
             self.events.push(job.submit_s, SUBMIT, index)
-        self.active = len(self.jobs)
+        self.active = self.unsubmitted = len(self.jobs)
         self.start_s = min((j.submit_s for j in self.jobs), default=0.0)
         self.mig.start(self.start_s)
         self.power.start(self.start_s)
@@ -123,7 +126,7 @@ class Replay:
         heap, done, every = self.events.heap, 0, self.policy.progress_every
         total = 3 * len(self.jobs) + 1
         horizon = self.policy.horizon_s
-        while heap and (self.active or self.mig.busy):
+        while heap and (self.active or self.mig.busy) and not self._stuck():
             at = heap[0][0]
             if horizon is not None and at > horizon:
                 self._advance(horizon)
@@ -139,6 +142,14 @@ class Replay:
         progress("replayed", total, total)
         self.end_s = max(self.now, self.start_s)
 
+    def _stuck(self) -> bool:
+        """Nothing runs or will arrive, and nothing started for `STUCK_S`: waiting is for good.
+
+        Only scheduled MIG changes still happen then; a week and a day of them has shown every
+        layout a daily or weekly schedule makes, so the jobs still waiting never fit.
+        """
+        return not self.running and not self.unsubmitted and self.now - self.last_change > STUCK_S
+
     def _advance(self, at: float) -> None:
         if self.starved:
             self.frag_area += (self.cluster.gpus - self.alloc) * (at - self.now)
@@ -151,7 +162,10 @@ class Replay:
             if self.tokens[index] == token and index in self.running:
                 self._release(index)
                 self.active -= 1
+                self.last_change = self.now
         elif kind == SUBMIT:
+            self.unsubmitted -= 1
+            self.last_change = self.now
             self._enqueue(payload[0])
         elif kind in (MIG, DAY):
             self.mig.handle(kind, payload)
@@ -259,6 +273,7 @@ class Replay:
         self._meter(job, alloc, +1)
         self.events.push(now + delay + self.remaining[index], FINISH, index, self.tokens[index])
         self.starts += 1
+        self.last_change = now
 
     def _meter(self, job: Job, alloc: Allocation, sign: int) -> None:
         for node, whole, size in alloc:
