@@ -183,6 +183,34 @@ class Cluster:
                     return found
         return None
 
+    def could_fit(self, job: Job, freed: Mapping[int, int]) -> bool:
+        """Whether ``job`` might fit once ``freed`` whole GPUs per node come back.
+
+        A necessary condition only (SUs and quota are not looked at), so preemption lifts
+        its candidates only when it might help; fractions are always worth a try.
+        """
+        if job.fractional:
+            return True
+        groups = {g.name: g for g in self.groups.values() if job.gpu_model in (None, g.gpu_model)}
+        touched = [(self.nodes[n], k) for n, k in freed.items()]
+        touched = [(node, k) for node, k in touched if node.open and node.group in groups]
+        for g in groups.values():
+            if job.gpus <= g.per_node:  # one node: free already (quota blocks) or once freed
+                if any(g.by_free[k] for k in range(job.gpus, g.per_node + 1)) or any(
+                    node.group == g.name and job.gpus <= node.whole_free + k for node, k in touched
+                ):
+                    return True
+                continue
+            full = sum(len(nodes) for nodes in g.su_full.values())
+            full += sum(
+                1
+                for node, k in touched
+                if node.group == g.name and node.whole_free < node.gpus == node.whole_free + k
+            )
+            if full >= math.ceil(job.gpus / g.per_node):
+                return True
+        return False
+
     def _find_slices(self, groups: list[GroupIndex], count: int, need: int) -> Allocation | None:
         best: tuple[int, int] | None = None  # (slice size, node)
         for g in groups:

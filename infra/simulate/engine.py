@@ -345,8 +345,7 @@ class Replay:
         job = self.jobs[index]
         share = self._share_of(job)
         victims = self._victims(job, self.rank[index], self.book.within_quota(job.tenant, share))
-        room = self.cluster.free_whole + sum(self.running[v].share for v in victims)
-        if not victims or (not job.fractional and room < job.gpus):
+        if not victims or not self.cluster.could_fit(job, self._freed(victims)):
             return None
         for victim in victims:
             self._lift(victim, -1)
@@ -366,6 +365,14 @@ class Replay:
                 alloc = found
         self._evict_for(job, evicted[::-1])
         return alloc
+
+    def _freed(self, victims: list[int]) -> dict[int, int]:
+        """Whole GPUs per node that evicting ``victims`` would free."""
+        freed: dict[int, int] = {}
+        for victim in victims:
+            for node, whole, _ in self.running[victim].alloc:
+                freed[node] = freed.get(node, 0) + whole
+        return freed
 
     def _lift(self, victim: int, sign: int) -> None:
         """Take a running job's GPUs off the cluster (-1) or put them back (+1), tentatively."""
