@@ -11,6 +11,7 @@ any published workload): exponential inter-arrivals at about 80 % offered load, 
 from __future__ import annotations
 
 import random
+from typing import Any
 import resource
 import time
 
@@ -30,31 +31,36 @@ SIZES = [
 ]  # (GPUs, percent of jobs)
 
 
-def simulate_spec() -> str:
-    """1,250 DGX A100 on Kubernetes with Kueue, three tenants and a day/night MIG group."""
-    return """name: bench
-site: {rack: {power_kw: 28, units: 42}, management_cidr: 10.0.0.0/8, bmc_cidr: 11.0.0.0/8}
-node_groups:
-  - {name: train, node: dgx-a100-640gb, count: 1170, hostname: "t{index:04d}"}
-  - name: infer
-    node: dgx-a100-640gb
-    count: 80
-    hostname: "i{index:04d}"
-    mig: day
+_SCHEDULE = """    mig: day
     mig_schedule:
       timezone: UTC
       drain_timeout: 20m
       changes: [{at: "0 7 * * *", mig: day}, {at: "0 21 * * *", mig: disabled}]
-fabrics:
-  compute: {switch: qm8790, su_size: 20, subnet_manager: ufm}
+"""
+MIG_VARIANTS = {"none": "", "static": "    mig: day\n", "daynight": _SCHEDULE}
+"""The inference group without MIG, split all the time, or split by day (docs/simulate.md)."""
+
+
+def simulate_spec(mig: str = "daynight") -> str:
+    """1,250 DGX A100 on Kubernetes with Kueue, three tenants and an inference group."""
+    return f"""name: bench
+site: {{rack: {{power_kw: 28, units: 42}}, management_cidr: 10.0.0.0/8, bmc_cidr: 11.0.0.0/8}}
+node_groups:
+  - {{name: train, node: dgx-a100-640gb, count: 1170, hostname: "t{{index:04d}}"}}
+  - name: infer
+    node: dgx-a100-640gb
+    count: 80
+    hostname: "i{{index:04d}}"
+{MIG_VARIANTS[mig]}fabrics:
+  compute: {{switch: qm8790, su_size: 20, subnet_manager: ufm}}
 scheduler:
   mig_strategy: mixed
   batch: kueue
   tenants:
-    - {name: research, gpus: 6000, priority: high, borrowing_limit: null}
-    - {name: product, gpus: 3000, priority: normal, borrowing_limit: null}
-    - {name: serving, gpus: 1000, priority: critical, borrowing_limit: 0}
-mig_layouts: {day: {profiles: {"1g.10gb": 1, "2g.20gb": 1, "4g.40gb": 1}}}
+    - {{name: research, gpus: 6000, priority: high, borrowing_limit: null}}
+    - {{name: product, gpus: 3000, priority: normal, borrowing_limit: null}}
+    - {{name: serving, gpus: 1000, priority: critical, borrowing_limit: 0}}
+mig_layouts: {{day: {{profiles: {{"1g.10gb": 1, "2g.20gb": 1, "4g.40gb": 1}}}}}}
 """
 
 
@@ -76,8 +82,8 @@ def synthetic_trace(jobs: int, seed: int = 7) -> str:
     return "\n".join(rows) + "\n"
 
 
-def simulate_case(jobs: int) -> dict[str, float | str]:
-    """Replay ``jobs`` synthetic jobs on the 10,000-GPU plan; wall time and peak RSS."""
+def simulate_case(jobs: int, mig: str = "daynight") -> dict[str, float | str]:
+    """Replay ``jobs`` synthetic jobs on the 10,000-GPU plan; wall time, peak RSS, figures."""
     from infra.catalog import load_catalog
     from infra.simulate.engine import simulate
     from infra.simulate.traces import trace_from_text
@@ -85,7 +91,7 @@ def simulate_case(jobs: int) -> dict[str, float | str]:
     from infra.topology import expand
 
     catalog = load_catalog()
-    spec = load_spec_text(simulate_spec()).spec
+    spec = load_spec_text(simulate_spec(mig)).spec
     plan = expand(spec, catalog)
     trace = trace_from_text(synthetic_trace(jobs), "bench.csv")
     start = time.perf_counter()
@@ -99,6 +105,16 @@ def simulate_case(jobs: int) -> dict[str, float | str]:
         "cpu_s": round(time.process_time() - cpu0, 2),
         "gpus": result.gpus,
         "allocation": round(result.allocation_mean, 3),
+        "p95_65_512_s": _p95(result.queueing_by_size, "65-512"),
+        "p95_over_512_s": _p95(result.queueing_by_size, ">512"),
+        "fragmentation": round(result.fragmentation, 3),
+        "infer_allocation": round(result.allocation_by_group["infer"], 3),
         "preemptions": result.preemptions,
+        "lost_gpu_hours": round(result.lost_gpu_hours),
+        "repartition_gpu_hours": round(sum(r.lost_gpu_hours for r in result.repartitions), 1),
         "repartitions": len(result.repartitions),
     }
+
+
+def _p95(table: dict[str, Any], bucket: str) -> float:
+    return table[bucket].p95_s if bucket in table else 0.0

@@ -183,17 +183,18 @@ class Cluster:
                     return found
         return None
 
-    def could_fit(self, job: Job, freed: Mapping[int, int]) -> bool:
-        """Whether ``job`` might fit once ``freed`` whole GPUs per node come back.
+    def could_fit(self, job: Job, freed: Mapping[int, tuple[int, int]]) -> bool:
+        """Whether ``job`` might fit once ``freed`` (per node: whole GPUs, largest slice) is back.
 
         A necessary condition only (SUs and quota are not looked at), so preemption lifts
-        its candidates only when it might help; fractions are always worth a try.
+        its candidates only when it might help.
         """
-        if job.fractional:
-            return True
         groups = {g.name: g for g in self.groups.values() if job.gpu_model in (None, g.gpu_model)}
-        touched = [(self.nodes[n], k) for n, k in freed.items()]
-        touched = [(node, k) for node, k in touched if node.open and node.group in groups]
+        opened = [(self.nodes[n], k, s) for n, (k, s) in freed.items()]
+        opened = [(node, k, s) for node, k, s in opened if node.open and node.group in groups]
+        if job.fractional and self._slice_could_fit(job, groups.values(), opened):
+            return True
+        touched = [(node, k) for node, k, _ in opened]
         for g in groups.values():
             if job.gpus <= g.per_node:  # one node: free already (quota blocks) or once freed
                 if any(g.by_free[k] for k in range(job.gpus, g.per_node + 1)) or any(
@@ -210,6 +211,14 @@ class Cluster:
             if full >= math.ceil(job.gpus / g.per_node):
                 return True
         return False
+
+    def _slice_could_fit(
+        self, job: Job, groups: Iterable[GroupIndex], opened: list[tuple[Node, int, int]]
+    ) -> bool:
+        need = slices_needed(job.milli)
+        if any(size >= need for _, _, size in opened):
+            return True
+        return any(size >= need and nodes for g in groups for size, nodes in g.by_slice.items())
 
     def _find_slices(self, groups: list[GroupIndex], count: int, need: int) -> Allocation | None:
         best: tuple[int, int] | None = None  # (slice size, node)

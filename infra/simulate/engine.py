@@ -366,12 +366,13 @@ class Replay:
         self._evict_for(job, evicted[::-1])
         return alloc
 
-    def _freed(self, victims: list[int]) -> dict[int, int]:
-        """Whole GPUs per node that evicting ``victims`` would free."""
-        freed: dict[int, int] = {}
+    def _freed(self, victims: list[int]) -> dict[int, tuple[int, int]]:
+        """Per node, the whole GPUs and the largest slice evicting ``victims`` would free."""
+        freed: dict[int, tuple[int, int]] = {}
         for victim in victims:
-            for node, whole, _ in self.running[victim].alloc:
-                freed[node] = freed.get(node, 0) + whole
+            for node, whole, size in self.running[victim].alloc:
+                had, largest = freed.get(node, (0, 0))
+                freed[node] = (had + whole, max(largest, size))
         return freed
 
     def _lift(self, victim: int, sign: int) -> None:
