@@ -11,9 +11,9 @@ any published workload): exponential inter-arrivals at about 80 % offered load, 
 from __future__ import annotations
 
 import random
-from typing import Any
 import resource
 import time
+from typing import Any
 
 SERVERS = 1250
 SIZES = [
