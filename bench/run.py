@@ -12,6 +12,8 @@ catalog load excluded). Planning cost should grow linearly with the GPU count.
     python bench/run.py --case verify:1250   # `railplan verify` of 1,250 DGX A100 (one fault)
     python bench/run.py --case twin:1600     # the fabric twin of 1,600 DGX A100 (no fault)
     python bench/run.py --case verify-structure:1250   # `railplan verify --structure`, no spec
+    python bench/run.py --case simulate:100000   # `railplan simulate`, 10,000 GPUs, 100k jobs
+    python bench/run.py --case simulate:100000:static   # the same, MIG none|static|daynight
 
 The render cases also time `ansible-inventory --list` on the rendered inventory against a
 bare inventory of the same hostnames (JSON syntax, no variables): the ratio is what the
@@ -330,22 +332,23 @@ def run_case(case: str) -> dict[str, float | str]:
 
     kind, *args = case.split(":")
     catalog = load_catalog()
-    if kind == "render":
-        return render_case(int(args[0]))
-    if kind == "pulumi":
-        return pulumi_case(int(args[0]))
-    if kind == "report":
-        return report_case(int(args[0]))
+    by_size: dict[str, Callable[[int], dict[str, Any]]] = {
+        "render": render_case,
+        "pulumi": pulumi_case,
+        "report": report_case,
+        "verify": verify_case,
+        "twin": twin_case,
+        "verify-structure": verify_structure_case,
+        "format": format_case,
+    }
+    if kind in by_size:
+        return by_size[kind](int(args[0]))
     if kind == "train":
         return train_case(args[0], int(args[1]))
-    if kind == "verify":
-        return verify_case(int(args[0]))
-    if kind == "twin":
-        return twin_case(int(args[0]))
-    if kind == "verify-structure":
-        return verify_structure_case(int(args[0]))
-    if kind == "format":
-        return format_case(int(args[0]))
+    if kind == "simulate":
+        from simulate_case import simulate_case
+
+        return simulate_case(int(args[0]), *args[1:])
     if kind == "plan":
         spec = load_spec_text(plan_spec(int(args[0]), int(args[1]))).spec
         start = time.perf_counter()
@@ -440,6 +443,7 @@ def main() -> None:
     if shutil.which("ibsim") and shutil.which("opensm"):
         cases += [(f"twin {s * 8:,} GPUs (no fault)", f"twin:{s}") for s in TWIN_SERVERS]
     cases += [("verify --structure 10,000 GPUs (one fault)", "verify-structure:1250")]
+    cases += [("simulate 100,000 jobs on 10,000 GPUs", "simulate:100000")]
     print(f"{'case':<36} {'wall s':>8} {'peak MiB':>9}  detail")
     for label, case in cases:
         out = subprocess.run(

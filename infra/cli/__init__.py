@@ -10,7 +10,16 @@ import, and `process` maps outcomes to exit codes.
 
 from __future__ import annotations
 
-from infra.cli import changes, checks, planning, predictions, reference, training, verify
+from infra.cli import (
+    changes,
+    checks,
+    planning,
+    predictions,
+    reference,
+    simulation,
+    training,
+    verify,
+)
 from infra.cli.common import app
 from infra.cli.process import main
 
@@ -18,7 +27,7 @@ __all__ = ["app", "main"]
 
 # `railplan --help` lists commands in this order, whatever order the modules import in.
 _ORDER = [checks.lint, planning.plan, changes.diff, changes.render, changes.report, verify.verify]
-_ORDER += [predictions.predict, training.train, predictions.budget]
+_ORDER += [predictions.predict, training.train, simulation.simulate, predictions.budget]
 _ORDER += [reference.rules, reference.explain]
 _ORDER += [reference.schema, reference.catalog]
 app.registered_commands.sort(key=lambda command: _ORDER.index(command.callback))  # type: ignore[arg-type]

@@ -21,7 +21,7 @@ from functools import cache
 
 from infra.spec.scheduling import _CRON_ITEM, _CRON_RANGES, _cron_value
 
-__all__ = ["closest_firings", "daily_minute", "dst_shift_minutes"]
+__all__ = ["closest_firings", "daily_minute", "dst_shift_minutes", "minutes_on"]
 
 _MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -72,6 +72,17 @@ def _calendar() -> tuple[tuple[int, int, int], ...]:
     """(month, day of month, cron day of week) of each day of the window."""
     dates = (_START + dt.timedelta(days=n) for n in range(_DAYS))
     return tuple((d.month, d.day, (d.weekday() + 1) % 7) for d in dates)
+
+
+def minutes_on(expression: str, day: dt.date) -> tuple[int, ...]:
+    """The minutes of ``day`` (local wall clock) a schedule fires at; empty when it does not.
+
+    Days outside the 2001-2029 window are shifted by whole 28-year cycles into it (weekdays
+    and dates repeat every 28 years between 2001 and 2099).
+    """
+    times, days = _schedule(expression)
+    index = (day - _START).days % (28 * 365 + 7)  # 28 Gregorian years hold 7 leap days
+    return times if days[index] else ()
 
 
 def daily_minute(expression: str) -> int | None:

@@ -1,0 +1,277 @@
+"""The simulated cluster: every server's free whole GPUs and MIG slices, and where a job fits.
+
+Built once from the plan (`build_cluster`); the engine then asks `Cluster.find` where a job
+would go (without changing anything), `take`s or `give`s an `Allocation`, and cordons or
+re-lays out nodes for MIG changes. Placement follows what railplan renders for Kueue and
+Volcano: a job of at most one node's GPUs goes on one node (best fit: the node with the
+fewest free whole GPUs that still holds it); a larger job takes ``ceil(gpus / per_node)``
+whole free nodes (it holds every GPU of them, as one pod per node does), inside one SU when
+it fits an SU (the SU with the fewest free nodes that suffices), else whole SUs of one pod
+(the pod with the fewest free nodes that suffices), else across pods. A fractional job takes
+the smallest free MIG slice whose compute share (``g/7`` of a GPU) covers its fraction, or a
+whole unsplit GPU when no slice fits. Sets of nodes are insertion-ordered dicts, so every
+choice is deterministic (no hash order).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from infra.simulate.jobs import MILLI_WHOLE, Job
+
+__all__ = ["COMPUTE_SLICES", "Allocation", "Cluster", "Node", "slice_sizes", "slices_needed"]
+
+COMPUTE_SLICES = 7
+"""Compute slices of a MIG-capable GPU (A100/H100/H200: a GPU instance of ``g`` slices
+holds ``g/7`` of the SMs; MIG User Guide, "Concepts")."""
+
+Allocation = tuple[tuple[int, int, int], ...]
+"""Per node used: ``(node index, whole GPUs, slice size g)``; a slice entry has 0 whole GPUs."""
+
+
+def slices_needed(milli: int) -> int:
+    """Compute slices (of 7) a fraction of ``milli`` thousandths of a GPU needs, at least 1."""
+    return max(1, math.ceil(milli * COMPUTE_SLICES / MILLI_WHOLE - 1e-9))
+
+
+def slice_sizes(layout: Mapping[str, int], compute_of: Mapping[str, int]) -> dict[int, int]:
+    """Slices per compute size of one GPU's MIG layout (profile name -> count)."""
+    out: dict[int, int] = {}
+    for name, count in layout.items():
+        if count > 0:
+            g = compute_of[name]
+            out[g] = out.get(g, 0) + count
+    return out
+
+
+@dataclass(slots=True)
+class Node:
+    """One server: its place in the plan and what is free on it now."""
+
+    index: int
+    name: str
+    group: str
+    su: int
+    pod: int
+    gpus: int
+    whole_total: int = 0  # unsplit GPUs
+    whole_free: int = 0
+    slices_total: dict[int, int] = field(default_factory=dict)  # compute size -> slices
+    slices_free: dict[int, int] = field(default_factory=dict)
+    open: bool = True  # takes new jobs (False while a MIG change drains it)
+    running: int = 0  # jobs with a share of this node
+
+    @property
+    def empty(self) -> bool:
+        """Nothing of it is in use."""
+        return self.running == 0
+
+    def share_used(self) -> float:
+        """GPUs in use, slices counted as their share of a GPU."""
+        sliced = sum(g * (self.slices_total[g] - f) for g, f in self.slices_free.items())
+        return self.whole_total - self.whole_free + sliced / COMPUTE_SLICES
+
+
+@dataclass(slots=True)
+class GroupIndex:
+    """One node group's open nodes by free whole GPUs, by free slice size, and free per SU."""
+
+    name: str
+    gpu_model: str
+    per_node: int
+    su_size: int
+    by_free: list[dict[int, None]]  # [k]: open nodes with k free whole GPUs
+    by_slice: dict[int, dict[int, None]]  # g: open nodes with a free slice of size g
+    su_full: dict[int, dict[int, None]]  # su: open nodes with every GPU unsplit and free
+    su_pod: dict[int, int]
+
+
+class Cluster:
+    """Every node and the indexes placement reads (kept in step by `_unindex`/`_index`)."""
+
+    def __init__(self, nodes: Sequence[Node], groups: Sequence[GroupIndex]) -> None:
+        self.nodes = list(nodes)
+        self.groups = {g.name: g for g in groups}
+        self.gpus = sum(n.gpus for n in nodes)
+        self.free_whole = 0  # free unsplit GPUs on open nodes (a quick bound for placement)
+        for node in self.nodes:
+            self._index(node)
+
+    # --- indexes -----------------------------------------------------------------------
+
+    def _index(self, node: Node) -> None:
+        if not node.open:
+            return
+        self.free_whole += node.whole_free
+        g = self.groups[node.group]
+        g.by_free[node.whole_free][node.index] = None
+        for size, free in node.slices_free.items():
+            if free > 0:
+                g.by_slice.setdefault(size, {})[node.index] = None
+        if node.whole_free == node.gpus:
+            g.su_full[node.su][node.index] = None
+
+    def _unindex(self, node: Node) -> None:
+        if not node.open:
+            return
+        self.free_whole -= node.whole_free
+        g = self.groups[node.group]
+        g.by_free[node.whole_free].pop(node.index, None)
+        for size in node.slices_free:
+            g.by_slice.get(size, {}).pop(node.index, None)
+        g.su_full[node.su].pop(node.index, None)
+
+    # --- changes -----------------------------------------------------------------------
+
+    def take(self, alloc: Allocation) -> None:
+        """Mark ``alloc`` in use."""
+        self._apply(alloc, -1)
+
+    def give(self, alloc: Allocation) -> None:
+        """Free ``alloc``."""
+        self._apply(alloc, +1)
+
+    def _apply(self, alloc: Allocation, sign: int) -> None:
+        for index, whole, size in alloc:
+            node = self.nodes[index]
+            self._unindex(node)
+            node.whole_free += sign * whole
+            if size:
+                node.slices_free[size] += sign
+            node.running -= sign
+            assert 0 <= node.whole_free <= node.whole_total, "whole GPUs over-allocated"
+            assert all(0 <= f <= node.slices_total[s] for s, f in node.slices_free.items())
+            self._index(node)
+
+    def close(self, indices: Iterable[int]) -> None:
+        """Stop nodes taking new jobs (a MIG change drains them)."""
+        for index in indices:
+            node = self.nodes[index]
+            self._unindex(node)
+            node.open = False
+
+    def relayout(self, indices: Iterable[int], whole: int, slices: Mapping[int, int]) -> None:
+        """Give empty, closed nodes a new MIG layout and open them again."""
+        for index in indices:
+            node = self.nodes[index]
+            assert node.empty and not node.open, "re-partitioning a node in use"
+            node.whole_total = node.whole_free = whole
+            node.slices_total = dict(slices)
+            node.slices_free = dict(slices)
+            node.open = True
+            self._index(node)
+
+    # --- placement ---------------------------------------------------------------------
+
+    def find(self, job: Job) -> Allocation | None:
+        """Where ``job`` would run now, or None when it does not fit anywhere open."""
+        groups = [g for g in self.groups.values() if job.gpu_model in (None, g.gpu_model)]
+        if job.fractional:
+            found = self._find_slices(groups, job.gpus, slices_needed(job.milli))
+            if found is not None:
+                return found
+        one = [g for g in groups if job.gpus <= g.per_node]
+        found = self._find_one_node(one, job.gpus) if one else None
+        if found is not None or job.fractional:
+            return found
+        for g in groups:
+            if job.gpus > g.per_node:
+                found = self._find_nodes(g, math.ceil(job.gpus / g.per_node))
+                if found is not None:
+                    return found
+        return None
+
+    def could_fit(self, job: Job, freed: Mapping[int, tuple[int, int]]) -> bool:
+        """Whether ``job`` might fit once ``freed`` (per node: whole GPUs, largest slice) is back.
+
+        A necessary condition only (SUs and quota are not looked at), so preemption lifts
+        its candidates only when it might help.
+        """
+        groups = {g.name: g for g in self.groups.values() if job.gpu_model in (None, g.gpu_model)}
+        opened = [(self.nodes[n], k, s) for n, (k, s) in freed.items()]
+        opened = [(node, k, s) for node, k, s in opened if node.open and node.group in groups]
+        if job.fractional and self._slice_could_fit(job, groups.values(), opened):
+            return True
+        touched = [(node, k) for node, k, _ in opened]
+        for g in groups.values():
+            if job.gpus <= g.per_node:  # one node: free already (quota blocks) or once freed
+                if any(g.by_free[k] for k in range(job.gpus, g.per_node + 1)) or any(
+                    node.group == g.name and job.gpus <= node.whole_free + k for node, k in touched
+                ):
+                    return True
+                continue
+            full = sum(len(nodes) for nodes in g.su_full.values())
+            full += sum(
+                1
+                for node, k in touched
+                if node.group == g.name and node.whole_free < node.gpus == node.whole_free + k
+            )
+            if full >= math.ceil(job.gpus / g.per_node):
+                return True
+        return False
+
+    def _slice_could_fit(
+        self, job: Job, groups: Iterable[GroupIndex], opened: list[tuple[Node, int, int]]
+    ) -> bool:
+        need = slices_needed(job.milli)
+        if any(size >= need for _, _, size in opened):
+            return True
+        return any(size >= need and nodes for g in groups for size, nodes in g.by_slice.items())
+
+    def _find_slices(self, groups: list[GroupIndex], count: int, need: int) -> Allocation | None:
+        best: tuple[int, int] | None = None  # (slice size, node)
+        for g in groups:
+            for size, nodes in g.by_slice.items():
+                if size < need or (best is not None and size >= best[0]):
+                    continue
+                node = next((n for n in nodes if self.nodes[n].slices_free[size] >= count), None)
+                if node is not None:
+                    best = (size, node)
+        if best is None:
+            return None
+        return tuple((best[1], 0, best[0]) for _ in range(count))
+
+    def _find_one_node(self, groups: list[GroupIndex], gpus: int) -> Allocation | None:
+        best: tuple[int, int] | None = None  # (free whole GPUs, node): the tightest fit
+        for g in groups:
+            for k in range(gpus, g.per_node + 1):
+                if best is not None and k >= best[0]:
+                    break
+                bucket = g.by_free[k]
+                if bucket:
+                    best = (k, next(iter(bucket)))
+                    break
+        return None if best is None else ((best[1], gpus, 0),)
+
+    def _find_nodes(self, g: GroupIndex, n: int) -> Allocation | None:
+        sus = [(len(nodes), su) for su, nodes in g.su_full.items() if nodes]
+        if n <= g.su_size:
+            fits = [(free, su) for free, su in sus if free >= n]
+            if not fits:
+                return None
+            su = min(fits)[1]
+            return self._whole_nodes(g, [su], n)
+        pods: dict[int, int] = {}
+        for free, su in sus:
+            pods[g.su_pod[su]] = pods.get(g.su_pod[su], 0) + free
+        fits = [(free, pod) for pod, free in pods.items() if free >= n]
+        if fits:  # one pod: its fullest-free SUs first, so the job spans the fewest SUs
+            pod = min(fits)[1]
+            order = sorted((-free, su) for free, su in sus if g.su_pod[su] == pod)
+            return self._whole_nodes(g, [su for _, su in order], n)
+        if sum(pods.values()) < n:
+            return None
+        # across pods: the pods with most free nodes first, and within each its fullest SUs
+        spread = sorted((-pods[g.su_pod[su]], g.su_pod[su], -free, su) for free, su in sus)
+        return self._whole_nodes(g, [item[3] for item in spread], n)
+
+    def _whole_nodes(self, g: GroupIndex, sus: list[int], n: int) -> Allocation:
+        out: list[tuple[int, int, int]] = []
+        for su in sus:
+            for node in g.su_full[su]:
+                out.append((node, g.per_node, 0))
+                if len(out) == n:
+                    return tuple(out)
+        raise AssertionError("fewer free nodes than counted")

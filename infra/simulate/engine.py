@@ -1,0 +1,389 @@
+"""The discrete-event replay: `simulate(spec, plan, catalog, trace)` returns a `SimResult`.
+
+A heap-based loop (`infra.simulate.state.Events`), not SimPy: every event is a plain tuple
+and a time step runs one scheduling pass, which keeps 100,000 jobs on 10,000 GPUs within the
+speed target (`bench/run.py --case simulate:100000`; SimPy's generator processes cost a
+Python frame and a callback per job step). At each time: finishes, MIG steps, power steps
+and submits are applied, then one pass admits what fits. The pass serves queue buckets in
+priority order (tenant's priority, then the job's, then submit time); a bucket whose head does
+not fit is passed over (Kueue's BestEffortFIFO) and, where the spec's preemption allows, its
+head may evict lower-priority jobs of its tenant or reclaim GPUs other tenants borrow. An
+evicted job loses the work since its last completed checkpoint (`SimPolicy`) and waits again
+with its original submit time. Fragmentation integrates the free GPUs while some queue head
+waited for capacity (not for quota). Everything is ordered by time, kind, insertion and trace
+line, so one trace, spec and seed give one result.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from infra.catalog import Catalog
+from infra.progress import Progress, quiet
+from infra.simulate.build import build_cluster
+from infra.simulate.cluster import COMPUTE_SLICES, Allocation
+from infra.simulate.feasible import never_reasons
+from infra.simulate.jobs import Job, Trace
+from infra.simulate.metrics import Meter, Steps
+from infra.simulate.migrun import MigRunner
+from infra.simulate.policy import SimPolicy
+from infra.simulate.power import PowerSaver
+from infra.simulate.result import NeverRan, SimResult
+from infra.simulate.state import DAY, FINISH, MIG, POWER, SUBMIT, BucketKey, Events, Queues, Run
+from infra.simulate.summary import summarise
+from infra.simulate.tenants import PRIORITY_RANK, Book
+from infra.spec import Spec
+from infra.topology.model import Plan
+
+__all__ = ["STUCK_S", "Replay", "simulate"]
+
+STUCK_S = 8 * 86_400.0
+"""Idle time after which waiting jobs are taken to wait for good (see `Replay._stuck`)."""
+
+
+def simulate(
+    spec: Spec,
+    plan: Plan,
+    catalog: Catalog,
+    trace: Trace,
+    *,
+    policy: SimPolicy | None = None,
+    progress: Progress | None = None,
+) -> SimResult:
+    """Replay ``trace`` on the planned cluster with the scheduler the spec renders."""
+    replay = Replay(spec, plan, catalog, trace, policy or SimPolicy())
+    replay.run(progress or quiet)
+    return summarise(replay)
+
+
+class Replay:
+    """One replay's state and the handlers of its events."""
+
+    def __init__(
+        self, spec: Spec, plan: Plan, catalog: Catalog, trace: Trace, policy: SimPolicy
+    ) -> None:
+        self.spec, self.plan, self.catalog, self.trace, self.policy = (
+            spec,
+            plan,
+            catalog,
+            trace,
+            policy,
+        )
+        self.cluster = build_cluster(spec, plan, catalog)
+        self.book = Book(list(spec.scheduler.tenants), spec.scheduler.preemption)
+        self.events, self.queues = Events(), Queues()
+        self.jobs: list[Job] = []
+        self.never: list[NeverRan] = []
+        self.remaining: list[float] = []
+        self.first_start: list[float | None] = []
+        self.running: dict[int, Run] = {}
+        self.node_jobs: list[dict[int, None]] = [{} for _ in self.cluster.nodes]
+        self.tokens: list[int] = []
+        self.rank: list[tuple[int, int]] = []
+        self.classes: dict[tuple[int, int, str], dict[int, None]] = {}  # running, by priority
+        self.blocked: dict[BucketKey, bool] = {}  # bucket -> blocked for capacity (not quota)
+        self.tried_preempt: dict[BucketKey, float] = {}  # bucket -> time of its last try
+        self.starts = 0
+        self.active = 0
+        self.now = 0.0
+        self.alloc = 0.0
+        self.steps = Steps()
+        self.by_group, self.by_tenant = Meter(), Meter()
+        self.frag_area = 0.0
+        self.starved = False
+        self.preemptions = self.reclaims = 0
+        self.start_s = self.end_s = self.last_change = 0.0
+        self.lost_gpu_s = 0.0
+        self.mig = MigRunner(self)
+        self.power = PowerSaver(self)
+        self._load()
+
+    # --- set-up ------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        reasons = never_reasons(self.spec, self.plan, self.catalog, self.trace.jobs)
+        for job in self.trace.jobs:
+            reason = reasons.get(job.id, "")
+            if reason:
+                self.never.append(NeverRan(job.id, job.line, reason))
+                continue
+            index = len(self.jobs)
+            self.jobs.append(job)
+            self.remaining.append(job.duration_s)
+            self.first_start.append(None)
+            self.tokens.append(0)
+            self.rank.append(self._ranks(job))
+            self.events.push(job.submit_s, SUBMIT, index)
+        self.active = self.unsubmitted = len(self.jobs)
+        self.start_s = min((j.submit_s for j in self.jobs), default=0.0)
+        self.mig.start(self.start_s)
+        self.power.start(self.start_s)
+
+    # --- the loop ----------------------------------------------------------------------
+
+    def run(self, progress: Progress) -> None:
+        """Process events until every job has finished (or the horizon)."""
+        heap, done, every = self.events.heap, 0, self.policy.progress_every
+        total = 3 * len(self.jobs) + 1
+        horizon = self.policy.horizon_s
+        while heap and (self.active or self.mig.busy) and not self._stuck():
+            at = heap[0][0]
+            if horizon is not None and at > horizon:
+                self._advance(horizon)
+                break
+            self._advance(at)
+            while heap and heap[0][0] == at:
+                _, kind, payload = self.events.pop()
+                self._handle(kind, payload)
+                done += 1
+            self.schedule()
+            if done // every != (done - 1) // every:
+                progress("replaying events", min(done, total - 1), total)
+        progress("replayed", total, total)
+        self.end_s = max(self.now, self.start_s)
+
+    def _stuck(self) -> bool:
+        """Nothing runs or will arrive, and nothing started for `STUCK_S`: waiting is for good.
+
+        Only scheduled MIG changes still happen then; a week and a day of them has shown every
+        layout a daily or weekly schedule makes, so the jobs still waiting never fit.
+        """
+        return not self.running and not self.unsubmitted and self.now - self.last_change > STUCK_S
+
+    def _advance(self, at: float) -> None:
+        if self.starved:
+            self.frag_area += (self.cluster.gpus - self.alloc) * (at - self.now)
+        self.power.advance(at)
+        self.now = at
+
+    def _handle(self, kind: int, payload: tuple[int, ...]) -> None:
+        if kind == FINISH:
+            index, token = payload
+            if self.tokens[index] == token and index in self.running:
+                self._release(index)
+                self.active -= 1
+                self.last_change = self.now
+        elif kind == SUBMIT:
+            self.unsubmitted -= 1
+            self.last_change = self.now
+            self._enqueue(payload[0])
+        elif kind in (MIG, DAY):
+            self.mig.handle(kind, payload)
+        elif kind == POWER:
+            self.power.handle(payload)
+
+    # --- queues ------------------------------------------------------------------------
+
+    def _ranks(self, job: Job) -> tuple[int, int]:
+        """(cross-tenant rank, within-tenant rank) of ``job``."""
+        return self.book.tenant_rank(job.tenant, job.priority), PRIORITY_RANK.get(job.priority, 1)
+
+    def _enqueue(self, index: int) -> None:
+        job = self.jobs[index]
+        key = Queues.key(job, *self.rank[index])
+        if key not in self.queues.buckets or self.queues.order(key) > (
+            key[1],
+            key[2],
+            job.submit_s,
+            job.line,
+            index,
+        ):
+            self.blocked.pop(key, None)  # a new head: try it
+            self.tried_preempt.pop(key, None)
+        self.queues.push(key, job, index)
+
+    def schedule(self) -> None:
+        """Admit what fits, in priority order, until a pass starts nothing.
+
+        Again after a start: it gives preemption new victims, an eviction requeues a job.
+        """
+        while self._pass():
+            pass
+        self.starved = any(self.blocked.get(k, False) for k in self.queues.buckets)
+
+    def _pass(self) -> bool:
+        q = self.queues
+        heap = [(q.order(k), k) for k in q.buckets if self._worth_trying(k)]
+        heapq.heapify(heap)
+        started = False
+        while heap:
+            _, key = heapq.heappop(heap)
+            index = q.head(key)
+            alloc = self._fit(key, index)
+            if alloc is None:
+                continue
+            q.pop(key)
+            self._start(index, alloc)
+            started = True
+            if key in q.buckets:
+                heapq.heappush(heap, (q.order(key), key))
+        return started
+
+    def _worth_trying(self, key: BucketKey) -> bool:
+        if key not in self.blocked:
+            return True
+        return self._preempt_due(key)
+
+    def _preempt_due(self, key: BucketKey) -> bool:
+        """Whether the bucket's head may try preemption now (once per `preempt_retry_s`)."""
+        last = self.tried_preempt.get(key)
+        due = last is None or self.now - last >= self.policy.preempt_retry_s
+        if due and last == self.now and self.policy.preempt_retry_s > 0:
+            return False
+        return due and self._may_preempt(key)
+
+    def _fit(self, key: BucketKey, index: int) -> Allocation | None:
+        job = self.jobs[index]
+        alloc = None
+        if key not in self.blocked:
+            share = self._share_of(job)
+            admitted = self.book.admits(job.tenant, share)
+            alloc = self.cluster.find(job) if admitted else None
+            if alloc is None:
+                self.blocked[key] = admitted
+        if alloc is None and self._preempt_due(key):
+            self.tried_preempt[key] = self.now
+            alloc = self._preempt(index)
+        return alloc
+
+    def _share_of(self, job: Job) -> float:
+        if job.fractional:
+            return (
+                job.gpus
+                * min(COMPUTE_SLICES, -(-job.milli * COMPUTE_SLICES // 1000))
+                / COMPUTE_SLICES
+            )
+        return float(job.gpus)
+
+    # --- starting, finishing, evicting -------------------------------------------------
+
+    def _start(self, index: int, alloc: Allocation) -> None:
+        job, now = self.jobs[index], self.now
+        share = sum(whole + size / COMPUTE_SLICES for _, whole, size in alloc)
+        self.cluster.take(alloc)
+        self.book.add(job.tenant, share)
+        delay = self.power.wake({n for n, _, _ in alloc})
+        self.tokens[index] += 1
+        self.running[index] = Run(alloc, share, now, now + delay, self.tokens[index])
+        if self.first_start[index] is None:
+            self.first_start[index] = now + delay
+        for node, _, _ in alloc:
+            self.node_jobs[node][index] = None
+        self.classes.setdefault((*self.rank[index], job.tenant), {})[index] = None
+        self._meter(job, alloc, +1)
+        self.events.push(now + delay + self.remaining[index], FINISH, index, self.tokens[index])
+        self.starts += 1
+        self.last_change = now
+
+    def _meter(self, job: Job, alloc: Allocation, sign: int) -> None:
+        for node, whole, size in alloc:
+            part = whole + size / COMPUTE_SLICES
+            self.by_group.add(self.cluster.nodes[node].group, sign * part, self.now)
+            self.by_tenant.add(job.tenant, sign * part, self.now)
+            self.alloc += sign * part
+        self.steps.set(self.now, self.alloc)
+
+    def _release(self, index: int, *, freed: bool = False) -> Run:
+        run = self.running.pop(index)
+        job = self.jobs[index]
+        if not freed:
+            self.cluster.give(run.alloc)
+            self.book.add(job.tenant, -run.share)
+        self._meter(job, run.alloc, -1)
+        self.classes[(*self.rank[index], job.tenant)].pop(index)
+        for node, _, _ in run.alloc:
+            self.node_jobs[node].pop(index, None)
+        self.blocked.clear()  # capacity came back: every bucket may fit again
+        for node in {n for n, _, _ in run.alloc}:
+            if self.cluster.nodes[node].empty:
+                self.power.idle(node)
+                self.mig.node_emptied(node)
+        return run
+
+    def evict(self, index: int, *, freed: bool = False) -> float:
+        """Stop a running job; it keeps the work of its last checkpoint and waits again.
+
+        Returns the GPU-seconds of work lost. ``freed``: its GPUs were already given back.
+        """
+        run = self._release(index, freed=freed)
+        ran = max(0.0, self.now - run.work_from_s)
+        saved = self.policy.saved_s(ran)
+        self.remaining[index] -= saved
+        self.tokens[index] += 1
+        lost = (ran - saved) * run.share
+        self.lost_gpu_s += lost
+        self._enqueue(index)
+        return lost
+
+    # --- preemption --------------------------------------------------------------------
+
+    def _may_preempt(self, key: BucketKey) -> bool:
+        book = self.book
+        if not book.managed or key[0] not in book.quota:
+            return False
+        return book.preemption.within_tenant != "never" or book.preemption.reclaim != "never"
+
+    def _victims(self, job: Job, rank: tuple[int, int], reclaiming: bool) -> list[int]:
+        """Running jobs ``job`` may evict: lowest priority first, then most recently started."""
+        out: list[int] = []
+        for trank, jrank, tenant in sorted(self.classes):
+            members = self.classes[(trank, jrank, tenant)]
+            if members and self.book.may_evict(
+                job.tenant, rank, tenant, (trank, jrank), reclaiming
+            ):
+                out.extend(reversed(members))
+        return out
+
+    def _preempt(self, index: int) -> Allocation | None:
+        """Evict the fewest low-priority jobs that make room, or None (nothing evicted).
+
+        All candidates are lifted at once; if the job then fits, candidates are put back one
+        at a time, highest priority and oldest first, as long as it still fits: what stays
+        lifted is evicted. One placement search when it fails, one per candidate when it
+        succeeds, so a blocked large job costs a pass over the running jobs, not more.
+        """
+        job = self.jobs[index]
+        share = self._share_of(job)
+        victims = self._victims(job, self.rank[index], self.book.within_quota(job.tenant, share))
+        if not victims or not self.cluster.could_fit(job, self._freed(victims)):
+            return None
+        for victim in victims:
+            self._lift(victim, -1)
+        alloc = self.cluster.find(job) if self.book.admits(job.tenant, share) else None
+        if alloc is None:
+            for victim in victims:
+                self._lift(victim, +1)
+            return None
+        evicted = []
+        for victim in reversed(victims):
+            self._lift(victim, +1)
+            found = self.cluster.find(job) if self.book.admits(job.tenant, share) else None
+            if found is None:
+                self._lift(victim, -1)
+                evicted.append(victim)
+            else:
+                alloc = found
+        self._evict_for(job, evicted[::-1])
+        return alloc
+
+    def _freed(self, victims: list[int]) -> dict[int, tuple[int, int]]:
+        """Per node, the whole GPUs and the largest slice evicting ``victims`` would free."""
+        freed: dict[int, tuple[int, int]] = {}
+        for victim in victims:
+            for node, whole, size in self.running[victim].alloc:
+                had, largest = freed.get(node, (0, 0))
+                freed[node] = (had + whole, max(largest, size))
+        return freed
+
+    def _lift(self, victim: int, sign: int) -> None:
+        """Take a running job's GPUs off the cluster (-1) or put them back (+1), tentatively."""
+        run = self.running[victim]
+        (self.cluster.take if sign > 0 else self.cluster.give)(run.alloc)
+        self.book.add(self.jobs[victim].tenant, sign * run.share)
+
+    def _evict_for(self, job: Job, victims: list[int]) -> None:
+        for victim in victims:
+            self.preemptions += 1
+            if self.jobs[victim].tenant != job.tenant:
+                self.reclaims += 1
+            self.evict(victim, freed=True)

@@ -1,0 +1,88 @@
+"""Jobs the cluster can never hold, and why, decided before the replay starts.
+
+A job never runs when: it asks for a GPU model no node group has; it asks for more GPUs than
+every group it may use has in total (whole GPUs: no GPU of any state of the group split);
+a fraction on a group whose GPUs are never split is fine (it takes a whole GPU); or its
+tenant's quota plus borrowing limit is smaller than the job. One sentence per job.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from infra.catalog import Catalog
+from infra.simulate.build import node_layout
+from infra.simulate.cluster import slices_needed
+from infra.simulate.jobs import Job
+from infra.spec import Spec
+from infra.topology.model import Plan
+
+__all__ = ["never_reasons"]
+
+
+def never_reasons(spec: Spec, plan: Plan, catalog: Catalog, jobs: Iterable[Job]) -> dict[str, str]:
+    """Job id -> why it can never run, for the jobs that cannot."""
+    groups = []  # (model, GPUs per node, servers, most unsplit GPUs per node in any state)
+    largest: dict[str, int] = {}  # model -> largest MIG slice (compute slices) in any state
+    for group in plan.groups.values():
+        layouts = [node_layout(state, spec) for state in group.mig.states]
+        model = catalog.nodes[group.node].gpu
+        groups.append((model, group.gpus, group.servers, max(w for w, _ in layouts)))
+        sizes = [size for _, slices in layouts for size in slices]
+        largest[model] = max([largest.get(model, 0), *sizes])
+    models = sorted({g[0] for g in groups})
+    limits = {
+        t.name: t.gpus + t.borrowing_limit
+        for t in spec.scheduler.tenants
+        if t.borrowing_limit is not None
+    }
+    out = {}
+    for job in jobs:
+        reason = _reason(job, groups, models, limits) or _no_slice(job, groups, largest)
+        if reason:
+            out[job.id] = reason
+    return out
+
+
+def _reason(
+    job: Job, groups: list[tuple[str, int, int, int]], models: list[str], limits: dict[str, int]
+) -> str:
+    mine = [g for g in groups if job.gpu_model in (None, g[0])]
+    if not mine:
+        return f"GPU model {job.gpu_model} is not in the cluster (it has {', '.join(models)})"
+    if job.fractional:
+        if any(job.gpus <= per_node for _, per_node, _, _ in mine):
+            return ""
+        return f"asks for {job.gpus} GPU fractions on one node; nodes have at most {max(g[1] for g in mine)} GPUs"
+    if job.tenant in limits and job.gpus > limits[job.tenant]:
+        return f"asks for {job.gpus} GPUs; tenant {job.tenant} may hold at most {limits[job.tenant]} (quota plus borrowing limit)"
+    if any(_holds(job.gpus, g) for g in mine):
+        return ""
+    total = sum(g[2] * g[3] for g in mine)
+    largest = max(g[2] * g[3] for g in mine)
+    if job.gpus > total:
+        return f"asks for {job.gpus} GPUs; the cluster has {total} whole GPUs it could use"
+    return f"asks for {job.gpus} GPUs; the largest node group it may use has {largest} whole GPUs"
+
+
+def _no_slice(job: Job, groups: list[tuple[str, int, int, int]], largest: dict[str, int]) -> str:
+    """A fraction no slice of any state covers, on groups never whole enough for it."""
+    if not job.fractional:
+        return ""
+    mine = [g for g in groups if job.gpu_model in (None, g[0])]
+    if any(job.gpus <= whole for _, _, _, whole in mine):
+        return ""
+    if any(slices_needed(job.milli) <= largest.get(g[0], 0) for g in mine):
+        return ""
+    return (
+        f"asks for {job.milli / 1000:g} of a GPU; no MIG slice of the cluster's layouts is that "
+        "large and its GPUs are never whole"
+    )
+
+
+def _holds(gpus: int, group: tuple[str, int, int, int]) -> bool:
+    _, per_node, servers, whole = group
+    if gpus <= per_node:
+        return gpus <= whole
+    return whole == per_node and math.ceil(gpus / per_node) <= servers

@@ -1,0 +1,68 @@
+"""What a replay assumes beyond the spec: checkpoint cadence, seed, horizon, power figures.
+
+`SimPolicy` holds the knobs `railplan simulate` fills (the CLI maps the spec's `checkpoint`
+budget to ``checkpoint_write_s`` through the budget stage's checkpoint-time estimate; this
+package never imports `infra.budget`, which imports it). Defaults are documented per field;
+every one is an assumption the user can override, not a sourced fact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "DEFAULT_CHECKPOINT_INTERVAL_S",
+    "DEFAULT_CHECKPOINT_WRITE_S",
+    "DEFAULT_IDLE_POWER_SHARE",
+    "SimPolicy",
+]
+
+DEFAULT_CHECKPOINT_INTERVAL_S = 1800.0
+"""A checkpoint every 30 minutes when the spec declares none: a common training default
+(e.g. Megatron-LM and NeMo examples save every few hundred steps, tens of minutes)."""
+
+DEFAULT_CHECKPOINT_WRITE_S = 60.0
+"""Seconds a checkpoint takes to become durable when the spec has no `checkpoint` budget."""
+
+DEFAULT_IDLE_POWER_SHARE = 0.25
+"""An idle node's draw as a share of its catalog maximum power. An assumption, not a sourced
+figure: the catalog holds maximum power only; idle GPU servers draw a fraction of it (fans,
+CPUs, idle GPUs at tens of watts each). Override it with `SimPolicy.idle_power_share`."""
+
+
+@dataclass(frozen=True, slots=True)
+class SimPolicy:
+    """Assumptions of one replay.
+
+    Attributes:
+        checkpoint_interval_s: seconds between checkpoint starts of a running job; work since
+            the last completed checkpoint is lost when the job is evicted.
+        checkpoint_write_s: seconds a checkpoint takes to complete (it counts only once done).
+        seed: seeds every random choice (the engine makes none today; kept so a future
+            randomised policy stays reproducible).
+        horizon_s: stop the replay at this trace time (None: run until every job ends).
+        power_saving: model Slurm power saving when the spec declares it.
+        idle_power_share: idle draw of a node over its catalog maximum (energy figures).
+        preempt_retry_s: a queue head that could not preempt tries again after this long
+            (0: at every scheduling pass). Kueue and Volcano evaluate preemption once per
+            scheduling cycle for a head that stays inadmissible; a minute keeps the replay
+            linear in events on busy clusters, at the price of a head waiting up to that
+            long for a victim that appeared meanwhile.
+        progress_every: events between two progress reports.
+    """
+
+    checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S
+    checkpoint_write_s: float = DEFAULT_CHECKPOINT_WRITE_S
+    seed: int = 0
+    horizon_s: float | None = None
+    power_saving: bool = True
+    idle_power_share: float = DEFAULT_IDLE_POWER_SHARE
+    preempt_retry_s: float = 60.0
+    progress_every: int = 20_000
+
+    def saved_s(self, ran_s: float) -> float:
+        """Work (seconds of run time) kept by the last checkpoint completed after ``ran_s``."""
+        if self.checkpoint_interval_s <= 0:
+            return 0.0
+        done = int((ran_s - self.checkpoint_write_s) // self.checkpoint_interval_s)
+        return max(0, done) * self.checkpoint_interval_s

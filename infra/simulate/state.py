@@ -1,0 +1,85 @@
+"""The replay's mutable state: jobs waiting per queue, jobs running, and the event heap.
+
+`Queues` holds waiting jobs in buckets of one tenant, priority and shape (GPUs, slice size,
+GPU model), each ordered by submit time then trace line: jobs of one bucket are alike, so when
+its head does not fit none does (BestEffortFIFO tries the next bucket instead). `Events` is a
+heap of ``(time, kind, sequence)``: at one time finishes come first, then MIG steps, power
+steps and submits, each in the order they were scheduled, so ties never depend on hash order.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from infra.simulate.cluster import Allocation, slices_needed
+from infra.simulate.jobs import Job
+
+__all__ = ["DAY", "FINISH", "MIG", "POWER", "SUBMIT", "BucketKey", "Events", "Queues", "Run"]
+
+FINISH, MIG, POWER, SUBMIT, DAY = 0, 1, 2, 3, 4
+
+BucketKey = tuple[str, int, int, int, int, str]
+"""(tenant, -tenant rank, -job rank, GPUs, slice size or 0 for whole GPUs, GPU model or "")."""
+
+
+@dataclass(slots=True)
+class Run:
+    """A running job: where it runs and since when its work advances."""
+
+    alloc: Allocation
+    share: float  # GPUs held (slices as their share)
+    started_s: float  # resources taken
+    work_from_s: float  # work advances from here (after powered-off nodes resume)
+    token: int  # matches its finish event
+
+
+class Events:
+    """The event heap."""
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, int, int, tuple[int, ...]]] = []
+        self.seq = 0
+
+    def push(self, at: float, kind: int, *payload: int) -> None:
+        """Schedule an event of ``kind`` at ``at`` with integer ``payload``."""
+        self.seq += 1
+        heapq.heappush(self.heap, (at, kind, self.seq, payload))
+
+    def pop(self) -> tuple[float, int, tuple[int, ...]]:
+        """The next event: (time, kind, payload)."""
+        at, kind, _, payload = heapq.heappop(self.heap)
+        return at, kind, payload
+
+
+class Queues:
+    """Waiting jobs by bucket."""
+
+    def __init__(self) -> None:
+        self.buckets: dict[BucketKey, list[tuple[float, int, int]]] = {}
+
+    @staticmethod
+    def key(job: Job, tenant_rank: int, job_rank: int) -> BucketKey:
+        """The bucket of ``job``."""
+        size = slices_needed(job.milli) if job.fractional else 0
+        return (job.tenant, -tenant_rank, -job_rank, job.gpus, size, job.gpu_model or "")
+
+    def push(self, key: BucketKey, job: Job, index: int) -> None:
+        """``job`` (trace index ``index``) waits in bucket ``key``."""
+        heapq.heappush(self.buckets.setdefault(key, []), (job.submit_s, job.line, index))
+
+    def head(self, key: BucketKey) -> int:
+        """Index of the first job of a non-empty bucket."""
+        return self.buckets[key][0][2]
+
+    def pop(self, key: BucketKey) -> None:
+        """Remove the head of ``key`` (dropping the bucket when empty)."""
+        bucket = self.buckets[key]
+        heapq.heappop(bucket)
+        if not bucket:
+            del self.buckets[key]
+
+    def order(self, key: BucketKey) -> tuple[int, int, float, int, int]:
+        """Service order of a bucket: its priority ranks, then its head's submit time and line."""
+        submit, line, index = self.buckets[key][0]
+        return (key[1], key[2], submit, line, index)

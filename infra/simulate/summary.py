@@ -1,0 +1,149 @@
+"""A finished replay turned into its `SimResult`: shares, delays, series, profile, energy.
+
+Shares divide GPU-seconds by GPUs x horizon, the horizon running from the first submit to the
+last event processed. Queueing delay is first start (work start, after a powered-off node
+resumes) minus submit, per tenant and per job-size bucket; jobs that never started within the
+horizon are counted in a note, not in the delays.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import zoneinfo
+from collections.abc import Callable
+from typing import Protocol
+
+from infra.catalog import Catalog
+from infra.simulate.cluster import Cluster
+from infra.simulate.jobs import Job, Trace
+from infra.simulate.metrics import SERIES_POINTS, SIZE_BUCKETS, Meter, Steps, delays, size_bucket
+from infra.simulate.migrun import MigRunner
+from infra.simulate.policy import SimPolicy
+from infra.simulate.power import PowerSaver
+from infra.simulate.result import Delays, NeverRan, SimResult, TraceSummary
+from infra.simulate.tenants import Book
+from infra.topology.model import Plan
+
+__all__ = ["Finished", "summarise"]
+
+
+class Finished(Protocol):
+    """What the summary reads of a finished replay (`infra.simulate.engine.Replay`)."""
+
+    plan: Plan
+    catalog: Catalog
+    trace: Trace
+    policy: SimPolicy
+    cluster: Cluster
+    book: Book
+    jobs: list[Job]
+    never: list[NeverRan]
+    first_start: list[float | None]
+    start_s: float
+    end_s: float
+    steps: Steps
+    by_group: Meter
+    by_tenant: Meter
+    frag_area: float
+    preemptions: int
+    reclaims: int
+    lost_gpu_s: float
+    mig: MigRunner
+    power: PowerSaver
+
+
+def summarise(replay: Finished) -> SimResult:
+    """The figures of a replay that has run."""
+    start, end = replay.start_s, replay.end_s
+    span = max(end - start, 1e-9)
+    gpus = replay.cluster.gpus
+    steps = replay.steps
+    mean = replay.by_group.areas(end)
+    group_gpus = {g.name: g.gpus * g.servers for g in replay.plan.groups.values()}
+    by_group = {g: round(mean.get(g, 0.0) / (n * span), 6) for g, n in group_gpus.items() if n}
+    by_tenant = {t: round(a / (gpus * span), 6) for t, a in replay.by_tenant.areas(end).items()}
+    total = sum(mean.values())
+    energy, saved = _energy(replay, span)
+    trace = replay.trace
+    return SimResult(
+        trace=TraceSummary(trace.source, trace.format, trace.rows, trace.used, dict(trace.skipped)),
+        gpus=gpus,
+        horizon_s=round(span, 3),
+        allocation_mean=round(total / (gpus * span), 6) if gpus else 0.0,
+        allocation_p50=round(steps.weighted_pct(start, end, 50) / gpus, 6) if gpus else 0.0,
+        allocation_p95=round(steps.weighted_pct(start, end, 95) / gpus, 6) if gpus else 0.0,
+        allocation_by_group=by_group,
+        allocation_by_tenant=by_tenant,
+        queueing=_delays_by(replay, lambda j: replay.jobs[j].tenant),
+        queueing_by_size=_by_size(replay),
+        fragmentation=round(replay.frag_area / (gpus * span), 6) if gpus else 0.0,
+        preemptions=replay.preemptions,
+        reclaims=replay.reclaims,
+        lost_gpu_hours=round(replay.lost_gpu_s / 3600, 6),
+        repartitions=tuple(replay.mig.records),
+        never_ran=tuple(replay.never),
+        series=_series(replay, start, end),
+        profile_24h=tuple(
+            round(v / gpus, 6) if gpus else 0.0 for v in steps.profile(start, end, _offset(replay))
+        ),
+        energy_kwh=energy,
+        energy_saved_kwh=saved,
+        notes=_notes(replay),
+    )
+
+
+def _delays_by(replay: Finished, key: Callable[[int], str]) -> dict[str, Delays]:
+    groups: dict[str, list[float]] = {}
+    for index, started in enumerate(replay.first_start):
+        if started is not None:
+            name = key(index)
+            groups.setdefault(name, []).append(started - replay.jobs[index].submit_s)
+    return {name: delays(values) for name, values in sorted(groups.items())}
+
+
+def _by_size(replay: Finished) -> dict[str, Delays]:
+    found = _delays_by(replay, lambda j: size_bucket(replay.jobs[j].gpus))
+    return {b: found[b] for b in SIZE_BUCKETS if b in found}
+
+
+def _series(replay: Finished, start: float, end: float) -> tuple[tuple[float, int], ...]:
+    n = SERIES_POINTS
+    times = [start + (end - start) * i / (n - 1) for i in range(n)] if end > start else [start]
+    return tuple(
+        (round(t, 3), round(v)) for t, v in zip(times, replay.steps.at(times), strict=True)
+    )
+
+
+def _offset(replay: Finished) -> float:
+    """Seconds past local midnight (schedule zone, or UTC) at trace time 0."""
+    zone = zoneinfo.ZoneInfo(replay.mig.zone)
+    local = dt.datetime.fromtimestamp(replay.mig.origin, zone)
+    return local.hour * 3600 + local.minute * 60 + local.second
+
+
+def _energy(replay: Finished, span: float) -> tuple[float, float]:
+    off = replay.power.close(replay.end_s)
+    busy = replay.by_group.areas(replay.end_s)
+    share = replay.policy.idle_power_share
+    energy = saved = 0.0
+    for group in replay.plan.groups.values():
+        peak = replay.catalog.nodes[group.node].max_power_kw
+        idle = peak * share
+        on_s = group.servers * span - off.get(group.name, 0.0)
+        energy += idle * on_s / 3600 + (peak - idle) / group.gpus * busy.get(group.name, 0.0) / 3600
+        saved += idle * off.get(group.name, 0.0) / 3600
+    return round(energy, 3), round(saved, 3)
+
+
+def _notes(replay: Finished) -> tuple[str, ...]:
+    notes = []
+    book = replay.book
+    unknown = sorted({j.tenant for j in replay.jobs if book.managed and j.tenant not in book.quota})
+    if unknown:
+        notes.append(
+            f"tenants not in the spec ran without a quota at normal priority: {', '.join(unknown)}"
+        )
+    waiting = sum(1 for s in replay.first_start if s is None)
+    if waiting:
+        notes.append(f"{waiting} jobs had not started when the replay stopped")
+    return tuple(notes)

@@ -1,0 +1,85 @@
+"""`railplan simulate`'s text and JSON views of a `SimResult` (pure: the CLI prints them)."""
+
+from __future__ import annotations
+
+import json
+
+from infra.simulate.result import Delays, SimResult
+
+__all__ = ["result_json", "result_text"]
+
+
+def result_json(result: SimResult) -> str:
+    """One JSON document, keys sorted."""
+    return json.dumps(result.as_json(), indent=2, sort_keys=True) + "\n"
+
+
+def _pct(share: float) -> str:
+    return f"{share * 100:.1f} %"
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h"
+
+
+def _delay_rows(title: str, table: dict[str, Delays]) -> list[str]:
+    lines = [f"{title:<16} {'jobs':>7} {'mean':>10} {'p50':>10} {'p95':>10} {'p99':>10}"]
+    for name, d in table.items():
+        cells = (_hours(v) for v in (d.mean_s, d.p50_s, d.p95_s, d.p99_s))
+        lines.append(f"{name:<16} {d.jobs:>7} " + " ".join(f"{c:>10}" for c in cells))
+    return lines
+
+
+def result_text(result: SimResult) -> str:
+    """The human view: trace rows, allocation, queueing tables, preemption, MIG, never-ran."""
+    t = result.trace
+    skipped = ", ".join(f"{n} {why}" for why, n in sorted(t.skipped.items())) or "none"
+    lines = [
+        f"trace {t.source} ({t.format}): {t.rows} rows, {t.used} used, skipped: {skipped}",
+        f"cluster {result.gpus} GPUs over {_hours(result.horizon_s)}",
+        (
+            f"allocation mean {_pct(result.allocation_mean)}, p50 {_pct(result.allocation_p50)}, "
+            f"p95 {_pct(result.allocation_p95)}; fragmentation {_pct(result.fragmentation)}"
+        ),
+    ]
+    groups = ", ".join(f"{g} {_pct(v)}" for g, v in result.allocation_by_group.items())
+    lines.append(f"allocation by group: {groups or 'none'}")
+    lines += ["", *_delay_rows("queueing/tenant", result.queueing)]
+    lines += ["", *_delay_rows("queueing/size", result.queueing_by_size), ""]
+    lines.append(
+        f"preemptions {result.preemptions} ({result.reclaims} reclaims), "
+        f"lost {result.lost_gpu_hours:.1f} GPU-hours"
+    )
+    lines.append(
+        f"energy {result.energy_kwh:.0f} kWh, saved by power saving {result.energy_saved_kwh:.0f} kWh"
+    )
+    lines += _repartition_lines(result)
+    lines += _never_lines(result)
+    lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _repartition_lines(result: SimResult) -> list[str]:
+    reps = result.repartitions
+    if not reps:
+        return ["re-partitions: none"]
+    evicted = sum(r.evicted_jobs for r in reps)
+    lost = sum(r.lost_gpu_hours for r in reps)
+    down = sum(r.drain_s + r.reconfigure_s for r in reps)
+    return [
+        (
+            f"re-partitions: {len(reps)} SU changes, {evicted} jobs evicted, "
+            f"{lost:.1f} GPU-hours lost, {_hours(down)} of SU drain and reconfiguration"
+        )
+    ]
+
+
+def _never_lines(result: SimResult) -> list[str]:
+    if not result.never_ran:
+        return ["never ran: none"]
+    reasons: dict[str, int] = {}
+    for n in result.never_ran:
+        reasons[n.reason] = reasons.get(n.reason, 0) + 1
+    lines = [f"never ran: {len(result.never_ran)} jobs"]
+    lines += [f"  {count} x {reason}" for reason, count in sorted(reasons.items())]
+    return lines
