@@ -2,8 +2,8 @@
 
 Each budget kind maps to one model: all-reduce time (`collectives`), scaling efficiency
 (`training`), checkpoint seconds (`storage`), rack and cluster power and cost per PFLOP-day
-(`power_cost`), model fit (`memory`) and the SHARP gain (`collectives` with and without
-SHARP). A budget that cannot be evaluated (more GPUs than the cluster has, no storage
+(`power_cost`), model fit (`memory`), the SHARP gain (`collectives` with and without
+SHARP), and a trace replay's utilisation and queueing delay (`simulation`). A budget that cannot be evaluated (more GPUs than the cluster has, no storage
 fabric, a precision the GPU lacks) gets ``error`` instead of a verdict.
 """
 
@@ -17,6 +17,7 @@ from infra.budget import memory, power_cost
 from infra.budget.cluster import BudgetError, comm_topology, main_group, sharp_usable
 from infra.budget.collectives import predict
 from infra.budget.memo import train_cached
+from infra.budget.simulation import Replays, queueing_delay, utilization
 from infra.budget.storage import checkpoint_estimate
 from infra.budget.train_model import (
     MemoryBreakdown,
@@ -43,11 +44,13 @@ from infra.spec.budgets import (
     ModelFitsBudget,
     ModelFitsEntry,
     PowerBudget,
+    QueueingDelayEntry,
     RackPowerEntry,
     ScalingEfficiencyBudget,
     ScalingEfficiencyEntry,
     SharpGainBudget,
     SharpGainEntry,
+    UtilizationEntry,
 )
 from infra.topology import Plan
 from infra.wording import plural
@@ -475,8 +478,8 @@ def _sharp_gain(
     )
 
 
-def _dispatch(
-    budget: Budget, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
+def _dispatch(  # noqa: C901 - one arm per budget kind, kept exhaustive by assert_never
+    budget: Budget, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult, runs: Replays
 ) -> BudgetResult:
     """Evaluate ``budget`` with its kind's evaluator (each typed for its kind's parameters)."""
     match budget:
@@ -496,18 +499,26 @@ def _dispatch(
             return _cost(budget.cost_per_pflop_day, spec, cat, plan, r)
         case SharpGainEntry():
             return _sharp_gain(budget.sharp_gain, spec, cat, plan, r)
+        case UtilizationEntry():
+            found = utilization(budget.utilization, spec, cat, _planned(plan, r), runs)
+            return replace(r, **found._asdict())
+        case QueueingDelayEntry():
+            found = queueing_delay(budget.queueing_delay, spec, cat, _planned(plan, r), runs)
+            return replace(r, **found._asdict())
         case _:
             assert_never(budget)
 
 
-def _evaluate(i: int, budget: Budget, spec: Spec, cat: Catalog, plan: Plan | None) -> BudgetResult:
+def _evaluate(
+    i: int, budget: Budget, spec: Spec, cat: Catalog, plan: Plan | None, runs: Replays
+) -> BudgetResult:
     kind = budget.kind
     claim = getattr(budget, kind).claim or ""
     blank = BudgetResult(
         i, kind, f"budgets[{i}].{kind}", math.nan, math.nan, "", "lower", "", claim=claim
     )
     try:
-        return _dispatch(budget, spec, cat, plan, blank)
+        return _dispatch(budget, spec, cat, plan, blank, runs)
     except BudgetError as exc:
         return replace(
             blank,
@@ -516,17 +527,22 @@ def _evaluate(i: int, budget: Budget, spec: Spec, cat: Catalog, plan: Plan | Non
         )
 
 
-def evaluate_budgets(spec: Spec, catalog: Catalog, plan: Plan | None) -> list[BudgetResult]:
+def evaluate_budgets(
+    spec: Spec, catalog: Catalog, plan: Plan | None, *, spec_file: str | None = None
+) -> list[BudgetResult]:
     """Evaluate every declared budget, in spec order, each distinct budget once.
 
     A budget equal to an earlier one (same kind and parameters) gets the earlier result,
     renumbered to its own index and path: a spec repeating one budget costs one evaluation.
+    Traces the replay budgets name are read relative to ``spec_file``'s directory (the
+    current directory without one) and replayed once each.
     """
     first: dict[Budget, BudgetResult] = {}
     results = []
+    runs = Replays(spec_file)
     for i, budget in enumerate(spec.budgets):
         if budget not in first:
-            first[budget] = _evaluate(i, budget, spec, catalog, plan)
+            first[budget] = _evaluate(i, budget, spec, catalog, plan, runs)
         results.append(_renumbered(first[budget], i))
     return results
 

@@ -72,7 +72,9 @@ def diff(
         with _progress_bar() as bar:
             old_plan = _planned_or_raise(before, bar.task(f"plan {old}"))
             new_plan = _planned_or_raise(after, bar.task(f"plan {new}"))
-            result = plan_diff(before.spec, old_plan, after.spec, new_plan, catalog)
+            result = plan_diff(
+                before.spec, old_plan, after.spec, new_plan, catalog, files=(old, new)
+            )
     except PlanError as exc:
         _fail_diff(exc, EXIT_FAILED, json_errors)
     _say(diff_json(result) if json_errors else diff_text(result))

@@ -83,6 +83,6 @@ def budget(
     loaded = _load_spec(spec)
     planned = _plan_or_fail(loaded)
     with _located_in(loaded):
-        results = evaluate_budgets(loaded.spec, load_catalog(), planned)
+        results = evaluate_budgets(loaded.spec, load_catalog(), planned, spec_file=loaded.file)
     _say(budgets_json(results) if output_format is Format.JSON else budgets_text(results))
     raise typer.Exit(EXIT_FAILED if any(r.fails for r in results) else EXIT_OK)

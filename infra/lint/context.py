@@ -87,5 +87,7 @@ class LintContext:
     def budgets(self) -> list[BudgetResult]:
         """The spec's declared budgets, evaluated once on the plan."""
         if self._budgets is None:
-            self._budgets = evaluate_budgets(self.loaded.spec, self.catalog, self.plan)
+            self._budgets = evaluate_budgets(
+                self.loaded.spec, self.catalog, self.plan, spec_file=self.loaded.file
+            )
         return self._budgets

@@ -146,16 +146,27 @@ class PlanDiff:
 
 
 def plan_diff(
-    old_spec: Spec, old_plan: Plan, new_spec: Spec, new_plan: Plan, catalog: Catalog
+    old_spec: Spec,
+    old_plan: Plan,
+    new_spec: Spec,
+    new_plan: Plan,
+    catalog: Catalog,
+    *,
+    files: tuple[str | None, str | None] = (None, None),
 ) -> PlanDiff:
-    """The change plan from ``old_plan`` to ``new_plan`` (and their specs)."""
+    """The change plan from ``old_plan`` to ``new_plan`` (and their specs).
+
+    ``files`` are the specs' files, which the traces their replay budgets name are read
+    relative to.
+    """
     servers_added, servers_removed = _names_diff(old_plan.servers, new_plan.servers)
     switches_added, switches_removed = _names_diff(old_plan.switches, new_plan.switches)
     cables_added, cables_removed = cable_diff(old_plan, new_plan)
     addresses, moves = address_changes(old_plan, new_plan), moves_between(old_plan, new_plan)
     mig, software = mig_changes(old_spec, new_spec), software_changes(old_spec, new_spec)
     budgets = budget_deltas(
-        evaluate_budgets(old_spec, catalog, old_plan), evaluate_budgets(new_spec, catalog, new_plan)
+        evaluate_budgets(old_spec, catalog, old_plan, spec_file=files[0]),
+        evaluate_budgets(new_spec, catalog, new_plan, spec_file=files[1]),
     )
     changed = _changed_servers(old_plan, new_plan, addresses, moves, mig, software)
     changed |= {n for c in (*cables_added, *cables_removed) for n in (c.a, c.b)}

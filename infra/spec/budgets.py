@@ -1,7 +1,8 @@
 """Spec models of the budgets a cluster must meet (evaluated by `infra.budget`).
 
 Each budget names one prediction (all-reduce time, scaling efficiency, checkpoint time, rack
-and cluster power, model fit, SHARP gain, cost) and the limit it must stay within; `Budget`
+and cluster power, model fit, SHARP gain, cost, and a trace replay's utilisation and
+queueing delay) and the limit it must stay within; `Budget`
 is the one-key entry a spec lists: a discriminated union of one entry model per kind.
 """
 
@@ -246,6 +247,39 @@ class CostBudget(BudgetFields):
     )
 
 
+TracePath = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=4096,
+        pattern=ONE_LINE,
+        description="Job trace file, relative to the spec's directory (formats: docs/simulate.md).",
+    ),
+]
+
+
+class UtilizationBudget(BudgetFields):
+    """Replaying `trace` on the plan, running jobs must hold at least `min` of the GPUs."""
+
+    trace: TracePath
+    min: float = Field(gt=0, le=1, description="Least time-weighted allocated share, 0-1.")
+    group: str | None = Field(None, description="Count only this node group's GPUs.")
+    tenant: str | None = Field(
+        None, description="Count only this tenant's jobs (its share of all the GPUs)."
+    )
+
+
+class QueueingDelayBudget(BudgetFields):
+    """Replaying `trace` on the plan, a percentile of queueing delay must stay within `max_s`."""
+
+    trace: TracePath
+    max_s: float = Field(gt=0, le=31_536_000, description="Limit, seconds (at most a year).")
+    percentile: Literal[50, 95, 99] = Field(95, description="Which percentile: 50, 95 or 99.")
+    tenant: str | None = Field(
+        None, description="Only this tenant's jobs; default every tenant (the worst one counts)."
+    )
+
+
 def _about(kind: str, model: type[StrictModel]) -> str:
     """The schema description of an entry's one key.
 
@@ -313,6 +347,22 @@ class SharpGainEntry(StrictModel):
     sharp_gain: SharpGainBudget = Field(description=_about("sharp_gain", SharpGainBudget))
 
 
+class UtilizationEntry(StrictModel):
+    """A `utilization` budget entry."""
+
+    kind: ClassVar[Literal["utilization"]] = "utilization"
+    utilization: UtilizationBudget = Field(description=_about("utilization", UtilizationBudget))
+
+
+class QueueingDelayEntry(StrictModel):
+    """A `queueing_delay` budget entry."""
+
+    kind: ClassVar[Literal["queueing_delay"]] = "queueing_delay"
+    queueing_delay: QueueingDelayBudget = Field(
+        description=_about("queueing_delay", QueueingDelayBudget)
+    )
+
+
 _ENTRIES: tuple[type[StrictModel], ...] = (
     AllReduceEntry,
     ScalingEfficiencyEntry,
@@ -322,6 +372,8 @@ _ENTRIES: tuple[type[StrictModel], ...] = (
     ModelFitsEntry,
     CostEntry,
     SharpGainEntry,
+    UtilizationEntry,
+    QueueingDelayEntry,
 )
 BUDGET_KINDS: tuple[str, ...] = tuple(next(iter(e.model_fields)) for e in _ENTRIES)
 """Every budget kind, in the order the schema and error messages list them."""
@@ -343,6 +395,8 @@ class BudgetEntry(StrictModel):
     model_fits: ModelFitsBudget | None = None
     cost_per_pflop_day: CostBudget | None = None
     sharp_gain: SharpGainBudget | None = None
+    utilization: UtilizationBudget | None = None
+    queueing_delay: QueueingDelayBudget | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> BudgetEntry:
@@ -374,6 +428,8 @@ BudgetKind = (
     | ModelFitsEntry
     | CostEntry
     | SharpGainEntry
+    | UtilizationEntry
+    | QueueingDelayEntry
 )
 """A budget entry that passed validation: one model per kind."""
 
@@ -389,6 +445,8 @@ else:
         | Annotated[ModelFitsEntry, Tag("model_fits")]
         | Annotated[CostEntry, Tag("cost_per_pflop_day")]
         | Annotated[SharpGainEntry, Tag("sharp_gain")]
+        | Annotated[UtilizationEntry, Tag("utilization")]
+        | Annotated[QueueingDelayEntry, Tag("queueing_delay")]
         | Annotated[BudgetEntry, Tag(_MISSHAPEN), SkipJsonSchema()],
         Discriminator(_budget_kind),
     ]
