@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from infra.simulate.synthetic import generate, write_csv
+from infra.simulate.synthetic import FRACTIONAL_SHARE, MULTI_GPU_SHARE, generate, write_csv
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,6 +24,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=float, default=2.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--tenants", default="default", help="comma-separated tenant names")
+    parser.add_argument(
+        "--fractional-share",
+        type=float,
+        default=FRACTIONAL_SHARE,
+        help="share of jobs asking for part of one GPU (default: measured on Alibaba v2023)",
+    )
+    parser.add_argument(
+        "--multi-gpu-share",
+        type=float,
+        default=MULTI_GPU_SHARE,
+        help="share of jobs asking for several GPUs (default: measured on Alibaba v2023)",
+    )
     args = parser.parse_args(argv)
     jobs = generate(
         args.jobs,
@@ -31,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         tenants=args.tenants.split(","),
         days=args.days,
+        fractional_share=args.fractional_share,
+        multi_gpu_share=args.multi_gpu_share,
     )
     if args.out == "-":
         write_csv(jobs, sys.stdout)
