@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.simulate.engine import Replay
+from infra.simulate.engine import STUCK_S, Replay
 from infra.simulate.policy import SimPolicy
 from tests.sim_helpers import group_spec, job, replay, starts
 
@@ -204,3 +204,15 @@ def test_a_job_that_never_fits_ends_the_replay_after_a_week_of_mig_changes() -> 
     assert starts(run) == {"big": None}
     assert result.notes[-1] == "1 jobs had not started when the replay stopped"
     assert 8 * 86_400 < result.horizon_s <= 9 * 86_400
+
+
+def test_a_job_evicted_before_every_checkpoint_ends_the_replay_at_the_cap() -> None:
+    # re-partitioned every 30 minutes, the 50-minute job never reaches its first checkpoint
+    # (30 min): a livelock, which the replay stops at last submit + durations + STUCK_S
+    hourly = (
+        ", mig: small, mig_schedule: {timezone: UTC, drain_timeout: 5m, changes: "
+        '[{at: "0 * * * *", mig: disabled}, {at: "30 * * * *", mig: small}]}'
+    )
+    _, result = replay(group_spec(1, MIG_7, hourly), [job("a", 0, 3000, 8)])
+    assert result.horizon_s == pytest.approx(3000 + STUCK_S, abs=3600)
+    assert result.notes == ("1 jobs started but had not finished when the replay stopped",)

@@ -145,3 +145,34 @@ def test_mig_places_fewer_fractions_a_slice_does_not_cover() -> None:
     whole = replay(group_spec(1), trace)[0]
     at_once = [sum(1 for s in starts(r).values() if s == 0.0) for r in (split, whole)]
     assert at_once == [2, 8]
+
+
+HOURLY = (
+    ", mig: mix, mig_schedule: {timezone: UTC, drain_timeout: 5m, changes: "
+    '[{at: "0 * * * *", mig: disabled}, {at: "30 * * * *", mig: mix}]}'
+)
+
+
+@settings(max_examples=20, deadline=None)
+@given(jobs(count=15))
+def test_capacity_and_gangs_hold_across_mig_changes(trace: list[Job]) -> None:
+    # the same jobs spread over five hours, on a group re-partitioned twice an hour
+    slow = [
+        job(
+            j.id,
+            j.submit_s * 45,
+            j.duration_s * 5,
+            j.gpus,
+            milli=j.milli,
+            tenant=j.tenant,
+            priority=j.priority,
+        )
+        for j in trace
+    ]
+    spec = group_spec(3, MIG_MIXED, HOURLY)
+    policy = SimPolicy(checkpoint_interval_s=300, checkpoint_write_s=30, preempt_retry_s=0)
+    run, result = replay(spec, slow, policy, cls=Checked)
+    assert max(run.steps.v) <= run.cluster.gpus + 1e-9
+    assert all(r.nodes == 3 and r.drain_s <= 300 for r in result.repartitions)
+    held = sum(len(r.alloc) for r in run.running.values())
+    assert sum(n.running for n in run.cluster.nodes) == held

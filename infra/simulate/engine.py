@@ -38,7 +38,10 @@ from infra.topology.model import Plan
 __all__ = ["STUCK_S", "Replay", "simulate"]
 
 STUCK_S = 8 * 86_400.0
-"""Idle time after which waiting jobs are taken to wait for good (see `Replay._stuck`)."""
+"""Idle time after which waiting jobs are taken to wait for good (see `Replay._stuck`). A
+replay without a horizon also stops at the last submit plus every job's duration plus this:
+every job run one after another fits in that, so a job still running then is livelocked
+(evicted again and again before its first checkpoint, say by frequent MIG changes)."""
 
 
 def simulate(
@@ -126,6 +129,9 @@ class Replay:
         heap, done, every = self.events.heap, 0, self.policy.progress_every
         total = 3 * len(self.jobs) + 1
         horizon = self.policy.horizon_s
+        if horizon is None:  # serial execution bounds any sane schedule; past it, a livelock
+            last = max((j.submit_s for j in self.jobs), default=0.0)
+            horizon = last + sum(j.duration_s for j in self.jobs) + STUCK_S
         while heap and (self.active or self.mig.busy) and not self._stuck():
             at = heap[0][0]
             if horizon is not None and at > horizon:
@@ -141,6 +147,10 @@ class Replay:
                 progress("replaying events", min(done, total - 1), total)
         progress("replayed", total, total)
         self.end_s = max(self.now, self.start_s)
+
+    def unfinished(self) -> int:
+        """Jobs that had not finished when the replay stopped."""
+        return self.active
 
     def _stuck(self) -> bool:
         """Nothing runs or will arrive, and nothing started for `STUCK_S`: waiting is for good.

@@ -51,6 +51,9 @@ class Finished(Protocol):
     mig: MigRunner
     power: PowerSaver
 
+    def unfinished(self) -> int:
+        """Jobs that had not finished when the replay stopped."""
+
 
 def summarise(replay: Finished) -> SimResult:
     """The figures of a replay that has run."""
@@ -146,4 +149,7 @@ def _notes(replay: Finished) -> tuple[str, ...]:
     waiting = sum(1 for s in replay.first_start if s is None)
     if waiting:
         notes.append(f"{waiting} jobs had not started when the replay stopped")
+    cut = replay.unfinished() - waiting
+    if cut > 0:
+        notes.append(f"{cut} jobs started but had not finished when the replay stopped")
     return tuple(notes)
