@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import cache
 
 from infra.catalog import Catalog, load_catalog
@@ -55,20 +56,7 @@ def job(
 
 def trace_of(jobs: Sequence[Job], origin: float | None = None) -> Trace:
     """A trace of ``jobs`` in submit order, each with its 1-based row."""
-    numbered = [
-        Job(
-            j.id,
-            j.submit_s,
-            j.duration_s,
-            j.gpus,
-            j.milli,
-            j.tenant,
-            j.priority,
-            j.gpu_model,
-            i + 2,
-        )
-        for i, j in enumerate(jobs)
-    ]
+    numbered = [replace(j, line=i + 2) for i, j in enumerate(jobs)]
     ordered = tuple(sorted(numbered, key=lambda j: (j.submit_s, j.line)))
     return Trace("test.csv", "railplan-csv", len(jobs), ordered, {}, origin)
 

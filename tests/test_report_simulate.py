@@ -88,6 +88,7 @@ def sample_result(**changes: object) -> SimResult:
         ),
         gpus=GPUS,
         horizon_s=7 * DAY,
+        window_s=7 * DAY,
         allocation_mean=0.6134,
         allocation_p50=0.6071,
         allocation_p95=0.8622,
@@ -244,6 +245,7 @@ def test_an_empty_replay_renders_and_says_so() -> None:
     empty = sample_result(
         trace=TraceSummary("empty.csv", "railplan", 3, 0, {"GPU model the cluster lacks": 3}),
         horizon_s=0.0,
+        window_s=0.0,
         allocation_mean=math.nan,
         allocation_p50=math.nan,
         allocation_p95=math.nan,
@@ -283,6 +285,7 @@ def test_unknown_figures_show_as_a_dash_never_nan() -> None:
 def test_a_short_replay_ticks_hours_not_days() -> None:
     short = sample_result(
         horizon_s=12 * 3600.0,
+        window_s=12 * 3600.0,
         series=tuple((t * 600.0, 5_000 + t * 10) for t in range(73)),
         repartitions=(),
     )

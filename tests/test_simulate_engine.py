@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from infra.simulate.engine import STUCK_S, Replay
@@ -20,12 +22,23 @@ def test_two_nodes_three_jobs_start_when_worked_out_by_hand() -> None:
     )
     assert starts(run) == {"a": 0.0, "b": 100.0, "c": 10.0}
     assert result.horizon_s == 150.0
-    # GPU-seconds 800 (a) + 800 (b) + 120 (c) over 16 GPUs x 150 s.
-    assert result.allocation_mean == pytest.approx(1720 / 2400, abs=1e-6)
-    # b waited 0-100 with 8, 4 then 8 GPUs free: 80 + 120 + 480 GPU-seconds.
-    assert result.fragmentation == pytest.approx(680 / 2400, abs=1e-6)
+    # Shares are measured over the trace window, 0-10 s (the last submission): a holds 8 of
+    # 16 GPUs, c starts only at 10; b waits with 8 GPUs free throughout.
+    assert result.window_s == 10.0
+    assert result.allocation_mean == pytest.approx(80 / 160, abs=1e-6)
+    assert result.fragmentation == pytest.approx(80 / 160, abs=1e-6)
     assert result.queueing["t"].p99_s == 100.0
     assert result.queueing_by_size["9-64"].jobs == 1
+
+
+def test_jobs_submitted_at_once_are_measured_over_the_horizon() -> None:
+    # No window to measure (every job arrives at 0): the whole replay counts. GPU-seconds
+    # 800 (a) + 800 (b) over 16 GPUs x 150 s; b waited 0-100 with 8 GPUs free.
+    run, result = replay(group_spec(2), [job("a", 0, 100, 8), job("b", 0, 50, 16)])
+    assert starts(run) == {"a": 0.0, "b": 100.0}
+    assert result.window_s == result.horizon_s == 150.0
+    assert result.allocation_mean == pytest.approx(1600 / 2400, abs=1e-6)
+    assert result.fragmentation == pytest.approx(800 / 2400, abs=1e-6)
 
 
 def test_a_job_that_fits_an_su_stays_in_the_fullest_su_that_holds_it() -> None:
@@ -216,3 +229,16 @@ def test_a_job_evicted_before_every_checkpoint_ends_the_replay_at_the_cap() -> N
     _, result = replay(group_spec(1, MIG_7, hourly), [job("a", 0, 3000, 8)])
     assert result.horizon_s == pytest.approx(3000 + STUCK_S, abs=3600)
     assert result.notes == ("1 jobs started but had not finished when the replay stopped",)
+
+
+def test_a_job_naming_alternative_models_runs_on_any_of_them() -> None:
+    # Alibaba's v2023 pods name alternatives (`V100M16|V100M32`): the job takes any of them;
+    # naming only models the cluster lacks is a never-ran reason naming them all.
+    spec = group_spec(1)
+    model = "a100-sxm4-80gb"
+    either = replace(job("either", 0, 60, 8), gpu_model="v100", gpu_models=("v100", model))
+    neither = replace(job("neither", 0, 60, 8), gpu_model="v100", gpu_models=("v100", "t4"))
+    run, result = replay(spec, [either, neither])
+    assert starts(run) == {"either": 0.0}
+    (never,) = result.never_ran
+    assert never.job == "neither" and "v100|t4" in never.reason

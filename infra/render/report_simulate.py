@@ -96,6 +96,7 @@ def _summary(result: SimResult) -> list[tuple[str, str]]:
     return [
         *_trace_rows(result),
         ("cluster", f"{result.gpus:,} GPUs over {_span(result.horizon_s)}"),
+        ("trace window (the shares)", _span(result.window_s)),
         *_allocation(result),
         ("fragmentation", f"{_pct(result.fragmentation)} of GPUs free but unusable by the queue"),
         ("preemptions", f"{result.preemptions:,} preemptions, {result.reclaims:,} reclaims"),

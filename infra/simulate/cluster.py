@@ -167,7 +167,7 @@ class Cluster:
 
     def find(self, job: Job) -> Allocation | None:
         """Where ``job`` would run now, or None when it does not fit anywhere open."""
-        groups = [g for g in self.groups.values() if job.gpu_model in (None, g.gpu_model)]
+        groups = [g for g in self.groups.values() if job.accepts(g.gpu_model)]
         if job.fractional:
             found = self._find_slices(groups, job.gpus, slices_needed(job.milli))
             if found is not None:
@@ -189,7 +189,7 @@ class Cluster:
         A necessary condition only (SUs and quota are not looked at), so preemption lifts
         its candidates only when it might help.
         """
-        groups = {g.name: g for g in self.groups.values() if job.gpu_model in (None, g.gpu_model)}
+        groups = {g.name: g for g in self.groups.values() if job.accepts(g.gpu_model)}
         opened = [(self.nodes[n], k, s) for n, (k, s) in freed.items()]
         opened = [(node, k, s) for node, k, s in opened if node.open and node.group in groups]
         if job.fractional and self._slice_could_fit(job, groups.values(), opened):

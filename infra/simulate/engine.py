@@ -24,7 +24,7 @@ from infra.simulate.build import build_cluster
 from infra.simulate.cluster import COMPUTE_SLICES, Allocation
 from infra.simulate.feasible import never_reasons
 from infra.simulate.jobs import Job, Trace
-from infra.simulate.metrics import Meter, Steps
+from infra.simulate.metrics import Meter, Steps, Window
 from infra.simulate.migrun import MigRunner
 from infra.simulate.policy import SimPolicy
 from infra.simulate.power import PowerSaver
@@ -36,6 +36,7 @@ from infra.spec import Spec
 from infra.topology.model import Plan
 
 __all__ = ["STUCK_S", "Replay", "simulate"]
+
 
 STUCK_S = 8 * 86_400.0
 """Idle time after which waiting jobs are taken to wait for good (see `Replay._stuck`). A
@@ -96,6 +97,7 @@ class Replay:
         self.starved = False
         self.preemptions = self.reclaims = 0
         self.start_s = self.end_s = self.last_change = 0.0
+        self.window: Window | None = None
         self.lost_gpu_s = 0.0
         self.mig = MigRunner(self)
         self.power = PowerSaver(self)
@@ -119,6 +121,7 @@ class Replay:
             self.events.push(job.submit_s, SUBMIT, index)
         self.active = self.unsubmitted = len(self.jobs)
         self.start_s = min((j.submit_s for j in self.jobs), default=0.0)
+        self.window_end = max((j.submit_s for j in self.jobs), default=0.0)
         self.mig.start(self.start_s)
         self.power.start(self.start_s)
 
@@ -137,6 +140,9 @@ class Replay:
             if horizon is not None and at > horizon:
                 self._advance(horizon)
                 break
+            if self.window is None and at > self.window_end:
+                self._advance(self.window_end)
+                self.window = self._snapshot()
             self._advance(at)
             while heap and heap[0][0] == at:
                 _, kind, payload = self.events.pop()
@@ -147,6 +153,14 @@ class Replay:
                 progress("replaying events", min(done, total - 1), total)
         progress("replayed", total, total)
         self.end_s = max(self.now, self.start_s)
+        if self.window is None:  # the replay stopped before the last submission
+            self.window = self._snapshot()
+
+    def _snapshot(self) -> Window:
+        """The measures so far: the trace window's, taken when the last job was submitted."""
+        return Window(
+            self.now, self.by_group.areas(self.now), self.by_tenant.areas(self.now), self.frag_area
+        )
 
     def unfinished(self) -> int:
         """Jobs that had not finished when the replay stopped."""

@@ -48,9 +48,10 @@ def never_reasons(spec: Spec, plan: Plan, catalog: Catalog, jobs: Iterable[Job])
 def _reason(
     job: Job, groups: list[tuple[str, int, int, int]], models: list[str], limits: dict[str, int]
 ) -> str:
-    mine = [g for g in groups if job.gpu_model in (None, g[0])]
+    mine = [g for g in groups if job.accepts(g[0])]
     if not mine:
-        return f"GPU model {job.gpu_model} is not in the cluster (it has {', '.join(models)})"
+        wanted = "|".join(job.gpu_models) or job.gpu_model
+        return f"GPU model {wanted} is not in the cluster (it has {', '.join(models)})"
     if job.fractional:
         if any(job.gpus <= per_node for _, per_node, _, _ in mine):
             return ""
@@ -70,7 +71,7 @@ def _no_slice(job: Job, groups: list[tuple[str, int, int, int]], largest: dict[s
     """A fraction no slice of any state covers, on groups never whole enough for it."""
     if not job.fractional:
         return ""
-    mine = [g for g in groups if job.gpu_model in (None, g[0])]
+    mine = [g for g in groups if job.accepts(g[0])]
     if any(job.gpus <= whole for _, _, _, whole in mine):
         return ""
     if any(slices_needed(job.milli) <= largest.get(g[0], 0) for g in mine):

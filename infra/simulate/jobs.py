@@ -47,6 +47,12 @@ class Job:
         """Whether the job wants part of one GPU (a MIG slice) rather than whole GPUs."""
         return self.milli < MILLI_WHOLE
 
+    def accepts(self, model: str) -> bool:
+        """Whether the job may run on GPU ``model`` (any model when it names none)."""
+        if self.gpu_model is None:
+            return True
+        return model == self.gpu_model or model in self.gpu_models
+
     @property
     def gpu_seconds(self) -> float:
         """GPU-seconds of work the job does when it runs undisturbed (fractions count part)."""

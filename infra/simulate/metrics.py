@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from infra.simulate.result import Delays
 
@@ -21,6 +22,7 @@ __all__ = [
     "SIZE_BUCKETS",
     "Meter",
     "Steps",
+    "Window",
     "delays",
     "nearest_rank",
     "size_bucket",
@@ -145,3 +147,13 @@ class Steps:
                 span[hour] += cut - lo
                 lo = cut
         return [a / s if s else 0.0 for a, s in zip(area, span, strict=True)]
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """GPU-second integrals at the end of the trace window (its last submission)."""
+
+    end_s: float
+    by_group: dict[str, float]
+    by_tenant: dict[str, float]
+    frag_area: float

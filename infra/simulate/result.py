@@ -103,8 +103,10 @@ class TraceSummary:
 class SimResult:
     """Figures of one replay.
 
-    ``allocation_*`` are time-weighted shares of the cluster's GPUs held by running jobs over
-    the horizon (first submit to last finish); ``series`` samples allocated GPUs at evenly
+    ``allocation_*``, ``fragmentation`` and ``profile_24h`` are time-weighted shares of the
+    cluster's GPUs held by running jobs over the trace window (``window_s``: first to last
+    submission; the whole horizon when every job arrives at once); ``horizon_s`` runs on to
+    the last finish, and energy counts all of it; ``series`` samples allocated GPUs at evenly
     spaced times (``(t_s, gpus)``, at most a few hundred points, for plots); ``profile_24h``
     is the mean allocated share per hour of the day (index 0 = 00:00-01:00 in the schedule's
     time zone, or UTC). ``fragmentation`` is the time-weighted share of GPUs that were free
@@ -114,6 +116,7 @@ class SimResult:
     trace: TraceSummary
     gpus: int
     horizon_s: float
+    window_s: float
     allocation_mean: float
     allocation_p50: float
     allocation_p95: float
@@ -139,6 +142,7 @@ class SimResult:
             "trace": self.trace.as_json(),
             "gpus": self.gpus,
             "horizon_s": self.horizon_s,
+            "window_s": self.window_s,
             "allocation": {
                 "mean": self.allocation_mean,
                 "p50": self.allocation_p50,

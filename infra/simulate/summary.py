@@ -1,7 +1,10 @@
 """A finished replay turned into its `SimResult`: shares, delays, series, profile, energy.
 
-Shares divide GPU-seconds by GPUs x horizon, the horizon running from the first submit to the
-last event processed. Queueing delay is first start (work start, after a powered-off node
+Shares divide GPU-seconds by GPUs x the trace window, from the first submission to the last
+(the period the trace describes; what runs on after the last submission is a finite trace
+draining, not the cluster's steady state). A trace whose jobs all arrive at once is measured
+over the whole horizon, first submission to the last event processed. Energy counts the whole
+horizon. Queueing delay is first start (work start, after a powered-off node
 resumes) minus submit, per tenant and per job-size bucket; jobs that never started within the
 horizon are counted in a note, not in the delays.
 """
@@ -16,7 +19,15 @@ from typing import Protocol
 from infra.catalog import Catalog
 from infra.simulate.cluster import Cluster
 from infra.simulate.jobs import Job, Trace
-from infra.simulate.metrics import SERIES_POINTS, SIZE_BUCKETS, Meter, Steps, delays, size_bucket
+from infra.simulate.metrics import (
+    SERIES_POINTS,
+    SIZE_BUCKETS,
+    Meter,
+    Steps,
+    Window,
+    delays,
+    size_bucket,
+)
 from infra.simulate.migrun import MigRunner
 from infra.simulate.policy import SimPolicy
 from infra.simulate.power import PowerSaver
@@ -41,6 +52,7 @@ class Finished(Protocol):
     first_start: list[float | None]
     start_s: float
     end_s: float
+    window: Window | None
     steps: Steps
     by_group: Meter
     by_tenant: Meter
@@ -55,23 +67,35 @@ class Finished(Protocol):
         """Jobs that had not finished when the replay stopped."""
 
 
+def _measured(replay: Finished) -> Window:
+    """The integrals the shares divide: over the trace window, or the horizon without one."""
+    window = replay.window
+    if window is not None and window.end_s > replay.start_s:
+        return window
+    end = replay.end_s
+    return Window(end, replay.by_group.areas(end), replay.by_tenant.areas(end), replay.frag_area)
+
+
 def summarise(replay: Finished) -> SimResult:
     """The figures of a replay that has run."""
-    start, end = replay.start_s, replay.end_s
+    start, measured = replay.start_s, _measured(replay)
+    end = measured.end_s
     span = max(end - start, 1e-9)
     gpus = replay.cluster.gpus
     steps = replay.steps
-    mean = replay.by_group.areas(end)
     group_gpus = {g.name: g.gpus * g.servers for g in replay.plan.groups.values()}
-    by_group = {g: round(mean.get(g, 0.0) / (n * span), 6) for g, n in group_gpus.items() if n}
-    by_tenant = {t: round(a / (gpus * span), 6) for t, a in replay.by_tenant.areas(end).items()}
-    total = sum(mean.values())
-    energy, saved = _energy(replay, span)
+    areas = measured.by_group
+    by_group = {g: round(areas.get(g, 0.0) / (n * span), 6) for g, n in group_gpus.items() if n}
+    by_tenant = {t: round(a / (gpus * span), 6) for t, a in measured.by_tenant.items()}
+    total = sum(areas.values())
+    horizon = max(replay.end_s - start, 1e-9)
+    energy, saved = _energy(replay, horizon)
     trace = replay.trace
     return SimResult(
         trace=TraceSummary(trace.source, trace.format, trace.rows, trace.used, dict(trace.skipped)),
         gpus=gpus,
-        horizon_s=round(span, 3),
+        horizon_s=round(horizon, 3),
+        window_s=round(span, 3),
         allocation_mean=round(total / (gpus * span), 6) if gpus else 0.0,
         allocation_p50=round(steps.weighted_pct(start, end, 50) / gpus, 6) if gpus else 0.0,
         allocation_p95=round(steps.weighted_pct(start, end, 95) / gpus, 6) if gpus else 0.0,
@@ -79,13 +103,13 @@ def summarise(replay: Finished) -> SimResult:
         allocation_by_tenant=by_tenant,
         queueing=_delays_by(replay, lambda j: replay.jobs[j].tenant),
         queueing_by_size=_by_size(replay),
-        fragmentation=round(replay.frag_area / (gpus * span), 6) if gpus else 0.0,
+        fragmentation=round(measured.frag_area / (gpus * span), 6) if gpus else 0.0,
         preemptions=replay.preemptions,
         reclaims=replay.reclaims,
         lost_gpu_hours=round(replay.lost_gpu_s / 3600, 6),
         repartitions=tuple(replay.mig.records),
         never_ran=tuple(replay.never),
-        series=_series(replay, start, end),
+        series=_series(replay, start, replay.end_s),
         profile_24h=tuple(
             round(v / gpus, 6) if gpus else 0.0 for v in steps.profile(start, end, _offset(replay))
         ),

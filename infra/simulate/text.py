@@ -36,7 +36,10 @@ def result_text(result: SimResult) -> str:
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(t.skipped.items())) or "none"
     lines = [
         f"trace {t.source} ({t.format}): {t.rows} rows, {t.used} used, skipped: {skipped}",
-        f"cluster {result.gpus} GPUs over {_hours(result.horizon_s)}",
+        (
+            f"cluster {result.gpus} GPUs; trace window {_hours(result.window_s)} (shares below), "
+            f"replay {_hours(result.horizon_s)}"
+        ),
         (
             f"allocation mean {_pct(result.allocation_mean)}, p50 {_pct(result.allocation_p50)}, "
             f"p95 {_pct(result.allocation_p95)}; fragmentation {_pct(result.fragmentation)}"
