@@ -27,7 +27,8 @@ def results(text: str, catalog: Catalog) -> list[BudgetResult]:
 @pytest.fixture(scope="module")
 def claims(catalog: Catalog) -> dict[str, BudgetResult]:
     spec = load_spec(CLAIMS).spec
-    return {r.kind: r for r in evaluate_budgets(spec, catalog, expand(spec, catalog))}
+    found = evaluate_budgets(spec, catalog, expand(spec, catalog), spec_file=str(CLAIMS))
+    return {r.kind: r for r in found}
 
 
 def test_vendor_claims_are_each_answered(claims: dict[str, BudgetResult]) -> None:
@@ -40,12 +41,17 @@ def test_vendor_claims_are_each_answered(claims: dict[str, BudgetResult]) -> Non
         "cluster_power",
         "cost_per_pflop_day",
         "model_fits",
+        "utilization",
     }
     assert not any(r.error for r in claims.values())
-    # The one claim this cluster does not meet: GPT-3's 1536-sequence batch over 8,000 GPUs
-    # leaves each pipeline a handful of micro-batches, so the bubble costs what 0.89 allows.
+    # The claims this cluster does not meet: GPT-3's 1536-sequence batch over 8,000 GPUs
+    # leaves each pipeline a handful of micro-batches, so the bubble costs what 0.89 allows;
+    # the shipped one-day trace never fills 8,000 GPUs, and no job waits (demand, not
+    # placement, sets the share).
     missed = [k for k, r in claims.items() if not r.passed]
-    assert missed == ["scaling_efficiency"]
+    assert missed == ["scaling_efficiency", "utilization"]
+    assert 0.2 < claims["utilization"].predicted < 0.92
+    assert "no job waited" in claims["utilization"].detail
     assert 0.5 < claims["scaling_efficiency"].predicted < 0.89
     assert "bubble" in claims["scaling_efficiency"].detail
     # 2.8 TB at the declared 40 GB/s filesystem: 70 s, limited by the filesystem
@@ -101,7 +107,7 @@ def test_budget_cli_exit_codes_and_json() -> None:
     claims = railplan("budget", "--format", "json", str(CLAIMS))
     assert claims.returncode == 0, claims.stdout  # the missed scaling figure is a claim
     doc = json.loads(claims.stdout)
-    assert len(doc["budgets"]) == 8 and sum(not b["passed"] for b in doc["budgets"]) == 1
+    assert len(doc["budgets"]) == 9 and sum(not b["passed"] for b in doc["budgets"]) == 2
     missed = next(b for b in doc["budgets"] if not b["passed"])
     assert missed["kind"] == "scaling_efficiency" and "0.89" in missed["claim"]
     failing = railplan("budget", str(ROOT / "tests" / "corpus" / "lint" / "budget-not-met.yaml"))

@@ -97,10 +97,20 @@ def utilization(
         limit=b.min,
         unit="",
         better="higher",
-        detail=f"{_about(result)}: {of} {share:.1%} allocated (cluster mean "
-        f"{result.allocation_mean:.1%}, p95 {result.allocation_p95:.1%}; fragmentation "
-        f"{result.fragmentation:.1%})",
+        detail=f"{_about(result)}, over the {result.window_s / 3600:,.1f} h the trace spans: "
+        f"{of} {share:.1%} allocated (cluster p95 {result.allocation_p95:.1%}, fragmentation "
+        f"{result.fragmentation:.1%}); {_waits(result)}",
     )
+
+
+def _waits(result: SimResult) -> str:
+    """Whether jobs waited: when none did, demand, not the cluster, set the allocation."""
+    if not result.queueing:
+        return "no job started"
+    tenant, worst = max(result.queueing.items(), key=lambda kv: (kv[1].p95_s, kv[0]))
+    if worst.p95_s == 0:
+        return "no job waited, so the trace's demand, not placement, sets the figure"
+    return f"p95 wait {worst.p95_s:,.0f} s (tenant {tenant})"
 
 
 def _delays(result: SimResult, b: QueueingDelayBudget) -> tuple[str, Delays]:
