@@ -28,6 +28,7 @@ from infra.k8s.tenants import tenants
 from infra.lint import lint_loaded
 from infra.render.k8s_manifests import k8s_files
 from infra.spec import Spec, load_spec_text
+from infra.spec.scheduling import Preemption
 from infra.topology import Plan, expand
 
 from .k8s_validation import manifest_problems
@@ -196,9 +197,17 @@ def _plugins(conf: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize(
     ("preemption", "actions"),
     [
-        ("", ["enqueue", "allocate", "preempt", "reclaim", "backfill"]),
-        ("  preemption: {reclaim: never}\n", ["enqueue", "allocate", "preempt", "backfill"]),
-        ("  preemption: {within_tenant: never}\n", ["enqueue", "allocate", "reclaim", "backfill"]),
+        # unset, both follow Volcano's own default under HyperNodes: nothing evicts
+        ("", ["enqueue", "allocate", "backfill"]),
+        (
+            "  preemption: {reclaim: any, within_tenant: lower_priority}\n",
+            ["enqueue", "allocate", "preempt", "reclaim", "backfill"],
+        ),
+        (
+            "  preemption: {within_tenant: lower_priority}\n",
+            ["enqueue", "allocate", "preempt", "backfill"],
+        ),
+        ("  preemption: {reclaim: any}\n", ["enqueue", "allocate", "reclaim", "backfill"]),
         (
             "  preemption: {reclaim: never, within_tenant: never}\n",
             ["enqueue", "allocate", "backfill"],
@@ -289,3 +298,28 @@ def test_rendered_readme_names_keda_only_when_a_tenant_autoscales(catalog: Catal
     assert "KEDA" in k8s_files(build_kubernetes(spec, plan, catalog))["k8s/README.md"]
     spec, plan = build(catalog, "volcano", PLAIN)
     assert "KEDA" not in k8s_files(build_kubernetes(spec, plan, catalog))["k8s/README.md"]
+
+
+@pytest.mark.parametrize(
+    ("batch", "by_hypernode", "expected"),
+    [
+        ("volcano", True, ("never", "never")),  # Volcano's own default under HyperNodes
+        ("volcano", False, ("any", "lower_priority")),
+        ("kueue", True, ("any", "lower_priority")),  # Kueue's TAS and preemption work together
+    ],
+)
+def test_unset_preemption_takes_the_batch_schedulers_default(
+    batch: str, by_hypernode: bool, expected: tuple[str, str]
+) -> None:
+    spec = load_spec_text(_text("").replace("batch: volcano", f"batch: {batch}")).spec
+    in_effect = spec.scheduler.preemption_in_effect(by_hypernode=by_hypernode)
+    assert (in_effect.reclaim, in_effect.within_tenant) == expected
+    stated = spec.model_copy(
+        update={
+            "scheduler": spec.scheduler.model_copy(
+                update={"preemption": Preemption(reclaim="never", within_tenant="lower_priority")}
+            )
+        }
+    )
+    kept = stated.scheduler.preemption_in_effect(by_hypernode=by_hypernode)
+    assert (kept.reclaim, kept.within_tenant) == ("never", "lower_priority")

@@ -94,7 +94,8 @@ def kueue_preemption(spec: Spec) -> dict[str, Any]:
     ``borrowWithinCohort`` stays Kueue's default (Never): a workload that borrows never
     preempts another tenant's running workload to do it, only idle quota is lent.
     """
-    preemption = spec.scheduler.preemption
+    # Only Volcano's defaults depend on HyperNodes; Kueue's preemption and TAS work together.
+    preemption = spec.scheduler.preemption_in_effect(by_hypernode=False)
     body: dict[str, Any] = {}
     if borrowing(spec):
         body["reclaimWithinCohort"] = _KUEUE_POLICY[preemption.reclaim]
@@ -144,7 +145,7 @@ def volcano_queue_body(
     return body
 
 
-def volcano_actions(spec: Spec) -> list[str]:
+def volcano_actions(spec: Spec, plan: Plan) -> list[str]:
     """The scheduler's actions, in Volcano's order.
 
     ``preempt`` evicts lower-priority jobs *of the same queue* (volcano-sh/volcano
@@ -154,7 +155,7 @@ def volcano_actions(spec: Spec) -> list[str]:
     ``reclaim``. Volcano's reclaim does not order victims by priority: ``lower_priority``
     reclaims like ``any``.
     """
-    preemption = spec.scheduler.preemption
+    preemption = spec.scheduler.preemption_in_effect(by_hypernode=bool(plan.sus))
     actions = ["enqueue", "allocate"]
     if preemption.within_tenant != "never":
         actions.append("preempt")
@@ -194,7 +195,7 @@ def volcano_scheduler_conf(spec: Spec, plan: Plan) -> dict[str, Any]:
         )
     first = [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]
     return {
-        "actions": ", ".join(volcano_actions(spec)),
+        "actions": ", ".join(volcano_actions(spec, plan)),
         "tiers": [{"plugins": first}, {"plugins": second}],
     }
 

@@ -74,7 +74,8 @@ class Replay:
             policy,
         )
         self.cluster = build_cluster(spec, plan, catalog)
-        self.book = Book(list(spec.scheduler.tenants), spec.scheduler.preemption)
+        in_effect = spec.scheduler.preemption_in_effect(by_hypernode=bool(plan.sus))
+        self.book = Book(list(spec.scheduler.tenants), in_effect)
         self.events, self.queues = Events(), Queues()
         self.jobs: list[Job] = []
         self.never: list[NeverRan] = []

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.spec.scheduling import PRIORITIES, Preemption, Tenant
+from infra.spec.scheduling import PRIORITIES, PreemptionInEffect, Tenant
 
 __all__ = ["PRIORITY_RANK", "Book"]
 
@@ -33,7 +33,7 @@ class _Quota:
 class Book:
     """GPUs in use per tenant and what each may take next."""
 
-    def __init__(self, tenants: list[Tenant], preemption: Preemption) -> None:
+    def __init__(self, tenants: list[Tenant], preemption: PreemptionInEffect) -> None:
         self.managed = bool(tenants)
         self.preemption = preemption
         self.quota = {t.name: _quota(t) for t in tenants}

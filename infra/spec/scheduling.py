@@ -10,7 +10,7 @@ fields in range (or a macro), and CSI parameters are plain strings.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NamedTuple
 
 from pydantic import Field, field_validator, model_validator
 
@@ -22,6 +22,7 @@ __all__ = [
     "Monitoring",
     "PowerSaving",
     "Preemption",
+    "PreemptionInEffect",
     "Scheduler",
     "Tenant",
     "TenantAutoscale",
@@ -163,18 +164,34 @@ class Tenant(StrictModel):
 
 
 class Preemption(StrictModel):
-    """When a pending job may evict running ones (Kueue `preemption`, Volcano actions)."""
+    """When a pending job may evict running ones (Kueue `preemption`, Volcano actions).
 
-    reclaim: Literal["any", "lower_priority", "never"] = Field(
-        "any",
+    Unset fields take the batch scheduler's default (`Scheduler.preemption_in_effect`):
+    with Volcano placing jobs by HyperNode (the plan has SUs) nothing evicts, as in
+    Volcano's own default configuration, because its preempt and reclaim actions ignore
+    HyperNodes (lint RP076 explains); otherwise `reclaim: any` and
+    `within_tenant: lower_priority`.
+    """
+
+    reclaim: Literal["any", "lower_priority", "never"] | None = Field(
+        None,
         description="A tenant below its quota takes back GPUs others borrowed: from any job "
-        "(`any`), only from lower-priority jobs, or never (Kueue `reclaimWithinCohort`).",
+        "(`any`), only from lower-priority jobs, or never (Kueue `reclaimWithinCohort`); "
+        "unset: the batch scheduler's default (never for Volcano with HyperNodes, else any).",
     )
-    within_tenant: Literal["lower_priority", "never"] = Field(
-        "lower_priority",
+    within_tenant: Literal["lower_priority", "never"] | None = Field(
+        None,
         description="Whether a job may evict a lower-priority job of its own tenant "
-        "(Kueue `withinClusterQueue`).",
+        "(Kueue `withinClusterQueue`); unset: the batch scheduler's default (never for "
+        "Volcano with HyperNodes, else lower_priority).",
     )
+
+
+class PreemptionInEffect(NamedTuple):
+    """`Preemption` with the batch scheduler's defaults filled in."""
+
+    reclaim: Literal["any", "lower_priority", "never"]
+    within_tenant: Literal["lower_priority", "never"]
 
 
 class PowerSaving(StrictModel):
@@ -275,6 +292,19 @@ class Scheduler(StrictModel):
     power_saving: PowerSaving | None = Field(
         None, description="Slurm: power idle nodes off through their BMC; none when absent."
     )
+
+    def preemption_in_effect(self, *, by_hypernode: bool) -> PreemptionInEffect:
+        """The preemption settings with unset ones resolved.
+
+        ``by_hypernode``: the plan has SUs, so Volcano places jobs by HyperNode. Render,
+        lint and the simulator read this, so they agree on what evicts.
+        """
+        quiet = self.batch == "volcano" and by_hypernode
+        p = self.preemption
+        return PreemptionInEffect(
+            reclaim=p.reclaim or ("never" if quiet else "any"),
+            within_tenant=p.within_tenant or ("never" if quiet else "lower_priority"),
+        )
 
     @field_validator("tenants")
     @classmethod

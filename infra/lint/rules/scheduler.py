@@ -160,7 +160,8 @@ def _volcano_evicts(ctx: LintContext) -> list[str]:
     renderer): preempt works within a queue, so it follows `within_tenant`; reclaim follows
     `reclaim` (tests/test_k8s_elastic.py checks both agree).
     """
-    preemption = ctx.loaded.spec.scheduler.preemption
+    by_hypernode = ctx.plan is not None and bool(ctx.plan.sus)
+    preemption = ctx.loaded.spec.scheduler.preemption_in_effect(by_hypernode=by_hypernode)
     actions = []
     if preemption.within_tenant != "never":
         actions.append("preempt")
