@@ -419,12 +419,20 @@ def test_report_trace_adds_the_replay(engine: FakeEngine, tmp_path: Path) -> Non
     trace.write_text(TRACE)
     result = railplan("report", str(LAB), "-o", str(out), "--trace", str(trace))
     assert result.returncode == 0, result.stderr
-    ((args, kwargs),) = engine.calls
-    spec, plan, catalog, jobs = args
-    assert isinstance(spec, Spec) and isinstance(plan, Plan) and isinstance(catalog, Catalog)
-    assert isinstance(jobs, Trace) and [j.id for j in jobs.jobs] == ["a", "b"]
-    assert kwargs["policy"] is None and callable(kwargs["progress"])
+    # the lab splits its infer group statically: replayed without MIG, then as declared
+    assert len(engine.calls) == 2
+    migs = []
+    for args, kwargs in engine.calls:
+        spec, plan, catalog, jobs = args
+        assert isinstance(spec, Spec) and isinstance(plan, Plan) and isinstance(catalog, Catalog)
+        assert isinstance(jobs, Trace) and [j.id for j in jobs.jobs] == ["a", "b"]
+        assert kwargs["policy"] is None and callable(kwargs["progress"])
+        migs.append({g.name: g.mig for g in spec.node_groups})
+    assert migs[0] == {"train": "disabled", "infer": "disabled"}
+    assert migs[1] == {g.name: g.mig for g in load_spec(str(LAB)).spec.node_groups}
     html = out.read_text()
+    assert "<h3>MIG variants on the same trace</h3>" in html
+    assert "as declared (static MIG)" in html
     assert 'href="#simulation"' in html
     assert _cells(html, "rows") == ["3: 2 used, 1 skipped"] and _cells(html, "skipped") == [
         "no GPU: 1"

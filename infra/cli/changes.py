@@ -225,7 +225,11 @@ def _replays(
     variants = mig_variants(spec, catalog)
     if not variants:
         return _replay(spec, plan, catalog, trace, bar.task("simulate")), None
-    results = replay_variants(variants, catalog, trace, bar, declared=(spec, plan), seed=None)
+
+    def run(variant: Spec, planned: Plan, progress: Progress) -> SimResult:
+        return _replay(variant, planned, catalog, trace, progress)
+
+    results = replay_variants(variants, catalog, bar, (spec, plan), run)
     declared = next(name for name, variant in variants.items() if variant is spec)
     return results[declared], MigComparison(results, split_groups(spec, catalog))
 

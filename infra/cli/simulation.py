@@ -12,6 +12,7 @@ a `--compare-mig` spec without MIG.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -22,10 +23,10 @@ from infra.cli.common import Format, _load_spec, _say, app
 from infra.cli.planning import _plan_or_fail
 from infra.cli.progress_bar import _progress_bar, _ProgressBar
 from infra.errors import InputError
+from infra.progress import Progress as ProgressFn
 from infra.simulate.compare import MigComparison, comparison_json, comparison_text
 from infra.simulate.engine import simulate as replay
 from infra.simulate.jobs import Trace
-from infra.simulate.policy import SimPolicy
 from infra.simulate.result import SimResult
 from infra.simulate.text import result_json, result_text
 from infra.simulate.traces import read_trace
@@ -98,9 +99,12 @@ def _compare(
         )
     with _progress_bar() as bar:
         plan = _plan_or_fail(loaded, bar.task("plan"))
-        results = replay_variants(
-            variants, catalog, jobs, bar, declared=(loaded.spec, plan), seed=seed
-        )
+
+        def run(spec: Spec, plan: Plan, progress: ProgressFn) -> SimResult:
+            policy = sim_policy(spec, catalog, plan, seed=seed)
+            return replay(spec, plan, catalog, jobs, policy=policy, progress=progress)
+
+        results = replay_variants(variants, catalog, bar, (loaded.spec, plan), run)
     comparison = MigComparison(results, split_groups(loaded.spec, catalog))
     text = comparison_json if output_format is Format.JSON else comparison_text
     _say(text(comparison))
@@ -109,24 +113,19 @@ def _compare(
 def replay_variants(
     variants: dict[str, Spec],
     catalog: Catalog,
-    jobs: Trace,
     bar: _ProgressBar,
-    *,
     declared: tuple[Spec, Plan],
-    seed: int | None,
+    run: Callable[[Spec, Plan, ProgressFn], SimResult],
 ) -> dict[str, SimResult]:
-    """``jobs`` replayed on each variant (planned once each; ``declared``'s plan is reused).
+    """Each variant planned once (``declared``'s plan reused) and replayed by ``run``.
 
-    ``seed``: the replay policy of `railplan simulate` (the spec's checkpoint budget and this
-    seed); None for the report's default policy. One progress bar task per variant.
+    ``run`` replays the trace with the calling command's policy; one progress bar task per
+    variant for its plan and one for its replay.
     """
     results = {}
     for name, spec in variants.items():
         plan = (
             declared[1] if spec is declared[0] else expand(spec, catalog, bar.task(f"plan {name}"))
         )
-        policy = SimPolicy() if seed is None else sim_policy(spec, catalog, plan, seed=seed)
-        results[name] = replay(
-            spec, plan, catalog, jobs, policy=policy, progress=bar.task(f"simulate {name}")
-        )
+        results[name] = run(spec, plan, bar.task(f"simulate {name}"))
     return results
