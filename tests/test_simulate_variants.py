@@ -10,6 +10,7 @@ job submitted at once.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -262,3 +263,19 @@ def test_cli_compare_mig_without_mig_is_a_usage_error(tmp_path: Path) -> None:
     result = run_cli("simulate", str(PLAIN_SPEC), "--trace", _trace(tmp_path), "--compare-mig")
     assert result.returncode == 2
     assert "--compare-mig needs a node group that splits GPUs with MIG" in result.stderr
+
+
+def test_cli_report_with_a_trace_shows_the_variants_side_by_side(tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    result = run_cli("report", str(TENANTS_SPEC), "-o", str(out), "--trace", _trace(tmp_path))
+    assert result.returncode == 0, result.stderr
+    html = out.read_text(encoding="utf-8")
+    head = html.split('<table class="variants">')[1].split("</thead>")[0]
+    assert re.findall(r'<th scope="col" class="num">(.*?)</th>', head) == [
+        NO_MIG,
+        STATIC,
+        DAY_NIGHT,
+    ]
+    # the trace ends at 01:02 on a Monday in Berlin: no change fires (07:00 and 21:00)
+    assert _cells(html, "re-partitions (SU changes)") == ["0", "0", "0"]
+    assert "as declared (day/night MIG)" in html

@@ -175,7 +175,8 @@ def report(
         typer.Option(
             "--trace",
             metavar="FILE",
-            help="Job trace to replay on the plan (as `railplan simulate`): adds its section.",
+            help="Job trace to replay on the plan (as `railplan simulate`): adds its section "
+            "(for a spec with MIG, beside the same trace without MIG and with MIG held static).",
         ),
     ] = None,
 ) -> None:

@@ -100,9 +100,9 @@ def _compare(
     with _progress_bar() as bar:
         plan = _plan_or_fail(loaded, bar.task("plan"))
 
-        def run(spec: Spec, plan: Plan, progress: ProgressFn) -> SimResult:
-            policy = sim_policy(spec, catalog, plan, seed=seed)
-            return replay(spec, plan, catalog, jobs, policy=policy, progress=progress)
+        def run(variant: Spec, planned: Plan, progress: ProgressFn) -> SimResult:
+            policy = sim_policy(variant, catalog, planned, seed=seed)
+            return replay(variant, planned, catalog, jobs, policy=policy, progress=progress)
 
         results = replay_variants(variants, catalog, bar, (loaded.spec, plan), run)
     comparison = MigComparison(results, split_groups(loaded.spec, catalog))
