@@ -145,7 +145,9 @@ def comparison_text(comparison: MigComparison) -> str:
         )
     trace = next(iter(comparison.results.values())).trace if comparison.results else None
     if trace is not None:
-        lines.append(f"trace {trace.source}: {trace.used:,} of {trace.rows:,} rows replayed on each")
+        lines.append(
+            f"trace {trace.source}: {trace.used:,} of {trace.rows:,} rows replayed on each"
+        )
     return "\n".join(lines) + "\n"
 
 
