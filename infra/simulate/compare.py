@@ -48,7 +48,7 @@ def _pct(share: float | None) -> str:
     return _MISSING if share is None or math.isnan(share) else f"{share * 100:.1f} %"
 
 
-def delay(seconds: float | None) -> str:
+def _delay(seconds: float | None) -> str:
     """A delay as a reader says it: ``0 s``, ``42 s``, ``17 min``, ``4.3 h``, ``2.1 d``."""
     if seconds is None or math.isnan(seconds):
         return _MISSING
@@ -72,14 +72,16 @@ def _tenant_rows(results: Sequence[SimResult]) -> list[Row]:
         return [
             (
                 f"p95 queueing, tenant {t}",
-                tuple(delay(r.queueing[t].p95_s) if t in r.queueing else _MISSING for r in results),
+                tuple(
+                    _delay(r.queueing[t].p95_s) if t in r.queueing else _MISSING for r in results
+                ),
             )
             for t in tenants
         ]
     cells = []
     for r in results:
         worst = max(r.queueing.items(), key=lambda kv: (kv[1].p95_s, kv[0]), default=None)
-        cells.append(_MISSING if worst is None else f"{delay(worst[1].p95_s)} ({worst[0]})")
+        cells.append(_MISSING if worst is None else f"{_delay(worst[1].p95_s)} ({worst[0]})")
     return [("p95 queueing, worst tenant", tuple(cells))]
 
 
@@ -89,7 +91,7 @@ def _size_rows(results: Sequence[SimResult]) -> list[Row]:
         return []
     largest = present[-1]
     cells = tuple(
-        delay(r.queueing_by_size[largest].p95_s) if largest in r.queueing_by_size else _MISSING
+        _delay(r.queueing_by_size[largest].p95_s) if largest in r.queueing_by_size else _MISSING
         for r in results
     )
     return [(f"p95 queueing, {_bucket_label(largest)}", cells)]
