@@ -37,11 +37,12 @@ _SCHEDULE = """    mig: day
       drain_timeout: 20m
       changes: [{at: "0 7 * * *", mig: day}, {at: "0 21 * * *", mig: disabled}]
 """
-MIG_VARIANTS = {"none": "", "static": "    mig: day\n", "daynight": _SCHEDULE}
-"""The inference group without MIG, split all the time, or split by day (docs/simulate.md)."""
+MIG_VARIANTS = {"none": "no MIG", "static": "static MIG", "daynight": "day/night MIG"}
+"""The inference group without MIG, split all the time, or split by day (docs/simulate.md):
+the variants `railplan simulate --compare-mig` replays (`infra.simulate.variants`)."""
 
 
-def simulate_spec(mig: str = "daynight") -> str:
+def simulate_spec() -> str:
     """1,250 DGX A100 on Kubernetes with Kueue, three tenants and an inference group."""
     return f"""name: bench
 site: {{rack: {{power_kw: 28, units: 42}}, management_cidr: 10.0.0.0/8, bmc_cidr: 11.0.0.0/8}}
@@ -51,7 +52,7 @@ node_groups:
     node: dgx-a100-640gb
     count: 80
     hostname: "i{{index:04d}}"
-{MIG_VARIANTS[mig]}fabrics:
+{_SCHEDULE}fabrics:
   compute: {{switch: qm8790, su_size: 20, subnet_manager: ufm}}
 scheduler:
   mig_strategy: mixed
@@ -87,11 +88,12 @@ def simulate_case(jobs: int, mig: str = "daynight") -> dict[str, float | str]:
     from infra.catalog import load_catalog
     from infra.simulate.engine import simulate
     from infra.simulate.traces import trace_from_text
+    from infra.simulate.variants import mig_variants
     from infra.spec import load_spec_text
     from infra.topology import expand
 
     catalog = load_catalog()
-    spec = load_spec_text(simulate_spec(mig)).spec
+    spec = mig_variants(load_spec_text(simulate_spec()).spec, catalog)[MIG_VARIANTS[mig]]
     plan = expand(spec, catalog)
     trace = trace_from_text(synthetic_trace(jobs), "bench.csv")
     start = time.perf_counter()
@@ -113,6 +115,10 @@ def simulate_case(jobs: int, mig: str = "daynight") -> dict[str, float | str]:
         "lost_gpu_hours": round(result.lost_gpu_hours),
         "repartition_gpu_hours": round(sum(r.lost_gpu_hours for r in result.repartitions), 1),
         "repartitions": len(result.repartitions),
+        "repartition_su_hours": round(
+            sum(r.drain_s + r.reconfigure_s for r in result.repartitions) / 3600, 1
+        ),
+        **{f"p95_{t}_s": d.p95_s for t, d in sorted(result.queueing.items())},
     }
 
 

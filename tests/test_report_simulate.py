@@ -24,6 +24,7 @@ from infra.lint import lint_loaded
 from infra.render.report import report_html
 from infra.render.report_simulate import REPARTITION_ROWS, simulation_section
 from infra.simulate import Trace
+from infra.simulate.compare import MigComparison
 from infra.simulate.result import Delays, NeverRan, Repartition, SimResult, TraceSummary
 from infra.spec import Spec, load_spec
 from infra.topology import Plan, expand
@@ -329,7 +330,18 @@ def test_the_section_renders_in_chromium(catalog: Catalog, tmp_path: Path) -> No
     plan = expand(loaded.spec, catalog)
     findings = lint_loaded(loaded, catalog)
     html = tmp_path / "simulation.html"
-    html.write_text(report_html(loaded.spec, catalog, plan, findings, simulation=sample_result()))
+    declared = sample_result()
+    variants = MigComparison(
+        {
+            "no MIG": sample_result(allocation_mean=0.655, repartitions=()),
+            "static MIG": sample_result(allocation_mean=0.679, repartitions=()),
+            "day/night MIG": declared,
+        },
+        ("infer",),
+    )
+    html.write_text(
+        report_html(loaded.spec, catalog, plan, findings, simulation=declared, variants=variants)
+    )
     shots = _shots_dir(tmp_path)
     svg_count = html.read_text().count("<svg ")
     with sync_playwright() as p:
@@ -344,11 +356,14 @@ def test_the_section_renders_in_chromium(catalog: Catalog, tmp_path: Path) -> No
             page.goto(html.as_uri(), wait_until="load")
             section = page.locator("section#simulation")
             shot = section.screenshot(path=str(shots / "simulation-section.png"))
+            page.locator("table.variants").screenshot(path=str(shots / "mig-variants.png"))
             plots = page.evaluate(_SIM_PLOTS)
             screen = page.evaluate(_MEASURE)
+            table = page.evaluate(_VARIANTS_TABLE)
             page.emulate_media(media="print")
             page.set_viewport_size({"width": A4_CSS_PX, "height": 1123})
             printed = page.evaluate(_MEASURE)
+            printed_table = page.evaluate(_VARIANTS_TABLE)
             pdf = page.pdf(path=str(shots / "simulation.pdf"), format="A4")
             variance = _gray_variance(browser, shot)
         finally:
@@ -364,6 +379,10 @@ def test_the_section_renders_in_chromium(catalog: Catalog, tmp_path: Path) -> No
     for label, width, height, drawn in plots:
         assert width > 300 and height > 150 and drawn > 0, (label, width, height, drawn)
     assert printed["widest"] <= A4_CSS_PX, "an SVG is wider than the printed page"
+    # the MIG comparison: a label and three variant columns, not wider than the section
+    for measured in (table, printed_table):
+        assert measured["columns"] == 4, measured
+        assert measured["right"] <= measured["section"] + 0.5, measured
     assert pdf.startswith(b"%PDF")
 
 
@@ -375,6 +394,17 @@ _SIM_PLOTS = """() => [...document.querySelectorAll('section#simulation svg')].m
     (e) => { const b = e.getBoundingClientRect(); return b.width > 0 && b.height > 0; });
   return [s.getAttribute('aria-label'), r.width, r.height, drawn.length];
 })"""
+
+
+# The MIG comparison table: its columns, and its right edge against the section's.
+_VARIANTS_TABLE = """() => {
+  const t = document.querySelector('table.variants');
+  return {
+    columns: t.querySelectorAll('thead th').length,
+    right: t.getBoundingClientRect().right,
+    section: document.querySelector('section#simulation').getBoundingClientRect().right,
+  };
+}"""
 
 
 # --- railplan report --trace ----------------------------------------------------------------
@@ -419,12 +449,20 @@ def test_report_trace_adds_the_replay(engine: FakeEngine, tmp_path: Path) -> Non
     trace.write_text(TRACE)
     result = railplan("report", str(LAB), "-o", str(out), "--trace", str(trace))
     assert result.returncode == 0, result.stderr
-    ((args, kwargs),) = engine.calls
-    spec, plan, catalog, jobs = args
-    assert isinstance(spec, Spec) and isinstance(plan, Plan) and isinstance(catalog, Catalog)
-    assert isinstance(jobs, Trace) and [j.id for j in jobs.jobs] == ["a", "b"]
-    assert kwargs["policy"] is None and callable(kwargs["progress"])
+    # the lab splits its infer group statically: replayed without MIG, then as declared
+    assert len(engine.calls) == 2
+    migs = []
+    for args, kwargs in engine.calls:
+        spec, plan, catalog, jobs = args
+        assert isinstance(spec, Spec) and isinstance(plan, Plan) and isinstance(catalog, Catalog)
+        assert isinstance(jobs, Trace) and [j.id for j in jobs.jobs] == ["a", "b"]
+        assert kwargs["policy"] is None and callable(kwargs["progress"])
+        migs.append({g.name: g.mig for g in spec.node_groups})
+    assert migs[0] == {"train": "disabled", "infer": "disabled"}
+    assert migs[1] == {g.name: g.mig for g in load_spec(str(LAB)).spec.node_groups}
     html = out.read_text()
+    assert "<h3>MIG variants on the same trace</h3>" in html
+    assert "as declared (static MIG)" in html
     assert 'href="#simulation"' in html
     assert _cells(html, "rows") == ["3: 2 used, 1 skipped"] and _cells(html, "skipped") == [
         "no GPU: 1"

@@ -31,7 +31,8 @@ from infra.cli.planning import (
     _planned_or_raise,
     _with_addresses_file,
 )
-from infra.cli.progress_bar import _progress_bar
+from infra.cli.progress_bar import _progress_bar, _ProgressBar
+from infra.cli.simulation import replay_variants
 from infra.errors import RailplanError
 from infra.files import check_outputs
 from infra.lint import LintContext, lint_context
@@ -43,8 +44,10 @@ from infra.render.report import report_html
 from infra.render.tree import render_tree
 from infra.render.writer import RenderConflict, recover_tree, write_tree
 from infra.simulate import Trace
+from infra.simulate.compare import MigComparison
 from infra.simulate.result import SimResult
 from infra.simulate.traces import read_trace
+from infra.simulate.variants import mig_variants, split_groups
 from infra.spec import Spec
 from infra.topology import PlanError
 from infra.topology.model import Plan
@@ -172,7 +175,8 @@ def report(
         typer.Option(
             "--trace",
             metavar="FILE",
-            help="Job trace to replay on the plan (as `railplan simulate`): adds its section.",
+            help="Job trace to replay on the plan (as `railplan simulate`): adds its section "
+            "(for a spec with MIG, beside the same trace without MIG and with MIG held static).",
         ),
     ] = None,
 ) -> None:
@@ -195,11 +199,12 @@ def report(
         step("plan", 1, 3)
         planned = _lint_plan_or_fail(loaded, context)
         step("page", 2, 3)
-        simulation = None
+        simulation, comparison = None, None
         if jobs is not None:
-            progress = bar.task(f"simulate {trace}")
-            simulation = _replay(loaded.spec, planned, catalog, jobs, progress)
-        page = report_html(loaded.spec, catalog, planned, findings, context.budgets, simulation)
+            simulation, comparison = _replays(loaded.spec, planned, catalog, jobs, bar)
+        page = report_html(
+            loaded.spec, catalog, planned, findings, context.budgets, simulation, comparison
+        )
         step("written", 3, 3)
     _write_output(output, page)
     errors = sum(f.severity is Severity.ERROR for f in findings)
@@ -208,6 +213,26 @@ def report(
         f"{len(planned.racks):,} racks)" + (f"; {plural(errors, 'lint error')}" if errors else "")
     )
     raise typer.Exit(EXIT_FAILED if errors else EXIT_OK)
+
+
+def _replays(
+    spec: Spec, plan: Plan, catalog: Catalog, trace: Trace, bar: _ProgressBar
+) -> tuple[SimResult, MigComparison | None]:
+    """The trace on the spec as declared and, for a spec with MIG, on each of its MIG variants.
+
+    The spec as declared is one of its variants: replayed once, its result is both the
+    section's and its column of the comparison.
+    """
+    variants = mig_variants(spec, catalog)
+    if not variants:
+        return _replay(spec, plan, catalog, trace, bar.task("simulate")), None
+
+    def run(variant: Spec, planned: Plan, progress: Progress) -> SimResult:
+        return _replay(variant, planned, catalog, trace, progress)
+
+    results = replay_variants(variants, catalog, bar, (spec, plan), run)
+    declared = next(name for name, variant in variants.items() if variant is spec)
+    return results[declared], MigComparison(results, split_groups(spec, catalog))
 
 
 def _replay(

@@ -3,25 +3,36 @@
 Reads the spec and the trace (format detected from its columns; ``--map-gpu`` renames the
 trace's GPU models to catalog ids), plans the cluster, fills the replay's checkpoint
 assumptions from the spec's `checkpoint` budget (`infra.budget.sim_policy`) and runs
-`infra.simulate.engine.simulate` with a progress bar on stderr. Exits 0 whatever the figures
-(utilisation budgets are evaluated elsewhere), 2 for an unreadable spec or trace.
+`infra.simulate.engine.simulate` with a progress bar on stderr. ``--compare-mig`` replays the
+trace on each MIG variant of the cluster instead (`infra.simulate.variants`: no MIG, static MIG,
+the spec as declared) and prints them side by side (`infra.simulate.compare`). Exits 0 whatever
+the figures (utilisation budgets are evaluated elsewhere), 2 for an unreadable spec or trace or
+a `--compare-mig` spec without MIG.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
 
 from infra.budget.sim_policy import sim_policy
-from infra.catalog import load_catalog
+from infra.catalog import Catalog, load_catalog
 from infra.cli.common import Format, _load_spec, _say, app
 from infra.cli.planning import _plan_or_fail
-from infra.cli.progress_bar import _progress_bar
+from infra.cli.progress_bar import _progress_bar, _ProgressBar
 from infra.errors import InputError
+from infra.progress import Progress as ProgressFn
+from infra.simulate.compare import MigComparison, comparison_json, comparison_text
 from infra.simulate.engine import simulate as replay
+from infra.simulate.jobs import Trace
+from infra.simulate.result import SimResult
 from infra.simulate.text import result_json, result_text
 from infra.simulate.traces import read_trace
+from infra.simulate.variants import mig_variants, split_groups
+from infra.spec import LoadedSpec, Spec
+from infra.topology import Plan, expand
 
 
 def _gpu_map(pairs: list[str]) -> dict[str, str]:
@@ -48,12 +59,23 @@ def simulate(
         list[str] | None,
         typer.Option("--map-gpu", help="Rename a trace GPU model to a catalog id (SRC=ID)."),
     ] = None,
+    compare_mig: Annotated[
+        bool,
+        typer.Option(
+            "--compare-mig",
+            help="Replay on the cluster with no MIG, static MIG and MIG as declared; "
+            "print them side by side.",
+        ),
+    ] = False,
 ) -> None:
     """Replay a job trace on the planned cluster: allocation, queueing, preemption, MIG changes."""
     mapping = _gpu_map(map_gpu or [])
     loaded = _load_spec(spec)
     jobs = read_trace(trace, gpu_map=mapping)
     catalog = load_catalog()
+    if compare_mig:
+        _compare(loaded, catalog, jobs, output_format, seed)
+        return
     with _progress_bar() as bar:
         planned = _plan_or_fail(loaded, bar.task("plan"))
         policy = sim_policy(loaded.spec, catalog, planned, seed=seed)
@@ -61,3 +83,49 @@ def simulate(
             loaded.spec, planned, catalog, jobs, policy=policy, progress=bar.task("simulate")
         )
     _say(result_json(result) if output_format is Format.JSON else result_text(result))
+
+
+def _compare(
+    loaded: LoadedSpec, catalog: Catalog, jobs: Trace, output_format: Format, seed: int
+) -> None:
+    """`simulate --compare-mig`: the trace on each MIG variant, side by side."""
+    variants = mig_variants(loaded.spec, catalog)
+    if not variants:
+        raise InputError(
+            "--compare-mig needs a node group that splits GPUs with MIG",
+            file=loaded.file,
+            path="node_groups",
+            hint="give a group `mig: <layout>` or a `mig_schedule`, or drop --compare-mig",
+        )
+    with _progress_bar() as bar:
+        plan = _plan_or_fail(loaded, bar.task("plan"))
+
+        def run(variant: Spec, planned: Plan, progress: ProgressFn) -> SimResult:
+            policy = sim_policy(variant, catalog, planned, seed=seed)
+            return replay(variant, planned, catalog, jobs, policy=policy, progress=progress)
+
+        results = replay_variants(variants, catalog, bar, (loaded.spec, plan), run)
+    comparison = MigComparison(results, split_groups(loaded.spec, catalog))
+    text = comparison_json if output_format is Format.JSON else comparison_text
+    _say(text(comparison))
+
+
+def replay_variants(
+    variants: dict[str, Spec],
+    catalog: Catalog,
+    bar: _ProgressBar,
+    declared: tuple[Spec, Plan],
+    run: Callable[[Spec, Plan, ProgressFn], SimResult],
+) -> dict[str, SimResult]:
+    """Each variant planned once (``declared``'s plan reused) and replayed by ``run``.
+
+    ``run`` replays the trace with the calling command's policy; one progress bar task per
+    variant for its plan and one for its replay.
+    """
+    results = {}
+    for name, spec in variants.items():
+        plan = (
+            declared[1] if spec is declared[0] else expand(spec, catalog, bar.task(f"plan {name}"))
+        )
+        results[name] = run(spec, plan, bar.task(f"simulate {name}"))
+    return results

@@ -38,6 +38,7 @@ from infra.render.report_simulate import simulation_section
 from infra.render.report_svg import Ceiling, Series, line_chart, rect, svg, text
 from infra.render.sheets import BOM_COLUMNS, bom_rows
 from infra.render.templating import render_html
+from infra.simulate.compare import MigComparison
 from infra.simulate.result import SimResult
 from infra.spec import Spec
 from infra.spec.budgets import ScalingEfficiencyBudget, ScalingEfficiencyEntry
@@ -340,11 +341,13 @@ def report_html(
     findings: Sequence[Finding],
     budgets: Sequence[BudgetResult] | None = None,
     simulation: SimResult | None = None,
+    variants: MigComparison | None = None,
 ) -> str:
     """The report page of a planned spec, with its lint ``findings``.
 
     ``budgets``: the spec's budgets already evaluated on ``plan`` (lint's), else evaluated here.
-    ``simulation``: a trace replayed on ``plan`` (`railplan report --trace`), its own section.
+    ``simulation``: a trace replayed on ``plan`` (`railplan report --trace`), its own section;
+    ``variants``: the same trace on the spec's MIG variants, a table in that section.
     """
     evaluated = evaluate_budgets(spec, catalog, plan) if budgets is None else budgets
     rows = [_budget_row(r) for r in evaluated]
@@ -367,7 +370,9 @@ def report_html(
         collectives=_collectives(spec, catalog),
         steps=_steps(spec, catalog),
         # built by an autoescaped template from escaped SVG: safe to insert as it is
-        simulation=None if simulation is None else Markup(simulation_section(simulation)),
+        simulation=None
+        if simulation is None
+        else Markup(simulation_section(simulation, variants=variants)),
         findings=findings,
         lint_counts=_lint_counts(findings),
     )

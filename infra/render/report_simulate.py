@@ -5,8 +5,10 @@
 GPU-hours, energy, the trace's rows used and skipped per reason), three plots
 (`report_simulate_svg`: allocated GPUs over time with the repartitions, queueing delay per
 tenant, the 24 h profile), the repartitions (the first `REPARTITION_ROWS`, then a count),
-the jobs that never ran grouped by reason, and queueing per tenant and per job size. It is
-pure and deterministic. Tenant names, reasons and the trace's path come from user files:
+the jobs that never ran grouped by reason, and queueing per tenant and per job size. Given
+the same trace replayed on the spec's MIG variants (`infra.simulate.compare.MigComparison`),
+it opens with their side-by-side table (the rows `railplan simulate --compare-mig` prints).
+It is pure and deterministic. Tenant names, reasons and the trace's path come from user files:
 the template (``templates/report/simulation.html.j2``) renders with autoescape and the SVG
 helpers escape, so none of them can open a tag.
 """
@@ -26,6 +28,7 @@ from infra.render.report_simulate_svg import (
     queueing_chart,
 )
 from infra.render.templating import render_html
+from infra.simulate.compare import MigComparison, comparison_rows
 from infra.simulate.result import Delays, NeverRan, Repartition, SimResult
 
 __all__ = ["REPARTITION_ROWS", "simulation_section"]
@@ -143,10 +146,24 @@ def _ran(result: SimResult) -> int:
     return sum(d.jobs for d in result.queueing.values())
 
 
+def _declared(result: SimResult, variants: MigComparison | None) -> str | None:
+    """The name of the variant ``result`` is (the spec as declared), if any."""
+    if variants is None:
+        return None
+    return next((name for name, r in variants.results.items() if r is result), None)
+
+
 def simulation_section(
-    result: SimResult, *, title: str = "Simulation", anchor: str = "simulation"
+    result: SimResult,
+    *,
+    title: str = "Simulation",
+    anchor: str = "simulation",
+    variants: MigComparison | None = None,
 ) -> str:
-    """The report's ``<section id=anchor>`` for ``result`` (a distinct ``anchor`` per replay)."""
+    """The report's ``<section id=anchor>`` for ``result`` (a distinct ``anchor`` per replay).
+
+    ``variants``: the same trace on the spec's MIG variants, ``result`` among them or not.
+    """
     ran = _ran(result)
     tenants = dict(sorted(result.queueing.items()))
     plots = ran > 0
@@ -155,6 +172,9 @@ def simulation_section(
         title=title,
         anchor=anchor,
         ran=ran,
+        variant_names=list(variants.results) if variants else [],
+        variant_rows=comparison_rows(variants) if variants else [],
+        declared=_declared(result, variants),
         summary=_summary(result),
         notes=result.notes,
         allocation=allocation_chart(
