@@ -10,6 +10,7 @@ Debian's Chromium (the pattern of `test_report_browser`).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import sys
@@ -25,10 +26,12 @@ from infra.render.report import report_html
 from infra.render.report_simulate import REPARTITION_ROWS, simulation_section
 from infra.simulate import Trace
 from infra.simulate.compare import MigComparison
+from infra.simulate.policy import SimPolicy
 from infra.simulate.result import Delays, NeverRan, Repartition, SimResult, TraceSummary
 from infra.spec import Spec, load_spec
 from infra.topology import Plan, expand
 
+from .cli_run import ROOT
 from .test_cli import railplan
 from .test_report import LAB, parse
 
@@ -412,10 +415,11 @@ _VARIANTS_TABLE = """() => {
 
 @dataclass
 class FakeEngine:
-    """Stands in for `infra.simulate.engine` (written apart from the report): records the call.
+    """Stands in for `infra.simulate.engine`: records the calls the report makes.
 
-    The engine is mocked because it does not exist on this branch; the trace is read for
-    real, and the fake returns the week's result with the trace's own summary.
+    The trace is read for real and the fake returns the week's result with the trace's own
+    summary, so the section's figures are known; the real engine's figures are checked
+    against `railplan simulate` in `test_report_and_simulate_print_the_same_replay`.
     """
 
     calls: list[tuple[tuple[object, ...], dict[str, object]]] = field(default_factory=list)
@@ -456,7 +460,7 @@ def test_report_trace_adds_the_replay(engine: FakeEngine, tmp_path: Path) -> Non
         spec, plan, catalog, jobs = args
         assert isinstance(spec, Spec) and isinstance(plan, Plan) and isinstance(catalog, Catalog)
         assert isinstance(jobs, Trace) and [j.id for j in jobs.jobs] == ["a", "b"]
-        assert kwargs["policy"] is None and callable(kwargs["progress"])
+        assert isinstance(kwargs["policy"], SimPolicy) and callable(kwargs["progress"])
         migs.append({g.name: g.mig for g in spec.node_groups})
     assert migs[0] == {"train": "disabled", "infer": "disabled"}
     assert migs[1] == {g.name: g.mig for g in load_spec(str(LAB)).spec.node_groups}
@@ -487,3 +491,19 @@ def test_report_with_a_bad_trace_exits_2_and_writes_nothing(
     assert not out.exists() and engine.calls == []
     same = railplan("report", str(LAB), "-o", str(trace), "--trace", str(trace))
     assert same.returncode == 2 and "same file as input" in same.stderr
+
+
+def test_report_and_simulate_print_the_same_replay(tmp_path: Path) -> None:
+    # The real engine, on a spec with a checkpoint budget (which sets the replay's
+    # checkpoint write time): the report's section and `railplan simulate` agree.
+    spec = ROOT / "examples" / "k8s-tenants.yaml"
+    trace, out = tmp_path / "day.csv", tmp_path / "tenants.html"
+    trace.write_text(TRACE.replace("prod-inference", "serving"))
+    result = railplan("report", str(spec), "-o", str(out), "--trace", str(trace))
+    assert result.returncode == 0, result.stderr
+    replayed = railplan("simulate", str(spec), "--trace", str(trace), "--format", "json")
+    doc = json.loads(replayed.stdout)
+    mean = doc["allocation"]["mean"]
+    assert 0 < mean < 1
+    (allocation,) = _cells(out.read_text(), "allocation")
+    assert allocation.startswith(f"mean {mean:.1%}")

@@ -240,9 +240,12 @@ def _replay(
 ) -> SimResult:
     """``trace`` replayed on ``plan`` for the report's simulation section.
 
+    With the policy `railplan simulate` uses (`sim_policy`: the checkpoint write time from the
+    spec's `checkpoint` budget), so the report and `simulate` print the same figures.
     Imported here: the engine (and its event loop) loads only when a report asks for it.
     """
-    from infra.simulate.engine import simulate  # type: ignore[import-not-found,unused-ignore]
+    from infra.budget.sim_policy import sim_policy
+    from infra.simulate.engine import simulate
 
-    result: SimResult = simulate(spec, plan, catalog, trace, policy=None, progress=progress)
-    return result
+    policy = sim_policy(spec, catalog, plan)
+    return simulate(spec, plan, catalog, trace, policy=policy, progress=progress)
