@@ -227,6 +227,25 @@ def scontrol(conf: Path, *args: str) -> list[dict[str, str]]:
     ]
 
 
+# The inputs that power idle nodes off: the power-saving tests run slurmctld on these only.
+POWERED = [
+    p
+    for p in INPUTS
+    if (yaml.safe_load((ROOT / p).read_text()).get("scheduler") or {}).get("power_saving")
+]
+
+
+@pytest.fixture(scope="module", params=POWERED)
+def powered(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    catalog: Catalog,
+) -> Iterator[tuple[Plan, Spec, dict[str, str], Path]]:
+    _tools()
+    tmp = tmp_path_factory.mktemp("slurmctld-power")
+    yield from _running(request.param, tmp, catalog)
+
+
 @pytest.fixture(scope="module", params=INPUTS)
 def running(
     request: pytest.FixtureRequest,
@@ -326,13 +345,12 @@ def test_config_is_what_was_rendered(running: tuple[Plan, Spec, dict[str, str], 
 
 
 def test_power_saving_is_what_was_rendered(
-    running: tuple[Plan, Spec, dict[str, str], Path],
+    powered: tuple[Plan, Spec, dict[str, str], Path],
 ) -> None:
     """slurmctld takes the power-saving lines: times, programs, rates and excluded nodes."""
-    plan, spec, _, conf = running
+    plan, spec, _, conf = powered
     saving = spec.scheduler.power_saving
-    if saving is None:
-        pytest.skip(f"{spec.name} sets no power_saving")
+    assert saving is not None
     out = subprocess.run(
         [_tool("scontrol"), "show", "config"],
         capture_output=True,
@@ -380,7 +398,7 @@ def _ipmi_calls(log: Path, count: int) -> list[list[str]]:
 
 
 def test_slurmctld_runs_the_power_programs_on_the_bmc(
-    running: tuple[Plan, Spec, dict[str, str], Path],
+    powered: tuple[Plan, Spec, dict[str, str], Path],
 ) -> None:
     """slurmctld itself runs the role's SuspendProgram: a node powered down through its BMC.
 
@@ -389,9 +407,8 @@ def test_slurmctld_runs_the_power_programs_on_the_bmc(
     (minutes, as rendered), so the resume programs are run by tests/test_slurm_power.py. Fake, as nothing here has a BMC or syslog: ipmitool and logger
     (test_slurm_power's fakes, first on the programs' PATH through the wrappers).
     """
-    plan, spec, files, conf = running
-    if spec.scheduler.power_saving is None:
-        pytest.skip(f"{spec.name} sets no power_saving")
+    plan, spec, files, conf = powered
+    assert spec.scheduler.power_saving is not None
     tmp = conf.parent.parent
     power, fakebin = tmp / "power", tmp / "fakebin"
     power.mkdir()
