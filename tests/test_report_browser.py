@@ -16,6 +16,7 @@ CI (``CI`` set), where that is a failure.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -27,11 +28,36 @@ from .conftest import ROOT
 from .test_cli import railplan
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser
+    from collections.abc import Iterator
+
+    from playwright.sync_api import Browser, Page
 
 CHROMIUM = os.environ.get("RAILPLAN_CHROMIUM", "/usr/bin/chromium")
 EXAMPLES = ["dgx-a100-superpod", "a100-lab-mig"]
 A4_CSS_PX = 794  # 210 mm at 96 px per inch
+
+
+@contextlib.contextmanager
+def opened(html: Path) -> Iterator[tuple[Page, Browser, list[str], list[str]]]:
+    """``html`` loaded in headless Chromium: page, browser, console messages and requests.
+
+    Messages and requests are recorded from before the load; the browser closes on exit.
+    """
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1366, "height": 900})
+            console: list[str] = []
+            requests: list[str] = []
+            page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+            page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(html.as_uri(), wait_until="load")
+            yield page, browser, console, requests
+        finally:
+            browser.close()
 
 
 def _missing() -> str:
@@ -105,33 +131,20 @@ _MEASURE = """() => {
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_the_report_renders_in_chromium(example: str, tmp_path: Path) -> None:
     _require_browser()
-    from playwright.sync_api import sync_playwright
-
     html = tmp_path / f"{example}.html"
     result = railplan("report", str(ROOT / "examples" / f"{example}.yaml"), "-o", str(html))
     assert result.returncode == 0, result.stderr
     shots = _shots_dir(tmp_path)
     svg_count = html.read_text().count("<svg ")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1366, "height": 900})
-            console: list[str] = []
-            requests: list[str] = []
-            page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
-            page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
-            page.on("request", lambda r: requests.append(r.url))
-            page.goto(html.as_uri(), wait_until="load")
-            first = page.screenshot(path=str(shots / f"{example}-top.png"))
-            page.screenshot(path=str(shots / f"{example}-page.png"), full_page=True)
-            screen = page.evaluate(_MEASURE)
-            page.emulate_media(media="print")
-            page.set_viewport_size({"width": A4_CSS_PX, "height": 1123})
-            printed = page.evaluate(_MEASURE)
-            pdf = page.pdf(path=str(shots / f"{example}.pdf"), format="A4")
-            variance = _gray_variance(browser, first)
-        finally:
-            browser.close()
+    with opened(html) as (page, browser, console, requests):
+        first = page.screenshot(path=str(shots / f"{example}-top.png"))
+        page.screenshot(path=str(shots / f"{example}-page.png"), full_page=True)
+        screen = page.evaluate(_MEASURE)
+        page.emulate_media(media="print")
+        page.set_viewport_size({"width": A4_CSS_PX, "height": 1123})
+        printed = page.evaluate(_MEASURE)
+        pdf = page.pdf(path=str(shots / f"{example}.pdf"), format="A4")
+        variance = _gray_variance(browser, first)
     print(f"screenshots and PDF of {example}: {shots}")
     assert console == []
     assert requests == [html.as_uri()]

@@ -320,15 +320,13 @@ def test_the_section_renders_in_chromium(catalog: Catalog, tmp_path: Path) -> No
     from .test_report_browser import (
         _MEASURE,
         A4_CSS_PX,
-        CHROMIUM,
         _gray_variance,
         _require_browser,
         _shots_dir,
+        opened,
     )
 
     _require_browser()
-    from playwright.sync_api import sync_playwright
-
     loaded = load_spec(str(LAB))
     plan = expand(loaded.spec, catalog)
     findings = lint_loaded(loaded, catalog)
@@ -347,30 +345,19 @@ def test_the_section_renders_in_chromium(catalog: Catalog, tmp_path: Path) -> No
     )
     shots = _shots_dir(tmp_path)
     svg_count = html.read_text().count("<svg ")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1366, "height": 900})
-            console: list[str] = []
-            requests: list[str] = []
-            page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
-            page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
-            page.on("request", lambda r: requests.append(r.url))
-            page.goto(html.as_uri(), wait_until="load")
-            section = page.locator("section#simulation")
-            shot = section.screenshot(path=str(shots / "simulation-section.png"))
-            page.locator("table.variants").screenshot(path=str(shots / "mig-variants.png"))
-            plots = page.evaluate(_SIM_PLOTS)
-            screen = page.evaluate(_MEASURE)
-            table = page.evaluate(_VARIANTS_TABLE)
-            page.emulate_media(media="print")
-            page.set_viewport_size({"width": A4_CSS_PX, "height": 1123})
-            printed = page.evaluate(_MEASURE)
-            printed_table = page.evaluate(_VARIANTS_TABLE)
-            pdf = page.pdf(path=str(shots / "simulation.pdf"), format="A4")
-            variance = _gray_variance(browser, shot)
-        finally:
-            browser.close()
+    with opened(html) as (page, browser, console, requests):
+        section = page.locator("section#simulation")
+        shot = section.screenshot(path=str(shots / "simulation-section.png"))
+        page.locator("table.variants").screenshot(path=str(shots / "mig-variants.png"))
+        plots = page.evaluate(_SIM_PLOTS)
+        screen = page.evaluate(_MEASURE)
+        table = page.evaluate(_VARIANTS_TABLE)
+        page.emulate_media(media="print")
+        page.set_viewport_size({"width": A4_CSS_PX, "height": 1123})
+        printed = page.evaluate(_MEASURE)
+        printed_table = page.evaluate(_VARIANTS_TABLE)
+        pdf = page.pdf(path=str(shots / "simulation.pdf"), format="A4")
+        variance = _gray_variance(browser, shot)
     print(f"screenshot and PDF of the simulation section: {shots}")
     assert console == []
     assert requests == [html.as_uri()]

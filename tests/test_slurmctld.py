@@ -241,9 +241,7 @@ def powered(
     tmp_path_factory: pytest.TempPathFactory,
     catalog: Catalog,
 ) -> Iterator[tuple[Plan, Spec, dict[str, str], Path]]:
-    _tools()
-    tmp = tmp_path_factory.mktemp("slurmctld-power")
-    yield from _running(request.param, tmp, catalog)
+    yield from _started(request, tmp_path_factory, catalog)
 
 
 @pytest.fixture(scope="module", params=INPUTS)
@@ -252,9 +250,15 @@ def running(
     tmp_path_factory: pytest.TempPathFactory,
     catalog: Catalog,
 ) -> Iterator[tuple[Plan, Spec, dict[str, str], Path]]:
+    yield from _started(request, tmp_path_factory, catalog)
+
+
+def _started(
+    request: pytest.FixtureRequest, factory: pytest.TempPathFactory, catalog: Catalog
+) -> Iterator[tuple[Plan, Spec, dict[str, str], Path]]:
+    """slurmctld running on the rendered files of the fixture's input spec."""
     _tools()
-    tmp = tmp_path_factory.mktemp("slurmctld")
-    yield from _running(request.param, tmp, catalog)
+    yield from _running(request.param, factory.mktemp("slurmctld"), catalog)
 
 
 def _expected_switches(plan: Plan) -> dict[str, list[str]]:
