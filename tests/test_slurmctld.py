@@ -326,8 +326,8 @@ def test_partitions_are_the_node_groups(running: tuple[Plan, Spec, dict[str, str
     assert parts[spec.node_groups[0].name]["Default"] == "YES"
 
 
-def test_config_is_what_was_rendered(running: tuple[Plan, Spec, dict[str, str], Path]) -> None:
-    _, spec, _, conf = running
+def _show_config(conf: Path) -> dict[str, str]:
+    """`scontrol show config` of the running slurmctld, as key -> value."""
     out = subprocess.run(
         [_tool("scontrol"), "show", "config"],
         capture_output=True,
@@ -336,7 +336,12 @@ def test_config_is_what_was_rendered(running: tuple[Plan, Spec, dict[str, str], 
         env={**os.environ, "SLURM_CONF": str(conf)},
         timeout=COMMAND_TIMEOUT_S,
     ).stdout
-    config = dict(re.findall(r"^(\w+)\s+=\s+(.*?)\s*$", out, flags=re.MULTILINE))
+    return dict(re.findall(r"^(\w+)\s+=\s+(.*?)\s*$", out, flags=re.MULTILINE))
+
+
+def test_config_is_what_was_rendered(running: tuple[Plan, Spec, dict[str, str], Path]) -> None:
+    _, spec, _, conf = running
+    config = _show_config(conf)
     assert config["ClusterName"] == spec.name
     assert config["SelectType"] == "select/cons_tres"
     assert config["SelectTypeParameters"] == "CR_CORE_MEMORY"
@@ -355,15 +360,7 @@ def test_power_saving_is_what_was_rendered(
     plan, spec, _, conf = powered
     saving = spec.scheduler.power_saving
     assert saving is not None
-    out = subprocess.run(
-        [_tool("scontrol"), "show", "config"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "SLURM_CONF": str(conf)},
-        timeout=COMMAND_TIMEOUT_S,
-    ).stdout
-    config = dict(re.findall(r"^(\w+)\s+=\s+(.*?)\s*$", out, flags=re.MULTILINE))
+    config = _show_config(conf)
     assert config["SuspendTime"] == f"{duration_seconds(saving.suspend_time)} sec"
     assert config["SuspendTimeout"] == f"{duration_seconds(saving.suspend_timeout)} sec"
     assert config["ResumeTimeout"] == f"{duration_seconds(saving.resume_timeout)} sec"
