@@ -134,15 +134,17 @@ class Cluster:
         self._apply(alloc, +1)
 
     def _apply(self, alloc: Allocation, sign: int) -> None:
+        nodes = self.nodes
         for index, whole, size in alloc:
-            node = self.nodes[index]
+            node = nodes[index]
             self._unindex(node)
             node.whole_free += sign * whole
-            if size:
-                node.slices_free[size] += sign
+            if size:  # only this slice size changes, so only it needs checking
+                free = node.slices_free[size] + sign
+                assert 0 <= free <= node.slices_total[size], "slices over-allocated"
+                node.slices_free[size] = free
             node.running -= sign
             assert 0 <= node.whole_free <= node.whole_total, "whole GPUs over-allocated"
-            assert all(0 <= f <= node.slices_total[s] for s, f in node.slices_free.items())
             self._index(node)
 
     def close(self, indices: Iterable[int]) -> None:
@@ -246,13 +248,10 @@ class Cluster:
         return None if best is None else ((best[1], gpus, 0),)
 
     def _find_nodes(self, g: GroupIndex, n: int) -> Allocation | None:
-        sus = [(len(nodes), su) for su, nodes in g.su_full.items() if nodes]
         if n <= g.su_size:
-            fits = [(free, su) for free, su in sus if free >= n]
-            if not fits:
-                return None
-            su = min(fits)[1]
-            return self._whole_nodes(g, [su], n)
+            su = self._tightest_su(g, n)
+            return None if su is None else self._whole_nodes(g, [su], n)
+        sus = [(len(nodes), su) for su, nodes in g.su_full.items() if nodes]
         pods: dict[int, int] = {}
         for free, su in sus:
             pods[g.su_pod[su]] = pods.get(g.su_pod[su], 0) + free
@@ -266,6 +265,22 @@ class Cluster:
         # across pods: the pods with most free nodes first, and within each its fullest SUs
         spread = sorted((-pods[g.su_pod[su]], g.su_pod[su], -free, su) for free, su in sus)
         return self._whole_nodes(g, [item[3] for item in spread], n)
+
+    @staticmethod
+    def _tightest_su(g: GroupIndex, n: int) -> int | None:
+        """The SU with the fewest free whole nodes that still holds ``n`` (lowest SU on a tie).
+
+        One pass without building tuples: the common multi-node search, run per candidate
+        put back during preemption.
+        """
+        best_free, best_su = 0, None
+        for su, nodes in g.su_full.items():
+            free = len(nodes)
+            if free < n:
+                continue
+            if best_su is None or free < best_free or (free == best_free and su < best_su):
+                best_free, best_su = free, su
+        return best_su
 
     def _whole_nodes(self, g: GroupIndex, sus: list[int], n: int) -> Allocation:
         out: list[tuple[int, int, int]] = []
