@@ -134,16 +134,37 @@ class Cluster:
         self._apply(alloc, +1)
 
     def _apply(self, alloc: Allocation, sign: int) -> None:
+        # `_unindex`, the change and `_index` fused (the hottest loop of preemption): the
+        # same dict operations in the same order, so every insertion order stays as it was.
+        nodes, groups = self.nodes, self.groups
         for index, whole, size in alloc:
-            node = self.nodes[index]
-            self._unindex(node)
-            node.whole_free += sign * whole
-            if size:
-                node.slices_free[size] += sign
-            node.running -= sign
-            assert 0 <= node.whole_free <= node.whole_total, "whole GPUs over-allocated"
-            assert all(0 <= f <= node.slices_total[s] for s, f in node.slices_free.items())
-            self._index(node)
+            node = nodes[index]
+            if not node.open:
+                self._change(node, sign * whole, size, sign)
+                continue
+            g = groups[node.group]
+            g.by_free[node.whole_free].pop(index, None)
+            for g_size in node.slices_free:
+                g.by_slice.get(g_size, {}).pop(index, None)
+            g.su_full[node.su].pop(index, None)
+            self.free_whole += sign * whole
+            self._change(node, sign * whole, size, sign)
+            g.by_free[node.whole_free][index] = None
+            for g_size, free in node.slices_free.items():
+                if free > 0:
+                    g.by_slice.setdefault(g_size, {})[index] = None
+            if node.whole_free == node.gpus:
+                g.su_full[node.su][index] = None
+
+    @staticmethod
+    def _change(node: Node, whole: int, size: int, sign: int) -> None:
+        node.whole_free += whole
+        if size:  # only this slice size changes, so only it needs checking
+            free = node.slices_free[size] + sign
+            assert 0 <= free <= node.slices_total[size], "slices over-allocated"
+            node.slices_free[size] = free
+        node.running -= sign
+        assert 0 <= node.whole_free <= node.whole_total, "whole GPUs over-allocated"
 
     def close(self, indices: Iterable[int]) -> None:
         """Stop nodes taking new jobs (a MIG change drains them)."""
@@ -246,13 +267,10 @@ class Cluster:
         return None if best is None else ((best[1], gpus, 0),)
 
     def _find_nodes(self, g: GroupIndex, n: int) -> Allocation | None:
-        sus = [(len(nodes), su) for su, nodes in g.su_full.items() if nodes]
         if n <= g.su_size:
-            fits = [(free, su) for free, su in sus if free >= n]
-            if not fits:
-                return None
-            su = min(fits)[1]
-            return self._whole_nodes(g, [su], n)
+            su = self._tightest_su(g, n)
+            return None if su is None else self._whole_nodes(g, [su], n)
+        sus = [(len(nodes), su) for su, nodes in g.su_full.items() if nodes]
         pods: dict[int, int] = {}
         for free, su in sus:
             pods[g.su_pod[su]] = pods.get(g.su_pod[su], 0) + free
@@ -266,6 +284,22 @@ class Cluster:
         # across pods: the pods with most free nodes first, and within each its fullest SUs
         spread = sorted((-pods[g.su_pod[su]], g.su_pod[su], -free, su) for free, su in sus)
         return self._whole_nodes(g, [item[3] for item in spread], n)
+
+    @staticmethod
+    def _tightest_su(g: GroupIndex, n: int) -> int | None:
+        """The SU with the fewest free whole nodes that still holds ``n`` (lowest SU on a tie).
+
+        One pass without building tuples: the common multi-node search, run per candidate
+        put back during preemption.
+        """
+        best_free, best_su = 0, None
+        for su, nodes in g.su_full.items():
+            free = len(nodes)
+            if free < n:
+                continue
+            if best_su is None or free < best_free or (free == best_free and su < best_su):
+                best_free, best_su = free, su
+        return best_su
 
     def _whole_nodes(self, g: GroupIndex, sus: list[int], n: int) -> Allocation:
         out: list[tuple[int, int, int]] = []
