@@ -145,6 +145,14 @@ def test_the_summary_states_the_figures(section: str) -> None:
     assert "time 0 is midnight UTC" in section
 
 
+def test_a_span_just_short_of_whole_days_rounds_to_them() -> None:
+    # 2 days less 10 s read "1 d 24 h" before the hours were rounded ahead of the split
+    result = sample_result(horizon_s=2 * DAY - 10, window_s=2 * DAY - 10)
+    section = simulation_section(result)
+    assert _cells(section, "cluster") == ["10,000 GPUs over 2 d 0 h"]
+    assert _cells(section, "trace window (the shares)") == ["2 d 0 h"]
+
+
 def test_queueing_per_tenant_and_size_by_value(section: str) -> None:
     assert _cells(section, "research") == ["41,200", "21.8 min", "4 min", "1.5 h", "6 h"]
     assert _cells(section, "training") == ["9,850", "2.5 h", "45 min", "12 h", "2 d"]

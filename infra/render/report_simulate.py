@@ -55,8 +55,8 @@ def _number(value: float, digits: int = 1) -> str:
 def _span(seconds: float) -> str:
     """The replay's horizon: ``7 d 0 h`` or ``5.2 h``."""
     if seconds >= 86400:
-        days, rest = divmod(seconds, 86400)
-        return f"{days:.0f} d {rest / 3600:.0f} h"
+        days, hours = divmod(round(seconds / 3600), 24)  # round first: 1 d 23.99 h is 2 d 0 h
+        return f"{days} d {hours} h"
     return duration(seconds)
 
 
