@@ -146,22 +146,9 @@ def volcano_queue_body(
 
 
 def volcano_actions(spec: Spec, plan: Plan) -> list[str]:
-    """The scheduler's actions, in Volcano's order.
-
-    ``preempt`` evicts lower-priority jobs *of the same queue* (volcano-sh/volcano
-    pkg/scheduler/actions/preempt: "Preemption between Jobs within Queue"), so it follows
-    ``within_tenant``; ``reclaim`` takes back GPUs other queues borrowed beyond their
-    deserved share (docs/user-guide/how_to_use_capacity_plugin.md), so it follows
-    ``reclaim``. Volcano's reclaim does not order victims by priority: ``lower_priority``
-    reclaims like ``any``.
-    """
+    """The scheduler's actions, in Volcano's order (evicting ones: `volcano_evictions`)."""
     preemption = spec.scheduler.preemption_in_effect(by_hypernode=bool(plan.sus))
-    actions = ["enqueue", "allocate"]
-    if preemption.within_tenant != "never":
-        actions.append("preempt")
-    if preemption.reclaim != "never":
-        actions.append("reclaim")
-    return [*actions, "backfill"]
+    return ["enqueue", "allocate", *preemption.volcano_evictions(), "backfill"]
 
 
 def volcano_scheduler_conf(spec: Spec, plan: Plan) -> dict[str, Any]:

@@ -193,6 +193,21 @@ class PreemptionInEffect(NamedTuple):
     reclaim: Literal["any", "lower_priority", "never"]
     within_tenant: Literal["lower_priority", "never"]
 
+    def volcano_evictions(self) -> list[str]:
+        """The volcano-scheduler actions that evict running pods, in Volcano's order.
+
+        ``preempt`` evicts lower-priority jobs *of the same queue* (volcano-sh/volcano
+        pkg/scheduler/actions/preempt: "Preemption between Jobs within Queue"), so it follows
+        ``within_tenant``; ``reclaim`` takes back GPUs other queues borrowed beyond their
+        deserved share (docs/user-guide/how_to_use_capacity_plugin.md), so it follows
+        ``reclaim``. Volcano's reclaim does not order victims by priority: ``lower_priority``
+        reclaims like ``any``. The renderer and lint RP076 both read this.
+        """
+        return [
+            *(["preempt"] if self.within_tenant != "never" else []),
+            *(["reclaim"] if self.reclaim != "never" else []),
+        ]
+
 
 class PowerSaving(StrictModel):
     """Slurm power saving: idle nodes are powered off through their BMC and on again for work."""

@@ -154,20 +154,10 @@ def batch_without_compute_fabric(ctx: LintContext) -> Iterator[Violation]:
 
 
 def _volcano_evicts(ctx: LintContext) -> list[str]:
-    """The rendered volcano-scheduler actions that evict running pods (`preempt`, `reclaim`).
-
-    The same choice as `infra.k8s.elastic.volcano_actions` (lint may not import the
-    renderer): preempt works within a queue, so it follows `within_tenant`; reclaim follows
-    `reclaim` (tests/test_k8s_elastic.py checks both agree).
-    """
+    """The rendered volcano-scheduler actions that evict running pods (`preempt`, `reclaim`)."""
     by_hypernode = ctx.plan is not None and bool(ctx.plan.sus)
     preemption = ctx.loaded.spec.scheduler.preemption_in_effect(by_hypernode=by_hypernode)
-    actions = []
-    if preemption.within_tenant != "never":
-        actions.append("preempt")
-    if preemption.reclaim != "never":
-        actions.append("reclaim")
-    return actions
+    return preemption.volcano_evictions()
 
 
 @rule(
