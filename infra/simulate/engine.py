@@ -21,7 +21,7 @@ import heapq
 from infra.catalog import Catalog
 from infra.progress import Progress, quiet
 from infra.simulate.build import build_cluster
-from infra.simulate.cluster import COMPUTE_SLICES, Allocation
+from infra.simulate.cluster import COMPUTE_SLICES, Allocation, slices_needed
 from infra.simulate.feasible import never_reasons
 from infra.simulate.jobs import Job, Trace
 from infra.simulate.metrics import Meter, Steps, Window
@@ -272,12 +272,8 @@ class Replay:
         return alloc
 
     def _share_of(self, job: Job) -> float:
-        if job.fractional:
-            return (
-                job.gpus
-                * min(COMPUTE_SLICES, -(-job.milli * COMPUTE_SLICES // 1000))
-                / COMPUTE_SLICES
-            )
+        if job.fractional:  # the slice it will hold, as a share of one GPU
+            return job.gpus * slices_needed(job.milli) / COMPUTE_SLICES
         return float(job.gpus)
 
     # --- starting, finishing, evicting -------------------------------------------------
