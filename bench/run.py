@@ -93,7 +93,7 @@ node_groups:
     mig_schedule:
       changes: [{{at: "0 7 * * *", mig: day}}, {{at: "0 21 * * *", mig: disabled}}]
 fabrics:
-  compute: {{switch: qm9700, su_size: 32, sharp: true, subnet_manager: opensm}}
+  compute: {{switch: qm9700, su_size: 32, sharp: true, subnet_manager: ufm}}
 scheduler:
   mig_strategy: mixed
   batch: volcano
