@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +185,7 @@ def format_case(findings: int) -> dict[str, float | str]:
 
 def train_case(model: str, servers: int) -> dict[str, float | str]:
     """`railplan train`'s layout search for a preset on every GPU of ``servers`` DGX H100."""
-    from infra.budget.train_plan import TrainRequest, model_shape, train
+    from infra.budget.train_plan import TrainRequest, fitting_batch, model_shape, train
     from infra.catalog import load_catalog
     from infra.spec import load_spec_text
 
@@ -192,8 +193,11 @@ def train_case(model: str, servers: int) -> dict[str, float | str]:
     spec = load_spec_text(plan_spec(servers, 1)).spec
     shape = model_shape(model, None, None, None, None, None)
     batch = shape.global_batch or 2048
+    request = TrainRequest(servers * 8, shape, batch)
     start = time.perf_counter()
-    answer = train(spec, catalog, TrainRequest(servers * 8, shape, batch, round_batch=True))
+    # the preset's batch, or the nearest a layout divides (as an unstated budget batch is)
+    request = replace(request, global_batch=fitting_batch(spec, catalog, request))
+    answer = train(spec, catalog, request)
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     lay = answer.result.layout
