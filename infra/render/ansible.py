@@ -23,15 +23,16 @@ import yaml
 from infra.budget.cluster import comm_topology, nic_rate, sharp_usable
 from infra.budget.collectives import predict
 from infra.catalog import Catalog
+from infra.catalog.distro_slurm import needs_legacy_cgroups
 from infra.catalog.drivers import KernelModules, kernel_modules_for
 from infra.catalog.models import Gpu
 from infra.render.nccl_env import nccl_conf
 from infra.render.opensm import guid_files, sm_hosts
-from infra.render.slurm_conf import controller_host
 from infra.render.templating import render_template
 from infra.render.writer import RenderError
 from infra.spec import NodeGroup, Spec
 from infra.spec.base import RESERVED_GROUPS
+from infra.topology.control import control_roll_order, controller_host
 from infra.topology.migconfig import mig_parted_configs
 from infra.topology.model import Plan, Server
 from infra.wording import plural
@@ -49,14 +50,20 @@ class _GroupPlay:
     """What the entry playbook needs to know of one node group."""
 
     name: str
-    batch: int
+    batches: list[int]  # servers per batch in inventory order, the control hosts left out
     fabric_manager: bool
     mig: str | None
     by_su: bool  # batches are SUs (else plain batches: no compute fabric, no SUs)
 
     @property
+    def batch(self) -> int | list[int]:
+        """``serial``: one size, or one per SU when the control hosts make them differ."""
+        return self.batches[0] if len(set(self.batches)) == 1 else self.batches
+
+    @property
     def batch_text(self) -> str:
-        servers = plural(self.batch, "server")
+        sizes = sorted(set(self.batches))
+        servers = plural(sizes[0], "server") if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]} servers"
         return f"one SU ({servers})" if self.by_su else servers
 
     @property
@@ -65,9 +72,11 @@ class _GroupPlay:
 
 
 @dataclass(frozen=True)
-class _SubnetManagerPlay:
-    """The subnet-manager hosts' own rolling play: which of its hosts need FM or MIG."""
+class _ControlPlay:
+    """The control hosts' own rolling play (`infra.topology.control`), last and one at a
+    time: who they are, and which of them need Fabric Manager or MIG."""
 
+    hosts: list[str]
     fabric_manager_groups: list[str]
     mig_groups: list[str]
 
@@ -153,6 +162,9 @@ def _hosts_yml(spec: Spec, catalog: Catalog, plan: Plan) -> str:
         groups["subnet_managers"] = _members(sm_hosts(plan))
     if spec.scheduler.kind == "slurm":
         groups["slurm_controllers"] = _members([controller_host(plan)])
+    control = control_roll_order(plan, spec)
+    if control:
+        groups["control_hosts"] = _members(control)
     document = {"all": {"children": groups}}
     return json.dumps(document, indent=1) + "\n"
 
@@ -238,6 +250,9 @@ def _cluster_vars(spec: Spec) -> dict[str, Any]:
     values["nccl_tests_mpi"] = True
     if spec.fabrics.compute is not None:
         values["acceptance_fabric_rail_optimized"] = spec.fabrics.compute.rail_optimized
+    if spec.scheduler.kind == "slurm" and needs_legacy_cgroups(sw.os):
+        # the OS boots cgroup v2, its Slurm has only cgroup/v1 (infra.catalog.distro_slurm)
+        values["os_tuning_cgroup_hierarchy"] = "legacy"
     if spec.scheduler.kind == "slurm":
         # Static NodeName lines (files/slurm/nodes.conf) carry the features already.
         values["topology_labels_slurm_method"] = "file"
@@ -403,20 +418,21 @@ def _implicit_tag(value: str) -> str:
 
 def _playbook(spec: Spec, catalog: Catalog, plan: Plan) -> str:
     su_size = spec.fabrics.compute.su_size if spec.fabrics.compute else None
+    control = control_roll_order(plan, spec)
     plays = [
         _GroupPlay(
             name=g.name,
-            batch=g.rolling_batch,
-            fabric_manager=catalog.nodes[g.node].nvswitches > 0
-            and spec.software.fabric_manager != "disabled",
+            batches=_batches(plan, g.name, g.rolling_batch, set(control), su_size is not None),
+            fabric_manager=_fabric_manager(spec, catalog, g.node),
             mig=g.mig.now.config if g.mig_split else None,
             by_su=su_size is not None,
         )
         for g in plan.groups.values()
     ]
+    plays = [p for p in plays if p.batches]
     sharp = sharp_usable(spec, catalog)
-    sm_play = _subnet_manager_play(plan, plays) if _opensm(spec) else None
-    overview = _overview(plays, sharp, sm_play)
+    control_play = _control_play(spec, catalog, plan, control) if control else None
+    overview = _overview(plays, sharp, control_play)
     if spec.scheduler.kind == "slurm":
         overview.insert(
             -1, "gpu_servers: slurm (munge, slurmd; slurmctld on slurm_controllers) — all at once"
@@ -427,41 +443,58 @@ def _playbook(spec: Spec, catalog: Catalog, plan: Plan) -> str:
         scheduler=spec.scheduler.kind,
         groups=plays,
         sharp=sharp,
-        subnet_manager_play=sm_play,
+        control_play=control_play,
+        opensm=_opensm(spec),
         slurm_play=spec.scheduler.kind == "slurm",
         max_fail_percentage=MAX_FAIL_PERCENTAGE,
         overview=overview,
     )
 
 
-def _subnet_manager_play(plan: Plan, plays: list[_GroupPlay]) -> _SubnetManagerPlay:
-    """The SM hosts are GPU servers of some node group: they get that group's FM and MIG."""
-    hosts = set(sm_hosts(plan))
-    groups = {s.group for s in plan.servers if s.name in hosts}
-    return _SubnetManagerPlay(
-        fabric_manager_groups=[p.name for p in plays if p.name in groups and p.fabric_manager],
-        mig_groups=[p.name for p in plays if p.name in groups and p.mig],
+def _batches(plan: Plan, group: str, batch: int, control: set[str], by_su: bool) -> list[int]:
+    """The group's rolling batches without the control hosts: one per SU, in inventory
+    order (Ansible's ``serial`` list; the last size repeats), or ``batch`` servers."""
+    servers = [s for s in plan.servers_in(group) if s.name not in control]
+    if not by_su:
+        return [min(batch, len(servers))] if servers else []
+    sizes: dict[str, int] = {}
+    for server in servers:
+        sizes[server.su or ""] = sizes.get(server.su or "", 0) + 1
+    return list(sizes.values())
+
+
+def _fabric_manager(spec: Spec, catalog: Catalog, node: str) -> bool:
+    return catalog.nodes[node].nvswitches > 0 and spec.software.fabric_manager != "disabled"
+
+
+def _control_play(spec: Spec, catalog: Catalog, plan: Plan, control: list[str]) -> _ControlPlay:
+    """The control hosts are GPU servers of some node group: they get that group's FM and MIG."""
+    groups = {s.group for s in plan.servers if s.name in set(control)}
+    ours = [g for g in plan.groups.values() if g.name in groups]
+    return _ControlPlay(
+        hosts=control,
+        fabric_manager_groups=[g.name for g in ours if _fabric_manager(spec, catalog, g.node)],
+        mig_groups=[g.name for g in ours if g.mig_split],
     )
 
 
-def _overview(
-    plays: list[_GroupPlay], sharp: bool, sm_play: _SubnetManagerPlay | None
-) -> list[str]:
+def _overview(plays: list[_GroupPlay], sharp: bool, control: _ControlPlay | None) -> list[str]:
     lines = []
-    if sm_play is not None:
-        # fabric_manager and mig run only on the hosts whose node group has them
-        extra = ["fabric_manager"] if sm_play.fabric_manager_groups else []
-        extra += ["mig"] if sm_play.mig_groups else []
-        roles = ", ".join(
-            ["drain", "os_tuning", "nvidia_driver", "rdma", *(["sharp"] if sharp else []), *extra]
-        )
-        lines.append(f"subnet_managers, first: {roles}, resume — one host per batch")
     for play in plays:
         extra = [r for r, on in (("fabric_manager", play.fabric_manager), ("mig", play.mig)) if on]
         roles = ", ".join(["drain", "os_tuning", "nvidia_driver", "rdma", *extra, "resume"])
-        hosts = f"{play.name} (without subnet_managers)" if sm_play else play.name
+        hosts = f"{play.name} (without control_hosts)" if control else play.name
         lines.append(f"{hosts}: {roles} — {play.batch_text} per batch")
+    if control is not None:
+        # fabric_manager and mig run only on the hosts whose node group has them
+        extra = ["fabric_manager"] if control.fabric_manager_groups else []
+        extra += ["mig"] if control.mig_groups else []
+        roles = ", ".join(
+            ["drain", "os_tuning", "nvidia_driver", "rdma", *(["sharp"] if sharp else []), *extra]
+        )
+        order = ", ".join(control.hosts)
+        lines.append(f"control_hosts ({order}), last: {roles}, resume — one host per batch")
     common = ", ".join(["nccl", *(["sharp"] if sharp else []), "dcgm", "topology_labels"])
     lines.append(f"gpu_servers: {common} — all at once (no reboot)")
-    lines.append("gpu_servers: acceptance (tag `acceptance`) — all at once, read-only")
+    lines.append("gpu_servers: acceptance (tag `acceptance`) — host by host in step, read-only")
     return lines

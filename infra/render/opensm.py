@@ -26,6 +26,7 @@ from infra.catalog import Catalog
 from infra.render.slurm import hostlist
 from infra.spec import Spec
 from infra.spec.models import UPSTREAM_ENGINES
+from infra.topology.control import subnet_manager_hosts
 from infra.topology.model import Plan, SwitchTier
 
 __all__ = [
@@ -55,15 +56,8 @@ _SHARP_NET_URL = (
 
 
 def sm_hosts(plan: Plan) -> list[str]:
-    """Master and standby OpenSM: the first server of the first two SUs (two failure domains).
-
-    railplan plans no separate management servers, so the subnet manager runs on GPU
-    servers, as NVIDIA's OpenSM deployments on small clusters do.
-    """
-    firsts = [su.servers[0] for su in plan.sus if su.servers][:2]
-    if len(firsts) < 2:
-        firsts = [s.name for s in plan.servers[:2]]
-    return firsts
+    """Master and standby OpenSM (`infra.topology.control.subnet_manager_hosts`)."""
+    return subnet_manager_hosts(plan)
 
 
 def nvidia_sm(spec: Spec) -> bool:

@@ -10,6 +10,7 @@
   two ports), so those ends count half. The transceiver count is an estimate for budgeting;
   the vendor's cable matrix decides.
 - `hosts_csv`: the address plan, one row per server, columns as docs/design.md names them.
+- `etc_hosts`: the same addresses as /etc/hosts lines, for the os_tuning role.
 
 Missing facts (a cloud instance's rack, an exhausted address block) are empty cells.
 """
@@ -33,6 +34,7 @@ __all__ = [
     "bom_csv",
     "bom_rows",
     "cabling_csv",
+    "etc_hosts",
     "hosts_csv",
     "stock_length",
 ]
@@ -105,6 +107,13 @@ def hosts_csv(plan: Plan) -> str:
             for s in plan.servers
         ),
     )
+
+
+def etc_hosts(plan: Plan) -> str:
+    """``<address> <name>`` per server with a management address: the os_tuning role's
+    /etc/hosts block, so every server resolves the others (mpirun, Slurm) without DNS."""
+    lines = [f"{s.mgmt_ip} {s.name}" for s in plan.servers if s.mgmt_ip is not None]
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 def _twin_port(device: str, models: dict[str, str], catalog: Catalog) -> bool:

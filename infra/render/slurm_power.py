@@ -4,10 +4,12 @@ With ``scheduler.power_saving`` set, slurmctld powers a server off through its B
 has been idle for ``suspend_time`` and on again when work needs it (slurm.conf(5), SuspendTime
 and ResumeProgram). Never suspended (``SuspendExcNodes``): the servers
 `infra.topology.power_saving.kept_powered` names (the controller, ``exclude_groups``, servers
-without a BMC address). ResumeRate is bounded to one server per rack a minute unless the spec
+without a BMC address). ResumeRate is bounded to one rack's servers a minute unless the spec
 says otherwise: slurm.conf(5) gives it "to prevent power surges" when a large job starts, and
-one a rack a minute spreads a whole SU's power-on over its racks' PDUs instead of starting
-every server of a job at once. The programs
+Slurm picks a job's nodes close together, so the servers it resumes in one minute are
+usually those of the same SU. A bound of one rack's worth keeps a minute's power-on within
+what one rack's feeds carry (``site.rack.power_kw``), wherever those servers stand; one per
+rack a minute would still let a whole SU (32 DGX H100 in 8 racks) power on at once. The programs
 are static files of the slurm role (``railplan-power.sh``); this module renders only what
 differs per cluster, ``bmc-hosts``: one ``<server> <BMC address>`` line per suspendable server.
 """
@@ -39,12 +41,15 @@ BMC_HOSTS = "bmc-hosts"  # the rendered file's name under files/slurm/ and /etc/
 
 
 def resume_rate(plan: Plan, spec: Spec) -> int:
-    """ResumeRate: the spec's, else one server per rack a minute (at least one a minute)."""
+    """ResumeRate: the spec's, else the most suspendable servers one rack holds (at least 1)."""
     saving = spec.scheduler.power_saving
     if saving is not None and saving.resume_rate is not None:
         return saving.resume_rate
-    racks = {s.rack for s in suspendable(plan, spec) if s.rack is not None}
-    return max(1, len(racks))
+    per_rack: dict[str, int] = {}
+    for server in suspendable(plan, spec):
+        if server.rack is not None:
+            per_rack[server.rack] = per_rack.get(server.rack, 0) + 1
+    return max(per_rack.values(), default=1)
 
 
 def power_saving_lines(plan: Plan, spec: Spec) -> list[str]:

@@ -17,7 +17,7 @@ from infra.render.ansible import ansible_files
 from infra.render.fabric_validators import fabric_files
 from infra.render.k8s_manifests import k8s_files, rules_file
 from infra.render.nccl_env import nccl_env_files
-from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
+from infra.render.sheets import bom_csv, cabling_csv, etc_hosts, hosts_csv
 from infra.render.slurm_conf import slurm_files
 from infra.render.subnet_manager import subnet_manager_files
 from infra.render.templating import render_template, role_files
@@ -44,6 +44,7 @@ def render_tree(
     texts[f"{files_dir}/cabling.csv"] = cabling_csv(plan)
     texts[f"{files_dir}/bom.csv"] = bom_csv(plan, catalog)
     texts[f"{files_dir}/hosts.csv"] = hosts_csv(plan)
+    texts[f"{files_dir}/etc-hosts"] = etc_hosts(plan)
     sections = {
         "nccl": nccl_env_files(plan, spec, catalog),
         "subnet-manager": subnet_manager_files(plan, spec, catalog),

@@ -232,7 +232,7 @@ class PowerSaving(StrictModel):
         ge=1,
         le=10_000,
         description="Servers powered on per minute at most (`ResumeRate`), so a large job "
-        "does not start a surge; default: one per rack a minute.",
+        "does not start a surge; default: one rack's servers a minute.",
     )
     suspend_rate: int = Field(
         60,

@@ -1,26 +1,45 @@
 #!/bin/bash
 # GPU health check, installed by railplan's slurm role as slurm.conf's Prolog and Epilog.
-# slurmd runs it as root before and after every job on the node. When nvidia-smi cannot read
-# every GPU (a GPU off the bus, a hung driver), the node drains itself
-# with the reason, so no next job lands on it; an operator resumes it after the repair.
+# slurmd runs it as root before and after every job on the node. A node fails the check when
+# nvidia-smi cannot read every GPU (a GPU off the bus, Xid 79; a hung or mismatched driver) or
+# a GPU reports uncorrectable ECC errors since the driver loaded or a pending row remap (the
+# memory must be repaired by a GPU reset or reboot before it is trusted again).
+# A failing node drains itself with the reason, so no next job lands on it, and the script
+# exits non-zero: as a Prolog that makes Slurm requeue the job that would have started on the
+# bad GPU (slurm.conf(5), Prolog) instead of running it there; an operator resumes the node
+# after the repair.
 set -u
 
 TIMEOUT_S=60
 node="${SLURMD_NODENAME:-$(hostname -s)}"
 context="${SLURM_SCRIPT_CONTEXT:-manual}"
 
-drain() {
+fail() {
     local reason="railplan gpu health (${context}): $1"
     logger -t railplan-gpu-health "${node}: ${reason}"
-    # A failed drain is reported through the exit code: Slurm drains on a failing script too.
-    scontrol update NodeName="${node}" State=DRAIN Reason="${reason:0:200}" || exit 1
-    exit 0
+    scontrol update NodeName="${node}" State=DRAIN Reason="${reason:0:200}" ||
+        logger -t railplan-gpu-health "${node}: could not drain the node (scontrol failed)"
+    exit 1
 }
 
 if ! command -v nvidia-smi >/dev/null 2>&1; then
-    drain "nvidia-smi not found"
+    fail "nvidia-smi not found"
 fi
-if ! out="$(timeout "${TIMEOUT_S}" nvidia-smi --query-gpu=index,pci.bus_id --format=csv,noheader 2>&1)"; then
-    drain "nvidia-smi failed: ${out//$'\n'/ }"
+query=index,pci.bus_id,ecc.errors.uncorrected.volatile.total,remapped_rows.pending
+if ! out="$(timeout "${TIMEOUT_S}" nvidia-smi --query-gpu="${query}" --format=csv,noheader 2>&1)"; then
+    fail "nvidia-smi failed: ${out//$'\n'/ }"
+fi
+bad=""
+while IFS=', ' read -r index bus ecc remap; do
+    # "[N/A]" where the GPU has no ECC or no row remapping: nothing to report
+    if [[ "${ecc}" =~ ^[0-9]+$ ]] && [ "${ecc}" -gt 0 ]; then
+        bad+="GPU ${index} (${bus}) ${ecc} uncorrectable ECC errors; "
+    fi
+    if [ "${remap}" = "Yes" ]; then
+        bad+="GPU ${index} (${bus}) row remap pending; "
+    fi
+done <<<"${out}"
+if [ -n "${bad}" ]; then
+    fail "${bad%; }"
 fi
 exit 0

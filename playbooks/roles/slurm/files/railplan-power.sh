@@ -1,7 +1,10 @@
 #!/bin/bash
 # Slurm power saving through each server's BMC (IPMI over LAN), installed by the slurm role on
 # the controller under three names; the name it is called by is its action (slurm.conf(5)):
-#   railplan-suspend.sh      SuspendProgram     chassis power soft (ACPI: the OS shuts down)
+#   railplan-suspend.sh      SuspendProgram     chassis power soft (ACPI: the OS shuts down),
+#                                               then chassis power off for a server still on
+#                                               when SuspendTimeout is nearly over (an OS
+#                                               that ignores the ACPI request)
 #   railplan-resume.sh       ResumeProgram      chassis power on
 #   railplan-resume-fail.sh  ResumeFailProgram  chassis power off (stuck in POST or boot: the
 #                                               node is DOWN already; do not leave it drawing)
@@ -59,7 +62,21 @@ if ! hosts=$(scontrol show hostnames "$1"); then
     exit 2
 fi
 
+# Seconds a soft power-off may take before the power is cut: SuspendTimeout (by which
+# slurmctld expects the node off) less a margin for the hard off itself, at least 30 s.
+soft_off_grace() {
+    local timeout
+    timeout=$(scontrol show config 2>/dev/null | awk -F= '/^SuspendTimeout/ { gsub(/[^0-9]/, "", $2); print $2 }')
+    timeout=${timeout:-300}
+    if [ "$timeout" -gt 60 ]; then echo $((timeout - 30)); else echo 30; fi
+}
+
+chassis() { # bmc action -> ipmitool's output; its exit status
+    ipmitool -I lanplus -H "$1" -U "$user" -f "$password_file" chassis power "$2" 2>&1
+}
+
 status=0
+softened=()
 for host in $hosts; do
     bmc=$(awk -v host="$host" '$1 == host { print $2; exit }' "$map")
     if [ -z "$bmc" ]; then
@@ -67,12 +84,38 @@ for host in $hosts; do
         status=1
         continue
     fi
-    if out=$(ipmitool -I lanplus -H "$bmc" -U "$user" -f "$password_file" \
-        chassis power "$action" 2>&1); then
+    if out=$(chassis "$bmc" "$action"); then
         log info "$host: BMC $bmc: chassis power $action: $out"
+        [ "$action" = soft ] && softened+=("$host $bmc")
     else
         log err "$host: BMC $bmc: chassis power $action failed (exit $?): $out"
         status=1
     fi
 done
+
+# A soft power-off is a request the OS may not honour (hung, or ACPI ignored): follow it up.
+if [ "${#softened[@]}" -gt 0 ]; then
+    deadline=$((SECONDS + $(soft_off_grace)))
+    while [ "${#softened[@]}" -gt 0 ] && [ "$SECONDS" -lt "$deadline" ]; do
+        sleep 5
+        still=()
+        for entry in "${softened[@]}"; do
+            read -r host bmc <<<"$entry"
+            case "$(chassis "$bmc" status)" in
+                *"is off"*) log info "$host: BMC $bmc: powered off" ;;
+                *) still+=("$entry") ;;
+            esac
+        done
+        softened=("${still[@]+"${still[@]}"}")
+    done
+    for entry in "${softened[@]+"${softened[@]}"}"; do
+        read -r host bmc <<<"$entry"
+        if out=$(chassis "$bmc" off); then
+            log warning "$host: BMC $bmc: still on after the soft power-off; chassis power off: $out"
+        else
+            log err "$host: BMC $bmc: chassis power off failed (exit $?): $out"
+            status=1
+        fi
+    done
+fi
 exit "$status"

@@ -1,0 +1,181 @@
+"""Running the rendered playbook against the twin, and what the twin overrides.
+
+The rendered tree is used as rendered. What the twin adds is what a real site adds, each
+in an extra inventory directory (later ``-i`` sources win; a directory so its host_vars
+outrank the rendered ones) or in the vault file, and listed here with the reason:
+
+- connection: ``ansible_user: root`` with the twin's SSH key and no host-key checking
+  (every twin host gets fresh host keys; a site has its own known_hosts);
+- the site mirror (`mirror.py`): the CUDA, DOCA and mig-parted URLs, the signing keys'
+  URLs and the nccl-tests repository, as an air-gapped site points them at its mirror;
+- secrets through Ansible Vault, as the docs prescribe: ``slurm_munge_key`` and
+  ``slurm_power_bmc_password`` (a vault file encrypted with a generated password);
+  ``slurm_power_bmc_user``, the BMCs' operator account;
+- ``slurm_files_dir``: the rendered ``files/slurm`` with one line added to slurm.conf,
+  ``SlurmdParameters=config_overrides``, because a twin host has this machine's 2 cores and
+  memory, not a DGX's: without it slurmd would register each node as drained (the hardware
+  boundary; no other file changes).
+
+The play's results come from the ``ansible.posix.json`` callback (one JSON document), as in
+`make sandbox`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.cluster_twin.mirror import MIRROR_URL, Versions
+from tests.cluster_twin.network import SERVICE_IP
+from tests.cluster_twin.proc import TwinError, run
+
+Doc = dict[str, Any]
+BMC_USER = "railplan-power"
+
+
+def site_vars(versions: Versions) -> dict[str, Any]:
+    key = "railplan-twin-mirror.asc"
+    return {
+        "nvidia_driver_repo_url": f"{MIRROR_URL}/cuda/",
+        "nvidia_driver_repo_gpg_key_url": f"{MIRROR_URL}/cuda/{key}",
+        "rdma_doca_repo_url": f"{MIRROR_URL}/doca/",
+        "rdma_doca_gpg_key_url": f"{MIRROR_URL}/doca/{key}",
+        "mig_parted_package_url": (
+            f"{MIRROR_URL}/mig/nvidia-mig-manager_{versions.mig_parted}-{versions.mig_revision}_amd64.deb"
+        ),
+        "nccl_tests_repo": f"git://{SERVICE_IP}/nccl-tests.git",
+        "slurm_power_bmc_user": BMC_USER,
+    }
+
+
+def write_overrides(path: Path, hosts: list[str], key: Path, extra: dict[str, Any]) -> None:
+    (path / "group_vars").mkdir(parents=True, exist_ok=True)
+    listing = {"all": {"hosts": {host: None for host in hosts}}}
+    (path / "hosts.yml").write_text(json.dumps(listing, indent=1) + "\n")
+    connection = {
+        "ansible_user": "root",
+        "ansible_ssh_private_key_file": str(key),
+        "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
+    }
+    (path / "group_vars" / "all.yml").write_text(json.dumps({**connection, **extra}, indent=1) + "\n")
+
+
+def write_vault(workdir: Path, bmc_password: str) -> tuple[Path, Path]:
+    """The vault file with the munge key and BMC password, and its password file."""
+    password_file = workdir / "vault-password"
+    password_file.write_text(secrets.token_hex(16) + "\n")
+    password_file.chmod(0o600)
+    munge = subprocess.run(["base64", "-w0"], input=os.urandom(1024), capture_output=True, check=True)
+    plain = workdir / "vault.yml"
+    plain.write_text(
+        json.dumps({"slurm_munge_key": munge.stdout.decode(), "slurm_power_bmc_password": bmc_password})
+    )
+    run(["ansible-vault", "encrypt", "--vault-password-file", str(password_file), str(plain)])
+    return plain, password_file
+
+
+def twin_slurm_files(tree_files: Path, target: Path) -> Path:
+    """files/slurm, with SlurmdParameters=config_overrides in slurm.conf (module docstring)."""
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(tree_files, target)
+    conf = target / "slurm.conf"
+    text = conf.read_text()
+    if not re.search(r"(?m)^SlurmdParameters=", text):
+        text = text.replace("\nInclude ", "\n# railplan twin: hosts have 2 cores\nSlurmdParameters=config_overrides\nInclude ", 1)
+    conf.write_text(text)
+    return target
+
+
+@dataclass
+class PlayResult:
+    """One ansible-playbook run: its exit status, JSON document, log and wall time."""
+
+    rc: int
+    doc: Doc
+    log: Path
+    seconds: float
+
+    def stats(self, host: str) -> dict[str, int]:
+        stats: dict[str, int] = self.doc.get("stats", {}).get(host, {})
+        return stats
+
+    def failed_hosts(self) -> list[str]:
+        stats = self.doc.get("stats", {})
+        return sorted(h for h, s in stats.items() if s.get("failures") or s.get("unreachable"))
+
+    def changed(self) -> dict[str, int]:
+        return {h: s.get("changed", 0) for h, s in self.doc.get("stats", {}).items() if s.get("changed")}
+
+    def results(self, task_name: str) -> dict[str, Doc]:
+        """Per host, the result of every task named TASK_NAME (the last one wins)."""
+        found: dict[str, Doc] = {}
+        for play in self.doc.get("plays", []):
+            for task in play.get("tasks", []):
+                if task["task"]["name"] == task_name:
+                    found.update(task.get("hosts", {}))
+        return found
+
+    def task_order(self, host: str) -> list[str]:
+        """The tasks that ran on HOST (not skipped), in order, as "<play> / <task>"."""
+        order = []
+        for play in self.doc.get("plays", []):
+            for task in play.get("tasks", []):
+                result = task.get("hosts", {}).get(host)
+                if result is not None and not result.get("skipped"):
+                    order.append(f"{play['play']['name']} / {task['task']['name']}")
+        return order
+
+    def problems(self) -> list[str]:
+        lines = []
+        for play in self.doc.get("plays", []):
+            for task in play.get("tasks", []):
+                for host, result in sorted(task.get("hosts", {}).items()):
+                    if result.get("failed") or result.get("unreachable"):
+                        msg = str(result.get("msg", "")).strip().replace("\n", " ")[:400]
+                        lines.append(f"{host}: {task['task']['name']}: {msg}")
+        return lines
+
+
+def run_playbook(
+    tree: Path, inventory: Path, overrides: Path, vault: tuple[Path, Path], log: Path,
+    args: list[str], timeout: float = 3600,
+) -> PlayResult:  # fmt: skip
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(tree / "ansible.cfg"),
+        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_HOST_KEY_CHECKING="False",
+    )
+    env.pop("ANSIBLE_FORCE_COLOR", None)
+    cmd = [
+        "ansible-playbook", "-i", str(inventory), "-i", str(overrides),
+        "-e", f"@{vault[0]}", "--vault-password-file", str(vault[1]),
+        str(tree / "playbooks" / f"{inventory.name}.yml"), *args,
+    ]  # fmt: skip
+    started = time.monotonic()
+    with log.open("w") as out:
+        out.write("$ " + " ".join(cmd) + "\n")
+        out.flush()
+        proc = subprocess.run(cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=out, text=True,
+                              timeout=timeout, check=False)  # fmt: skip
+        out.write(proc.stdout)
+    seconds = time.monotonic() - started
+    return PlayResult(proc.returncode, parse_json_output(proc.stdout, log), log, seconds)
+
+
+def parse_json_output(text: str, log: Path) -> Doc:
+    start = re.search(r"^\{", text, re.MULTILINE)
+    if start is None:
+        raise TwinError(f"twin: ansible-playbook printed no JSON document; see {log}")
+    doc: Doc = json.JSONDecoder().raw_decode(text[start.start() :])[0]
+    return doc

@@ -1,0 +1,200 @@
+"""A twin host's power: the boot loop that runs it, and the chassis program its BMC calls.
+
+A host is "on" while its boot loop runs. The loop boots the host's root with
+``systemd-nspawn --boot`` (the OS's own systemd as PID 1, in the host's network namespace)
+and boots it again when the OS reboots (nspawn exits 133); any other exit is a power-off.
+Before each boot it reads the kernel command line the host's boot loader would pass (the
+stand-in ``update-grub`` writes ``/boot/railplan-twin/cmdline``) and picks the cgroup
+hierarchy from it as the kernel would: ``systemd.unified_cgroup_hierarchy=0`` boots the
+legacy (v1) hierarchy, anything else the OS's default (unified, v2, on Ubuntu 22.04).
+
+``ipmi_sim`` runs ``power.py chassis HOSTDIR get power`` and ``... set power 1|0``,
+``set shutdown 1`` (ACPI soft-off: the OS powers itself off cleanly) and ``set reset 1``
+(``chassis_control`` in ipmi_lan(5); the answer to ``get`` is ``power:<0|1>``). A host whose
+directory holds ``acpi-ignored`` (a scenario's fault) ignores the soft power-off.
+
+This machine's kernel has every cgroup controller on the v1 hierarchy, so a host booted
+unified sees a cgroup2 file system without controllers: enough for systemd and for slurmd to
+choose its cgroup/v2 plugin (which Ubuntu 22.04's Slurm 21.08 does not have), not enough to
+confine jobs with it. Ubuntu 24.04 hosts therefore boot the v1 hierarchy (Slurm 23.11 has
+both plugins; on real 24.04 hardware it uses v2): docs/twin.md, "What the twin cannot show".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CMDLINE = "boot/railplan-twin/cmdline"
+BOOTED_CMDLINE = "var/lib/railplan-twin/booted-cmdline"
+REBOOT_EXIT = 133
+# A DGX takes minutes to POST; the twin's hosts wait this long before booting, so that
+# "powered on" and "up" are distinct states a scheduler's ResumeTimeout can see.
+POST_S = float(os.environ.get("RAILPLAN_TWIN_POST_S", "3"))
+
+
+def host_config(hostdir: Path) -> dict[str, str]:
+    config: dict[str, str] = json.loads((hostdir / "host.json").read_text())
+    return config
+
+
+def loop_pid(hostdir: Path) -> int | None:
+    """The boot loop's pid while the host is on, else None."""
+    try:
+        pid = int((hostdir / "power.pid").read_text())
+        os.kill(pid, 0)
+    except (FileNotFoundError, ValueError, ProcessLookupError):
+        return None
+    return pid
+
+
+def container_init(hostdir: Path) -> int | None:
+    """PID 1 of the running container (the OS's systemd), seen from here."""
+    try:
+        return int((hostdir / "init.pid").read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def boot_loop(hostdir: Path) -> int:
+    """Run the host until it powers off; reboots go round again."""
+    (hostdir / "power.pid").write_text(str(os.getpid()))
+    (hostdir / "power-off").unlink(missing_ok=True)
+    config = host_config(hostdir)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # `set power 0` and `shutdown` go to init
+    try:
+        while not (hostdir / "power-off").exists():
+            time.sleep(POST_S)
+            if boot_once(hostdir, config) != REBOOT_EXIT:
+                break
+    finally:
+        (hostdir / "power.pid").unlink(missing_ok=True)
+        (hostdir / "init.pid").unlink(missing_ok=True)
+    return 0
+
+
+def boot_once(hostdir: Path, config: dict[str, str]) -> int:
+    root = Path(config["root"])
+    cmdline = read_cmdline(root, config)
+    booted = root / BOOTED_CMDLINE
+    booted.parent.mkdir(parents=True, exist_ok=True)
+    booted.write_text(cmdline + "\n")
+    unified = "systemd.unified_cgroup_hierarchy=0" not in cmdline.split() and config[
+        "cgroup_default"
+    ] == "unified"
+    env = dict(os.environ, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY="1" if unified else "0")
+    argv = [
+        "systemd-nspawn", "--boot", "--quiet", "-D", str(root),
+        "--machine", config["machine"], "--register=no", "--keep-unit",
+        "--timezone=off", "--console=passive",
+        # its own network namespace: the OS may configure its links, as on a real server
+        "--capability=CAP_NET_ADMIN",
+        "--network-namespace-path", f"/run/netns/{config['netns']}",
+    ]  # fmt: skip
+    with (hostdir / "console.log").open("a") as console:
+        console.write(f"--- power on {time.strftime('%H:%M:%S')} cmdline: {cmdline}\n")
+        console.flush()
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console, stderr=console, env=env)
+        record_init(hostdir, proc.pid)
+        rc = proc.wait()
+        console.write(f"--- nspawn exited {rc} {time.strftime('%H:%M:%S')}\n")
+    (hostdir / "init.pid").unlink(missing_ok=True)
+    return rc
+
+
+def read_cmdline(root: Path, config: dict[str, str]) -> str:
+    try:
+        return (root / CMDLINE).read_text().strip()
+    except FileNotFoundError:
+        return config["cmdline_default"]
+
+
+def record_init(hostdir: Path, nspawn_pid: int) -> None:
+    """Find the container's init (nspawn's child) so power commands can signal it."""
+    for _ in range(100):
+        children = Path(f"/proc/{nspawn_pid}/task/{nspawn_pid}/children")
+        try:
+            pids = children.read_text().split()
+        except FileNotFoundError:
+            return
+        if pids:
+            (hostdir / "init.pid").write_text(pids[0])
+            return
+        time.sleep(0.05)
+
+
+def power_on(hostdir: Path) -> None:
+    if loop_pid(hostdir) is not None:
+        return
+    subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "boot", str(hostdir)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    for _ in range(100):
+        if loop_pid(hostdir) is not None:
+            return
+        time.sleep(0.05)
+
+
+def power_off(hostdir: Path, *, soft: bool) -> None:
+    """Soft: the OS shuts itself down (systemd's SIGRTMIN+4, as on an ACPI power button).
+    Hard: the power is cut (the container's init is killed; the loop stops)."""
+    init = container_init(hostdir)
+    if soft:
+        # a scenario's fault: the OS ignores the ACPI power button (hung, or ACPI disabled)
+        if init is not None and not (hostdir / "acpi-ignored").exists():
+            (hostdir / "power-off").touch()
+            os.kill(init, signal.SIGRTMIN + 4)
+        return
+    (hostdir / "power-off").touch()
+    if init is not None:
+        os.kill(init, signal.SIGKILL)
+
+
+def reset(hostdir: Path) -> None:
+    init = container_init(hostdir)
+    if init is not None:
+        os.kill(init, signal.SIGKILL)  # nspawn exits non-133: the loop would stop; restart
+    for _ in range(200):
+        if loop_pid(hostdir) is None:
+            break
+        time.sleep(0.05)
+    power_on(hostdir)
+
+
+def chassis(hostdir: Path, verb: str, args: list[str]) -> int:
+    """ipmi_sim's chassis_control program: get power; set power 0|1; set shutdown|reset 1."""
+    values = dict(zip(args[::2], (a.strip('"') for a in args[1::2]), strict=False))
+    if verb == "get":
+        print(f"power:{1 if loop_pid(hostdir) is not None else 0}")
+        return 0
+    if values.get("power") == "1":
+        power_on(hostdir)
+    elif values.get("power") == "0":
+        power_off(hostdir, soft=False)
+    elif values.get("shutdown") == "1":
+        power_off(hostdir, soft=True)
+    elif values.get("reset") == "1":
+        reset(hostdir)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[0] == "boot":
+        return boot_loop(Path(argv[1]))
+    if len(argv) >= 3 and argv[0] == "chassis":
+        return chassis(Path(argv[1]), argv[2], argv[3:])
+    print("usage: power.py boot HOSTDIR | chassis HOSTDIR get|set NAME VALUE...", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

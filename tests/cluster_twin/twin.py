@@ -1,0 +1,330 @@
+"""`ClusterTwin`: a spec's rendered deployment stood up as a cluster on this machine.
+
+``up()`` renders the spec (``railplan render``), builds or reuses the OS root and the site
+mirror, creates the networks, mounts and provisions one root per planned server, starts its
+BMC and powers it on through the BMC (``ipmitool chassis power on``, as an operator would),
+then waits for every host's sshd. ``down()`` powers everything off and removes what ``up``
+made, also after a killed run (`network.teardown_all`, mounts found by prefix).
+
+Scenarios drive it with `playbook` (the rendered entry playbook, real ``ansible-playbook``
+over SSH), `ssh` (a command on a host, as the operator), `ipmitool`, `set_faults` (the
+hardware stand-ins' fault file) and `slurm` (a Slurm client command on the controller).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from ipaddress import IPv4Network
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from tests.cluster_twin import bmc, hosts, mirror, network, power, roots
+from tests.cluster_twin.ansible_run import (
+    BMC_USER,
+    PlayResult,
+    run_playbook,
+    site_vars,
+    twin_slurm_files,
+    write_overrides,
+    write_vault,
+)
+from tests.cluster_twin.hosts import TwinHost
+from tests.cluster_twin.proc import TwinError, run
+
+REPO = Path(__file__).resolve().parents[2]
+TOOLS = ["systemd-nspawn", "ipmi_sim", "ipmitool", "apt-ftparchive", "dpkg-deb", "gpg",
+         "ansible-playbook", "ansible-vault", "ssh", "chroot"]  # fmt: skip
+
+
+def preflight() -> None:
+    if os.geteuid() != 0:
+        raise TwinError("twin: needs root (namespaces, mounts, nspawn)", 2)
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if not os.access(roots.DEBOOTSTRAP, os.X_OK):
+        missing.append("debootstrap")
+    if missing:
+        raise TwinError(f"twin: missing {' '.join(missing)} (make tools installs them)", 2)
+
+
+class ClusterTwin:
+    """The twin of one spec; a context manager (``with ClusterTwin(...) as twin``)."""
+
+    def __init__(self, spec: Path, workdir: Path, *, extra_drivers: Iterable[str] = ()) -> None:
+        preflight()
+        self.spec_path = spec.resolve()
+        self.workdir = workdir.resolve()
+        self.extra_drivers = tuple(extra_drivers)
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.hosts: dict[str, TwinHost] = {}
+        self.timings: dict[str, float] = {}
+
+    # --- up -------------------------------------------------------------------------------
+
+    def __enter__(self) -> ClusterTwin:
+        try:
+            self.up()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:  # fmt: skip
+        if not os.environ.get("RAILPLAN_TWIN_KEEP"):
+            self.down()
+
+    def up(self) -> None:
+        started = time.monotonic()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.tree = self.render()
+        self.inventory = next(p for p in (self.tree / "inventories").iterdir() if p.is_dir())
+        self.all_vars = self.group_vars("all")
+        self.spec = yaml.safe_load(self.spec_path.read_text())
+        self.os_name = self.spec.get("software", {}).get("os", "ubuntu-22.04")
+        self.image = roots.ensure_root(self.os_name, self.workdir / "debootstrap.log")
+        self.timings["image_s"] = time.monotonic() - started
+        self.versions = self.pinned_versions()
+        mirror.build_mirror(self.workdir / "mirror", self.versions, roots.cache_dir() / "gpg")
+        self.key = self.ssh_key()
+        self.hosts = self.plan_hosts()
+        self.start_network()
+        self.bmc_password = secrets.token_hex(8)  # IPMI 2.0 passwords hold at most 20 bytes
+        self.bmc_password_file = self.workdir / "bmc-password"
+        self.bmc_password_file.write_text(self.bmc_password + "\n")
+        for host in self.hosts.values():
+            self.create_host(host)
+        self.record_pids()
+        self.write_ansible_inputs()
+        self.power_all("on")
+        self.wait_ssh(self.hosts.values())
+        self.on_all("apt-get -qq update")  # provisioning's last step, as cloud-init's package_update
+        self.timings["up_s"] = time.monotonic() - started
+
+    def resume(self) -> None:
+        """Attach to a twin that ``up`` left running in the same work directory."""
+        self.tree = self.workdir / "tree"
+        self.inventory = next(p for p in (self.tree / "inventories").iterdir() if p.is_dir())
+        self.all_vars = self.group_vars("all")
+        self.spec = yaml.safe_load(self.spec_path.read_text())
+        self.os_name = self.spec.get("software", {}).get("os", "ubuntu-22.04")
+        self.image = roots.root_path(self.os_name)
+        self.versions = self.pinned_versions()
+        self.key = self.workdir / "id_ed25519"
+        self.hosts = self.plan_hosts()
+        self.bmc_password_file = self.workdir / "bmc-password"
+        self.bmc_password = self.bmc_password_file.read_text().strip()
+        self.overrides = self.workdir / "overrides"
+        self.vault = (self.workdir / "vault.yml", self.workdir / "vault-password")
+
+    def render(self) -> Path:
+        tree = self.workdir / "tree"
+        railplan = Path(sys.executable).parent / "railplan"
+        cmd = [str(railplan), "render", str(self.spec_path), "--root", str(tree), "--force"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise TwinError(f"twin: railplan render failed: {proc.stdout}{proc.stderr}")
+        return tree
+
+    def group_vars(self, group: str) -> dict[str, Any]:
+        path = self.inventory / "group_vars" / f"{group}.yml"
+        data: dict[str, Any] = yaml.safe_load(path.read_text()) if path.exists() else {}
+        return data or {}
+
+    def pinned_versions(self) -> mirror.Versions:
+        v = self.all_vars
+        driver = str(v.get("nvidia_driver_version", "550.90.07"))
+        return mirror.Versions(
+            drivers=(driver, *self.extra_drivers),
+            dcgm=str(v.get("dcgm_version", "3.3.6")),
+            nccl=str(v.get("nccl_version", "2.21.5")),
+            cuda=str(v.get("nccl_cuda_version", "12.4")),
+            doca=str(v.get("rdma_doca_version", "2.7.0")),
+        )
+
+    def ssh_key(self) -> Path:
+        key = self.workdir / "id_ed25519"
+        if not key.exists():
+            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "railplan-twin", "-f", str(key)])
+        return key
+
+    def plan_hosts(self) -> dict[str, TwinHost]:
+        site = self.spec.get("site", {})
+        cidr = IPv4Network(site.get("management_cidr", "10.0.0.0/16"))
+        block_prefix = self.block_prefix(cidr)
+        found: dict[str, TwinHost] = {}
+        with (self.inventory / "files" / "hosts.csv").open() as rows:
+            for index, row in enumerate(csv.DictReader(rows), start=1):
+                gateway = network.block_gateway(row["mgmt_ip"], cidr, block_prefix)
+                net = network.HostNet(index, row["mgmt_ip"], gateway, cidr.prefixlen)
+                hostdir = self.workdir / "hosts" / row["name"]
+                found[row["name"]] = TwinHost(row["name"], row["group"], row["su"], net,
+                                              row["bmc_ip"], hostdir, self.os_name)  # fmt: skip
+        return found
+
+    def block_prefix(self, cidr: IPv4Network) -> int | None:
+        from infra.spec import load_spec_text
+        from infra.topology.addressing import blocks
+
+        spec = load_spec_text(self.spec_path.read_text(), str(self.spec_path)).spec
+        found = blocks(cidr, spec)
+        return found[0].network.prefixlen if found else None
+
+    def start_network(self) -> None:
+        network.teardown_all()
+        gateways = [h.net.gateway for h in self.hosts.values()]
+        prefix = next(iter(self.hosts.values())).net.prefix
+        network.create_links(gateways, prefix, [h.bmc_ip for h in self.hosts.values()])
+        for host in self.hosts.values():
+            network.create_host(host.net)
+        self.procs.append(mirror.start_proxy(self.workdir))
+        self.procs.append(mirror.start_http(self.workdir / "mirror", self.workdir / "http.log"))
+        self.procs.append(mirror.start_git(self.workdir / "mirror", self.workdir / "git.log"))
+
+    def create_host(self, host: TwinHost) -> None:
+        if host.hostdir.exists():
+            hosts.unmount_root(host)
+            shutil.rmtree(host.hostdir)
+        host.hostdir.mkdir(parents=True)
+        hosts.mount_root(host, self.image)
+        mirror_key = roots.cache_dir() / "gpg" / "railplan-twin-mirror.asc"
+        hosts.provision(host, self.key.with_suffix(".pub").read_text(), mirror_key, self.hardware(host))
+        (host.hostdir / "host.json").write_text(json.dumps(hosts.host_config(host), indent=1))
+        self.procs.append(bmc.start(host.name, host.bmc_ip, BMC_USER, self.bmc_password, host.hostdir))
+
+    def hardware(self, host: TwinHost) -> dict[str, Any]:
+        """The host's hardware as planned: a healthy server of its node group."""
+        g = self.group_vars(host.group)
+        devices = list(g.get("nccl_ib_hca", []))
+        rate = int(g.get("acceptance_ib_rate_gbps", 200))
+        return {
+            "host": host.name,
+            "gpu": {"count": int(g.get("railplan_gpus_per_node", 8)),
+                    "name": g.get("acceptance_gpu_name", "NVIDIA A100-SXM4-80GB"),
+                    "nvlinks": int(g.get("acceptance_nvlink_links_per_gpu", 12)), "nvlink_GBps": 25},
+            "hcas": [{"name": d, "rate_gbps": rate, "lid": 100 * host.net.index + i,
+                      "guid": f"0x{0x1070fd0300000000 + (host.net.index << 8) + i:016x}"}
+                     for i, d in enumerate(devices)],
+            "mgmt_on_connectx": True,  # DGX: in-band management on the ConnectX storage/in-band NICs
+            "nccl": {"node_busbw_GBps": float(g.get("acceptance_node_expected_busbw_gbytes_per_s", 0)),
+                     "su_busbw_GBps": float(g.get("acceptance_su_expected_busbw_gbytes_per_s", 0))},
+        }  # fmt: skip
+
+    def write_ansible_inputs(self) -> None:
+        self.overrides = self.workdir / "overrides"
+        slurm_files = self.inventory / "files" / "slurm"
+        extra = site_vars(self.versions)
+        if slurm_files.is_dir():
+            extra["slurm_files_dir"] = str(twin_slurm_files(slurm_files, self.workdir / "slurm-files"))
+        write_overrides(self.overrides, sorted(self.hosts), self.key, extra)
+        self.vault = write_vault(self.workdir, self.bmc_password)
+
+    # --- power and reachability --------------------------------------------------------------
+
+    def ipmitool(self, host: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        address = self.hosts[host].bmc_ip
+        return run(bmc.ipmitool(address, BMC_USER, self.bmc_password_file, *args), check=check)
+
+    def power_all(self, state: str) -> None:
+        for host in self.hosts.values():
+            bmc.wait_ready(host.bmc_ip, BMC_USER, self.bmc_password_file)
+            self.ipmitool(host.name, "chassis", "power", state)
+
+    def powered(self, host: str) -> bool:
+        return power.loop_pid(self.hosts[host].hostdir) is not None
+
+    def wait_ssh(self, targets: Iterable[TwinHost], timeout: float = 300) -> None:
+        pending = {h.name for h in targets}
+        deadline = time.monotonic() + timeout
+        while pending:
+            for name in sorted(pending):
+                if self.ssh(name, "systemctl is-system-running --wait", check=False, timeout=30).returncode in (0, 1):
+                    pending.discard(name)
+            if pending and time.monotonic() > deadline:
+                raise TwinError(f"twin: no SSH after {timeout:.0f} s: {', '.join(sorted(pending))}")
+            if pending:
+                time.sleep(1)
+
+    def ssh_argv(self, host: str, command: str) -> list[str]:
+        return ["ssh", "-i", str(self.key), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5", "-o", "BatchMode=yes",
+                f"root@{self.hosts[host].net.mgmt_ip}", command]  # fmt: skip
+
+    def ssh(self, host: str, command: str, *, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        argv = self.ssh_argv(host, command)
+        try:
+            return run(argv, check=check, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            if check:
+                raise
+            return subprocess.CompletedProcess(argv, 255, "", "timeout")
+
+    def on_all(self, command: str, timeout: float = 300) -> None:
+        """Run COMMAND on every host at once; raise naming the hosts where it failed."""
+        procs = {name: subprocess.Popen(self.ssh_argv(name, command), stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True)
+                 for name in self.hosts}  # fmt: skip
+        failed = []
+        for name, proc in procs.items():
+            out, _ = proc.communicate(timeout=timeout)
+            if proc.returncode != 0:
+                failed.append(f"{name}: {out.strip()[-300:]}")
+        if failed:
+            raise TwinError(f"twin: `{command}` failed on " + "; ".join(failed))
+
+    # --- scenarios' tools -------------------------------------------------------------------
+
+    def playbook(self, *args: str, name: str = "play", timeout: float = 3600) -> PlayResult:
+        log = self.workdir / "logs" / f"{name}.log"
+        log.parent.mkdir(exist_ok=True)
+        return run_playbook(self.tree, self.inventory, self.overrides, self.vault, log, list(args), timeout)
+
+    def set_faults(self, host: str, faults: dict[str, Any]) -> None:
+        path = self.hosts[host].root / "etc/railplan-twin/faults.json"
+        path.write_text(json.dumps(faults) + "\n")
+
+    def calls(self, host: str) -> list[str]:
+        """The stand-ins' call log of HOST (time, tool, arguments), oldest first."""
+        path = self.hosts[host].root / "var/log/railplan-twin/calls.log"
+        return path.read_text().splitlines() if path.exists() else []
+
+    # --- down -----------------------------------------------------------------------------
+
+    def record_pids(self) -> None:
+        (self.workdir / "pids").write_text("".join(f"{p.pid}\n" for p in self.procs))
+
+    def down(self) -> None:
+        pids = self.workdir / "pids"
+        if pids.exists():  # a twin that `up` left running in an earlier process
+            for line in pids.read_text().split():
+                try:
+                    os.kill(int(line), signal.SIGTERM)
+                except (ProcessLookupError, ValueError):
+                    pass
+            pids.unlink()
+        for host in self.hosts.values():
+            power.power_off(host.hostdir, soft=False)
+        deadline = time.monotonic() + 30
+        while any(power.loop_pid(h.hostdir) for h in self.hosts.values()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for host in self.hosts.values():
+            hosts.unmount_root(host)
+        network.teardown_all()
