@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit tools fuzz bench accuracy golden sandbox twin clean
+.PHONY: demo test lint typecheck unit tools fuzz bench accuracy golden sandbox twin cluster-twin clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -49,10 +49,13 @@ unit: $(STAMP) tools
 # The real consumers of rendered files: Chromium for the report (tests/test_report_browser.py),
 # slurmctld with munged (tests/test_slurmctld.py), opensm on an ibsim fabric
 # (tests/test_opensm_real.py), promtool on the alert rules and shellcheck on every shell script
-# (tests/test_monitoring_real.py).
+# (tests/test_monitoring_real.py); the cluster twin's hosts and BMCs (tests/test_cluster_twin.py:
+# systemd-nspawn, debootstrap, ipmi_sim and ipmitool, apt-cacher-ng, apt-ftparchive).
 # Installed as root with apt-get (CI); elsewhere those tests skip, saying why, and under
 # CI=true a missing tool fails them.
-TOOLS_PKGS := chromium:chromium slurmctld:slurmctld scontrol:slurm-client munged:munge opensm:opensm ibsim:ibsim-utils smpquery:infiniband-diags promtool:prometheus shellcheck:shellcheck
+TOOLS_PKGS := chromium:chromium slurmctld:slurmctld scontrol:slurm-client munged:munge opensm:opensm ibsim:ibsim-utils smpquery:infiniband-diags promtool:prometheus shellcheck:shellcheck \
+	systemd-nspawn:systemd-container debootstrap:debootstrap ipmi_sim:openipmi ipmitool:ipmitool \
+	apt-cacher-ng:apt-cacher-ng apt-ftparchive:apt-utils gpg:gnupg
 tools:
 	@missing=""; for pair in $(TOOLS_PKGS); do \
 	  command -v $${pair%%:*} >/dev/null 2>&1 || [ -x /usr/sbin/$${pair%%:*} ] || missing="$$missing $${pair#*:}"; \
@@ -100,6 +103,14 @@ twin: $(STAMP) tools
 # built with debootstrap (needs root and Debian's mirror; .ci/run runs it, `make test` does not).
 sandbox: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python tests/sandbox/run.py
+
+# The cluster twin's full scenarios (tests/test_cluster_twin.py, docs/twin.md): the rendered
+# deployment of a 4-node lab and one DGX A100 SU run as clusters of Ubuntu 22.04 and 24.04
+# hosts (root; builds the OS roots once into /var/tmp/railplan-twin/cache). `make test` runs
+# its smoke case only.
+cluster-twin: $(STAMP) tools
+	PATH="$(CURDIR)/$(BIN):$$PATH" RAILPLAN_CLUSTER_TWIN=full $(BIN)/pytest -q -p no:cacheprovider \
+	  tests/test_cluster_twin.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -444,11 +445,31 @@ def _playbook(spec: Spec, catalog: Catalog, plan: Plan) -> str:
         groups=plays,
         sharp=sharp,
         control_play=control_play,
+        control_note=_control_note(control_play, spec),
         opensm=_opensm(spec),
         slurm_play=spec.scheduler.kind == "slurm",
         max_fail_percentage=MAX_FAIL_PERCENTAGE,
         overview=overview,
     )
+
+
+def _control_note(control: _ControlPlay | None, spec: Spec) -> list[str]:
+    """The header paragraph on the control hosts' play, wrapped like the rest."""
+    if control is None:
+        return []
+    what = [w for w, on in (("the Slurm controller", spec.scheduler.kind == "slurm"),
+                            ("the OpenSM master and standby", _opensm(spec))) if on]  # fmt: skip
+    why = ["the first batch is ordinary compute"]
+    if spec.scheduler.kind == "slurm":
+        why.append("slurmctld stays up to drain every other batch")
+    if _opensm(spec):
+        why.append("the two subnet managers are never down together")
+    text = (
+        f"The control hosts ({', '.join(control.hosts)}: {' and '.join(what)}) roll last, "
+        f"one host at a time, in a play of their own, so {', '.join(why[:-1])}"
+        f"{' and ' if len(why) > 1 else ''}{why[-1]}. The node-group plays leave them out."
+    )
+    return textwrap.wrap(text, width=92)
 
 
 def _batches(plan: Plan, group: str, batch: int, control: set[str], by_su: bool) -> list[int]:

@@ -56,10 +56,12 @@ def site_vars(versions: Versions) -> dict[str, Any]:
     }
 
 
-def write_overrides(path: Path, hosts: list[str], key: Path, extra: dict[str, Any]) -> None:
+def write_overrides(path: Path, key: Path, extra: dict[str, Any]) -> None:
+    """An inventory source with no hosts of its own: its group_vars/all.yml applies to every
+    host of the rendered inventory, whose hosts keep their inventory_dir (the rendered one:
+    the roles find files/ through it)."""
     (path / "group_vars").mkdir(parents=True, exist_ok=True)
-    listing = {"all": {"hosts": {host: None for host in hosts}}}
-    (path / "hosts.yml").write_text(json.dumps(listing, indent=1) + "\n")
+    (path / "hosts.yml").write_text(json.dumps({"all": {}}) + "\n")
     connection = {
         "ansible_user": "root",
         "ansible_ssh_private_key_file": str(key),
@@ -147,7 +149,7 @@ class PlayResult:
 
 def run_playbook(
     tree: Path, inventory: Path, overrides: Path, vault: tuple[Path, Path], log: Path,
-    args: list[str], timeout: float = 3600,
+    args: list[str], timeout: float = 3600, play: Path | None = None,
 ) -> PlayResult:  # fmt: skip
     env = dict(
         os.environ,
@@ -160,7 +162,7 @@ def run_playbook(
     cmd = [
         "ansible-playbook", "-i", str(inventory), "-i", str(overrides),
         "-e", f"@{vault[0]}", "--vault-password-file", str(vault[1]),
-        str(tree / "playbooks" / f"{inventory.name}.yml"), *args,
+        str(play or tree / "playbooks" / f"{inventory.name}.yml"), *args,
     ]  # fmt: skip
     started = time.monotonic()
     with log.open("w") as out:

@@ -111,6 +111,23 @@ def provision(host: TwinHost, authorized_key: str, mirror_key: Path, hardware: d
     install_hardware_layer(host, hardware)
 
 
+def trust_each_other(hosts: list[TwinHost], key: Path) -> None:
+    """Root on every host may SSH to every other by name or address with one cluster key, and
+    knows their host keys: what mpirun over SSH needs (the acceptance role's SU test), and
+    what a site sets up for its MPI users (a shared home, ssh_known_hosts)."""
+    known = []
+    for host in hosts:
+        public = (host.root / "etc/ssh/ssh_host_ed25519_key.pub").read_text().split()
+        known.append(f"{host.name},{host.net.mgmt_ip} {public[0]} {public[1]}\n")
+    for host in hosts:
+        ssh = host.root / "root/.ssh"
+        shutil.copy(key, ssh / "id_ed25519")
+        (ssh / "id_ed25519").chmod(0o600)
+        with (ssh / "authorized_keys").open("a") as keys:
+            keys.write(key.with_suffix(".pub").read_text())
+        (host.root / "etc/ssh/ssh_known_hosts").write_text("".join(known))
+
+
 def install_hardware_layer(host: TwinHost, hardware: dict[str, Any]) -> None:
     """The stand-ins (module docstring); re-run on an existing host, it refreshes them."""
     root = host.root

@@ -51,7 +51,7 @@ class Deb:
     name: str
     version: str
     description: str
-    tools: list[str] = field(default_factory=list)  # /usr/bin/<tool> -> hw.py
+    tools: list[str] = field(default_factory=list)  # usr/bin/<tool> (or usr/sbin/...) -> hw.py
     files: dict[str, str] = field(default_factory=dict)
     postinst: str = ""
     postrm: str = ""
@@ -194,12 +194,12 @@ def doca_debs(version: str) -> list[Deb]:
                    **openibd_unit()},
             postinst=record("doca", version) + "systemctl daemon-reload || true\n",
             postrm=f'[ "$1" = remove ] || [ "$1" = purge ] && rm -f {INSTALLED}/doca.json\nexit 0\n'),
-        Deb("infiniband-diags", mlnx, "InfiniBand diagnostics (DOCA)", tools=["ibstat", "ibnetdiscover"]),
+        Deb("infiniband-diags", mlnx, "InfiniBand diagnostics (DOCA)", tools=["usr/sbin/ibstat", "usr/sbin/ibnetdiscover"]),
         Deb("perftest", mlnx, "RDMA performance tests (DOCA)", tools=["ib_write_bw"]),
         Deb("ibverbs-utils", mlnx, "verbs utilities (DOCA)", tools=["ibv_devinfo"]),
         # DOCA-Host ships NVIDIA's OpenSM 5 as `opensm`, its service named opensmd
         Deb("opensm", "5.18.0.MLNX20240128.3f266a48-0.1.2404066", "NVIDIA OpenSM (DOCA)",
-            tools=["opensm"], files=unit("opensmd", "/usr/bin/opensm --config /etc/opensm/opensm.conf",
+            tools=["usr/sbin/opensm"], files=unit("opensmd", "/usr/sbin/opensm --config /etc/opensm/opensm.conf",
                                          "OpenSM InfiniBand subnet manager")),
     ]  # fmt: skip
 
@@ -233,7 +233,7 @@ def build_deb(deb: Deb, out: Path, staging: Path) -> Path:
         target.write_text(text)
         target.chmod(0o755 if text.startswith("#!") else 0o644)
     for tool in deb.tools:
-        link = root / "usr/bin" / tool
+        link = root / (tool if "/" in tool else f"usr/bin/{tool}")
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(HW)
     target = out / deb.filename

@@ -97,7 +97,7 @@ def boot_once(hostdir: Path, config: dict[str, str]) -> int:
         "--network-namespace-path", f"/run/netns/{config['netns']}",
     ]  # fmt: skip
     with (hostdir / "console.log").open("a") as console:
-        console.write(f"--- power on {time.strftime('%H:%M:%S')} cmdline: {cmdline}\n")
+        console.write(f"--- power on {time.time():.0f} {time.strftime('%H:%M:%S')} cmdline: {cmdline}\n")
         console.flush()
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console, stderr=console, env=env)
         record_init(hostdir, proc.pid)

@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from infra.catalog.distro_slurm import distro_slurm
 from tests.cluster_twin import bmc, hosts, mirror, network, power, roots
 from tests.cluster_twin.ansible_run import (
     BMC_USER,
@@ -103,8 +104,10 @@ class ClusterTwin:
         self.bmc_password = secrets.token_hex(8)  # IPMI 2.0 passwords hold at most 20 bytes
         self.bmc_password_file = self.workdir / "bmc-password"
         self.bmc_password_file.write_text(self.bmc_password + "\n")
+        self.fabric_dump = self.discover_fabric()
         for host in self.hosts.values():
             self.create_host(host)
+        hosts.trust_each_other(list(self.hosts.values()), self.cluster_key())
         self.record_pids()
         self.write_ansible_inputs()
         self.power_all("on")
@@ -128,10 +131,19 @@ class ClusterTwin:
         self.overrides = self.workdir / "overrides"
         self.vault = (self.workdir / "vault.yml", self.workdir / "vault-password")
 
+    def rerender(self, spec_text: str) -> None:
+        """The operator's day-2 step: an edited spec, rendered over the same tree."""
+        edited = self.workdir / f"{self.spec_path.stem}-edited.yaml"
+        edited.write_text(spec_text)
+        self.spec_path = edited
+        self.render()
+        self.all_vars = self.group_vars("all")
+        self.write_ansible_inputs()
+
     def render(self) -> Path:
         tree = self.workdir / "tree"
-        railplan = Path(sys.executable).parent / "railplan"
-        cmd = [str(railplan), "render", str(self.spec_path), "--root", str(tree), "--force"]
+        railplan = os.environ.get("RAILPLAN_TWIN_RAILPLAN") or str(Path(sys.executable).parent / "railplan")
+        cmd = [railplan, "render", str(self.spec_path), "--root", str(tree), "--force"]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise TwinError(f"twin: railplan render failed: {proc.stdout}{proc.stderr}")
@@ -157,6 +169,27 @@ class ClusterTwin:
         key = self.workdir / "id_ed25519"
         if not key.exists():
             run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "railplan-twin", "-f", str(key)])
+        return key
+
+    def discover_fabric(self) -> str:
+        """What ``ibnetdiscover -p`` shows on the planned fabric: the fabric twin's real
+        ibsim, opensm and infiniband-diags on the rendered netlist (the hosts' stand-in
+        ibnetdiscover prints it)."""
+        from infra.catalog import load_catalog
+        from tests.fabric_twin import FabricTwin
+
+        workdir = self.workdir / "fabric"
+        shutil.rmtree(workdir, ignore_errors=True)
+        workdir.mkdir()
+        with FabricTwin(self.spec_path.read_text(), load_catalog(), workdir) as fabric:
+            fabric.opensm()
+            return fabric.dump("ibnetdiscover-p.txt", "ibnetdiscover", "-p").read_text()
+
+    def cluster_key(self) -> Path:
+        """Root's key on every host (hosts.trust_each_other), not the operator's."""
+        key = self.workdir / "cluster_id_ed25519"
+        if not key.exists():
+            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "twin-cluster", "-f", str(key)])
         return key
 
     def plan_hosts(self) -> dict[str, TwinHost]:
@@ -200,6 +233,7 @@ class ClusterTwin:
         hosts.mount_root(host, self.image)
         mirror_key = roots.cache_dir() / "gpg" / "railplan-twin-mirror.asc"
         hosts.provision(host, self.key.with_suffix(".pub").read_text(), mirror_key, self.hardware(host))
+        (host.root / "etc/railplan-twin/ibnetdiscover-p.txt").write_text(self.fabric_dump)
         (host.hostdir / "host.json").write_text(json.dumps(hosts.host_config(host), indent=1))
         self.procs.append(bmc.start(host.name, host.bmc_ip, BMC_USER, self.bmc_password, host.hostdir))
 
@@ -217,6 +251,7 @@ class ClusterTwin:
                       "guid": f"0x{0x1070fd0300000000 + (host.net.index << 8) + i:016x}"}
                      for i, d in enumerate(devices)],
             "mgmt_on_connectx": True,  # DGX: in-band management on the ConnectX storage/in-band NICs
+            "openibd_reload_s": int(os.environ.get("RAILPLAN_TWIN_OPENIBD_RELOAD_S", "150")),
             "nccl": {"node_busbw_GBps": float(g.get("acceptance_node_expected_busbw_gbytes_per_s", 0)),
                      "su_busbw_GBps": float(g.get("acceptance_su_expected_busbw_gbytes_per_s", 0))},
         }  # fmt: skip
@@ -225,10 +260,14 @@ class ClusterTwin:
         self.overrides = self.workdir / "overrides"
         slurm_files = self.inventory / "files" / "slurm"
         extra = site_vars(self.versions)
+        railplan = os.environ.get("RAILPLAN_TWIN_RAILPLAN") or str(Path(sys.executable).parent / "railplan")
+        extra["acceptance_fabric_verify_command"] = [railplan, "verify", str(self.spec_path)]
         if slurm_files.is_dir():
             extra["slurm_files_dir"] = str(twin_slurm_files(slurm_files, self.workdir / "slurm-files"))
-        write_overrides(self.overrides, sorted(self.hosts), self.key, extra)
-        self.vault = write_vault(self.workdir, self.bmc_password)
+        write_overrides(self.overrides, self.key, extra)
+        if not (self.workdir / "vault.yml").exists():
+            write_vault(self.workdir, self.bmc_password)
+        self.vault = (self.workdir / "vault.yml", self.workdir / "vault-password")
 
     # --- power and reachability --------------------------------------------------------------
 
@@ -289,6 +328,47 @@ class ClusterTwin:
         log = self.workdir / "logs" / f"{name}.log"
         log.parent.mkdir(exist_ok=True)
         return run_playbook(self.tree, self.inventory, self.overrides, self.vault, log, list(args), timeout)
+
+    def playbook_adhoc(self, pattern: str, module: str, args: str = "", name: str = "adhoc") -> PlayResult:
+        """An ad-hoc module run, as ``ansible PATTERN -m MODULE``, through the same inventory."""
+        play = self.workdir / f"{name}.yml"
+        task = {"name": f"Run {module}.", module: args or None}
+        play.write_text(json.dumps([{"name": "Ad-hoc.", "hosts": pattern, "gather_facts": False,
+                                     "tasks": [task]}]))  # fmt: skip
+        log = self.workdir / "logs" / f"{name}.log"
+        log.parent.mkdir(exist_ok=True)
+        return run_playbook(self.tree, self.inventory, self.overrides, self.vault, log, [], play=play)
+
+    def controller(self) -> str:
+        """The Slurm controller: the rendered inventory's slurm_controllers host."""
+        hosts = json.loads((self.inventory / "hosts.yml").read_text())["all"]["children"]
+        return next(iter(hosts["slurm_controllers"]["hosts"]))
+
+    def expected_slurm_version(self) -> str:
+        """The Slurm version the target OS's archive ships (infra.catalog.distro_slurm)."""
+        found = distro_slurm(self.os_name)
+        assert found is not None, self.os_name
+        return found.version
+
+    def control_hosts(self) -> list[str]:
+        hosts = json.loads((self.inventory / "hosts.yml").read_text())["all"]["children"]
+        return list(hosts.get("control_hosts", {}).get("hosts", {}))
+
+    def slurm_conf(self) -> str:
+        return (self.inventory / "files" / "slurm" / "slurm.conf").read_text()
+
+    def power_on_times(self, host: str, since: float) -> float:
+        """When the host was last powered on after SINCE (its console log), as a timestamp."""
+        found = 0.0
+        for line in (self.hosts[host].hostdir / "console.log").read_text().splitlines():
+            if line.startswith("--- power on "):
+                stamp = float(line.split()[3])
+                if stamp >= since - 1:
+                    found = stamp
+        return found
+
+    def first_host(self) -> str:
+        return next(iter(self.hosts))
 
     def set_faults(self, host: str, faults: dict[str, Any]) -> None:
         path = self.hosts[host].root / "etc/railplan-twin/faults.json"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from infra.catalog.distro_slurm import distro_slurm
 from infra.catalog.drivers import (
     CUDA_DRIVER_MINIMUMS,
     OPEN_MODULES_FIRST_BRANCH,
@@ -252,3 +253,40 @@ def slurm_gpu_metrics_need_dcgm4(ctx: LintContext) -> Iterator[Violation]:
             f'set software.dcgm: "{EXPORTER_PAIRED_DCGM}", or host a DCGM 3 exporter binary '
             "(dcgm_exporter_binary_url)",
         )
+
+
+@rule(
+    "RP037",
+    "slurm-mig-needs-nvml",
+    Severity.WARNING,
+    "MIG on Slurm needs a Slurm built with NVML; the target OS's own Slurm has none.",
+)
+def slurm_mig_needs_nvml(ctx: LintContext) -> Iterator[Violation]:
+    """A MIG-partitioned node group on Slurm, on an OS whose own Slurm cannot detect MIG.
+
+    Why: railplan's gres.conf describes MIG devices with `AutoDetect=nvml`, as SchedMD
+    documents for MIG: slurmd asks NVML for each GPU's MIG devices and their
+    /dev/nvidia-caps files. That needs Slurm's gpu/nvml plugin, which is built only against
+    NVIDIA's NVML headers; the slurm role installs the distribution's Slurm, and neither
+    Ubuntu 22.04's 21.08 nor 24.04's 23.11 has it (`infra.catalog.distro_slurm`). slurmd on
+    those nodes stops with "We were configured to autodetect nvml functionality, but we
+    weren't able to find that lib when Slurm was configured" (seen on the cluster twin).
+    Fix: install a Slurm built with NVML on those nodes (SchedMD's or NVIDIA's packages,
+    through the slurm role's package variables or a site repository), or schedule the MIG
+    groups with Kubernetes (`scheduler.kind: kubernetes`), whose device plugin reads MIG
+    itself.
+    """
+    spec = ctx.loaded.spec
+    distro = distro_slurm(spec.software.os)
+    if spec.scheduler.kind != "slurm" or distro is None or distro.nvml:
+        return
+    for i, (group, mig) in enumerate(zip(spec.node_groups, ctx.migs, strict=True)):
+        if mig.split:
+            yield Violation(
+                f"node_groups[{i}].mig",
+                f"node group '{group.name}' is MIG-partitioned on Slurm, but {spec.software.os}'s "
+                f"Slurm {distro.version} has no NVML support: slurmd cannot detect the MIG "
+                "devices (gres.conf AutoDetect=nvml) and stops on these nodes",
+                "install a Slurm built with NVML on these nodes, or schedule MIG groups "
+                "with Kubernetes",
+            )

@@ -647,7 +647,19 @@ def boot(args):
                 wanted.append(module_name(line.strip()))
     for name in wanted:
         modprobe([name])  # a module that does not load is skipped, as systemd-modules-load does
+    if "nvidia" in loaded():
+        make_device_files()
     return 0
+
+
+def make_device_files():
+    """The device files the loaded driver gives (nvidia-modprobe/udev): /dev/nvidia<N> per GPU
+    and /dev/nvidiactl on character major 195, /dev/nvidia-uvm on a dynamic major."""
+    nodes = [(f"/dev/nvidia{g['index']}", 195, g["index"]) for g in gpus()]
+    nodes += [("/dev/nvidiactl", 195, 255), ("/dev/nvidia-uvm", 508, 0)]
+    for path, major, minor in nodes:
+        if not os.path.exists(path):
+            os.mknod(path, 0o666 | 0o020000, os.makedev(major, minor))
 
 
 TOOLS = {
