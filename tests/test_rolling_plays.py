@@ -2,8 +2,9 @@
 
 The playbook is parsed as YAML (what Ansible reads), and the host patterns are resolved by
 the real ``ansible --list-hosts`` against the rendered inventory. One Kubernetes example
-(no OpenSM), one Slurm spec with ``subnet_manager: opensm`` (a subnet-manager play) and one
-with NVIDIA's OpenSM and SHARP (the aggregation manager rolls with the subnet managers).
+(no OpenSM, no control hosts), one Slurm spec with ``subnet_manager: opensm`` (the Slurm
+controller and both subnet managers roll last, one at a time) and one with NVIDIA's OpenSM
+and SHARP (the aggregation manager rolls with the subnet managers).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.catalog import load_catalog
 from infra.spec import load_spec
+from infra.topology import expand
 
 from .cli_run import run_cli
 
@@ -25,6 +28,7 @@ BIN = Path(sys.executable).parent
 KUBERNETES = ROOT / "examples/a100-lab-mig.yaml"
 SLURM_OPENSM = ROOT / "tests/golden/inputs/h100-slurm-opensm.yaml"
 SHARP = ROOT / "tests/golden/inputs/a100-nvidia-opensm-sharp.yaml"
+POWER_ON = {"name": "drain", "tasks_from": "power_on"}
 DRAIN = {"name": "drain", "tasks_from": "drain"}
 RESUME = {"name": "drain", "tasks_from": "resume"}
 
@@ -77,14 +81,21 @@ def _role_steps(play: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("spec_file", [KUBERNETES, SLURM_OPENSM], ids=["kubernetes", "slurm"])
-def test_every_rolling_play_drains_first_and_resumes_last(tree: Path, spec_file: Path) -> None:
+def test_every_rolling_play_powers_on_drains_first_and_resumes_last(
+    tree: Path, spec_file: Path
+) -> None:
     rolling = [p for p in _plays(tree, spec_file) if "serial" in p]
     assert rolling
     for play in rolling:
-        assert play["pre_tasks"][0]["ansible.builtin.import_role"] == DRAIN
+        # facts only after a host that power saving switched off is back
+        assert play["gather_facts"] is False
+        assert play["pre_tasks"][0]["ansible.builtin.import_role"] == POWER_ON
+        assert "ansible.builtin.setup" in play["pre_tasks"][1]
+        assert play["pre_tasks"][2]["ansible.builtin.import_role"] == DRAIN
         assert play["post_tasks"][-1]["ansible.builtin.import_role"] == RESUME
         steps = _role_steps(play)
-        assert steps[0] == "drain" and steps[-2:] == ["flush_handlers", "resume"], steps
+        assert steps[:2] == ["power_on", "drain"], steps
+        assert steps[-2:] == ["flush_handlers", "resume"], steps
         # rdma loads nvidia-peermem, which the driver brings
         order = [steps.index(r) for r in ("os_tuning", "nvidia_driver", "rdma")]
         assert order == sorted(order), steps
@@ -104,30 +115,65 @@ def test_the_drain_role_follows_the_specs_scheduler(tree: Path, spec_file: Path)
 
 
 @pytest.mark.parametrize("spec_file", [SLURM_OPENSM, SHARP], ids=["opensm", "nvidia-opensm"])
-def test_subnet_managers_roll_alone_one_host_at_a_time_before_the_sus(
+def test_control_hosts_roll_last_one_at_a_time_the_controller_last(
     tree: Path, spec_file: Path
 ) -> None:
     plays = _plays(tree, spec_file)
     rolling = [p for p in plays if "serial" in p]
-    sm_play = rolling[0]
-    assert sm_play["hosts"] == "subnet_managers" and sm_play["serial"] == 1
-    assert plays.index(sm_play) == 0  # before any SU play uses a link
+    control_play = rolling[-1]
+    assert control_play["hosts"] == "control_hosts"
+    assert control_play["serial"] == "{{ railplan_rolling_batch | default(1) }}"
     # the aggregation manager runs there when SHARP is on (upstream OpenSM cannot: RP082)
     sharp = load_spec(str(spec_file)).spec.fabrics.compute.sharp  # type: ignore[union-attr]
-    assert ("sharp" in _role_steps(sm_play)) == sharp
+    assert ("sharp" in _role_steps(control_play)) == sharp
+    control = _hosts(tree, spec_file, "control_hosts")
     managers = _hosts(tree, spec_file, "subnet_managers")
-    assert len(managers) == 2
+    assert len(managers) == 2 and set(managers) <= set(control)
+    kind = load_spec(str(spec_file)).spec.scheduler.kind
+    if kind == "slurm":
+        controller = _hosts(tree, spec_file, "slurm_controllers")
+        assert control[-1:] == controller  # slurmctld drains every other host first
     everyone: set[str] = set()
-    for play in rolling[1:]:
+    for play in rolling[:-1]:
         hosts = _hosts(tree, spec_file, play["hosts"])
-        assert not set(hosts) & set(managers), play["hosts"]
+        assert not set(hosts) & set(control), play["hosts"]
         everyone |= set(hosts)
-    assert everyone | set(managers) == set(_hosts(tree, spec_file, "gpu_servers"))
+    assert everyone | set(control) == set(_hosts(tree, spec_file, "gpu_servers"))
+
+
+@pytest.mark.parametrize("spec_file", [KUBERNETES, SLURM_OPENSM, SHARP], ids=["k8s", "opensm", "sharp"])
+def test_each_batch_of_a_node_group_play_is_one_su(tree: Path, spec_file: Path) -> None:
+    """``serial`` lists each SU's hosts without the control hosts, so no batch straddles two
+    SUs (it did with opensm: a fixed SU size over a list missing its subnet managers)."""
+    spec = load_spec(str(spec_file)).spec
+    plan = expand(spec, load_catalog())
+    su_of = {s.name: s.su for s in plan.servers}
+    for play in [p for p in _plays(tree, spec_file) if "serial" in p]:
+        if play["hosts"] == "control_hosts":
+            continue
+        hosts = _hosts(tree, spec_file, play["hosts"])
+        default = yaml.safe_load(play["serial"].split("default(")[1].rsplit(")", 1)[0])
+        sizes = default if isinstance(default, list) else [default]
+        batches, start = [], 0
+        while start < len(hosts):
+            size = sizes[min(len(batches), len(sizes) - 1)]
+            batches.append(hosts[start : start + size])
+            start += size
+        assert all(len({su_of[h] for h in batch}) == 1 for batch in batches), batches
+        assert len(batches) == len({su_of[h] for h in hosts})
+
+
+def test_the_acceptance_play_runs_in_step(tree: Path) -> None:
+    """The bandwidth tests pair hosts: the tree's default free strategy let one host's client
+    reach a peer still busy in dcgmi diag, which then skipped its own measurement."""
+    for spec_file in (KUBERNETES, SLURM_OPENSM):
+        acceptance = [p for p in _plays(tree, spec_file) if "acceptance" in p.get("tags", [])]
+        assert [p["strategy"] for p in acceptance] == ["linear"]
 
 
 def test_without_opensm_the_node_groups_roll_every_host(tree: Path) -> None:
     plays = _plays(tree, KUBERNETES)
-    assert all(p["hosts"] != "subnet_managers" for p in plays)
+    assert all(p["hosts"] not in ("subnet_managers", "control_hosts") for p in plays)
     rolling = [p["hosts"] for p in plays if "serial" in p]
     covered = {h for pattern in rolling for h in _hosts(tree, KUBERNETES, pattern)}
     assert covered == set(_hosts(tree, KUBERNETES, "gpu_servers"))

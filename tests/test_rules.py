@@ -66,6 +66,9 @@ PASSING = {
     # DCGM 4 on Slurm (the exporter package's pairing), and DCGM 3 on Kubernetes (the GPU
     # Operator's exporter embeds its own DCGM)
     "RP036": BASE + "scheduler: {kind: slurm}\nsoftware: {dcgm: 4.2.3}\n",
+    # the same MIG group on Kubernetes, whose device plugin reads MIG itself
+    "RP037": A100
+    + "scheduler: {mig_strategy: mixed}\nmig_layouts:\n  x: {profiles: {1g.10gb: 7}}\n",
     "RP020": BASE + "budgets:\n  - scaling_efficiency: {gpus: 32, min: 0.9, model_params: 7e9, "
     "precision: fp8}\n",
     "RP030": BASE + "software: {driver: 550.90.07, fabric_manager: 550.90.07}\n",

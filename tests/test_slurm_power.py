@@ -61,7 +61,11 @@ host = argv[argv.index("-H") + 1]
 if host in os.environ.get("FAKE_IPMI_FAIL", "").split(","):
     print("Error: Unable to establish IPMI v2 / RMCP+ session", file=sys.stderr)
     sys.exit(1)
-print("Chassis Power Control: " + argv[-1].capitalize())
+if argv[-1] == "status":
+    on = host in os.environ.get("FAKE_IPMI_STAYS_ON", "").split(",")
+    print("Chassis Power is " + ("on" if on else "off"))
+else:
+    print("Chassis Power Control: " + argv[-1].capitalize())
 """
 FAKE_LOGGER = """#!/bin/sh
 printf '%s\\n' "$*" >>"$FAKE_LOGGER_LOG"
@@ -115,7 +119,7 @@ def test_the_map_is_the_inventorys_bmc_addresses(catalog: Catalog) -> None:
         for line in tree[prefix + "files/slurm/bmc-hosts"].splitlines()
         if not line.startswith("#")
     ]
-    assert len(rows) == len(plan.servers) - 1  # all but the controller
+    assert len(rows) == len(plan.servers) - 2  # all but the controller and the standby SM
     sheet = {
         r["name"]: r["bmc_ip"]
         for r in csv.DictReader(io.StringIO(tree[prefix + "files/hosts.csv"]))
@@ -202,6 +206,8 @@ def power_env(tmp_path: Path, catalog: Catalog) -> tuple[Path, dict[str, str]]:
         "SLURM_CONF": str(etc / "slurm.conf"),
         "FAKE_IPMI_LOG": str(tmp_path / "ipmi.log"),
         "FAKE_LOGGER_LOG": str(tmp_path / "logger.log"),
+        "RAILPLAN_POWER_POLL_S": "0.1",
+        "RAILPLAN_POWER_SOFT_OFF_S": "1",
     }
     return tmp_path, env
 
@@ -246,17 +252,31 @@ def test_each_program_drives_the_servers_bmc(
 ) -> None:
     status, calls, logged = _power(power_env, program, "train02")
     assert status == 0, logged
-    assert [c["argv"] for c in calls] == [
-        [
-            "-I", "lanplus", "-H", _lab_bmc(catalog, "train02"), "-U", USER,
-            "-f", str(power_env[0] / "etc/railplan-bmc.password"),
-            "chassis", "power", action,
-        ]
+    base = [
+        "-I", "lanplus", "-H", _lab_bmc(catalog, "train02"), "-U", USER,
+        "-f", str(power_env[0] / "etc/railplan-bmc.password"), "chassis", "power",
     ]  # fmt: skip
+    # a soft power-off is followed up: the BMC is asked until the server is off
+    follow_up = [[*base, "status"]] if action == "soft" else []
+    assert [c["argv"] for c in calls] == [[*base, action], *follow_up]
     assert calls[0]["password"] == PASSWORD  # ipmitool reads it from the 0600 file
     assert not calls[0]["password_in_env"]
     assert not any(PASSWORD in a for c in calls for a in c["argv"])  # type: ignore[union-attr]
     assert any("daemon.info" in x and "railplan-power" in x and "train02" in x for x in logged)
+
+
+def test_a_server_still_on_after_the_soft_power_off_is_cut_off(
+    power_env: tuple[Path, dict[str, str]], catalog: Catalog
+) -> None:
+    """An OS that ignores the ACPI request (hung, ACPI off) would stay on while slurmctld
+    counts the node as powered down: the suspend program cuts the power once the grace is over."""
+    status, calls, logged = _power(
+        power_env, "railplan-suspend.sh", "train02", FAKE_IPMI_STAYS_ON=_lab_bmc(catalog, "train02")
+    )
+    assert status == 0, logged
+    actions = [c["argv"][-1] for c in calls]  # type: ignore[index]
+    assert actions[0] == "soft" and actions[-1] == "off" and set(actions[1:-1]) == {"status"}
+    assert any("still on after the soft power-off" in x and "daemon.warning" in x for x in logged)
 
 
 def test_a_second_argument_node_features_is_ignored(
@@ -274,7 +294,7 @@ def test_a_hostlist_is_expanded_and_a_node_outside_the_map_refused(
     # train01 is the controller and infer01 an excluded group's: neither is in the map
     status, calls, logged = _power(power_env, "railplan-suspend.sh", "train[01-02],infer01")
     assert status == 1
-    assert [c["argv"][3] for c in calls] == [_lab_bmc(catalog, "train02")]  # type: ignore[index]
+    assert {c["argv"][3] for c in calls} == {_lab_bmc(catalog, "train02")}  # type: ignore[index]
     refused = [x for x in logged if "daemon.err" in x and "refused" in x]
     assert len(refused) == 2 and "train01" in refused[0] and "infer01" in refused[1]
 

@@ -64,8 +64,14 @@ fi
 
 # Seconds a soft power-off may take before the power is cut: SuspendTimeout (by which
 # slurmctld expects the node off) less a margin for the hard off itself, at least 30 s.
+# (RAILPLAN_POWER_SOFT_OFF_S and RAILPLAN_POWER_POLL_S are for tests: slurmctld gives its
+# programs no environment but SLURM_CONF.)
 soft_off_grace() {
     local timeout
+    if [ -n "${RAILPLAN_POWER_SOFT_OFF_S:-}" ]; then
+        echo "$RAILPLAN_POWER_SOFT_OFF_S"
+        return
+    fi
     timeout=$(scontrol show config 2>/dev/null | awk -F= '/^SuspendTimeout/ { gsub(/[^0-9]/, "", $2); print $2 }')
     timeout=${timeout:-300}
     if [ "$timeout" -gt 60 ]; then echo $((timeout - 30)); else echo 30; fi
@@ -97,7 +103,7 @@ done
 if [ "${#softened[@]}" -gt 0 ]; then
     deadline=$((SECONDS + $(soft_off_grace)))
     while [ "${#softened[@]}" -gt 0 ] && [ "$SECONDS" -lt "$deadline" ]; do
-        sleep 5
+        sleep "${RAILPLAN_POWER_POLL_S:-5}"
         still=()
         for entry in "${softened[@]}"; do
             read -r host bmc <<<"$entry"
