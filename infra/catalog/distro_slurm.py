@@ -7,6 +7,9 @@ archive). Two of its build choices decide whether the rendered configuration can
   On an OS that boots the unified (v2) hierarchy, slurmd 21.08 with ``CgroupPlugin=autodetect``
   stops with "cannot create cgroup context for cgroup/v2", so such a node must boot the legacy
   hierarchy (``systemd.unified_cgroup_hierarchy=0``);
+- ``SuspendExcStates`` (Slurm 23.02 and later): without it, power saving powers off a node
+  that is drained, as a rolling update drains it, once it has been idle for SuspendTime
+  (power_save.c: IDLE or DOWN, whatever the DRAIN flag says);
 - NVML: ``AutoDetect=nvml`` in gres.conf (what SchedMD documents for MIG) needs the
   ``gpu/nvml`` plugin, built only against NVIDIA's NVML headers. Neither Ubuntu release builds
   it, so slurmd stops with "We were configured to autodetect nvml functionality, but we
@@ -26,7 +29,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["DISTRO_SLURM", "DistroSlurm", "distro_slurm", "needs_legacy_cgroups"]
+__all__ = [
+    "DISTRO_SLURM",
+    "DistroSlurm",
+    "distro_slurm",
+    "has_suspend_exc_states",
+    "needs_legacy_cgroups",
+]
 
 _ARCHIVE = "http://archive.ubuntu.com/ubuntu/pool/universe/s/slurm-wlm/"
 
@@ -64,6 +73,12 @@ DISTRO_SLURM: Final[dict[str, DistroSlurm]] = {
 def distro_slurm(os_name: str) -> DistroSlurm | None:
     """The OS's own Slurm, or None where railplan has not read its packages (RHEL: EPEL)."""
     return DISTRO_SLURM.get(os_name)
+
+
+def has_suspend_exc_states(os_name: str) -> bool:
+    """Whether the OS's Slurm knows SuspendExcStates (23.02 and later; slurm.conf(5))."""
+    found = distro_slurm(os_name)
+    return found is not None and tuple(int(p) for p in found.version.split(".")[:2]) >= (23, 2)
 
 
 def needs_legacy_cgroups(os_name: str) -> bool:

@@ -16,6 +16,7 @@ differs per cluster, ``bmc-hosts``: one ``<server> <BMC address>`` line per susp
 
 from __future__ import annotations
 
+from infra.catalog.distro_slurm import has_suspend_exc_states
 from infra.render.slurm import hostlist
 from infra.spec import Spec
 from infra.spec.scheduling import duration_seconds
@@ -76,6 +77,10 @@ def power_saving_lines(plan: Plan, spec: Spec) -> list[str]:
     kept = kept_powered(plan, spec)
     if kept:
         lines.append(f"SuspendExcNodes={hostlist(kept)}")
+    if has_suspend_exc_states(spec.software.os):
+        # a drained node (a rolling update's, the GPU health check's) stays on; Slurm 21.08
+        # has no such setting: railplan-suspend.sh refuses the roll-out's nodes instead
+        lines.append("SuspendExcStates=DRAIN")
     return lines
 
 

@@ -81,9 +81,22 @@ chassis() { # bmc action -> ipmitool's output; its exit status
     ipmitool -I lanplus -H "$1" -U "$user" -f "$password_file" chassis power "$2" 2>&1
 }
 
+# Slurm before 23.02 (Ubuntu 22.04's 21.08) has no SuspendExcStates and powers off an idle
+# node even while it is drained, as a rolling update drains it (power_save.c): a node drained
+# for the roll-out (the drain role's reason) is left on. Slurm then counts it powered down
+# until it registers again, which its reboot in the roll-out, or the drain role's resume,
+# makes it do.
+rolling_out() {
+    scontrol show node "$1" 2>/dev/null | grep -q "Reason=railplan rolling update"
+}
+
 status=0
 softened=()
 for host in $hosts; do
+    if [ "$action" = soft ] && rolling_out "$host"; then
+        log warning "$host: drained for a railplan roll-out; not powered off"
+        continue
+    fi
     bmc=$(awk -v host="$host" '$1 == host { print $2; exit }' "$map")
     if [ -z "$bmc" ]; then
         log err "$host: not in $map (excluded from power saving?); refused to power it $action"
