@@ -34,7 +34,9 @@ from tests.cluster_twin.watch import SlurmWatch
 
 SPECS = Path(__file__).parent / "cluster_twin" / "specs"
 FULL = os.environ.get("RAILPLAN_CLUSTER_TWIN") == "full"
-TWIN_SPECS = os.environ.get("RAILPLAN_TWIN_SPECS", "lab-jammy,lab-noble,su-jammy,su-noble").split(",")
+TWIN_SPECS = os.environ.get("RAILPLAN_TWIN_SPECS", "lab-jammy,lab-noble,su-jammy,su-noble").split(
+    ","
+)
 GREEN_FIELD = ["-e", "railplan_green_field=true", "-e", "railplan_rolling_batch=100%"]
 WORK = Path(os.environ.get("RAILPLAN_TWIN_WORKDIR", "/var/tmp/railplan-twin/tests"))
 NEW_DRIVER = "550.127.05"  # the rolling update's target; the mirror carries it too
@@ -115,7 +117,9 @@ def _changed_tasks(result: PlayResult) -> str:
     lines = []
     for play in result.doc.get("plays", []):
         for task in play.get("tasks", []):
-            lines += [f"{h}: {task['task']['name']}" for h, r in task["hosts"].items() if r.get("changed")]
+            lines += [
+                f"{h}: {task['task']['name']}" for h, r in task["hosts"].items() if r.get("changed")
+            ]
     return "\n".join(lines) or result.problems().__str__()
 
 
@@ -218,7 +222,9 @@ def _two_compute_hosts(twin: ClusterTwin) -> tuple[str, str]:
 
 
 @full
-def test_prolog_drains_a_node_with_a_lost_gpu_and_the_job_runs_elsewhere(installed: Installed) -> None:
+def test_prolog_drains_a_node_with_a_lost_gpu_and_the_job_runs_elsewhere(
+    installed: Installed,
+) -> None:
     twin, _ = installed
     controller = twin.controller()
     bad, _ = _two_compute_hosts(twin)
@@ -227,7 +233,9 @@ def test_prolog_drains_a_node_with_a_lost_gpu_and_the_job_runs_elsewhere(install
     twin.set_faults(bad, {"gpu_lost": [0]})
     try:
         # every other node of the partition is busy, so the scheduler tries the bad one first
-        blockers = [_sbatch(twin, f"-p {partition} -w {h} --gres=gpu:8 --wrap 'sleep 20'") for h in others]
+        blockers = [
+            _sbatch(twin, f"-p {partition} -w {h} --gres=gpu:8 --wrap 'sleep 20'") for h in others
+        ]
         job = _sbatch(twin, f"-p {partition} -N1 --gres=gpu:8 --wrap 'hostname'")
         _wait(lambda: "JobState=COMPLETED" in _job(twin, job), 240, f"job {job} to complete", 3)
         shown = _job(twin, job)
@@ -252,7 +260,9 @@ def _job(twin: ClusterTwin, job: str) -> str:
 
 
 @full
-def test_rolling_driver_update_one_su_at_a_time_with_the_control_hosts_last(installed: Installed) -> None:
+def test_rolling_driver_update_one_su_at_a_time_with_the_control_hosts_last(
+    installed: Installed,
+) -> None:
     """A driver change on a running cluster: each batch is one SU's compute hosts, drained
     with the real scontrol (waiting for the job that runs there) before its reboot, resumed
     after; a host that power saving switched off is powered on and updated, not failed; the
@@ -269,7 +279,9 @@ def test_rolling_driver_update_one_su_at_a_time_with_the_control_hosts_last(inst
     twin.rerender(spec)
     with SlurmWatch(twin, controller) as watch:
         outcome: dict[str, PlayResult] = {}
-        play = threading.Thread(target=lambda: outcome.setdefault("run", twin.playbook(name="rolling")))
+        play = threading.Thread(
+            target=lambda: outcome.setdefault("run", twin.playbook(name="rolling"))
+        )
         play.start()
         time.sleep(20)
         during = _sbatch(twin, "-N1 --wrap 'sleep 5'")
@@ -277,10 +289,12 @@ def test_rolling_driver_update_one_su_at_a_time_with_the_control_hosts_last(inst
     result = outcome["run"]
     assert result.rc == 0 and not result.failed_hosts(), result.problems()
     for name in twin.hosts:
-        version = twin.ssh(name, "nvidia-smi --query-gpu=driver_version --format=csv,noheader").stdout
+        version = twin.ssh(
+            name, "nvidia-smi --query-gpu=driver_version --format=csv,noheader"
+        ).stdout
         assert set(version.split()) == {NEW_DRIVER}, f"{name}: {version}"
     assert "JobState=COMPLETED" in _job(twin, running)  # the drain waited for it
-    assert any(s.startswith("drng") or s.startswith("draining") for s in watch.states_of(busy))
+    assert any(s.startswith(("drng", "draining")) for s in watch.states_of(busy))
     assert any(s.endswith("~") for s in watch.states_of(off)), watch.states_of(off)
     assert watch.draining_when_started() == []
     assert "JobState=" in _job(twin, during)
@@ -304,7 +318,9 @@ def _assert_batches(twin: ClusterTwin, watch: SlurmWatch) -> None:
 
 
 @full
-def test_power_saving_suspends_idle_nodes_through_their_bmcs_and_resumes_them(installed: Installed) -> None:
+def test_power_saving_suspends_idle_nodes_through_their_bmcs_and_resumes_them(
+    installed: Installed,
+) -> None:
     """After SuspendTime an idle compute node is powered off (Slurm -> railplan-suspend.sh ->
     ipmitool -> ipmi_sim); the control hosts never are; a job powers nodes on again at no
     more than ResumeRate a minute; an OS that ignores the soft power-off is cut off."""
@@ -315,7 +331,12 @@ def test_power_saving_suspends_idle_nodes_through_their_bmcs_and_resumes_them(in
     ignored = compute[-1]
     (twin.hosts[ignored].hostdir / "acpi-ignored").touch()
     try:
-        _wait(lambda: not any(twin.powered(h) for h in compute), 600, "the compute nodes to power off", 5)
+        _wait(
+            lambda: not any(twin.powered(h) for h in compute),
+            600,
+            "the compute nodes to power off",
+            5,
+        )
     finally:
         (twin.hosts[ignored].hostdir / "acpi-ignored").unlink()
     assert all(twin.powered(h) for h in control)

@@ -235,7 +235,9 @@ def test_doca_install_follows_the_kernel_headers_and_restarts_openibd(family: st
     assert notified == order
     handlers = [h["name"].split("  #")[0] for h in _load(ROLES / "rdma" / "handlers" / "main.yml")]
     assert [h for h in handlers if h in order] == order  # handlers run in file order
-    by_name = {h["name"].split("  #")[0]: h for h in _load(ROLES / "rdma" / "handlers" / "main.yml")}
+    by_name = {
+        h["name"].split("  #")[0]: h for h in _load(ROLES / "rdma" / "handlers" / "main.yml")
+    }
     restart = by_name["restart openibd"]["ansible.builtin.command"]["argv"]
     assert restart[0] == "systemd-run" and restart[-3:] == ["systemctl", "restart", "openibd"]
     assert "ansible.builtin.wait_for_connection" in by_name["wait for the host after openibd"]

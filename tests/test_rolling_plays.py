@@ -141,7 +141,9 @@ def test_control_hosts_roll_last_one_at_a_time_the_controller_last(
     assert everyone | set(control) == set(_hosts(tree, spec_file, "gpu_servers"))
 
 
-@pytest.mark.parametrize("spec_file", [KUBERNETES, SLURM_OPENSM, SHARP], ids=["k8s", "opensm", "sharp"])
+@pytest.mark.parametrize(
+    "spec_file", [KUBERNETES, SLURM_OPENSM, SHARP], ids=["k8s", "opensm", "sharp"]
+)
 def test_each_batch_of_a_node_group_play_is_one_su(tree: Path, spec_file: Path) -> None:
     """``serial`` lists each SU's hosts without the control hosts, so no batch straddles two
     SUs (it did with opensm: a fixed SU size over a list missing its subnet managers)."""

@@ -12,8 +12,6 @@ with ansible-playbook against this host, writing only under ``tmp_path``.
 
 from __future__ import annotations
 
-from collections import Counter
-
 import csv
 import io
 import json
@@ -22,6 +20,7 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest

@@ -64,7 +64,9 @@ class _GroupPlay:
     @property
     def batch_text(self) -> str:
         sizes = sorted(set(self.batches))
-        servers = plural(sizes[0], "server") if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]} servers"
+        servers = (
+            plural(sizes[0], "server") if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]} servers"
+        )
         return f"one SU ({servers})" if self.by_su else servers
 
     @property
@@ -74,8 +76,10 @@ class _GroupPlay:
 
 @dataclass(frozen=True)
 class _ControlPlay:
-    """The control hosts' own rolling play (`infra.topology.control`), last and one at a
-    time: who they are, and which of them need Fabric Manager or MIG."""
+    """The control hosts' own rolling play (`infra.topology.control`), last, one at a time.
+
+    Who they are, and which of them need Fabric Manager or MIG.
+    """
 
     hosts: list[str]
     fabric_manager_groups: list[str]
@@ -473,8 +477,10 @@ def _control_note(control: _ControlPlay | None, spec: Spec) -> list[str]:
 
 
 def _batches(plan: Plan, group: str, batch: int, control: set[str], by_su: bool) -> list[int]:
-    """The group's rolling batches without the control hosts: one per SU, in inventory
-    order (Ansible's ``serial`` list; the last size repeats), or ``batch`` servers."""
+    """The group's rolling batches without the control hosts, in inventory order.
+
+    One per SU (Ansible's ``serial`` list; the last size repeats), or ``batch`` servers.
+    """
     servers = [s for s in plan.servers_in(group) if s.name not in control]
     if not by_su:
         return [min(batch, len(servers))] if servers else []

@@ -110,8 +110,11 @@ def hosts_csv(plan: Plan) -> str:
 
 
 def etc_hosts(plan: Plan) -> str:
-    """``<address> <name>`` per server with a management address: the os_tuning role's
-    /etc/hosts block, so every server resolves the others (mpirun, Slurm) without DNS."""
+    """``<address> <name>`` per server with a management address.
+
+    The os_tuning role's /etc/hosts block, so every server resolves the others (mpirun,
+    Slurm) without DNS.
+    """
     lines = [f"{s.mgmt_ip} {s.name}" for s in plan.servers if s.mgmt_ip is not None]
     return "\n".join(lines) + "\n" if lines else ""
 

@@ -29,8 +29,10 @@ def uses_opensm(spec: Spec) -> bool:
 
 
 def subnet_manager_hosts(plan: Plan) -> list[str]:
-    """Master then standby OpenSM: the first server of the first two SUs (module docstring);
-    a plan with fewer than two SUs takes its first two servers."""
+    """Master then standby OpenSM: the first server of the first two SUs.
+
+    A plan with fewer than two SUs takes its first two servers.
+    """
     firsts = [su.servers[0] for su in plan.sus if su.servers][:2]
     if len(firsts) < 2:
         firsts = [s.name for s in plan.servers[:2]]
@@ -46,9 +48,11 @@ def control_hosts(plan: Plan, spec: Spec) -> list[str]:
 
 
 def control_roll_order(plan: Plan, spec: Spec) -> list[str]:
-    """The control hosts as a rolling change takes them: the ones that are not the Slurm
-    controller in plan order (the standby subnet manager before the master, so the
-    fabric keeps a master while the standby is down), the controller last."""
+    """The control hosts in the order a rolling change takes them, the controller last.
+
+    Before it the others in plan order, the standby subnet manager before the master, so
+    the fabric keeps a master while the standby is down.
+    """
     hosts = control_hosts(plan, spec)
     controller = controller_host(plan) if spec.scheduler.kind == "slurm" else None
     others = [h for h in hosts if h != controller]

@@ -19,7 +19,9 @@ DEFAULT_WORKDIR = Path("/var/tmp/railplan-twin/run")
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.cluster_twin", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.cluster_twin", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("verb", choices=["up", "play", "down"])
     parser.add_argument("spec", type=Path)
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
@@ -30,14 +32,32 @@ def main(argv: list[str]) -> int:
         twin = ClusterTwin(args.spec, args.workdir, extra_drivers=args.extra_driver)
         if args.verb == "up":
             twin.up()
-            print(json.dumps({"hosts": {h.name: h.net.mgmt_ip for h in twin.hosts.values()},
-                              "timings": twin.timings, "tree": str(twin.tree)}, indent=1))
+            print(
+                json.dumps(
+                    {
+                        "hosts": {h.name: h.net.mgmt_ip for h in twin.hosts.values()},
+                        "timings": twin.timings,
+                        "tree": str(twin.tree),
+                    },
+                    indent=1,
+                )
+            )
         elif args.verb == "play":
             twin.resume()
             result = twin.playbook(*args.ansible_args)
-            print(json.dumps({"rc": result.rc, "seconds": round(result.seconds), "log": str(result.log),
-                              "failed": result.failed_hosts(), "changed": result.changed(),
-                              "problems": result.problems()[:40]}, indent=1))
+            print(
+                json.dumps(
+                    {
+                        "rc": result.rc,
+                        "seconds": round(result.seconds),
+                        "log": str(result.log),
+                        "failed": result.failed_hosts(),
+                        "changed": result.changed(),
+                        "problems": result.problems()[:40],
+                    },
+                    indent=1,
+                )
+            )
         else:
             twin.resume()
             twin.down()

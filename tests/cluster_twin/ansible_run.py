@@ -35,7 +35,7 @@ from typing import Any
 
 from tests.cluster_twin.mirror import MIRROR_URL, Versions
 from tests.cluster_twin.network import SERVICE_IP
-from tests.cluster_twin.proc import TwinError, run
+from tests.cluster_twin.proc import TwinError, run, tool
 
 Doc = dict[str, Any]
 BMC_USER = "railplan-power"
@@ -67,7 +67,9 @@ def write_overrides(path: Path, key: Path, extra: dict[str, Any]) -> None:
         "ansible_ssh_private_key_file": str(key),
         "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
     }
-    (path / "group_vars" / "all.yml").write_text(json.dumps({**connection, **extra}, indent=1) + "\n")
+    (path / "group_vars" / "all.yml").write_text(
+        json.dumps({**connection, **extra}, indent=1) + "\n"
+    )
 
 
 def write_vault(workdir: Path, bmc_password: str) -> tuple[Path, Path]:
@@ -75,12 +77,24 @@ def write_vault(workdir: Path, bmc_password: str) -> tuple[Path, Path]:
     password_file = workdir / "vault-password"
     password_file.write_text(secrets.token_hex(16) + "\n")
     password_file.chmod(0o600)
-    munge = subprocess.run(["base64", "-w0"], input=os.urandom(1024), capture_output=True, check=True)
+    munge = subprocess.run(
+        ["base64", "-w0"], input=os.urandom(1024), capture_output=True, check=True
+    )
     plain = workdir / "vault.yml"
     plain.write_text(
-        json.dumps({"slurm_munge_key": munge.stdout.decode(), "slurm_power_bmc_password": bmc_password})
+        json.dumps(
+            {"slurm_munge_key": munge.stdout.decode(), "slurm_power_bmc_password": bmc_password}
+        )
     )
-    run(["ansible-vault", "encrypt", "--vault-password-file", str(password_file), str(plain)])
+    run(
+        [
+            tool("ansible-vault") or "ansible-vault",
+            "encrypt",
+            "--vault-password-file",
+            str(password_file),
+            str(plain),
+        ]
+    )
     return plain, password_file
 
 
@@ -92,7 +106,11 @@ def twin_slurm_files(tree_files: Path, target: Path) -> Path:
     conf = target / "slurm.conf"
     text = conf.read_text()
     if not re.search(r"(?m)^SlurmdParameters=", text):
-        text = text.replace("\nInclude ", "\n# railplan twin: hosts have 2 cores\nSlurmdParameters=config_overrides\nInclude ", 1)
+        text = text.replace(
+            "\nInclude ",
+            "\n# railplan twin: hosts have 2 cores\nSlurmdParameters=config_overrides\nInclude ",
+            1,
+        )
     conf.write_text(text)
     return target
 
@@ -115,7 +133,9 @@ class PlayResult:
         return sorted(h for h, s in stats.items() if s.get("failures") or s.get("unreachable"))
 
     def changed(self) -> dict[str, int]:
-        return {h: s.get("changed", 0) for h, s in self.doc.get("stats", {}).items() if s.get("changed")}
+        return {
+            h: s.get("changed", 0) for h, s in self.doc.get("stats", {}).items() if s.get("changed")
+        }
 
     def results(self, task_name: str) -> dict[str, Doc]:
         """Per host, the result of every task named TASK_NAME (the last one wins)."""
@@ -160,7 +180,7 @@ def run_playbook(
     )
     env.pop("ANSIBLE_FORCE_COLOR", None)
     cmd = [
-        "ansible-playbook", "-i", str(inventory), "-i", str(overrides),
+        tool("ansible-playbook") or "ansible-playbook", "-i", str(inventory), "-i", str(overrides),
         "-e", f"@{vault[0]}", "--vault-password-file", str(vault[1]),
         str(play or tree / "playbooks" / f"{inventory.name}.yml"), *args,
     ]  # fmt: skip

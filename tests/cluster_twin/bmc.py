@@ -46,7 +46,9 @@ set_working_mc 0x20
 """
 
 
-def start(name: str, address: str, user: str, password: str, hostdir: Path) -> subprocess.Popen[bytes]:
+def start(
+    name: str, address: str, user: str, password: str, hostdir: Path
+) -> subprocess.Popen[bytes]:
     """Start the BMC of host NAME; its files and state live in HOSTDIR/bmc."""
     bmcdir = hostdir / "bmc"
     (bmcdir / "state").mkdir(parents=True, exist_ok=True)
@@ -66,7 +68,9 @@ def wait_ready(address: str, user: str, password_file: Path, timeout: float = 20
     """Wait until the BMC at ADDRESS answers ``chassis power status``."""
     deadline = time.monotonic() + timeout
     while True:
-        proc = run(ipmitool(address, user, password_file, "chassis", "power", "status"), check=False)
+        proc = run(
+            ipmitool(address, user, password_file, "chassis", "power", "status"), check=False
+        )
         if proc.returncode == 0:
             return
         if time.monotonic() > deadline:

@@ -84,7 +84,9 @@ def unmount_root(host: TwinHost) -> None:
     run(["umount", "-l", str(host.root)], check=False)
 
 
-def provision(host: TwinHost, authorized_key: str, mirror_key: Path, hardware: dict[str, Any]) -> None:
+def provision(
+    host: TwinHost, authorized_key: str, mirror_key: Path, hardware: dict[str, Any]
+) -> None:
     """Write what a provisioned server has before the deployment runs (module docstring)."""
     root = host.root
     for key in root.glob("etc/ssh/ssh_host_*"):
@@ -95,7 +97,9 @@ def provision(host: TwinHost, authorized_key: str, mirror_key: Path, hardware: d
     (ssh / "authorized_keys").write_text(authorized_key)
     (ssh / "authorized_keys").chmod(0o600)
     (root / "etc/hostname").write_text(f"twin-{host.net.index:04d}\n")
-    (root / "etc/hosts").write_text("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n")
+    (root / "etc/hosts").write_text(
+        "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
+    )
     (root / "etc/apt/apt.conf.d/01railplan-twin-proxy").write_text(
         f'Acquire::http::Proxy "{PROXY_URL}";\nAcquire::http::Proxy::{SERVICE_IP} "DIRECT";\n'
     )
@@ -135,8 +139,12 @@ def install_hardware_layer(host: TwinHost, hardware: dict[str, Any]) -> None:
     (lib / "bin").mkdir(parents=True, exist_ok=True)
     shutil.copy(STANDINS / "hw.py", lib / "hw.py")
     (lib / "hw.py").chmod(0o755)
-    for tool in {*KERNEL_TOOLS.values(), "railplan-twin-boot", "railplan-twin-build-peermem",
-                 "railplan-twin-openibd-reload"}:
+    for tool in {
+        *KERNEL_TOOLS.values(),
+        "railplan-twin-boot",
+        "railplan-twin-build-peermem",
+        "railplan-twin-openibd-reload",
+    }:
         link = lib / "bin" / tool
         link.unlink(missing_ok=True)
         link.symlink_to("../hw.py")
@@ -164,7 +172,7 @@ def install_hardware_layer(host: TwinHost, hardware: dict[str, Any]) -> None:
 
 
 def divert_kernel_tools(root: Path) -> None:
-    for path, tool in KERNEL_TOOLS.items():
+    for path in KERNEL_TOOLS:
         target = root / path
         if target.is_symlink() and str(target.readlink()).endswith("railplan-twin/hw.py"):
             continue

@@ -103,8 +103,14 @@ def driver_debs(version: str) -> list[Deb]:
             postrm=f'[ "$1" = remove ] || [ "$1" = purge ] && rm -f {INSTALLED}/nvidia-driver.json\nexit 0\n',
             conflicts=other,
         ))  # fmt: skip
-    debs.append(Deb(f"nvidia-utils-{branch}", f"{version}-0ubuntu1",
-                    f"NVIDIA driver {version} utilities", tools=["nvidia-smi"]))
+    debs.append(
+        Deb(
+            f"nvidia-utils-{branch}",
+            f"{version}-0ubuntu1",
+            f"NVIDIA driver {version} utilities",
+            tools=["nvidia-smi"],
+        )
+    )
     debs.append(Deb(
         f"nvidia-fabricmanager-{branch}", f"{version}-1", f"NVIDIA Fabric Manager {version}",
         tools=["nv-fabricmanager"],
@@ -121,12 +127,25 @@ def dcgm_debs(version: str, cuda_major: str = "12") -> list[Deb]:
                    "NVIDIA DCGM service")  # fmt: skip
     post = record("dcgm", version) + "systemctl daemon-reload || true\n"
     if int(version.split(".")[0]) < 4:
-        return [Deb("datacenter-gpu-manager", f"1:{version}", f"DCGM {version}", tools, service, post)]
+        return [
+            Deb("datacenter-gpu-manager", f"1:{version}", f"DCGM {version}", tools, service, post)
+        ]
     return [
-        Deb("datacenter-gpu-manager-4-core", f"1:{version}-1", f"DCGM {version}", tools, service, post),
-        Deb(f"datacenter-gpu-manager-4-cuda{cuda_major}", f"1:{version}-1", "DCGM CUDA diagnostics"),
+        Deb(
+            "datacenter-gpu-manager-4-core",
+            f"1:{version}-1",
+            f"DCGM {version}",
+            tools,
+            service,
+            post,
+        ),
+        Deb(
+            f"datacenter-gpu-manager-4-cuda{cuda_major}", f"1:{version}-1", "DCGM CUDA diagnostics"
+        ),
         Deb("datacenter-gpu-manager-4-proprietary", f"1:{version}-1", "DCGM profiling modules"),
-        Deb("datacenter-gpu-manager-exporter", EXPORTER_VERSION, "DCGM exporter", ["dcgm-exporter"]),
+        Deb(
+            "datacenter-gpu-manager-exporter", EXPORTER_VERSION, "DCGM exporter", ["dcgm-exporter"]
+        ),
     ]
 
 
@@ -180,9 +199,13 @@ exit 0
 
 
 def openibd_unit() -> dict[str, str]:
-    files = unit("openibd", "/etc/init.d/openibd start", "openibd - configure Mellanox devices", "oneshot")
+    files = unit(
+        "openibd", "/etc/init.d/openibd start", "openibd - configure Mellanox devices", "oneshot"
+    )
     path, text = next(iter(files.items()))
-    text = text.replace("ExecStart=", "RemainAfterExit=yes\nExecStop=/etc/init.d/openibd stop\nExecStart=")
+    text = text.replace(
+        "ExecStart=", "RemainAfterExit=yes\nExecStop=/etc/init.d/openibd stop\nExecStart="
+    )
     return {path: text}
 
 
@@ -206,7 +229,9 @@ def doca_debs(version: str) -> list[Deb]:
 
 def mig_deb(version: str, revision: str) -> Deb:
     return Deb(
-        "nvidia-mig-manager", f"{version}-{revision}", f"NVIDIA MIG manager {version}",
+        "nvidia-mig-manager",
+        f"{version}-{revision}",
+        f"NVIDIA MIG manager {version}",
         tools=["nvidia-mig-parted"],
         files=unit("nvidia-mig-manager", "/bin/true", "Apply the MIG configuration", "oneshot"),
         postinst="mkdir -p /etc/nvidia-mig-manager\nsystemctl daemon-reload || true\n",
@@ -218,8 +243,13 @@ def build_deb(deb: Deb, out: Path, staging: Path) -> Path:
     if root.exists():
         shutil.rmtree(root)
     (root / "DEBIAN").mkdir(parents=True)
-    control = [f"Package: {deb.name}", f"Version: {deb.version}", "Architecture: amd64",
-               "Maintainer: railplan twin <twin@railplan.invalid>", f"Description: {deb.description}"]
+    control = [
+        f"Package: {deb.name}",
+        f"Version: {deb.version}",
+        "Architecture: amd64",
+        "Maintainer: railplan twin <twin@railplan.invalid>",
+        f"Description: {deb.description}",
+    ]
     control += [f"Depends: {deb.depends}"] if deb.depends else []
     control += [f"Conflicts: {deb.conflicts}"] if deb.conflicts else []
     (root / "DEBIAN/control").write_text("\n".join(control) + "\n")
@@ -280,10 +310,23 @@ def write_repo(repo: Path, debs: list[Deb], gpg_home: Path, staging: Path) -> No
     listing = subprocess.run(["apt-ftparchive", "packages", "."], cwd=repo, capture_output=True,
                              text=True, check=True).stdout  # fmt: skip
     (repo / "Packages").write_text(listing)
-    release = subprocess.run(["apt-ftparchive", "-o", "APT::FTPArchive::Release::Origin=railplan-twin",
-                              "release", "."], cwd=repo, capture_output=True, text=True, check=True).stdout
+    release = subprocess.run(
+        ["apt-ftparchive", "-o", "APT::FTPArchive::Release::Origin=railplan-twin", "release", "."],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     (repo / "Release").write_text(release)
-    gpg = ["gpg", "--batch", "--yes", "--homedir", str(gpg_home), "--local-user", "twin@railplan.invalid"]
+    gpg = [
+        "gpg",
+        "--batch",
+        "--yes",
+        "--homedir",
+        str(gpg_home),
+        "--local-user",
+        "twin@railplan.invalid",
+    ]
     run([*gpg, "--clearsign", "-o", str(repo / "InRelease"), str(repo / "Release")])
     run([*gpg, "-abs", "-o", str(repo / "Release.gpg"), str(repo / "Release")])
     shutil.copy(gpg_home / "railplan-twin-mirror.asc", repo / "railplan-twin-mirror.asc")
@@ -307,13 +350,25 @@ def write_git_repo(path: Path, tag: str) -> None:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     (work / "Makefile").write_text(NCCL_TESTS_MAKEFILE)
-    env = dict(os.environ, GIT_AUTHOR_NAME="twin", GIT_AUTHOR_EMAIL="twin@railplan.invalid",
-               GIT_COMMITTER_NAME="twin", GIT_COMMITTER_EMAIL="twin@railplan.invalid",
-               GIT_AUTHOR_DATE="2024-01-01T00:00:00Z", GIT_COMMITTER_DATE="2024-01-01T00:00:00Z")
-    for argv in (["git", "init", "-q", "-b", "master"], ["git", "add", "Makefile"],
-                 ["git", "commit", "-q", "-m", "nccl-tests stand-in"], ["git", "tag", tag]):
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="twin",
+        GIT_AUTHOR_EMAIL="twin@railplan.invalid",
+        GIT_COMMITTER_NAME="twin",
+        GIT_COMMITTER_EMAIL="twin@railplan.invalid",
+        GIT_AUTHOR_DATE="2024-01-01T00:00:00Z",
+        GIT_COMMITTER_DATE="2024-01-01T00:00:00Z",
+    )
+    for argv in (
+        ["git", "init", "-q", "-b", "master"],
+        ["git", "add", "Makefile"],
+        ["git", "commit", "-q", "-m", "nccl-tests stand-in"],
+        ["git", "tag", tag],
+    ):
         subprocess.run(argv, cwd=work, env=env, check=True, capture_output=True)
-    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(path)], check=True, capture_output=True)
+    subprocess.run(
+        ["git", "clone", "-q", "--bare", str(work), str(path)], check=True, capture_output=True
+    )
     subprocess.run(["git", "update-server-info"], cwd=path, check=True, capture_output=True)
     shutil.rmtree(work)
 

@@ -84,9 +84,10 @@ def boot_once(hostdir: Path, config: dict[str, str]) -> int:
     booted = root / BOOTED_CMDLINE
     booted.parent.mkdir(parents=True, exist_ok=True)
     booted.write_text(cmdline + "\n")
-    unified = "systemd.unified_cgroup_hierarchy=0" not in cmdline.split() and config[
-        "cgroup_default"
-    ] == "unified"
+    unified = (
+        "systemd.unified_cgroup_hierarchy=0" not in cmdline.split()
+        and config["cgroup_default"] == "unified"
+    )
     env = dict(os.environ, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY="1" if unified else "0")
     argv = [
         "systemd-nspawn", "--boot", "--quiet", "-D", str(root),
@@ -97,9 +98,13 @@ def boot_once(hostdir: Path, config: dict[str, str]) -> int:
         "--network-namespace-path", f"/run/netns/{config['netns']}",
     ]  # fmt: skip
     with (hostdir / "console.log").open("a") as console:
-        console.write(f"--- power on {time.time():.0f} {time.strftime('%H:%M:%S')} cmdline: {cmdline}\n")
+        console.write(
+            f"--- power on {time.time():.0f} {time.strftime('%H:%M:%S')} cmdline: {cmdline}\n"
+        )
         console.flush()
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console, stderr=console, env=env)
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=console, stderr=console, env=env
+        )
         record_init(hostdir, proc.pid)
         rc = proc.wait()
         console.write(f"--- nspawn exited {rc} {time.strftime('%H:%M:%S')}\n")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 
 class TwinError(Exception):
@@ -23,5 +26,13 @@ def run(
     )
     if check and proc.returncode != 0:
         err = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        raise TwinError(f"twin: `{' '.join(argv)}` failed (rc={proc.returncode}): {' / '.join(err)}")
+        raise TwinError(
+            f"twin: `{' '.join(argv)}` failed (rc={proc.returncode}): {' / '.join(err)}"
+        )
     return proc
+
+
+def tool(name: str) -> str | None:
+    """A command beside this Python (the venv's ansible-playbook, railplan) or on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else shutil.which(name)

@@ -98,7 +98,15 @@ def debootstrap(suite: str, root: Path, log: Path) -> None:
 
 def install_image(root: Path, log: Path) -> None:
     """apt-get the image packages inside the root (nspawn as a chroot: /proc, /dev, network)."""
-    nspawn = ["systemd-nspawn", "--quiet", "--register=no", "--keep-unit", "--resolv-conf=off", "-D", str(root)]
+    nspawn = [
+        "systemd-nspawn",
+        "--quiet",
+        "--register=no",
+        "--keep-unit",
+        "--resolv-conf=off",
+        "-D",
+        str(root),
+    ]
     env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
     setenv = [f"--setenv={k}={v}" for k, v in env.items()]
     sources = f"deb {MIRROR} {root_suite(root)} main universe\n"
@@ -106,7 +114,7 @@ def install_image(root: Path, log: Path) -> None:
     # The image's resolv.conf points at systemd-resolved, which does not run in a chroot:
     # use this machine's for the install, and put the image's link back afterwards.
     resolv = root / "etc/resolv.conf"
-    link = os.readlink(resolv) if resolv.is_symlink() else None
+    link = resolv.readlink() if resolv.is_symlink() else None
     resolv.unlink(missing_ok=True)
     shutil.copy("/etc/resolv.conf", resolv)
     try:

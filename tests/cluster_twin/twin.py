@@ -13,6 +13,7 @@ hardware stand-ins' fault file) and `slurm` (a Slurm client command on the contr
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -20,13 +21,12 @@ import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterable
 from ipaddress import IPv4Network
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import yaml
 
@@ -42,7 +42,7 @@ from tests.cluster_twin.ansible_run import (
     write_vault,
 )
 from tests.cluster_twin.hosts import TwinHost
-from tests.cluster_twin.proc import TwinError, run
+from tests.cluster_twin.proc import TwinError, run, tool
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = ["systemd-nspawn", "ipmi_sim", "ipmitool", "apt-ftparchive", "dpkg-deb", "gpg",
@@ -52,7 +52,7 @@ TOOLS = ["systemd-nspawn", "ipmi_sim", "ipmitool", "apt-ftparchive", "dpkg-deb",
 def preflight() -> None:
     if os.geteuid() != 0:
         raise TwinError("twin: needs root (namespaces, mounts, nspawn)", 2)
-    missing = [t for t in TOOLS if shutil.which(t) is None]
+    missing = [t for t in TOOLS if tool(t) is None]
     if not os.access(roots.DEBOOTSTRAP, os.X_OK):
         missing.append("debootstrap")
     if missing:
@@ -73,7 +73,7 @@ class ClusterTwin:
 
     # --- up -------------------------------------------------------------------------------
 
-    def __enter__(self) -> ClusterTwin:
+    def __enter__(self) -> Self:
         try:
             self.up()
         except BaseException:
@@ -112,7 +112,9 @@ class ClusterTwin:
         self.write_ansible_inputs()
         self.power_all("on")
         self.wait_ssh(self.hosts.values())
-        self.on_all("apt-get -qq update")  # provisioning's last step, as cloud-init's package_update
+        self.on_all(
+            "apt-get -qq update"
+        )  # provisioning's last step, as cloud-init's package_update
         self.timings["up_s"] = time.monotonic() - started
 
     def resume(self) -> None:
@@ -142,7 +144,7 @@ class ClusterTwin:
 
     def render(self) -> Path:
         tree = self.workdir / "tree"
-        railplan = os.environ.get("RAILPLAN_TWIN_RAILPLAN") or str(Path(sys.executable).parent / "railplan")
+        railplan = os.environ.get("RAILPLAN_TWIN_RAILPLAN") or tool("railplan") or "railplan"
         cmd = [railplan, "render", str(self.spec_path), "--root", str(tree), "--force"]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
@@ -168,7 +170,20 @@ class ClusterTwin:
     def ssh_key(self) -> Path:
         key = self.workdir / "id_ed25519"
         if not key.exists():
-            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "railplan-twin", "-f", str(key)])
+            run(
+                [
+                    "ssh-keygen",
+                    "-q",
+                    "-t",
+                    "ed25519",
+                    "-N",
+                    "",
+                    "-C",
+                    "railplan-twin",
+                    "-f",
+                    str(key),
+                ]
+            )
         return key
 
     def discover_fabric(self) -> str:
@@ -189,7 +204,20 @@ class ClusterTwin:
         """Root's key on every host (hosts.trust_each_other), not the operator's."""
         key = self.workdir / "cluster_id_ed25519"
         if not key.exists():
-            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "twin-cluster", "-f", str(key)])
+            run(
+                [
+                    "ssh-keygen",
+                    "-q",
+                    "-t",
+                    "ed25519",
+                    "-N",
+                    "",
+                    "-C",
+                    "twin-cluster",
+                    "-f",
+                    str(key),
+                ]
+            )
         return key
 
     def plan_hosts(self) -> dict[str, TwinHost]:
@@ -232,10 +260,14 @@ class ClusterTwin:
         host.hostdir.mkdir(parents=True)
         hosts.mount_root(host, self.image)
         mirror_key = roots.cache_dir() / "gpg" / "railplan-twin-mirror.asc"
-        hosts.provision(host, self.key.with_suffix(".pub").read_text(), mirror_key, self.hardware(host))
+        hosts.provision(
+            host, self.key.with_suffix(".pub").read_text(), mirror_key, self.hardware(host)
+        )
         (host.root / "etc/railplan-twin/ibnetdiscover-p.txt").write_text(self.fabric_dump)
         (host.hostdir / "host.json").write_text(json.dumps(hosts.host_config(host), indent=1))
-        self.procs.append(bmc.start(host.name, host.bmc_ip, BMC_USER, self.bmc_password, host.hostdir))
+        self.procs.append(
+            bmc.start(host.name, host.bmc_ip, BMC_USER, self.bmc_password, host.hostdir)
+        )
 
     def hardware(self, host: TwinHost) -> dict[str, Any]:
         """The host's hardware as planned: a healthy server of its node group."""
@@ -260,10 +292,12 @@ class ClusterTwin:
         self.overrides = self.workdir / "overrides"
         slurm_files = self.inventory / "files" / "slurm"
         extra = site_vars(self.versions)
-        railplan = os.environ.get("RAILPLAN_TWIN_RAILPLAN") or str(Path(sys.executable).parent / "railplan")
+        railplan = os.environ.get("RAILPLAN_TWIN_RAILPLAN") or tool("railplan") or "railplan"
         extra["acceptance_fabric_verify_command"] = [railplan, "verify", str(self.spec_path)]
         if slurm_files.is_dir():
-            extra["slurm_files_dir"] = str(twin_slurm_files(slurm_files, self.workdir / "slurm-files"))
+            extra["slurm_files_dir"] = str(
+                twin_slurm_files(slurm_files, self.workdir / "slurm-files")
+            )
         write_overrides(self.overrides, self.key, extra)
         if not (self.workdir / "vault.yml").exists():
             write_vault(self.workdir, self.bmc_password)
@@ -271,7 +305,9 @@ class ClusterTwin:
 
     # --- power and reachability --------------------------------------------------------------
 
-    def ipmitool(self, host: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def ipmitool(
+        self, host: str, *args: str, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         address = self.hosts[host].bmc_ip
         return run(bmc.ipmitool(address, BMC_USER, self.bmc_password_file, *args), check=check)
 
@@ -288,7 +324,9 @@ class ClusterTwin:
         deadline = time.monotonic() + timeout
         while pending:
             for name in sorted(pending):
-                if self.ssh(name, "systemctl is-system-running --wait", check=False, timeout=30).returncode in (0, 1):
+                if self.ssh(
+                    name, "systemctl is-system-running --wait", check=False, timeout=30
+                ).returncode in (0, 1):
                     pending.discard(name)
             if pending and time.monotonic() > deadline:
                 raise TwinError(f"twin: no SSH after {timeout:.0f} s: {', '.join(sorted(pending))}")
@@ -300,7 +338,9 @@ class ClusterTwin:
                 "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5", "-o", "BatchMode=yes",
                 f"root@{self.hosts[host].net.mgmt_ip}", command]  # fmt: skip
 
-    def ssh(self, host: str, command: str, *, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def ssh(
+        self, host: str, command: str, *, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
         argv = self.ssh_argv(host, command)
         try:
             return run(argv, check=check, timeout=timeout)
@@ -327,9 +367,13 @@ class ClusterTwin:
     def playbook(self, *args: str, name: str = "play", timeout: float = 3600) -> PlayResult:
         log = self.workdir / "logs" / f"{name}.log"
         log.parent.mkdir(exist_ok=True)
-        return run_playbook(self.tree, self.inventory, self.overrides, self.vault, log, list(args), timeout)
+        return run_playbook(
+            self.tree, self.inventory, self.overrides, self.vault, log, list(args), timeout
+        )
 
-    def playbook_adhoc(self, pattern: str, module: str, args: str = "", name: str = "adhoc") -> PlayResult:
+    def playbook_adhoc(
+        self, pattern: str, module: str, args: str = "", name: str = "adhoc"
+    ) -> PlayResult:
         """An ad-hoc module run, as ``ansible PATTERN -m MODULE``, through the same inventory."""
         play = self.workdir / f"{name}.yml"
         task = {"name": f"Run {module}.", module: args or None}
@@ -337,7 +381,9 @@ class ClusterTwin:
                                      "tasks": [task]}]))  # fmt: skip
         log = self.workdir / "logs" / f"{name}.log"
         log.parent.mkdir(exist_ok=True)
-        return run_playbook(self.tree, self.inventory, self.overrides, self.vault, log, [], play=play)
+        return run_playbook(
+            self.tree, self.inventory, self.overrides, self.vault, log, [], play=play
+        )
 
     def controller(self) -> str:
         """The Slurm controller: the rendered inventory's slurm_controllers host."""
@@ -388,15 +434,16 @@ class ClusterTwin:
         pids = self.workdir / "pids"
         if pids.exists():  # a twin that `up` left running in an earlier process
             for line in pids.read_text().split():
-                try:
+                with contextlib.suppress(ProcessLookupError, ValueError):
                     os.kill(int(line), signal.SIGTERM)
-                except (ProcessLookupError, ValueError):
-                    pass
             pids.unlink()
         for host in self.hosts.values():
             power.power_off(host.hostdir, soft=False)
         deadline = time.monotonic() + 30
-        while any(power.loop_pid(h.hostdir) for h in self.hosts.values()) and time.monotonic() < deadline:
+        while (
+            any(power.loop_pid(h.hostdir) for h in self.hosts.values())
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.2)
         for proc in self.procs:
             proc.terminate()

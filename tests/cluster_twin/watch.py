@@ -12,7 +12,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 if TYPE_CHECKING:
     from tests.cluster_twin.twin import ClusterTwin
@@ -37,7 +37,7 @@ class SlurmWatch:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
-    def __enter__(self) -> SlurmWatch:
+    def __enter__(self) -> Self:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         return self
@@ -52,7 +52,9 @@ class SlurmWatch:
             out = self.twin.ssh(self.host, f"{SINFO}; echo ---; {SQUEUE}", check=False, timeout=20)
             if out.returncode == 0 and "---" in out.stdout:
                 nodes_text, jobs_text = out.stdout.split("---", 1)
-                nodes = dict(line.split(None, 1) for line in nodes_text.strip().splitlines() if " " in line)
+                nodes = dict(
+                    line.split(None, 1) for line in nodes_text.strip().splitlines() if " " in line
+                )
                 jobs = {}
                 for line in jobs_text.strip().splitlines():
                     parts = line.split()

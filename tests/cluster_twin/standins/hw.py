@@ -20,6 +20,7 @@ Every call is logged to /var/log/railplan-twin/calls.log (time, tool, arguments)
 scenario can show the order in which tools ran.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -39,7 +40,11 @@ PROVIDERS = {
     "nvidia_peermem": "nvidia-driver", "mlx5_core": "kernel", "mlx5_ib": "kernel",
     "ib_core": "kernel", "ib_uverbs": "kernel", "ib_umad": "kernel", "rdma_ucm": "kernel",
 }  # fmt: skip
-DEPENDS = {"nvidia_peermem": ["nvidia", "ib_core"], "nvidia_uvm": ["nvidia"], "mlx5_ib": ["ib_core"]}
+DEPENDS = {
+    "nvidia_peermem": ["nvidia", "ib_core"],
+    "nvidia_uvm": ["nvidia"],
+    "mlx5_ib": ["ib_core"],
+}
 
 
 # --- state --------------------------------------------------------------------------------
@@ -82,7 +87,10 @@ def save_loaded(mods):
     Python programs that read /proc/modules: this kernel has no module support at all)."""
     save(RUN / "modules.json", mods)
     users = {m: [h for h in mods if m in DEPENDS.get(h, [])] for m in mods}
-    lines = [f"{m} 16384 {len(users[m])} {','.join(users[m]) or '-'}, Live 0x0000000000000000" for m in mods]
+    lines = [
+        f"{m} 16384 {len(users[m])} {','.join(users[m]) or '-'}, Live 0x0000000000000000"
+        for m in mods
+    ]
     (RUN / "proc-modules").write_text("".join(line + "\n" for line in lines))
 
 
@@ -188,7 +196,9 @@ def modinfo(args):
         version = build.get("driver", "unknown")
         print(f"version:        {version}")
         print("description:    NVIDIA GPU memory plug-in")
-        print("depends:        " + ("nvidia,ib_core" if build.get("against") == "mofed" else "nvidia"))
+        print(
+            "depends:        " + ("nvidia,ib_core" if build.get("against") == "mofed" else "nvidia")
+        )
         print(f"railplan-twin:  built against {build.get('against', 'nothing (not built)')}")
     else:
         print("depends:        " + ",".join(DEPENDS.get(name, [])))
@@ -233,7 +243,9 @@ def update_grub(args):
     for source in sources:
         if source.is_file():
             values.update(shell_assignments(source.read_text(), values))
-    line = " ".join(f"{values['GRUB_CMDLINE_LINUX_DEFAULT']} {values['GRUB_CMDLINE_LINUX']}".split())
+    line = " ".join(
+        f"{values['GRUB_CMDLINE_LINUX_DEFAULT']} {values['GRUB_CMDLINE_LINUX']}".split()
+    )
     target = Path("/boot/railplan-twin/cmdline")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(f"BOOT_IMAGE=/vmlinuz-{os.uname().release} root=/dev/twin ro {line}\n")
@@ -250,8 +262,8 @@ def shell_assignments(text, known):
         if not sep or name not in values:
             continue
         value = value.strip().strip('"').strip("'")
-        for other in values:
-            value = value.replace("${" + other + "}", values[other]).replace("$" + other, values[other])
+        for other, known_value in values.items():
+            value = value.replace("${" + other + "}", known_value).replace("$" + other, known_value)
         values[name] = value
     return values
 
@@ -269,19 +281,21 @@ def gpus():
     ]  # fmt: skip
 
 
+NO_DRIVER = (
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+    "Make sure that the latest NVIDIA driver is installed and running."
+)
+MISMATCH = "Failed to initialize NVML: Driver/library version mismatch"
+
+
 def driver_error():
     """nvidia-smi's refusal when the driver is missing, not loaded or mismatched."""
     driver = installed("nvidia-driver")
-    if driver is None:
-        return ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
-                "Make sure that the latest NVIDIA driver is installed and running.", 9)
-    if "nvidia" not in loaded():
-        return ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
-                "Make sure that the latest NVIDIA driver is installed and running.", 9)
+    if driver is None or "nvidia" not in loaded():
+        return NO_DRIVER, 9
     booted = load(RUN / "nvidia-loaded.json", {})
     if booted.get("version") != driver["version"]:
-        return ("Failed to initialize NVML: Driver/library version mismatch\n"
-                f"NVML library version: {driver['version']}", 18)
+        return f"{MISMATCH}\nNVML library version: {driver['version']}", 18
     return None
 
 
@@ -328,8 +342,11 @@ def query_gpus(fields, noheader):
         print(", ".join(fields))
     for gpu in gpus():
         if lost(gpu["index"]):
-            print(f"Unable to determine the device handle for GPU{gpu['index']}: {gpu['pci']}: "
-                  "GPU is lost.  Reboot the system to recover this GPU", file=sys.stderr)
+            print(
+                f"Unable to determine the device handle for GPU{gpu['index']}: {gpu['pci']}: "
+                "GPU is lost.  Reboot the system to recover this GPU",
+                file=sys.stderr,
+            )
             return 15
         print(", ".join(values[f](gpu) for f in fields))
     return 0
@@ -374,7 +391,11 @@ def mig_parted(args):
     if wanted is None:
         return fail(f"Error: config {name!r} not found in {path}", 1)
     if verb == "assert":
-        return 0 if current_layout() == wanted else fail("Assertion failure: selected configuration not currently applied", 1)
+        return (
+            0
+            if current_layout() == wanted
+            else fail("Assertion failure: selected configuration not currently applied", 1)
+        )
     if verb == "apply":
         modes = {str(g["index"]): bool(wanted.get(str(g["index"]))) for g in gpus()}
         save(LIB / "mig-mode.json", modes)
@@ -432,10 +453,8 @@ def hostengine_running():
 
 def nv_hostengine(args):
     if "--term" in args or "-t" in args:
-        try:
+        with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError):
             os.kill(int((RUN / "nv-hostengine.pid").read_text()), signal.SIGTERM)
-        except (FileNotFoundError, ValueError, ProcessLookupError):
-            pass
         (RUN / "nv-hostengine.pid").unlink(missing_ok=True)
         return 0
     if driver_error():
@@ -469,7 +488,9 @@ def dcgmi(args):
 
 def dcgm_diag(level):
     failing = set(faults().get("dcgm_diag_fail", []))
-    tests = ["Deployment", "Memory", "PCIe", "Targeted Stress", "Targeted Power"][: 1 + 2 * int(level)]
+    tests = ["Deployment", "Memory", "PCIe", "Targeted Stress", "Targeted Power"][
+        : 1 + 2 * int(level)
+    ]
     time.sleep(float(hardware().get("dcgm_diag_s", {}).get(level, 1)))
     print("+---------------------------+------------------------------------------------+")
     print("| Diagnostic                | Result                                         |")
@@ -504,22 +525,31 @@ def ibstat(args):
     wanted = [a for a in args if not a.startswith("-")]
     found = [h for h in hcas() if not wanted or h["name"] == wanted[0]]
     if wanted and not found:
-        return fail(f"ibpanic: [{os.getpid()}] main: stat of IB device '{wanted[0]}' failed: No such file or directory", 255)
+        return fail(
+            f"ibpanic: [{os.getpid()}] main: stat of IB device '{wanted[0]}' failed: No such file or directory",
+            255,
+        )
     for hca in found:
         state = hca_state(hca)
         print(f"CA '{hca['name']}'\n\tCA type: MT4123\n\tNumber of ports: 1")
         print(f"\tFirmware version: 20.39.1002\n\tNode GUID: {hca['guid']}")
         print("\tPort 1:")
-        print(f"\t\tState: {state}\n\t\tPhysical state: {'LinkUp' if state == 'Active' else 'Polling'}")
+        print(
+            f"\t\tState: {state}\n\t\tPhysical state: {'LinkUp' if state == 'Active' else 'Polling'}"
+        )
         print(f"\t\tRate: {hca_rate(hca) if state == 'Active' else 10}\n\t\tBase lid: {hca['lid']}")
-        print(f"\t\tPort GUID: {hca['guid']}\n\t\tLink layer: {hca.get('link_layer', 'InfiniBand')}")
+        print(
+            f"\t\tPort GUID: {hca['guid']}\n\t\tLink layer: {hca.get('link_layer', 'InfiniBand')}"
+        )
     return 0
 
 
 def ibv_devinfo(args):
     for hca in hcas():
         state = "PORT_ACTIVE (4)" if hca_state(hca) == "Active" else "PORT_DOWN (1)"
-        print(f"hca_id:\t{hca['name']}\n\ttransport:\t\t\tInfiniBand (0)\n\tnode_guid:\t\t\t{hca['guid']}")
+        print(
+            f"hca_id:\t{hca['name']}\n\ttransport:\t\t\tInfiniBand (0)\n\tnode_guid:\t\t\t{hca['guid']}"
+        )
         print(f"\t\tport:\t1\n\t\t\tstate:\t\t\t{state}\n\t\t\tlink_layer:\t\tInfiniBand\n")
     return 0
 
@@ -539,7 +569,9 @@ def ib_write_bw(args):
     device = option(args, "-d", "--ib-dev") or (hcas()[0]["name"] if hcas() else "mlx5_0")
     port = int(option(args, "-p", "--port") or 18515)
     values = {"-d", "--ib-dev", "-p", "--port", "-D", "-s", "-n", "-x", "-q"}
-    positional = [a for i, a in enumerate(args) if not a.startswith("-") and args[i - 1] not in values]
+    positional = [
+        a for i, a in enumerate(args) if not a.startswith("-") and args[i - 1] not in values
+    ]
     hca = next((h for h in hcas() if h["name"] == device), None)
     if hca is None:
         return fail(f" Couldn't find device {device}", 1)
@@ -581,7 +613,9 @@ def print_bw(device, rate):
     print("---------------------------------------------------------------------------------------")
     print(f"                    RDMA_Write BW Test\n Device         : {device}")
     print(" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]")
-    print(f" 65536      5000           {average + 0.3:.2f}             {average:.2f}               {average / 0.524:.6f}")
+    print(
+        f" 65536      5000           {average + 0.3:.2f}             {average:.2f}               {average / 0.524:.6f}"
+    )
     print("---------------------------------------------------------------------------------------")
 
 
@@ -603,10 +637,14 @@ def all_reduce_perf(args):
     busbw = busbw * float(faults().get("busbw_factor", 1.0))
     size = option(args, "-b", "--minbytes") or "1G"
     gpus_n = ranks * (1 if ranks > 1 else int(option(args, "-g", "--ngpus") or 1))
-    print(f"# nThread 1 nGpus {option(args, '-g', '--ngpus') or 1} minBytes {size} (railplan twin stand-in)")
+    print(
+        f"# nThread 1 nGpus {option(args, '-g', '--ngpus') or 1} minBytes {size} (railplan twin stand-in)"
+    )
     print("#       size         count      type   redop    root     time   algbw   busbw #wrong")
     algbw = busbw / (2 * (gpus_n - 1) / gpus_n) if gpus_n > 1 else busbw
-    print(f"  {size:>12}  {0:>12}     float     sum      -1   {0:>6.1f}  {algbw:6.2f}  {busbw:6.2f}      0")
+    print(
+        f"  {size:>12}  {0:>12}     float     sum      -1   {0:>6.1f}  {algbw:6.2f}  {busbw:6.2f}      0"
+    )
     print("# Out of bounds values : 0 OK")
     print(f"# Avg bus bandwidth    : {busbw:.2f}")
     return 0
@@ -658,7 +696,7 @@ def make_device_files():
     nodes = [(f"/dev/nvidia{g['index']}", 195, g["index"]) for g in gpus()]
     nodes += [("/dev/nvidiactl", 195, 255), ("/dev/nvidia-uvm", 508, 0)]
     for path, major, minor in nodes:
-        if not os.path.exists(path):
+        if not Path(path).exists():
             os.mknod(path, 0o666 | 0o020000, os.makedev(major, minor))
 
 
@@ -672,7 +710,7 @@ TOOLS = {
     "railplan-twin-boot": boot, "railplan-twin-build-peermem": lambda a: build_peermem() or 0,
     "railplan-twin-openibd-reload": lambda a: openibd_reload(),
 }  # fmt: skip
-TOOL = os.path.basename(sys.argv[0])
+TOOL = Path(sys.argv[0]).name
 
 if __name__ == "__main__":
     log_call(TOOL, sys.argv[1:])

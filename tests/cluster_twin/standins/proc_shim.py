@@ -9,7 +9,6 @@ is redirected.
 
 import builtins
 
-
 _REDIRECT = {
     "/proc/modules": "/run/railplan-twin/proc-modules",
     "/proc/driver/nvidia/version": "/run/railplan-twin/proc-driver-nvidia-version",
@@ -25,4 +24,3 @@ def _twin_open(file, *args, **kwargs):
 
 
 builtins.open = _twin_open
-
