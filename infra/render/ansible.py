@@ -58,8 +58,17 @@ class _GroupPlay:
 
     @property
     def batch(self) -> int | list[int]:
-        """``serial``: one size, or one per SU when the control hosts make them differ."""
-        return self.batches[0] if len(set(self.batches)) == 1 else self.batches
+        """``serial``: one size, or a list where the control hosts make SUs differ.
+
+        Ansible repeats a list's last size and gives the last batch what remains, so the
+        list stops where the sizes stop changing (a cluster of 32 SUs keeps a short line).
+        """
+        sizes = list(self.batches)
+        if len(sizes) > 1 and sizes[-1] <= sizes[-2]:
+            sizes.pop()  # the last SU: the remainder Ansible leaves for the last batch
+        while len(sizes) > 1 and sizes[-1] == sizes[-2]:
+            sizes.pop()
+        return sizes[0] if len(sizes) == 1 else sizes
 
     @property
     def batch_text(self) -> str:

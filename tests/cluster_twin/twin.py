@@ -62,8 +62,16 @@ def preflight() -> None:
 class ClusterTwin:
     """The twin of one spec; a context manager (``with ClusterTwin(...) as twin``)."""
 
-    def __init__(self, spec: Path, workdir: Path, *, extra_drivers: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        spec: Path,
+        workdir: Path,
+        *,
+        extra_drivers: Iterable[str] = (),
+        openibd_reload_s: int = 150,
+    ) -> None:
         preflight()
+        self.openibd_reload_s = openibd_reload_s
         self.spec_path = spec.resolve()
         self.workdir = workdir.resolve()
         self.extra_drivers = tuple(extra_drivers)
@@ -283,7 +291,7 @@ class ClusterTwin:
                       "guid": f"0x{0x1070fd0300000000 + (host.net.index << 8) + i:016x}"}
                      for i, d in enumerate(devices)],
             "mgmt_on_connectx": True,  # DGX: in-band management on the ConnectX storage/in-band NICs
-            "openibd_reload_s": int(os.environ.get("RAILPLAN_TWIN_OPENIBD_RELOAD_S", "150")),
+            "openibd_reload_s": int(os.environ.get("RAILPLAN_TWIN_OPENIBD_RELOAD_S", self.openibd_reload_s)),
             "nccl": {"node_busbw_GBps": float(g.get("acceptance_node_expected_busbw_gbytes_per_s", 0)),
                      "su_busbw_GBps": float(g.get("acceptance_su_expected_busbw_gbytes_per_s", 0))},
         }  # fmt: skip
@@ -379,6 +387,18 @@ class ClusterTwin:
         task = {"name": f"Run {module}.", module: args or None}
         play.write_text(json.dumps([{"name": "Ad-hoc.", "hosts": pattern, "gather_facts": False,
                                      "tasks": [task]}]))  # fmt: skip
+        log = self.workdir / "logs" / f"{name}.log"
+        log.parent.mkdir(exist_ok=True)
+        return run_playbook(
+            self.tree, self.inventory, self.overrides, self.vault, log, [], play=play
+        )
+
+    def play_roles(self, pattern: str, roles: list[str], name: str) -> PlayResult:
+        """One play of the tree's roles on PATTERN, as the entry playbook's own play does it
+        (an operator re-applying one stage: ``roles: [slurm]`` after a changed slurm.conf)."""
+        play = self.workdir / f"{name}.yml"
+        play.write_text(json.dumps([{"name": f"Apply {', '.join(roles)}.", "hosts": pattern,
+                                     "become": True, "roles": [{"role": r} for r in roles]}]))  # fmt: skip
         log = self.workdir / "logs" / f"{name}.log"
         log.parent.mkdir(exist_ok=True)
         return run_playbook(
