@@ -33,7 +33,7 @@ from infra.render.templating import render_template
 from infra.render.writer import RenderError
 from infra.spec import NodeGroup, Spec
 from infra.spec.base import RESERVED_GROUPS
-from infra.topology.control import control_roll_order, controller_host
+from infra.topology.control import control_roll_order, controller_host, uses_opensm
 from infra.topology.migconfig import mig_parted_configs
 from infra.topology.model import Plan, Server
 from infra.wording import plural
@@ -120,7 +120,7 @@ def ansible_files(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, str]:
         files[f"{inventory}/group_vars/{group.name}.yml"] = _yaml_file(
             values, spec, f"node group {group.name}"
         )
-    if _opensm(spec):
+    if uses_opensm(spec):
         files[f"{inventory}/group_vars/subnet_managers.yml"] = _yaml_file(
             _subnet_manager_vars(spec, catalog, plan), spec, "the subnet-manager hosts"
         )
@@ -148,11 +148,6 @@ def _check_names(spec: Spec, plan: Plan) -> None:
             )
 
 
-def _opensm(spec: Spec) -> bool:
-    compute = spec.fabrics.compute
-    return compute is not None and compute.subnet_manager in ("opensm", "nvidia-opensm")
-
-
 # --- hosts.yml --------------------------------------------------------------------------------
 
 
@@ -172,7 +167,7 @@ def _hosts_yml(spec: Spec, catalog: Catalog, plan: Plan) -> str:
     groups["mig_servers"] = {"children": {g.name: {} for g in plan.groups.values() if g.mig_split}}
     for group in spec.node_groups:
         groups.update(_node_group_tree(plan, group.name))
-    if _opensm(spec):
+    if uses_opensm(spec):
         groups["subnet_managers"] = _members(sm_hosts(plan))
     if spec.scheduler.kind == "slurm":
         groups["slurm_controllers"] = _members([controller_host(plan)])
@@ -459,7 +454,7 @@ def _playbook(spec: Spec, catalog: Catalog, plan: Plan) -> str:
         sharp=sharp,
         control_play=control_play,
         control_note=_control_note(control_play, spec),
-        opensm=_opensm(spec),
+        opensm=uses_opensm(spec),
         slurm_play=spec.scheduler.kind == "slurm",
         max_fail_percentage=MAX_FAIL_PERCENTAGE,
         overview=overview,
@@ -470,13 +465,11 @@ def _control_note(control: _ControlPlay | None, spec: Spec) -> list[str]:
     """The header paragraph on the control hosts' play, wrapped like the rest."""
     if control is None:
         return []
-    what = [w for w, on in (("the Slurm controller", spec.scheduler.kind == "slurm"),
-                            ("the OpenSM master and standby", _opensm(spec))) if on]  # fmt: skip
+    slurm, opensm = spec.scheduler.kind == "slurm", uses_opensm(spec)
+    what = ["the Slurm controller"] * slurm + ["the OpenSM master and standby"] * opensm
     why = ["the first batch is ordinary compute"]
-    if spec.scheduler.kind == "slurm":
-        why.append("slurmctld stays up to drain every other batch")
-    if _opensm(spec):
-        why.append("the two subnet managers are never down together")
+    why += ["slurmctld stays up to drain every other batch"] * slurm
+    why += ["the two subnet managers are never down together"] * opensm
     text = (
         f"The control hosts ({', '.join(control.hosts)}: {' and '.join(what)}) roll last, "
         f"one host at a time, in a play of their own, so {', '.join(why[:-1])}"

@@ -15,7 +15,13 @@ from __future__ import annotations
 from infra.spec import Spec
 from infra.topology.model import Plan
 
-__all__ = ["control_hosts", "control_roll_order", "controller_host", "subnet_manager_hosts"]
+__all__ = [
+    "control_hosts",
+    "control_roll_order",
+    "controller_host",
+    "subnet_manager_hosts",
+    "uses_opensm",
+]
 
 
 def controller_host(plan: Plan) -> str:
@@ -24,6 +30,7 @@ def controller_host(plan: Plan) -> str:
 
 
 def uses_opensm(spec: Spec) -> bool:
+    """Whether the compute fabric's subnet manager is an OpenSM on GPU servers."""
     compute = spec.fabrics.compute
     return compute is not None and compute.subnet_manager in ("opensm", "nvidia-opensm")
 
