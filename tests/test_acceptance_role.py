@@ -244,6 +244,24 @@ def test_ibstat_rate_fault_names_expected_and_measured(tmp_path):
     assert {tuple(c) for c in _calls(tmp_path, "dcgmi") if c[0] == "diag"} == {("diag", "-r", "1")}
 
 
+def test_a_lost_gpu_fails_its_host_with_what_nvidia_smi_said(tmp_path):
+    """Xid 79: nvidia-smi exits 15 naming the GPU; the check says so, not 'non-zero return code'."""
+    (tmp_path / "lost").mkdir()
+    lost = _stand_in(
+        tmp_path / "lost" / "nvidia-smi",
+        "sys.stderr.write('Unable to determine the device handle for GPU3: 00000000:37:00.0: '\n"
+        "                 'GPU is lost.  Reboot the system to recover this GPU\\n')\n"
+        "sys.exit(15)",
+    )
+    hosts = {"good": {}, "bad": {"acceptance_nvidia_smi": str(lost)}}
+    report = _run(tmp_path, hosts, {"acceptance_dcgm_diag_level": 1}, su=[])
+    assert _failures(report) == {"good": 0, "bad": 1}, report["stats"]
+    (message,) = _failed_messages(report, "bad")
+    assert message.startswith('GPUs: expected 8 × "NVIDIA A100-SXM4-80GB", measured 0'), message
+    assert "nvidia-smi exited 15: Unable to determine the device handle for GPU3" in message
+    assert "GPU is lost" in message
+
+
 def test_green_field_run_passes_and_runs_what_the_nccl_role_built(tmp_path):
     report = _run(tmp_path, {"gpu001": {}, "gpu002": {}})
     assert _failures(report) == {"gpu001": 0, "gpu002": 0}, report["stats"]

@@ -162,9 +162,15 @@ class PlayResult:
             for task in play.get("tasks", []):
                 for host, result in sorted(task.get("hosts", {}).items()):
                     if result.get("failed") or result.get("unreachable"):
-                        msg = str(result.get("msg", "")).strip().replace("\n", " ")[:400]
-                        lines.append(f"{host}: {task['task']['name']}: {msg}")
+                        lines.append(f"{host}: {task['task']['name']}: {_message(result)}")
         return lines
+
+
+def _message(result: dict[str, Any]) -> str:
+    """A failed result's message; a loop's is its failed items' own (what the recap shows)."""
+    items = [r for r in result.get("results", []) if isinstance(r, dict) and r.get("failed")]
+    parts = [str(r.get("msg", "")) for r in items] or [str(result.get("msg", ""))]
+    return "; ".join(p.strip().replace("\n", " ") for p in parts)[:400]
 
 
 def run_playbook(

@@ -34,6 +34,9 @@ KERNEL_TOOLS = {
 # What the image's boot loader passes before any role changes it (Ubuntu's default).
 DEFAULT_CMDLINE = "BOOT_IMAGE=/vmlinuz root=/dev/twin ro quiet splash"
 GRUB_DEFAULT = 'GRUB_DEFAULT=0\nGRUB_TIMEOUT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quiet splash"\nGRUB_CMDLINE_LINUX=""\n'
+# The second ExecStart: systemd-nspawn mounts the cgroup v1 controllers read-only (it makes
+# them writable only with user namespaces), where a real machine's are writable: slurmd's
+# proctrack/cgroup and task/cgroup create their hierarchy in them on the legacy hierarchy.
 KERNEL_UNIT = """\
 [Unit]
 Description=railplan twin: the stand-in kernel's boot (modules, /proc/cmdline)
@@ -45,6 +48,7 @@ Before=sysinit.target network-pre.target openibd.service
 Type=oneshot
 RemainAfterExit=yes
 ExecStart=/bin/mount --bind /var/lib/railplan-twin/booted-cmdline /proc/cmdline
+ExecStart=/bin/sh -c 'for d in $$(findmnt -rn -t cgroup -o TARGET); do mount -o remount,bind,rw "$$d"; done'
 ExecStart=/usr/lib/railplan-twin/bin/railplan-twin-boot
 
 [Install]

@@ -373,11 +373,7 @@ class ClusterTwin:
     # --- scenarios' tools -------------------------------------------------------------------
 
     def playbook(self, *args: str, name: str = "play", timeout: float = 3600) -> PlayResult:
-        log = self.workdir / "logs" / f"{name}.log"
-        log.parent.mkdir(exist_ok=True)
-        return run_playbook(
-            self.tree, self.inventory, self.overrides, self.vault, log, list(args), timeout
-        )
+        return self._timed(name, list(args), timeout=timeout)
 
     def playbook_adhoc(
         self, pattern: str, module: str, args: str = "", name: str = "adhoc"
@@ -387,11 +383,7 @@ class ClusterTwin:
         task = {"name": f"Run {module}.", module: args or None}
         play.write_text(json.dumps([{"name": "Ad-hoc.", "hosts": pattern, "gather_facts": False,
                                      "tasks": [task]}]))  # fmt: skip
-        log = self.workdir / "logs" / f"{name}.log"
-        log.parent.mkdir(exist_ok=True)
-        return run_playbook(
-            self.tree, self.inventory, self.overrides, self.vault, log, [], play=play
-        )
+        return self._timed(name, [], play=play)
 
     def play_roles(self, pattern: str, roles: list[str], name: str) -> PlayResult:
         """One play of the tree's roles on PATTERN, as the entry playbook's own play does it
@@ -399,11 +391,17 @@ class ClusterTwin:
         play = self.workdir / f"{name}.yml"
         play.write_text(json.dumps([{"name": f"Apply {', '.join(roles)}.", "hosts": pattern,
                                      "become": True, "roles": [{"role": r} for r in roles]}]))  # fmt: skip
+        return self._timed(name, [], play=play)
+
+    def _timed(self, name: str, args: list[str], **kwargs: Any) -> PlayResult:
+        """Run a playbook, its log in logs/NAME.log and its wall time in timings.json."""
         log = self.workdir / "logs" / f"{name}.log"
         log.parent.mkdir(exist_ok=True)
-        return run_playbook(
-            self.tree, self.inventory, self.overrides, self.vault, log, [], play=play
-        )
+        result = run_playbook(self.tree, self.inventory, self.overrides, self.vault, log, args,
+                              **kwargs)  # fmt: skip
+        self.timings[f"play_{name}_s"] = round(result.seconds, 1)
+        (self.workdir / "timings.json").write_text(json.dumps(self.timings, indent=1) + "\n")
+        return result
 
     def controller(self) -> str:
         """The Slurm controller: the rendered inventory's slurm_controllers host."""
