@@ -351,6 +351,8 @@ def test_config_is_what_was_rendered(running: tuple[Plan, Spec, dict[str, str], 
     assert config["AuthType"] == "auth/munge"
     assert config["GresTypes"] == "gpu"
     assert config["Epilog"] == slurm_conf.HEALTH_SCRIPT
+    # a job the health Prolog refused goes back to the queue for another node, not on hold
+    assert "nohold_on_prolog_fail" in config["SchedulerParameters"].split(",")
 
 
 def test_power_saving_is_what_was_rendered(

@@ -39,6 +39,9 @@ __all__ = [
 
 CONF_DIR = "/etc/slurm"  # Debian's and RHEL's (OpenHPC's) slurm.conf directory
 HEALTH_SCRIPT = f"{CONF_DIR}/railplan-gpu-health.sh"  # installed by the slurm role
+# Without it Slurm holds a job whose Prolog failed (Reason=launch_failed_requeued_held) until
+# someone releases it; the cluster twin's prolog scenario showed the job waiting for ever.
+PROLOG_FAILURE = "nohold_on_prolog_fail"
 
 
 def _partitions(plan: Plan, spec: Spec, catalog: Catalog) -> list[str]:
@@ -86,13 +89,15 @@ def slurm_conf(plan: Plan, spec: Spec, catalog: Catalog) -> str:
         "SlurmdDebug=info",
         "ProctrackType=proctrack/cgroup",
         "TaskPlugin=task/cgroup,task/affinity",
+        f"SchedulerParameters={PROLOG_FAILURE}",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
         "GresTypes=gpu",
         "TopologyPlugin=topology/tree",
         "SwitchType=switch/none",
         "ReturnToService=1",
-        "# GPU health before and after every job: a failing node drains itself (slurm role).",
+        "# GPU health before and after every job: a failing node drains itself (slurm role),",
+        f"# and a job its Prolog refused is requeued for another node, not held ({PROLOG_FAILURE}).",
         f"Prolog={HEALTH_SCRIPT}",
         f"Epilog={HEALTH_SCRIPT}",
         f"Include {CONF_DIR}/nodes.conf",
