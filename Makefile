@@ -80,11 +80,16 @@ fuzz: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
-# Regenerate docs/accuracy.md: collectives from tests/data/nccl-measurements.yaml, then the
-# "## Training" section from tests/data/training-measurements.yaml (tests check both parts).
+# Regenerate the error-band table infra/budget/data/bands.json (held-out rows of both data
+# files), then docs/accuracy.md: collectives from tests/data/nccl-measurements.yaml, the
+# "## Training" section from tests/data/training-measurements.yaml, and the "## Error bands"
+# section from the table (tests check every part).
+MEASUREMENTS := tests/data/nccl-measurements.yaml tests/data/training-measurements.yaml
 accuracy: $(STAMP)
+	$(BIN)/python -m infra.budget.band_table json $(MEASUREMENTS) > infra/budget/data/bands.json
 	{ $(BIN)/python -m infra.budget.calibration tests/data/nccl-measurements.yaml; echo; \
-	  $(BIN)/python -m infra.budget.accuracy_doc tests/data/training-measurements.yaml; } > docs/accuracy.md
+	  $(BIN)/python -m infra.budget.accuracy_doc tests/data/training-measurements.yaml; echo; \
+	  $(BIN)/python -m infra.budget.band_table markdown $(MEASUREMENTS); } > docs/accuracy.md
 
 # Regenerate the golden rendered trees under tests/golden/expected/ (review the diff, then commit).
 golden: $(STAMP)

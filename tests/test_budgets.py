@@ -154,14 +154,20 @@ def test_predict_cli_tables() -> None:
     )
     doc = json.loads(h100.stdout)
     assert (doc["collective"], doc["gpus"], doc["nodes"]) == ("all_gather", 64, 8)
-    assert set(doc["rows"][0]) == {
+    row = doc["rows"][0]
+    assert set(row) == {
         "bytes",
         "time_us",
         "algbw_GBps",
         "busbw_GBps",
         "algorithm",
         "protocol",
+        "band",  # issue 33: every figure carries its band and calibration flag
+        "calibration",
     }
+    low, high = row["band"]["busbw_GBps"]
+    assert low <= row["busbw_GBps"] <= high and row["band"]["rows"] >= 3
+    assert row["calibration"]["status"] in ("calibrated", "extrapolated")
     bad = railplan(
         "predict",
         str(ROOT / "examples" / "dgx-h100-superpod.yaml"),

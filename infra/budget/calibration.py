@@ -111,7 +111,7 @@ def _topology(row: dict[str, Any], catalog: Catalog) -> CommTopology:
         nics=nics,
         nic_gbps=rate,
         cpu=cpu,
-        sharp=bool(row.get("sharp")),
+        sharp=row.get("sharp") is True,  # "unknown" is not SHARP
         nvls=nvls,
         efa=row["network"] == "efa",
         **version,  # type: ignore[arg-type]

@@ -87,14 +87,19 @@ def _budget_row(r: BudgetResult) -> _Budget:
     if r.error:
         return _Budget(r.path, r.kind, "", "", "error", "", r.error)
     op = "≤" if r.better == "lower" else "≥"
+    predicted = _value(r.predicted, r.unit)
+    if r.has_band:  # issue 33: the band, and the bound the verdict tests
+        predicted += f" (band {_value(r.band_low, r.unit)} – {_value(r.band_high, r.unit)})"
+    flag = r.fit.flag if r.fit else "arithmetic"
+    detail = f"tests the {r.bound_label} ({_value(r.tested, r.unit)}), {flag}; {r.detail}"
     return _Budget(
         r.path,
         r.kind,
-        _value(r.predicted, r.unit),
+        predicted,
         f"{op} {_value(r.limit, r.unit)}",
         r.verdict,
         "" if math.isnan(r.margin) else f"{r.margin:+.1%}",
-        f"{r.detail} (claim: {r.claim})" if r.claim else r.detail,
+        f"{detail} (claim: {r.claim})" if r.claim else detail,
     )
 
 

@@ -32,6 +32,17 @@ training budget runs a layout search (about 0.3 s); ten times what a real cluste
 class BudgetFields(StrictModel):
     """What every budget kind has besides its own parameters."""
 
+    bound: Literal["conservative", "central", "optimistic"] = Field(
+        "conservative",
+        description=(
+            "Which edge of the prediction's error band the verdict tests: `conservative` "
+            "(the worse edge: longest time, highest power, lowest efficiency), `central` (the "
+            "prediction itself) or `optimistic`. Bands come from held-out published rows "
+            "(docs/accuracy.md); arithmetic figures (memory, trace replays) have none and are "
+            "tested as they are."
+        ),
+    )
+
     claim: str | None = Field(
         None,
         min_length=1,

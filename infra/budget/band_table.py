@@ -1,0 +1,182 @@
+r"""Generate the band table (``infra/budget/data/bands.json``) and its docs/accuracy.md section.
+
+Reads the published rows through the same comparisons that write docs/accuracy.md
+(`calibration.compare_rows` for nccl-tests rows, `train_accuracy.compare` for training rows),
+keeps the held-out half's ratios per regime (`band_regimes`) and every row's coordinates for
+the envelope (`bands.collective_fit`, `bands.training_fit`)::
+
+    python -m infra.budget.band_table json tests/data/nccl-measurements.yaml \\
+        tests/data/training-measurements.yaml > infra/budget/data/bands.json
+
+``make accuracy`` runs it; tests/test_bands.py checks the committed file is what the data give.
+Only held-out rows set a band: the fitted constants never saw them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from infra.budget import band_regimes as regimes
+from infra.budget.bands import MIN_ROWS
+from infra.budget.calibration import PEAK_BYTES, Comparison, compare_rows, load_measurements
+from infra.budget.train_accuracy import (
+    TrainComparison,
+    compare,
+    load_rows,
+    row_job,
+    row_stack,
+)
+from infra.catalog import Catalog, load_catalog
+
+__all__ = ["band_document", "bands_markdown"]
+
+_GPU_ALIAS = {"a100-sxm4-unknown": "a100-sxm4-80gb"}
+
+
+def _add(found: dict[str, list[float]], levels: Iterable[str], ratio: float) -> None:
+    for regime in dict.fromkeys(levels):  # a family named like its stack is one regime
+        low, high, rows = found.get(regime, [ratio, ratio, 0])
+        found[regime] = [round(min(low, ratio), 4), round(max(high, ratio), 4), rows + 1]
+
+
+def _collective_coordinates(c: Comparison, catalog: Catalog) -> list[Any]:
+    r = c.row
+    arch = catalog.gpus[_GPU_ALIAS.get(r["gpu"], r["gpu"])].architecture
+    fabric = regimes.fabric_of(r["nodes"], r.get("sharp") is True, r["network"] == "efa")
+    nbytes = int(r["bytes"] or PEAK_BYTES)
+    label = (
+        f"{r['source']}: {r['nodes']} x {r['gpus_per_node']} {r['gpu']} {r['network']}, "
+        f"{r['collective']} {r['bytes'] or 'peak'} B"
+    )
+    return [label, arch, fabric, regimes.collective_family(r["collective"]), r["nodes"], nbytes]
+
+
+def collective_part(data: dict[str, Any], catalog: Catalog) -> dict[str, Any]:
+    """Held-out ratios per collective regime, and every comparable row's coordinates."""
+    ratios: dict[str, list[float]] = {}
+    envelope = []
+    for c in compare_rows(data, catalog):
+        if c.anomalous:
+            continue
+        point = _collective_coordinates(c, catalog)
+        envelope.append(point)
+        if c.held_out:
+            levels = regimes.collective_levels(point[3], point[5], point[4], point[2])
+            _add(ratios, levels, 1 + c.error)
+    return {"ratios": ratios, "envelope": envelope}
+
+
+def _throughput_ratio(c: TrainComparison) -> float:
+    """The ratio predicted / measured of a higher-is-better figure (a time's ratio is inverted)."""
+    if c.metric == "iteration s":
+        return c.measured / c.predicted
+    return c.predicted / c.measured
+
+
+def _training_point(row: dict[str, Any], data: dict[str, Any], catalog: Catalog) -> list[Any]:
+    job, layout = row_job(row, catalog, data["sources"])
+    stack = row_stack(row, data["sources"]).name
+    return [
+        row["id"],
+        job.gpu.architecture,
+        regimes.stack_family(stack),
+        regimes.zero_group(layout.zero),
+        layout.tp,
+        layout.pp > 1,
+        layout.cp > 1,
+        layout.recompute,
+        layout.gpus,
+        float(job.shape.params),
+        layout.micro_batch,
+        layout.virtual,
+    ]
+
+
+def _training_levels(
+    row: dict[str, Any], data: dict[str, Any], catalog: Catalog, scaling: bool = False
+) -> list[str]:
+    job, layout = row_job(row, catalog, data["sources"])
+    stack = row_stack(row, data["sources"]).name
+    levels = regimes.scaling_levels if scaling else regimes.training_levels
+    return levels(stack, layout.zero, layout.tp, layout.pp, layout.cp, job.gpu.architecture)
+
+
+def training_part(data: dict[str, Any], catalog: Catalog) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(training, scaling): held-out ratios per regime; every row's coordinates for training."""
+    by_id = {r["id"]: r for r in data["measurements"]}
+    ratios: dict[str, list[float]] = {}
+    scaling: dict[str, list[float]] = {}
+    for c in compare(data, catalog):
+        if not c.held_out:
+            continue
+        if c.metric == "scaling":
+            row = by_id[c.row_id.split(" / ")[0]]
+            _add(scaling, _training_levels(row, data, catalog, True), c.predicted / c.measured)
+            continue
+        _add(ratios, _training_levels(by_id[c.row_id], data, catalog), _throughput_ratio(c))
+    envelope = [_training_point(r, data, catalog) for r in data["measurements"]]
+    return {"ratios": ratios, "envelope": envelope}, {"ratios": scaling}
+
+
+def band_document(nccl: dict[str, Any], training: dict[str, Any], catalog: Catalog) -> str:
+    """The JSON text of ``infra/budget/data/bands.json``."""
+    train, scaling = training_part(training, catalog)
+    doc = {
+        "generated_by": "python -m infra.budget.band_table json (make accuracy); do not edit",
+        "collective": collective_part(nccl, catalog),
+        "training": train,
+        "scaling": scaling,
+    }
+    return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+
+def _band_rows(kind: str, doc: dict[str, Any], unit: str) -> list[str]:
+    lines = []
+    for regime, (low, high, rows) in sorted(doc[kind]["ratios"].items()):
+        if rows < MIN_ROWS and regime != "all rows":
+            continue  # never used: a prediction falls back past it
+        lower, upper = 1 / max(high, 1.0), 1 / min(low, 1.0)
+        lines.append(
+            f"| {kind} | {regime} | {rows} | {low:.3f} .. {high:.3f} | "
+            f"x{lower:.3f} .. x{upper:.3f} {unit} |"
+        )
+    return lines
+
+
+def bands_markdown(doc: dict[str, Any]) -> str:
+    """The "## Error bands" section of docs/accuracy.md, from the band table."""
+    lines = [
+        "## Error bands",
+        "",
+        (
+            "Generated by `python -m infra.budget.band_table markdown ...` (`make accuracy`) "
+            "from `infra/budget/data/bands.json`. Every `predict`, `train` and `budget` figure "
+            "carries an interval: the range of the held-out rows' ratios `predicted / measured` "
+            "in its regime (for a time, `measured / predicted`), widened to contain 1, applied "
+            "to the prediction (a bandwidth or throughput is divided by the ratio, a time "
+            "multiplied). A regime needs at least 3 held-out rows; with fewer, the prediction "
+            "takes the next coarser regime of its list (collectives: collective, size, nodes, "
+            "fabric -> size, nodes, fabric -> size, fabric -> fabric -> size -> all rows; "
+            "training: stack, ZeRO, shape, GPU -> stack family, ZeRO, shape, GPU -> ZeRO, shape, "
+            "GPU -> ZeRO, GPU -> GPU -> all rows). The range is what was observed, not a "
+            "confidence interval. Only the regimes a prediction can use (3 or more held-out "
+            "rows) appear below; `rows` counts them, and the last column is the band as multiples of a throughput prediction."
+        ),
+        "",
+        "| kind | regime | rows | predicted / measured | band (throughput) |",
+        "|---|---|---|---|---|",
+        *_band_rows("collective", doc, "busbw"),
+        *_band_rows("training", doc, "TFLOP/s"),
+        *_band_rows("scaling", doc, "efficiency"),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover - the documented regenerate command
+    cat = load_catalog()
+    text = band_document(load_measurements(sys.argv[2]), load_rows(sys.argv[3]), cat)
+    sys.stdout.write(text if sys.argv[1] == "json" else bands_markdown(json.loads(text)))
