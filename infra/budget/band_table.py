@@ -17,11 +17,14 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from infra.budget import band_regimes as regimes
-from infra.budget.bands import MIN_ROWS
+from infra.budget.bands import MIN_ROWS, collective_bands
 from infra.budget.calibration import PEAK_BYTES, Comparison, compare_rows, load_measurements
+from infra.budget.cluster import comm_topology
+from infra.budget.collectives import predict
 from infra.budget.train_accuracy import (
     TrainComparison,
     compare,
@@ -30,8 +33,9 @@ from infra.budget.train_accuracy import (
     row_stack,
 )
 from infra.catalog import Catalog, load_catalog
+from infra.spec import load_spec
 
-__all__ = ["band_document", "bands_markdown"]
+__all__ = ["acceptance_markdown", "band_document", "bands_markdown"]
 
 _GPU_ALIAS = {"a100-sxm4-unknown": "a100-sxm4-80gb"}
 
@@ -176,7 +180,55 @@ def bands_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+ACCEPTANCE_EXAMPLE = "examples/dgx-a100-superpod.yaml"
+"""The spec whose first SU the acceptance arithmetic of docs/accuracy.md is shown for."""
+ACCEPTANCE_TOLERANCE = 0.2
+"""The acceptance role's default ``acceptance_busbw_tolerance``."""
+
+
+def acceptance_markdown(root: Path) -> str:
+    """The "### Acceptance thresholds" arithmetic for one SU of `ACCEPTANCE_EXAMPLE`.
+
+    The same figures `railplan render` writes (``infra.render.ansible._expected_busbw``): the
+    all_reduce prediction at 1 GiB across one SU and its band's lower edge.
+    """
+    spec = load_spec(root / ACCEPTANCE_EXAMPLE).spec
+    catalog = load_catalog()
+    group = spec.node_groups[0]
+    su = spec.fabrics.compute.su_size if spec.fabrics.compute else 1
+    gpus = min(su, group.count) * catalog.nodes[group.node].gpus
+    topo = comm_topology(spec, catalog, gpus, group=group.name)
+    row = predict(topo, "all_reduce", 2**30)
+    band = collective_bands(topo, "all_reduce", row.bytes, row.busbw_GBps, row.time_us)
+    low, tol = band.busbw.low, ACCEPTANCE_TOLERANCE
+    return "\n".join(
+        [
+            "### Acceptance thresholds",
+            "",
+            (
+                "`railplan render` writes `acceptance_su_expected_busbw_gbytes_per_s` (and the "
+                "node one) as the lower edge of the prediction's band, not the prediction, so "
+                "the acceptance role's threshold, expected x (1 - `acceptance_busbw_tolerance`), "
+                "is the band's lower edge minus the tolerance: a healthy SU that runs as slow as "
+                "the slowest held-out row of its regime still passes, and the tolerance is left "
+                "for the run-to-run spread it is meant for. `acceptance_su_predicted_busbw_"
+                f"gbytes_per_s` keeps the prediction. For one SU of `{ACCEPTANCE_EXAMPLE}` "
+                f"({gpus} GPUs, {row.algorithm}/{row.protocol}, {band.fit.status}): predicted "
+                f"{row.busbw_GBps:.2f} GB/s; band {band.busbw.low:.2f}-{band.busbw.high:.2f} "
+                f"(held-out rows of {band.busbw.regime}: {band.busbw.rows}); rendered expected "
+                f"{low:.2f}; threshold {low:.2f} x (1 - {tol:g}) = {low * (1 - tol):.2f} GB/s "
+                f"(it was {row.busbw_GBps:.2f} x (1 - {tol:g}) = "
+                f"{row.busbw_GBps * (1 - tol):.2f} from the prediction alone)."
+            ),
+            "",
+        ]
+    )
+
+
 if __name__ == "__main__":  # pragma: no cover - the documented regenerate command
     cat = load_catalog()
     text = band_document(load_measurements(sys.argv[2]), load_rows(sys.argv[3]), cat)
-    sys.stdout.write(text if sys.argv[1] == "json" else bands_markdown(json.loads(text)))
+    if sys.argv[1] == "json":
+        sys.stdout.write(text)
+    else:
+        sys.stdout.write(bands_markdown(json.loads(text)) + "\n" + acceptance_markdown(Path()))
