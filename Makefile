@@ -84,7 +84,8 @@ bench: $(STAMP)
 # files), then docs/accuracy.md: collectives from tests/data/nccl-measurements.yaml, the
 # "## Training" section from tests/data/training-measurements.yaml, and the "## Error bands"
 # section from the table (tests check every part).
-MEASUREMENTS := tests/data/nccl-measurements.yaml tests/data/training-measurements.yaml
+MEASUREMENTS := tests/data/nccl-measurements.yaml tests/data/training-measurements.yaml \
+  tests/data/checkpoint-measurements.yaml
 accuracy: $(STAMP)
 	$(BIN)/python -m infra.budget.band_table json $(MEASUREMENTS) > infra/budget/data/bands.json
 	{ $(BIN)/python -m infra.budget.calibration tests/data/nccl-measurements.yaml; echo; \

@@ -6,7 +6,8 @@ keeps the held-out half's ratios per regime (`band_regimes`) and every row's coo
 the envelope (`bands.collective_fit`, `bands.training_fit`)::
 
     python -m infra.budget.band_table json tests/data/nccl-measurements.yaml \\
-        tests/data/training-measurements.yaml > infra/budget/data/bands.json
+        tests/data/training-measurements.yaml tests/data/checkpoint-measurements.yaml \\
+        > infra/budget/data/bands.json
 
 ``make accuracy`` runs it; tests/test_bands.py checks the committed file is what the data give.
 Only held-out rows set a band: the fitted constants never saw them.
@@ -25,6 +26,7 @@ from infra.budget.bands import MIN_ROWS, collective_bands
 from infra.budget.calibration import PEAK_BYTES, Comparison, compare_rows, load_measurements
 from infra.budget.cluster import comm_topology
 from infra.budget.collectives import predict
+from infra.budget.storage import CHECKPOINT_LEVELS, NIC_EFFICIENCY
 from infra.budget.train_accuracy import (
     TrainComparison,
     compare,
@@ -125,7 +127,35 @@ def training_part(data: dict[str, Any], catalog: Catalog) -> tuple[dict[str, Any
     return {"ratios": ratios, "envelope": envelope}, {"ratios": scaling}
 
 
-def band_document(nccl: dict[str, Any], training: dict[str, Any], catalog: Catalog) -> str:
+def checkpoint_estimate_s(row: dict[str, Any]) -> float:
+    """The I/O-bound time `storage.checkpoint_estimate` gives for a published row's system.
+
+    The writing nodes' links at `storage.NIC_EFFICIENCY` of line rate, or the filesystem's
+    aggregate, whichever is narrower (the row states no fabric between them).
+    """
+    nodes = row["nodes"] if row["writers"] == "all" else row["writer_nodes"]
+    links = nodes * row["node_links"] * row["link_gbps"] / 8 * NIC_EFFICIENCY
+    return float(row["bytes"]) / 1e9 / min(float(links), float(row["filesystem_GBps"]))
+
+
+def checkpoint_part(data: dict[str, Any]) -> dict[str, Any]:
+    """Every published checkpoint row is held out: measured / I/O-bound time, and its size."""
+    ratios: dict[str, list[float]] = {}
+    envelope = []
+    for row in data["measurements"]:
+        ratio = float(row["seconds"]) / checkpoint_estimate_s(row)  # a time: measured / model
+        _add(ratios, CHECKPOINT_LEVELS, ratio)
+        writers = row["gpus"] if row["writers"] == "all" else row["writer_nodes"] * 8
+        envelope.append([row["id"], float(row["bytes"]), writers])
+    return {"ratios": ratios, "envelope": envelope}
+
+
+def band_document(
+    nccl: dict[str, Any],
+    training: dict[str, Any],
+    catalog: Catalog,
+    checkpoints: dict[str, Any] | None = None,
+) -> str:
     """The JSON text of ``infra/budget/data/bands.json``."""
     train, scaling = training_part(training, catalog)
     doc = {
@@ -133,6 +163,7 @@ def band_document(nccl: dict[str, Any], training: dict[str, Any], catalog: Catal
         "collective": collective_part(nccl, catalog),
         "training": train,
         "scaling": scaling,
+        "checkpoint": checkpoint_part(checkpoints or {"measurements": []}),
     }
     return json.dumps(doc, indent=1, sort_keys=True) + "\n"
 
@@ -175,6 +206,7 @@ def bands_markdown(doc: dict[str, Any]) -> str:
         *_band_rows("collective", doc, "busbw"),
         *_band_rows("training", doc, "TFLOP/s"),
         *_band_rows("scaling", doc, "efficiency"),
+        *_band_rows("checkpoint", doc, "write rate"),
         "",
     ]
     return "\n".join(lines)
@@ -227,7 +259,10 @@ def acceptance_markdown(root: Path) -> str:
 
 if __name__ == "__main__":  # pragma: no cover - the documented regenerate command
     cat = load_catalog()
-    text = band_document(load_measurements(sys.argv[2]), load_rows(sys.argv[3]), cat)
+    checkpoint_rows = load_rows(sys.argv[4])
+    text = band_document(
+        load_measurements(sys.argv[2]), load_rows(sys.argv[3]), cat, checkpoint_rows
+    )
     if sys.argv[1] == "json":
         sys.stdout.write(text)
     else:

@@ -101,4 +101,8 @@ class BudgetResult:
     @property
     def bound_label(self) -> str:
         """What the verdict tests, in words: ``conservative bound`` or ``exact (arithmetic)``."""
-        return f"{self.bound} bound" if self.has_band else "exact (arithmetic, no band)"
+        if self.has_band:
+            return f"{self.bound} bound"
+        if self.fit is not None:
+            return "central (no band: too few held-out published rows)"
+        return "exact (arithmetic, no band)"

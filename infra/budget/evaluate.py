@@ -15,15 +15,19 @@ import math
 from dataclasses import replace
 from typing import assert_never
 
-from infra.budget import power_cost
 from infra.budget.bands import collective_bands
 from infra.budget.budget_result import BudgetResult
-from infra.budget.cluster import BudgetError, comm_topology, sharp_usable
+from infra.budget.cluster import BudgetError, comm_topology, main_group, sharp_usable
 from infra.budget.collectives import predict
 from infra.budget.evaluate_memory import model_fits
+from infra.budget.evaluate_power import cluster_power, cost, rack_power
 from infra.budget.evaluate_training import scaling, scaling_answer, scaling_step
 from infra.budget.simulation import Replays, queueing_delay, utilization
-from infra.budget.storage import checkpoint_estimate
+from infra.budget.storage import (
+    checkpoint_band,
+    checkpoint_estimate,
+    published_checkpoint_ratio,
+)
 from infra.catalog import Catalog
 from infra.spec import Spec
 from infra.spec.budgets import (
@@ -33,10 +37,8 @@ from infra.spec.budgets import (
     CheckpointBudget,
     CheckpointEntry,
     ClusterPowerEntry,
-    CostBudget,
     CostEntry,
     ModelFitsEntry,
-    PowerBudget,
     QueueingDelayEntry,
     RackPowerEntry,
     ScalingEfficiencyEntry,
@@ -83,76 +85,42 @@ def _checkpoint(
     b: CheckpointBudget, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
 ) -> BudgetResult:
     plan = _planned(plan, r)
+    group, node = main_group(spec, cat, None, f"{r.path}.gpus")
+    gpus = b.gpus or group.count * node.gpus
+    if gpus > group.count * node.gpus:
+        raise BudgetError(
+            f"asks for {gpus:,} GPUs but node group {group.name!r} has {group.count * node.gpus:,}",
+            path=f"{r.path}.gpus",
+            hint="use a GPU count up to the group's GPUs, or leave gpus out",
+        )
+    writers = gpus if b.writers == "all" else min(b.model_parallel, gpus)
+    nodes = -(-writers // node.gpus)
     try:
-        est = checkpoint_estimate(b.bytes, spec, cat, plan)
+        est = checkpoint_estimate(b.bytes, spec, cat, plan, nodes)
     except ValueError as exc:
         raise BudgetError(str(exc), path=r.path, hint="add fabrics.storage") from None
+    band, fit = checkpoint_band(est.seconds, b.bytes, writers)
     stages = ", ".join(f"{k} {v:,.0f} GB/s" for k, v in est.stages_gbs.items())
-    return replace(
+    who = "every GPU its shard" if b.writers == "all" else "rank 0 of each model shard"
+    low, high, rows = published_checkpoint_ratio()
+    measured = (
+        f"; published checkpoints took {low:.1f}x-{high:.1f}x their I/O-bound time "
+        f"({plural(rows, 'row')}: serialisation and metadata, not modelled)"
+        if rows
+        else ""
+    )
+    result = replace(
         r,
         predicted=est.seconds,
         limit=b.max_s,
         unit="s",
-        detail=f"limited by {est.limiter} ({stages})",
+        detail=f"{writers:,} GPUs on {nodes:,} nodes write ({who}); I/O-bound, limited by "
+        f"{est.limiter} ({stages}){measured}",
+        fit=fit,
     )
-
-
-def _rack_power(
-    b: PowerBudget, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
-) -> BudgetResult:
-    plan = _planned(plan, r)
-    return replace(
-        r,
-        predicted=power_cost.max_rack_kw(plan),
-        limit=b.max_kw,
-        unit="kW",
-        detail=f"hottest of {plural(len(plan.racks), 'rack')}, at maximum draw",
-    )
-
-
-def _cluster_power(
-    b: PowerBudget, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
-) -> BudgetResult:
-    plan = _planned(plan, r)
-    it = power_cost.it_power(plan, cat)
-    note = " (cloud servers estimated from GPU TDP)" if it.is_estimate else ""
-    return replace(
-        r,
-        predicted=it.total_kw,
-        limit=b.max_kw,
-        unit="kW",
-        detail=f"IT power of servers and switches at maximum draw{note}",
-    )
-
-
-def _cost(
-    b: CostBudget, spec: Spec, cat: Catalog, plan: Plan | None, r: BudgetResult
-) -> BudgetResult:
-    plan = _planned(plan, r)
-    try:
-        c = power_cost.plan_cost_per_pflop_day(
-            plan, cat, b.precision, b.price_per_kwh, b.pue, b.mfu
-        )
-    except ValueError as exc:
-        raise BudgetError(str(exc), path=f"{r.path}.precision") from None
-    hardware = 0.0
-    note = ""
-    if b.price_per_node_usd:  # straight-line amortisation: USD per day over PFLOP-days per day
-        per_day = len(plan.servers) * b.price_per_node_usd / (b.amortize_years * 365.0)
-        hardware = per_day / c.delivered_pflops
-        note = (
-            f"; hardware {hardware:,.2f} USD ({len(plan.servers):,} servers at "
-            f"{b.price_per_node_usd:,.0f} USD over {b.amortize_years:g} years) + energy "
-            f"{c.usd_per_pflop_day:,.2f} USD"
-        )
-    return replace(
-        r,
-        predicted=c.usd_per_pflop_day + hardware,
-        limit=b.max_usd,
-        unit="USD",
-        detail=f"{c.facility_kw:,.0f} kW facility for {c.delivered_pflops:,.1f} "
-        f"delivered PFLOP/s: {c.kwh_per_pflop_day:,.0f} kWh per PFLOP-day{note}",
-    )
+    if band is None:
+        return result
+    return replace(result, band_low=band.low, band_high=band.high, band_regime=band.regime)
 
 
 def _sharp_gain(
@@ -215,13 +183,13 @@ def _dispatch(  # noqa: C901 - one arm per budget kind, kept exhaustive by asser
         case CheckpointEntry():
             return _checkpoint(budget.checkpoint, spec, cat, plan, r)
         case RackPowerEntry():
-            return _rack_power(budget.rack_power, spec, cat, plan, r)
+            return rack_power(budget.rack_power, spec, cat, _planned(plan, r), r)
         case ClusterPowerEntry():
-            return _cluster_power(budget.cluster_power, spec, cat, plan, r)
+            return cluster_power(budget.cluster_power, spec, cat, _planned(plan, r), r)
         case ModelFitsEntry():
             return model_fits(budget.model_fits, spec, cat, r)
         case CostEntry():
-            return _cost(budget.cost_per_pflop_day, spec, cat, plan, r)
+            return cost(budget.cost_per_pflop_day, spec, cat, _planned(plan, r), r)
         case SharpGainEntry():
             return _sharp_gain(budget.sharp_gain, spec, cat, plan, r)
         case UtilizationEntry():

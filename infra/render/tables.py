@@ -140,12 +140,11 @@ def _band_text(r: BudgetResult) -> str:
     """``predicted 5.94 ms, band 5.10-9.90 ms (regime), calibrated`` for the text view."""
     text = f"predicted {_value(r.predicted, r.unit)}"
     if r.has_band:
-        text += (
-            f", band {_value(r.band_low, r.unit)} .. {_value(r.band_high, r.unit)} "
-            f"(held-out rows of {r.band_regime})"
-        )
+        source = r.band_regime if r.fit is None else f"held-out rows of {r.band_regime}"
+        text += f", band {_value(r.band_low, r.unit)} .. {_value(r.band_high, r.unit)} ({source})"
     if r.fit is None:
-        return text + "; arithmetic on the spec, nothing fitted"
+        what = "datasheet figures" if r.has_band else "arithmetic on the spec"
+        return text + f"; {what}, nothing fitted"
     if r.fit.status == "calibrated":
         return text + "; calibrated"
     return text + f"; EXTRAPOLATED: nearest published row {r.fit.nearest}: {r.fit.gap}"

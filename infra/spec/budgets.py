@@ -178,6 +178,25 @@ class CheckpointBudget(BudgetFields):
 
     bytes: ByteSize = Field(description="Checkpoint size, e.g. `2.8TB`.")
     max_s: float = Field(gt=0, le=604_800, description="Limit, seconds (at most a week).")
+    writers: Literal["all", "replica"] = Field(
+        "all",
+        description="Who writes: `all` GPUs their shard (sharded checkpoints: Megatron-Core "
+        "and NeMo distributed checkpointing, DeepSpeed ZeRO), or `replica`: data-parallel rank "
+        "0 of each model shard, the `model_parallel` GPUs of one replica (Megatron-LM's "
+        "torch.save checkpoints).",
+    )
+    model_parallel: int = Field(
+        8,
+        ge=1,
+        le=MAX_BUDGET_GPUS,
+        description="GPUs holding one model replica (TP x PP), for `writers: replica`.",
+    )
+    gpus: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_BUDGET_GPUS,
+        description="GPUs of the job that checkpoints; default every GPU of the main group.",
+    )
 
 
 class PowerBudget(BudgetFields):
