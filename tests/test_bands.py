@@ -157,11 +157,12 @@ def test_budget_json_says_which_bound_it_tests(tmp_path: Path) -> None:
     assert "conservative bound" in budgets_text(results)
 
 
-def test_accuracy_doc_carries_the_band_table() -> None:
-    from infra.budget.band_table import bands_markdown
+def test_accuracy_doc_carries_the_band_table_and_the_search_example() -> None:
+    from infra.budget.band_table import bands_markdown, search_markdown
 
     doc = (ROOT / "docs" / "accuracy.md").read_text()
     assert bands_markdown(bands.table()) in doc, "docs/accuracy.md is stale: run `make accuracy`"
+    assert search_markdown(ROOT) in doc, "docs/accuracy.md is stale: run `make accuracy`"
 
 
 def test_acceptance_thresholds_come_from_the_band_s_lower_edge() -> None:

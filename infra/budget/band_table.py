@@ -34,10 +34,11 @@ from infra.budget.train_accuracy import (
     row_job,
     row_stack,
 )
+from infra.budget.train_plan import TrainRequest, model_shape, train
 from infra.catalog import Catalog, load_catalog
 from infra.spec import load_spec
 
-__all__ = ["acceptance_markdown", "band_document", "bands_markdown"]
+__all__ = ["acceptance_markdown", "band_document", "bands_markdown", "search_markdown"]
 
 _GPU_ALIAS = {"a100-sxm4-unknown": "a100-sxm4-80gb"}
 
@@ -212,6 +213,68 @@ def bands_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+SEARCH_EXAMPLE = "tests/data/accuracy/a100-hdr.yaml"
+"""The spec of the layout-search example in docs/accuracy.md (DGX A100, 8 HDR NICs)."""
+
+_ENVELOPE = (
+    "**Envelope.** A prediction is `calibrated` when published rows cover it, else "
+    "`extrapolated`, with the nearest published row and how it differs (JSON `calibration`: "
+    "`status`, `nearest`, `gap`; text: a fit column or line). Collectives: rows of the same GPU "
+    "generation, fabric (NVLink, InfiniBand, InfiniBand with SHARP, EFA) and collective family "
+    "whose node counts and message sizes span the prediction's. Training: rows of the same GPU "
+    "generation, stack family (Megatron-LM, Megatron-Core and NeMo are one), ZeRO group, TP "
+    "size, pipelined or not, context-parallel or not and recompute mode, whose GPU counts and "
+    "parameter counts span the layout's within a factor of two and whose micro-batch and "
+    "interleaving span it. Checkpoints: a published timing within a factor of two in bytes "
+    "and writing GPUs. Power: datasheet figures, no envelope (the band is typical to maximum "
+    "draw, and the detail names PSU ratings and devices without a typical figure)."
+)
+_SEARCH = (
+    "**How the layout search uses them.** `railplan train` without `--tp/--pp` (and the "
+    "`scaling_efficiency` budget) ranks every layout that fits by its conservative bound, the "
+    "step time at the slow edge of its band, and keeps the best calibrated and the best "
+    "extrapolated layout. The extrapolated one wins only if it beats the calibrated one by "
+    "more than its own band (its slow edge is faster than the calibrated layout's central "
+    "step); it is then shown flagged, with the calibrated layout beside it (JSON "
+    "`search.beside`). When the calibrated layout wins, a faster extrapolated layout it passed "
+    "over is shown beside it."
+)
+
+
+def search_markdown(root: Path) -> str:
+    """The layout-search example: GPT-3 175B on 1,024 A100, with its reproducing command."""
+    spec = load_spec(root / SEARCH_EXAMPLE).spec
+    request = TrainRequest(gpus=1024, shape=model_shape("gpt3-175b"), global_batch=1536)
+    answer = train(spec, load_catalog(), request)
+    r, band = answer.result, answer.band
+    tflops = r.tflops_per_gpu(False)
+    edges = band.throughput(tflops) if band else None
+    lay = r.layout
+    text = (
+        f"Issue 33's case, `railplan train {SEARCH_EXAMPLE} --gpus 1024 --model gpt3-175b "
+        f"--global-batch 1536`: TP {lay.tp} x PP {lay.pp} (x{lay.virtual}) x DP {lay.dp}, "
+        f"micro-batch {lay.micro_batch}, recompute {lay.recompute}, ZeRO-{lay.zero}: "
+        f"{tflops:.1f} TFLOP/s per GPU (MFU {tflops / r.peak_tflops:.1%})"
+    )
+    if band and edges:
+        text += f", band {edges.low:.1f}-{edges.high:.1f}, {band.fit.status}"
+    other = answer.other
+    if other is not None:
+        o = other.result
+        o_edges = other.band.throughput(o.tflops_per_gpu(False))
+        text += (
+            f"; beside it, {'calibrated' if other.calibrated else 'extrapolated'}: TP "
+            f"{o.layout.tp} x PP {o.layout.pp} x DP {o.layout.dp}, ZeRO-{o.layout.zero}, "
+            f"{o.tflops_per_gpu(False):.1f} TFLOP/s (band {o_edges.low:.1f}-{o_edges.high:.1f})"
+        )
+    text += (
+        ". Before issue 33 the search took TP 8 x PP 1 x DP 128 with ZeRO-3 at 191.2 "
+        "(61 % MFU); published 175B runs on A100 reach about 140 (Megatron-LM 2021) and 52 % "
+        "MFU (Korthikanti 2022)."
+    )
+    return f"### Envelope and layout search\n\n{_ENVELOPE}\n\n{_SEARCH}\n\n{text}\n"
+
+
 ACCEPTANCE_EXAMPLE = "examples/dgx-a100-superpod.yaml"
 """The spec whose first SU the acceptance arithmetic of docs/accuracy.md is shown for."""
 ACCEPTANCE_TOLERANCE = 0.2
@@ -266,4 +329,6 @@ if __name__ == "__main__":  # pragma: no cover - the documented regenerate comma
     if sys.argv[1] == "json":
         sys.stdout.write(text)
     else:
-        sys.stdout.write(bands_markdown(json.loads(text)) + "\n" + acceptance_markdown(Path()))
+        doc = json.loads(text)
+        parts = (bands_markdown(doc), search_markdown(Path()), acceptance_markdown(Path()))
+        sys.stdout.write("\n".join(parts))

@@ -4,7 +4,8 @@ This module owns what sits between the CLI (or a budget) and the step model: the
 shape a request names (a preset or explicit dimensions), the job on the spec's node group
 (`cluster.comm_topology`), the checks a layout must pass (TP inside the NVLink domain and
 dividing the heads, PP dividing the layers, the batch splitting into micro-batches), and
-the search for the fastest layout that fits in memory when the request fixes no TP/PP
+the search for a layout that fits in memory when the request fixes no TP/PP (ranked by
+the conservative bound of its error band, calibrated layouts first: `train_search`)
 (context parallelism too, for sequences long enough to split), like Calculon's
 optimal-execution search, bounded to a few thousand candidates.
 """
@@ -432,7 +433,7 @@ def search(job: Job, request: TrainRequest) -> tuple[Ranking, int]:
 
 
 def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
-    """Search the fastest layout that fits within what the request fixes.
+    """Search the layout that fits within what the request fixes (`train_search.Ranking`).
 
     With ``tp`` and ``pp`` fixed the search still picks micro-batch, interleaving,
     recompute and ZeRO stage where they are not given; if no variant fits, the answer is

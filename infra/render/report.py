@@ -299,7 +299,11 @@ def _train_summary(answer: TrainAnswer) -> str:
 
 def _train_step(b: ScalingEfficiencyBudget, spec: Spec, catalog: Catalog, path: str) -> _Step:
     model = b.model or f"a {b.layers}-layer model of hidden size {b.hidden}"
-    layout = "the layout given" if b.tp or b.pp else "the fastest layout that fits"
+    layout = (
+        "the layout given"
+        if b.tp or b.pp
+        else "the layout the search ranks first (conservative bound, calibrated first)"
+    )
     what = f"{model} on the training model (Megatron FLOPs, TP/CP/PP/DP, ZeRO), {layout}"
     try:
         answer = scaling_answer(b, spec, catalog, path)
