@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from infra.budget.train_accuracy import (
     row_job,
     row_stack,
 )
+from infra.budget.train_bands import training_point
 from infra.budget.train_plan import TrainRequest, model_shape, train
 from infra.catalog import Catalog, load_catalog
 from infra.spec import load_spec
@@ -85,21 +87,8 @@ def _throughput_ratio(c: TrainComparison) -> float:
 
 def _training_point(row: dict[str, Any], data: dict[str, Any], catalog: Catalog) -> list[Any]:
     job, layout = row_job(row, catalog, data["sources"])
-    stack = row_stack(row, data["sources"]).name
-    return [
-        row["id"],
-        job.gpu.architecture,
-        regimes.stack_family(stack),
-        regimes.zero_group(layout.zero),
-        layout.tp,
-        layout.pp > 1,
-        layout.cp > 1,
-        layout.recompute,
-        layout.gpus,
-        float(job.shape.params),
-        layout.micro_batch,
-        layout.virtual,
-    ]
+    point = training_point(job, layout, row_stack(row, data["sources"]).name)
+    return [row["id"], *astuple(point)]
 
 
 def _training_levels(

@@ -24,7 +24,7 @@ from infra.budget.bands import (
 )
 from infra.budget.train_layout import Job, Layout
 
-__all__ = ["TrainBand", "train_band"]
+__all__ = ["TrainBand", "train_band", "training_point"]
 
 
 @dataclass(frozen=True)
@@ -57,12 +57,10 @@ class TrainBand:
         return step_s * max(self.ratios.high, 1.0)
 
 
-def train_band(job: Job, layout: Layout, stack: str) -> TrainBand:
-    """The band and calibration of ``layout`` of ``job`` run by software ``stack``."""
-    arch = job.gpu.architecture
-    dims = (stack, layout.zero, layout.tp, layout.pp, layout.cp, arch)
-    point = TrainingPoint(
-        arch,
+def training_point(job: Job, layout: Layout, stack: str) -> TrainingPoint:
+    """The envelope coordinates of ``layout`` of ``job`` run by software ``stack``."""
+    return TrainingPoint(
+        job.gpu.architecture,
         stack_family(stack),
         zero_group(layout.zero),
         layout.tp,
@@ -74,6 +72,12 @@ def train_band(job: Job, layout: Layout, stack: str) -> TrainBand:
         layout.micro_batch,
         layout.virtual,
     )
+
+
+def train_band(job: Job, layout: Layout, stack: str) -> TrainBand:
+    """The band and calibration of ``layout`` of ``job`` run by software ``stack``."""
+    dims = (stack, layout.zero, layout.tp, layout.pp, layout.cp, job.gpu.architecture)
+    point = training_point(job, layout, stack)
     return TrainBand(
         ratios_for("training", training_levels(*dims)),
         ratios_for("scaling", scaling_levels(*dims)),

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
+from infra.budget.bands import collective_bands
 from infra.budget.cluster import BudgetError, comm_topology, main_group
 from infra.budget.collectives import COLLECTIVES, CommTopology, Prediction, predict_table
 from infra.budget.evaluate import BudgetResult, evaluate_budgets, scaling_answer, scaling_step
@@ -209,7 +210,7 @@ def _collectives(spec: Spec, catalog: Catalog) -> _Collectives:
     rows = tuple(
         (
             c,
-            f"{p.busbw_GBps:,.1f}",
+            _with_band(topo, c, p),
             f"{p.algorithm}/{p.protocol}",
             f"{t[-1].time_us / 1000:,.2f} ms",
         )
@@ -220,6 +221,12 @@ def _collectives(spec: Spec, catalog: Catalog) -> _Collectives:
         f"SHARP {'usable' if topo.sharp else 'not used'}; 8 B to 8 GiB, ×2 per step"
     )
     return _Collectives(caption, chart, rows, "")
+
+
+def _with_band(topo: CommTopology, collective: str, p: Prediction) -> str:
+    """``busbw (band low-high, flag)``: the peak with its error band (issue 33)."""
+    b = collective_bands(topo, collective, p.bytes, p.busbw_GBps, p.time_us)
+    return f"{p.busbw_GBps:,.1f} ({b.busbw.low:,.1f}–{b.busbw.high:,.1f}, {b.fit.flag})"
 
 
 def _step_drawing(step: StepEstimate) -> Markup:
