@@ -23,6 +23,7 @@ from infra.budget.train_accuracy import compare, load_rows
 from infra.budget.train_bands import TrainBand
 from infra.budget.train_plan import TrainRequest, model_shape, train
 from infra.budget.train_search import Candidate, Ranking
+from infra.budget.train_stack import resolve as resolve_stack
 from infra.catalog import load_catalog
 from infra.spec import load_spec_text
 
@@ -88,13 +89,37 @@ def test_search_does_not_sell_the_uncalibrated_zero3_layout() -> None:
     answer = _a100_answer()
     r, band = answer.result, answer.band
     model = r.tflops_per_gpu(False)
-    assert band is not None and band.fit.status == "calibrated"
+    assert band is not None and band.search_fit.status == "calibrated"
     assert (r.layout.zero, r.layout.pp > 1) == (1, True)
     assert model <= 165
     edges = band.throughput(model)
     assert edges.low <= 140 and edges.high >= 160  # the band covers the published 140-160
     assert answer.other is not None and not answer.other.calibrated
     assert answer.other.result.layout.zero == 3
+
+
+def test_fused_attention_on_a100_is_flagged_extrapolated() -> None:
+    # Every A100 row ran Megatron-LM 2021's unfused attention; the default stack fuses it,
+    # which is most of what lifts the 175B layout from ~155 to 164 TFLOP/s. The layout is
+    # published-style (the search still prefers it), the stack switch is not: flagged.
+    answer = _a100_answer()
+    assert answer.band is not None
+    fit = answer.band.fit
+    assert fit.status == "extrapolated" and fit.nearest.startswith("korthikanti-")
+    assert "fused attention yes (row: no)" in fit.gap
+    lay = answer.result.layout
+    fixed = {"tp": lay.tp, "pp": lay.pp, "virtual": lay.virtual, "micro_batch": lay.micro_batch}
+    spec = load_spec_text(A100_SPEC).spec
+    request = TrainRequest(
+        gpus=1024,
+        shape=model_shape("gpt3-175b"),
+        global_batch=1536,
+        stack=resolve_stack(fused_attention=False),
+        **fixed,
+    )
+    unfused = train(spec, load_catalog(), request)
+    assert unfused.band is not None and unfused.band.fit.status == "calibrated"
+    assert unfused.result.tflops_per_gpu(False) < answer.result.tflops_per_gpu(False)
 
 
 def test_a_fixed_zero3_layout_is_flagged_with_the_nearest_row() -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable
-from dataclasses import astuple
+from dataclasses import astuple, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +36,11 @@ from infra.budget.train_accuracy import (
     row_stack,
 )
 from infra.budget.train_bands import training_point
+from infra.budget.train_layout import StepResult
 from infra.budget.train_plan import TrainRequest, model_shape, train
+from infra.budget.train_stack import resolve as resolve_stack
 from infra.catalog import Catalog, load_catalog
-from infra.spec import load_spec
+from infra.spec import Spec, load_spec
 
 __all__ = ["acceptance_markdown", "band_document", "bands_markdown", "search_markdown"]
 
@@ -212,9 +214,11 @@ _ENVELOPE = (
     "generation, fabric (NVLink, InfiniBand, InfiniBand with SHARP, EFA) and collective family "
     "whose node counts and message sizes span the prediction's. Training: rows of the same GPU "
     "generation, stack family (Megatron-LM, Megatron-Core and NeMo are one), ZeRO group, TP "
-    "size, pipelined or not, context-parallel or not and recompute mode, whose GPU counts and "
-    "parameter counts span the layout's within a factor of two and whose micro-batch and "
-    "interleaving span it. Checkpoints: a published timing within a factor of two in bytes "
+    "size, pipelined or not, context-parallel or not, recompute mode and fused attention or not "
+    "(no A100 row ran fused attention: Megatron-LM 2021 had none, so the default stack's A100 "
+    "layouts are extrapolated, nearest row and `fused attention` named in the gap), whose GPU "
+    "counts and parameter counts span the layout's within a factor of two and whose "
+    "micro-batch and interleaving span it. Checkpoints: a published timing within a factor of two in bytes "
     "and writing GPUs. Power: datasheet figures, no envelope (the band is typical to maximum "
     "draw, and the detail names PSU ratings and devices without a typical figure)."
 )
@@ -226,8 +230,39 @@ _SEARCH = (
     "more than its own band (its slow edge is faster than the calibrated layout's central "
     "step); it is then shown flagged, with the calibrated layout beside it (JSON "
     "`search.beside`). When the calibrated layout wins, a faster extrapolated layout it passed "
-    "over is shown beside it."
+    "over is shown beside it. Calibrated, for the ranking, is the layout's: the stack's own "
+    "switches (fused attention) are the same for every candidate, so they are left aside there "
+    "and named in the answer's flag."
 )
+
+
+def _unfused_note(spec: Spec, request: TrainRequest, r: StepResult) -> str:
+    """Where the chosen layout's figure comes from: the same layout with unfused attention.
+
+    Every A100 row ran Megatron-LM 2021's unfused attention; the default stack fuses it, and
+    that switch, not the layout, is what no row covers.
+    """
+    lay, b = r.layout, r.breakdown
+    fixed = replace(
+        request,
+        tp=lay.tp,
+        pp=lay.pp,
+        virtual=lay.virtual,
+        micro_batch=lay.micro_batch,
+        recompute=lay.recompute,
+        zero=lay.zero,
+        stack=resolve_stack(request.stack.name, fused_attention=False),
+    )
+    unfused = train(spec, load_catalog(), fixed).result
+    ideal = b.compute_s + b.recompute_s + b.tp_comm_s
+    return (
+        f". Where it comes from: with the A100 rows' unfused attention (`--no-fused-attention`) "
+        f"the same layout gives {unfused.tflops_per_gpu(False):.1f}; the interleaved schedule's "
+        f"bubble is {b.pp_bubble_s:.2f} s of the {r.step_s:.2f} s step ((p - 1) / (v m) = "
+        f"{lay.pp - 1} / {lay.virtual * r.micro_batches} of the {ideal:.2f} s of compute and TP "
+        f"traffic), its pipeline sends {b.pp_comm_s:.2f} s and the exposed DP traffic at DP "
+        f"{lay.dp} over HDR {b.dp_comm_exposed_s:.2f} s"
+    )
 
 
 def search_markdown(root: Path) -> str:
@@ -247,15 +282,18 @@ def search_markdown(root: Path) -> str:
     )
     if band and edges:
         text += f", band {edges.low:.1f}-{edges.high:.1f}, {band.fit.status}"
+        if band.fit.gap:
+            text += f" (nearest {band.fit.nearest}: {band.fit.gap})"
     other = answer.other
     if other is not None:
         o = other.result
         o_edges = other.band.throughput(o.tflops_per_gpu(False))
         text += (
-            f"; beside it, {'calibrated' if other.calibrated else 'extrapolated'}: TP "
+            f"; beside it, {other.band.fit.status}: TP "
             f"{o.layout.tp} x PP {o.layout.pp} x DP {o.layout.dp}, ZeRO-{o.layout.zero}, "
             f"{o.tflops_per_gpu(False):.1f} TFLOP/s (band {o_edges.low:.1f}-{o_edges.high:.1f})"
         )
+    text += _unfused_note(spec, request, r)
     text += (
         ". Before issue 33 the search took TP 8 x PP 1 x DP 128 with ZeRO-3 at 191.2 "
         "(61 % MFU); published 175B runs on A100 reach about 140 (Megatron-LM 2021) and 52 % "

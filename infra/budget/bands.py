@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Literal
@@ -42,6 +43,7 @@ __all__ = [
     "collective_bands",
     "collective_fit",
     "higher_band",
+    "layout_fit",
     "lower_band",
     "ratios_for",
     "table",
@@ -213,6 +215,7 @@ class TrainingPoint:
     pipelined: bool
     context: bool
     recompute: str
+    fused_attention: bool
     gpus: int
     params: float
     micro_batch: int
@@ -220,6 +223,14 @@ class TrainingPoint:
 
     def cell(self) -> tuple[Any, ...]:
         """The fields a published row must share to cover this point."""
+        return (*self.layout_cell(), self.fused_attention)
+
+    def layout_cell(self) -> tuple[Any, ...]:
+        """`cell` without the stack's own switches: what the layout search can choose.
+
+        Whether attention is fused is the software stack's switch, the same for every layout
+        a search compares, so it cannot be what a search exploits (`layout_fit`).
+        """
         return (
             self.arch,
             self.family,
@@ -231,7 +242,7 @@ class TrainingPoint:
         )
 
 
-_CELL_NAMES = ("GPU", "stack", "", "TP", "PP", "CP", "recompute")
+_CELL_NAMES = ("GPU", "stack", "", "TP", "PP", "CP", "recompute", "fused attention")
 
 
 def _point(row: list[Any]) -> TrainingPoint:
@@ -240,19 +251,46 @@ def _point(row: list[Any]) -> TrainingPoint:
 
 @functools.cache
 def training_fit(point: TrainingPoint) -> Fit:
-    """Whether a training layout lies inside the published rows.
+    """Whether a training layout, run by its stack, lies inside the published rows.
 
     Calibrated: some rows share its cell (GPU generation, stack family, ZeRO group, TP size,
-    pipelined or not, context-parallel or not, recompute mode), and its GPU count and model
-    size are within a factor of two of their span, its micro-batch and interleaving within it.
-    Otherwise the nearest row and what differs.
+    pipelined or not, context-parallel or not, recompute mode, fused attention or not), and
+    its GPU count and model size are within a factor of two of their span, its micro-batch
+    and interleaving within it. Otherwise the nearest row and what differs: among the rows
+    that cover the layout if some do (so the gap names the stack switch), else among all.
     """
     rows = table()["training"]["envelope"]
-    mine = [r for r in rows if _point(r).cell() == point.cell()]
-    if mine and _covers([_point(r) for r in mine], point):
+    layout_rows = _covering(rows, point, lambda q: q.layout_cell())
+    mine = _covering(layout_rows, point, lambda q: q.cell())
+    if mine:
+        return Fit("calibrated", _nearest_training(mine, point)[0])
+    label, row = _nearest_training(layout_rows or rows, point)
+    return Fit("extrapolated", label, _training_gap(_point(row), point))
+
+
+@functools.cache
+def layout_fit(point: TrainingPoint) -> Fit:
+    """`training_fit` of the layout alone: the stack's own switches (`layout_cell`) aside.
+
+    The layout search prefers layouts calibrated by this measure. A stack switch no published
+    row of the GPU generation ran (fused attention on A100: every A100 row ran Megatron-LM
+    2021's unfused kernels) puts every candidate outside the envelope alike; ranking them
+    all as extrapolated would hand the choice to whichever borrowed band is narrowest.
+    """
+    rows = table()["training"]["envelope"]
+    mine = _covering(rows, point, lambda q: q.layout_cell())
+    if mine:
         return Fit("calibrated", _nearest_training(mine, point)[0])
     label, row = _nearest_training(rows, point)
     return Fit("extrapolated", label, _training_gap(_point(row), point))
+
+
+def _covering(
+    rows: list[list[Any]], point: TrainingPoint, key: Callable[[TrainingPoint], tuple[Any, ...]]
+) -> list[list[Any]]:
+    """The rows sharing ``point``'s ``key`` cell, if together they cover it (else none)."""
+    mine = [r for r in rows if key(_point(r)) == key(point)]
+    return mine if mine and _covers([_point(r) for r in mine], point) else []
 
 
 def _covers(rows: list[TrainingPoint], p: TrainingPoint) -> bool:
@@ -268,7 +306,7 @@ def _covers(rows: list[TrainingPoint], p: TrainingPoint) -> bool:
 
 
 def _nearest_training(rows: list[list[Any]], p: TrainingPoint) -> tuple[str, list[Any]]:
-    weights = (8.0, 2.0, 4.0, 0.0, 2.0, 2.0, 1.0)
+    weights = (8.0, 2.0, 4.0, 0.0, 2.0, 2.0, 1.0, 1.0)
 
     def distance(r: list[Any]) -> tuple[float, str]:
         q = _point(r)

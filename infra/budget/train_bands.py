@@ -4,7 +4,9 @@ A layout's regime (`band_regimes.training_levels`: stack, ZeRO group, parallelis
 generation) picks the held-out ratios of published runs (`bands.ratios_for`); its coordinates
 (`bands.TrainingPoint`) say whether published runs cover it (`bands.training_fit`). The layout
 search ranks candidates by the conservative bound, `TrainBand.conservative_step_s`: the step
-time the worst held-out row of the regime implies.
+time the worst held-out row of the regime implies, and prefers the layouts published runs
+cover, `TrainBand.layout_fit` (the stack's own switches aside: they are the same for every
+candidate).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from infra.budget.bands import (
     Ratios,
     TrainingPoint,
     higher_band,
+    layout_fit,
     lower_band,
     ratios_for,
     training_fit,
@@ -34,6 +37,12 @@ class TrainBand:
     ratios: Ratios
     scaling: Ratios
     fit: Fit
+    layout_fit: Fit | None = None  # `bands.layout_fit`; None: the same as ``fit``
+
+    @property
+    def search_fit(self) -> Fit:
+        """The calibration the layout search ranks by: of the layout, stack switches aside."""
+        return self.layout_fit or self.fit
 
     def throughput(self, value: float, digits: int = 1) -> Band:
         """Band of a throughput (TFLOP/s, tokens/s, MFU)."""
@@ -67,6 +76,7 @@ def training_point(job: Job, layout: Layout, stack: str) -> TrainingPoint:
         layout.pp > 1,
         layout.cp > 1,
         layout.recompute,
+        job.flash_attention,
         layout.gpus,
         float(job.shape.params),
         layout.micro_batch,
@@ -82,4 +92,5 @@ def train_band(job: Job, layout: Layout, stack: str) -> TrainBand:
         ratios_for("training", training_levels(*dims)),
         ratios_for("scaling", scaling_levels(*dims)),
         training_fit(point),
+        layout_fit(point),
     )

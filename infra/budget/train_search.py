@@ -9,6 +9,11 @@ extrapolated one wins only if it beats the calibrated one by more than its own b
 if even its slow edge is faster than the calibrated layout's central step; the answer then
 carries a warning and the calibrated layout beside it. With no calibrated layout the best
 extrapolated one is the answer, flagged.
+
+"Calibrated" here is the layout's (`TrainBand.search_fit`): the stack's own switches, the same
+for every candidate, are left aside, so a stack no published run of the GPU generation used
+(fused attention on A100) still has its published-style layouts preferred; the answer's flag
+(`TrainBand.fit`) says that the stack is outside.
 """
 
 from __future__ import annotations
@@ -35,8 +40,8 @@ class Candidate:
 
     @property
     def calibrated(self) -> bool:
-        """Whether published runs cover the layout."""
-        return self.band.fit.status == "calibrated"
+        """Whether published runs cover the layout (`TrainBand.search_fit`: stack switches aside)."""
+        return self.band.search_fit.status == "calibrated"
 
 
 @dataclass

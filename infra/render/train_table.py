@@ -125,7 +125,10 @@ def _search_dict(answer: TrainAnswer) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "candidates": answer.candidates,
         "seconds": round(answer.search_s, 3),
-        "ranked_by": "conservative bound (slow edge of each layout's band), calibrated first",
+        "ranked_by": (
+            "conservative bound (slow edge of each layout's band), calibrated layouts first "
+            "(the stack's own switches aside)"
+        ),
     }
     other = answer.other
     if other is not None:
@@ -203,7 +206,7 @@ def _band_lines(d: dict[str, Any]) -> list[str]:
         lines.append(f"calibrated: inside the published runs (nearest {fit['nearest']})")
     else:
         lines.append(
-            f"EXTRAPOLATED: no published run covers this layout; nearest {fit['nearest']}: "
+            f"EXTRAPOLATED: no published run covers this layout and stack; nearest {fit['nearest']}: "
             f"{fit['gap']}"
         )
     beside = d["search"].get("beside")
