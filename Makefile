@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $(STAMP)
 
 demo: $(STAMP)
-	@echo "== railplan lint -v examples/*.yaml (claims-h100-8k warns: its scaling claim is not met)"
+	@echo "== railplan lint -v examples/*.yaml (claims-h100-8k warns: its scaling, checkpoint and utilisation claims are not met)"
 	@$(BIN)/railplan lint --verbose examples/*.yaml || true
 	@echo
 	@echo "== railplan mig check examples/mig-parted/config-default.yaml (NVIDIA's published default)"

@@ -190,6 +190,23 @@ def test_accuracy_doc_carries_the_band_table_and_the_search_example() -> None:
     assert search_markdown(ROOT) in doc, "docs/accuracy.md is stale: run `make accuracy`"
 
 
+def test_published_checkpoints_give_a_band_that_covers_each_of_them() -> None:
+    # Issue 33: one published timing (BLOOM) gave no band; three with their systems stated do.
+    from infra.budget.checkpoint_table import checkpoint_estimate_s, checkpoint_markdown
+    from infra.budget.storage import checkpoint_band
+
+    rows = load_rows(ROOT / "tests" / "data" / "checkpoint-measurements.yaml")["measurements"]
+    assert len(rows) >= bands.MIN_ROWS
+    for row in rows:
+        model = checkpoint_estimate_s(row)
+        band, _ = checkpoint_band(model, int(row["bytes"]), int(row["gpus"]))
+        assert band is not None and band.rows == len(rows)
+        assert band.low * 0.999 <= float(row["seconds"]) <= band.high * 1.001, row["id"]
+    doc = (ROOT / "docs" / "accuracy.md").read_text()
+    checkpoints = load_rows(ROOT / "tests" / "data" / "checkpoint-measurements.yaml")
+    assert checkpoint_markdown(checkpoints) in doc, "docs/accuracy.md is stale: run `make accuracy`"
+
+
 def test_acceptance_thresholds_come_from_the_band_s_lower_edge() -> None:
     # Issue 33: the SU threshold was the prediction (229.8 GB/s) x 0.8 = 183.8, so a healthy
     # SU measuring 180 failed. The rendered expectation is now the band's lower edge, so the

@@ -25,9 +25,9 @@ from typing import Any
 from infra.budget import band_regimes as regimes
 from infra.budget.bands import MIN_ROWS, collective_bands
 from infra.budget.calibration import PEAK_BYTES, Comparison, compare_rows, load_measurements
+from infra.budget.checkpoint_table import checkpoint_markdown, checkpoint_part
 from infra.budget.cluster import comm_topology
 from infra.budget.collectives import predict
-from infra.budget.storage import CHECKPOINT_LEVELS, NIC_EFFICIENCY
 from infra.budget.train_accuracy import (
     TrainComparison,
     compare,
@@ -117,29 +117,6 @@ def training_part(data: dict[str, Any], catalog: Catalog) -> tuple[dict[str, Any
         _add(ratios, _training_levels(by_id[c.row_id], data, catalog), _throughput_ratio(c))
     envelope = [_training_point(r, data, catalog) for r in data["measurements"]]
     return {"ratios": ratios, "envelope": envelope}, {"ratios": scaling}
-
-
-def checkpoint_estimate_s(row: dict[str, Any]) -> float:
-    """The I/O-bound time `storage.checkpoint_estimate` gives for a published row's system.
-
-    The writing nodes' links at `storage.NIC_EFFICIENCY` of line rate, or the filesystem's
-    aggregate, whichever is narrower (the row states no fabric between them).
-    """
-    nodes = row["nodes"] if row["writers"] == "all" else row["writer_nodes"]
-    links = nodes * row["node_links"] * row["link_gbps"] / 8 * NIC_EFFICIENCY
-    return float(row["bytes"]) / 1e9 / min(float(links), float(row["filesystem_GBps"]))
-
-
-def checkpoint_part(data: dict[str, Any]) -> dict[str, Any]:
-    """Every published checkpoint row is held out: measured / I/O-bound time, and its size."""
-    ratios: dict[str, list[float]] = {}
-    envelope = []
-    for row in data["measurements"]:
-        ratio = float(row["seconds"]) / checkpoint_estimate_s(row)  # a time: measured / model
-        _add(ratios, CHECKPOINT_LEVELS, ratio)
-        writers = row["gpus"] if row["writers"] == "all" else row["writer_nodes"] * 8
-        envelope.append([row["id"], float(row["bytes"]), writers])
-    return {"ratios": ratios, "envelope": envelope}
 
 
 def band_document(
@@ -357,5 +334,10 @@ if __name__ == "__main__":  # pragma: no cover - the documented regenerate comma
         sys.stdout.write(text)
     else:
         doc = json.loads(text)
-        parts = (bands_markdown(doc), search_markdown(Path()), acceptance_markdown(Path()))
+        parts = (
+            bands_markdown(doc),
+            search_markdown(Path()),
+            acceptance_markdown(Path()),
+            checkpoint_markdown(checkpoint_rows),
+        )
         sys.stdout.write("\n".join(parts))

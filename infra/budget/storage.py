@@ -82,10 +82,11 @@ CHECKPOINT_LEVELS = ["checkpoint, I/O-bound estimate", "all rows"]
 def checkpoint_band(seconds: float, nbytes: int, writer_gpus: int) -> tuple[Band | None, Fit]:
     """The band of an I/O-bound checkpoint time, and whether a published timing is near it.
 
-    A band needs `MIN_ROWS` held-out timings; with fewer (one was found: BLOOM's 2.3 TB in
-    40 s, 5.2x the I/O-bound figure of its system) there is none, and the budget tests the
-    estimate itself and says so. Calibrated when a published checkpoint is within a factor of
-    two in size and in writing GPUs.
+    A band needs `MIN_ROWS` held-out timings (three are published with their systems: BLOOM's
+    2.3 TB in 40 s, 5.2x the I/O-bound figure of its system, and two Megatron-LM saves to a
+    100 MB/s NAS at 0.84x and 1.01x of theirs; docs/accuracy.md, Checkpoints); with fewer
+    there is none, and the budget tests the estimate itself and says so. Calibrated when a
+    published checkpoint is within a factor of two in size and in writing GPUs.
     """
     ratios = ratios_for("checkpoint", CHECKPOINT_LEVELS)
     band = lower_band(seconds, ratios, 3) if ratios.rows >= MIN_ROWS else None
