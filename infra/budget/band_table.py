@@ -195,8 +195,8 @@ _ENVELOPE = (
     "(no A100 row ran fused attention: Megatron-LM 2021 had none, so the default stack's A100 "
     "layouts are extrapolated, nearest row and `fused attention` named in the gap), whose GPU "
     "counts and parameter counts span the layout's within a factor of two and whose "
-    "micro-batch and interleaving span it. Checkpoints: a published timing within a factor of two in bytes "
-    "and writing GPUs. Power: datasheet figures, no envelope (the band is typical to maximum "
+    "micro-batch and interleaving span it. Checkpoints: a published timing within a factor "
+    "of two in bytes and writing GPUs. Power: datasheet figures, no envelope (the band is typical to maximum "
     "draw, and the detail names PSU ratings and devices without a typical figure)."
 )
 _SEARCH = (

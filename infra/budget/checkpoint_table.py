@@ -62,8 +62,8 @@ _TEXT = (
     "fit half (`dlrover-gpt1.5b-16`, the first of its source) took less than its I/O-bound "
     "time, so a non-negative term fits at zero. The range is wide because the systems are: "
     "DeepSpeed's per-rank files on Jean Zay's GPFS took 5.2x the filesystem's theoretical "
-    "rate; Megatron-LM's data-parallel rank 0 writing to a 100 MB/s NAS ran at the NAS's rate "
-    "(0.84x: the 100 MB/s is nominal)."
+    "rate; Megatron-LM's data-parallel rank 0 writing to a 100 MB/s NAS ran at about the "
+    "NAS's rate (0.84x and 1.01x: the 100 MB/s is a round figure)."
 )
 
 

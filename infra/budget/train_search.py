@@ -40,7 +40,7 @@ class Candidate:
 
     @property
     def calibrated(self) -> bool:
-        """Whether published runs cover the layout (`TrainBand.search_fit`: stack switches aside)."""
+        """Whether published runs cover the layout (`TrainBand.search_fit`: stack aside)."""
         return self.band.search_fit.status == "calibrated"
 
 

@@ -206,8 +206,8 @@ def _band_lines(d: dict[str, Any]) -> list[str]:
         lines.append(f"calibrated: inside the published runs (nearest {fit['nearest']})")
     else:
         lines.append(
-            f"EXTRAPOLATED: no published run covers this layout and stack; nearest {fit['nearest']}: "
-            f"{fit['gap']}"
+            "EXTRAPOLATED: no published run covers this layout and stack; nearest "
+            f"{fit['nearest']}: {fit['gap']}"
         )
     beside = d["search"].get("beside")
     if beside:
