@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $(STAMP)
 
 demo: $(STAMP)
-	@echo "== railplan lint -v examples/*.yaml (claims-h100-8k warns: its scaling claim is not met)"
+	@echo "== railplan lint -v examples/*.yaml (claims-h100-8k warns: its scaling, checkpoint and utilisation claims are not met)"
 	@$(BIN)/railplan lint --verbose examples/*.yaml || true
 	@echo
 	@echo "== railplan mig check examples/mig-parted/config-default.yaml (NVIDIA's published default)"
@@ -83,11 +83,17 @@ fuzz: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
-# Regenerate docs/accuracy.md: collectives from tests/data/nccl-measurements.yaml, then the
-# "## Training" section from tests/data/training-measurements.yaml (tests check both parts).
+# Regenerate the error-band table infra/budget/data/bands.json (held-out rows of both data
+# files), then docs/accuracy.md: collectives from tests/data/nccl-measurements.yaml, the
+# "## Training" section from tests/data/training-measurements.yaml, and the "## Error bands"
+# section from the table (tests check every part).
+MEASUREMENTS := tests/data/nccl-measurements.yaml tests/data/training-measurements.yaml \
+  tests/data/checkpoint-measurements.yaml
 accuracy: $(STAMP)
+	$(BIN)/python -m infra.budget.band_table json $(MEASUREMENTS) > infra/budget/data/bands.json
 	{ $(BIN)/python -m infra.budget.calibration tests/data/nccl-measurements.yaml; echo; \
-	  $(BIN)/python -m infra.budget.accuracy_doc tests/data/training-measurements.yaml; } > docs/accuracy.md
+	  $(BIN)/python -m infra.budget.accuracy_doc tests/data/training-measurements.yaml; echo; \
+	  $(BIN)/python -m infra.budget.band_table markdown $(MEASUREMENTS); } > docs/accuracy.md
 
 # Regenerate the golden rendered trees under tests/golden/expected/ (review the diff, then commit).
 golden: $(STAMP)

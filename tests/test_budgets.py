@@ -47,15 +47,17 @@ def test_vendor_claims_are_each_answered(claims: dict[str, BudgetResult]) -> Non
     # The claims this cluster does not meet: GPT-3's 1536-sequence batch over 8,000 GPUs
     # leaves each pipeline a handful of micro-batches, so the bubble costs what 0.89 allows;
     # the shipped one-day trace never fills 8,000 GPUs, and no job waits (demand, not
-    # placement, sets the share).
+    # placement, sets the share). The vendor's checkpoint in 92 s is 1.3x its 70 s I/O-bound
+    # time; published saves took up to 5.2x theirs, and the budget tests that slow edge.
     missed = [k for k, r in claims.items() if not r.passed]
-    assert missed == ["scaling_efficiency", "utilization"]
+    assert missed == ["scaling_efficiency", "checkpoint", "utilization"]
     assert 0.2 < claims["utilization"].predicted < 0.92
     assert "no job waited" in claims["utilization"].detail
     assert 0.5 < claims["scaling_efficiency"].predicted < 0.89
     assert "bubble" in claims["scaling_efficiency"].detail
     # 2.8 TB at the declared 40 GB/s filesystem: 70 s, limited by the filesystem
     assert claims["checkpoint"].predicted == pytest.approx(70.0)
+    assert claims["checkpoint"].band_high == pytest.approx(70.0 * 5.2174, rel=1e-3)
     assert "filesystem" in claims["checkpoint"].detail
     assert claims["sharp_gain"].predicted >= 0.4
 
@@ -107,7 +109,7 @@ def test_budget_cli_exit_codes_and_json() -> None:
     claims = railplan("budget", "--format", "json", str(CLAIMS))
     assert claims.returncode == 0, claims.stdout  # the missed scaling figure is a claim
     doc = json.loads(claims.stdout)
-    assert len(doc["budgets"]) == 9 and sum(not b["passed"] for b in doc["budgets"]) == 2
+    assert len(doc["budgets"]) == 9 and sum(not b["passed"] for b in doc["budgets"]) == 3
     missed = next(b for b in doc["budgets"] if not b["passed"])
     assert missed["kind"] == "scaling_efficiency" and "0.89" in missed["claim"]
     failing = railplan("budget", str(ROOT / "tests" / "corpus" / "lint" / "budget-not-met.yaml"))
@@ -154,14 +156,20 @@ def test_predict_cli_tables() -> None:
     )
     doc = json.loads(h100.stdout)
     assert (doc["collective"], doc["gpus"], doc["nodes"]) == ("all_gather", 64, 8)
-    assert set(doc["rows"][0]) == {
+    row = doc["rows"][0]
+    assert set(row) == {
         "bytes",
         "time_us",
         "algbw_GBps",
         "busbw_GBps",
         "algorithm",
         "protocol",
+        "band",  # issue 33: every figure carries its band and calibration flag
+        "calibration",
     }
+    low, high = row["band"]["busbw_GBps"]
+    assert low <= row["busbw_GBps"] <= high and row["band"]["rows"] >= 3
+    assert row["calibration"]["status"] in ("calibrated", "extrapolated")
     bad = railplan(
         "predict",
         str(ROOT / "examples" / "dgx-h100-superpod.yaml"),

@@ -102,7 +102,7 @@ def test_the_checkpoint_budget_sets_the_replays_checkpoint_time() -> None:
     from infra.topology import expand
 
     catalog = load_catalog()
-    spec = load_spec(str(SPEC)).spec  # declares checkpoint: {bytes: 1.4TB, max_s: 60}
+    spec = load_spec(str(SPEC)).spec  # declares checkpoint: {bytes: 1.4TB, max_s: 90}
     plan = expand(spec, catalog)
     expected = checkpoint_estimate(1_400_000_000_000, spec, catalog, plan).seconds
     policy = sim_policy(spec, catalog, plan, seed=3)

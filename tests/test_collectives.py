@@ -17,6 +17,7 @@ from infra.budget.calibration import (
     accuracy_markdown,
     compare_rows,
     is_efa,
+    is_sharp,
     is_single_node_small,
     launch_floor_us,
     load_measurements,
@@ -129,15 +130,25 @@ def _held_out(catalog: Catalog, low: int, high: int) -> list[float]:
 
 
 def test_large_messages_within_target_on_held_out_rows(catalog: Catalog) -> None:
-    # Issue 11 target: large (>= 256 MiB) median |error| <= 5 % on the held-out half (3.9 %);
-    # 25 of 32 within 10 % (gj-aion's default 4- and 8-node runs plateau near 320 GB/s where
-    # the model says 364). The worst rows (ABCI's A100 with 4 HDR NICs and SHARP, about
-    # +67 %) are in docs/accuracy.md; none may be off by more than a factor of two.
+    # Issue 11 target: large (>= 256 MiB) median |error| <= 5 % on the held-out half (3.2 %);
+    # 27 of 33 within 10 % (gj-aion's default 4- and 8-node runs plateau near 320 GB/s where
+    # the model says 364). ABCI's SHARP row was +67 % until issue 33 (SHARP streaming
+    # efficiency); the worst is now +23 % (docs/accuracy.md). Bound at 30 %.
     errors = _held_out(catalog, 256 * 2**20, 2**40)
     assert len(errors) >= 20
     assert statistics.median(errors) <= 0.05
     assert sum(e <= 0.10 for e in errors) >= 0.7 * len(errors)
-    assert max(errors) <= 1.0
+    assert max(errors) <= 0.30
+
+
+def test_sharp_held_out_rows_within_target(catalog: Catalog) -> None:
+    # Issue 33: SHARP held-out median |error| <= 15 %. ABCI's held-out 8 B and 1 GiB rows were
+    # -49.7 % and +66.7 %; with NCCL 2.8's CollNet LL and the fitted SHARP streaming
+    # efficiency the four held-out SHARP rows are within 9 % (docs/accuracy.md, SHARP).
+    errors = _focus(catalog, is_sharp)
+    assert len(errors) >= 4
+    assert statistics.median(errors) <= 0.15
+    assert max(errors) <= 0.30
 
 
 def test_medium_messages_within_target_on_held_out_rows(catalog: Catalog) -> None:
@@ -198,6 +209,7 @@ def test_fitted_constants_were_chosen_on_fit_rows_only(catalog: Catalog) -> None
         "EFA_NET_LATENCY_US",
         "EFA_SENDRECV_NET_LATENCY_US",
         "NCCL_TESTS_LAUNCH_US_PER_GPU",
+        "SHARP_STREAM_EFFICIENCY",
     }
     assert all(hasattr(collectives_nccl, n) or hasattr(calibration, n) for n in names)
     assert not [c.row for c in fitted if c.held_out or c.anomalous]

@@ -39,6 +39,7 @@ from typing import Literal
 
 from infra.budget.collectives_nccl import (
     BASE_LAT,
+    COLLNET_LL_2_8,
     HW_LAT_NVLINK,
     LL_MAX_BW,
     NET_OVERHEAD,
@@ -51,6 +52,8 @@ from infra.budget.collectives_nccl import (
     PIPELINE_CAP_US,
     PIPELINE_HOP_US,
     RING_PLATEAU,
+    SHARP_MEASURED_MAX_GBPS,
+    SHARP_STREAM_EFFICIENCY,
     TREE_CORRECTION,
 )
 from infra.budget.collectives_p2p import alltoall_time_us, sendrecv_time_us
@@ -134,7 +137,8 @@ def _algorithms(t: CommTopology, collective: Collective) -> list[str]:
         if nvls and multi and nccl_has(t.nccl, "nvls_ib_sharp"):
             algos.append("nvls_tree")
         if collnet:
-            algos += ["collnet_chain"] + (["collnet_direct"] if t.nvswitch else [])
+            direct = t.nvswitch and nccl_has(t.nccl, "collnet_direct")
+            algos += ["collnet_chain"] + (["collnet_direct"] if direct else [])
     elif (
         collective in ("all_gather", "reduce_scatter")
         and nvls_here
@@ -180,13 +184,20 @@ def _nvls_bus_bw(t: CommTopology, collective: Collective, algo: str) -> float:
     return min(intra, inter, cap)
 
 
-def _bus_bw(t: CommTopology, collective: Collective, algo: str, proto: str) -> float:
-    """NCCL's busBw for one (algorithm, protocol), after its per-protocol caps."""
+def _bus_bw(
+    t: CommTopology, collective: Collective, algo: str, proto: str, sharp: float = 1.0
+) -> float:
+    """NCCL's busBw for one (algorithm, protocol), after its per-protocol caps.
+
+    ``sharp`` scales CollNet's network rate (`sharp_efficiency`; 1 = NCCL's own model).
+    """
     nch, s = t.channels, t.scale
     if algo in ("nvls", "nvls_tree"):
         return _nvls_bus_bw(t, collective, algo) if proto == "simple" else 0.0
     if algo.startswith("collnet"):
-        return _collnet_bus_bw(t, algo) if proto == "simple" else 0.0
+        if proto == "ll" and not nccl_has(t.nccl, "collnet_simple_only"):
+            return _collnet_bus_bw(t, algo, sharp) * COLLNET_LL_2_8["bw_share"]
+        return _collnet_bus_bw(t, algo, sharp) if proto == "simple" else 0.0
     bw = _ring_bus_bw(t, algo)
     ll_cap = LL_MAX_BW[t.arch if t.nodes == 1 else t.cpu][s]
     if algo == "ring":
@@ -205,13 +216,22 @@ def _bus_bw(t: CommTopology, collective: Collective, algo: str, proto: str) -> f
     }[proto]
 
 
-def _collnet_bus_bw(t: CommTopology, algo: str) -> float:
+def sharp_efficiency(t: CommTopology) -> float:
+    """The share of a NIC's rate IB SHARP streaming aggregation sustains (`collectives_nccl`).
+
+    Fitted on HDR (Quantum, SHARPv2) only; faster NICs keep NCCL's full rate, unmeasured.
+    """
+    return SHARP_STREAM_EFFICIENCY if t.nic_gbps <= SHARP_MEASURED_MAX_GBPS else 1.0
+
+
+def _collnet_bus_bw(t: CommTopology, algo: str, sharp: float = 1.0) -> float:
     """CollNet (IB SHARP): switches reduce, so each NIC carries the data once, not twice.
 
     For CollNet Direct NCCL divides by ``factor = ppn / heads - (ppn / heads - 1) / 2`` when a
-    node has fewer NICs (CollNet heads) than GPUs; both take 15 % off on Hopper.
+    node has fewer NICs (CollNet heads) than GPUs; both take 15 % off on Hopper. ``sharp``
+    scales the network side (`sharp_efficiency`); NCCL's own model takes 1.
     """
-    bw = min(t.intra_gbs, 2 * t.inter_gbs)
+    bw = min(t.intra_gbs, 2 * t.inter_gbs * sharp)
     factor = t.gpus_per_node / max(t.nics, 1)
     if algo == "collnet_direct" and factor > 1:
         bw /= factor - (factor - 1) / 2
@@ -221,6 +241,10 @@ def _collnet_bus_bw(t: CommTopology, algo: str) -> float:
 def _latency(t: CommTopology, collective: Collective, algo: str, proto: str) -> float:
     """NCCL's latency (µs) for one (algorithm, protocol)."""
     p = PROTOCOLS.index(proto)
+    if algo.startswith("collnet") and proto == "ll":  # NCCL 2.8's CollNet LL (`_bus_bw`)
+        c = COLLNET_LL_2_8
+        hops = 2 * (t.gpus_per_node - 1) * c["nvlink"] * c["ll_intra"]
+        return c["base"] + hops + c["net"] + t.net_latency_extra_us
     base, intra_hw = BASE_LAT[algo][p], HW_LAT_NVLINK[algo][p]
     inter = sharp_net_latency(algo, p, t.tiers) + t.net_latency_extra_us
     overhead = NET_OVERHEAD[t.cpu] * (3 if proto == "simple" else 1) if t.nodes > 1 else 0.0
@@ -242,8 +266,15 @@ def _latency(t: CommTopology, collective: Collective, algo: str, proto: str) -> 
     return base + 2 * (ppn - 1) * intra + inter  # collnet_chain
 
 
-def _time_us(t: CommTopology, collective: Collective, algo: str, proto: str, nbytes: int) -> float:
-    bus = _bus_bw(t, collective, algo, proto)
+def _time_us(
+    t: CommTopology,
+    collective: Collective,
+    algo: str,
+    proto: str,
+    nbytes: int,
+    sharp: float = 1.0,
+) -> float:
+    bus = _bus_bw(t, collective, algo, proto, sharp)
     if bus <= 0:
         return math.inf
     n = t.ranks
@@ -316,12 +347,7 @@ def predict(
         algo = "p2p"
     else:
         enabled = [a for a in _algorithms(t, collective) if not algorithms or a in algorithms]
-        candidates = [
-            (_time_us(t, collective, a, p, nbytes), a, p)
-            for a in enabled or ["ring"]
-            for p in PROTOCOLS
-        ]
-        time_us, algo, proto = min(candidates)
+        time_us, algo, proto = _chosen(t, collective, enabled or ["ring"], nbytes)
     algbw = nbytes / (time_us * 1000)
     return Prediction(
         nbytes,
@@ -331,6 +357,24 @@ def predict(
         algo,
         proto,
     )
+
+
+def _chosen(
+    t: CommTopology, collective: Collective, enabled: list[str], nbytes: int
+) -> tuple[float, str, str]:
+    """(time, algorithm, protocol) of what NCCL runs: the fastest by NCCL's own estimate.
+
+    Without CollNet railplan's estimate is NCCL's structure, so it ranks as well as times.
+    With CollNet (IB SHARP) NCCL ranks by its model, which gives SHARP the NICs' full rate,
+    and the run then goes at `sharp_efficiency`: ranked at 1, timed at the fitted share.
+    """
+    pairs = [(a, p) for a in enabled for p in PROTOCOLS]
+    sharp = sharp_efficiency(t) if any(a.startswith("collnet") for a in enabled) else 1.0
+    ranked = min((_time_us(t, collective, a, p, nbytes), a, p) for a, p in pairs)
+    if sharp == 1.0:
+        return ranked
+    _, algo, proto = ranked
+    return _time_us(t, collective, algo, proto, nbytes, sharp), algo, proto
 
 
 MAX_PREDICT_ROWS = 10_000

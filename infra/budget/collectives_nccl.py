@@ -123,3 +123,21 @@ EFA_SENDRECV_NET_LATENCY_US = 94.0
 # at 5 ns/m (0.1 µs). NCCL's network latency constant is read as the path through one leaf
 # (two GPUs on one rail of one SU); leaf -> spine -> leaf adds two switches, a core two more.
 SWITCH_HOP_US = 0.4
+# NCCL 2.8.4's CollNet LL (src/graph/tuning.cc, v2.8.4-1): the protocol 2.9 removed ('Oneshot
+# CollNet only supports Simple'), so 2.30's tables have none. Base latency, NVLink and network
+# hop latency (us), and its bandwidth share of CollNet Simple's; NCCL multiplies the NVLink
+# hop by 1.8 for LL between nodes. `collectives` uses them only for NCCL < 2.9.6.
+COLLNET_LL_2_8 = {"base": 4.4, "nvlink": 0.5, "net": 5.0, "bw_share": 1.0 / 6.0, "ll_intra": 1.8}
+# FITTED (one constant). The share of a NIC's point-to-point rate that IB SHARP streaming
+# aggregation sustains per NIC under NCCL's CollNet (HDR, Quantum, SHARPv2). NCCL's model
+# gives CollNet the full NIC rate; ABCI's 2 x 8 A100 with 4 HDR NICs per node and NCCL 2.8
+# (source abci-sharp) reaches 56 GB/s algbw where 4 NICs at NCCL's 24 GB/s would give 96.
+# Chosen by grid (0.500-0.700, step 0.005) on the fit half's bandwidth-bound SHARP rows
+# (abci-sharp 2 GiB and 128 MiB, marked `fitted:`), minimising their median |error| with the
+# model's pipeline term: 0.595, errors +0.4 % and -6.4 %; the held-out 512 MiB and 1 GiB rows
+# test it. Cross-check, not fitted: NCCL's maintainer expects "~110GB/s AlgBw or ~220 GB/s
+# BusBw" from 8 HDR NICs (NVIDIA/nccl#320, sjeaugey), and 8 x 24 x 0.595 = 114. One system,
+# one NCCL version, HDR only: NDR (Quantum-2, SHARPv3) keeps NCCL's full rate, unmeasured, and
+# every SHARP prediction beyond the rows' two nodes is flagged extrapolated (`bands`).
+SHARP_STREAM_EFFICIENCY = 0.595
+SHARP_MEASURED_MAX_GBPS = 200.0  # NIC rates up to HDR: the generation the constant was fitted on

@@ -4,7 +4,8 @@ This module owns what sits between the CLI (or a budget) and the step model: the
 shape a request names (a preset or explicit dimensions), the job on the spec's node group
 (`cluster.comm_topology`), the checks a layout must pass (TP inside the NVLink domain and
 dividing the heads, PP dividing the layers, the batch splitting into micro-batches), and
-the search for the fastest layout that fits in memory when the request fixes no TP/PP
+the search for a layout that fits in memory when the request fixes no TP/PP (ranked by
+the conservative bound of its error band, calibrated layouts first: `train_search`)
 (context parallelism too, for sequences long enough to split), like Calculon's
 optimal-execution search, bounded to a few thousand candidates.
 """
@@ -21,8 +22,10 @@ from infra.budget import train_layout
 from infra.budget.cluster import BudgetError, comm_topology, main_group
 from infra.budget.collectives import CommTopology
 from infra.budget.memory import TRAINING_PRECISIONS
+from infra.budget.train_bands import TrainBand, train_band
 from infra.budget.train_layout import Job, Layout, StepResult
 from infra.budget.train_model import PRESETS, ModelShape, Recompute
+from infra.budget.train_search import Candidate, Ranking
 from infra.budget.train_stack import DEFAULT_STACK, STACKS, Stack
 from infra.catalog import Catalog
 from infra.catalog.models import Gpu
@@ -80,7 +83,12 @@ class TrainRequest:
 
 @dataclass(frozen=True)
 class TrainAnswer:
-    """The chosen layout's step, its scaling efficiency, and what the search did."""
+    """The chosen layout's step, its scaling efficiency, and what the search did.
+
+    ``band`` holds the chosen layout's error band and calibration; ``other`` is the layout
+    shown beside it (`train_search.Ranking.other`): the best calibrated one when the choice
+    is extrapolated, else a faster extrapolated one the search passed over.
+    """
 
     result: StepResult
     scaling_efficiency: float
@@ -92,6 +100,8 @@ class TrainAnswer:
     seq: int
     stack: str = DEFAULT_STACK  # the stack's label: its name and any switch the user changed
     global_batch: int = 0  # the batch the step was timed for
+    band: TrainBand | None = None
+    other: Candidate | None = None
 
     @property
     def nodes(self) -> int:
@@ -406,9 +416,9 @@ def _virtual_sizes(layers: int, pp: int) -> list[int]:
     return [v for v in (1, 2, 4) if v == 1 or (pp > 1 and stages_fit(layers, pp, v))]
 
 
-def search(job: Job, request: TrainRequest) -> tuple[StepResult | None, int]:
-    """The fastest layout that fits, and how many candidates were timed."""
-    best: StepResult | None = None
+def search(job: Job, request: TrainRequest) -> tuple[Ranking, int]:
+    """The layouts that fit, ranked (`train_search.Ranking`), and how many were timed."""
+    ranking = Ranking()
     count = 0
     for layout in _candidates(job, request):
         try:
@@ -417,13 +427,13 @@ def search(job: Job, request: TrainRequest) -> tuple[StepResult | None, int]:
             continue
         count += 1
         result = train_layout.step(job, layout)
-        if result.memory.fits and (best is None or result.step_s < best.step_s):
-            best = result
-    return best, count
+        if result.memory.fits:
+            ranking.add(Candidate(result, train_band(job, layout, request.stack.name)))
+    return ranking, count
 
 
 def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
-    """Search the fastest layout that fits within what the request fixes.
+    """Search the layout that fits within what the request fixes (`train_search.Ranking`).
 
     With ``tp`` and ``pp`` fixed the search still picks micro-batch, interleaving,
     recompute and ZeRO stage where they are not given; if no variant fits, the answer is
@@ -436,7 +446,9 @@ def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
     _check_split(request)  # budgets reach here without `train_request_checks`
     job, group, node = build_job(spec, catalog, request)
     started = time.perf_counter()
-    best, count = search(job, request)
+    ranking, count = search(job, request)
+    chosen = ranking.chosen
+    best = chosen.result if chosen else None
     if best is None and request.tp and request.pp:
         # the fixed layout fits in no variant: show its default one (and why, if invalid)
         cp = request.cp or 1
@@ -458,7 +470,8 @@ def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
                 exc.hint = nearest_batches_hint(request, job.comm.gpus_per_node)
             raise
         best, count = train_layout.step(job, layout), count + 1
-    if best is None:
+        chosen = Candidate(best, train_band(job, layout, request.stack.name))
+    if best is None or chosen is None:
         if not count:
             raise BudgetError(
                 f"no layout splits {request.gpus} GPUs into TP x CP x PP x DP with PP dividing "
@@ -484,6 +497,8 @@ def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
         request.shape.seq,
         request.stack.label,
         request.global_batch,
+        chosen.band,
+        ranking.other,
     )
 
 

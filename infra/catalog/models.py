@@ -174,6 +174,12 @@ class Node(_Strict):
     storage_nic_ports: int = Field(ge=0)
     storage_nic_gbps: float = Field(ge=0)
     max_power_kw: float = Field(ge=0, description="Max system power, kW; 0 for cloud instances.")
+    typical_power_kw: float | None = Field(
+        None,
+        gt=0,
+        description="Typical system power, kW; None where no source states one (power "
+        "budgets' band then starts at the maximum unless the spec overrides it).",
+    )
     rack_units: int = Field(ge=0, description="Rack units; 0 for cloud instances.")
     psus: int | None = Field(None, ge=1, description="Power supplies; None when not sourced.")
     psu_kw: float | None = Field(None, gt=0, description="Rating of one power supply, kW.")
@@ -229,6 +235,12 @@ class Switch(_Strict):
         "max",
         description="What max_power_w is: a sourced maximum draw, a typical draw (the maximum "
         "is higher), or a PSU rating (an upper bound; the plan reports it as such).",
+    )
+    typical_power_w: float | None = Field(
+        None,
+        gt=0,
+        description="Typical draw (datasheet, passive cables); None where not sourced. Power "
+        "budgets' band runs from it to max_power_w (`infra.budget.power_bounds`).",
     )
     cages: int | None = Field(
         None, ge=1, description="Front-panel cages (QSFP56, OSFP); None where not sourced."

@@ -40,6 +40,22 @@ NCCL_FEATURES: Final[dict[str, NcclFeature]] = {
             "using+nvidia+sharp+with+nvidia+nccl ('NCCL version 2.7.3 or higher')",
         ),
         NcclFeature(
+            "collnet_direct",
+            "2.14.3",
+            "CollNet Direct (all-to-all inside the node, IB SHARP between nodes) beside CollNet "
+            "Chain; before it NCCL had one CollNet algorithm, a chain through the node's GPUs",
+            "NVIDIA/nccl src/include/devcomm.h: NCCL_ALGO_COLLNET only up to v2.13.4-1, "
+            "NCCL_ALGO_COLLNET_DIRECT and _CHAIN from v2.14.3-1 (read in the repository's tags)",
+        ),
+        NcclFeature(
+            "collnet_simple_only",
+            "2.9.6",
+            "CollNet without the LL protocol ('Oneshot CollNet only supports Simple'); before it "
+            "CollNet also ran LL, the low-latency path of small SHARP all-reduces",
+            "NVIDIA/nccl src/graph/tuning.cc: v2.8.4-1 gives CollNet LL a bandwidth ('busBw *= "
+            "1.0/6.0') and latencies; v2.9.6-1 sets it to 0 (read in the repository's tags)",
+        ),
+        NcclFeature(
             "pxn",
             "2.12.6",
             "PXN: cross-rail traffic moved over NVLink to the GPU owning the right NIC",

@@ -82,7 +82,7 @@ def train(
     ] = None,
     output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
 ) -> None:
-    """Time a training step of a GPT-style model; without --tp/--pp, search the fastest layout."""
+    """Time a training step of a GPT-style model; without --tp/--pp, search one (conservative bound, calibrated first)."""
     shape = model_shape(model, layers, hidden, heads, seq, vocab)
     software = resolve_stack(
         stack,

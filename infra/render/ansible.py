@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from infra.budget.bands import collective_bands
 from infra.budget.cluster import comm_topology, nic_rate, sharp_usable
 from infra.budget.collectives import predict
 from infra.catalog import Catalog
@@ -325,28 +326,38 @@ def _node_group_vars(spec: Spec, catalog: Catalog, plan: Plan, group: NodeGroup)
 def _expected_busbw(
     spec: Spec, catalog: Catalog, group: NodeGroup, mig_split: bool
 ) -> dict[str, float]:
-    """Predicted all_reduce busbw at 1 GiB on one node and across one SU (0 = no test).
+    """all_reduce busbw at 1 GiB on one node and across one SU (0 = no test).
 
-    ``mig_split``: the group is MIG-split at some time (no NCCL test on MIG instances).
+    ``acceptance_*_expected_*`` is the lower edge of the prediction's error band (issue 33):
+    the slowest a healthy cluster was seen to run against the model in the prediction's
+    regime, so the role's threshold, expected x (1 - tolerance), is the band's lower edge
+    minus the tolerance and a healthy SU passes. ``acceptance_*_predicted_*`` is the central
+    prediction, for the reader. ``mig_split``: the group is MIG-split at some time (no NCCL
+    test on MIG instances).
     """
     gpus = catalog.nodes[group.node].gpus
     su_size = spec.fabrics.compute.su_size if spec.fabrics.compute else 1
     su_nodes = min(su_size, group.count)
-    node_bw = su_bw = 0.0
+    node = su = (0.0, 0.0)
     if not mig_split:
         if gpus >= 2:
-            node_bw = _busbw(spec, catalog, group, gpus)
+            node = _busbw(spec, catalog, group, gpus)
         if su_nodes >= 2:
-            su_bw = _busbw(spec, catalog, group, su_nodes * gpus)
+            su = _busbw(spec, catalog, group, su_nodes * gpus)
     return {
-        "acceptance_node_expected_busbw_gbytes_per_s": node_bw,
-        "acceptance_su_expected_busbw_gbytes_per_s": su_bw,
+        "acceptance_node_expected_busbw_gbytes_per_s": node[0],
+        "acceptance_node_predicted_busbw_gbytes_per_s": node[1],
+        "acceptance_su_expected_busbw_gbytes_per_s": su[0],
+        "acceptance_su_predicted_busbw_gbytes_per_s": su[1],
     }
 
 
-def _busbw(spec: Spec, catalog: Catalog, group: NodeGroup, gpus: int) -> float:
+def _busbw(spec: Spec, catalog: Catalog, group: NodeGroup, gpus: int) -> tuple[float, float]:
+    """(band's lower edge, prediction) of all_reduce busbw at `ACCEPTANCE_BYTES` on ``gpus``."""
     topo = comm_topology(spec, catalog, gpus, group=group.name)
-    return predict(topo, "all_reduce", ACCEPTANCE_BYTES).busbw_GBps
+    row = predict(topo, "all_reduce", ACCEPTANCE_BYTES)
+    band = collective_bands(topo, "all_reduce", row.bytes, row.busbw_GBps, row.time_us)
+    return band.busbw.low, row.busbw_GBps
 
 
 def _subnet_manager_vars(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, Any]:

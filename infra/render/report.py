@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
+from infra.budget.bands import collective_bands
 from infra.budget.cluster import BudgetError, comm_topology, main_group
 from infra.budget.collectives import COLLECTIVES, CommTopology, Prediction, predict_table
 from infra.budget.evaluate import BudgetResult, evaluate_budgets, scaling_answer, scaling_step
@@ -87,14 +88,19 @@ def _budget_row(r: BudgetResult) -> _Budget:
     if r.error:
         return _Budget(r.path, r.kind, "", "", "error", "", r.error)
     op = "≤" if r.better == "lower" else "≥"
+    predicted = _value(r.predicted, r.unit)
+    if r.has_band:  # issue 33: the band, and the bound the verdict tests
+        predicted += f" (band {_value(r.band_low, r.unit)} – {_value(r.band_high, r.unit)})"
+    flag = r.fit.flag if r.fit else "arithmetic"
+    detail = f"tests the {r.bound_label} ({_value(r.tested, r.unit)}), {flag}; {r.detail}"
     return _Budget(
         r.path,
         r.kind,
-        _value(r.predicted, r.unit),
+        predicted,
         f"{op} {_value(r.limit, r.unit)}",
         r.verdict,
         "" if math.isnan(r.margin) else f"{r.margin:+.1%}",
-        f"{r.detail} (claim: {r.claim})" if r.claim else r.detail,
+        f"{detail} (claim: {r.claim})" if r.claim else detail,
     )
 
 
@@ -204,7 +210,7 @@ def _collectives(spec: Spec, catalog: Catalog) -> _Collectives:
     rows = tuple(
         (
             c,
-            f"{p.busbw_GBps:,.1f}",
+            _with_band(topo, c, p),
             f"{p.algorithm}/{p.protocol}",
             f"{t[-1].time_us / 1000:,.2f} ms",
         )
@@ -215,6 +221,12 @@ def _collectives(spec: Spec, catalog: Catalog) -> _Collectives:
         f"SHARP {'usable' if topo.sharp else 'not used'}; 8 B to 8 GiB, ×2 per step"
     )
     return _Collectives(caption, chart, rows, "")
+
+
+def _with_band(topo: CommTopology, collective: str, p: Prediction) -> str:
+    """``busbw (band low-high, flag)``: the peak with its error band (issue 33)."""
+    b = collective_bands(topo, collective, p.bytes, p.busbw_GBps, p.time_us)
+    return f"{p.busbw_GBps:,.1f} ({b.busbw.low:,.1f}–{b.busbw.high:,.1f}, {b.fit.flag})"
 
 
 def _step_drawing(step: StepEstimate) -> Markup:
@@ -294,7 +306,11 @@ def _train_summary(answer: TrainAnswer) -> str:
 
 def _train_step(b: ScalingEfficiencyBudget, spec: Spec, catalog: Catalog, path: str) -> _Step:
     model = b.model or f"a {b.layers}-layer model of hidden size {b.hidden}"
-    layout = "the layout given" if b.tp or b.pp else "the fastest layout that fits"
+    layout = (
+        "the layout given"
+        if b.tp or b.pp
+        else "the layout the search ranks first (conservative bound, calibrated first)"
+    )
     what = f"{model} on the training model (Megatron FLOPs, TP/CP/PP/DP, ZeRO), {layout}"
     try:
         answer = scaling_answer(b, spec, catalog, path)

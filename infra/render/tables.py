@@ -6,6 +6,7 @@ import json
 import math
 from collections.abc import Sequence
 
+from infra.budget.bands import collective_bands
 from infra.budget.collectives import CommTopology, Prediction
 from infra.budget.evaluate import BudgetResult
 from infra.catalog.nccl import nccl_has
@@ -34,19 +35,30 @@ def predict_json(collective: str, t: CommTopology, rows: Sequence[Prediction]) -
         "collective": collective,
         "gpus": t.ranks,
         "nodes": t.nodes,
-        "rows": [
-            {
-                "bytes": r.bytes,
-                "time_us": _finite(r.time_us),
-                "algbw_GBps": _finite(r.algbw_GBps),
-                "busbw_GBps": _finite(r.busbw_GBps),
-                "algorithm": r.algorithm,
-                "protocol": r.protocol,
-            }
-            for r in rows
-        ],
+        "rows": [_predict_row(collective, t, r) for r in rows],
     }
     return _dumps(doc)
+
+
+def _predict_row(collective: str, t: CommTopology, r: Prediction) -> dict[str, object]:
+    """One JSON row: DESIGN.md's keys, plus ``band`` (busbw and time) and ``calibration``."""
+    bands = collective_bands(t, collective, r.bytes, r.busbw_GBps, r.time_us)
+    band = bands.busbw.as_json(2)
+    return {
+        "bytes": r.bytes,
+        "time_us": _finite(r.time_us),
+        "algbw_GBps": _finite(r.algbw_GBps),
+        "busbw_GBps": _finite(r.busbw_GBps),
+        "algorithm": r.algorithm,
+        "protocol": r.protocol,
+        "band": {
+            "busbw_GBps": [band["low"], band["high"]],
+            "time_us": [_finite(bands.time.low, 2), _finite(bands.time.high, 2)],
+            "regime": band["regime"],
+            "rows": band["rows"],
+        },
+        "calibration": bands.fit.as_json(),
+    }
 
 
 def predict_text(collective: str, node: str, t: CommTopology, rows: Sequence[Prediction]) -> str:
@@ -64,19 +76,31 @@ def predict_text(collective: str, node: str, t: CommTopology, rows: Sequence[Pre
             f"NVLS {'yes' if nvls else 'no'}; SHARP {'yes' if t.sharp else 'no'}; "
             f"NCCL {t.nccl}" + (f"; fabric {fabric}" if t.nodes > 1 and t.leaf_nodes else "")
         ),
-        "# model: NCCL tuning.cc structure; see docs/accuracy.md for its error",
+        (
+            "# model: NCCL tuning.cc structure; busbw band = the held-out rows' range in the "
+            "row's regime (docs/accuracy.md, Error bands)"
+        ),
         (
             f"#{'size (B)':>13} {'time (us)':>12} {'algbw (GB/s)':>13} {'busbw (GB/s)':>13}  "
-            "algorithm/protocol"
+            f"{'busbw band':>17}  {'algorithm/protocol':<20} fit"
         ),
     ]
-    body = [
-        f"{r.bytes:>14} {r.time_us:>12.2f} {r.algbw_GBps:>13.2f} {r.busbw_GBps:>13.2f}  "
-        f"{r.algorithm}/{r.protocol}"
-        for r in rows
-    ]
+    body: list[str] = []
+    outside: list[tuple[int, str]] = []
+    for r in rows:
+        bands = collective_bands(t, collective, r.bytes, r.busbw_GBps, r.time_us)
+        band = f"{bands.busbw.low:.2f}-{bands.busbw.high:.2f}"
+        body.append(
+            f"{r.bytes:>14} {r.time_us:>12.2f} {r.algbw_GBps:>13.2f} {r.busbw_GBps:>13.2f}  "
+            f"{band:>17}  {r.algorithm + '/' + r.protocol:<20} {bands.fit.flag}"
+        )
+        if bands.fit.status == "extrapolated":
+            outside.append((r.bytes, f"nearest published row {bands.fit.nearest}: {bands.fit.gap}"))
     large = [r for r in rows if r.bytes >= 2**30] or rows[-1:]
     tail = [f"# large-message busbw: {max(r.busbw_GBps for r in large):.2f} GB/s"]
+    if outside:  # the largest size's note: the one budgets and acceptance tests use
+        size, note = outside[-1]
+        tail.append(f"# EXTRAPOLATED: {len(outside)} of {len(rows)} rows; at {size:,} B {note}")
     return "\n".join(head + body + tail) + "\n"
 
 
@@ -98,9 +122,10 @@ def budgets_text(results: Sequence[BudgetResult]) -> str:
         op = "<=" if r.better == "lower" else ">="
         verdict = (r.verdict if r.passed else r.verdict.upper()).ljust(5)  # pass, FAIL, MISS
         lines.append(
-            f"{verdict}  {r.path}: {_value(r.predicted, r.unit)} {op} "
-            f"{_value(r.limit, r.unit)} (headroom {r.margin:+.1%})"
+            f"{verdict}  {r.path}: {_value(r.tested, r.unit)} {op} "
+            f"{_value(r.limit, r.unit)} (headroom {r.margin:+.1%}, {r.bound_label})"
         )
+        lines.append(f"       {_band_text(r)}")
         lines.append(f"       {r.detail}")
         if r.claim:
             lines.append(f"       claim: {r.claim}")
@@ -111,8 +136,36 @@ def budgets_text(results: Sequence[BudgetResult]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _band_text(r: BudgetResult) -> str:
+    """``predicted 5.94 ms, band 5.10-9.90 ms (regime), calibrated`` for the text view."""
+    text = f"predicted {_value(r.predicted, r.unit)}"
+    if r.has_band:
+        source = r.band_regime if r.fit is None else f"held-out rows of {r.band_regime}"
+        text += f", band {_value(r.band_low, r.unit)} .. {_value(r.band_high, r.unit)} ({source})"
+    if r.fit is None:
+        what = "datasheet figures" if r.has_band else "arithmetic on the spec"
+        return text + f"; {what}, nothing fitted"
+    if r.fit.status == "calibrated":
+        return text + "; calibrated"
+    return text + f"; EXTRAPOLATED: nearest published row {r.fit.nearest}: {r.fit.gap}"
+
+
+def _band_json(r: BudgetResult) -> dict[str, object] | None:
+    if r.error or not r.has_band:
+        return None
+    return {
+        "low": _finite(r.band_low, 6),
+        "high": _finite(r.band_high, 6),
+        "regime": r.band_regime,
+    }
+
+
 def budgets_json(results: Sequence[BudgetResult]) -> str:
-    """Budgets as JSON: kind, path, predicted, limit, unit, passed, margin, detail, error."""
+    """Budgets as JSON: kind, path, predicted, limit, unit, passed, margin, detail, error.
+
+    Plus (issue 33) ``bound`` (the edge the verdict tests, ``exact`` for arithmetic figures),
+    ``tested`` (its value), ``band`` and ``calibration`` (null where nothing was fitted).
+    """
     doc = {
         "budgets": [
             {
@@ -127,6 +180,10 @@ def budgets_json(results: Sequence[BudgetResult]) -> str:
                 "margin": None if r.error else _finite(r.margin, 6),
                 "detail": r.detail,
                 "error": r.error,
+                "bound": r.bound if r.has_band else "exact",
+                "tested": None if r.error else _finite(r.tested, 6),
+                "band": _band_json(r),
+                "calibration": r.fit.as_json() if r.fit and not r.error else None,
             }
             for r in results
         ]

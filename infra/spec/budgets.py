@@ -32,6 +32,17 @@ training budget runs a layout search (about 0.3 s); ten times what a real cluste
 class BudgetFields(StrictModel):
     """What every budget kind has besides its own parameters."""
 
+    bound: Literal["conservative", "central", "optimistic"] = Field(
+        "conservative",
+        description=(
+            "Which edge of the prediction's error band the verdict tests: `conservative` "
+            "(the worse edge: longest time, highest power, lowest efficiency), `central` (the "
+            "prediction itself) or `optimistic`. Bands come from held-out published rows "
+            "(docs/accuracy.md); arithmetic figures (memory, trace replays) have none and are "
+            "tested as they are."
+        ),
+    )
+
     claim: str | None = Field(
         None,
         min_length=1,
@@ -167,6 +178,25 @@ class CheckpointBudget(BudgetFields):
 
     bytes: ByteSize = Field(description="Checkpoint size, e.g. `2.8TB`.")
     max_s: float = Field(gt=0, le=604_800, description="Limit, seconds (at most a week).")
+    writers: Literal["all", "replica"] = Field(
+        "all",
+        description="Who writes: `all` GPUs their shard (sharded checkpoints: Megatron-Core "
+        "and NeMo distributed checkpointing, DeepSpeed ZeRO), or `replica`: data-parallel rank "
+        "0 of each model shard, the `model_parallel` GPUs of one replica (Megatron-LM's "
+        "torch.save checkpoints).",
+    )
+    model_parallel: int = Field(
+        8,
+        ge=1,
+        le=MAX_BUDGET_GPUS,
+        description="GPUs holding one model replica (TP x PP), for `writers: replica`.",
+    )
+    gpus: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_BUDGET_GPUS,
+        description="GPUs of the job that checkpoints; default every GPU of the main group.",
+    )
 
 
 class PowerBudget(BudgetFields):

@@ -160,6 +160,31 @@ class Layout(StrictModel):
     )
 
 
+class DevicePower(StrictModel):
+    """A device's measured or contracted power, replacing the catalog's for the power budgets."""
+
+    typical_kw: float | None = Field(
+        None, gt=0, le=1000, description="Typical draw, kW (the band's low edge)."
+    )
+    max_kw: float | None = Field(
+        None, gt=0, le=1000, description="Maximum draw, kW (what the conservative bound tests)."
+    )
+    source: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Where the figures come from (a datasheet, a metered reading).",
+    )
+
+    @model_validator(mode="after")
+    def _typical_within_max(self) -> DevicePower:
+        if self.typical_kw is None and self.max_kw is None:
+            raise ValueError("give typical_kw, max_kw or both")
+        if self.typical_kw and self.max_kw and self.typical_kw > self.max_kw:
+            raise ValueError(f"typical_kw {self.typical_kw} exceeds max_kw {self.max_kw}")
+        return self
+
+
 class Site(StrictModel):
     """The data-center site: rack classes, hall layout and address space."""
 
@@ -175,6 +200,14 @@ class Site(StrictModel):
         None, description="Rack class of network racks; default the default class."
     )
     layout: Layout = Field(default_factory=Layout, description="Hall geometry.")
+    device_power: dict[
+        Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{0,63}$")], DevicePower
+    ] = Field(
+        default_factory=dict,
+        description="Per catalog node or switch id (e.g. `qm8790`, `dgx-a100-640gb`), power "
+        "figures the power and cost budgets use instead of the catalog's: its typical and "
+        "maximum draw. Rack placement keeps the catalog's maximum.",
+    )
     management_cidr: Cidr = Field(
         IPv4Network("10.10.0.0/16"), description="In-band management network (host addresses)."
     )
@@ -512,6 +545,13 @@ class StorageFabric(StrictModel):
         le=1_000_000,
         description="Aggregate write throughput of the parallel filesystem, GB/s (vendor "
         "figure); without it only the fabric limits checkpoint speed.",
+    )
+    client_GBps: float | None = Field(
+        None,
+        gt=0,
+        le=10_000,
+        description="Write throughput one client node reaches on the filesystem, GB/s (the "
+        "vendor's per-client figure); without it a node writes at its storage NICs' rate.",
     )
 
 

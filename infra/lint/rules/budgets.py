@@ -36,7 +36,10 @@ def budget_not_met(ctx: LintContext) -> Iterator[Violation]:
             continue  # RP061
         op = "<=" if r.better == "lower" else ">="
         unit = f" {r.unit}" if r.unit else ""
-        text = f"{r.kind}: predicted {_num(r.predicted)}{unit}, limit {op} {_num(r.limit)}{unit}"
+        text = f"{r.kind}: predicted {_num(r.predicted)}{unit}"
+        if r.has_band:  # the verdict tests the bound the budget asks for (issue 33)
+            text += f", {r.bound} bound {_num(r.tested)}{unit}"
+        text += f", limit {op} {_num(r.limit)}{unit}"
         claim = f" ({r.claim})" if r.claim else ""
         if r.passed:
             text = f"{text}, headroom {r.margin:+.1%}{claim}"
