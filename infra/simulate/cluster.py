@@ -4,10 +4,11 @@ Built once from the plan (`build_cluster`); the engine then asks `Cluster.find` 
 would go (without changing anything), `take`s or `give`s an `Allocation`, and cordons or
 re-lays out nodes for MIG changes. Placement follows what railplan renders for Kueue and
 Volcano: a job of at most one node's GPUs goes on one node (best fit: the node with the
-fewest free whole GPUs that still holds it); a larger job takes ``ceil(gpus / per_node)``
-whole free nodes (it holds every GPU of them, as one pod per node does), inside one SU when
-it fits an SU (the SU with the fewest free nodes that suffices), else whole SUs of one pod
-(the pod with the fewest free nodes that suffices), else across pods. A fractional job takes
+fewest free whole GPUs that still holds it); a larger job takes ``gpus // per_node`` whole
+free nodes and the rest on one more node (`Cluster._find_gang`: 8 + 4 for 12 GPUs, as
+cons_tres packs them), the whole nodes inside one SU when they fit an SU (the SU with the
+fewest free nodes that suffices), else whole SUs of one pod (the pod with the fewest free
+nodes that suffices), else across pods. A fractional job takes
 the smallest free MIG slice whose compute share (``g/7`` of a GPU) covers its fraction, or a
 whole unsplit GPU when no slice fits. Sets of nodes are insertion-ordered dicts, so every
 choice is deterministic (no hash order).
@@ -21,7 +22,16 @@ from dataclasses import dataclass, field
 
 from infra.simulate.jobs import MILLI_WHOLE, Job
 
-__all__ = ["COMPUTE_SLICES", "Allocation", "Cluster", "Node", "slice_sizes", "slices_needed"]
+__all__ = [
+    "COMPUTE_SLICES",
+    "Allocation",
+    "Cluster",
+    "Node",
+    "held",
+    "least_held",
+    "slice_sizes",
+    "slices_needed",
+]
 
 COMPUTE_SLICES = 7
 """Compute slices of a MIG-capable GPU (A100/H100/H200: a GPU instance of ``g`` slices
@@ -34,6 +44,27 @@ Allocation = tuple[tuple[int, int, int], ...]
 def slices_needed(milli: int) -> int:
     """Compute slices (of 7) a fraction of ``milli`` thousandths of a GPU needs, at least 1."""
     return max(1, math.ceil(milli * COMPUTE_SLICES / MILLI_WHOLE - 1e-9))
+
+
+def held(alloc: Allocation) -> float:
+    """GPUs an allocation holds, a slice counted as its share (``g/7``) of a GPU.
+
+    The one number a job is admitted on, charged to its tenant and metered as allocated:
+    a 12-GPU job on two 8-GPU nodes holds 16, a fraction on an unsplit GPU holds 1.
+    """
+    return sum(whole + size / COMPUTE_SLICES for _, whole, size in alloc)
+
+
+def least_held(job: Job) -> float:
+    """The least ``job`` can hold: its GPUs, a fraction at least its slice's share.
+
+    A lower bound of `held` for any placement (a fraction on an unsplit GPU holds all of
+    it). Quota decisions made before a placement exists read it (whether a head waits for
+    quota or for GPUs, whether it may reclaim); admission and charge read `held`.
+    """
+    if job.fractional:
+        return job.gpus * slices_needed(job.milli) / COMPUTE_SLICES
+    return float(job.gpus)
 
 
 def slice_sizes(layout: Mapping[str, int], compute_of: Mapping[str, int]) -> dict[int, int]:
@@ -199,7 +230,7 @@ class Cluster:
             return found
         for g in groups:
             if job.gpus > g.per_node:
-                found = self._find_nodes(g, math.ceil(job.gpus / g.per_node))
+                found = self._find_gang(g, job.gpus)
                 if found is not None:
                     return found
         return None
@@ -229,7 +260,7 @@ class Cluster:
                 for node, k in touched
                 if node.group == g.name and node.whole_free < node.gpus == node.whole_free + k
             )
-            if full >= math.ceil(job.gpus / g.per_node):
+            if full >= job.gpus // g.per_node:  # the whole nodes; the rest may share a node
                 return True
         return False
 
@@ -265,6 +296,33 @@ class Cluster:
                     best = (k, next(iter(bucket)))
                     break
         return None if best is None else ((best[1], gpus, 0),)
+
+    def _find_gang(self, g: GroupIndex, gpus: int) -> Allocation | None:
+        """``gpus`` over ``g``'s nodes: whole free nodes, the rest on one more node.
+
+        As Slurm's cons_tres packs ``--gpus=12`` on 8-GPU nodes (8 + 4) and as a gang of
+        8-GPU pods and one 4-GPU pod lands: the remainder takes the tightest node with room
+        in the SUs of the whole nodes, else the tightest anywhere in the group.
+        """
+        whole, rest = divmod(gpus, g.per_node)
+        found = self._find_nodes(g, whole)
+        if found is None or rest == 0:
+            return found
+        chosen = {node for node, _, _ in found}
+        node = self._remainder(g, rest, chosen, {self.nodes[n].su for n in chosen})
+        return None if node is None else (*found, (node, rest, 0))
+
+    def _remainder(self, g: GroupIndex, rest: int, chosen: set[int], sus: set[int]) -> int | None:
+        elsewhere = None
+        for k in range(rest, g.per_node + 1):
+            for node in g.by_free[k]:
+                if node in chosen:
+                    continue
+                if self.nodes[node].su in sus:
+                    return node
+                if elsewhere is None:
+                    elsewhere = node
+        return elsewhere
 
     def _find_nodes(self, g: GroupIndex, n: int) -> Allocation | None:
         if n <= g.su_size:

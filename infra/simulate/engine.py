@@ -21,13 +21,15 @@ import heapq
 from infra.catalog import Catalog
 from infra.progress import Progress, quiet
 from infra.simulate.build import build_cluster
-from infra.simulate.cluster import COMPUTE_SLICES, Allocation, slices_needed
+from infra.simulate.cluster import COMPUTE_SLICES, Allocation, held, least_held
 from infra.simulate.feasible import never_reasons
 from infra.simulate.jobs import Job, Trace
+from infra.simulate.livelock import EventBudget
 from infra.simulate.metrics import Meter, Steps, Window
 from infra.simulate.migrun import MigRunner
 from infra.simulate.policy import SimPolicy
 from infra.simulate.power import PowerSaver
+from infra.simulate.preempt import Preemptor
 from infra.simulate.result import NeverRan, SimResult
 from infra.simulate.state import DAY, FINISH, MIG, POWER, SUBMIT, BucketKey, Events, Queues, Run
 from infra.simulate.summary import summarise
@@ -99,10 +101,14 @@ class Replay:
         self.preemptions = self.reclaims = 0
         self.start_s = self.end_s = self.last_change = 0.0
         self.window: Window | None = None
-        self.lost_gpu_s = 0.0
+        self.lost_gpu_s = 0.0  # held GPU-seconds of work evictions threw away
+        self.work_gpu_s = 0.0  # held GPU-seconds of work kept (finished, or checkpointed)
+        self.resume_gpu_s = 0.0  # held GPU-seconds waiting for powered-off nodes to boot
         self.mig = MigRunner(self)
         self.power = PowerSaver(self)
         self._load()
+        self.budget = EventBudget(self, policy.preemptions_per_job)
+        self.preemptor = Preemptor(self)
 
     # --- set-up ------------------------------------------------------------------------
 
@@ -185,7 +191,8 @@ class Replay:
         if kind == FINISH:
             index, token = payload
             if self.tokens[index] == token and index in self.running:
-                self._release(index)
+                run = self._release(index)
+                self.work_gpu_s += (self.now - run.work_from_s) * run.share
                 self.active -= 1
                 self.last_change = self.now
         elif kind == SUBMIT:
@@ -255,32 +262,29 @@ class Replay:
         due = last is None or self.now - last >= self.policy.preempt_retry_s
         if due and last == self.now and self.policy.preempt_retry_s > 0:
             return False
-        return due and self._may_preempt(key)
+        return due and self.preemptor.may_preempt(key)
 
     def _fit(self, key: BucketKey, index: int) -> Allocation | None:
         job = self.jobs[index]
         alloc = None
         if key not in self.blocked:
-            share = self._share_of(job)
-            admitted = self.book.admits(job.tenant, share)
-            alloc = self.cluster.find(job) if admitted else None
+            least = self.book.admits(job.tenant, least_held(job))
+            alloc = self.cluster.find(job) if least else None  # not admitted even at its least
             if alloc is None:
-                self.blocked[key] = admitted
+                self.blocked[key] = least  # True: waits for GPUs, False: for quota
+            elif not self.book.admits(job.tenant, held(alloc)):
+                self.blocked[key], alloc = False, None
         if alloc is None and self._preempt_due(key):
             self.tried_preempt[key] = self.now
-            alloc = self._preempt(index)
+            alloc = self.preemptor.preempt(index)
         return alloc
-
-    def _share_of(self, job: Job) -> float:
-        if job.fractional:  # the slice it will hold, as a share of one GPU
-            return job.gpus * slices_needed(job.milli) / COMPUTE_SLICES
-        return float(job.gpus)
 
     # --- starting, finishing, evicting -------------------------------------------------
 
     def _start(self, index: int, alloc: Allocation) -> None:
         job, now = self.jobs[index], self.now
-        share = sum(whole + size / COMPUTE_SLICES for _, whole, size in alloc)
+        self.budget.started(index, now)
+        share = held(alloc)
         self.cluster.take(alloc)
         self.book.add(job.tenant, share)
         delay = self.power.wake({n for n, _, _ in alloc})
@@ -307,6 +311,7 @@ class Replay:
     def _release(self, index: int, *, freed: bool = False) -> Run:
         run = self.running.pop(index)
         job = self.jobs[index]
+        self.resume_gpu_s += (min(self.now, run.work_from_s) - run.started_s) * run.share
         if not freed:
             self.cluster.give(run.alloc)
             self.book.add(job.tenant, -run.share)
@@ -333,78 +338,6 @@ class Replay:
         self.tokens[index] += 1
         lost = (ran - saved) * run.share
         self.lost_gpu_s += lost
+        self.work_gpu_s += saved * run.share
         self._enqueue(index)
         return lost
-
-    # --- preemption --------------------------------------------------------------------
-
-    def _may_preempt(self, key: BucketKey) -> bool:
-        book = self.book
-        if not book.managed or key[0] not in book.quota:
-            return False
-        return book.preemption.within_tenant != "never" or book.preemption.reclaim != "never"
-
-    def _victims(self, job: Job, rank: tuple[int, int], reclaiming: bool) -> list[int]:
-        """Running jobs ``job`` may evict: lowest priority first, then most recently started."""
-        out: list[int] = []
-        for trank, jrank, tenant in sorted(self.classes):
-            members = self.classes[(trank, jrank, tenant)]
-            if members and self.book.may_evict(
-                job.tenant, rank, tenant, (trank, jrank), reclaiming
-            ):
-                out.extend(reversed(members))
-        return out
-
-    def _preempt(self, index: int) -> Allocation | None:
-        """Evict the fewest low-priority jobs that make room, or None (nothing evicted).
-
-        All candidates are lifted at once; if the job then fits, candidates are put back one
-        at a time, highest priority and oldest first, as long as it still fits: what stays
-        lifted is evicted. One placement search when it fails, one per candidate when it
-        succeeds, so a blocked large job costs a pass over the running jobs, not more.
-        """
-        job = self.jobs[index]
-        share = self._share_of(job)
-        victims = self._victims(job, self.rank[index], self.book.within_quota(job.tenant, share))
-        if not victims or not self.cluster.could_fit(job, self._freed(victims)):
-            return None
-        for victim in victims:
-            self._lift(victim, -1)
-        alloc = self.cluster.find(job) if self.book.admits(job.tenant, share) else None
-        if alloc is None:
-            for victim in victims:
-                self._lift(victim, +1)
-            return None
-        evicted = []
-        for victim in reversed(victims):
-            self._lift(victim, +1)
-            found = self.cluster.find(job) if self.book.admits(job.tenant, share) else None
-            if found is None:
-                self._lift(victim, -1)
-                evicted.append(victim)
-            else:
-                alloc = found
-        self._evict_for(job, evicted[::-1])
-        return alloc
-
-    def _freed(self, victims: list[int]) -> dict[int, tuple[int, int]]:
-        """Per node, the whole GPUs and the largest slice evicting ``victims`` would free."""
-        freed: dict[int, tuple[int, int]] = {}
-        for victim in victims:
-            for node, whole, size in self.running[victim].alloc:
-                had, largest = freed.get(node, (0, 0))
-                freed[node] = (had + whole, max(largest, size))
-        return freed
-
-    def _lift(self, victim: int, sign: int) -> None:
-        """Take a running job's GPUs off the cluster (-1) or put them back (+1), tentatively."""
-        run = self.running[victim]
-        (self.cluster.take if sign > 0 else self.cluster.give)(run.alloc)
-        self.book.add(self.jobs[victim].tenant, sign * run.share)
-
-    def _evict_for(self, job: Job, victims: list[int]) -> None:
-        for victim in victims:
-            self.preemptions += 1
-            if self.jobs[victim].tenant != job.tenant:
-                self.reclaims += 1
-            self.evict(victim, freed=True)

@@ -3,7 +3,9 @@
 A job never runs when: it asks for a GPU model no node group has; it asks for more GPUs than
 every group it may use has in total (whole GPUs: no GPU of any state of the group split);
 a fraction on a group whose GPUs are never split is fine (it takes a whole GPU); or its
-tenant's quota plus borrowing limit is smaller than the job. One sentence per job.
+tenant can never hold that much: its quota plus what it may borrow (its borrowing limit, at
+most what the other tenants lend) is smaller than the least the job holds. One sentence per
+job.
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ from collections.abc import Iterable
 
 from infra.catalog import Catalog
 from infra.simulate.build import node_layout
-from infra.simulate.cluster import slices_needed
+from infra.simulate.cluster import least_held, slices_needed
 from infra.simulate.jobs import Job
 from infra.spec import Spec
 from infra.topology.model import Plan
 
-__all__ = ["never_reasons"]
+__all__ = ["never_reasons", "quota_limits"]
 
 
 def never_reasons(spec: Spec, plan: Plan, catalog: Catalog, jobs: Iterable[Job]) -> dict[str, str]:
@@ -32,11 +34,7 @@ def never_reasons(spec: Spec, plan: Plan, catalog: Catalog, jobs: Iterable[Job])
         sizes = [size for _, slices in layouts for size in slices]
         largest[model] = max([largest.get(model, 0), *sizes])
     models = sorted({g[0] for g in groups})
-    limits = {
-        t.name: t.gpus + t.borrowing_limit
-        for t in spec.scheduler.tenants
-        if t.borrowing_limit is not None
-    }
+    limits = quota_limits(spec)
     out = {}
     for job in jobs:
         reason = _reason(job, groups, models, limits) or _no_slice(job, groups, largest)
@@ -46,18 +44,24 @@ def never_reasons(spec: Spec, plan: Plan, catalog: Catalog, jobs: Iterable[Job])
 
 
 def _reason(
-    job: Job, groups: list[tuple[str, int, int, int]], models: list[str], limits: dict[str, int]
+    job: Job, groups: list[tuple[str, int, int, int]], models: list[str], limits: dict[str, float]
 ) -> str:
     mine = [g for g in groups if job.accepts(g[0])]
     if not mine:
         wanted = "|".join(job.gpu_models) or job.gpu_model
         return f"GPU model {wanted} is not in the cluster (it has {', '.join(models)})"
+    least = least_held(job)
+    if job.tenant in limits and least > limits[job.tenant] + 1e-9:
+        asked = f"{job.gpus} GPUs" if not job.fractional else f"{least:.3g} of a GPU"
+        return (
+            f"asks for {asked}; tenant {job.tenant} may hold at most {limits[job.tenant]:g}"
+            " (its quota plus what it may borrow: its borrowing limit, at most what the"
+            " other tenants lend)"
+        )
     if job.fractional:
         if any(job.gpus <= per_node for _, per_node, _, _ in mine):
             return ""
         return f"asks for {job.gpus} GPU fractions on one node; nodes have at most {max(g[1] for g in mine)} GPUs"
-    if job.tenant in limits and job.gpus > limits[job.tenant]:
-        return f"asks for {job.gpus} GPUs; tenant {job.tenant} may hold at most {limits[job.tenant]} (quota plus borrowing limit)"
     if any(_holds(job.gpus, g) for g in mine):
         return ""
     total = sum(g[2] * g[3] for g in mine)
@@ -65,6 +69,26 @@ def _reason(
     if job.gpus > total:
         return f"asks for {job.gpus} GPUs; the cluster has {total} whole GPUs it could use"
     return f"asks for {job.gpus} GPUs; the largest node group it may use has {largest} whole GPUs"
+
+
+def quota_limits(spec: Spec) -> dict[str, float]:
+    """The most each spec tenant can ever hold: quota plus borrowing, bounded by the cohort.
+
+    A tenant borrows only what the others lend (`infra.simulate.tenants.Book`: each lends up
+    to ``lending_limit`` of its quota, all of it when unset), at most its own
+    ``borrowing_limit``.
+    """
+    tenants = spec.scheduler.tenants
+    lend = {
+        t.name: t.gpus if t.lending_limit is None else min(t.lending_limit, t.gpus) for t in tenants
+    }
+    total = sum(lend.values())
+    out = {}
+    for t in tenants:
+        others = total - lend[t.name]
+        borrow = others if t.borrowing_limit is None else min(t.borrowing_limit, others)
+        out[t.name] = float(t.gpus + borrow)
+    return out
 
 
 def _no_slice(job: Job, groups: list[tuple[str, int, int, int]], largest: dict[str, int]) -> str:

@@ -49,6 +49,9 @@ class SimPolicy:
             linear in events on busy clusters, at the price of a head waiting up to that
             long for a victim that appeared meanwhile.
         progress_every: events between two progress reports.
+        preemptions_per_job: the replay's preemption budget, per job of the trace: past it the replay stops with a `LivelockError` naming the job
+            (`infra.simulate.livelock`). Schedulers evict a job a few times at most; a
+            hundred times per job on average is a model that evicts in circles.
     """
 
     checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S
@@ -59,6 +62,7 @@ class SimPolicy:
     idle_power_share: float = DEFAULT_IDLE_POWER_SHARE
     preempt_retry_s: float = 60.0
     progress_every: int = 20_000
+    preemptions_per_job: float = 100.0
 
     def saved_s(self, ran_s: float) -> float:
         """Work (seconds of run time) kept by the last checkpoint completed after ``ran_s``."""

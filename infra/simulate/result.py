@@ -110,7 +110,11 @@ class SimResult:
     spaced times (``(t_s, gpus)``, at most a few hundred points, for plots); ``profile_24h``
     is the mean allocated share per hour of the day (index 0 = 00:00-01:00 in the schedule's
     time zone, or UTC). ``fragmentation`` is the time-weighted share of GPUs that were free
-    while the head of some queue waited for lack of GPUs it could use.
+    while the head of some queue waited for lack of GPUs it could use. ``gpu_hours`` splits
+    the GPU-hours jobs held over the whole replay (``held``) into ``work`` kept (finished or
+    checkpointed), ``lost`` to evictions, ``resume_wait`` (held while powered-off nodes
+    booted) and ``unfinished`` (held by runs still going when the replay stopped); the four
+    add up to ``held``.
     """
 
     trace: TraceSummary
@@ -135,6 +139,7 @@ class SimResult:
     energy_kwh: float
     energy_saved_kwh: float
     notes: tuple[str, ...] = field(default_factory=tuple)
+    gpu_hours: dict[str, float] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         """The `simulate --format json` document (keys sorted by the CLI's writer)."""
@@ -162,4 +167,5 @@ class SimResult:
             "energy_kwh": self.energy_kwh,
             "energy_saved_kwh": self.energy_saved_kwh,
             "notes": list(self.notes),
+            "gpu_hours": dict(self.gpu_hours),
         }

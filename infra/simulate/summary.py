@@ -32,10 +32,11 @@ from infra.simulate.migrun import MigRunner
 from infra.simulate.policy import SimPolicy
 from infra.simulate.power import PowerSaver
 from infra.simulate.result import Delays, NeverRan, SimResult, TraceSummary
+from infra.simulate.state import Run
 from infra.simulate.tenants import Book
 from infra.topology.model import Plan
 
-__all__ = ["Finished", "summarise"]
+__all__ = ["Finished", "gpu_hours", "summarise"]
 
 
 class Finished(Protocol):
@@ -60,6 +61,9 @@ class Finished(Protocol):
     preemptions: int
     reclaims: int
     lost_gpu_s: float
+    work_gpu_s: float
+    resume_gpu_s: float
+    running: dict[int, Run]
     mig: MigRunner
     power: PowerSaver
 
@@ -116,7 +120,22 @@ def summarise(replay: Finished) -> SimResult:
         energy_kwh=energy,
         energy_saved_kwh=saved,
         notes=_notes(replay),
+        gpu_hours=gpu_hours(replay),
     )
+
+
+def gpu_hours(replay: Finished) -> dict[str, float]:
+    """Held GPU-hours over the whole replay and what they went to (they add up)."""
+    end = replay.end_s
+    unfinished = sum(run.share * (end - run.started_s) for run in replay.running.values())
+    parts = {
+        "held": sum(replay.by_group.areas(end).values()),
+        "work": replay.work_gpu_s,
+        "lost": replay.lost_gpu_s,
+        "resume_wait": replay.resume_gpu_s,
+        "unfinished": unfinished,
+    }
+    return {name: round(value / 3600, 6) for name, value in parts.items()}
 
 
 def _delays_by(replay: Finished, key: Callable[[int], str]) -> dict[str, Delays]:
