@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
 
+from infra.render.slurm_conf import slurm_files
 from infra.simulate.engine import STUCK_S, Replay
 from infra.simulate.policy import SimPolicy
-from tests.sim_helpers import group_spec, job, replay, starts
+from infra.spec import load_spec
+from infra.topology import expand
+from tests.conftest import ROOT
+from tests.sim_helpers import catalog, group_spec, job, replay, starts, trace_of
 
 NO_CHECKPOINT = SimPolicy(checkpoint_interval_s=0, preempt_retry_s=0)
 
@@ -165,15 +170,17 @@ SLURM_POWER = "scheduler: {kind: slurm, power_saving: {suspend_time: 10m, resume
 
 
 def test_power_saving_turns_an_idle_node_off_and_a_job_waits_for_it_to_resume() -> None:
-    run, result = replay(group_spec(1, SLURM_POWER), [job("a", 0, 60, 8), job("b", 3600, 60, 8)])
+    # n01 is the Slurm controller, which the rendered slurm.conf never suspends
+    # (SuspendExcNodes): only n02 powers off, 10 minutes after the start (a runs on n01), and
+    # the 16-GPU b waits 5 minutes for it to resume. Before, the simulator decided by group and
+    # powered n01 off too (at 660 s), saving 2,940 node-seconds more than Slurm would.
+    jobs = [job("a", 0, 60, 8), job("b", 3600, 60, 16)]
+    run, result = replay(group_spec(2, SLURM_POWER), jobs)
     assert starts(run) == {"a": 0.0, "b": 3900.0}
     idle_kw = 6.5 * SimPolicy().idle_power_share  # catalog DGX A100 6.5 kW
-    assert result.energy_saved_kwh == pytest.approx(idle_kw * (3600 - 660) / 3600, abs=1e-3)
-    _, without = replay(
-        group_spec(1, SLURM_POWER),
-        [job("a", 0, 60, 8), job("b", 3600, 60, 8)],
-        SimPolicy(power_saving=False),
-    )
+    assert result.energy_saved_kwh == pytest.approx(idle_kw * (3600 - 600) / 3600, abs=1e-3)
+    assert run.power.eligible == [False, True]
+    _, without = replay(group_spec(2, SLURM_POWER), jobs, SimPolicy(power_saving=False))
     assert without.energy_saved_kwh == 0.0
     assert without.queueing["t"].p99_s == 0.0
 
@@ -240,3 +247,18 @@ def test_a_job_naming_alternative_models_runs_on_any_of_them() -> None:
     assert starts(run) == {"either": 0.0}
     (never,) = result.never_ran
     assert never.job == "neither" and "v100|t4" in never.reason
+
+
+def test_the_nodes_it_powers_off_are_those_the_rendered_slurm_files_let_slurm_power_off() -> None:
+    # The H100 SuperPOD example: the controller (SlurmctldHost) stays on, and the rendered
+    # bmc-hosts map lists exactly the servers Slurm's power programs may power off.
+    loaded = load_spec(str(ROOT / "examples" / "dgx-h100-superpod.yaml"))
+    spec, cat = loaded.spec, catalog()
+    plan = expand(spec, cat)
+    files = slurm_files(plan, spec, cat)
+    controller = re.search(r"^SlurmctldHost=(\S+)$", files["slurm.conf"], re.MULTILINE)
+    mapped = [line.split()[0] for line in files["bmc-hosts"].splitlines()[1:]]
+    run = Replay(spec, plan, cat, trace_of([]), SimPolicy())
+    eligible = [n.name for n, may in zip(run.cluster.nodes, run.power.eligible, strict=True) if may]
+    assert controller is not None and controller.group(1) not in eligible
+    assert eligible == mapped and len(eligible) == len(plan.servers) - 1

@@ -74,5 +74,4 @@ class EventBudget:
         return (
             f"the replay livelocked at t = {now:g} s: job {job.id} (trace line {job.line},"
             f" tenant {job.tenant}, {job.gpus} GPUs) {what}; tenants whose jobs evicted it: {by}"
-            " (a bug in railplan's scheduler model: please report it with the spec and trace)"
         )
