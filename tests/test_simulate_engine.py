@@ -262,3 +262,10 @@ def test_the_nodes_it_powers_off_are_those_the_rendered_slurm_files_let_slurm_po
     eligible = [n.name for n, may in zip(run.cluster.nodes, run.power.eligible, strict=True) if may]
     assert controller is not None and controller.group(1) not in eligible
     assert eligible == mapped and len(eligible) == len(plan.servers) - 1
+
+
+def test_jobs_sharing_an_id_get_their_own_never_ran_verdict() -> None:
+    # Before, the verdict was keyed by id: the 8-GPU "d" was dropped with the 64-GPU one.
+    run, result = replay(group_spec(1), [job("d", 0, 10, 8), job("d", 0, 10, 64)])
+    assert [j.gpus for j in run.jobs] == [8]
+    assert [(n.job, n.line) for n in result.never_ran] == [("d", 3)]

@@ -114,8 +114,8 @@ class Replay:
 
     def _load(self) -> None:
         reasons = never_reasons(self.spec, self.plan, self.catalog, self.trace.jobs)
-        for job in self.trace.jobs:
-            reason = reasons.get(job.id, "")
+        for at, job in enumerate(self.trace.jobs):
+            reason = reasons.get(at, "")
             if reason:
                 self.never.append(NeverRan(job.id, job.line, reason))
                 continue

@@ -23,8 +23,12 @@ from infra.topology.model import Plan
 __all__ = ["never_reasons", "quota_limits"]
 
 
-def never_reasons(spec: Spec, plan: Plan, catalog: Catalog, jobs: Iterable[Job]) -> dict[str, str]:
-    """Job id -> why it can never run, for the jobs that cannot."""
+def never_reasons(spec: Spec, plan: Plan, catalog: Catalog, jobs: Iterable[Job]) -> dict[int, str]:
+    """Position in ``jobs`` -> why that job can never run, for the jobs that cannot.
+
+    Keyed by position, not id: a trace's ids need not be unique (`infra.simulate.traces`
+    renames repeats, but a caller may pass any jobs), and each job gets its own verdict.
+    """
     groups = []  # (model, GPUs per node, servers, most unsplit GPUs per node in any state)
     largest: dict[str, int] = {}  # model -> largest MIG slice (compute slices) in any state
     for group in plan.groups.values():
@@ -36,10 +40,10 @@ def never_reasons(spec: Spec, plan: Plan, catalog: Catalog, jobs: Iterable[Job])
     models = sorted({g[0] for g in groups})
     limits = quota_limits(spec)
     out = {}
-    for job in jobs:
+    for at, job in enumerate(jobs):
         reason = _reason(job, groups, models, limits) or _no_slice(job, groups, largest)
         if reason:
-            out[job.id] = reason
+            out[at] = reason
     return out
 
 

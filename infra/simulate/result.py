@@ -80,13 +80,20 @@ class NeverRan:
 
 @dataclass(frozen=True, slots=True)
 class TraceSummary:
-    """The trace file: its format, rows, rows used and rows skipped per reason."""
+    """The trace file: its format, rows, rows used and skipped per reason, jobs, flags.
+
+    ``rows == used + sum(skipped)``, in rows; ``jobs`` counts the jobs the used rows became
+    (a PAI job is several task rows, a Philly row a job per attempt); ``flagged`` the jobs
+    replayed with a flag (`infra.simulate.jobs.FLAGS`).
+    """
 
     source: str
     format: str
     rows: int
     used: int
     skipped: dict[str, int]
+    jobs: int = 0
+    flagged: dict[str, int] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         """Its JSON form."""
@@ -96,6 +103,8 @@ class TraceSummary:
             "rows": self.rows,
             "used": self.used,
             "skipped": dict(sorted(self.skipped.items())),
+            "jobs": self.jobs,
+            "flagged": dict(sorted(self.flagged.items())),
         }
 
 

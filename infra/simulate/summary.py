@@ -96,7 +96,15 @@ def summarise(replay: Finished) -> SimResult:
     energy, saved = _energy(replay, horizon)
     trace = replay.trace
     return SimResult(
-        trace=TraceSummary(trace.source, trace.format, trace.rows, trace.used, dict(trace.skipped)),
+        trace=TraceSummary(
+            trace.source,
+            trace.format,
+            trace.rows,
+            trace.used,
+            dict(trace.skipped),
+            len(trace.jobs),
+            trace.flagged(),
+        ),
         gpus=gpus,
         horizon_s=round(horizon, 3),
         window_s=round(span, 3),

@@ -34,8 +34,10 @@ def result_text(result: SimResult) -> str:
     """The human view: trace rows, allocation, queueing tables, preemption, MIG, never-ran."""
     t = result.trace
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(t.skipped.items())) or "none"
+    flagged = ", ".join(f"{n} {why}" for why, n in sorted(t.flagged.items()))
     lines = [
-        f"trace {t.source} ({t.format}): {t.rows} rows, {t.used} used, skipped: {skipped}",
+        f"trace {t.source} ({t.format}): {t.rows} rows, {t.used} used, skipped: {skipped};"
+        f" {t.jobs} jobs" + (f" (flagged: {flagged})" if flagged else ""),
         (
             f"cluster {result.gpus} GPUs; trace window {_hours(result.window_s)} (shares below), "
             f"replay {_hours(result.horizon_s)}"

@@ -13,14 +13,18 @@ README: GPU-sharing pods), else 1000. ``gpu_spec`` (empty or ``nan`` = any model
 ``V100M16|V100M32`` = either) fills ``gpu_models`` and ``gpu_model`` (the first). ``qos`` maps
 to a priority after Kubernetes' QoS classes: ``Guaranteed`` and ``LS`` (latency-sensitive)
 ``high``, ``Burstable`` ``normal``, ``BE`` (best effort, evicted first) ``low``. The trace names
-no tenant: every pod is tenant ``default``. Skipped: ``no GPU`` (``num_gpu`` 0),
-``never scheduled`` (no ``scheduled_time``: the README's ``Pending`` pods), ``zero duration``,
-and ``running at trace end`` (a ``Running`` pod deleted at the file's latest
-``deletion_time``, the snapshot's end: 34 pods in ``openb_pod_list_default.csv``, whose
-duration is cut short by the snapshot rather than measured).
+no tenant: every pod is tenant ``default``. Skipped: ``no GPU`` (``num_gpu`` 0) and
+``zero duration``. Replayed with a flag (`infra.simulate.jobs.FLAGS`), as the trace's own
+simulator (Weng et al.'s, which submits every pod) counts them: ``running at trace end`` (a
+``Running`` pod deleted at the file's latest ``deletion_time``, the snapshot's end: it runs
+from ``scheduled_time`` to that end, cut short by the snapshot), and ``never scheduled`` (no
+``scheduled_time``: the README's ``Pending`` pods), submitted at ``creation_time`` for the
+time they waited (``deletion_time - creation_time``), their run time being unknown.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from infra.simulate.jobs import MILLI_WHOLE, Job
 from infra.simulate.traces.common import Row, Rows, csv_rows, positions, whole
@@ -48,8 +52,8 @@ QOS_PRIORITY = {"Guaranteed": "high", "LS": "high", "Burstable": "normal", "BE":
 _MAX_TIME = 10**12
 _FAST = ("num_gpu", "deletion_time", "scheduled_time", "creation_time", "gpu_milli", "qos")
 
-_Pod = tuple[int, int, int, int, int, str]
-"""gpus, deletion, scheduled, creation, milli, priority of a pod that ran."""
+_Pod = tuple[int, int, int | None, int, int, str]
+"""gpus, deletion, scheduled (None: never), creation, milli, priority of a GPU pod."""
 
 
 def read_alibaba_v2023(text: str, source: str) -> Rows:
@@ -72,10 +76,10 @@ def read_alibaba_v2023(text: str, source: str) -> Rows:
         end = max(end, pod[1])
         ran.append((_job(row, pod), pod[1], row.get("pod_phase") == "Running"))
     for job, deleted, running in ran:
-        if running and deleted == end:
-            out.skipped["running at trace end"] += 1
-        elif job is None:
+        if job is None:
             out.skipped["zero duration"] += 1
+        elif running and deleted == end:
+            out.jobs.append(replace(job, flag="running at trace end"))
         else:
             out.jobs.append(job)
     return out
@@ -93,11 +97,12 @@ def _fast(fields: list[str], at: list[int] | None) -> _Pod | str:
         raise ValueError
     if gpus == 0:
         return "no GPU"
-    if not fields[at[2]].strip():
-        return "never scheduled"
-    scheduled, created = int(fields[at[2]]), int(fields[at[3]])
+    scheduled = int(fields[at[2]]) if fields[at[2]].strip() else None
+    created = int(fields[at[3]])
     milli = int(fields[at[4]] or MILLI_WHOLE)
-    if not (0 <= scheduled <= _MAX_TIME and 0 <= created <= _MAX_TIME and 0 <= milli <= 1000):
+    if not (0 <= (scheduled or 0) <= _MAX_TIME and 0 <= created <= _MAX_TIME):
+        raise ValueError
+    if not 0 <= milli <= 1000:
         raise ValueError
     milli = MILLI_WHOLE if gpus > 1 or milli == 0 else milli
     return gpus, deleted, scheduled, created, milli, QOS_PRIORITY[fields[at[5]].strip()]
@@ -108,25 +113,27 @@ def _checked(row: Row) -> _Pod | str:
     gpus = whole(row, "num_gpu", maximum=1_000_000)
     if gpus == 0:
         return "no GPU"
-    if not row.get("scheduled_time"):
-        return "never scheduled"
-    scheduled = whole(row, "scheduled_time", maximum=_MAX_TIME)
+    scheduled = None
+    if row.get("scheduled_time"):
+        scheduled = whole(row, "scheduled_time", maximum=_MAX_TIME)
     created = whole(row, "creation_time", maximum=_MAX_TIME)
     return gpus, deleted, scheduled, created, _milli(row, gpus), _priority(row)
 
 
 def _job(row: Row, pod: _Pod) -> Job | None:
-    """The pod's job; ``None`` when it ran for no time."""
+    """The pod's job; ``None`` when it ran (or, never scheduled, waited) for no time."""
     gpus, deleted, scheduled, created, milli, priority = pod
-    if deleted < scheduled:
-        raise row.error("deletion_time", "deletion_time is before scheduled_time")
-    if deleted == scheduled:
+    start = created if scheduled is None else scheduled
+    if deleted < start:
+        field = "creation_time" if scheduled is None else "scheduled_time"
+        raise row.error("deletion_time", f"deletion_time is before {field}")
+    if deleted == start:
         return None
     models = _models(row)
     return Job(
         id=row.get("name", f"row{row.line}"),
         submit_s=float(created),
-        duration_s=float(deleted - scheduled),
+        duration_s=float(deleted - start),
         gpus=gpus,
         milli=milli,
         tenant="default",
@@ -134,6 +141,7 @@ def _job(row: Row, pod: _Pod) -> Job | None:
         gpu_model=models[0] if models else None,
         line=row.line,
         gpu_models=models if len(models) > 1 else (),
+        flag="never scheduled" if scheduled is None else "",
     )
 
 
