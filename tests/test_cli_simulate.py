@@ -118,3 +118,37 @@ def test_with_json_a_bad_row_is_the_errors_document(tmp_path: Path) -> None:
     assert result.returncode == 2
     (error,) = json.loads(result.stdout)["errors"]
     assert (error["file"], error["line"]) == (str(trace), 2)
+
+
+def test_jobs_csv_writes_every_jobs_outcome_and_placement_is_an_option(tmp_path: Path) -> None:
+    out = tmp_path / "jobs.csv"
+    result = run_cli(
+        "simulate",
+        str(SPEC),
+        "--trace",
+        str(_trace(tmp_path)),
+        "--jobs-csv",
+        str(out),
+        "--placement",
+        "random",
+        "--seed",
+        "5",
+        "-f",
+        "json",
+    )
+    assert result.returncode == 0, result.stderr
+    rows = out.read_text(encoding="utf-8").splitlines()
+    assert rows[0].startswith("id,line,tenant,priority,gpus,gpu_milli,flag,outcome,")
+    outcomes = {line.split(",")[0]: line.split(",")[7] for line in rows[1:]}
+    assert outcomes == {
+        "a": "finished",
+        "b": "finished",
+        "c": "finished",
+        "f": "finished",
+        "d": "never_ran",
+        "e": "never_ran",
+    }
+    doc = json.loads(result.stdout)
+    assert doc["outcomes"] == {"finished": 4, "never_ran": 2, "not_started": 0, "unfinished": 0}
+    bad = run_cli("simulate", str(SPEC), "--trace", str(out), "--placement", "worst-fit")
+    assert bad.returncode == 2

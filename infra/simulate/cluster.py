@@ -16,14 +16,17 @@ choice is deterministic (no hash order).
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from infra.simulate.jobs import MILLI_WHOLE, Job
 
 __all__ = [
     "COMPUTE_SLICES",
+    "PLACEMENTS",
     "Allocation",
     "Cluster",
     "Node",
@@ -32,6 +35,11 @@ __all__ = [
     "slice_sizes",
     "slices_needed",
 ]
+
+PLACEMENTS = ("best-fit", "first-fit", "random")
+"""How a job of one node picks it: the fewest free GPUs that hold it (the default, as
+railplan's rendered schedulers bin-pack), the first in plan order, or uniformly at random (the
+FGD paper's Random baseline; seeded by ``--seed``). Larger jobs keep their SU placement."""
 
 COMPUTE_SLICES = 7
 """Compute slices of a MIG-capable GPU (A100/H100/H200: a GPU instance of ``g`` slices
@@ -127,6 +135,9 @@ class Cluster:
         self.groups = {g.name: g for g in groups}
         self.gpus = sum(n.gpus for n in nodes)
         self.free_whole = 0  # free unsplit GPUs on open nodes (a quick bound for placement)
+        self.watch: Callable[[Node], None] | None = None  # told of every node that changed
+        self.placement = "best-fit"  # a `PLACEMENTS` name: how a one-node job picks its node
+        self.rng = random.Random(0)  # random placement's generator (the replay seeds it)
         for node in self.nodes:
             self._index(node)
 
@@ -167,7 +178,7 @@ class Cluster:
     def _apply(self, alloc: Allocation, sign: int) -> None:
         # `_unindex`, the change and `_index` fused (the hottest loop of preemption): the
         # same dict operations in the same order, so every insertion order stays as it was.
-        nodes, groups = self.nodes, self.groups
+        nodes, groups, watch = self.nodes, self.groups, self.watch
         for index, whole, size in alloc:
             node = nodes[index]
             if not node.open:
@@ -186,6 +197,8 @@ class Cluster:
                     g.by_slice.setdefault(g_size, {})[index] = None
             if node.whole_free == node.gpus:
                 g.su_full[node.su][index] = None
+            if watch is not None:
+                watch(node)
 
     @staticmethod
     def _change(node: Node, whole: int, size: int, sign: int) -> None:
@@ -203,6 +216,8 @@ class Cluster:
             node = self.nodes[index]
             self._unindex(node)
             node.open = False
+            if self.watch is not None:
+                self.watch(node)
 
     def relayout(self, indices: Iterable[int], whole: int, slices: Mapping[int, int]) -> None:
         """Give empty, closed nodes a new MIG layout and open them again."""
@@ -214,6 +229,8 @@ class Cluster:
             node.slices_free = dict(slices)
             node.open = True
             self._index(node)
+            if self.watch is not None:
+                self.watch(node)
 
     # --- placement ---------------------------------------------------------------------
 
@@ -286,6 +303,8 @@ class Cluster:
         return tuple((best[1], 0, best[0]) for _ in range(count))
 
     def _find_one_node(self, groups: list[GroupIndex], gpus: int) -> Allocation | None:
+        if self.placement != "best-fit":
+            return self._find_by_policy(groups, gpus)
         best: tuple[int, int] | None = None  # (free whole GPUs, node): the tightest fit
         for g in groups:
             for k in range(gpus, g.per_node + 1):
@@ -296,6 +315,27 @@ class Cluster:
                     best = (k, next(iter(bucket)))
                     break
         return None if best is None else ((best[1], gpus, 0),)
+
+    def _find_by_policy(self, groups: list[GroupIndex], gpus: int) -> Allocation | None:
+        """The node of a one-node job under first fit or random placement.
+
+        First fit: the lowest node in plan order with room; random: any node with room,
+        uniformly, from the replay's seeded generator.
+        """
+        buckets = [g.by_free[k] for g in groups for k in range(gpus, g.per_node + 1)]
+        buckets = [bucket for bucket in buckets if bucket]
+        if not buckets:
+            return None
+        if self.placement == "first-fit":
+            node = min(min(bucket) for bucket in buckets)
+        else:
+            pick = self.rng.randrange(sum(len(bucket) for bucket in buckets))
+            for bucket in buckets:
+                if pick < len(bucket):
+                    node = next(itertools.islice(bucket, pick, None))
+                    break
+                pick -= len(bucket)
+        return ((node, gpus, 0),)
 
     def _find_gang(self, g: GroupIndex, gpus: int) -> Allocation | None:
         """``gpus`` over ``g``'s nodes: whole free nodes, the rest on one more node.

@@ -17,13 +17,15 @@ line, so one trace, spec and seed give one result.
 from __future__ import annotations
 
 import heapq
+import random
 
 from infra.catalog import Catalog
 from infra.progress import Progress, quiet
 from infra.simulate.build import build_cluster
 from infra.simulate.cluster import COMPUTE_SLICES, Allocation, held, least_held
 from infra.simulate.feasible import never_reasons
-from infra.simulate.jobs import Job, Trace
+from infra.simulate.fragment import FgdMeter, typical_shapes
+from infra.simulate.jobs import MILLI_WHOLE, Job, Trace
 from infra.simulate.livelock import EventBudget
 from infra.simulate.metrics import Meter, Steps, Window
 from infra.simulate.migrun import MigRunner
@@ -76,13 +78,17 @@ class Replay:
             policy,
         )
         self.cluster = build_cluster(spec, plan, catalog)
+        self.cluster.placement, self.cluster.rng = policy.placement, random.Random(policy.seed)
         in_effect = spec.scheduler.preemption_in_effect(by_hypernode=bool(plan.sus))
         self.book = Book(list(spec.scheduler.tenants), in_effect)
         self.events, self.queues = Events(), Queues()
         self.jobs: list[Job] = []
         self.never: list[NeverRan] = []
+        self.never_jobs: list[tuple[Job, str]] = []
         self.remaining: list[float] = []
         self.first_start: list[float | None] = []
+        self.end_at: list[float | None] = []  # when each job finished
+        self.evictions: list[int] = []  # times each job was evicted
         self.running: dict[int, Run] = {}
         self.node_jobs: list[dict[int, None]] = [{} for _ in self.cluster.nodes]
         self.tokens: list[int] = []
@@ -104,9 +110,14 @@ class Replay:
         self.lost_gpu_s = 0.0  # held GPU-seconds of work evictions threw away
         self.work_gpu_s = 0.0  # held GPU-seconds of work kept (finished, or checkpointed)
         self.resume_gpu_s = 0.0  # held GPU-seconds waiting for powered-off nodes to boot
+        self.asked_gpu_s = 0.0  # what the jobs asked for (a fraction its part) while held
+        self.fgd_area = 0.0  # FGD fragmentation (GPUs) integrated over time
         self.mig = MigRunner(self)
         self.power = PowerSaver(self)
         self._load()
+        per_node = max((g.per_node for g in self.cluster.groups.values()), default=0)
+        self.fgd = FgdMeter(self.cluster.nodes, typical_shapes(self.jobs, per_node))
+        self.cluster.watch = self.fgd.update
         self.budget = EventBudget(self, policy.preemptions_per_job)
         self.preemptor = Preemptor(self)
 
@@ -118,11 +129,14 @@ class Replay:
             reason = reasons.get(at, "")
             if reason:
                 self.never.append(NeverRan(job.id, job.line, reason))
+                self.never_jobs.append((job, reason))
                 continue
             index = len(self.jobs)
             self.jobs.append(job)
             self.remaining.append(job.duration_s)
             self.first_start.append(None)
+            self.end_at.append(None)
+            self.evictions.append(0)
             self.tokens.append(0)
             self.rank.append(self._ranks(job))
             self.events.push(job.submit_s, SUBMIT, index)
@@ -166,7 +180,11 @@ class Replay:
     def _snapshot(self) -> Window:
         """The measures so far: the trace window's, taken when the last job was submitted."""
         return Window(
-            self.now, self.by_group.areas(self.now), self.by_tenant.areas(self.now), self.frag_area
+            self.now,
+            self.by_group.areas(self.now),
+            self.by_tenant.areas(self.now),
+            self.frag_area,
+            self.fgd_area,
         )
 
     def unfinished(self) -> int:
@@ -184,6 +202,7 @@ class Replay:
     def _advance(self, at: float) -> None:
         if self.starved:
             self.frag_area += (self.cluster.gpus - self.alloc) * (at - self.now)
+        self.fgd_area += self.fgd.total * (at - self.now)
         self.power.advance(at)
         self.now = at
 
@@ -193,6 +212,7 @@ class Replay:
             if self.tokens[index] == token and index in self.running:
                 run = self._release(index)
                 self.work_gpu_s += (self.now - run.work_from_s) * run.share
+                self.end_at[index] = self.now
                 self.active -= 1
                 self.last_change = self.now
         elif kind == SUBMIT:
@@ -312,6 +332,7 @@ class Replay:
         run = self.running.pop(index)
         job = self.jobs[index]
         self.resume_gpu_s += (min(self.now, run.work_from_s) - run.started_s) * run.share
+        self.asked_gpu_s += job.gpus * job.milli / MILLI_WHOLE * (self.now - run.started_s)
         if not freed:
             self.cluster.give(run.alloc)
             self.book.add(job.tenant, -run.share)
@@ -332,6 +353,7 @@ class Replay:
         Returns the GPU-seconds of work lost. ``freed``: its GPUs were already given back.
         """
         run = self._release(index, freed=freed)
+        self.evictions[index] += 1
         ran = max(0.0, self.now - run.work_from_s)
         saved = self.policy.saved_s(ran)
         self.remaining[index] -= saved

@@ -38,8 +38,9 @@ class SimPolicy:
         checkpoint_interval_s: seconds between checkpoint starts of a running job; work since
             the last completed checkpoint is lost when the job is evicted.
         checkpoint_write_s: seconds a checkpoint takes to complete (it counts only once done).
-        seed: seeds every random choice (the engine makes none today; kept so a future
-            randomised policy stays reproducible).
+        seed: seeds every random choice: the node `placement` ``random`` picks.
+        placement: how a job of one node picks its node (`infra.simulate.cluster.PLACEMENTS`:
+            ``best-fit``, ``first-fit``, ``random``).
         horizon_s: stop the replay at this trace time (None: run until every job ends).
         power_saving: model Slurm power saving when the spec declares it.
         idle_power_share: idle draw of a node over its catalog maximum (energy figures).
@@ -57,6 +58,7 @@ class SimPolicy:
     checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S
     checkpoint_write_s: float = DEFAULT_CHECKPOINT_WRITE_S
     seed: int = 0
+    placement: str = "best-fit"
     horizon_s: float | None = None
     power_saving: bool = True
     idle_power_share: float = DEFAULT_IDLE_POWER_SHARE

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.simulate.outcomes import JobTable
+
 __all__ = ["Delays", "NeverRan", "Repartition", "SimResult", "TraceSummary"]
 
 
@@ -123,7 +125,13 @@ class SimResult:
     the GPU-hours jobs held over the whole replay (``held``) into ``work`` kept (finished or
     checkpointed), ``lost`` to evictions, ``resume_wait`` (held while powered-off nodes
     booted) and ``unfinished`` (held by runs still going when the replay stopped); the four
-    add up to ``held``.
+    add up to ``held``. ``outcomes`` counts jobs per outcome
+    (`infra.simulate.outcomes.OUTCOMES`), ``jct`` the completion times of finished jobs,
+    ``makespan_s`` runs from the first submission to the last finish; ``share_waste`` is what
+    jobs held beyond what they asked for (a fraction on a larger slice or a whole GPU), in
+    GPU-hours and as a share of ``held``; ``fragmentation_fgd`` is FGD's fragmentation
+    (`infra.simulate.fragment`) over the trace window, as a share of the cluster's GPUs and of
+    its free GPUs. ``job_table`` holds every job's outcome (`railplan simulate --jobs-csv`).
     """
 
     trace: TraceSummary
@@ -149,6 +157,12 @@ class SimResult:
     energy_saved_kwh: float
     notes: tuple[str, ...] = field(default_factory=tuple)
     gpu_hours: dict[str, float] = field(default_factory=dict)
+    outcomes: dict[str, int] = field(default_factory=dict)
+    jct: Delays = Delays(0, 0.0, 0.0, 0.0, 0.0)
+    makespan_s: float = 0.0
+    share_waste: dict[str, float] = field(default_factory=dict)
+    fragmentation_fgd: dict[str, float] = field(default_factory=dict)
+    job_table: JobTable | None = field(default=None, compare=False, repr=False)
 
     def as_json(self) -> dict[str, Any]:
         """The `simulate --format json` document (keys sorted by the CLI's writer)."""
@@ -163,6 +177,7 @@ class SimResult:
                 "p95": self.allocation_p95,
                 "by_group": self.allocation_by_group,
                 "by_tenant": self.allocation_by_tenant,
+                "series": [[t, gpus] for t, gpus in self.series],
             },
             "queueing_s": {t: d.as_json() for t, d in self.queueing.items()},
             "queueing_s_by_size": {s: d.as_json() for s, d in self.queueing_by_size.items()},
@@ -177,4 +192,9 @@ class SimResult:
             "energy_saved_kwh": self.energy_saved_kwh,
             "notes": list(self.notes),
             "gpu_hours": dict(self.gpu_hours),
+            "outcomes": dict(self.outcomes),
+            "jct_s": self.jct.as_json(),
+            "makespan_s": self.makespan_s,
+            "share_waste": dict(self.share_waste),
+            "fragmentation_fgd": dict(self.fragmentation_fgd),
         }

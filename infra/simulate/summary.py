@@ -18,7 +18,7 @@ from typing import Protocol
 
 from infra.catalog import Catalog
 from infra.simulate.cluster import Cluster
-from infra.simulate.jobs import Job, Trace
+from infra.simulate.jobs import MILLI_WHOLE, Job, Trace
 from infra.simulate.metrics import (
     SERIES_POINTS,
     SIZE_BUCKETS,
@@ -29,6 +29,7 @@ from infra.simulate.metrics import (
     size_bucket,
 )
 from infra.simulate.migrun import MigRunner
+from infra.simulate.outcomes import JobTable
 from infra.simulate.policy import SimPolicy
 from infra.simulate.power import PowerSaver
 from infra.simulate.result import Delays, NeverRan, SimResult, TraceSummary
@@ -63,7 +64,12 @@ class Finished(Protocol):
     lost_gpu_s: float
     work_gpu_s: float
     resume_gpu_s: float
+    asked_gpu_s: float
+    fgd_area: float
     running: dict[int, Run]
+    end_at: list[float | None]
+    evictions: list[int]
+    never_jobs: list[tuple[Job, str]]
     mig: MigRunner
     power: PowerSaver
 
@@ -77,7 +83,13 @@ def _measured(replay: Finished) -> Window:
     if window is not None and window.end_s > replay.start_s:
         return window
     end = replay.end_s
-    return Window(end, replay.by_group.areas(end), replay.by_tenant.areas(end), replay.frag_area)
+    return Window(
+        end,
+        replay.by_group.areas(end),
+        replay.by_tenant.areas(end),
+        replay.frag_area,
+        replay.fgd_area,
+    )
 
 
 def summarise(replay: Finished) -> SimResult:
@@ -94,7 +106,7 @@ def summarise(replay: Finished) -> SimResult:
     total = sum(areas.values())
     horizon = max(replay.end_s - start, 1e-9)
     energy, saved = _energy(replay, horizon)
-    trace = replay.trace
+    trace, table = replay.trace, _table(replay)
     return SimResult(
         trace=TraceSummary(
             trace.source,
@@ -129,7 +141,44 @@ def summarise(replay: Finished) -> SimResult:
         energy_saved_kwh=saved,
         notes=_notes(replay),
         gpu_hours=gpu_hours(replay),
+        outcomes=table.counts(),
+        jct=delays(table.completion_times()),
+        makespan_s=round(table.makespan_s(), 3),
+        share_waste=_share_waste(replay),
+        fragmentation_fgd=_fgd(measured, gpus * span, gpus * span - total),
+        job_table=table,
     )
+
+
+def _table(replay: Finished) -> JobTable:
+    return JobTable(
+        tuple(replay.jobs),
+        tuple(replay.first_start),
+        tuple(replay.end_at),
+        tuple(replay.evictions),
+        tuple(replay.never_jobs),
+    )
+
+
+def _share_waste(replay: Finished) -> dict[str, float]:
+    """GPU-hours held beyond what the jobs asked for (a fraction on a larger slice or GPU)."""
+    end = replay.end_s
+    held = sum(replay.by_group.areas(end).values())
+    asked = replay.asked_gpu_s + sum(
+        replay.jobs[i].gpus * replay.jobs[i].milli / MILLI_WHOLE * (end - run.started_s)
+        for i, run in replay.running.items()
+    )
+    waste = max(0.0, held - asked)
+    return {"gpu_hours": round(waste / 3600, 6), "share": round(waste / held, 6) if held else 0.0}
+
+
+def _fgd(measured: Window, capacity: float, free: float) -> dict[str, float]:
+    """FGD fragmentation over the window: of the cluster's GPU-seconds and of the free ones."""
+    area = measured.fgd_area
+    return {
+        "share": round(area / capacity, 6) if capacity > 0 else 0.0,
+        "share_of_free": round(area / free, 6) if free > 1e-9 else 0.0,
+    }
 
 
 def gpu_hours(replay: Finished) -> dict[str, float]:
