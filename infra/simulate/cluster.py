@@ -31,6 +31,7 @@ __all__ = [
     "Cluster",
     "Node",
     "held",
+    "held_by",
     "least_held",
     "slice_sizes",
     "slices_needed",
@@ -61,6 +62,15 @@ def held(alloc: Allocation) -> float:
     a 12-GPU job on two 8-GPU nodes holds 16, a fraction on an unsplit GPU holds 1.
     """
     return sum(whole + size / COMPUTE_SLICES for _, whole, size in alloc)
+
+
+def held_by(job: Job, alloc: Allocation) -> float:
+    """`held` of ``job``'s allocation without the sum where placement fixes it.
+
+    Whole-GPU placements hold exactly the job's GPUs (`Cluster.find`: one node, or whole
+    nodes and the rest on one more); only a fraction's holding depends on where it lands.
+    """
+    return held(alloc) if job.fractional else float(job.gpus)
 
 
 def least_held(job: Job) -> float:

@@ -22,7 +22,7 @@ import random
 from infra.catalog import Catalog
 from infra.progress import Progress, quiet
 from infra.simulate.build import build_cluster
-from infra.simulate.cluster import COMPUTE_SLICES, Allocation, held, least_held
+from infra.simulate.cluster import COMPUTE_SLICES, Allocation, held, held_by, least_held
 from infra.simulate.feasible import never_reasons
 from infra.simulate.fragment import FgdMeter, typical_shapes
 from infra.simulate.jobs import MILLI_WHOLE, Job, Trace
@@ -117,7 +117,7 @@ class Replay:
         self._load()
         per_node = max((g.per_node for g in self.cluster.groups.values()), default=0)
         self.fgd = FgdMeter(self.cluster.nodes, typical_shapes(self.jobs, per_node))
-        self.cluster.watch = self.fgd.update
+        self.cluster.watch = self.fgd.mark
         self.budget = EventBudget(self, policy.preemptions_per_job)
         self.preemptor = Preemptor(self)
 
@@ -202,7 +202,8 @@ class Replay:
     def _advance(self, at: float) -> None:
         if self.starved:
             self.frag_area += (self.cluster.gpus - self.alloc) * (at - self.now)
-        self.fgd_area += self.fgd.total * (at - self.now)
+        if at > self.now:
+            self.fgd_area += self.fgd.flush() * (at - self.now)
         self.power.advance(at)
         self.now = at
 
@@ -292,7 +293,7 @@ class Replay:
             alloc = self.cluster.find(job) if least else None  # not admitted even at its least
             if alloc is None:
                 self.blocked[key] = least  # True: waits for GPUs, False: for quota
-            elif not self.book.admits(job.tenant, held(alloc)):
+            elif not self.book.admits(job.tenant, held_by(job, alloc)):
                 self.blocked[key], alloc = False, None
         if alloc is None and self._preempt_due(key):
             self.tried_preempt[key] = self.now

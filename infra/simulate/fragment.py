@@ -12,9 +12,10 @@ than one node has no per-node fragment). GPU models are not told apart (FGD's ``
 case), nor CPU and memory (railplan has no such dimension yet). A free slice of ``g`` compute
 slices offers ``g/7`` of a GPU. Draining (closed) nodes count no fragment.
 
-`FgdMeter` keeps every open node's value (memoised by the node's free state, so a change costs
-a dict look-up) and the cluster's total, which the engine integrates over time like the
-allocation.
+`FgdMeter` keeps every open node's value (memoised by the node's free state) and the cluster's
+total, which the engine integrates over time like the allocation. A change only marks its
+node; `flush` re-values the marked nodes when time advances, so the many tentative changes
+of one instant (preemption lifts and puts back its candidates) cost one look-up per node.
 """
 
 from __future__ import annotations
@@ -67,13 +68,27 @@ class FgdMeter:
     def __init__(self, nodes: list[Node], shapes: list[tuple[Shape, float]]) -> None:
         self.shapes = shapes
         self.memo: dict[State, float] = {}
+        self.nodes = nodes
         self.value = [0.0] * len(nodes)
         self.total = 0.0
+        self.dirty: dict[int, None] = {}
         for node in nodes:
             self.update(node)
 
+    def mark(self, node: Node) -> None:
+        """``node`` changed (a take, a give, closed or re-laid out): re-value it at `flush`."""
+        self.dirty[node.index] = None
+
+    def flush(self) -> float:
+        """Re-value the nodes changed since the last flush; the cluster's total."""
+        if self.dirty:
+            for index in self.dirty:
+                self.update(self.nodes[index])
+            self.dirty.clear()
+        return self.total
+
     def update(self, node: Node) -> None:
-        """``node`` changed (a take, a give, closed or re-laid out): take its new value."""
+        """Take ``node``'s value now."""
         value = 0.0
         if node.open and self.shapes:
             state = (node.whole_free, tuple((g, f) for g, f in node.slices_free.items() if f))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from infra.simulate.cluster import Allocation, Cluster, held, least_held
+from infra.simulate.cluster import Allocation, Cluster, held_by, least_held
 from infra.simulate.jobs import Job
 from infra.simulate.livelock import EventBudget
 from infra.simulate.state import BucketKey, Run
@@ -123,7 +123,7 @@ class Preemptor:
         alloc = self.replay.cluster.find(job)
         if alloc is None:
             return None
-        share = held(alloc)
+        share = held_by(job, alloc)
         if not book.admits(job.tenant, share):
             return None
         if reclaiming and not book.within_quota(job.tenant, share):
