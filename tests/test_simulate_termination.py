@@ -98,7 +98,7 @@ class Tally(Replay):
         assert self.book.usage[tenant] == pytest.approx(charged, abs=1e-9)
         own = sum(whole + size / COMPUTE_SLICES for _, whole, size in alloc)
         assert self.running[index].share == pytest.approx(own, abs=1e-12)
-        limits = quota_limits(self.spec)
+        limits = quota_limits(self.spec) if self.slurm is None else {}
         if tenant in limits:
             assert self.book.usage[tenant] <= limits[tenant] + 1e-9
 
@@ -121,7 +121,12 @@ class Tally(Replay):
 
 @st.composite
 def tenants(draw: st.DrawFn, gpus: int, split: bool) -> str:
-    lines = ["scheduler:", *(["  mig_strategy: mixed"] if split else []), "  tenants:"]
+    kind = draw(st.sampled_from(("kubernetes", "kubernetes", "slurm")))
+    lines = ["scheduler:", f"  kind: {kind}", *(["  mig_strategy: mixed"] if split else [])]
+    if kind == "slurm":  # Slurm's main scheduler and backfill; no quotas, no preemption
+        interval = draw(st.sampled_from(("1s", "30s")))
+        return "\n".join([*lines, f"  backfill: {{interval: {interval}, resolution: 1s}}"]) + "\n"
+    lines.append("  tenants:")
     for name in ("a", "b"):
         quota = draw(st.integers(1, gpus))
         borrow = draw(st.sampled_from(("null", "0", str(draw(st.integers(1, gpus))))))

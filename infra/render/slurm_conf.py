@@ -25,6 +25,7 @@ from infra.render.slurm import (
 from infra.render.slurm_power import BMC_HOSTS, bmc_hosts, power_saving_lines
 from infra.spec import Spec
 from infra.topology.model import Plan
+from infra.topology.slurm_sched import SCHEDULER_TYPE, backfill_of
 
 __all__ = [
     "CONF_DIR",
@@ -89,6 +90,8 @@ def slurm_conf(plan: Plan, spec: Spec, catalog: Catalog) -> str:
         "SlurmdDebug=info",
         "ProctrackType=proctrack/cgroup",
         "TaskPlugin=task/cgroup,task/affinity",
+        f"SchedulerType={SCHEDULER_TYPE}",
+        f"SchedulerParameters={backfill_of(spec).scheduler_parameters()}",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
         "GresTypes=gpu",

@@ -244,9 +244,16 @@ class Cluster:
 
     # --- placement ---------------------------------------------------------------------
 
-    def find(self, job: Job) -> Allocation | None:
-        """Where ``job`` would run now, or None when it does not fit anywhere open."""
-        groups = [g for g in self.groups.values() if job.accepts(g.gpu_model)]
+    def find(self, job: Job, *, only: str | None = None) -> Allocation | None:
+        """Where ``job`` would run now, or None when it does not fit anywhere open.
+
+        ``only``: in that node group alone (a Slurm partition).
+        """
+        groups = [
+            g
+            for g in self.groups.values()
+            if job.accepts(g.gpu_model) and (only is None or g.name == only)
+        ]
         if job.fractional:
             found = self._find_slices(groups, job.gpus, slices_needed(job.milli))
             if found is not None:

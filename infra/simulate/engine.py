@@ -33,11 +33,24 @@ from infra.simulate.policy import SimPolicy
 from infra.simulate.power import PowerSaver
 from infra.simulate.preempt import Preemptor
 from infra.simulate.result import NeverRan, SimResult
-from infra.simulate.state import DAY, FINISH, MIG, POWER, SUBMIT, BucketKey, Events, Queues, Run
+from infra.simulate.slurm import SlurmScheduler
+from infra.simulate.state import (
+    BACKFILL,
+    DAY,
+    FINISH,
+    MIG,
+    POWER,
+    SUBMIT,
+    BucketKey,
+    Events,
+    Queues,
+    Run,
+)
 from infra.simulate.summary import summarise
 from infra.simulate.tenants import PRIORITY_RANK, Book
 from infra.spec import Spec
 from infra.topology.model import Plan
+from infra.topology.slurm_sched import backfill_of
 
 __all__ = ["STUCK_S", "Replay", "simulate"]
 
@@ -120,6 +133,9 @@ class Replay:
         self.cluster.watch = self.fgd.mark
         self.budget = EventBudget(self, policy.preemptions_per_job)
         self.preemptor = Preemptor(self)
+        self.slurm = (
+            SlurmScheduler(self, backfill_of(spec)) if spec.scheduler.kind == "slurm" else None
+        )
 
     # --- set-up ------------------------------------------------------------------------
 
@@ -224,6 +240,8 @@ class Replay:
             self.mig.handle(kind, payload)
         elif kind == POWER:
             self.power.handle(payload)
+        elif kind == BACKFILL and self.slurm is not None:
+            self.slurm.backfill()
 
     # --- queues ------------------------------------------------------------------------
 
@@ -232,6 +250,9 @@ class Replay:
         return self.book.tenant_rank(job.tenant, job.priority), PRIORITY_RANK.get(job.priority, 1)
 
     def _enqueue(self, index: int) -> None:
+        if self.slurm is not None:
+            self.slurm.add(index)
+            return
         job = self.jobs[index]
         key = Queues.key(job, *self.rank[index])
         if key not in self.queues.buckets or self.queues.order(key) > (
@@ -249,7 +270,12 @@ class Replay:
         """Admit what fits, in priority order, until a pass starts nothing.
 
         Again after a start: it gives preemption new victims, an eviction requeues a job.
+        Slurm specs run Slurm's main scheduler instead (`infra.simulate.slurm`).
         """
+        if self.slurm is not None:
+            self.slurm.main()
+            self.starved = self.slurm.blocked
+            return
         while self._pass():
             pass
         self.starved = any(self.blocked.get(k, False) for k in self.queues.buckets)
@@ -301,6 +327,10 @@ class Replay:
         return alloc
 
     # --- starting, finishing, evicting -------------------------------------------------
+
+    def start(self, index: int, alloc: Allocation) -> None:
+        """Start waiting job ``index`` on ``alloc`` now (Slurm's schedulers call this)."""
+        self._start(index, alloc)
 
     def _start(self, index: int, alloc: Allocation) -> None:
         job, now = self.jobs[index], self.now

@@ -38,7 +38,7 @@ def never_reasons(spec: Spec, plan: Plan, catalog: Catalog, jobs: Iterable[Job])
         sizes = [size for _, slices in layouts for size in slices]
         largest[model] = max([largest.get(model, 0), *sizes])
     models = sorted({g[0] for g in groups})
-    limits = quota_limits(spec)
+    limits = quota_limits(spec) if spec.scheduler.kind != "slurm" else {}  # Slurm: no quotas
     out = {}
     for at, job in enumerate(jobs):
         reason = _reason(job, groups, models, limits) or _no_slice(job, groups, largest)

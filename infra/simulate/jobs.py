@@ -40,6 +40,8 @@ class Job:
     (Alibaba's ``V100M16|V100M32``): the job runs on any of them, and ``gpu_model`` is the
     first; empty when the trace names one model or none. ``flag`` marks a job the trace
     did not measure as it ran, replayed anyway (`FLAGS`); empty for the others.
+    ``limit_s`` is the time limit the job was submitted with (Slurm's backfill plans with
+    it), ``None`` when the trace gives none.
     """
 
     id: str
@@ -53,6 +55,7 @@ class Job:
     line: int = 0
     gpu_models: tuple[str, ...] = ()
     flag: str = ""
+    limit_s: float | None = None
 
     @property
     def fractional(self) -> bool:

@@ -53,6 +53,9 @@ class SimPolicy:
         preemptions_per_job: the replay's preemption budget, per job of the trace: past it the replay stops with a `LivelockError` naming the job
             (`infra.simulate.livelock`). Schedulers evict a job a few times at most; a
             hundred times per job on average is a model that evicts in circles.
+        backfill_phase_s: Slurm specs: seconds after the first submission of the first
+            backfill cycle (None: one `bf_interval`); a comparison with a running slurmctld
+            sets it from that daemon's start.
     """
 
     checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S
@@ -65,6 +68,7 @@ class SimPolicy:
     preempt_retry_s: float = 60.0
     progress_every: int = 20_000
     preemptions_per_job: float = 100.0
+    backfill_phase_s: float | None = None
 
     def saved_s(self, ran_s: float) -> float:
         """Work (seconds of run time) kept by the last checkpoint completed after ``ran_s``."""

@@ -4,7 +4,8 @@
 GPU model), each ordered by submit time then trace line: jobs of one bucket are alike, so when
 its head does not fit none does (BestEffortFIFO tries the next bucket instead). `Events` is a
 heap of ``(time, kind, sequence)``: at one time finishes come first, then MIG steps, power
-steps and submits, each in the order they were scheduled, so ties never depend on hash order.
+steps and submits, then Slurm's backfill cycles, each in the order they were scheduled, so
+ties never depend on hash order.
 """
 
 from __future__ import annotations
@@ -15,9 +16,20 @@ from dataclasses import dataclass
 from infra.simulate.cluster import Allocation, slices_needed
 from infra.simulate.jobs import Job
 
-__all__ = ["DAY", "FINISH", "MIG", "POWER", "SUBMIT", "BucketKey", "Events", "Queues", "Run"]
+__all__ = [
+    "BACKFILL",
+    "DAY",
+    "FINISH",
+    "MIG",
+    "POWER",
+    "SUBMIT",
+    "BucketKey",
+    "Events",
+    "Queues",
+    "Run",
+]
 
-FINISH, MIG, POWER, SUBMIT, DAY = 0, 1, 2, 3, 4
+FINISH, MIG, POWER, SUBMIT, DAY, BACKFILL = 0, 1, 2, 3, 4, 5
 
 BucketKey = tuple[str, int, int, int, int, str]
 """(tenant, -tenant rank, -job rank, GPUs, slice size or 0 for whole GPUs, GPU model or "")."""

@@ -7,7 +7,9 @@ Header row, then one job per row (docs/simulate.md documents it):
 ``submit_s``, ``duration_s`` and ``gpus`` are required; ``id`` defaults to ``row<line>``,
 ``gpu_milli`` (a GPU's share in thousandths, 1-1000, below 1000 only with ``gpus: 1``) to
 1000, ``tenant`` to ``default``, ``priority`` (low, normal, high, critical) to ``normal``,
-``gpu_model`` (a catalog GPU id) to any. Rows with no GPU are skipped as ``no GPU``.
+``gpu_model`` (a catalog GPU id) to any. An optional ``time_limit_s`` column gives the time
+limit the job was submitted with (Slurm's backfill plans with it; empty: its run time).
+Rows with no GPU are skipped as ``no GPU``.
 """
 
 from __future__ import annotations
@@ -52,7 +54,17 @@ def _job(row: Row, gpus: int) -> Job:
         priority=priority,
         gpu_model=row.get("gpu_model") or None,
         line=row.line,
+        limit_s=_limit(row),
     )
+
+
+def _limit(row: Row) -> float | None:
+    if not row.get("time_limit_s"):
+        return None
+    value = number(row, "time_limit_s")
+    if value <= 0:
+        raise row.error("time_limit_s", "time_limit_s must be more than 0 seconds")
+    return value
 
 
 def _duration(row: Row) -> float:
