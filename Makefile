@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit tools fuzz bench accuracy golden sandbox twin clean
+.PHONY: demo test lint typecheck unit tools fuzz bench accuracy golden sandbox twin slurm-replay clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -52,7 +52,7 @@ unit: $(STAMP) tools
 # (tests/test_monitoring_real.py).
 # Installed as root with apt-get (CI); elsewhere those tests skip, saying why, and under
 # CI=true a missing tool fails them.
-TOOLS_PKGS := chromium:chromium slurmctld:slurmctld scontrol:slurm-client munged:munge opensm:opensm ibsim:ibsim-utils smpquery:infiniband-diags promtool:prometheus shellcheck:shellcheck
+TOOLS_PKGS := chromium:chromium slurmctld:slurmctld slurmd:slurmd scontrol:slurm-client munged:munge opensm:opensm ibsim:ibsim-utils smpquery:infiniband-diags promtool:prometheus shellcheck:shellcheck
 tools:
 	@missing=""; for pair in $(TOOLS_PKGS); do \
 	  command -v $${pair%%:*} >/dev/null 2>&1 || [ -x /usr/sbin/$${pair%%:*} ] || missing="$$missing $${pair#*:}"; \
@@ -85,6 +85,11 @@ bench: $(STAMP)
 accuracy: $(STAMP)
 	{ $(BIN)/python -m infra.budget.calibration tests/data/nccl-measurements.yaml; echo; \
 	  $(BIN)/python -m infra.budget.accuracy_doc tests/data/training-measurements.yaml; } > docs/accuracy.md
+
+# railplan's Slurm model against real Slurm: slurmctld and one slurmd per node in network
+# namespaces replay two compressed traces (tests/slurm_replay; about half an hour, root only).
+slurm-replay: $(STAMP) tools
+	$(BIN)/python -m tests.slurm_replay --out slurm-replay.json
 
 # Regenerate the golden rendered trees under tests/golden/expected/ (review the diff, then commit).
 golden: $(STAMP)

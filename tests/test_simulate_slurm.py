@@ -30,9 +30,10 @@ def _stream() -> list[Job]:
 
 
 def test_backfill_keeps_the_large_jobs_reservation_and_fills_before_it() -> None:
-    # Slurm: the main scheduler blocks the partition behind big; backfill reserves all four
-    # nodes from 1200 (when s2 ends), so s3 (ending 1400) may not start on node 4, but tiny
-    # (450-750) may: the backfill cycle at 450 (every 30 s from the start) starts it.
+    # Slurm: the backfill agent, awake every second, starts s1 and s2 the second they arrive
+    # (s0 at 1 s, its first wake-up); the main scheduler blocks the partition behind big;
+    # backfill reserves all four nodes from 1200 (when s2 ends), so s3 (ending after 1400)
+    # may not start on node 4, but tiny (450-750) may: the cycle at 450 starts it.
     run, _ = replay(group_spec(4, SLURM), _stream())
     at = starts(run)
     assert (at["big"], at["tiny"], at["s3"], at["s6"], at["s7"]) == (

@@ -24,7 +24,7 @@ __all__ = ["sim_policy"]
 
 
 def sim_policy(
-    spec: Spec, catalog: Catalog, plan: Plan, *, seed: int = 0, placement: str = "best-fit"
+    spec: Spec, catalog: Catalog, plan: Plan, *, seed: int = 0, placement: str | None = None
 ) -> SimPolicy:
     """The `SimPolicy` of a replay of ``spec``: checkpoint write time from its budget, if any."""
     base = SimPolicy(seed=seed, placement=placement)

@@ -69,9 +69,12 @@ def simulate(
         typer.Option("--map-gpu", help="Rename a trace GPU model to a catalog id (SRC=ID)."),
     ] = None,
     placement: Annotated[
-        Placement,
-        typer.Option(help="How a job of one node picks it (random uses --seed)."),
-    ] = Placement.BEST_FIT,
+        Placement | None,
+        typer.Option(
+            help="How a job picks its nodes (random uses --seed); default: the scheduler's "
+            "own, best-fit for Kubernetes, first-fit for Slurm."
+        ),
+    ] = None,
     jobs_csv: Annotated[
         str | None,
         typer.Option("--jobs-csv", help="Write every job's outcome, start, end and JCT (CSV)."),
@@ -91,11 +94,13 @@ def simulate(
     jobs = read_trace(trace, gpu_map=mapping)
     catalog = load_catalog()
     if compare_mig:
-        _compare(loaded, catalog, jobs, output_format, seed, placement.value)
+        _compare(loaded, catalog, jobs, output_format, seed, placement and placement.value)
         return
     with _progress_bar() as bar:
         planned = _plan_or_fail(loaded, bar.task("plan"))
-        policy = sim_policy(loaded.spec, catalog, planned, seed=seed, placement=placement.value)
+        policy = sim_policy(
+            loaded.spec, catalog, planned, seed=seed, placement=placement and placement.value
+        )
         result = replay(
             loaded.spec, planned, catalog, jobs, policy=policy, progress=bar.task("simulate")
         )
@@ -110,7 +115,7 @@ def _compare(
     jobs: Trace,
     output_format: Format,
     seed: int,
-    placement: str,
+    placement: str | None,
 ) -> None:
     """`simulate --compare-mig`: the trace on each MIG variant, side by side."""
     variants = mig_variants(loaded.spec, catalog)

@@ -370,6 +370,9 @@ class Cluster:
         return None if node is None else (*found, (node, rest, 0))
 
     def _remainder(self, g: GroupIndex, rest: int, chosen: set[int], sus: set[int]) -> int | None:
+        if self.placement == "first-fit":
+            room = [n for k in range(rest, g.per_node + 1) for n in g.by_free[k] if n not in chosen]
+            return min(room, default=None)
         elsewhere = None
         for k in range(rest, g.per_node + 1):
             for node in g.by_free[k]:
@@ -419,7 +422,10 @@ class Cluster:
     def _whole_nodes(self, g: GroupIndex, sus: list[int], n: int) -> Allocation:
         out: list[tuple[int, int, int]] = []
         for su in sus:
-            for node in g.su_full[su]:
+            free: Iterable[int] = g.su_full[su]
+            if self.placement == "first-fit":  # the lowest-numbered, as cons_tres takes them
+                free = sorted(free)
+            for node in free:
                 out.append((node, g.per_node, 0))
                 if len(out) == n:
                     return tuple(out)

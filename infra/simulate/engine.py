@@ -40,6 +40,7 @@ from infra.simulate.state import (
     FINISH,
     MIG,
     POWER,
+    SCHED,
     SUBMIT,
     BucketKey,
     Events,
@@ -91,7 +92,9 @@ class Replay:
             policy,
         )
         self.cluster = build_cluster(spec, plan, catalog)
-        self.cluster.placement, self.cluster.rng = policy.placement, random.Random(policy.seed)
+        own = "first-fit" if spec.scheduler.kind == "slurm" else "best-fit"
+        self.cluster.placement = policy.placement or own
+        self.cluster.rng = random.Random(policy.seed)
         in_effect = spec.scheduler.preemption_in_effect(by_hypernode=bool(plan.sus))
         self.book = Book(list(spec.scheduler.tenants), in_effect)
         self.events, self.queues = Events(), Queues()
@@ -134,7 +137,9 @@ class Replay:
         self.budget = EventBudget(self, policy.preemptions_per_job)
         self.preemptor = Preemptor(self)
         self.slurm = (
-            SlurmScheduler(self, backfill_of(spec)) if spec.scheduler.kind == "slurm" else None
+            SlurmScheduler(self, backfill_of(spec), trace.origin_unix_s or 0.0)
+            if spec.scheduler.kind == "slurm"
+            else None
         )
 
     # --- set-up ------------------------------------------------------------------------
@@ -230,6 +235,8 @@ class Replay:
                 run = self._release(index)
                 self.work_gpu_s += (self.now - run.work_from_s) * run.share
                 self.end_at[index] = self.now
+                if self.slurm is not None:
+                    self.slurm.ended()
                 self.active -= 1
                 self.last_change = self.now
         elif kind == SUBMIT:
@@ -242,6 +249,8 @@ class Replay:
             self.power.handle(payload)
         elif kind == BACKFILL and self.slurm is not None:
             self.slurm.backfill()
+        elif kind == SCHED and self.slurm is not None:
+            self.slurm.due = True
 
     # --- queues ------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ __all__ = [
     "FINISH",
     "MIG",
     "POWER",
+    "SCHED",
     "SUBMIT",
     "BucketKey",
     "Events",
@@ -29,7 +30,7 @@ __all__ = [
     "Run",
 ]
 
-FINISH, MIG, POWER, SUBMIT, DAY, BACKFILL = 0, 1, 2, 3, 4, 5
+FINISH, MIG, POWER, SUBMIT, DAY, BACKFILL, SCHED = 0, 1, 2, 3, 4, 5, 6
 
 BucketKey = tuple[str, int, int, int, int, str]
 """(tenant, -tenant rank, -job rank, GPUs, slice size or 0 for whole GPUs, GPU model or "")."""
