@@ -61,6 +61,10 @@ class SimPolicy:
         backfill_period_s: Slurm specs: seconds between the backfill agent's wake-ups (None:
             `infra.simulate.slurm.AGENT_WAKE_S`, one second; a running slurmctld's drift a
             millisecond later each).
+        sched_phase_s, sched_period_s: Slurm specs: the scheduling agent's wake-ups, when
+            known (a comparison with a running slurmctld fits them to its log): the main
+            scheduler then runs at the first wake-up after a submission or a job's end
+            instead of at the end itself and a second after a submission.
     """
 
     checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S
@@ -75,6 +79,8 @@ class SimPolicy:
     preemptions_per_job: float = 100.0
     backfill_phase_s: float | None = None
     backfill_period_s: float | None = None
+    sched_phase_s: float | None = None
+    sched_period_s: float | None = None
 
     def saved_s(self, ran_s: float) -> float:
         """Work (seconds of run time) kept by the last checkpoint completed after ``ran_s``."""

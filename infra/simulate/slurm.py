@@ -108,8 +108,26 @@ class SlurmScheduler:
         """Job ``index`` waits (submitted, or evicted and requeued)."""
         job = self.host.jobs[index]
         bisect.insort(self.pending, (job.submit_s, job.line, index))
-        self.host.events.push(self.host.now + SUBMIT_SCHED_S, SCHED)
+        self._main_later(SUBMIT_SCHED_S)
         self.changed()
+
+    def _main_later(self, delay: float) -> None:
+        """Schedule the main scheduler's next pass: ``delay`` from now.
+
+        When the replay knows the scheduling agent's clock (`SimPolicy.sched_phase_s`), the
+        agent's next wake-up after now instead.
+        """
+        host = self.host
+        period = host.policy.sched_period_s
+        if period is None or host.policy.sched_phase_s is None:
+            if delay <= 0:
+                self.due = True
+            else:
+                host.events.push(host.now + delay, SCHED)
+            return
+        first = host.start_s + host.policy.sched_phase_s
+        at = first + max(0, math.floor((host.now - first) / period + 1e-9) + 1) * period
+        host.events.push(at, SCHED)
 
     def _schedule_tick(self) -> None:
         """Schedule the backfill agent's next wake-up `bf_interval` after the last cycle.
@@ -131,8 +149,8 @@ class SlurmScheduler:
             self._schedule_tick()
 
     def ended(self) -> None:
-        """A job ended: the main scheduler runs now, and backfill has work."""
-        self.due = True
+        """A job ended: the main scheduler runs (now, or at the agent's next wake-up)."""
+        self._main_later(0.0)
         self.changed()
 
     def _group(self, index: int) -> GroupIndex | None:

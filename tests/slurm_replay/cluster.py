@@ -264,7 +264,13 @@ class SlurmCluster:
     def log_times(self) -> dict[str, dict[int, float]]:
         """From slurmctld's log, to the millisecond: per job id its submit, start and end
         (``submit``, ``start``, ``end``), and the backfill cycles (``cycles``, by number)."""
-        out: dict[str, dict[int, float]] = {"submit": {}, "start": {}, "end": {}, "cycles": {}}
+        out: dict[str, dict[int, float]] = {
+            "submit": {},
+            "start": {},
+            "end": {},
+            "cycles": {},
+            "main": {},
+        }
         patterns = {
             "submit": r"_slurm_rpc_submit_batch_job: JobId=(\d+) ",
             "start": r"(?:sched: Allocate|_start_job: Started) JobId=(\d+) ",
@@ -282,6 +288,8 @@ class SlurmCluster:
                     out[kind].setdefault(int(found[1]), at)
             if "backfill" in line and "beginning" in line:
                 out["cycles"][len(out["cycles"])] = at
+            if "sched: Allocate" in line:  # the main scheduler's passes that started a job
+                out["main"][len(out["main"])] = at
         return out
 
     # --- tear-down ----------------------------------------------------------------------

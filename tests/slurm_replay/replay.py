@@ -116,6 +116,19 @@ def run_case(case: Case, root: Path) -> dict[str, Any]:
             time.sleep(1)
         records = {r["Name"]: r for r in cluster.finished()}
         log = cluster.log_times()
+    return analyse(case, spec, plan, jobs, records, log)
+
+
+def analyse(
+    case: Case,
+    spec: Any,
+    plan: Any,
+    jobs: list[Job],
+    records: dict[str, dict[str, str]],
+    log: dict[str, dict[int, float]],
+) -> dict[str, Any]:
+    """The comparison of one finished run (its jobcomp records and slurmctld's log times)."""
+    catalog = load_catalog()
     if len(records) < len(jobs):
         raise RuntimeError(f"Slurm finished {len(records)} of {len(jobs)} jobs in time")
     ids = {name: int(r["JobId"]) for name, r in records.items()}
@@ -128,11 +141,14 @@ def run_case(case: Case, root: Path) -> dict[str, Any]:
         for j in jobs
     ]
     phase, period = _clock(log["cycles"], origin)
-    predicted = _predict(spec, plan, catalog, submitted, origin, phase, period)
+    agent = _clock(log["main"], origin) if len(log["main"]) >= 2 else None
+    predicted = _predict(spec, plan, catalog, submitted, origin, (phase, period), agent)
     starts = {name: start - origin for name, (_, start, _) in real.items()}
     out = compare(submitted, starts, predicted)
     out["case"] = case.name
     out["backfill_clock_s"] = {"phase": round(phase, 3), "period": round(period, 5)}
+    if agent is not None:
+        out["sched_clock_s"] = {"phase": round(agent[0], 3), "period": round(agent[1], 5)}
     plain = _predict(
         spec,
         plan,
@@ -171,13 +187,19 @@ def _predict(
     catalog: Any,
     jobs: list[Job],
     origin: float,
-    phase: float | None,
-    period: float | None,
+    backfill: tuple[float, float] | None,
+    agent: tuple[float, float] | None,
 ) -> dict[str, float]:
-    """Each job's predicted start; ``origin``: the wall clock of trace time 0."""
+    """Each job's predicted start; ``origin``: the wall clock of trace time 0; ``backfill``
+    and ``agent``: the backfill and scheduling agents' clocks (phase, period), if known."""
     ordered = tuple(sorted(jobs, key=lambda j: (j.submit_s, j.line)))
     trace = Trace("slurm-replay", "railplan-csv", len(ordered), ordered, {}, origin)
-    policy = SimPolicy(backfill_phase_s=phase, backfill_period_s=period)
+    policy = SimPolicy(
+        backfill_phase_s=backfill[0] if backfill else None,
+        backfill_period_s=backfill[1] if backfill else None,
+        sched_phase_s=agent[0] if agent else None,
+        sched_period_s=agent[1] if agent else None,
+    )
     run = Replay(spec, plan, catalog, trace, policy)
     run.run(quiet)
     return {j.id: s for j, s in zip(run.jobs, run.first_start, strict=True) if s is not None}
