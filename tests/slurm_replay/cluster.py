@@ -13,8 +13,9 @@ start and end. Scheduling lines (select, scheduler and its parameters, partition
 lines, topology) are railplan's as rendered.
 
 Needs root, iproute2, util-linux, munge, slurmctld, slurmd and slurm-client (the Makefile's
-``tools`` target installs the Debian packages). Names: namespaces ``rpsr-n<i>``, bridge
-``rpsr-br0``, addresses in 10.213.213.0/24, all removed on exit.
+``tools`` target installs the Debian packages). Names carry a tag per cluster (the process
+id), so two clusters can run at once: namespaces ``rps<tag>-n<i>``, bridge ``rps<tag>-br``,
+addresses in ``10.213.<tag mod 250>.0/24``, all removed on exit.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -39,8 +41,6 @@ from infra.topology import Plan
 __all__ = ["TOOLS", "SlurmCluster", "missing_tools"]
 
 TOOLS = ("ip", "nsenter", "unshare", "mknod", "munged", "slurmctld", "slurmd", "sbatch", "scontrol")
-NET = "10.213.213"
-BRIDGE = "rpsr-br0"
 START_TIMEOUT_S = 90.0
 
 
@@ -69,6 +69,9 @@ class SlurmCluster:
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         self.procs: list[subprocess.Popen[bytes]] = []
         self.ctld_started = 0.0
+        tag = os.getpid() % 1000
+        self.prefix, self.net = f"rps{tag}", f"10.213.{tag % 250}"
+        self.bridge = f"{self.prefix}-br"
 
     # --- set-up -------------------------------------------------------------------------
 
@@ -105,8 +108,9 @@ class SlurmCluster:
     def _conf(self, conf: str) -> str:
         r = self.root
         changes = {
-            r"^SlurmctldHost=.*$": f"SlurmctldHost={os.uname().nodename}({NET}.1)",
+            r"^SlurmctldHost=.*$": f"SlurmctldHost={os.uname().nodename}({self.net}.1)",
             r"^SlurmUser=.*$": "SlurmUser=root",
+            r"^SlurmctldPort=.*$": f"SlurmctldPort={_free_port()}",  # two clusters may run
             r"^StateSaveLocation=.*$": f"StateSaveLocation={r / 'state'}",
             r"^SlurmdSpoolDir=.*$": f"SlurmdSpoolDir={r / 'spool'}/%n",
             r"^SlurmctldPidFile=.*$": f"SlurmctldPidFile={r / 'run' / 'slurmctld.pid'}",
@@ -131,7 +135,7 @@ class SlurmCluster:
         )
 
     def _node_lines(self, text: str) -> str:
-        address = {name: f"{NET}.{11 + i}" for i, name in enumerate(self.nodes)}
+        address = {name: f"{self.net}.{11 + i}" for i, name in enumerate(self.nodes)}
         out = []
         for line in text.splitlines():
             match = re.match(r"^NodeName=(\S+) (.*)$", line)
@@ -158,17 +162,26 @@ class SlurmCluster:
         )
 
     def _network(self) -> None:
-        _run("ip", "link", "add", BRIDGE, "type", "bridge")
-        _run("ip", "addr", "add", f"{NET}.1/24", "dev", BRIDGE)
-        _run("ip", "link", "set", BRIDGE, "up")
+        _run("ip", "link", "add", self.bridge, "type", "bridge")
+        _run("ip", "addr", "add", f"{self.net}.1/24", "dev", self.bridge)
+        _run("ip", "link", "set", self.bridge, "up")
         for i, _ in enumerate(self.nodes):
-            ns, veth = f"rpsr-n{i}", f"rpsr-v{i}"
+            ns, veth = f"{self.prefix}-n{i}", f"{self.prefix}-v{i}"
             _run("ip", "netns", "add", ns)
             _run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
-            _run("ip", "link", "set", veth, "master", BRIDGE)
+            _run("ip", "link", "set", veth, "master", self.bridge)
             _run("ip", "link", "set", veth, "up")
             _run(
-                "ip", "netns", "exec", ns, "ip", "addr", "add", f"{NET}.{11 + i}/24", "dev", "eth0"
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "ip",
+                "addr",
+                "add",
+                f"{self.net}.{11 + i}/24",
+                "dev",
+                "eth0",
             )
             _run("ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "up")
             _run("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
@@ -195,7 +208,7 @@ class SlurmCluster:
                 subprocess.Popen(
                     [
                         "nsenter",  # not `ip netns exec`, which remounts /sys and so hides
-                        f"--net=/run/netns/rpsr-n{i}",  # the cgroup tree slurmd needs
+                        f"--net=/run/netns/{self.prefix}-n{i}",  # the cgroups slurmd needs
                         "unshare",
                         "--uts",
                         "sh",
@@ -306,8 +319,16 @@ class SlurmCluster:
         self.procs.clear()
         _stop_pid(self.root / "run" / "munged.pid")
         for i, _ in enumerate(self.nodes):
-            subprocess.run(["ip", "netns", "del", f"rpsr-n{i}"], capture_output=True, check=False)
-        subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True, check=False)
+            subprocess.run(
+                ["ip", "netns", "del", f"{self.prefix}-n{i}"], capture_output=True, check=False
+            )
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, check=False)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
 
 
 def _stop_pid(path: Path) -> None:
