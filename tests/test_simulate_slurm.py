@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import pytest
 
+from infra.errors import SpecError
 from infra.simulate.jobs import Job
 from infra.simulate.policy import SimPolicy
 from infra.simulate.slurm import time_limit_s
@@ -80,3 +81,16 @@ def test_will_run_removes_running_jobs_in_aligned_doubling_windows() -> None:
     ends = [(100.0, [(0, 1)]), (110.0, [(1, 1)]), (200.0, [(0, 1)])]
     assert list(run.slurm._batches(ends, free)) == [110.0, 200.0]
     assert free == {0: 9, 1: 8}  # every removed job's GPUs are back
+
+
+@pytest.mark.parametrize(
+    ("backfill", "message"),
+    [
+        ("{window: 90s}", "bf_window is whole minutes"),
+        ("{interval: 4h}", r"bf_interval\) is at most 3h"),
+        ("{resolution: 2h}", r"bf_resolution\) is at most 1h"),
+    ],
+)
+def test_backfill_settings_slurm_refuses_are_spec_errors(backfill: str, message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        group_spec(1, f"scheduler: {{kind: slurm, backfill: {backfill}}}\n")

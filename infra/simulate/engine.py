@@ -10,8 +10,11 @@ not fit is passed over (Kueue's BestEffortFIFO) and, where the spec's preemption
 head may evict lower-priority jobs of its tenant or reclaim GPUs other tenants borrow. An
 evicted job loses the work since its last completed checkpoint (`SimPolicy`) and waits again
 with its original submit time. Fragmentation integrates the free GPUs while some queue head
-waited for capacity (not for quota). Everything is ordered by time, kind, insertion and trace
-line, so one trace, spec and seed give one result.
+waited for capacity (not for quota). Slurm specs replace the pass with Slurm's main
+scheduler and backfill cycles (`infra.simulate.slurm`). A job is admitted on, and charged,
+what it holds where it lands (`infra.simulate.cluster.held`); `infra.simulate.livelock`
+bounds the events, so a livelock is a located error, never a hang. Everything is ordered by
+time, kind, insertion and trace line, so one trace, spec and seed give one result.
 """
 
 from __future__ import annotations

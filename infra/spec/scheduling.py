@@ -277,7 +277,17 @@ class Backfill(StrictModel):
     def _whole_minutes(cls, window: str) -> str:
         if duration_seconds(window) % 60:
             raise ValueError("bf_window is whole minutes: write e.g. 90m or 2h")
+        if duration_seconds(window) > 30 * 86_400:
+            raise ValueError("bf_window is at most 30 days (slurm.conf(5))")
         return window
+
+    @model_validator(mode="after")
+    def _slurm_ranges(self) -> Backfill:
+        if duration_seconds(self.interval) > 10_800:
+            raise ValueError("interval (bf_interval) is at most 3h (slurm.conf(5))")
+        if duration_seconds(self.resolution) > 3600:
+            raise ValueError("resolution (bf_resolution) is at most 1h (slurm.conf(5))")
+        return self
 
 
 class Monitoring(StrictModel):

@@ -1,6 +1,6 @@
 """`make slurm-replay`: each case on real Slurm and on railplan's model, side by side.
 
-    python -m tests.slurm_replay [CASE ...] [--out results.json]
+    python -m tests.slurm_replay [CASE ...] [--out results.json] [--keep DIR]
 
 Cases are `tests.slurm_replay.replay.CASES` (default: steady and wide). Prints one table row
 per case and writes every figure, per job too, as JSON. Exits 2 when the machine lacks what
@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.slurm_replay")
     parser.add_argument("cases", nargs="*", default=["steady", "wide"], choices=sorted(CASES))
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="keep each case's files (logs) under this directory"
+    )
     args = parser.parse_args(argv)
     missing = missing_tools()
     if missing:
@@ -39,8 +42,11 @@ def main(argv: list[str] | None = None) -> int:
         "case    jobs waited  mean queue Slurm  railplan  error  start error mean/p95  same order"
     )
     for name in args.cases:
-        with tempfile.TemporaryDirectory(prefix=f"slurm-replay-{name}-") as tmp:
-            result = run_case(CASES[name], Path(tmp))
+        if args.keep is not None:  # logs and jobcomp stay for `replay.analyse`
+            result = run_case(CASES[name], args.keep / name)
+        else:
+            with tempfile.TemporaryDirectory(prefix=f"slurm-replay-{name}-") as tmp:
+                result = run_case(CASES[name], Path(tmp))
         results.append(result)
         q, e = result["mean_queue_s"], result["start_error_s"]
         print(

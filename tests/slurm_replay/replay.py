@@ -146,6 +146,7 @@ def analyse(
     starts = {name: start - origin for name, (_, start, _) in real.items()}
     out = compare(submitted, starts, predicted)
     out["case"] = case.name
+    out["origin_unix_s"] = origin
     out["backfill_clock_s"] = {"phase": round(phase, 3), "period": round(period, 5)}
     if agent is not None:
         out["sched_clock_s"] = {"phase": round(agent[0], 3), "period": round(agent[1], 5)}
