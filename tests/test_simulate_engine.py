@@ -51,7 +51,7 @@ def test_a_job_that_fits_an_su_stays_in_the_fullest_su_that_holds_it() -> None:
     jobs = [job("one", 0, 1000, 8), job("two", 1, 1000, 16), job("four", 2, 1000, 32)]
     run, _ = replay(spec, jobs, SimPolicy(horizon_s=10))
     sus = {
-        run.jobs[i].id: {run.cluster.nodes[n].su for n, _, _ in r.alloc}
+        run.jobs[i].id: {run.cluster.nodes[p.node].su for p in r.alloc}
         for i, r in run.running.items()
     }
     assert len(sus["two"]) == 1 and sus["two"] == sus["one"]  # best fit: 3 free beats 4

@@ -12,7 +12,7 @@ import io
 
 import pytest
 
-from infra.simulate.fragment import node_fragment, typical_shapes
+from infra.simulate.fragment import fragment, typical_shapes
 from infra.simulate.policy import SimPolicy
 from tests.sim_helpers import group_spec, job, replay, starts
 
@@ -48,16 +48,41 @@ def test_outcomes_jct_and_makespan_worked_out_by_hand() -> None:
 def test_fgd_node_fragment_by_hand() -> None:
     # 3 free GPUs; half the tasks want 4 GPUs (they cannot use any of the 3), half want 1
     # (they can use all): 0.5 x 3 + 0.5 x 0
-    shapes = [((4, 1000), 0.5), ((1, 1000), 0.5)]
-    assert node_fragment((3, ()), shapes) == pytest.approx(1.5)
+    shapes = [((0, 1000, 4, ()), 0.5), ((0, 1000, 1, ()), 0.5)]
+    assert fragment(("a", 1, 64_000, 3, (), ()), shapes) == pytest.approx(1.5)
     # three free 1g slices and one 2g, for a quarter GPU (1.75 of 7 slices): it fits the 2g,
     # and each 1g slice (1/7 of a GPU) is too small: 3/7 of a GPU is fragment
-    assert node_fragment((0, ((1, 3), (2, 1))), [((1, 250), 1.0)]) == pytest.approx(3 / 7)
+    quarter = [((0, 250, 1, ()), 1.0)]
+    assert fragment(("a", 1, 0, 0, (), ((1, 3), (2, 1))), quarter) == pytest.approx(3 / 7)
     # whole-GPU tasks cannot use slices at all
-    assert node_fragment((2, ((1, 7),)), [((1, 1000), 1.0)]) == pytest.approx(1.0)
+    one = [((0, 1000, 1, ()), 1.0)]
+    assert fragment(("a", 1, 0, 2, (), ((1, 7),)), one) == pytest.approx(1.0)
     shares = typical_shapes([job("x", 0, 1, 1), job("y", 0, 1, 1), job("z", 0, 1, 4)], 8)
-    assert [shape for shape, _ in shares] == [(1, 1000), (4, 1000)]
+    assert [shape for shape, _ in shares] == [(0, 1000, 1, ()), (0, 1000, 4, ())]
     assert [share for _, share in shares] == pytest.approx([2 / 3, 1 / 3])
+
+
+def test_fgd_fragment_counts_cpus_models_cpu_only_tasks_and_shared_gpus() -> None:
+    # FGD (pkg/utils/frag.go): a task that does not fit for want of CPUs, of the node's GPU
+    # model, or that asks no GPU at all, cannot use any of the free GPU capacity
+    free = ("v100", 1, 4_000, 2, (), ())  # 2 free GPUs, 4 CPUs free
+    assert fragment(free, [((8_000, 1000, 1, ()), 1.0)]) == pytest.approx(2.0)
+    assert fragment(free, [((2_000, 1000, 1, ()), 1.0)]) == pytest.approx(0.0)
+    assert fragment(free, [((2_000, 1000, 1, ("t4",)), 1.0)]) == pytest.approx(2.0)
+    assert fragment(free, [((2_000, 0, 0, ()), 1.0)]) == pytest.approx(2.0)
+    # a shared GPU (100 replicas) with 30 free and one wholly free: a 0.5 task fits the
+    # whole one only, so the 0.3 left on the other is fragment; a 0.2 task fits both
+    shared = ("t4", 100, 4_000, 1, (30,), ())
+    assert fragment(shared, [((0, 500, 1, ()), 1.0)]) == pytest.approx(0.3)
+    assert fragment(shared, [((0, 200, 1, ()), 1.0)]) == pytest.approx(0.0)
+
+
+def test_typical_shapes_cover_95_percent_most_common_first() -> None:
+    # 19 tasks of one shape and one of another: the first covers 95 %, the rare one is out
+    jobs = [job(f"a{i}", 0, 1, 1) for i in range(19)] + [job("b", 0, 1, 2)]
+    assert typical_shapes(jobs, 8) == [((0, 1000, 1, ()), 1.0)]
+    jobs.append(job("c", 0, 1, 2))  # 19 of 21 is below 95 %: the 2-GPU shape is in
+    assert [s for s, _ in typical_shapes(jobs, 8)] == [(0, 1000, 1, ()), (0, 1000, 2, ())]
 
 
 def test_fgd_fragmentation_over_a_replay_by_hand() -> None:
@@ -87,7 +112,7 @@ def test_placement_first_fit_best_fit_and_seeded_random() -> None:
     def node_of_c(policy: dict[str, object]) -> str:
         run, _ = replay(group_spec(3), jobs, SimPolicy(horizon_s=50, **policy))  # type: ignore[arg-type]
         index = next(i for i, j in enumerate(run.jobs) if j.id == "c")
-        return run.cluster.nodes[run.running[index].alloc[0][0]].name
+        return run.cluster.nodes[run.running[index].alloc[0].node].name
 
     assert node_of_c({}) == node_of_c({"placement": "best-fit"})
     assert {node_of_c({"placement": p}) for p in ("best-fit", "first-fit")} == {"n01", "n02"}

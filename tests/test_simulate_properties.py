@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from infra.simulate.cluster import Allocation, held, least_held
 from infra.simulate.engine import Replay
 from infra.simulate.jobs import Job
+from infra.simulate.place import find
 from infra.simulate.policy import SimPolicy
 from tests.sim_helpers import group_spec, job, replay, starts
 
@@ -58,10 +59,10 @@ class Checked(Replay):
     def _start(self, index: int, alloc: Allocation) -> None:
         job = self.jobs[index]
         if job.fractional:
-            slices = [size for _, whole, size in alloc if size]
-            assert len(slices) == job.gpus or sum(w for _, w, _ in alloc) == job.gpus
+            slices = [p.slice for p in alloc if p.slice]
+            assert len(slices) == job.gpus or sum(p.whole for p in alloc) == job.gpus
         else:
-            assert sum(whole for _, whole, _ in alloc) >= job.gpus  # the whole gang
+            assert sum(p.whole for p in alloc) >= job.gpus  # the whole gang
         super()._start(index, alloc)
         assert self.alloc <= self.cluster.gpus + 1e-9
 
@@ -89,7 +90,7 @@ class Checked(Replay):
             for v in victims:
                 self.cluster.give(self.running[v].alloc)
                 book.add(self.jobs[v].tenant, -self.running[v].share)
-            alloc = self.cluster.find(job)
+            alloc = find(self.cluster, job)
             share = held(alloc) if alloc is not None else 0.0
             fits = alloc is not None and book.admits(job.tenant, share)
             fits = fits and (not reclaiming or book.within_quota(job.tenant, share))

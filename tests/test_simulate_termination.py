@@ -60,7 +60,7 @@ def test_a_gang_larger_than_a_node_holds_and_is_charged_what_it_asks() -> None:
         group_spec(2, TWO_TENANTS), [job("g", 0, 100, 12, tenant="b")], SimPolicy(horizon_s=50)
     )
     (only,) = run.running.values()
-    assert sorted((whole, size) for _, whole, size in only.alloc) == [(4, 0), (8, 0)]
+    assert sorted((p.whole, p.slice) for p in only.alloc) == [(4, 0), (8, 0)]
     assert run.book.usage["b"] == held(only.alloc) == 12.0
 
 
@@ -96,7 +96,7 @@ class Tally(Replay):
         tenant = self.jobs[index].tenant
         charged = sum(r.share for i, r in self.running.items() if self.jobs[i].tenant == tenant)
         assert self.book.usage[tenant] == pytest.approx(charged, abs=1e-9)
-        own = sum(whole + size / COMPUTE_SLICES for _, whole, size in alloc)
+        own = sum(p.whole + p.slice / COMPUTE_SLICES for p in alloc)
         assert self.running[index].share == pytest.approx(own, abs=1e-12)
         limits = quota_limits(self.spec) if self.slurm is None else {}
         if tenant in limits:

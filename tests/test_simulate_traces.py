@@ -38,6 +38,7 @@ openb-pod-0040,8000,16384,0,0,,LS,Succeeded,100,200,100
 openb-pod-0041,8000,16384,1,1000,,LS,Pending,100,12000000,
 openb-pod-0042,8000,16384,2,1000,,Guaranteed,Running,500,12000000,600
 openb-pod-0043,8000,16384,1,1000,,Guaranteed,Failed,700,800,800
+openb-pod-0044,0,0,0,0,,LS,Succeeded,100,200,100
 """
 
 HELIOS = """\
@@ -129,9 +130,16 @@ def test_alibaba_v2023_fields_map_by_value() -> None:
 
 def test_alibaba_v2023_skips_each_reason_once() -> None:
     trace = trace_from_text(ALIBABA, "openb.csv")
-    assert trace.rows == 7
-    assert trace.used == 5
+    assert trace.rows == 8
+    assert trace.used == 6
     assert trace.skipped == {"no GPU": 1, "zero duration": 1}
+
+
+def test_alibaba_v2023_a_pod_of_no_gpu_that_asks_cpus_is_a_cpu_only_job() -> None:
+    # Weng et al.'s simulator places CPU-only pods too: they take CPUs GPU pods then lack
+    cpu_only = by_id(ALIBABA)["openb-pod-0040"]
+    assert (cpu_only.gpus, cpu_only.cpu_milli, cpu_only.memory_mib) == (0, 8000, 16384)  # type: ignore[attr-defined]
+    assert not cpu_only.fractional  # type: ignore[attr-defined]
 
 
 def test_alibaba_v2023_replays_pods_the_snapshot_cut_and_pending_pods_flagged() -> None:

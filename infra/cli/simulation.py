@@ -13,13 +13,14 @@ a `--compare-mig` spec without MIG.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from enum import StrEnum
 from typing import Annotated
 
 import typer
 
 from infra.budget.sim_policy import sim_policy
-from infra.catalog import Catalog, load_catalog
+from infra.catalog import Catalog, catalog_for
 from infra.cli.common import Format, _load_spec, _say, _write_output, app
 from infra.cli.planning import _plan_or_fail
 from infra.cli.progress_bar import _progress_bar, _ProgressBar
@@ -42,6 +43,8 @@ class Placement(StrEnum):
     BEST_FIT = "best-fit"
     FIRST_FIT = "first-fit"
     RANDOM = "random"
+    PACKING = "packing"
+    FGD = "fgd"
 
 
 def _gpu_map(pairs: list[str]) -> dict[str, str]:
@@ -71,8 +74,19 @@ def simulate(
     placement: Annotated[
         Placement | None,
         typer.Option(
-            help="How a job picks its nodes (random uses --seed); default: the scheduler's "
-            "own, best-fit for Kubernetes, first-fit for Slurm."
+            help="How a job picks its nodes (random and score ties use --seed); default: the "
+            "scheduler's own, best-fit for Kubernetes, first-fit for Slurm."
+        ),
+    ] = None,
+    inflate: Annotated[
+        float | None,
+        typer.Option(
+            "--inflate",
+            min=0.01,
+            max=100.0,
+            help="Draw jobs from the trace until they ask for F times the cluster's GPUs, "
+            "nothing departing (the FGD paper's inflation): how full does the cluster get?",
+            metavar="F",
         ),
     ] = None,
     jobs_csv: Annotated[
@@ -92,7 +106,7 @@ def simulate(
     mapping = _gpu_map(map_gpu or [])
     loaded = _load_spec(spec)
     jobs = read_trace(trace, gpu_map=mapping)
-    catalog = load_catalog()
+    catalog = catalog_for(loaded.spec)
     if compare_mig:
         _compare(loaded, catalog, jobs, output_format, seed, placement and placement.value)
         return
@@ -101,6 +115,7 @@ def simulate(
         policy = sim_policy(
             loaded.spec, catalog, planned, seed=seed, placement=placement and placement.value
         )
+        policy = replace(policy, inflate=inflate)
         result = replay(
             loaded.spec, planned, catalog, jobs, policy=policy, progress=bar.task("simulate")
         )

@@ -1,53 +1,85 @@
-"""The simulated cluster: every server's free whole GPUs and MIG slices, and where a job fits.
+"""The simulated cluster: every server's free GPUs, MIG slices, shared GPUs, CPUs and memory.
 
-Built once from the plan (`build_cluster`); the engine then asks `Cluster.find` where a job
-would go (without changing anything), `take`s or `give`s an `Allocation`, and cordons or
-re-lays out nodes for MIG changes. Placement follows what railplan renders for Kueue and
-Volcano: a job of at most one node's GPUs goes on one node (best fit: the node with the
-fewest free whole GPUs that still holds it); a larger job takes ``gpus // per_node`` whole
-free nodes and the rest on one more node (`Cluster._find_gang`: 8 + 4 for 12 GPUs, as
-cons_tres packs them), the whole nodes inside one SU when they fit an SU (the SU with the
-fewest free nodes that suffices), else whole SUs of one pod (the pod with the fewest free
-nodes that suffices), else across pods. A fractional job takes
-the smallest free MIG slice whose compute share (``g/7`` of a GPU) covers its fraction, or a
-whole unsplit GPU when no slice fits. Sets of nodes are insertion-ordered dicts, so every
-choice is deterministic (no hash order).
+Built once from the plan (`infra.simulate.build.build_cluster`); placement
+(`infra.simulate.place`) asks where a job would go without changing anything, and the engine
+then `take`s or `give`s the `Allocation` it returns, and cordons or re-lays out nodes for MIG
+changes. A node offers unsplit GPUs, MIG slices (a group's MIG layout, counted per compute
+size), or, in a group with GPU sharing (time-slicing or MPS, `replicas` per GPU), GPUs
+whose replicas jobs take: a fraction of a GPU takes the replicas of one GPU that cover it,
+a whole GPU all of them. Every node has CPUs (thousandths) and memory (MiB) from the
+catalog's host facts or the spec's generic shape; a job that states them takes them where
+it lands. The per-group indexes (nodes by free whole GPUs, by free slice size, wholly free
+nodes per SU) are kept in step with every change; sets of nodes are insertion-ordered
+dicts, so every choice is deterministic (no hash order).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
 
 from infra.simulate.jobs import MILLI_WHOLE, Job
+
+if TYPE_CHECKING:
+    from infra.simulate.fragment import FgdMeter
 
 __all__ = [
     "COMPUTE_SLICES",
     "PLACEMENTS",
     "Allocation",
     "Cluster",
+    "GroupIndex",
     "Node",
+    "Part",
     "held",
     "held_by",
     "least_held",
     "slice_sizes",
     "slices_needed",
+    "units_needed",
+    "whole_part",
 ]
 
-PLACEMENTS = ("best-fit", "first-fit", "random")
-"""How a job of one node picks it: the fewest free GPUs that hold it (the default, as
-railplan's rendered schedulers bin-pack), the first in plan order, or uniformly at random (the
-FGD paper's Random baseline; seeded by ``--seed``). Larger jobs keep their SU placement."""
+PLACEMENTS = ("best-fit", "first-fit", "random", "packing", "fgd")
+"""How a job of one node picks it (`infra.simulate.place`): the least room left (the
+default, as railplan's rendered schedulers bin-pack), the first in plan order, uniformly at
+random (the FGD paper's Random baseline), the FGD paper's GPU packing, or fragmentation
+gradient descent (Weng et al., ATC '23). Random draws and score ties use ``--seed``. Jobs
+larger than a node keep their SU placement."""
 
 COMPUTE_SLICES = 7
 """Compute slices of a MIG-capable GPU (A100/H100/H200: a GPU instance of ``g`` slices
 holds ``g/7`` of the SMs; MIG User Guide, "Concepts")."""
 
-Allocation = tuple[tuple[int, int, int], ...]
-"""Per node used: ``(node index, whole GPUs, slice size g)``; a slice entry has 0 whole GPUs."""
+
+class Part(NamedTuple):
+    """What a job holds on one node.
+
+    ``whole`` unsplit GPUs (on a sharing node, ``gpus`` names them); a MIG ``slice`` of that
+    many compute slices; ``units`` replicas of the one shared GPU ``gpus[0]``; ``cpu``
+    thousandths of a CPU and ``mem`` MiB; ``held`` the GPUs this counts as (a slice its
+    ``g/7``, replicas their share of the GPU).
+    """
+
+    node: int
+    whole: int = 0
+    slice: int = 0
+    units: int = 0
+    gpus: tuple[int, ...] = ()
+    cpu: int = 0
+    mem: int = 0
+    held: float = 0.0
+
+
+Allocation = tuple[Part, ...]
+"""A job's parts, one per node it uses (a fraction on a MIG node: one part per slice)."""
+
+Scored = tuple[tuple[float, ...], Part]
+"""A node's best option for a job and its score as a sort key, the lowest best
+(`infra.simulate.score`; memoised per node in `Cluster.memo` while the node is unchanged)."""
 
 
 def slices_needed(milli: int) -> int:
@@ -55,34 +87,42 @@ def slices_needed(milli: int) -> int:
     return max(1, math.ceil(milli * COMPUTE_SLICES / MILLI_WHOLE - 1e-9))
 
 
+def units_needed(milli: int, replicas: int) -> int:
+    """Replicas of one shared GPU (of ``replicas``) a fraction of ``milli`` thousandths needs."""
+    return max(1, math.ceil(milli * replicas / MILLI_WHOLE - 1e-9))
+
+
 def held(alloc: Allocation) -> float:
-    """GPUs an allocation holds, a slice counted as its share (``g/7``) of a GPU.
+    """GPUs an allocation holds, a slice or a share of a GPU counted as its part of it.
 
     The one number a job is admitted on, charged to its tenant and metered as allocated:
-    a 12-GPU job on two 8-GPU nodes holds 16, a fraction on an unsplit GPU holds 1.
+    a 12-GPU job on two 8-GPU nodes holds 16, a fraction on an unshared GPU holds 1.
     """
-    return sum(whole + size / COMPUTE_SLICES for _, whole, size in alloc)
+    return sum(part.held for part in alloc)
 
 
 def held_by(job: Job, alloc: Allocation) -> float:
     """`held` of ``job``'s allocation without the sum where placement fixes it.
 
-    Whole-GPU placements hold exactly the job's GPUs (`Cluster.find`: one node, or whole
-    nodes and the rest on one more); only a fraction's holding depends on where it lands.
+    Whole-GPU placements hold exactly the job's GPUs (one node, or whole nodes and the rest
+    on one more); only a fraction's holding depends on where it lands.
     """
     return held(alloc) if job.fractional else float(job.gpus)
 
 
-def least_held(job: Job) -> float:
-    """The least ``job`` can hold: its GPUs, a fraction at least its slice's share.
+def least_held(job: Job, replicas: Iterable[int] = ()) -> float:
+    """The least ``job`` can hold: its GPUs; a fraction its slice's share, or its replicas'.
 
-    A lower bound of `held` for any placement (a fraction on an unsplit GPU holds all of
-    it). Quota decisions made before a placement exists read it (whether a head waits for
-    quota or for GPUs, whether it may reclaim); admission and charge read `held`.
+    A lower bound of `held` for any placement (a fraction on an unshared GPU holds all of
+    it); ``replicas`` are the sharing groups' replicas per GPU. Quota decisions made before
+    a placement exists read it; admission and charge read `held`.
     """
-    if job.fractional:
-        return job.gpus * slices_needed(job.milli) / COMPUTE_SLICES
-    return float(job.gpus)
+    if not job.fractional:
+        return float(job.gpus)
+    least = slices_needed(job.milli) / COMPUTE_SLICES
+    for r in replicas:
+        least = min(least, units_needed(job.milli, r) / r)
+    return job.gpus * least
 
 
 def slice_sizes(layout: Mapping[str, int], compute_of: Mapping[str, int]) -> dict[int, int]:
@@ -97,7 +137,11 @@ def slice_sizes(layout: Mapping[str, int], compute_of: Mapping[str, int]) -> dic
 
 @dataclass(slots=True)
 class Node:
-    """One server: its place in the plan and what is free on it now."""
+    """One server: its place in the plan and what is free on it now.
+
+    On a sharing node (``replicas`` > 1) ``shared`` holds each GPU's free replicas and
+    ``whole_free`` counts the GPUs with all of them free.
+    """
 
     index: int
     name: str
@@ -111,6 +155,13 @@ class Node:
     slices_free: dict[int, int] = field(default_factory=dict)
     open: bool = True  # takes new jobs (False while a MIG change drains it)
     running: int = 0  # jobs with a share of this node
+    replicas: int = 1  # replicas per GPU of a sharing group; 1: GPUs are not shared
+    shared: list[int] = field(default_factory=list)  # sharing: free replicas per GPU
+    cpu_total: int = 0  # thousandths of a CPU
+    cpu_free: int = 0
+    mem_total: int = 0  # MiB
+    mem_free: int = 0
+    stamp: int = 0  # counts changes: placement's per-node memo is valid while it holds
 
     @property
     def empty(self) -> bool:
@@ -118,9 +169,20 @@ class Node:
         return self.running == 0
 
     def share_used(self) -> float:
-        """GPUs in use, slices counted as their share of a GPU."""
+        """GPUs in use, slices and shares counted as their part of a GPU."""
         sliced = sum(g * (self.slices_total[g] - f) for g, f in self.slices_free.items())
-        return self.whole_total - self.whole_free + sliced / COMPUTE_SLICES
+        used = self.whole_total - self.whole_free + sliced / COMPUTE_SLICES
+        if self.shared:  # partly used GPUs: whole_free does not count them as free
+            used -= sum(u for u in self.shared if u < self.replicas) / self.replicas
+        return used
+
+    def gpu_free(self) -> float:
+        """Free GPU capacity: free GPUs, slices and replicas as their part of a GPU."""
+        return self.gpus - self.share_used() if self.open else 0.0
+
+    def room(self, cpu: int, mem: int) -> bool:
+        """Whether ``cpu`` thousandths of a CPU and ``mem`` MiB are free here."""
+        return self.cpu_free >= cpu and self.mem_free >= mem
 
 
 @dataclass(slots=True)
@@ -135,6 +197,8 @@ class GroupIndex:
     by_slice: dict[int, dict[int, None]]  # g: open nodes with a free slice of size g
     su_full: dict[int, dict[int, None]]  # su: open nodes with every GPU unsplit and free
     su_pod: dict[int, int]
+    replicas: int = 1  # GPU sharing: replicas per GPU; 1: none
+    members: list[int] = field(default_factory=list)  # its nodes, in plan order
 
 
 class Cluster:
@@ -144,19 +208,36 @@ class Cluster:
         self.nodes = list(nodes)
         self.groups = {g.name: g for g in groups}
         self.gpus = sum(n.gpus for n in nodes)
-        self.free_whole = 0  # free unsplit GPUs on open nodes (a quick bound for placement)
         self.watch: Callable[[Node], None] | None = None  # told of every node that changed
         self.placement = "best-fit"  # a `PLACEMENTS` name: how a one-node job picks its node
         self.rng = random.Random(0)  # random placement's generator (the replay seeds it)
+        self.rank = list(range(len(self.nodes)))  # score ties: the lowest rank wins
+        self.replicas = sorted({g.replicas for g in groups if g.replicas > 1})
+        self.max_cpu = max((n.cpu_total for n in nodes), default=0)
+        self.max_gpus = max((n.gpus for n in nodes), default=0)
+        self.fgd: FgdMeter | None = None  # the FGD placement's fragmentation (the replay's)
+        self.memo: dict[tuple[int, tuple[int, ...]], tuple[int, Scored | None]] = {}
         for node in self.nodes:
             self._index(node)
+
+    def seed(self, seed: int) -> None:
+        """Seed the random placement and the order that breaks score ties (a permutation).
+
+        Kubernetes breaks ties between equal node scores at random; the FGD paper's
+        simulator by node name, the names prefixed with a seeded permutation. Both give
+        every replay seed its own order of equal nodes.
+        """
+        self.rng = random.Random(seed)
+        order = list(range(len(self.nodes)))
+        random.Random(seed + 0x5EED).shuffle(order)
+        for rank, node in enumerate(order):
+            self.rank[node] = rank
 
     # --- indexes -----------------------------------------------------------------------
 
     def _index(self, node: Node) -> None:
         if not node.open:
             return
-        self.free_whole += node.whole_free
         g = self.groups[node.group]
         g.by_free[node.whole_free][node.index] = None
         for size, free in node.slices_free.items():
@@ -168,7 +249,6 @@ class Cluster:
     def _unindex(self, node: Node) -> None:
         if not node.open:
             return
-        self.free_whole -= node.whole_free
         g = self.groups[node.group]
         g.by_free[node.whole_free].pop(node.index, None)
         for size in node.slices_free:
@@ -189,18 +269,18 @@ class Cluster:
         # `_unindex`, the change and `_index` fused (the hottest loop of preemption): the
         # same dict operations in the same order, so every insertion order stays as it was.
         nodes, groups, watch = self.nodes, self.groups, self.watch
-        for index, whole, size in alloc:
+        for part in alloc:
+            index = part.node
             node = nodes[index]
             if not node.open:
-                self._change(node, sign * whole, size, sign)
+                _change(node, part, sign)
                 continue
             g = groups[node.group]
             g.by_free[node.whole_free].pop(index, None)
             for g_size in node.slices_free:
                 g.by_slice.get(g_size, {}).pop(index, None)
             g.su_full[node.su].pop(index, None)
-            self.free_whole += sign * whole
-            self._change(node, sign * whole, size, sign)
+            _change(node, part, sign)
             g.by_free[node.whole_free][index] = None
             for g_size, free in node.slices_free.items():
                 if free > 0:
@@ -210,22 +290,13 @@ class Cluster:
             if watch is not None:
                 watch(node)
 
-    @staticmethod
-    def _change(node: Node, whole: int, size: int, sign: int) -> None:
-        node.whole_free += whole
-        if size:  # only this slice size changes, so only it needs checking
-            free = node.slices_free[size] + sign
-            assert 0 <= free <= node.slices_total[size], "slices over-allocated"
-            node.slices_free[size] = free
-        node.running -= sign
-        assert 0 <= node.whole_free <= node.whole_total, "whole GPUs over-allocated"
-
     def close(self, indices: Iterable[int]) -> None:
         """Stop nodes taking new jobs (a MIG change drains them)."""
         for index in indices:
             node = self.nodes[index]
             self._unindex(node)
             node.open = False
+            node.stamp += 1
             if self.watch is not None:
                 self.watch(node)
 
@@ -238,195 +309,40 @@ class Cluster:
             node.slices_total = dict(slices)
             node.slices_free = dict(slices)
             node.open = True
+            node.stamp += 1
             self._index(node)
             if self.watch is not None:
                 self.watch(node)
 
-    # --- placement ---------------------------------------------------------------------
 
-    def find(self, job: Job, *, only: str | None = None) -> Allocation | None:
-        """Where ``job`` would run now, or None when it does not fit anywhere open.
+def whole_part(node: Node, gpus: int, cpu: int = 0, mem: int = 0) -> Part:
+    """``gpus`` whole GPUs of ``node``: on a sharing node the first wholly free ones."""
+    chosen: tuple[int, ...] = ()
+    if node.shared:
+        free = [i for i, u in enumerate(node.shared) if u == node.replicas]
+        chosen = tuple(free[:gpus])
+    return Part(node.index, whole=gpus, gpus=chosen, cpu=cpu, mem=mem, held=float(gpus))
 
-        ``only``: in that node group alone (a Slurm partition).
-        """
-        groups = [
-            g
-            for g in self.groups.values()
-            if job.accepts(g.gpu_model) and (only is None or g.name == only)
-        ]
-        if job.fractional:
-            found = self._find_slices(groups, job.gpus, slices_needed(job.milli))
-            if found is not None:
-                return found
-        one = [g for g in groups if job.gpus <= g.per_node]
-        found = self._find_one_node(one, job.gpus) if one else None
-        if found is not None or job.fractional:
-            return found
-        for g in groups:
-            if job.gpus > g.per_node:
-                found = self._find_gang(g, job.gpus)
-                if found is not None:
-                    return found
-        return None
 
-    def could_fit(self, job: Job, freed: Mapping[int, tuple[int, int]]) -> bool:
-        """Whether ``job`` might fit once ``freed`` (per node: whole GPUs, largest slice) is back.
-
-        A necessary condition only (SUs and quota are not looked at), so preemption lifts
-        its candidates only when it might help.
-        """
-        groups = {g.name: g for g in self.groups.values() if job.accepts(g.gpu_model)}
-        opened = [(self.nodes[n], k, s) for n, (k, s) in freed.items()]
-        opened = [(node, k, s) for node, k, s in opened if node.open and node.group in groups]
-        if job.fractional and self._slice_could_fit(job, groups.values(), opened):
-            return True
-        touched = [(node, k) for node, k, _ in opened]
-        for g in groups.values():
-            if job.gpus <= g.per_node:  # one node: free already (quota blocks) or once freed
-                if any(g.by_free[k] for k in range(job.gpus, g.per_node + 1)) or any(
-                    node.group == g.name and job.gpus <= node.whole_free + k for node, k in touched
-                ):
-                    return True
-                continue
-            full = sum(len(nodes) for nodes in g.su_full.values())
-            full += sum(
-                1
-                for node, k in touched
-                if node.group == g.name and node.whole_free < node.gpus == node.whole_free + k
-            )
-            if full >= job.gpus // g.per_node:  # the whole nodes; the rest may share a node
-                return True
-        return False
-
-    def _slice_could_fit(
-        self, job: Job, groups: Iterable[GroupIndex], opened: list[tuple[Node, int, int]]
-    ) -> bool:
-        need = slices_needed(job.milli)
-        if any(size >= need for _, _, size in opened):
-            return True
-        return any(size >= need and nodes for g in groups for size, nodes in g.by_slice.items())
-
-    def _find_slices(self, groups: list[GroupIndex], count: int, need: int) -> Allocation | None:
-        best: tuple[int, int] | None = None  # (slice size, node)
-        for g in groups:
-            for size, nodes in g.by_slice.items():
-                if size < need or (best is not None and size >= best[0]):
-                    continue
-                node = next((n for n in nodes if self.nodes[n].slices_free[size] >= count), None)
-                if node is not None:
-                    best = (size, node)
-        if best is None:
-            return None
-        return tuple((best[1], 0, best[0]) for _ in range(count))
-
-    def _find_one_node(self, groups: list[GroupIndex], gpus: int) -> Allocation | None:
-        if self.placement != "best-fit":
-            return self._find_by_policy(groups, gpus)
-        best: tuple[int, int] | None = None  # (free whole GPUs, node): the tightest fit
-        for g in groups:
-            for k in range(gpus, g.per_node + 1):
-                if best is not None and k >= best[0]:
-                    break
-                bucket = g.by_free[k]
-                if bucket:
-                    best = (k, next(iter(bucket)))
-                    break
-        return None if best is None else ((best[1], gpus, 0),)
-
-    def _find_by_policy(self, groups: list[GroupIndex], gpus: int) -> Allocation | None:
-        """The node of a one-node job under first fit or random placement.
-
-        First fit: the lowest node in plan order with room; random: any node with room,
-        uniformly, from the replay's seeded generator.
-        """
-        buckets = [g.by_free[k] for g in groups for k in range(gpus, g.per_node + 1)]
-        buckets = [bucket for bucket in buckets if bucket]
-        if not buckets:
-            return None
-        if self.placement == "first-fit":
-            node = min(min(bucket) for bucket in buckets)
-        else:
-            pick = self.rng.randrange(sum(len(bucket) for bucket in buckets))
-            for bucket in buckets:
-                if pick < len(bucket):
-                    node = next(itertools.islice(bucket, pick, None))
-                    break
-                pick -= len(bucket)
-        return ((node, gpus, 0),)
-
-    def _find_gang(self, g: GroupIndex, gpus: int) -> Allocation | None:
-        """``gpus`` over ``g``'s nodes: whole free nodes, the rest on one more node.
-
-        As Slurm's cons_tres packs ``--gpus=12`` on 8-GPU nodes (8 + 4) and as a gang of
-        8-GPU pods and one 4-GPU pod lands: the remainder takes the tightest node with room
-        in the SUs of the whole nodes, else the tightest anywhere in the group.
-        """
-        whole, rest = divmod(gpus, g.per_node)
-        found = self._find_nodes(g, whole)
-        if found is None or rest == 0:
-            return found
-        chosen = {node for node, _, _ in found}
-        node = self._remainder(g, rest, chosen, {self.nodes[n].su for n in chosen})
-        return None if node is None else (*found, (node, rest, 0))
-
-    def _remainder(self, g: GroupIndex, rest: int, chosen: set[int], sus: set[int]) -> int | None:
-        if self.placement == "first-fit":
-            room = [n for k in range(rest, g.per_node + 1) for n in g.by_free[k] if n not in chosen]
-            return min(room, default=None)
-        elsewhere = None
-        for k in range(rest, g.per_node + 1):
-            for node in g.by_free[k]:
-                if node in chosen:
-                    continue
-                if self.nodes[node].su in sus:
-                    return node
-                if elsewhere is None:
-                    elsewhere = node
-        return elsewhere
-
-    def _find_nodes(self, g: GroupIndex, n: int) -> Allocation | None:
-        if n <= g.su_size:
-            su = self._tightest_su(g, n)
-            return None if su is None else self._whole_nodes(g, [su], n)
-        sus = [(len(nodes), su) for su, nodes in g.su_full.items() if nodes]
-        pods: dict[int, int] = {}
-        for free, su in sus:
-            pods[g.su_pod[su]] = pods.get(g.su_pod[su], 0) + free
-        fits = [(free, pod) for pod, free in pods.items() if free >= n]
-        if fits:  # one pod: its fullest-free SUs first, so the job spans the fewest SUs
-            pod = min(fits)[1]
-            order = sorted((-free, su) for free, su in sus if g.su_pod[su] == pod)
-            return self._whole_nodes(g, [su for _, su in order], n)
-        if sum(pods.values()) < n:
-            return None
-        # across pods: the pods with most free nodes first, and within each its fullest SUs
-        spread = sorted((-pods[g.su_pod[su]], g.su_pod[su], -free, su) for free, su in sus)
-        return self._whole_nodes(g, [item[3] for item in spread], n)
-
-    @staticmethod
-    def _tightest_su(g: GroupIndex, n: int) -> int | None:
-        """The SU with the fewest free whole nodes that still holds ``n`` (lowest SU on a tie).
-
-        One pass without building tuples: the common multi-node search, run per candidate
-        put back during preemption.
-        """
-        best_free, best_su = 0, None
-        for su, nodes in g.su_full.items():
-            free = len(nodes)
-            if free < n:
-                continue
-            if best_su is None or free < best_free or (free == best_free and su < best_su):
-                best_free, best_su = free, su
-        return best_su
-
-    def _whole_nodes(self, g: GroupIndex, sus: list[int], n: int) -> Allocation:
-        out: list[tuple[int, int, int]] = []
-        for su in sus:
-            free: Iterable[int] = g.su_full[su]
-            if self.placement == "first-fit":  # the lowest-numbered, as cons_tres takes them
-                free = sorted(free)
-            for node in free:
-                out.append((node, g.per_node, 0))
-                if len(out) == n:
-                    return tuple(out)
-        raise AssertionError("fewer free nodes than counted")
+def _change(node: Node, part: Part, sign: int) -> None:
+    """Apply one part to its node: ``sign`` -1 takes it, +1 gives it back."""
+    if node.shared:
+        for gpu in part.gpus:
+            free = node.shared[gpu] + sign * (part.units or node.replicas)
+            assert 0 <= free <= node.replicas, "shared GPU over-allocated"
+            node.shared[gpu] = free
+        node.whole_free = sum(1 for u in node.shared if u == node.replicas)
+    else:
+        node.whole_free += sign * part.whole
+    if part.slice:  # only this slice size changes, so only it needs checking
+        free = node.slices_free[part.slice] + sign
+        assert 0 <= free <= node.slices_total[part.slice], "slices over-allocated"
+        node.slices_free[part.slice] = free
+    if part.cpu or part.mem:
+        node.cpu_free += sign * part.cpu
+        node.mem_free += sign * part.mem
+        assert 0 <= node.cpu_free <= node.cpu_total, "CPUs over-allocated"
+        assert 0 <= node.mem_free <= node.mem_total, "memory over-allocated"
+    node.running -= sign
+    node.stamp += 1
+    assert 0 <= node.whole_free <= node.whole_total, "whole GPUs over-allocated"

@@ -20,18 +20,21 @@ time, kind, insertion and trace line, so one trace, spec and seed give one resul
 from __future__ import annotations
 
 import heapq
-import random
+from collections.abc import Sequence
+from dataclasses import replace
 
 from infra.catalog import Catalog
 from infra.progress import Progress, quiet
 from infra.simulate.build import build_cluster
-from infra.simulate.cluster import COMPUTE_SLICES, Allocation, held, held_by, least_held
+from infra.simulate.cluster import Allocation, held, held_by, least_held
 from infra.simulate.feasible import never_reasons
 from infra.simulate.fragment import FgdMeter, typical_shapes
+from infra.simulate.inflate import inflate
 from infra.simulate.jobs import MILLI_WHOLE, Job, Trace
 from infra.simulate.livelock import EventBudget
 from infra.simulate.metrics import Meter, Steps, Window
 from infra.simulate.migrun import MigRunner
+from infra.simulate.place import find
 from infra.simulate.policy import SimPolicy
 from infra.simulate.power import PowerSaver
 from infra.simulate.preempt import Preemptor
@@ -75,8 +78,19 @@ def simulate(
     policy: SimPolicy | None = None,
     progress: Progress | None = None,
 ) -> SimResult:
-    """Replay ``trace`` on the planned cluster with the scheduler the spec renders."""
-    replay = Replay(spec, plan, catalog, trace, policy or SimPolicy())
+    """Replay ``trace`` on the planned cluster with the scheduler the spec renders.
+
+    With ``policy.inflate`` the trace is inflated first (`infra.simulate.inflate`) and the
+    replay stops at its last arrival.
+    """
+    policy = policy or SimPolicy()
+    workload = trace.jobs  # FGD's typical tasks: the trace as published
+    if policy.inflate is not None:
+        gpus = sum(g.gpus * g.servers for g in plan.groups.values())
+        trace = inflate(trace, gpus, policy.inflate, policy.seed)
+        last = max((job.submit_s for job in trace.jobs), default=0.0)
+        policy = replace(policy, horizon_s=last)
+    replay = Replay(spec, plan, catalog, trace, policy, workload=workload)
     replay.run(progress or quiet)
     return summarise(replay)
 
@@ -85,8 +99,16 @@ class Replay:
     """One replay's state and the handlers of its events."""
 
     def __init__(
-        self, spec: Spec, plan: Plan, catalog: Catalog, trace: Trace, policy: SimPolicy
+        self,
+        spec: Spec,
+        plan: Plan,
+        catalog: Catalog,
+        trace: Trace,
+        policy: SimPolicy,
+        *,
+        workload: Sequence[Job] | None = None,
     ) -> None:
+        """``workload``: the jobs FGD's typical shapes come from (default: ``trace``'s)."""
         self.spec, self.plan, self.catalog, self.trace, self.policy = (
             spec,
             plan,
@@ -97,7 +119,7 @@ class Replay:
         self.cluster = build_cluster(spec, plan, catalog)
         own = "first-fit" if spec.scheduler.kind == "slurm" else "best-fit"
         self.cluster.placement = policy.placement or own
-        self.cluster.rng = random.Random(policy.seed)
+        self.cluster.seed(policy.seed)
         in_effect = spec.scheduler.preemption_in_effect(by_hypernode=bool(plan.sus))
         self.book = Book(list(spec.scheduler.tenants), in_effect)
         self.events, self.queues = Events(), Queues()
@@ -134,9 +156,11 @@ class Replay:
         self.mig = MigRunner(self)
         self.power = PowerSaver(self)
         self._load()
-        per_node = max((g.per_node for g in self.cluster.groups.values()), default=0)
-        self.fgd = FgdMeter(self.cluster.nodes, typical_shapes(self.jobs, per_node))
+        models = {name: g.gpu_model for name, g in self.cluster.groups.items()}
+        shapes = typical_shapes(self.jobs if workload is None else workload, self.cluster.max_gpus)
+        self.fgd = FgdMeter(self.cluster.nodes, models, shapes)
         self.cluster.watch = self.fgd.mark
+        self.cluster.fgd = self.fgd
         self.budget = EventBudget(self, policy.preemptions_per_job)
         self.preemptor = Preemptor(self)
         self.slurm = (
@@ -327,8 +351,8 @@ class Replay:
         job = self.jobs[index]
         alloc = None
         if key not in self.blocked:
-            least = self.book.admits(job.tenant, least_held(job))
-            alloc = self.cluster.find(job) if least else None  # not admitted even at its least
+            least = self.book.admits(job.tenant, least_held(job, self.cluster.replicas))
+            alloc = find(self.cluster, job) if least else None  # not admitted even at its least
             if alloc is None:
                 self.blocked[key] = least  # True: waits for GPUs, False: for quota
             elif not self.book.admits(job.tenant, held_by(job, alloc)):
@@ -350,13 +374,13 @@ class Replay:
         share = held(alloc)
         self.cluster.take(alloc)
         self.book.add(job.tenant, share)
-        delay = self.power.wake({n for n, _, _ in alloc})
+        delay = self.power.wake({part.node for part in alloc})
         self.tokens[index] += 1
         self.running[index] = Run(alloc, share, now, now + delay, self.tokens[index])
         if self.first_start[index] is None:
             self.first_start[index] = now + delay
-        for node, _, _ in alloc:
-            self.node_jobs[node][index] = None
+        for part in alloc:
+            self.node_jobs[part.node][index] = None
         self.classes.setdefault((*self.rank[index], job.tenant), {})[index] = None
         self._meter(job, alloc, +1)
         self.events.push(now + delay + self.remaining[index], FINISH, index, self.tokens[index])
@@ -364,11 +388,10 @@ class Replay:
         self.last_change = now
 
     def _meter(self, job: Job, alloc: Allocation, sign: int) -> None:
-        for node, whole, size in alloc:
-            part = whole + size / COMPUTE_SLICES
-            self.by_group.add(self.cluster.nodes[node].group, sign * part, self.now)
-            self.by_tenant.add(job.tenant, sign * part, self.now)
-            self.alloc += sign * part
+        for part in alloc:
+            self.by_group.add(self.cluster.nodes[part.node].group, sign * part.held, self.now)
+            self.by_tenant.add(job.tenant, sign * part.held, self.now)
+            self.alloc += sign * part.held
         self.steps.set(self.now, self.alloc)
 
     def _release(self, index: int, *, freed: bool = False) -> Run:
@@ -381,10 +404,10 @@ class Replay:
             self.book.add(job.tenant, -run.share)
         self._meter(job, run.alloc, -1)
         self.classes[(*self.rank[index], job.tenant)].pop(index)
-        for node, _, _ in run.alloc:
-            self.node_jobs[node].pop(index, None)
+        for part in run.alloc:
+            self.node_jobs[part.node].pop(index, None)
         self.blocked.clear()  # capacity came back: every bucket may fit again
-        for node in {n for n, _, _ in run.alloc}:
+        for node in {part.node for part in run.alloc}:
             if self.cluster.nodes[node].empty:
                 self.power.idle(node)
                 self.mig.node_emptied(node)

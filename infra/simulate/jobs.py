@@ -41,7 +41,10 @@ class Job:
     first; empty when the trace names one model or none. ``flag`` marks a job the trace
     did not measure as it ran, replayed anyway (`FLAGS`); empty for the others.
     ``limit_s`` is the time limit the job was submitted with (Slurm's backfill plans with
-    it), ``None`` when the trace gives none.
+    it), ``None`` when the trace gives none. ``cpu_milli`` (thousandths of a CPU) and
+    ``memory_mib`` are what the job asks of its nodes' CPUs and memory in all (a gang
+    spreads them over its nodes with its GPUs); 0 when the trace does not say. A job of 0
+    GPUs asks for CPUs only.
     """
 
     id: str
@@ -56,11 +59,13 @@ class Job:
     gpu_models: tuple[str, ...] = ()
     flag: str = ""
     limit_s: float | None = None
+    cpu_milli: int = 0
+    memory_mib: int = 0
 
     @property
     def fractional(self) -> bool:
         """Whether the job wants part of one GPU (a MIG slice) rather than whole GPUs."""
-        return self.milli < MILLI_WHOLE
+        return self.milli < MILLI_WHOLE and self.gpus > 0
 
     def accepts(self, model: str) -> bool:
         """Whether the job may run on GPU ``model`` (any model when it names none)."""

@@ -38,9 +38,11 @@ class SimPolicy:
         checkpoint_interval_s: seconds between checkpoint starts of a running job; work since
             the last completed checkpoint is lost when the job is evicted.
         checkpoint_write_s: seconds a checkpoint takes to complete (it counts only once done).
-        seed: seeds every random choice: the node `placement` ``random`` picks.
+        seed: seeds every random choice: the node `placement` ``random`` picks, the order
+            that breaks ties between equally scored nodes, an inflated trace's draws.
         placement: how a job picks its nodes (`infra.simulate.cluster.PLACEMENTS`:
-            ``best-fit``, ``first-fit``, ``random``); None: the spec's scheduler's own,
+            ``best-fit``, ``first-fit``, ``random``, ``packing``, ``fgd``); None: the
+            spec's scheduler's own,
             first fit for Slurm (`select/cons_tres` takes the lowest-numbered nodes with
             room, as a real slurmctld showed: tests/slurm_replay), best fit for Kubernetes.
         horizon_s: stop the replay at this trace time (None: run until every job ends).
@@ -61,6 +63,8 @@ class SimPolicy:
         backfill_period_s: Slurm specs: seconds between the backfill agent's wake-ups (None:
             `infra.simulate.slurm.AGENT_WAKE_S`, one second; a running slurmctld's drift a
             millisecond later each).
+        inflate: replay the trace inflated to this many times the cluster's GPUs, nothing
+            departing (`infra.simulate.inflate`, the FGD paper's procedure); None: as is.
         sched_phase_s, sched_period_s: Slurm specs: the scheduling agent's wake-ups, when
             known (a comparison with a running slurmctld fits them to its log): the main
             scheduler then runs at the first wake-up after a submission or a job's end
@@ -81,6 +85,7 @@ class SimPolicy:
     backfill_period_s: float | None = None
     sched_phase_s: float | None = None
     sched_period_s: float | None = None
+    inflate: float | None = None
 
     def saved_s(self, ran_s: float) -> float:
         """Work (seconds of run time) kept by the last checkpoint completed after ``ran_s``."""

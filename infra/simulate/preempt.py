@@ -18,6 +18,7 @@ from typing import Protocol
 from infra.simulate.cluster import Allocation, Cluster, held_by, least_held
 from infra.simulate.jobs import Job
 from infra.simulate.livelock import EventBudget
+from infra.simulate.place import could_fit, find
 from infra.simulate.state import BucketKey, Run
 from infra.simulate.tenants import Book
 
@@ -75,7 +76,8 @@ class Preemptor:
         turns the reclaimer into a borrower another tenant could reclaim from in turn.
         """
         job = self.replay.jobs[index]
-        reclaiming = self.replay.book.within_quota(job.tenant, least_held(job))
+        least = least_held(job, self.replay.cluster.replicas)
+        reclaiming = self.replay.book.within_quota(job.tenant, least)
         alloc = self._preempt_as(index, reclaiming)
         if alloc is None and reclaiming:
             alloc = self._preempt_as(index, False)
@@ -91,7 +93,7 @@ class Preemptor:
         """
         job = self.replay.jobs[index]
         victims = self._victims(job, self.replay.rank[index], reclaiming)
-        if not victims or not self.replay.cluster.could_fit(job, self._freed(victims)):
+        if not victims or not could_fit(self.replay.cluster, job, self._freed(victims)):
             return None
         for victim in victims:
             self._lift(victim, -1)
@@ -118,9 +120,9 @@ class Preemptor:
         When it reclaims, what it holds must also keep its tenant within its nominal quota.
         """
         book = self.replay.book
-        if not book.admits(job.tenant, least_held(job)):
+        if not book.admits(job.tenant, least_held(job, self.replay.cluster.replicas)):
             return None  # not even at its least: no placement search
-        alloc = self.replay.cluster.find(job)
+        alloc = find(self.replay.cluster, job)
         if alloc is None:
             return None
         share = held_by(job, alloc)
@@ -134,9 +136,9 @@ class Preemptor:
         """Per node, the whole GPUs and the largest slice evicting ``victims`` would free."""
         freed: dict[int, tuple[int, int]] = {}
         for victim in victims:
-            for node, whole, size in self.replay.running[victim].alloc:
-                had, largest = freed.get(node, (0, 0))
-                freed[node] = (had + whole, max(largest, size))
+            for part in self.replay.running[victim].alloc:
+                had, largest = freed.get(part.node, (0, 0))
+                freed[part.node] = (had + part.whole, max(largest, part.slice))
         return freed
 
     def _lift(self, victim: int, sign: int) -> None:

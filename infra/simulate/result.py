@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.simulate.inflate import Inflation
 from infra.simulate.outcomes import JobTable
 
 __all__ = ["Delays", "NeverRan", "Repartition", "SimResult", "TraceSummary"]
@@ -132,6 +133,7 @@ class SimResult:
     GPU-hours and as a share of ``held``; ``fragmentation_fgd`` is FGD's fragmentation
     (`infra.simulate.fragment`) over the trace window, as a share of the cluster's GPUs and of
     its free GPUs. ``job_table`` holds every job's outcome (`railplan simulate --jobs-csv`).
+    ``inflation`` is how full the cluster got in an inflated replay (`--inflate`), else None.
     """
 
     trace: TraceSummary
@@ -163,10 +165,15 @@ class SimResult:
     share_waste: dict[str, float] = field(default_factory=dict)
     fragmentation_fgd: dict[str, float] = field(default_factory=dict)
     job_table: JobTable | None = field(default=None, compare=False, repr=False)
+    inflation: Inflation | None = None
 
     def as_json(self) -> dict[str, Any]:
-        """The `simulate --format json` document (keys sorted by the CLI's writer)."""
-        return {
+        """The `simulate --format json` document (keys sorted by the CLI's writer).
+
+        ``inflation`` only for an inflated replay.
+        """
+        extra = {"inflation": self.inflation.as_json()} if self.inflation is not None else {}
+        return extra | {
             "trace": self.trace.as_json(),
             "gpus": self.gpus,
             "horizon_s": self.horizon_s,

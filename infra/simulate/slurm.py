@@ -29,7 +29,8 @@ so there is nothing to continue); `default_queue_depth` and `sched_interval` (th
 scheduler stops at its partition's first blocked job long before 100 jobs);
 `bf_window_linear` (the will-run test's windows double here, Slurm's default); topology-aware
 node choice (a job takes the lowest-numbered nodes with room, as cons_tres did on one leaf
-switch). Fractions of a GPU start only when they fit now (no reservation). Tenants' quotas and
+switch). Fractions of a GPU, CPU-only jobs and jobs that state CPUs or memory start only when
+they fit now (no reservation: the plan counts GPUs only). Tenants' quotas and
 preemption are Kueue's and Volcano's: a Slurm spec renders neither, so they are not applied.
 """
 
@@ -42,6 +43,7 @@ from typing import Protocol
 
 from infra.simulate.cluster import Allocation, Cluster, GroupIndex
 from infra.simulate.jobs import Job
+from infra.simulate.place import find, spread
 from infra.simulate.policy import SimPolicy
 from infra.simulate.state import BACKFILL, SCHED, Events, Run
 from infra.topology.slurm_sched import BackfillParameters
@@ -181,7 +183,7 @@ class SlurmScheduler:
             if group is None or group.name in blocked:
                 kept.append(entry)
                 continue
-            alloc = self.host.cluster.find(self.host.jobs[entry[2]], only=group.name)
+            alloc = find(self.host.cluster, self.host.jobs[entry[2]], only=group.name)
             if alloc is None:
                 blocked.add(group.name)
                 kept.append(entry)
@@ -211,8 +213,9 @@ class SlurmScheduler:
                 continue
             tested += 1
             job = host.jobs[index]
-            if job.fractional:  # a slice: now or not at all
-                alloc = host.cluster.find(job, only=group.name)
+            if job.fractional or job.gpus == 0 or job.cpu_milli or job.memory_mib:
+                # a slice, or CPUs and memory the plan below does not count: now or not at all
+                alloc = find(host.cluster, job, only=group.name)
                 if alloc is None:
                     kept.append(entry)
                 else:
@@ -281,7 +284,7 @@ class SlurmScheduler:
         }
         ends: list[tuple[float, list[tuple[int, int]]]] = []
         for index, run in host.running.items():
-            parts = [(node, whole) for node, whole, _ in run.alloc if node in free]
+            parts = [(part.node, part.whole) for part in run.alloc if part.node in free]
             for node, whole in parts:
                 free[node] -= whole
             if parts:
@@ -312,14 +315,14 @@ class SlurmScheduler:
             yield last
 
     def _alloc(self, job: Job, group: GroupIndex, nodes: list[int]) -> Allocation:
-        per = group.per_node
+        per, cluster = group.per_node, self.host.cluster
         if job.gpus <= per:
-            return ((nodes[0], job.gpus, 0),)
+            return spread(job, [(cluster.nodes[nodes[0]], job.gpus)])
         whole, rest = divmod(job.gpus, per)
-        out = [(n, per, 0) for n in nodes[:whole]]
+        out = [(cluster.nodes[n], per) for n in nodes[:whole]]
         if rest:
-            out.append((nodes[whole], rest, 0))
-        return tuple(out)
+            out.append((cluster.nodes[nodes[whole]], rest))
+        return spread(job, out)
 
 
 def _ends(reservations: list[_Reservation], now: float) -> set[float]:

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from infra.catalog import Catalog
 from infra.simulate.cluster import Cluster
+from infra.simulate.inflate import Inflation
 from infra.simulate.jobs import MILLI_WHOLE, Job, Trace
 from infra.simulate.metrics import (
     SERIES_POINTS,
@@ -147,6 +148,25 @@ def summarise(replay: Finished) -> SimResult:
         share_waste=_share_waste(replay),
         fragmentation_fgd=_fgd(measured, gpus * span, gpus * span - total),
         job_table=table,
+        inflation=_inflation(replay),
+    )
+
+
+def _inflation(replay: Finished) -> Inflation | None:
+    """How full an inflated replay got: what the placed jobs ask for and hold, at its end."""
+    factor = replay.policy.inflate
+    if factor is None:
+        return None
+    asked = [replay.jobs[i].gpus * replay.jobs[i].milli / MILLI_WHOLE for i in replay.running]
+    gpus = replay.cluster.gpus
+    return Inflation(
+        factor=factor,
+        jobs=len(replay.trace.jobs),
+        placed=len(replay.running),
+        requested_gpus=sum(j.gpus * j.milli for j in replay.trace.jobs) / MILLI_WHOLE,
+        allocated_gpus=sum(asked),
+        held_gpus=sum(run.share for run in replay.running.values()),
+        allocation=sum(asked) / gpus if gpus else 0.0,
     )
 
 
