@@ -9,7 +9,9 @@ clusters.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -18,9 +20,14 @@ from infra.simulate.cluster import Allocation
 from infra.simulate.engine import Replay, simulate
 from infra.simulate.inflate import inflate
 from infra.simulate.jobs import Job
+from infra.simulate.openb import OPENB_SHAPES, openb_like
 from infra.simulate.policy import SimPolicy
+from infra.simulate.synthetic import FRACTION_COUNTS, GPU_PODS, MULTI_GPU_COUNTS
+from infra.spec import load_spec
 from infra.topology import expand
 from tests.sim_helpers import catalog, job, replay, spec_of, starts, trace_of
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def shaped(*groups: str, extra: str = "") -> str:
@@ -183,6 +190,7 @@ def test_inflate_draws_until_the_factor_and_nothing_departs() -> None:
     assert [j.submit_s for j in out.jobs] == [float(i) for i in range(len(out.jobs))]
     assert all(j.duration_s > len(out.jobs) for j in out.jobs)
     assert len({j.id for j in out.jobs}) == len(out.jobs)
+    assert (out.rows, out.used) == (3, 3)  # the trace's rows as read, not the draws
     assert out == inflate(trace, 8, 1.5, seed=3)
     assert out != inflate(trace, 8, 1.5, seed=4)
 
@@ -196,3 +204,32 @@ def test_an_inflated_replay_reports_how_full_the_cluster_got() -> None:
     assert got.inflation.requested_gpus == pytest.approx(8.0)
     assert got.inflation.allocated_gpus == pytest.approx(4.0)  # the cluster's 4 GPUs
     assert got.inflation.allocation == pytest.approx(1.0)
+
+
+# --- the openb-like workload and cluster (bench/fgd_openb.py) -----------------------------
+
+
+def test_openb_shapes_agree_with_the_published_counts() -> None:
+    # the synthetic generator's separately counted marginals of the same file
+    assert sum(OPENB_SHAPES.values()) == 8152
+    assert sum(n for (_, _, g, _), n in OPENB_SHAPES.items() if g == 0) == 8152 - GPU_PODS
+    fractions = Counter[int]()
+    multi = Counter[int]()
+    for (_, _, gpus, milli), n in OPENB_SHAPES.items():
+        if gpus == 1 and milli < 1000:
+            fractions[milli] += n
+        elif gpus > 1:
+            multi[gpus] += n
+    assert fractions == FRACTION_COUNTS and multi == MULTI_GPU_COUNTS
+    first = openb_like(500, seed=1)
+    assert first == openb_like(500, seed=1) and first != openb_like(500, seed=2)
+    assert all(j.fractional == (j.gpus == 1 and j.milli < 1000) for j in first)
+
+
+def test_the_openb_cluster_spec_is_the_published_node_list() -> None:
+    spec = load_spec(ROOT / "bench" / "openb-cluster.yaml").spec
+    plan = expand(spec, catalog().with_shapes(spec))
+    assert (len(plan.servers), sum(g.gpus * g.servers for g in plan.groups.values())) == (
+        1213,
+        6212,
+    )

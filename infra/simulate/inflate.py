@@ -83,4 +83,4 @@ def inflate(trace: Trace, gpus: int, factor: float, seed: int) -> Trace:
         replace(job, submit_s=float(i), duration_s=float(n + 1), flag="")
         for i, job in enumerate(jobs)
     )
-    return replace(trace, jobs=out)
+    return replace(trace, jobs=out, used_rows=trace.used)  # the file's rows add up as read
