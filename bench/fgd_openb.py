@@ -9,7 +9,8 @@ placement, on a synthetic openb-like trace (`infra.simulate.openb`: pods drawn f
 published pod list's histogram of requests, a new draw per seed) or, with ``--trace``, on a
 local copy of the pod list itself (it stays out of the repository). Prints one row per
 placement: the mean, lowest and highest share of GPUs allocated, the paper's figure, the
-difference in points, and the mean wall time of a replay. Measured, never asserted.
+difference in points, and the mean wall time of a replay (each seed's share goes to stderr as
+it comes). Measured, never asserted.
 
     .venv/bin/python bench/fgd_openb.py [--seeds 10] [--trace openb_pod_list_default.csv]
 """
@@ -65,6 +66,7 @@ def run(placements: list[str], seeds: int, path: str | None, factor: float) -> N
             took.append(time.perf_counter() - start)
             assert result.inflation is not None
             shares.append(100 * result.inflation.allocation)
+            print(f"  {placement} seed {seed}: {shares[-1]:.2f} %", file=sys.stderr, flush=True)
         mean = statistics.fmean(shares)
         paper = PAPER.get(placement)
         diff = f"{mean - paper:+6.2f}" if paper is not None else "     -"

@@ -180,3 +180,11 @@ def test_inflate_and_fgd_on_a_generic_shape(tmp_path: Path) -> None:
     assert 0 < inflation["allocation"] <= 1.0
     lint = run_cli("lint", str(spec))
     assert lint.returncode == 1 and "generic server `shape`" in lint.stdout + lint.stderr
+
+
+def test_inflate_with_compare_mig_is_one_clear_error(tmp_path: Path) -> None:
+    trace = str(_trace(tmp_path))
+    result = run_cli("simulate", str(SPEC), "--trace", trace, "--inflate", "1.2", "--compare-mig")
+    assert result.returncode == 2
+    assert "--inflate and --compare-mig do not combine" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -107,6 +107,12 @@ def simulate(
     loaded = _load_spec(spec)
     jobs = read_trace(trace, gpu_map=mapping)
     catalog = catalog_for(loaded.spec)
+    if compare_mig and inflate is not None:
+        raise InputError(
+            "--inflate and --compare-mig do not combine",
+            path="--inflate",
+            hint="inflate one cluster at a time: drop --compare-mig",
+        )
     if compare_mig:
         _compare(loaded, catalog, jobs, output_format, seed, placement and placement.value)
         return

@@ -33,6 +33,7 @@ __all__ = [
     "Cluster",
     "GroupIndex",
     "Node",
+    "Option",
     "Part",
     "held",
     "held_by",
@@ -76,6 +77,9 @@ class Part(NamedTuple):
 
 Allocation = tuple[Part, ...]
 """A job's parts, one per node it uses (a fraction on a MIG node: one part per slice)."""
+
+Option = tuple[Part, int]
+"""A way to land on a node, and the free replicas of the shared GPU it takes (else 0)."""
 
 Scored = tuple[tuple[float, ...], Part]
 """A node's best option for a job and its score as a sort key, the lowest best
@@ -217,6 +221,7 @@ class Cluster:
         self.max_gpus = max((n.gpus for n in nodes), default=0)
         self.fgd: FgdMeter | None = None  # the FGD placement's fragmentation (the replay's)
         self.memo: dict[tuple[int, tuple[int, ...]], tuple[int, Scored | None]] = {}
+        self.fits: dict[tuple[int, tuple[int, ...]], tuple[int, list[Option]]] = {}
         for node in self.nodes:
             self._index(node)
 

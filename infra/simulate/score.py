@@ -38,6 +38,7 @@ from infra.simulate.cluster import (
     Cluster,
     GroupIndex,
     Node,
+    Option,
     Part,
     Scored,
     slices_needed,
@@ -47,13 +48,10 @@ from infra.simulate.cluster import (
 from infra.simulate.fragment import after, node_state
 from infra.simulate.jobs import Job
 
-__all__ = ["MAX_SCORE", "Option", "options", "scan"]
+__all__ = ["MAX_SCORE", "options", "scan"]
 
 MAX_SCORE = 100
 """kube-scheduler's highest node score (``framework.MaxNodeScore``)."""
-
-Option = tuple[Part, int]
-"""A way to land on a node, and the free replicas of the shared GPU it takes (else 0)."""
 
 Key = tuple[float, ...]
 """A node's score as a sort key: the lowest wins (policies negate what they maximise)."""
@@ -109,13 +107,24 @@ def scan(cluster: Cluster, job: Job, groups: list[GroupIndex]) -> Allocation | N
 
 
 def _random(cluster: Cluster, job: Job, groups: list[GroupIndex]) -> Allocation | None:
-    """A node with room uniformly at random, then one of its options (the Random baseline)."""
-    fits = [
-        found
-        for g in groups
-        for index in g.members
-        if (found := options(cluster.nodes[index], job))
-    ]
+    """A node with room uniformly at random, then one of its options (the Random baseline).
+
+    A node's options are memoised like scores (`Cluster.fits`, valid while it is unchanged).
+    """
+    shape = (job.gpus, job.milli, job.cpu_milli, job.memory_mib)
+    memo, nodes = cluster.fits, cluster.nodes
+    fits: list[list[Option]] = []
+    for g in groups:
+        for index in g.members:
+            node = nodes[index]
+            hit = memo.get((index, shape))
+            if hit is not None and hit[0] == node.stamp:
+                found = hit[1]
+            else:
+                found = options(node, job)
+                memo[(index, shape)] = (node.stamp, found)
+            if found:
+                fits.append(found)
     if not fits:
         return None
     mine = fits[cluster.rng.randrange(len(fits))]
