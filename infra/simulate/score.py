@@ -23,14 +23,15 @@ Ties between nodes go to the lowest rank in a permutation of the nodes seeded by
 (`Cluster.seed`), as the FGD simulator breaks them by node name, each name prefixed with a
 seeded permutation (its fork of kube-scheduler's ``selectHost``). The quantised FGD score
 matters: with the exact fragmentation change instead, FGD placed 93.2 % of the inflated
-openb workload's GPUs, not 95.4 % (docs/simulate.md). A node's result is memoised until the
+openb workload's GPUs, not 95.4 % (one seed, an earlier run; docs/simulate.md). A node's result is memoised until the
 node changes (`Node.stamp`), so a placement costs a dictionary look-up per unchanged node.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from infra.simulate.cluster import (
     COMPUTE_SLICES,
@@ -53,8 +54,7 @@ __all__ = ["MAX_SCORE", "options", "scan"]
 MAX_SCORE = 100
 """kube-scheduler's highest node score (``framework.MaxNodeScore``)."""
 
-Key = tuple[float, ...]
-"""A node's score as a sort key: the lowest wins (policies negate what they maximise)."""
+T = TypeVar("T")
 
 
 def options(node: Node, job: Job) -> list[Option]:
@@ -89,46 +89,49 @@ def scan(cluster: Cluster, job: Job, groups: list[GroupIndex]) -> Allocation | N
     if cluster.placement == "random":
         return _random(cluster, job, groups)
     rate = _POLICIES[cluster.placement]
-    shape = (job.gpus, job.milli, job.cpu_milli, job.memory_mib)
-    memo, nodes = cluster.memo, cluster.nodes
     best: Scored | None = None
-    for g in groups:
-        for index in g.members:
-            node = nodes[index]
-            hit = memo.get((index, shape))
-            if hit is not None and hit[0] == node.stamp:
-                found = hit[1]
-            else:
-                found = rate(cluster, node, job, options(node, job))
-                memo[(index, shape)] = (node.stamp, found)
-            if found is not None and (best is None or found[0] < best[0]):
-                best = found
+    rated = _per_node(
+        cluster.memo, cluster, job, groups, lambda n: rate(cluster, n, job, options(n, job))
+    )
+    for found in rated:
+        if found is not None and (best is None or found[0] < best[0]):
+            best = found
     return None if best is None else (best[1],)
 
 
 def _random(cluster: Cluster, job: Job, groups: list[GroupIndex]) -> Allocation | None:
-    """A node with room uniformly at random, then one of its options (the Random baseline).
+    """A node with room uniformly at random, then one of its options (the Random baseline)."""
+    found = _per_node(cluster.fits, cluster, job, groups, lambda n: options(n, job))
+    fits = [mine for mine in found if mine]
+    if not fits:
+        return None
+    mine = fits[cluster.rng.randrange(len(fits))]
+    return (mine[cluster.rng.randrange(len(mine))][0],)
 
-    A node's options are memoised like scores (`Cluster.fits`, valid while it is unchanged).
+
+def _per_node(
+    memo: dict[tuple[int, tuple[int, ...]], tuple[int, T]],
+    cluster: Cluster,
+    job: Job,
+    groups: list[GroupIndex],
+    compute: Callable[[Node], T],
+) -> Iterator[T]:
+    """``compute`` of each node of ``groups`` in plan order, memoised in ``memo``.
+
+    Per node and job shape, valid while the node is unchanged (`Node.stamp`).
     """
     shape = (job.gpus, job.milli, job.cpu_milli, job.memory_mib)
-    memo, nodes = cluster.fits, cluster.nodes
-    fits: list[list[Option]] = []
+    nodes = cluster.nodes
     for g in groups:
         for index in g.members:
             node = nodes[index]
             hit = memo.get((index, shape))
             if hit is not None and hit[0] == node.stamp:
-                found = hit[1]
+                yield hit[1]
             else:
-                found = options(node, job)
+                found = compute(node)
                 memo[(index, shape)] = (node.stamp, found)
-            if found:
-                fits.append(found)
-    if not fits:
-        return None
-    mine = fits[cluster.rng.randrange(len(fits))]
-    return (mine[cluster.rng.randrange(len(mine))][0],)
+                yield found
 
 
 Rate = Callable[[Cluster, Node, Job, list[Option]], "Scored | None"]
