@@ -22,9 +22,10 @@ enough free, or a whole unshared GPU. The policies, after Weng et al.'s simulato
 Ties between nodes go to the lowest rank in a permutation of the nodes seeded by the replay
 (`Cluster.seed`), as the FGD simulator breaks them by node name, each name prefixed with a
 seeded permutation (its fork of kube-scheduler's ``selectHost``). The quantised FGD score
-matters: with the exact fragmentation change instead, FGD placed 93.2 % of the inflated
-openb workload's GPUs, not 95.4 % (one seed, an earlier run; docs/simulate.md). A node's result is memoised until the
-node changes (`Node.stamp`), so a placement costs a dictionary look-up per unchanged node.
+matters: with the exact fragmentation change instead, FGD placed 93.2 % of the inflated openb
+workload's GPUs, not 95.4 % (one seed, an earlier run; docs/simulate.md). A node's result is
+memoised until the node changes (`Node.stamp`), so a placement costs a dictionary look-up per
+unchanged node.
 """
 
 from __future__ import annotations

@@ -16,12 +16,13 @@ to a priority after Kubernetes' QoS classes: ``Guaranteed`` and ``LS`` (latency-
 no tenant: every pod is tenant ``default``. ``cpu_milli`` and ``memory_mib`` are the job's
 CPUs (thousandths) and memory; a pod of ``num_gpu`` 0 that asks for CPUs or memory is a
 CPU-only job (Weng et al.'s simulator places those too: they take CPUs GPU pods then lack).
-Skipped: ``no GPU`` (``num_gpu`` 0 and neither CPUs nor memory) and ``zero duration``. Replayed with a flag (`infra.simulate.jobs.FLAGS`), as the trace's own
-simulator (Weng et al.'s, which submits every pod) counts them: ``running at trace end`` (a
-``Running`` pod deleted at the file's latest ``deletion_time``, the snapshot's end: it runs
-from ``scheduled_time`` to that end, cut short by the snapshot), and ``never scheduled`` (no
-``scheduled_time``: the README's ``Pending`` pods), submitted at ``creation_time`` for the
-time they waited (``deletion_time - creation_time``), their run time being unknown.
+Skipped: ``no GPU`` (``num_gpu`` 0 and neither CPUs nor memory) and ``zero duration``.
+Replayed with a flag (`infra.simulate.jobs.FLAGS`), as the trace's own simulator (Weng et
+al.'s, which submits every pod) counts them: ``running at trace end`` (a ``Running`` pod
+deleted at the file's latest ``deletion_time``, the snapshot's end: it runs from
+``scheduled_time`` to that end, cut short by the snapshot), and ``never scheduled`` (no
+``scheduled_time``: the README's ``Pending`` pods), submitted at ``creation_time`` for the time
+they waited (``deletion_time - creation_time``), their run time being unknown.
 """
 
 from __future__ import annotations
