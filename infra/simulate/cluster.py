@@ -19,18 +19,16 @@ import math
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from infra.simulate.jobs import MILLI_WHOLE, Job
-
-if TYPE_CHECKING:
-    from infra.simulate.fragment import FgdMeter
 
 __all__ = [
     "COMPUTE_SLICES",
     "PLACEMENTS",
     "Allocation",
     "Cluster",
+    "Fragmentation",
     "GroupIndex",
     "Node",
     "Option",
@@ -84,6 +82,17 @@ Option = tuple[Part, int]
 Scored = tuple[tuple[float, ...], Part]
 """A node's best option for a job and its score as a sort key, the lowest best
 (`infra.simulate.score`; memoised per node in `Cluster.memo` while the node is unchanged)."""
+
+
+class Fragmentation(Protocol):
+    """What the FGD placement reads of the replay's meter (`infra.simulate.fragment.FgdMeter`).
+
+    A protocol, so the cluster does not import the module that measures it.
+    """
+
+    def of(self, state: Any) -> float:
+        """FGD fragmentation of a node in ``state`` (`infra.simulate.fragment.State`)."""
+        ...
 
 
 def slices_needed(milli: int) -> int:
@@ -219,7 +228,7 @@ class Cluster:
         self.replicas = sorted({g.replicas for g in groups if g.replicas > 1})
         self.max_cpu = max((n.cpu_total for n in nodes), default=0)
         self.max_gpus = max((n.gpus for n in nodes), default=0)
-        self.fgd: FgdMeter | None = None  # the FGD placement's fragmentation (the replay's)
+        self.fgd: Fragmentation | None = None  # the FGD placement's fragmentation (the replay's)
         self.memo: dict[tuple[int, tuple[int, ...]], tuple[int, Scored | None]] = {}
         self.fits: dict[tuple[int, tuple[int, ...]], tuple[int, list[Option]]] = {}
         for node in self.nodes:
