@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit tools fuzz bench accuracy golden sandbox twin cluster-twin clean
+.PHONY: demo test lint typecheck unit tools fuzz bench accuracy golden sandbox twin slurm-replay cluster-twin clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -53,7 +53,7 @@ unit: $(STAMP) tools
 # systemd-nspawn, debootstrap, ipmi_sim and ipmitool, apt-cacher-ng, apt-ftparchive).
 # Installed as root with apt-get (CI); elsewhere those tests skip, saying why, and under
 # CI=true a missing tool fails them.
-TOOLS_PKGS := chromium:chromium slurmctld:slurmctld scontrol:slurm-client munged:munge opensm:opensm ibsim:ibsim-utils smpquery:infiniband-diags promtool:prometheus shellcheck:shellcheck \
+TOOLS_PKGS := chromium:chromium slurmctld:slurmctld slurmd:slurmd scontrol:slurm-client munged:munge opensm:opensm ibsim:ibsim-utils smpquery:infiniband-diags promtool:prometheus shellcheck:shellcheck \
 	systemd-nspawn:systemd-container debootstrap:debootstrap ipmi_sim:openipmi ipmitool:ipmitool \
 	apt-cacher-ng:apt-cacher-ng apt-ftparchive:apt-utils gpg:gnupg
 tools:
@@ -94,6 +94,11 @@ accuracy: $(STAMP)
 	{ $(BIN)/python -m infra.budget.calibration tests/data/nccl-measurements.yaml; echo; \
 	  $(BIN)/python -m infra.budget.accuracy_doc tests/data/training-measurements.yaml; echo; \
 	  $(BIN)/python -m infra.budget.band_table markdown $(MEASUREMENTS); } > docs/accuracy.md
+
+# railplan's Slurm model against real Slurm: slurmctld and one slurmd per node in network
+# namespaces replay two compressed traces (tests/slurm_replay; about half an hour, root only).
+slurm-replay: $(STAMP) tools
+	$(BIN)/python -m tests.slurm_replay --out slurm-replay.json
 
 # Regenerate the golden rendered trees under tests/golden/expected/ (review the diff, then commit).
 golden: $(STAMP)

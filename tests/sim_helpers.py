@@ -69,8 +69,9 @@ def replay(
     origin: float | None = None,
 ) -> tuple[Replay, SimResult]:
     """Run ``jobs`` on ``spec``'s plan; the finished replay and its result."""
-    plan = expand(spec, catalog())
-    run = cls(spec, plan, catalog(), trace_of(jobs, origin), policy or SimPolicy())
+    cat = catalog().with_shapes(spec)  # a spec's generic server shapes as catalog nodes
+    plan = expand(spec, cat)
+    run = cls(spec, plan, cat, trace_of(jobs, origin), policy or SimPolicy())
     run.run(quiet)
     return run, summarise(run)
 

@@ -118,3 +118,73 @@ def test_with_json_a_bad_row_is_the_errors_document(tmp_path: Path) -> None:
     assert result.returncode == 2
     (error,) = json.loads(result.stdout)["errors"]
     assert (error["file"], error["line"]) == (str(trace), 2)
+
+
+def test_jobs_csv_writes_every_jobs_outcome_and_placement_is_an_option(tmp_path: Path) -> None:
+    out = tmp_path / "jobs.csv"
+    result = run_cli(
+        "simulate",
+        str(SPEC),
+        "--trace",
+        str(_trace(tmp_path)),
+        "--jobs-csv",
+        str(out),
+        "--placement",
+        "random",
+        "--seed",
+        "5",
+        "-f",
+        "json",
+    )
+    assert result.returncode == 0, result.stderr
+    rows = out.read_text(encoding="utf-8").splitlines()
+    assert rows[0].startswith("id,line,tenant,priority,gpus,gpu_milli,flag,outcome,")
+    outcomes = {line.split(",")[0]: line.split(",")[7] for line in rows[1:]}
+    assert outcomes == {
+        "a": "finished",
+        "b": "finished",
+        "c": "finished",
+        "f": "finished",
+        "d": "never_ran",
+        "e": "never_ran",
+    }
+    doc = json.loads(result.stdout)
+    assert doc["outcomes"] == {"finished": 4, "never_ran": 2, "not_started": 0, "unfinished": 0}
+    bad = run_cli("simulate", str(SPEC), "--trace", str(out), "--placement", "worst-fit")
+    assert bad.returncode == 2
+
+
+SHAPED = """\
+name: shaped
+site: {management_cidr: 10.0.0.0/24, bmc_cidr: 10.1.0.0/24}
+node_groups:
+  - {name: t4, count: 2, shape: {gpus: 2, gpu: t4, cpus: 16, memory_gib: 64},
+     sharing: {strategy: time-slicing, replicas: 100}}
+"""
+
+
+def test_inflate_and_fgd_on_a_generic_shape(tmp_path: Path) -> None:
+    spec = tmp_path / "shaped.yaml"
+    spec.write_text(SHAPED, encoding="utf-8")
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "submit_s,duration_s,gpus,gpu_milli,cpu_milli,memory_mib\n"
+        "0,100,1,500,2000,4096\n1,100,1,1000,4000,8192\n2,100,0,0,8000,1024\n",
+        encoding="utf-8",
+    )
+    args = ("simulate", str(spec), "--trace", str(trace), "--format", "json", "--seed", "7")
+    result = run_cli(*args, "--placement", "fgd", "--inflate", "1.3")
+    assert result.returncode == 0, result.stderr
+    inflation = json.loads(result.stdout)["inflation"]
+    assert inflation["factor"] == 1.3 and inflation["requested_gpus"] <= 1.3 * 4
+    assert 0 < inflation["allocation"] <= 1.0
+    lint = run_cli("lint", str(spec))
+    assert lint.returncode == 1 and "generic server `shape`" in lint.stdout + lint.stderr
+
+
+def test_inflate_with_compare_mig_is_one_clear_error(tmp_path: Path) -> None:
+    trace = str(_trace(tmp_path))
+    result = run_cli("simulate", str(SPEC), "--trace", trace, "--inflate", "1.2", "--compare-mig")
+    assert result.returncode == 2
+    assert "--inflate and --compare-mig do not combine" in result.stderr
+    assert "Traceback" not in result.stderr

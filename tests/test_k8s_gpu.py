@@ -20,18 +20,23 @@ import pytest
 import yaml
 
 from infra.catalog import Catalog, load_catalog
+from infra.errors import SpecError
 from infra.k8s import HelmRelease, KubeObject
 from infra.k8s.gpu import (
     COUNTERS_CONFIGMAP,
     COUNTERS_KEY,
+    DEVICE_PLUGIN_CONFIGMAP,
+    DEVICE_PLUGIN_DEFAULT,
     GPU_NAMESPACE,
     MIG_CONFIGMAP,
     RDMA_NAMESPACE,
     counters_path,
+    device_plugin_configmap,
     gpu_stack,
     uses_mig,
 )
 from infra.k8s.monitoring import checkpoint_storage, exported_metrics, monitoring
+from infra.render.ansible import ansible_files
 from infra.spec import Spec, load_spec, load_spec_text
 from infra.topology import Plan, expand
 from infra.topology.migconfig import mig_parted_configs
@@ -233,6 +238,70 @@ def test_no_mig_no_mig_configmap() -> None:
     releases, objects = gpu_stack(spec, plan, _catalog())
     assert _release(releases, "gpu-operator").values["migManager"] == {"enabled": False}
     assert all(o["metadata"]["name"] != MIG_CONFIGMAP for o in objects)
+
+
+# --- GPU sharing ----------------------------------------------------------------------------
+
+
+def test_sharing_groups_get_a_device_plugin_config_each_and_validate(tmp_path: Path) -> None:
+    data = _lab_dict()
+    data["node_groups"][0]["sharing"] = {"strategy": "time-slicing", "replicas": 4}
+    spec, plan = _from_dict(data)
+    releases, objects = gpu_stack(spec, plan, _catalog())
+    values = _release(releases, "gpu-operator").values
+    assert values["devicePlugin"] == {
+        "config": {"name": DEVICE_PLUGIN_CONFIGMAP, "default": DEVICE_PLUGIN_DEFAULT}
+    }
+    configs = _object(objects, "ConfigMap", DEVICE_PLUGIN_CONFIGMAP)["data"]
+    assert set(configs) == {DEVICE_PLUGIN_DEFAULT, "train"}
+    train = yaml.safe_load(configs["train"])
+    assert train["sharing"] == {
+        "timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}
+    }
+    assert train["flags"] == {"migStrategy": "mixed"} and train["version"] == "v1"
+    assert "sharing" not in yaml.safe_load(configs[DEVICE_PLUGIN_DEFAULT])
+    result = _validate([*objects, _cluster_policy(values)], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_sharing_groups_servers_are_labelled_with_its_device_plugin_config() -> None:
+    data = _lab_dict()
+    data["node_groups"][0]["sharing"] = {"strategy": "time-slicing", "replicas": 4}
+    spec, plan = _from_dict(data)
+    files = ansible_files(spec, _catalog(), plan)
+    train = yaml.safe_load(files[f"inventories/{spec.name}/group_vars/train.yml"])
+    assert train["topology_labels_kubernetes_extra"] == {"nvidia.com/device-plugin.config": "train"}
+    infer = yaml.safe_load(files[f"inventories/{spec.name}/group_vars/infer.yml"])
+    assert "nvidia.com/device-plugin.config" not in infer["topology_labels_kubernetes_extra"]
+
+
+def test_mps_sharing_and_no_sharing_no_device_plugin_config() -> None:
+    data = _lab_dict()
+    data["node_groups"][0]["sharing"] = {"strategy": "mps", "replicas": 2}
+    spec, _ = _from_dict(data)
+    configs = device_plugin_configmap(spec)["data"]
+    assert yaml.safe_load(configs["train"])["sharing"] == {
+        "mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}
+    }
+    releases, objects = gpu_stack(*_example(ROOT / "examples" / "a100-lab-mig.yaml"), _catalog())
+    assert "devicePlugin" not in _release(releases, "gpu-operator").values
+    assert all(o["metadata"]["name"] != DEVICE_PLUGIN_CONFIGMAP for o in objects)
+
+
+def test_sharing_refused_with_mig_or_slurm() -> None:
+    data = _lab_dict()
+    data["node_groups"][1]["sharing"] = {"strategy": "mps", "replicas": 2}
+    with pytest.raises(SpecError, match="sharing` and MIG"):
+        _from_dict(data)
+    data = _lab_dict()
+    data["node_groups"][0]["sharing"] = {"strategy": "mps", "replicas": 1}
+    with pytest.raises(SpecError, match="at least 2"):
+        _from_dict(data)
+    data = _lab_dict()
+    data["node_groups"][0]["sharing"] = {"strategy": "mps", "replicas": 2}
+    data["scheduler"] = {"kind": "slurm"}
+    with pytest.raises(SpecError, match=r"device plugin's; with `scheduler\.kind: slurm`"):
+        _from_dict(data)
 
 
 # --- RDMA shared device plugin ---------------------------------------------------------------

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
 
+from infra.render.slurm_conf import slurm_files
 from infra.simulate.engine import STUCK_S, Replay
 from infra.simulate.policy import SimPolicy
-from tests.sim_helpers import group_spec, job, replay, starts
+from infra.spec import load_spec
+from infra.topology import expand
+from tests.conftest import ROOT
+from tests.sim_helpers import catalog, group_spec, job, replay, starts, trace_of
 
 NO_CHECKPOINT = SimPolicy(checkpoint_interval_s=0, preempt_retry_s=0)
 
@@ -46,7 +51,7 @@ def test_a_job_that_fits_an_su_stays_in_the_fullest_su_that_holds_it() -> None:
     jobs = [job("one", 0, 1000, 8), job("two", 1, 1000, 16), job("four", 2, 1000, 32)]
     run, _ = replay(spec, jobs, SimPolicy(horizon_s=10))
     sus = {
-        run.jobs[i].id: {run.cluster.nodes[n].su for n, _, _ in r.alloc}
+        run.jobs[i].id: {run.cluster.nodes[p.node].su for p in r.alloc}
         for i, r in run.running.items()
     }
     assert len(sus["two"]) == 1 and sus["two"] == sus["one"]  # best fit: 3 free beats 4
@@ -165,17 +170,21 @@ SLURM_POWER = "scheduler: {kind: slurm, power_saving: {suspend_time: 10m, resume
 
 
 def test_power_saving_turns_an_idle_node_off_and_a_job_waits_for_it_to_resume() -> None:
-    run, result = replay(group_spec(1, SLURM_POWER), [job("a", 0, 60, 8), job("b", 3600, 60, 8)])
-    assert starts(run) == {"a": 0.0, "b": 3900.0}
+    # n01 is the Slurm controller, which the rendered slurm.conf never suspends
+    # (SuspendExcNodes): only n02 powers off, 10 minutes after the start (a runs on n01), and
+    # the 16-GPU b waits 5 minutes for it to resume. Before, the simulator decided by group and
+    # powered n01 off too, saving about 2,940 node-seconds more than Slurm would. (Slurm's
+    # main scheduler passes over a submission a second later: a starts at 1; b is taken at
+    # 3600 by the backfill cycle due then, and starts its work at 3600 + 300.)
+    jobs = [job("a", 0, 60, 8), job("b", 3600, 60, 16)]
+    run, result = replay(group_spec(2, SLURM_POWER), jobs)
+    assert starts(run) == {"a": 1.0, "b": 3900.0}
     idle_kw = 6.5 * SimPolicy().idle_power_share  # catalog DGX A100 6.5 kW
-    assert result.energy_saved_kwh == pytest.approx(idle_kw * (3600 - 660) / 3600, abs=1e-3)
-    _, without = replay(
-        group_spec(1, SLURM_POWER),
-        [job("a", 0, 60, 8), job("b", 3600, 60, 8)],
-        SimPolicy(power_saving=False),
-    )
+    assert result.energy_saved_kwh == pytest.approx(idle_kw * (3600 - 600) / 3600, abs=1e-3)
+    assert run.power.eligible == [False, True]
+    _, without = replay(group_spec(2, SLURM_POWER), jobs, SimPolicy(power_saving=False))
     assert without.energy_saved_kwh == 0.0
-    assert without.queueing["t"].p99_s == 0.0
+    assert without.queueing["t"].p99_s == 1.0  # the main pass a second after submission
 
 
 def test_the_same_trace_and_spec_give_the_same_result() -> None:
@@ -203,16 +212,14 @@ def test_replay_stops_at_the_horizon() -> None:
 
 
 def test_a_job_that_never_fits_ends_the_replay_after_a_week_of_mig_changes() -> None:
-    # tenant a may borrow without limit, but b lends only 4 GPUs: 16 never fit; the daily
-    # MIG change would otherwise keep the replay going for ever
-    spec = group_spec(
-        2,
-        'mig_layouts: {small: {profiles: {"1g.10gb": 7}}}\n'
-        "scheduler:\n  mig_strategy: mixed\n  tenants:\n"
-        "    - {name: a, gpus: 8, borrowing_limit: null}\n"
-        "    - {name: b, gpus: 8, lending_limit: 4}\n",
-        SCHEDULE,
+    # the group is whole only after a change set for 30 February: the job passes the check
+    # before the replay (some state holds it) but never fits; the schedule's daily events
+    # would otherwise keep the replay going for ever
+    never = (
+        ", mig: small, mig_schedule: {timezone: UTC, drain_timeout: 10m, "
+        'changes: [{at: "0 1 30 2 *", mig: disabled}]}'
     )
+    spec = group_spec(2, 'mig_layouts: {small: {profiles: {"1g.10gb": 7}}}\n', never)
     run, result = replay(spec, [job("big", 0, 100, 16, tenant="a")])
     assert starts(run) == {"big": None}
     assert result.notes[-1] == "1 jobs had not started when the replay stopped"
@@ -242,3 +249,25 @@ def test_a_job_naming_alternative_models_runs_on_any_of_them() -> None:
     assert starts(run) == {"either": 0.0}
     (never,) = result.never_ran
     assert never.job == "neither" and "v100|t4" in never.reason
+
+
+def test_the_nodes_it_powers_off_are_those_the_rendered_slurm_files_let_slurm_power_off() -> None:
+    # The H100 SuperPOD example: the controller (SlurmctldHost) stays on, and the rendered
+    # bmc-hosts map lists exactly the servers Slurm's power programs may power off.
+    loaded = load_spec(str(ROOT / "examples" / "dgx-h100-superpod.yaml"))
+    spec, cat = loaded.spec, catalog()
+    plan = expand(spec, cat)
+    files = slurm_files(plan, spec, cat)
+    controller = re.search(r"^SlurmctldHost=(\S+)$", files["slurm.conf"], re.MULTILINE)
+    mapped = [line.split()[0] for line in files["bmc-hosts"].splitlines()[1:]]
+    run = Replay(spec, plan, cat, trace_of([]), SimPolicy())
+    eligible = [n.name for n, may in zip(run.cluster.nodes, run.power.eligible, strict=True) if may]
+    assert controller is not None and controller.group(1) not in eligible
+    assert eligible == mapped and len(eligible) == len(plan.servers) - 1
+
+
+def test_jobs_sharing_an_id_get_their_own_never_ran_verdict() -> None:
+    # Before, the verdict was keyed by id: the 8-GPU "d" was dropped with the 64-GPU one.
+    run, result = replay(group_spec(1), [job("d", 0, 10, 8), job("d", 0, 10, 64)])
+    assert [j.gpus for j in run.jobs] == [8]
+    assert [(n.job, n.line) for n in result.never_ran] == [("d", 3)]

@@ -16,9 +16,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.simulate.cluster import Allocation
+from infra.simulate.cluster import Allocation, held, least_held
 from infra.simulate.engine import Replay
 from infra.simulate.jobs import Job
+from infra.simulate.place import find
 from infra.simulate.policy import SimPolicy
 from tests.sim_helpers import group_spec, job, replay, starts
 
@@ -58,39 +59,47 @@ class Checked(Replay):
     def _start(self, index: int, alloc: Allocation) -> None:
         job = self.jobs[index]
         if job.fractional:
-            slices = [size for _, whole, size in alloc if size]
-            assert len(slices) == job.gpus or sum(w for _, w, _ in alloc) == job.gpus
+            slices = [p.slice for p in alloc if p.slice]
+            assert len(slices) == job.gpus or sum(p.whole for p in alloc) == job.gpus
         else:
-            assert sum(whole for _, whole, _ in alloc) >= job.gpus  # the whole gang
+            assert sum(p.whole for p in alloc) >= job.gpus  # the whole gang
         super()._start(index, alloc)
         assert self.alloc <= self.cluster.gpus + 1e-9
 
     def schedule(self) -> None:
         super().schedule()
         for key in list(self.queues.buckets):
-            if self._may_preempt(key):
+            if self.preemptor.may_preempt(key):
                 assert not self.could_preempt(self.queues.head(key)), "a head could preempt"
 
     def could_preempt(self, index: int) -> bool:
-        """Whether evicting every job ``index`` may evict would let it start (then undone)."""
+        """Whether evicting every job ``index`` may evict would let it start (then undone).
+
+        The engine's admission: what the job would hold where it lands fits the quota and,
+        when it reclaims from other tenants, keeps its tenant within its nominal quota.
+        """
         job, book = self.jobs[index], self.book
-        share = self._share_of(job)
-        reclaiming = book.within_quota(job.tenant, share)
-        victims = [
-            v
-            for v, run in self.running.items()
-            if book.may_evict(
-                job.tenant, self.rank[index], self.jobs[v].tenant, self.rank[v], reclaiming
-            )
-        ]
-        for v in victims:
-            self.cluster.give(self.running[v].alloc)
-            book.add(self.jobs[v].tenant, -self.running[v].share)
-        fits = book.admits(job.tenant, share) and self.cluster.find(job) is not None
-        for v in victims:
-            self.cluster.take(self.running[v].alloc)
-            book.add(self.jobs[v].tenant, self.running[v].share)
-        return fits
+        for reclaiming in {book.within_quota(job.tenant, least_held(job)), False}:
+            victims = [
+                v
+                for v in self.running
+                if book.may_evict(
+                    job.tenant, self.rank[index], self.jobs[v].tenant, self.rank[v], reclaiming
+                )
+            ]
+            for v in victims:
+                self.cluster.give(self.running[v].alloc)
+                book.add(self.jobs[v].tenant, -self.running[v].share)
+            alloc = find(self.cluster, job)
+            share = held(alloc) if alloc is not None else 0.0
+            fits = alloc is not None and book.admits(job.tenant, share)
+            fits = fits and (not reclaiming or book.within_quota(job.tenant, share))
+            for v in victims:
+                self.cluster.take(self.running[v].alloc)
+                book.add(self.jobs[v].tenant, self.running[v].share)
+            if fits:
+                return True
+        return False
 
 
 @settings(max_examples=60, deadline=None)

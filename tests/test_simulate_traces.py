@@ -38,6 +38,7 @@ openb-pod-0040,8000,16384,0,0,,LS,Succeeded,100,200,100
 openb-pod-0041,8000,16384,1,1000,,LS,Pending,100,12000000,
 openb-pod-0042,8000,16384,2,1000,,Guaranteed,Running,500,12000000,600
 openb-pod-0043,8000,16384,1,1000,,Guaranteed,Failed,700,800,800
+openb-pod-0044,0,0,0,0,,LS,Succeeded,100,200,100
 """
 
 HELIOS = """\
@@ -129,14 +130,33 @@ def test_alibaba_v2023_fields_map_by_value() -> None:
 
 def test_alibaba_v2023_skips_each_reason_once() -> None:
     trace = trace_from_text(ALIBABA, "openb.csv")
-    assert trace.rows == 7
-    assert trace.used == 3
-    assert trace.skipped == {
+    assert trace.rows == 8
+    assert trace.used == 6
+    assert trace.skipped == {"no GPU": 1, "zero duration": 1}
+
+
+def test_alibaba_v2023_a_pod_of_no_gpu_that_asks_cpus_is_a_cpu_only_job() -> None:
+    # Weng et al.'s simulator places CPU-only pods too: they take CPUs GPU pods then lack
+    cpu_only = by_id(ALIBABA)["openb-pod-0040"]
+    assert (cpu_only.gpus, cpu_only.cpu_milli, cpu_only.memory_mib) == (0, 8000, 16384)  # type: ignore[attr-defined]
+    assert not cpu_only.fractional  # type: ignore[attr-defined]
+
+
+def test_alibaba_v2023_replays_pods_the_snapshot_cut_and_pending_pods_flagged() -> None:
+    # Before, both were skipped: the running pod's 11.4 M GPU-seconds and the pending pod
+    # were missing from the replay. Weng et al.'s simulator submits every pod.
+    jobs = by_id(ALIBABA)
+    running = jobs["openb-pod-0042"]
+    assert (running.submit_s, running.duration_s, running.gpus) == (500.0, 12000000 - 600, 2)  # type: ignore[attr-defined]
+    assert running.flag == "running at trace end"  # type: ignore[attr-defined]
+    pending = jobs["openb-pod-0041"]
+    assert (pending.submit_s, pending.duration_s) == (100.0, 12000000 - 100)  # type: ignore[attr-defined]
+    assert pending.flag == "never scheduled"  # type: ignore[attr-defined]
+    assert trace_from_text(ALIBABA, "openb.csv").flagged() == {
         "never scheduled": 1,
-        "no GPU": 1,
         "running at trace end": 1,
-        "zero duration": 1,
     }
+    assert jobs["openb-pod-0022"].flag == ""  # type: ignore[attr-defined]  # Running, not at the end
 
 
 def test_alibaba_v2023_gpu_map_renames_every_alternative() -> None:
@@ -218,14 +238,20 @@ def test_helios_bad_date_is_located() -> None:
 # --- Philly ------------------------------------------------------------------------------
 
 
-def test_philly_last_attempt_gpus_duration_and_pacific_dates() -> None:
+def test_philly_every_attempt_gpus_duration_and_pacific_dates() -> None:
     trace = trace_from_text(json.dumps(PHILLY, indent=2), "cluster_job_log")
     assert trace.format == "philly"
     pacific_pdt = timezone(timedelta(hours=-7))
     assert trace.origin_unix_s == datetime(2017, 10, 7, 1, 11, 39, tzinfo=pacific_pdt).timestamp()
-    first, failed = trace.jobs
+    earlier, first, failed = trace.jobs
+    # the first attempt held 8 GPUs for 74 s before the restart: it counts too (before, only
+    # the last attempt was replayed)
+    assert (earlier.id, earlier.submit_s, earlier.duration_s, earlier.gpus) == (
+        "application_1506638472019_14199#1", 0.0, 74.0, 8,
+    )  # fmt: skip
+    assert earlier.flag == "earlier attempt" and first.flag == ""
     assert (first.id, first.submit_s, first.gpus, first.tenant) == (
-        "application_1506638472019_14199", 0.0, 12, "ee9e8c",
+        "application_1506638472019_14199", 111.0, 12, "ee9e8c",
     )  # fmt: skip
     last_start = datetime(2017, 10, 7, 1, 13, 30)
     last_end = datetime(2017, 10, 9, 6, 53, 12)
@@ -233,15 +259,15 @@ def test_philly_last_attempt_gpus_duration_and_pacific_dates() -> None:
     assert (failed.id, failed.submit_s, failed.duration_s, failed.gpus) == (
         "app_4", 6501.0, 600.0, 2,
     )  # fmt: skip
-    assert trace.rows == 4
+    assert (trace.rows, trace.used) == (4, 2)  # rows are entries: 2 used + 2 skipped
     assert trace.skipped == {"never started": 1, "running at trace end": 1}
 
 
 def test_philly_entries_carry_their_line() -> None:
     trace = trace_from_text(json.dumps(PHILLY, indent=2), "cluster_job_log")
     text = json.dumps(PHILLY, indent=2).splitlines()
-    assert text[trace.jobs[1].line - 1].strip() == "{"
-    assert '"app_4"' in "\n".join(text[trace.jobs[1].line - 1 : trace.jobs[1].line + 3])
+    assert text[trace.jobs[2].line - 1].strip() == "{"
+    assert '"app_4"' in "\n".join(text[trace.jobs[2].line - 1 : trace.jobs[2].line + 3])
 
 
 def test_philly_bad_json_is_located() -> None:
@@ -274,8 +300,35 @@ def test_pai_task_table_is_recognised_without_header() -> None:
     assert (jobs["job2"].submit_s, jobs["job2"].duration_s) == (120.0, 880.0)
     assert (jobs["job3"].gpus, jobs["job3"].milli) == (2, 1000)
     assert all(job.tenant == "default" for job in trace.jobs)
-    assert trace.rows == 6
+    # rows are task rows, used and skipped alike (before, used counted 3 jobs and skipped 3
+    # rows, so 6 rows read as 3 + 3 by luck: job2's two rows are one used, one skipped)
+    assert (trace.rows, trace.used, len(trace.jobs)) == (6, 3, 3)
     assert trace.skipped == {"no GPU": 2, "running at trace end": 1}
+
+
+def test_pai_used_counts_task_rows_so_rows_add_up() -> None:
+    # job9 has two GPU task rows: 3 rows, 1 job, 3 used (before: 1 used, 3 rows)
+    text = PAI_TASKS + "job9,worker,2,Terminated,10,70,400,10,100,V100\n"
+    text += "job9,chief,1,Terminated,10,80,400,10,100,V100\njob9,ps,1,Terminated,10,80,400,10,0,\n"
+    trace = trace_from_text(text, "pai_task_table.csv")
+    assert (trace.rows, trace.used, len(trace.jobs)) == (9, 5, 4)
+    assert trace.used + sum(trace.skipped.values()) == trace.rows
+
+
+def test_duplicate_ids_are_an_error_in_railplan_csv_and_renamed_in_published_traces() -> None:
+    text = "id,submit_s,duration_s,gpus\nj,0,10,1\nk,0,10,1\nj,5,10,2\n"
+    with pytest.raises(TraceError) as caught:
+        trace_from_text(text, "t.csv")
+    assert caught.value.message == "job id 'j' repeats the id of line 2"
+    assert caught.value.position is not None and caught.value.position.line == 4
+    twice = ALIBABA.replace("openb-pod-0043", "openb-pod-0017")
+    ids = sorted(j.id for j in trace_from_text(twice, "openb.csv").jobs)
+    assert "openb-pod-0017" in ids and "openb-pod-0017@8" not in ids  # 0043 ran no time
+    twice = ALIBABA.replace("openb-pod-0035", "openb-pod-0017")
+    assert {j.id for j in trace_from_text(twice, "openb.csv").jobs} >= {
+        "openb-pod-0017",
+        "openb-pod-0017@4",
+    }
 
 
 def test_pai_reads_the_job_table_beside_the_task_table(tmp_path: Path) -> None:
@@ -378,10 +431,7 @@ def test_fuzz_csv_readers_raise_only_trace_errors(text: str) -> None:
         trace = trace_from_text(text, "fuzz.csv")
     except TraceError:
         return
-    if trace.format == "pai-task":  # rows are tasks, grouped into jobs
-        assert trace.used + sum(trace.skipped.values()) <= trace.rows
-    else:
-        assert trace.used + sum(trace.skipped.values()) == trace.rows
+    assert trace.used + sum(trace.skipped.values()) == trace.rows  # one unit: rows
     for job in trace.jobs:
         assert job.gpus >= 1 and job.duration_s > 0 and 1 <= job.milli <= 1000
 

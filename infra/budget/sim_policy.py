@@ -11,6 +11,7 @@ must not import the budget stage (the utilisation budgets import the simulator).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from infra.budget.storage import checkpoint_estimate
 from infra.catalog import Catalog
@@ -22,15 +23,18 @@ from infra.topology.model import Plan
 __all__ = ["sim_policy"]
 
 
-def sim_policy(spec: Spec, catalog: Catalog, plan: Plan, *, seed: int = 0) -> SimPolicy:
+def sim_policy(
+    spec: Spec, catalog: Catalog, plan: Plan, *, seed: int = 0, placement: str | None = None
+) -> SimPolicy:
     """The `SimPolicy` of a replay of ``spec``: checkpoint write time from its budget, if any."""
+    base = SimPolicy(seed=seed, placement=placement)
     entry = next((b for b in spec.budgets if isinstance(b, CheckpointEntry)), None)
     if entry is None:
-        return SimPolicy(seed=seed)
+        return base
     try:
         seconds = checkpoint_estimate(entry.checkpoint.bytes, spec, catalog, plan).seconds
     except ValueError:
-        return SimPolicy(seed=seed)
+        return base
     if not math.isfinite(seconds):
-        return SimPolicy(seed=seed)
-    return SimPolicy(checkpoint_write_s=round(seconds, 3), seed=seed)
+        return base
+    return replace(base, checkpoint_write_s=round(seconds, 3))

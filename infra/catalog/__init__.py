@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from infra.catalog.models import Catalog, Gpu, Host, MigProfile, MigSpec, Node, Precision, Switch
 from infra.errors import CatalogError
+from infra.spec import Spec
 
 __all__ = [
     "Catalog",
@@ -30,6 +31,7 @@ __all__ = [
     "Node",
     "Precision",
     "Switch",
+    "catalog_for",
     "load_catalog",
 ]
 
@@ -76,4 +78,12 @@ def load_catalog() -> Catalog:
     except ValidationError as exc:  # pragma: no cover - guarded by tests on the shipped data
         raise CatalogError(f"bundled catalog is invalid: {exc}") from exc
     _check_references(cat)
+    return cat
+
+
+def catalog_for(*specs: Spec) -> Catalog:
+    """The bundled catalog as ``specs`` see it: with a `generic` node per spec `shape`."""
+    cat = load_catalog()
+    for spec in specs:
+        cat = cat.with_shapes(spec)
     return cat

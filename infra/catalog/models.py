@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from infra.spec.base import Precision
+from infra.spec.models import NodeShape, Spec
 
 __all__ = [
     "Catalog",
@@ -158,8 +159,10 @@ class Node(_Strict):
     """A GPU server or cloud instance type."""
 
     name: str
-    kind: Literal["dgx", "hgx", "cloud"]
-    gpu: str = Field(description="Catalog GPU id.")
+    kind: Literal["dgx", "hgx", "cloud", "generic"] = Field(
+        description="`generic`: a spec's `shape` (`Catalog.with_shapes`), no catalog facts."
+    )
+    gpu: str = Field(description="Catalog GPU id (a generic shape's: its label).")
     gpus: int = Field(ge=1)
     nvswitches: int = Field(ge=0, description="NVSwitch chips on the baseboard; 0 = none.")
     compute_nics: int = Field(ge=0, description="Compute-fabric ports (rails).")
@@ -276,3 +279,45 @@ class Catalog(_Strict):
     def node_gpu(self, node_id: str) -> Gpu:
         """Return the GPU model of catalog node ``node_id`` (which must exist)."""
         return self.gpus[self.nodes[node_id].gpu]
+
+    def with_shapes(self, spec: Spec) -> Catalog:
+        """This catalog plus a `generic` node for each distinct `shape` of ``spec``.
+
+        A shape's numbers are the spec's, not sourced facts: the node has its GPUs, CPUs and
+        memory and nothing else (no NICs, rack units or power: planned like a cloud
+        instance, unracked). Without shapes, this catalog itself.
+        """
+        shapes = {g.shape.node_id: g.shape for g in spec.node_groups if g.shape is not None}
+        if not shapes:
+            return self
+        nodes = dict(self.nodes)
+        for node_id, shape in shapes.items():
+            nodes[node_id] = generic_node(shape)
+        return self.model_copy(update={"nodes": nodes})
+
+
+def generic_node(shape: NodeShape) -> Node:
+    """The catalog view of a spec's generic server `shape` (`Catalog.with_shapes`)."""
+    return Node(
+        name=f"generic server, {shape.gpus} x {shape.gpu}",
+        kind="generic",
+        gpu=shape.gpu,
+        gpus=shape.gpus,
+        nvswitches=0,
+        compute_nics=0,
+        compute_nic_gbps=0,
+        compute_nic_model="",
+        cpu="intel",  # unknown; only the performance model reads it, and refuses generic
+        storage_nic_ports=0,
+        storage_nic_gbps=0,
+        max_power_kw=0,
+        rack_units=0,
+        host=Host(
+            sockets=1,
+            cores_per_socket=shape.cpus,
+            threads_per_core=1,
+            numa_nodes=1,
+            memory_gib=shape.memory_gib,
+        ),
+        sources={},
+    )

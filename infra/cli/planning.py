@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from infra.catalog import load_catalog
+from infra.catalog import catalog_for
 from infra.cli.common import (
     EXIT_FAILED,
     Format,
@@ -96,14 +96,14 @@ def plan(
     with _progress_bar() as bar:
         planned = _plan_or_fail(loaded, bar.task("plan"))
     _say(plan_json(planned) if output_format is Format.JSON else plan_text(planned))
-    broken = rack_budget_findings(loaded, load_catalog(), planned)
+    broken = rack_budget_findings(loaded, catalog_for(loaded.spec), planned)
     if broken:
         sys.stderr.write(format_text(broken))
         raise typer.Exit(EXIT_FAILED)
     if cabling is not None:
         _write_output(cabling, cabling_csv(planned))
     if bom is not None:
-        _write_output(bom, bom_csv(planned, load_catalog()))
+        _write_output(bom, bom_csv(planned, catalog_for(loaded.spec)))
     if hosts is not None:
         _write_output(hosts, hosts_csv(planned))
 
@@ -111,7 +111,7 @@ def plan(
 def _planned_or_raise(loaded: LoadedSpec, progress: ProgressFn = quiet) -> Plan:
     """Expand a loaded spec; a PlanError is located in the spec and raised."""
     try:
-        return expand(loaded.spec, load_catalog(), progress)
+        return expand(loaded.spec, catalog_for(loaded.spec), progress)
     except PlanError as exc:
         exc.file = loaded.file
         exc.position = loaded.source.position(exc.path)

@@ -13,13 +13,15 @@ a `--compare-mig` spec without MIG.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
+from enum import StrEnum
 from typing import Annotated
 
 import typer
 
 from infra.budget.sim_policy import sim_policy
-from infra.catalog import Catalog, load_catalog
-from infra.cli.common import Format, _load_spec, _say, app
+from infra.catalog import Catalog, catalog_for
+from infra.cli.common import Format, _load_spec, _say, _write_output, app
 from infra.cli.planning import _plan_or_fail
 from infra.cli.progress_bar import _progress_bar, _ProgressBar
 from infra.errors import InputError
@@ -33,6 +35,16 @@ from infra.simulate.traces import read_trace
 from infra.simulate.variants import mig_variants, split_groups
 from infra.spec import LoadedSpec, Spec
 from infra.topology import Plan, expand
+
+
+class Placement(StrEnum):
+    """`--placement`: `infra.simulate.cluster.PLACEMENTS`."""
+
+    BEST_FIT = "best-fit"
+    FIRST_FIT = "first-fit"
+    RANDOM = "random"
+    PACKING = "packing"
+    FGD = "fgd"
 
 
 def _gpu_map(pairs: list[str]) -> dict[str, str]:
@@ -59,6 +71,28 @@ def simulate(
         list[str] | None,
         typer.Option("--map-gpu", help="Rename a trace GPU model to a catalog id (SRC=ID)."),
     ] = None,
+    placement: Annotated[
+        Placement | None,
+        typer.Option(
+            help="How a job picks its nodes (random and score ties use --seed); default: the "
+            "scheduler's own, best-fit for Kubernetes, first-fit for Slurm."
+        ),
+    ] = None,
+    inflate: Annotated[
+        float | None,
+        typer.Option(
+            "--inflate",
+            min=0.01,
+            max=100.0,
+            help="Draw jobs from the trace until they ask for F times the cluster's GPUs, "
+            "nothing departing (the FGD paper's inflation): how full does the cluster get?",
+            metavar="F",
+        ),
+    ] = None,
+    jobs_csv: Annotated[
+        str | None,
+        typer.Option("--jobs-csv", help="Write every job's outcome, start, end and JCT (CSV)."),
+    ] = None,
     compare_mig: Annotated[
         bool,
         typer.Option(
@@ -72,21 +106,37 @@ def simulate(
     mapping = _gpu_map(map_gpu or [])
     loaded = _load_spec(spec)
     jobs = read_trace(trace, gpu_map=mapping)
-    catalog = load_catalog()
+    catalog = catalog_for(loaded.spec)
+    if compare_mig and inflate is not None:
+        raise InputError(
+            "--inflate and --compare-mig do not combine",
+            path="--inflate",
+            hint="inflate one cluster at a time: drop --compare-mig",
+        )
     if compare_mig:
-        _compare(loaded, catalog, jobs, output_format, seed)
+        _compare(loaded, catalog, jobs, output_format, seed, placement and placement.value)
         return
     with _progress_bar() as bar:
         planned = _plan_or_fail(loaded, bar.task("plan"))
-        policy = sim_policy(loaded.spec, catalog, planned, seed=seed)
+        policy = sim_policy(
+            loaded.spec, catalog, planned, seed=seed, placement=placement and placement.value
+        )
+        policy = replace(policy, inflate=inflate)
         result = replay(
             loaded.spec, planned, catalog, jobs, policy=policy, progress=bar.task("simulate")
         )
+    if jobs_csv is not None and result.job_table is not None:
+        _write_output(jobs_csv, result.job_table.csv())
     _say(result_json(result) if output_format is Format.JSON else result_text(result))
 
 
 def _compare(
-    loaded: LoadedSpec, catalog: Catalog, jobs: Trace, output_format: Format, seed: int
+    loaded: LoadedSpec,
+    catalog: Catalog,
+    jobs: Trace,
+    output_format: Format,
+    seed: int,
+    placement: str | None,
 ) -> None:
     """`simulate --compare-mig`: the trace on each MIG variant, side by side."""
     variants = mig_variants(loaded.spec, catalog)
@@ -101,7 +151,7 @@ def _compare(
         plan = _plan_or_fail(loaded, bar.task("plan"))
 
         def run(variant: Spec, planned: Plan, progress: ProgressFn) -> SimResult:
-            policy = sim_policy(variant, catalog, planned, seed=seed)
+            policy = sim_policy(variant, catalog, planned, seed=seed, placement=placement)
             return replay(variant, planned, catalog, jobs, policy=policy, progress=progress)
 
         results = replay_variants(variants, catalog, bar, (loaded.spec, plan), run)

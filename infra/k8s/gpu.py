@@ -5,7 +5,10 @@ Owns what railplan puts on Kubernetes so pods see GPUs, MIG devices and InfiniBa
 * the NVIDIA GPU Operator release (``gpu-operator`` namespace) with minimal values: the
   driver stays Ansible's, the MIG manager reads railplan's mig-parted configs, and
   dcgm-exporter exports the same counters file as the Ansible ``dcgm`` role;
-* the ConfigMaps those values name (``railplan-mig-parted``, ``railplan-dcgm-counters``);
+* the ConfigMaps those values name (``railplan-mig-parted``, ``railplan-dcgm-counters``,
+  and with GPU `sharing` ``railplan-device-plugin``: one device-plugin config per sharing
+  group, time-slicing or MPS replicas, selected by the node label
+  ``nvidia.com/device-plugin.config`` the Ansible inventory gives the group's servers);
 * the RDMA shared device plugin (``rdma-device-plugin`` namespace: a ConfigMap and a
   DaemonSet, built-in kinds) when the plan has InfiniBand HCAs, so pods get the HCAs as
   ``rdma/rdma_shared_device_ib`` for GPUDirect RDMA. Not through the NVIDIA Network
@@ -27,13 +30,16 @@ import yaml
 from infra.catalog import Catalog
 from infra.k8s.objects import HelmRelease, KubeObject, kube_object
 from infra.project_data import roles_dir
-from infra.spec import Spec
+from infra.spec import GpuSharing, NodeGroup, Spec
 from infra.topology.migconfig import DISABLED, mig_parted_configs
 from infra.topology.model import Plan
 
 __all__ = [
     "COUNTERS_CONFIGMAP",
     "COUNTERS_KEY",
+    "DEVICE_PLUGIN_CONFIGMAP",
+    "DEVICE_PLUGIN_DEFAULT",
+    "DEVICE_PLUGIN_LABEL",
     "GPU_NAMESPACE",
     "GPU_OPERATOR_VERSION",
     "MIG_CONFIGMAP",
@@ -42,6 +48,7 @@ __all__ = [
     "RDMA_RESOURCE",
     "counters_csv",
     "counters_path",
+    "device_plugin_configmap",
     "gpu_stack",
     "infiniband_hcas",
     "uses_mig",
@@ -61,6 +68,14 @@ RDMA_NAMESPACE = "rdma-device-plugin"
 MIG_CONFIGMAP = "railplan-mig-parted"
 MIG_CONFIG_KEY = "config.yaml"  # the key the MIG manager reads (peers.md §4.1)
 COUNTERS_CONFIGMAP = "railplan-dcgm-counters"
+DEVICE_PLUGIN_CONFIGMAP = "railplan-device-plugin"
+# The config a GPU node without the label below gets (the operator's devicePlugin.config.
+# default); the sharing groups' configs are named as the groups, which cannot clash with it
+# (group names are lowercase letters, digits and `_`).
+DEVICE_PLUGIN_DEFAULT = "default"
+# The node label the GPU Operator's device plugin reads its config's name from (NVIDIA GPU
+# Operator docs, "Time-Slicing GPUs in Kubernetes").
+DEVICE_PLUGIN_LABEL = "nvidia.com/device-plugin.config"
 # The ClusterPolicy CRD describes dcgmExporter.config.name as "ConfigMap name with file
 # dcgm-metrics.csv", and the operator then sets DCGM_EXPORTER_COLLECTORS to
 # /etc/dcgm-exporter/dcgm-metrics.csv (gpu-operator's DCGM exporter state tests).
@@ -106,6 +121,8 @@ def gpu_stack(
     if uses_mig(plan):
         objects.append(mig_configmap(spec))
     objects.append(counters_configmap(spec))
+    if _sharing_groups(spec):
+        objects.append(device_plugin_configmap(spec))
     if infiniband_hcas(plan):
         objects += rdma_device_plugin(spec, plan)
     return releases, objects
@@ -148,6 +165,7 @@ def gpu_operator_values(spec: Spec, plan: Plan) -> dict[str, Any]:
         # How MIG devices are advertised (none|single|mixed), as the spec says.
         "mig": {"strategy": spec.scheduler.mig_strategy},
         "migManager": _mig_manager_values(plan),
+        **_device_plugin_values(spec),
         # No standalone nv-hostengine pod: dcgm-exporter embeds its own host engine.
         "dcgm": {"enabled": False},
         "dcgmExporter": {
@@ -175,6 +193,41 @@ def _mig_manager_values(plan: Plan) -> dict[str, Any]:
         # Bare-metal GPUs change MIG mode with a GPU reset; no node reboot.
         "env": [{"name": "WITH_REBOOT", "value": "false"}],
     }
+
+
+def _sharing_groups(spec: Spec) -> list[NodeGroup]:
+    return [group for group in spec.node_groups if group.sharing is not None]
+
+
+def _device_plugin_values(spec: Spec) -> dict[str, Any]:
+    """With GPU sharing: the device plugin reads railplan's configs (else its defaults)."""
+    if not _sharing_groups(spec):
+        return {}
+    config = {"name": DEVICE_PLUGIN_CONFIGMAP, "default": DEVICE_PLUGIN_DEFAULT}
+    return {"devicePlugin": {"config": config}}
+
+
+def _device_plugin_config(spec: Spec, sharing: GpuSharing | None) -> str:
+    """One device-plugin config file (k8s-device-plugin ``version: v1``)."""
+    config: dict[str, Any] = {
+        "version": "v1",
+        "flags": {"migStrategy": spec.scheduler.mig_strategy},
+    }
+    if sharing is not None:
+        kind = "timeSlicing" if sharing.strategy == "time-slicing" else "mps"
+        resources = [{"name": "nvidia.com/gpu", "replicas": sharing.replicas}]
+        config["sharing"] = {kind: {"resources": resources}}
+    return yaml.safe_dump(config, sort_keys=True)
+
+
+def device_plugin_configmap(spec: Spec) -> KubeObject:
+    """The device plugin's configs: unshared GPUs by default, one per sharing group."""
+    data = {DEVICE_PLUGIN_DEFAULT: _device_plugin_config(spec, None)}
+    for group in _sharing_groups(spec):
+        data[group.name] = _device_plugin_config(spec, group.sharing)
+    return kube_object(
+        "v1", "ConfigMap", DEVICE_PLUGIN_CONFIGMAP, spec, namespace=GPU_NAMESPACE, data=data
+    )
 
 
 def mig_configmap(spec: Spec) -> KubeObject:

@@ -28,6 +28,7 @@ from infra.catalog import Catalog
 from infra.catalog.distro_slurm import needs_legacy_cgroups
 from infra.catalog.drivers import KernelModules, kernel_modules_for
 from infra.catalog.models import Gpu
+from infra.k8s.gpu import DEVICE_PLUGIN_LABEL
 from infra.render.nccl_env import nccl_conf
 from infra.render.opensm import guid_files, sm_hosts
 from infra.render.templating import render_template
@@ -320,6 +321,10 @@ def _node_group_vars(spec: Spec, catalog: Catalog, plan: Plan, group: NodeGroup)
             }
             # ...so the host's own MIG manager must not apply or re-apply it at boot.
             values["mig_manager_owner"] = "gpu_operator"
+    if group.sharing is not None and spec.scheduler.kind == "kubernetes":
+        # The GPU Operator's device plugin shares the group's GPUs as the config of this
+        # name says (infra.k8s.gpu; a group with sharing is never MIG-split).
+        values["topology_labels_kubernetes_extra"] = {DEVICE_PLUGIN_LABEL: group.name}
     return values
 
 

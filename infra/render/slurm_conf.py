@@ -27,6 +27,7 @@ from infra.render.slurm_power import BMC_HOSTS, bmc_hosts, power_saving_lines
 from infra.spec import Spec
 from infra.topology.control import controller_host
 from infra.topology.model import Plan
+from infra.topology.slurm_sched import PROLOG_FAILURE, SCHEDULER_TYPE, backfill_of
 
 __all__ = [
     "CONF_DIR",
@@ -39,9 +40,6 @@ __all__ = [
 
 CONF_DIR = "/etc/slurm"  # Debian's and RHEL's (OpenHPC's) slurm.conf directory
 HEALTH_SCRIPT = f"{CONF_DIR}/railplan-gpu-health.sh"  # installed by the slurm role
-# Without it Slurm holds a job whose Prolog failed (Reason=launch_failed_requeued_held) until
-# someone releases it; the cluster twin's prolog scenario showed the job waiting for ever.
-PROLOG_FAILURE = "nohold_on_prolog_fail"
 
 
 def _partitions(plan: Plan, spec: Spec, catalog: Catalog) -> list[str]:
@@ -89,7 +87,8 @@ def slurm_conf(plan: Plan, spec: Spec, catalog: Catalog) -> str:
         "SlurmdDebug=info",
         "ProctrackType=proctrack/cgroup",
         "TaskPlugin=task/cgroup,task/affinity",
-        f"SchedulerParameters={PROLOG_FAILURE}",
+        f"SchedulerType={SCHEDULER_TYPE}",
+        f"SchedulerParameters={backfill_of(spec).scheduler_parameters()}",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
         "GresTypes=gpu",

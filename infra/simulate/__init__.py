@@ -4,7 +4,8 @@
 `synthetic` draws seeded traces from a published trace's measured distributions; the
 engine replays them against the plan with the scheduler the spec renders (gang admission,
 topology-aware placement, tenant quotas with borrowing and reclaim, priority preemption, MIG
-schedules, Slurm power saving) and returns the figures `railplan simulate` prints.
+schedules, Slurm's main scheduler and backfill, Slurm power saving) and returns the figures
+`railplan simulate` prints, per job too.
 """
 
 from infra.simulate.jobs import MILLI_WHOLE, Job, Trace

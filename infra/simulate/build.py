@@ -5,7 +5,10 @@ server's group and SU; a server outside any SU counts as one SU per group, as wi
 compute fabric the whole group is one rolling batch). A node's layout comes from the group's
 MIG state: unsplit GPUs are whole, split ones contribute their instances per compute size
 (``1g.10gb`` x 7 gives seven slices of size 1; a ``<C>c.`` compute-instance name counts
-slices of ``C``).
+slices of ``C``). A group with GPU `sharing` gives each GPU its replicas. CPUs and memory
+are the catalog node's host (logical CPUs, installed memory: the little the OS keeps is
+not taken off) or the spec's generic shape; ``catalog`` must be the spec's view
+(`Catalog.with_shapes`) when the spec has shapes.
 """
 
 from __future__ import annotations
@@ -18,7 +21,12 @@ from infra.simulate.cluster import Cluster, GroupIndex, Node, slice_sizes
 from infra.spec import Spec
 from infra.topology.model import MigState, Plan
 
-__all__ = ["build_cluster", "node_layout"]
+__all__ = ["CPU_MILLI", "MIB_PER_GIB", "build_cluster", "node_layout"]
+
+CPU_MILLI = 1000
+"""Thousandths of a CPU in one logical CPU (Kubernetes' ``1000m``; the trace unit)."""
+
+MIB_PER_GIB = 1024
 
 
 def node_layout(state: MigState, spec: Spec) -> tuple[int, dict[int, int]]:
@@ -49,28 +57,32 @@ def build_cluster(spec: Spec, plan: Plan, catalog: Catalog) -> Cluster:
     su_pod = {i: su.pod or 0 for i, su in enumerate(plan.sus)}
     loose = {name: len(plan.sus) + k for k, name in enumerate(plan.groups)}  # SU-less servers
     su_pod.update({i: -1 for i in loose.values()})
+    replicas = _replicas(spec)
     nodes: list[Node] = []
     for server in plan.servers:
         group = plan.groups[server.group]
         whole, slices = node_layout(group.mig.now, spec)
         su = su_index[server.su] if server.su is not None else loose[server.group]
-        nodes.append(
-            Node(
-                len(nodes),
-                server.name,
-                server.group,
-                su,
-                su_pod[su],
-                group.gpus,
-                whole,
-                whole,
-                dict(slices),
-                dict(slices),
-            )
-        )
-    return Cluster(
-        nodes, [_group_index(name, nodes, plan, catalog, su_pod) for name in plan.groups]
-    )
+        host = catalog.nodes[group.node].host
+        share = replicas.get(server.group, 1)
+        cpu, mem = host.cpus * CPU_MILLI, host.memory_gib * MIB_PER_GIB
+        node = Node(len(nodes), server.name, server.group, su, su_pod[su], group.gpus)
+        node.whole_total = node.whole_free = whole
+        node.slices_total, node.slices_free = dict(slices), dict(slices)
+        node.cpu_total = node.cpu_free = cpu
+        node.mem_total = node.mem_free = mem
+        if share > 1:
+            node.replicas, node.shared = share, [share] * group.gpus
+        nodes.append(node)
+    groups = [_group_index(name, nodes, plan, catalog, su_pod) for name in plan.groups]
+    for g in groups:
+        g.replicas = replicas.get(g.name, 1)
+    return Cluster(nodes, groups)
+
+
+def _replicas(spec: Spec) -> dict[str, int]:
+    """Replicas per GPU of each group that shares its GPUs."""
+    return {g.name: g.sharing.replicas for g in spec.node_groups if g.sharing is not None}
 
 
 def _group_index(
@@ -91,4 +103,5 @@ def _group_index(
         {},
         sus,
         {su: su_pod[su] for su in sus},
+        members=[n.index for n in mine],
     )

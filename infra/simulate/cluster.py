@@ -1,39 +1,141 @@
-"""The simulated cluster: every server's free whole GPUs and MIG slices, and where a job fits.
+"""The simulated cluster: every server's free GPUs, MIG slices, shared GPUs, CPUs and memory.
 
-Built once from the plan (`build_cluster`); the engine then asks `Cluster.find` where a job
-would go (without changing anything), `take`s or `give`s an `Allocation`, and cordons or
-re-lays out nodes for MIG changes. Placement follows what railplan renders for Kueue and
-Volcano: a job of at most one node's GPUs goes on one node (best fit: the node with the
-fewest free whole GPUs that still holds it); a larger job takes ``ceil(gpus / per_node)``
-whole free nodes (it holds every GPU of them, as one pod per node does), inside one SU when
-it fits an SU (the SU with the fewest free nodes that suffices), else whole SUs of one pod
-(the pod with the fewest free nodes that suffices), else across pods. A fractional job takes
-the smallest free MIG slice whose compute share (``g/7`` of a GPU) covers its fraction, or a
-whole unsplit GPU when no slice fits. Sets of nodes are insertion-ordered dicts, so every
-choice is deterministic (no hash order).
+Built once from the plan (`infra.simulate.build.build_cluster`); placement
+(`infra.simulate.place`) asks where a job would go without changing anything, and the engine
+then `take`s or `give`s the `Allocation` it returns, and cordons or re-lays out nodes for MIG
+changes. A node offers unsplit GPUs, MIG slices (a group's MIG layout, counted per compute
+size), or, in a group with GPU sharing (time-slicing or MPS, `replicas` per GPU), GPUs
+whose replicas jobs take: a fraction of a GPU takes the replicas of one GPU that cover it,
+a whole GPU all of them. Every node has CPUs (thousandths) and memory (MiB) from the
+catalog's host facts or the spec's generic shape; a job that states them takes them where
+it lands. The per-group indexes (nodes by free whole GPUs, by free slice size, wholly free
+nodes per SU) are kept in step with every change; sets of nodes are insertion-ordered
+dicts, so every choice is deterministic (no hash order).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
 
 from infra.simulate.jobs import MILLI_WHOLE, Job
 
-__all__ = ["COMPUTE_SLICES", "Allocation", "Cluster", "Node", "slice_sizes", "slices_needed"]
+__all__ = [
+    "COMPUTE_SLICES",
+    "PLACEMENTS",
+    "Allocation",
+    "Cluster",
+    "Fragmentation",
+    "GroupIndex",
+    "Node",
+    "Option",
+    "Part",
+    "held",
+    "held_by",
+    "least_held",
+    "slice_sizes",
+    "slices_needed",
+    "units_needed",
+    "whole_part",
+]
+
+PLACEMENTS = ("best-fit", "first-fit", "random", "packing", "fgd")
+"""How a job of one node picks it (`infra.simulate.place`): the least room left (the
+default, as railplan's rendered schedulers bin-pack), the first in plan order, uniformly at
+random (the FGD paper's Random baseline), the FGD paper's GPU packing, or fragmentation
+gradient descent (Weng et al., ATC '23). Random draws and score ties use ``--seed``. Jobs
+larger than a node keep their SU placement."""
 
 COMPUTE_SLICES = 7
 """Compute slices of a MIG-capable GPU (A100/H100/H200: a GPU instance of ``g`` slices
 holds ``g/7`` of the SMs; MIG User Guide, "Concepts")."""
 
-Allocation = tuple[tuple[int, int, int], ...]
-"""Per node used: ``(node index, whole GPUs, slice size g)``; a slice entry has 0 whole GPUs."""
+
+class Part(NamedTuple):
+    """What a job holds on one node.
+
+    ``whole`` unsplit GPUs (on a sharing node, ``gpus`` names them); a MIG ``slice`` of that
+    many compute slices; ``units`` replicas of the one shared GPU ``gpus[0]``; ``cpu``
+    thousandths of a CPU and ``mem`` MiB; ``held`` the GPUs this counts as (a slice its
+    ``g/7``, replicas their share of the GPU).
+    """
+
+    node: int
+    whole: int = 0
+    slice: int = 0
+    units: int = 0
+    gpus: tuple[int, ...] = ()
+    cpu: int = 0
+    mem: int = 0
+    held: float = 0.0
+
+
+Allocation = tuple[Part, ...]
+"""A job's parts, one per node it uses (a fraction on a MIG node: one part per slice)."""
+
+Option = tuple[Part, int]
+"""A way to land on a node, and the free replicas of the shared GPU it takes (else 0)."""
+
+Scored = tuple[tuple[float, ...], Part]
+"""A node's best option for a job and its score as a sort key, the lowest best
+(`infra.simulate.score`; memoised per node in `Cluster.memo` while the node is unchanged)."""
+
+
+class Fragmentation(Protocol):
+    """What the FGD placement reads of the replay's meter (`infra.simulate.fragment.FgdMeter`).
+
+    A protocol, so the cluster does not import the module that measures it.
+    """
+
+    def of(self, state: Any) -> float:
+        """FGD fragmentation of a node in ``state`` (`infra.simulate.fragment.State`)."""
+        ...
 
 
 def slices_needed(milli: int) -> int:
     """Compute slices (of 7) a fraction of ``milli`` thousandths of a GPU needs, at least 1."""
     return max(1, math.ceil(milli * COMPUTE_SLICES / MILLI_WHOLE - 1e-9))
+
+
+def units_needed(milli: int, replicas: int) -> int:
+    """Replicas of one shared GPU (of ``replicas``) a fraction of ``milli`` thousandths needs."""
+    return max(1, math.ceil(milli * replicas / MILLI_WHOLE - 1e-9))
+
+
+def held(alloc: Allocation) -> float:
+    """GPUs an allocation holds, a slice or a share of a GPU counted as its part of it.
+
+    The one number a job is admitted on, charged to its tenant and metered as allocated:
+    a 12-GPU job on two 8-GPU nodes holds 16, a fraction on an unshared GPU holds 1.
+    """
+    return sum(part.held for part in alloc)
+
+
+def held_by(job: Job, alloc: Allocation) -> float:
+    """`held` of ``job``'s allocation without the sum where placement fixes it.
+
+    Whole-GPU placements hold exactly the job's GPUs (one node, or whole nodes and the rest
+    on one more); only a fraction's holding depends on where it lands.
+    """
+    return held(alloc) if job.fractional else float(job.gpus)
+
+
+def least_held(job: Job, replicas: Iterable[int] = ()) -> float:
+    """The least ``job`` can hold: its GPUs; a fraction its slice's share, or its replicas'.
+
+    A lower bound of `held` for any placement (a fraction on an unshared GPU holds all of
+    it); ``replicas`` are the sharing groups' replicas per GPU. Quota decisions made before
+    a placement exists read it; admission and charge read `held`.
+    """
+    if not job.fractional:
+        return float(job.gpus)
+    least = slices_needed(job.milli) / COMPUTE_SLICES
+    for r in replicas:
+        least = min(least, units_needed(job.milli, r) / r)
+    return job.gpus * least
 
 
 def slice_sizes(layout: Mapping[str, int], compute_of: Mapping[str, int]) -> dict[int, int]:
@@ -48,7 +150,11 @@ def slice_sizes(layout: Mapping[str, int], compute_of: Mapping[str, int]) -> dic
 
 @dataclass(slots=True)
 class Node:
-    """One server: its place in the plan and what is free on it now."""
+    """One server: its place in the plan and what is free on it now.
+
+    On a sharing node (``replicas`` > 1) ``shared`` holds each GPU's free replicas and
+    ``whole_free`` counts the GPUs with all of them free.
+    """
 
     index: int
     name: str
@@ -62,6 +168,13 @@ class Node:
     slices_free: dict[int, int] = field(default_factory=dict)
     open: bool = True  # takes new jobs (False while a MIG change drains it)
     running: int = 0  # jobs with a share of this node
+    replicas: int = 1  # replicas per GPU of a sharing group; 1: GPUs are not shared
+    shared: list[int] = field(default_factory=list)  # sharing: free replicas per GPU
+    cpu_total: int = 0  # thousandths of a CPU
+    cpu_free: int = 0
+    mem_total: int = 0  # MiB
+    mem_free: int = 0
+    stamp: int = 0  # counts changes: placement's per-node memo is valid while it holds
 
     @property
     def empty(self) -> bool:
@@ -69,9 +182,20 @@ class Node:
         return self.running == 0
 
     def share_used(self) -> float:
-        """GPUs in use, slices counted as their share of a GPU."""
+        """GPUs in use, slices and shares counted as their part of a GPU."""
         sliced = sum(g * (self.slices_total[g] - f) for g, f in self.slices_free.items())
-        return self.whole_total - self.whole_free + sliced / COMPUTE_SLICES
+        used = self.whole_total - self.whole_free + sliced / COMPUTE_SLICES
+        if self.shared:  # partly used GPUs: whole_free does not count them as free
+            used -= sum(u for u in self.shared if u < self.replicas) / self.replicas
+        return used
+
+    def gpu_free(self) -> float:
+        """Free GPU capacity: free GPUs, slices and replicas as their part of a GPU."""
+        return self.gpus - self.share_used() if self.open else 0.0
+
+    def room(self, cpu: int, mem: int) -> bool:
+        """Whether ``cpu`` thousandths of a CPU and ``mem`` MiB are free here."""
+        return self.cpu_free >= cpu and self.mem_free >= mem
 
 
 @dataclass(slots=True)
@@ -86,6 +210,8 @@ class GroupIndex:
     by_slice: dict[int, dict[int, None]]  # g: open nodes with a free slice of size g
     su_full: dict[int, dict[int, None]]  # su: open nodes with every GPU unsplit and free
     su_pod: dict[int, int]
+    replicas: int = 1  # GPU sharing: replicas per GPU; 1: none
+    members: list[int] = field(default_factory=list)  # its nodes, in plan order
 
 
 class Cluster:
@@ -95,16 +221,37 @@ class Cluster:
         self.nodes = list(nodes)
         self.groups = {g.name: g for g in groups}
         self.gpus = sum(n.gpus for n in nodes)
-        self.free_whole = 0  # free unsplit GPUs on open nodes (a quick bound for placement)
+        self.watch: Callable[[Node], None] | None = None  # told of every node that changed
+        self.placement = "best-fit"  # a `PLACEMENTS` name: how a one-node job picks its node
+        self.rng = random.Random(0)  # random placement's generator (the replay seeds it)
+        self.rank = list(range(len(self.nodes)))  # score ties: the lowest rank wins
+        self.replicas = sorted({g.replicas for g in groups if g.replicas > 1})
+        self.max_cpu = max((n.cpu_total for n in nodes), default=0)
+        self.max_gpus = max((n.gpus for n in nodes), default=0)
+        self.fgd: Fragmentation | None = None  # the FGD placement's fragmentation (the replay's)
+        self.memo: dict[tuple[int, tuple[int, ...]], tuple[int, Scored | None]] = {}
+        self.fits: dict[tuple[int, tuple[int, ...]], tuple[int, list[Option]]] = {}
         for node in self.nodes:
             self._index(node)
+
+    def seed(self, seed: int) -> None:
+        """Seed the random placement and the order that breaks score ties (a permutation).
+
+        Kubernetes breaks ties between equal node scores at random; the FGD paper's
+        simulator by node name, the names prefixed with a seeded permutation. Both give
+        every replay seed its own order of equal nodes.
+        """
+        self.rng = random.Random(seed)
+        order = list(range(len(self.nodes)))
+        random.Random(seed + 0x5EED).shuffle(order)
+        for rank, node in enumerate(order):
+            self.rank[node] = rank
 
     # --- indexes -----------------------------------------------------------------------
 
     def _index(self, node: Node) -> None:
         if not node.open:
             return
-        self.free_whole += node.whole_free
         g = self.groups[node.group]
         g.by_free[node.whole_free][node.index] = None
         for size, free in node.slices_free.items():
@@ -116,7 +263,6 @@ class Cluster:
     def _unindex(self, node: Node) -> None:
         if not node.open:
             return
-        self.free_whole -= node.whole_free
         g = self.groups[node.group]
         g.by_free[node.whole_free].pop(node.index, None)
         for size in node.slices_free:
@@ -136,35 +282,27 @@ class Cluster:
     def _apply(self, alloc: Allocation, sign: int) -> None:
         # `_unindex`, the change and `_index` fused (the hottest loop of preemption): the
         # same dict operations in the same order, so every insertion order stays as it was.
-        nodes, groups = self.nodes, self.groups
-        for index, whole, size in alloc:
+        nodes, groups, watch = self.nodes, self.groups, self.watch
+        for part in alloc:
+            index = part.node
             node = nodes[index]
             if not node.open:
-                self._change(node, sign * whole, size, sign)
+                _change(node, part, sign)
                 continue
             g = groups[node.group]
             g.by_free[node.whole_free].pop(index, None)
             for g_size in node.slices_free:
                 g.by_slice.get(g_size, {}).pop(index, None)
             g.su_full[node.su].pop(index, None)
-            self.free_whole += sign * whole
-            self._change(node, sign * whole, size, sign)
+            _change(node, part, sign)
             g.by_free[node.whole_free][index] = None
             for g_size, free in node.slices_free.items():
                 if free > 0:
                     g.by_slice.setdefault(g_size, {})[index] = None
             if node.whole_free == node.gpus:
                 g.su_full[node.su][index] = None
-
-    @staticmethod
-    def _change(node: Node, whole: int, size: int, sign: int) -> None:
-        node.whole_free += whole
-        if size:  # only this slice size changes, so only it needs checking
-            free = node.slices_free[size] + sign
-            assert 0 <= free <= node.slices_total[size], "slices over-allocated"
-            node.slices_free[size] = free
-        node.running -= sign
-        assert 0 <= node.whole_free <= node.whole_total, "whole GPUs over-allocated"
+            if watch is not None:
+                watch(node)
 
     def close(self, indices: Iterable[int]) -> None:
         """Stop nodes taking new jobs (a MIG change drains them)."""
@@ -172,6 +310,9 @@ class Cluster:
             node = self.nodes[index]
             self._unindex(node)
             node.open = False
+            node.stamp += 1
+            if self.watch is not None:
+                self.watch(node)
 
     def relayout(self, indices: Iterable[int], whole: int, slices: Mapping[int, int]) -> None:
         """Give empty, closed nodes a new MIG layout and open them again."""
@@ -182,130 +323,40 @@ class Cluster:
             node.slices_total = dict(slices)
             node.slices_free = dict(slices)
             node.open = True
+            node.stamp += 1
             self._index(node)
+            if self.watch is not None:
+                self.watch(node)
 
-    # --- placement ---------------------------------------------------------------------
 
-    def find(self, job: Job) -> Allocation | None:
-        """Where ``job`` would run now, or None when it does not fit anywhere open."""
-        groups = [g for g in self.groups.values() if job.accepts(g.gpu_model)]
-        if job.fractional:
-            found = self._find_slices(groups, job.gpus, slices_needed(job.milli))
-            if found is not None:
-                return found
-        one = [g for g in groups if job.gpus <= g.per_node]
-        found = self._find_one_node(one, job.gpus) if one else None
-        if found is not None or job.fractional:
-            return found
-        for g in groups:
-            if job.gpus > g.per_node:
-                found = self._find_nodes(g, math.ceil(job.gpus / g.per_node))
-                if found is not None:
-                    return found
-        return None
+def whole_part(node: Node, gpus: int, cpu: int = 0, mem: int = 0) -> Part:
+    """``gpus`` whole GPUs of ``node``: on a sharing node the first wholly free ones."""
+    chosen: tuple[int, ...] = ()
+    if node.shared:
+        free = [i for i, u in enumerate(node.shared) if u == node.replicas]
+        chosen = tuple(free[:gpus])
+    return Part(node.index, whole=gpus, gpus=chosen, cpu=cpu, mem=mem, held=float(gpus))
 
-    def could_fit(self, job: Job, freed: Mapping[int, tuple[int, int]]) -> bool:
-        """Whether ``job`` might fit once ``freed`` (per node: whole GPUs, largest slice) is back.
 
-        A necessary condition only (SUs and quota are not looked at), so preemption lifts
-        its candidates only when it might help.
-        """
-        groups = {g.name: g for g in self.groups.values() if job.accepts(g.gpu_model)}
-        opened = [(self.nodes[n], k, s) for n, (k, s) in freed.items()]
-        opened = [(node, k, s) for node, k, s in opened if node.open and node.group in groups]
-        if job.fractional and self._slice_could_fit(job, groups.values(), opened):
-            return True
-        touched = [(node, k) for node, k, _ in opened]
-        for g in groups.values():
-            if job.gpus <= g.per_node:  # one node: free already (quota blocks) or once freed
-                if any(g.by_free[k] for k in range(job.gpus, g.per_node + 1)) or any(
-                    node.group == g.name and job.gpus <= node.whole_free + k for node, k in touched
-                ):
-                    return True
-                continue
-            full = sum(len(nodes) for nodes in g.su_full.values())
-            full += sum(
-                1
-                for node, k in touched
-                if node.group == g.name and node.whole_free < node.gpus == node.whole_free + k
-            )
-            if full >= math.ceil(job.gpus / g.per_node):
-                return True
-        return False
-
-    def _slice_could_fit(
-        self, job: Job, groups: Iterable[GroupIndex], opened: list[tuple[Node, int, int]]
-    ) -> bool:
-        need = slices_needed(job.milli)
-        if any(size >= need for _, _, size in opened):
-            return True
-        return any(size >= need and nodes for g in groups for size, nodes in g.by_slice.items())
-
-    def _find_slices(self, groups: list[GroupIndex], count: int, need: int) -> Allocation | None:
-        best: tuple[int, int] | None = None  # (slice size, node)
-        for g in groups:
-            for size, nodes in g.by_slice.items():
-                if size < need or (best is not None and size >= best[0]):
-                    continue
-                node = next((n for n in nodes if self.nodes[n].slices_free[size] >= count), None)
-                if node is not None:
-                    best = (size, node)
-        if best is None:
-            return None
-        return tuple((best[1], 0, best[0]) for _ in range(count))
-
-    def _find_one_node(self, groups: list[GroupIndex], gpus: int) -> Allocation | None:
-        best: tuple[int, int] | None = None  # (free whole GPUs, node): the tightest fit
-        for g in groups:
-            for k in range(gpus, g.per_node + 1):
-                if best is not None and k >= best[0]:
-                    break
-                bucket = g.by_free[k]
-                if bucket:
-                    best = (k, next(iter(bucket)))
-                    break
-        return None if best is None else ((best[1], gpus, 0),)
-
-    def _find_nodes(self, g: GroupIndex, n: int) -> Allocation | None:
-        if n <= g.su_size:
-            su = self._tightest_su(g, n)
-            return None if su is None else self._whole_nodes(g, [su], n)
-        sus = [(len(nodes), su) for su, nodes in g.su_full.items() if nodes]
-        pods: dict[int, int] = {}
-        for free, su in sus:
-            pods[g.su_pod[su]] = pods.get(g.su_pod[su], 0) + free
-        fits = [(free, pod) for pod, free in pods.items() if free >= n]
-        if fits:  # one pod: its fullest-free SUs first, so the job spans the fewest SUs
-            pod = min(fits)[1]
-            order = sorted((-free, su) for free, su in sus if g.su_pod[su] == pod)
-            return self._whole_nodes(g, [su for _, su in order], n)
-        if sum(pods.values()) < n:
-            return None
-        # across pods: the pods with most free nodes first, and within each its fullest SUs
-        spread = sorted((-pods[g.su_pod[su]], g.su_pod[su], -free, su) for free, su in sus)
-        return self._whole_nodes(g, [item[3] for item in spread], n)
-
-    @staticmethod
-    def _tightest_su(g: GroupIndex, n: int) -> int | None:
-        """The SU with the fewest free whole nodes that still holds ``n`` (lowest SU on a tie).
-
-        One pass without building tuples: the common multi-node search, run per candidate
-        put back during preemption.
-        """
-        best_free, best_su = 0, None
-        for su, nodes in g.su_full.items():
-            free = len(nodes)
-            if free < n:
-                continue
-            if best_su is None or free < best_free or (free == best_free and su < best_su):
-                best_free, best_su = free, su
-        return best_su
-
-    def _whole_nodes(self, g: GroupIndex, sus: list[int], n: int) -> Allocation:
-        out: list[tuple[int, int, int]] = []
-        for su in sus:
-            for node in g.su_full[su]:
-                out.append((node, g.per_node, 0))
-                if len(out) == n:
-                    return tuple(out)
-        raise AssertionError("fewer free nodes than counted")
+def _change(node: Node, part: Part, sign: int) -> None:
+    """Apply one part to its node: ``sign`` -1 takes it, +1 gives it back."""
+    if node.shared:
+        for gpu in part.gpus:
+            free = node.shared[gpu] + sign * (part.units or node.replicas)
+            assert 0 <= free <= node.replicas, "shared GPU over-allocated"
+            node.shared[gpu] = free
+        node.whole_free = sum(1 for u in node.shared if u == node.replicas)
+    else:
+        node.whole_free += sign * part.whole
+    if part.slice:  # only this slice size changes, so only it needs checking
+        free = node.slices_free[part.slice] + sign
+        assert 0 <= free <= node.slices_total[part.slice], "slices over-allocated"
+        node.slices_free[part.slice] = free
+    if part.cpu or part.mem:
+        node.cpu_free += sign * part.cpu
+        node.mem_free += sign * part.mem
+        assert 0 <= node.cpu_free <= node.cpu_total, "CPUs over-allocated"
+        assert 0 <= node.mem_free <= node.mem_total, "memory over-allocated"
+    node.running -= sign
+    node.stamp += 1
+    assert 0 <= node.whole_free <= node.whole_total, "whole GPUs over-allocated"

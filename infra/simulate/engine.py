@@ -10,30 +10,54 @@ not fit is passed over (Kueue's BestEffortFIFO) and, where the spec's preemption
 head may evict lower-priority jobs of its tenant or reclaim GPUs other tenants borrow. An
 evicted job loses the work since its last completed checkpoint (`SimPolicy`) and waits again
 with its original submit time. Fragmentation integrates the free GPUs while some queue head
-waited for capacity (not for quota). Everything is ordered by time, kind, insertion and trace
-line, so one trace, spec and seed give one result.
+waited for capacity (not for quota). Slurm specs replace the pass with Slurm's main
+scheduler and backfill cycles (`infra.simulate.slurm`). A job is admitted on, and charged,
+what it holds where it lands (`infra.simulate.cluster.held`); `infra.simulate.livelock`
+bounds the events, so a livelock is a located error, never a hang. Everything is ordered by
+time, kind, insertion and trace line, so one trace, spec and seed give one result.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
+from dataclasses import replace
 
 from infra.catalog import Catalog
 from infra.progress import Progress, quiet
 from infra.simulate.build import build_cluster
-from infra.simulate.cluster import COMPUTE_SLICES, Allocation, slices_needed
+from infra.simulate.cluster import Allocation, held, held_by, least_held
 from infra.simulate.feasible import never_reasons
-from infra.simulate.jobs import Job, Trace
+from infra.simulate.fragment import FgdMeter, typical_shapes
+from infra.simulate.inflate import inflate
+from infra.simulate.jobs import MILLI_WHOLE, Job, Trace
+from infra.simulate.livelock import EventBudget
 from infra.simulate.metrics import Meter, Steps, Window
 from infra.simulate.migrun import MigRunner
+from infra.simulate.place import find
 from infra.simulate.policy import SimPolicy
 from infra.simulate.power import PowerSaver
+from infra.simulate.preempt import Preemptor
 from infra.simulate.result import NeverRan, SimResult
-from infra.simulate.state import DAY, FINISH, MIG, POWER, SUBMIT, BucketKey, Events, Queues, Run
+from infra.simulate.slurm import SlurmScheduler
+from infra.simulate.state import (
+    BACKFILL,
+    DAY,
+    FINISH,
+    MIG,
+    POWER,
+    SCHED,
+    SUBMIT,
+    BucketKey,
+    Events,
+    Queues,
+    Run,
+)
 from infra.simulate.summary import summarise
 from infra.simulate.tenants import PRIORITY_RANK, Book
 from infra.spec import Spec
 from infra.topology.model import Plan
+from infra.topology.slurm_sched import backfill_of
 
 __all__ = ["STUCK_S", "Replay", "simulate"]
 
@@ -54,8 +78,19 @@ def simulate(
     policy: SimPolicy | None = None,
     progress: Progress | None = None,
 ) -> SimResult:
-    """Replay ``trace`` on the planned cluster with the scheduler the spec renders."""
-    replay = Replay(spec, plan, catalog, trace, policy or SimPolicy())
+    """Replay ``trace`` on the planned cluster with the scheduler the spec renders.
+
+    With ``policy.inflate`` the trace is inflated first (`infra.simulate.inflate`) and the
+    replay stops at its last arrival.
+    """
+    policy = policy or SimPolicy()
+    workload = trace.jobs  # FGD's typical tasks: the trace as published
+    if policy.inflate is not None:
+        gpus = sum(g.gpus * g.servers for g in plan.groups.values())
+        trace = inflate(trace, gpus, policy.inflate, policy.seed)
+        last = max((job.submit_s for job in trace.jobs), default=0.0)
+        policy = replace(policy, horizon_s=last)
+    replay = Replay(spec, plan, catalog, trace, policy, workload=workload)
     replay.run(progress or quiet)
     return summarise(replay)
 
@@ -64,8 +99,16 @@ class Replay:
     """One replay's state and the handlers of its events."""
 
     def __init__(
-        self, spec: Spec, plan: Plan, catalog: Catalog, trace: Trace, policy: SimPolicy
+        self,
+        spec: Spec,
+        plan: Plan,
+        catalog: Catalog,
+        trace: Trace,
+        policy: SimPolicy,
+        *,
+        workload: Sequence[Job] | None = None,
     ) -> None:
+        """``workload``: the jobs FGD's typical shapes come from (default: ``trace``'s)."""
         self.spec, self.plan, self.catalog, self.trace, self.policy = (
             spec,
             plan,
@@ -74,13 +117,19 @@ class Replay:
             policy,
         )
         self.cluster = build_cluster(spec, plan, catalog)
+        own = "first-fit" if spec.scheduler.kind == "slurm" else "best-fit"
+        self.cluster.placement = policy.placement or own
+        self.cluster.seed(policy.seed)
         in_effect = spec.scheduler.preemption_in_effect(by_hypernode=bool(plan.sus))
         self.book = Book(list(spec.scheduler.tenants), in_effect)
         self.events, self.queues = Events(), Queues()
         self.jobs: list[Job] = []
         self.never: list[NeverRan] = []
+        self.never_jobs: list[tuple[Job, str]] = []
         self.remaining: list[float] = []
         self.first_start: list[float | None] = []
+        self.end_at: list[float | None] = []  # when each job finished
+        self.evictions: list[int] = []  # times each job was evicted
         self.running: dict[int, Run] = {}
         self.node_jobs: list[dict[int, None]] = [{} for _ in self.cluster.nodes]
         self.tokens: list[int] = []
@@ -99,24 +148,43 @@ class Replay:
         self.preemptions = self.reclaims = 0
         self.start_s = self.end_s = self.last_change = 0.0
         self.window: Window | None = None
-        self.lost_gpu_s = 0.0
+        self.lost_gpu_s = 0.0  # held GPU-seconds of work evictions threw away
+        self.work_gpu_s = 0.0  # held GPU-seconds of work kept (finished, or checkpointed)
+        self.resume_gpu_s = 0.0  # held GPU-seconds waiting for powered-off nodes to boot
+        self.asked_gpu_s = 0.0  # what the jobs asked for (a fraction its part) while held
+        self.fgd_area = 0.0  # FGD fragmentation (GPUs) integrated over time
         self.mig = MigRunner(self)
         self.power = PowerSaver(self)
         self._load()
+        models = {name: g.gpu_model for name, g in self.cluster.groups.items()}
+        shapes = typical_shapes(self.jobs if workload is None else workload, self.cluster.max_gpus)
+        self.fgd = FgdMeter(self.cluster.nodes, models, shapes)
+        self.cluster.watch = self.fgd.mark
+        self.cluster.fgd = self.fgd
+        self.budget = EventBudget(self, policy.preemptions_per_job)
+        self.preemptor = Preemptor(self)
+        self.slurm = (
+            SlurmScheduler(self, backfill_of(spec), trace.origin_unix_s or 0.0)
+            if spec.scheduler.kind == "slurm"
+            else None
+        )
 
     # --- set-up ------------------------------------------------------------------------
 
     def _load(self) -> None:
         reasons = never_reasons(self.spec, self.plan, self.catalog, self.trace.jobs)
-        for job in self.trace.jobs:
-            reason = reasons.get(job.id, "")
+        for at, job in enumerate(self.trace.jobs):
+            reason = reasons.get(at, "")
             if reason:
                 self.never.append(NeverRan(job.id, job.line, reason))
+                self.never_jobs.append((job, reason))
                 continue
             index = len(self.jobs)
             self.jobs.append(job)
             self.remaining.append(job.duration_s)
             self.first_start.append(None)
+            self.end_at.append(None)
+            self.evictions.append(0)
             self.tokens.append(0)
             self.rank.append(self._ranks(job))
             self.events.push(job.submit_s, SUBMIT, index)
@@ -160,7 +228,11 @@ class Replay:
     def _snapshot(self) -> Window:
         """The measures so far: the trace window's, taken when the last job was submitted."""
         return Window(
-            self.now, self.by_group.areas(self.now), self.by_tenant.areas(self.now), self.frag_area
+            self.now,
+            self.by_group.areas(self.now),
+            self.by_tenant.areas(self.now),
+            self.frag_area,
+            self.fgd_area,
         )
 
     def unfinished(self) -> int:
@@ -178,6 +250,8 @@ class Replay:
     def _advance(self, at: float) -> None:
         if self.starved:
             self.frag_area += (self.cluster.gpus - self.alloc) * (at - self.now)
+        if at > self.now:
+            self.fgd_area += self.fgd.flush() * (at - self.now)
         self.power.advance(at)
         self.now = at
 
@@ -185,7 +259,11 @@ class Replay:
         if kind == FINISH:
             index, token = payload
             if self.tokens[index] == token and index in self.running:
-                self._release(index)
+                run = self._release(index)
+                self.work_gpu_s += (self.now - run.work_from_s) * run.share
+                self.end_at[index] = self.now
+                if self.slurm is not None:
+                    self.slurm.ended()
                 self.active -= 1
                 self.last_change = self.now
         elif kind == SUBMIT:
@@ -196,6 +274,10 @@ class Replay:
             self.mig.handle(kind, payload)
         elif kind == POWER:
             self.power.handle(payload)
+        elif kind == BACKFILL and self.slurm is not None:
+            self.slurm.backfill()
+        elif kind == SCHED and self.slurm is not None:
+            self.slurm.due = True
 
     # --- queues ------------------------------------------------------------------------
 
@@ -204,6 +286,9 @@ class Replay:
         return self.book.tenant_rank(job.tenant, job.priority), PRIORITY_RANK.get(job.priority, 1)
 
     def _enqueue(self, index: int) -> None:
+        if self.slurm is not None:
+            self.slurm.add(index)
+            return
         job = self.jobs[index]
         key = Queues.key(job, *self.rank[index])
         if key not in self.queues.buckets or self.queues.order(key) > (
@@ -221,7 +306,12 @@ class Replay:
         """Admit what fits, in priority order, until a pass starts nothing.
 
         Again after a start: it gives preemption new victims, an eviction requeues a job.
+        Slurm specs run Slurm's main scheduler instead (`infra.simulate.slurm`).
         """
+        if self.slurm is not None:
+            self.slurm.main()
+            self.starved = self.slurm.blocked
+            return
         while self._pass():
             pass
         self.starved = any(self.blocked.get(k, False) for k in self.queues.buckets)
@@ -255,41 +345,42 @@ class Replay:
         due = last is None or self.now - last >= self.policy.preempt_retry_s
         if due and last == self.now and self.policy.preempt_retry_s > 0:
             return False
-        return due and self._may_preempt(key)
+        return due and self.preemptor.may_preempt(key)
 
     def _fit(self, key: BucketKey, index: int) -> Allocation | None:
         job = self.jobs[index]
         alloc = None
         if key not in self.blocked:
-            share = self._share_of(job)
-            admitted = self.book.admits(job.tenant, share)
-            alloc = self.cluster.find(job) if admitted else None
+            least = self.book.admits(job.tenant, least_held(job, self.cluster.replicas))
+            alloc = find(self.cluster, job) if least else None  # not admitted even at its least
             if alloc is None:
-                self.blocked[key] = admitted
+                self.blocked[key] = least  # True: waits for GPUs, False: for quota
+            elif not self.book.admits(job.tenant, held_by(job, alloc)):
+                self.blocked[key], alloc = False, None
         if alloc is None and self._preempt_due(key):
             self.tried_preempt[key] = self.now
-            alloc = self._preempt(index)
+            alloc = self.preemptor.preempt(index)
         return alloc
-
-    def _share_of(self, job: Job) -> float:
-        if job.fractional:  # the slice it will hold, as a share of one GPU
-            return job.gpus * slices_needed(job.milli) / COMPUTE_SLICES
-        return float(job.gpus)
 
     # --- starting, finishing, evicting -------------------------------------------------
 
+    def start(self, index: int, alloc: Allocation) -> None:
+        """Start waiting job ``index`` on ``alloc`` now (Slurm's schedulers call this)."""
+        self._start(index, alloc)
+
     def _start(self, index: int, alloc: Allocation) -> None:
         job, now = self.jobs[index], self.now
-        share = sum(whole + size / COMPUTE_SLICES for _, whole, size in alloc)
+        self.budget.started(index, now)
+        share = held(alloc)
         self.cluster.take(alloc)
         self.book.add(job.tenant, share)
-        delay = self.power.wake({n for n, _, _ in alloc})
+        delay = self.power.wake({part.node for part in alloc})
         self.tokens[index] += 1
         self.running[index] = Run(alloc, share, now, now + delay, self.tokens[index])
         if self.first_start[index] is None:
             self.first_start[index] = now + delay
-        for node, _, _ in alloc:
-            self.node_jobs[node][index] = None
+        for part in alloc:
+            self.node_jobs[part.node][index] = None
         self.classes.setdefault((*self.rank[index], job.tenant), {})[index] = None
         self._meter(job, alloc, +1)
         self.events.push(now + delay + self.remaining[index], FINISH, index, self.tokens[index])
@@ -297,25 +388,26 @@ class Replay:
         self.last_change = now
 
     def _meter(self, job: Job, alloc: Allocation, sign: int) -> None:
-        for node, whole, size in alloc:
-            part = whole + size / COMPUTE_SLICES
-            self.by_group.add(self.cluster.nodes[node].group, sign * part, self.now)
-            self.by_tenant.add(job.tenant, sign * part, self.now)
-            self.alloc += sign * part
+        for part in alloc:
+            self.by_group.add(self.cluster.nodes[part.node].group, sign * part.held, self.now)
+            self.by_tenant.add(job.tenant, sign * part.held, self.now)
+            self.alloc += sign * part.held
         self.steps.set(self.now, self.alloc)
 
     def _release(self, index: int, *, freed: bool = False) -> Run:
         run = self.running.pop(index)
         job = self.jobs[index]
+        self.resume_gpu_s += (min(self.now, run.work_from_s) - run.started_s) * run.share
+        self.asked_gpu_s += job.gpus * job.milli / MILLI_WHOLE * (self.now - run.started_s)
         if not freed:
             self.cluster.give(run.alloc)
             self.book.add(job.tenant, -run.share)
         self._meter(job, run.alloc, -1)
         self.classes[(*self.rank[index], job.tenant)].pop(index)
-        for node, _, _ in run.alloc:
-            self.node_jobs[node].pop(index, None)
+        for part in run.alloc:
+            self.node_jobs[part.node].pop(index, None)
         self.blocked.clear()  # capacity came back: every bucket may fit again
-        for node in {n for n, _, _ in run.alloc}:
+        for node in {part.node for part in run.alloc}:
             if self.cluster.nodes[node].empty:
                 self.power.idle(node)
                 self.mig.node_emptied(node)
@@ -327,84 +419,13 @@ class Replay:
         Returns the GPU-seconds of work lost. ``freed``: its GPUs were already given back.
         """
         run = self._release(index, freed=freed)
+        self.evictions[index] += 1
         ran = max(0.0, self.now - run.work_from_s)
         saved = self.policy.saved_s(ran)
         self.remaining[index] -= saved
         self.tokens[index] += 1
         lost = (ran - saved) * run.share
         self.lost_gpu_s += lost
+        self.work_gpu_s += saved * run.share
         self._enqueue(index)
         return lost
-
-    # --- preemption --------------------------------------------------------------------
-
-    def _may_preempt(self, key: BucketKey) -> bool:
-        book = self.book
-        if not book.managed or key[0] not in book.quota:
-            return False
-        return book.preemption.within_tenant != "never" or book.preemption.reclaim != "never"
-
-    def _victims(self, job: Job, rank: tuple[int, int], reclaiming: bool) -> list[int]:
-        """Running jobs ``job`` may evict: lowest priority first, then most recently started."""
-        out: list[int] = []
-        for trank, jrank, tenant in sorted(self.classes):
-            members = self.classes[(trank, jrank, tenant)]
-            if members and self.book.may_evict(
-                job.tenant, rank, tenant, (trank, jrank), reclaiming
-            ):
-                out.extend(reversed(members))
-        return out
-
-    def _preempt(self, index: int) -> Allocation | None:
-        """Evict the fewest low-priority jobs that make room, or None (nothing evicted).
-
-        All candidates are lifted at once; if the job then fits, candidates are put back one
-        at a time, highest priority and oldest first, as long as it still fits: what stays
-        lifted is evicted. One placement search when it fails, one per candidate when it
-        succeeds, so a blocked large job costs a pass over the running jobs, not more.
-        """
-        job = self.jobs[index]
-        share = self._share_of(job)
-        victims = self._victims(job, self.rank[index], self.book.within_quota(job.tenant, share))
-        if not victims or not self.cluster.could_fit(job, self._freed(victims)):
-            return None
-        for victim in victims:
-            self._lift(victim, -1)
-        alloc = self.cluster.find(job) if self.book.admits(job.tenant, share) else None
-        if alloc is None:
-            for victim in victims:
-                self._lift(victim, +1)
-            return None
-        evicted = []
-        for victim in reversed(victims):
-            self._lift(victim, +1)
-            found = self.cluster.find(job) if self.book.admits(job.tenant, share) else None
-            if found is None:
-                self._lift(victim, -1)
-                evicted.append(victim)
-            else:
-                alloc = found
-        self._evict_for(job, evicted[::-1])
-        return alloc
-
-    def _freed(self, victims: list[int]) -> dict[int, tuple[int, int]]:
-        """Per node, the whole GPUs and the largest slice evicting ``victims`` would free."""
-        freed: dict[int, tuple[int, int]] = {}
-        for victim in victims:
-            for node, whole, size in self.running[victim].alloc:
-                had, largest = freed.get(node, (0, 0))
-                freed[node] = (had + whole, max(largest, size))
-        return freed
-
-    def _lift(self, victim: int, sign: int) -> None:
-        """Take a running job's GPUs off the cluster (-1) or put them back (+1), tentatively."""
-        run = self.running[victim]
-        (self.cluster.take if sign > 0 else self.cluster.give)(run.alloc)
-        self.book.add(self.jobs[victim].tenant, sign * run.share)
-
-    def _evict_for(self, job: Job, victims: list[int]) -> None:
-        for victim in victims:
-            self.preemptions += 1
-            if self.jobs[victim].tenant != job.tenant:
-                self.reclaims += 1
-            self.evict(victim, freed=True)

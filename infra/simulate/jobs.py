@@ -11,10 +11,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["MILLI_WHOLE", "Job", "Trace"]
+__all__ = ["FLAGS", "MILLI_WHOLE", "Job", "Trace"]
 
 MILLI_WHOLE = 1000
 """`Job.milli` of a job that wants whole GPUs: a thousandth of a GPU is the trace's unit."""
+
+
+FLAGS = {
+    "running at trace end": "still running when the trace was taken: replayed from its start "
+    "to the snapshot's end, so its run time is cut short",
+    "never scheduled": "never placed in the traced cluster: submitted anyway, as the trace's "
+    "own simulator does, for the time it waited there",
+    "earlier attempt": "an attempt before a job's last, each of which held its GPUs",
+}
+"""Flags a reader puts on jobs it replays although the trace did not measure them as run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +38,13 @@ class Job:
     ``None`` for any. ``line`` is the 1-based row of the source file, for messages.
     ``gpu_models`` lists every model the job accepts when the trace names alternatives
     (Alibaba's ``V100M16|V100M32``): the job runs on any of them, and ``gpu_model`` is the
-    first; empty when the trace names one model or none.
+    first; empty when the trace names one model or none. ``flag`` marks a job the trace
+    did not measure as it ran, replayed anyway (`FLAGS`); empty for the others.
+    ``limit_s`` is the time limit the job was submitted with (Slurm's backfill plans with
+    it), ``None`` when the trace gives none. ``cpu_milli`` (thousandths of a CPU) and
+    ``memory_mib`` are what the job asks of its nodes' CPUs and memory in all (a gang
+    spreads them over its nodes with its GPUs); 0 when the trace does not say. A job of 0
+    GPUs asks for CPUs only.
     """
 
     id: str
@@ -41,11 +57,15 @@ class Job:
     gpu_model: str | None = None
     line: int = 0
     gpu_models: tuple[str, ...] = ()
+    flag: str = ""
+    limit_s: float | None = None
+    cpu_milli: int = 0
+    memory_mib: int = 0
 
     @property
     def fractional(self) -> bool:
         """Whether the job wants part of one GPU (a MIG slice) rather than whole GPUs."""
-        return self.milli < MILLI_WHOLE
+        return self.milli < MILLI_WHOLE and self.gpus > 0
 
     def accepts(self, model: str) -> bool:
         """Whether the job may run on GPU ``model`` (any model when it names none)."""
@@ -74,8 +94,20 @@ class Trace:
     jobs: tuple[Job, ...]
     skipped: dict[str, int] = field(default_factory=dict)
     origin_unix_s: float | None = None
+    used_rows: int | None = None
 
     @property
     def used(self) -> int:
-        """Rows that became jobs."""
-        return len(self.jobs)
+        """Rows that went into jobs (``rows == used + skipped``, one unit: rows).
+
+        A PAI job is several task rows; a Philly row (a job) may give a job per attempt.
+        """
+        return len(self.jobs) if self.used_rows is None else self.used_rows
+
+    def flagged(self) -> dict[str, int]:
+        """Jobs per flag (`FLAGS`), for the flags that occur."""
+        out: dict[str, int] = {}
+        for job in self.jobs:
+            if job.flag:
+                out[job.flag] = out.get(job.flag, 0) + 1
+        return dict(sorted(out.items()))

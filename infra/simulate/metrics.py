@@ -157,3 +157,4 @@ class Window:
     by_group: dict[str, float]
     by_tenant: dict[str, float]
     frag_area: float
+    fgd_area: float = 0.0

@@ -38,8 +38,13 @@ class SimPolicy:
         checkpoint_interval_s: seconds between checkpoint starts of a running job; work since
             the last completed checkpoint is lost when the job is evicted.
         checkpoint_write_s: seconds a checkpoint takes to complete (it counts only once done).
-        seed: seeds every random choice (the engine makes none today; kept so a future
-            randomised policy stays reproducible).
+        seed: seeds every random choice: the node `placement` ``random`` picks, the order
+            that breaks ties between equally scored nodes, an inflated trace's draws.
+        placement: how a job picks its nodes (`infra.simulate.cluster.PLACEMENTS`:
+            ``best-fit``, ``first-fit``, ``random``, ``packing``, ``fgd``); None: the
+            spec's scheduler's own,
+            first fit for Slurm (`select/cons_tres` takes the lowest-numbered nodes with
+            room, as a real slurmctld showed: tests/slurm_replay), best fit for Kubernetes.
         horizon_s: stop the replay at this trace time (None: run until every job ends).
         power_saving: model Slurm power saving when the spec declares it.
         idle_power_share: idle draw of a node over its catalog maximum (energy figures).
@@ -49,16 +54,38 @@ class SimPolicy:
             linear in events on busy clusters, at the price of a head waiting up to that
             long for a victim that appeared meanwhile.
         progress_every: events between two progress reports.
+        preemptions_per_job: the replay's preemption budget, per job of the trace: past it the replay stops with a `LivelockError` naming the job
+            (`infra.simulate.livelock`). Schedulers evict a job a few times at most; a
+            hundred times per job on average is a model that evicts in circles.
+        backfill_phase_s: Slurm specs: seconds after the first submission of the backfill
+            agent's first wake-up (None: one period); a comparison with a running slurmctld
+            sets it from that daemon's log.
+        backfill_period_s: Slurm specs: seconds between the backfill agent's wake-ups (None:
+            `infra.simulate.slurm.AGENT_WAKE_S`, one second; a running slurmctld's drift a
+            millisecond later each).
+        inflate: replay the trace inflated to this many times the cluster's GPUs, nothing
+            departing (`infra.simulate.inflate`, the FGD paper's procedure); None: as is.
+        sched_phase_s, sched_period_s: Slurm specs: the scheduling agent's wake-ups, when
+            known (a comparison with a running slurmctld fits them to its log): the main
+            scheduler then runs at the first wake-up after a submission or a job's end
+            instead of at the end itself and a second after a submission.
     """
 
     checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S
     checkpoint_write_s: float = DEFAULT_CHECKPOINT_WRITE_S
     seed: int = 0
+    placement: str | None = None
     horizon_s: float | None = None
     power_saving: bool = True
     idle_power_share: float = DEFAULT_IDLE_POWER_SHARE
     preempt_retry_s: float = 60.0
     progress_every: int = 20_000
+    preemptions_per_job: float = 100.0
+    backfill_phase_s: float | None = None
+    backfill_period_s: float | None = None
+    sched_phase_s: float | None = None
+    sched_period_s: float | None = None
+    inflate: float | None = None
 
     def saved_s(self, ran_s: float) -> float:
         """Work (seconds of run time) kept by the last checkpoint completed after ``ran_s``."""

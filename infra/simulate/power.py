@@ -1,7 +1,9 @@
 """Slurm power saving during a replay, and the energy the cluster draws.
 
-With `scheduler.power_saving` (Slurm) a node idle for `suspend_time` is powered off (nodes of
-`exclude_groups` never are); a job placed on powered-off nodes holds them at once but starts
+With `scheduler.power_saving` (Slurm) a node idle for `suspend_time` is powered off, if the
+plan lets Slurm power it off (`infra.topology.power_saving.suspendable`, the owner the
+rendered `SuspendExcNodes` reads too: never the Slurm controller, the groups of
+`exclude_groups`, servers without a BMC address or a rack); a job placed on powered-off nodes holds them at once but starts
 its work `resume_timeout` later (Slurm waits that long for the node to boot and register).
 Energy: a node draws ``idle`` kW whenever it is on, plus ``(max - idle) x share of its GPUs
 allocated``; off, nothing (BMC standby is left out). ``max`` is the catalog node's
@@ -21,6 +23,8 @@ from infra.simulate.policy import SimPolicy
 from infra.simulate.state import POWER, Events
 from infra.spec import Spec
 from infra.spec.scheduling import duration_seconds
+from infra.topology.model import Plan
+from infra.topology.power_saving import suspendable
 
 __all__ = ["PowerHost", "PowerSaver"]
 
@@ -29,6 +33,7 @@ class PowerHost(Protocol):
     """What power saving reads of the replay (`infra.simulate.engine.Replay`)."""
 
     spec: Spec
+    plan: Plan
     policy: SimPolicy
     cluster: Cluster
     events: Events
@@ -48,9 +53,9 @@ class PowerSaver:
         )
         self.suspend_s = duration_seconds(settings.suspend_time) if settings else 0
         self.resume_s = duration_seconds(settings.resume_timeout) if settings else 0
-        excluded = set(settings.exclude_groups) if settings else set()
+        may = {s.name for s in suspendable(replay.plan, replay.spec)} if self.enabled else set()
         nodes = replay.cluster.nodes
-        self.eligible = [self.enabled and n.group not in excluded for n in nodes]
+        self.eligible = [n.name in may for n in nodes]
         self.off_since: dict[int, float] = {}  # node -> when it went off
         self.stamp = [0] * len(nodes)
         self.off_s: dict[str, float] = {}  # group -> node-seconds off

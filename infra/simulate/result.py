@@ -12,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.simulate.inflate import Inflation
+from infra.simulate.outcomes import JobTable
+
 __all__ = ["Delays", "NeverRan", "Repartition", "SimResult", "TraceSummary"]
 
 
@@ -80,13 +83,20 @@ class NeverRan:
 
 @dataclass(frozen=True, slots=True)
 class TraceSummary:
-    """The trace file: its format, rows, rows used and rows skipped per reason."""
+    """The trace file: its format, rows, rows used and skipped per reason, jobs, flags.
+
+    ``rows == used + sum(skipped)``, in rows; ``jobs`` counts the jobs the used rows became
+    (a PAI job is several task rows, a Philly row a job per attempt); ``flagged`` the jobs
+    replayed with a flag (`infra.simulate.jobs.FLAGS`).
+    """
 
     source: str
     format: str
     rows: int
     used: int
     skipped: dict[str, int]
+    jobs: int = 0
+    flagged: dict[str, int] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         """Its JSON form."""
@@ -96,6 +106,8 @@ class TraceSummary:
             "rows": self.rows,
             "used": self.used,
             "skipped": dict(sorted(self.skipped.items())),
+            "jobs": self.jobs,
+            "flagged": dict(sorted(self.flagged.items())),
         }
 
 
@@ -110,7 +122,18 @@ class SimResult:
     spaced times (``(t_s, gpus)``, at most a few hundred points, for plots); ``profile_24h``
     is the mean allocated share per hour of the day (index 0 = 00:00-01:00 in the schedule's
     time zone, or UTC). ``fragmentation`` is the time-weighted share of GPUs that were free
-    while the head of some queue waited for lack of GPUs it could use.
+    while the head of some queue waited for lack of GPUs it could use. ``gpu_hours`` splits
+    the GPU-hours jobs held over the whole replay (``held``) into ``work`` kept (finished or
+    checkpointed), ``lost`` to evictions, ``resume_wait`` (held while powered-off nodes
+    booted) and ``unfinished`` (held by runs still going when the replay stopped); the four
+    add up to ``held``. ``outcomes`` counts jobs per outcome
+    (`infra.simulate.outcomes.OUTCOMES`), ``jct`` the completion times of finished jobs,
+    ``makespan_s`` runs from the first submission to the last finish; ``share_waste`` is what
+    jobs held beyond what they asked for (a fraction on a larger slice or a whole GPU), in
+    GPU-hours and as a share of ``held``; ``fragmentation_fgd`` is FGD's fragmentation
+    (`infra.simulate.fragment`) over the trace window, as a share of the cluster's GPUs and of
+    its free GPUs. ``job_table`` holds every job's outcome (`railplan simulate --jobs-csv`).
+    ``inflation`` is how full the cluster got in an inflated replay (`--inflate`), else None.
     """
 
     trace: TraceSummary
@@ -135,10 +158,22 @@ class SimResult:
     energy_kwh: float
     energy_saved_kwh: float
     notes: tuple[str, ...] = field(default_factory=tuple)
+    gpu_hours: dict[str, float] = field(default_factory=dict)
+    outcomes: dict[str, int] = field(default_factory=dict)
+    jct: Delays = Delays(0, 0.0, 0.0, 0.0, 0.0)
+    makespan_s: float = 0.0
+    share_waste: dict[str, float] = field(default_factory=dict)
+    fragmentation_fgd: dict[str, float] = field(default_factory=dict)
+    job_table: JobTable | None = field(default=None, compare=False, repr=False)
+    inflation: Inflation | None = None
 
     def as_json(self) -> dict[str, Any]:
-        """The `simulate --format json` document (keys sorted by the CLI's writer)."""
-        return {
+        """The `simulate --format json` document (keys sorted by the CLI's writer).
+
+        ``inflation`` only for an inflated replay.
+        """
+        extra = {"inflation": self.inflation.as_json()} if self.inflation is not None else {}
+        return extra | {
             "trace": self.trace.as_json(),
             "gpus": self.gpus,
             "horizon_s": self.horizon_s,
@@ -149,6 +184,7 @@ class SimResult:
                 "p95": self.allocation_p95,
                 "by_group": self.allocation_by_group,
                 "by_tenant": self.allocation_by_tenant,
+                "series": [[t, gpus] for t, gpus in self.series],
             },
             "queueing_s": {t: d.as_json() for t, d in self.queueing.items()},
             "queueing_s_by_size": {s: d.as_json() for s, d in self.queueing_by_size.items()},
@@ -162,4 +198,10 @@ class SimResult:
             "energy_kwh": self.energy_kwh,
             "energy_saved_kwh": self.energy_saved_kwh,
             "notes": list(self.notes),
+            "gpu_hours": dict(self.gpu_hours),
+            "outcomes": dict(self.outcomes),
+            "jct_s": self.jct.as_json(),
+            "makespan_s": self.makespan_s,
+            "share_waste": dict(self.share_waste),
+            "fragmentation_fgd": dict(self.fragmentation_fgd),
         }

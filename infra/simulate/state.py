@@ -4,7 +4,8 @@
 GPU model), each ordered by submit time then trace line: jobs of one bucket are alike, so when
 its head does not fit none does (BestEffortFIFO tries the next bucket instead). `Events` is a
 heap of ``(time, kind, sequence)``: at one time finishes come first, then MIG steps, power
-steps and submits, each in the order they were scheduled, so ties never depend on hash order.
+steps and submits, then Slurm's backfill cycles, each in the order they were scheduled, so
+ties never depend on hash order.
 """
 
 from __future__ import annotations
@@ -12,15 +13,28 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from infra.simulate.cluster import Allocation, slices_needed
+from infra.simulate.cluster import Allocation
 from infra.simulate.jobs import Job
 
-__all__ = ["DAY", "FINISH", "MIG", "POWER", "SUBMIT", "BucketKey", "Events", "Queues", "Run"]
+__all__ = [
+    "BACKFILL",
+    "DAY",
+    "FINISH",
+    "MIG",
+    "POWER",
+    "SCHED",
+    "SUBMIT",
+    "BucketKey",
+    "Events",
+    "Queues",
+    "Run",
+]
 
-FINISH, MIG, POWER, SUBMIT, DAY = 0, 1, 2, 3, 4
+FINISH, MIG, POWER, SUBMIT, DAY, BACKFILL, SCHED = 0, 1, 2, 3, 4, 5, 6
 
-BucketKey = tuple[str, int, int, int, int, str]
-"""(tenant, -tenant rank, -job rank, GPUs, slice size or 0 for whole GPUs, GPU model or "")."""
+BucketKey = tuple[str, int, int, int, int, str, int, int]
+"""(tenant, -tenant rank, -job rank, GPUs, thousandths of a fraction or 0 for whole GPUs,
+GPU model or "", thousandths of a CPU, MiB): jobs of one bucket ask for the same."""
 
 
 @dataclass(slots=True)
@@ -61,8 +75,17 @@ class Queues:
     @staticmethod
     def key(job: Job, tenant_rank: int, job_rank: int) -> BucketKey:
         """The bucket of ``job``."""
-        size = slices_needed(job.milli) if job.fractional else 0
-        return (job.tenant, -tenant_rank, -job_rank, job.gpus, size, job.gpu_model or "")
+        size = job.milli if job.fractional else 0
+        return (
+            job.tenant,
+            -tenant_rank,
+            -job_rank,
+            job.gpus,
+            size,
+            job.gpu_model or "",
+            job.cpu_milli,
+            job.memory_mib,
+        )
 
     def push(self, key: BucketKey, job: Job, index: int) -> None:
         """``job`` (trace index ``index``) waits in bucket ``key``."""

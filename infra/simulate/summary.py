@@ -18,7 +18,8 @@ from typing import Protocol
 
 from infra.catalog import Catalog
 from infra.simulate.cluster import Cluster
-from infra.simulate.jobs import Job, Trace
+from infra.simulate.inflate import Inflation
+from infra.simulate.jobs import MILLI_WHOLE, Job, Trace
 from infra.simulate.metrics import (
     SERIES_POINTS,
     SIZE_BUCKETS,
@@ -29,13 +30,15 @@ from infra.simulate.metrics import (
     size_bucket,
 )
 from infra.simulate.migrun import MigRunner
+from infra.simulate.outcomes import JobTable
 from infra.simulate.policy import SimPolicy
 from infra.simulate.power import PowerSaver
 from infra.simulate.result import Delays, NeverRan, SimResult, TraceSummary
+from infra.simulate.state import Run
 from infra.simulate.tenants import Book
 from infra.topology.model import Plan
 
-__all__ = ["Finished", "summarise"]
+__all__ = ["Finished", "gpu_hours", "summarise"]
 
 
 class Finished(Protocol):
@@ -60,6 +63,14 @@ class Finished(Protocol):
     preemptions: int
     reclaims: int
     lost_gpu_s: float
+    work_gpu_s: float
+    resume_gpu_s: float
+    asked_gpu_s: float
+    fgd_area: float
+    running: dict[int, Run]
+    end_at: list[float | None]
+    evictions: list[int]
+    never_jobs: list[tuple[Job, str]]
     mig: MigRunner
     power: PowerSaver
 
@@ -73,7 +84,13 @@ def _measured(replay: Finished) -> Window:
     if window is not None and window.end_s > replay.start_s:
         return window
     end = replay.end_s
-    return Window(end, replay.by_group.areas(end), replay.by_tenant.areas(end), replay.frag_area)
+    return Window(
+        end,
+        replay.by_group.areas(end),
+        replay.by_tenant.areas(end),
+        replay.frag_area,
+        replay.fgd_area,
+    )
 
 
 def summarise(replay: Finished) -> SimResult:
@@ -90,9 +107,17 @@ def summarise(replay: Finished) -> SimResult:
     total = sum(areas.values())
     horizon = max(replay.end_s - start, 1e-9)
     energy, saved = _energy(replay, horizon)
-    trace = replay.trace
+    trace, table = replay.trace, _table(replay)
     return SimResult(
-        trace=TraceSummary(trace.source, trace.format, trace.rows, trace.used, dict(trace.skipped)),
+        trace=TraceSummary(
+            trace.source,
+            trace.format,
+            trace.rows,
+            trace.used,
+            dict(trace.skipped),
+            len(trace.jobs),
+            trace.flagged(),
+        ),
         gpus=gpus,
         horizon_s=round(horizon, 3),
         window_s=round(span, 3),
@@ -116,7 +141,78 @@ def summarise(replay: Finished) -> SimResult:
         energy_kwh=energy,
         energy_saved_kwh=saved,
         notes=_notes(replay),
+        gpu_hours=gpu_hours(replay),
+        outcomes=table.counts(),
+        jct=delays(table.completion_times()),
+        makespan_s=round(table.makespan_s(), 3),
+        share_waste=_share_waste(replay),
+        fragmentation_fgd=_fgd(measured, gpus * span, gpus * span - total),
+        job_table=table,
+        inflation=_inflation(replay),
     )
+
+
+def _inflation(replay: Finished) -> Inflation | None:
+    """How full an inflated replay got: what the placed jobs ask for and hold, at its end."""
+    factor = replay.policy.inflate
+    if factor is None:
+        return None
+    asked = [replay.jobs[i].gpus * replay.jobs[i].milli / MILLI_WHOLE for i in replay.running]
+    gpus = replay.cluster.gpus
+    return Inflation(
+        factor=factor,
+        jobs=len(replay.trace.jobs),
+        placed=len(replay.running),
+        requested_gpus=sum(j.gpus * j.milli for j in replay.trace.jobs) / MILLI_WHOLE,
+        allocated_gpus=sum(asked),
+        held_gpus=sum(run.share for run in replay.running.values()),
+        allocation=sum(asked) / gpus if gpus else 0.0,
+    )
+
+
+def _table(replay: Finished) -> JobTable:
+    return JobTable(
+        tuple(replay.jobs),
+        tuple(replay.first_start),
+        tuple(replay.end_at),
+        tuple(replay.evictions),
+        tuple(replay.never_jobs),
+    )
+
+
+def _share_waste(replay: Finished) -> dict[str, float]:
+    """GPU-hours held beyond what the jobs asked for (a fraction on a larger slice or GPU)."""
+    end = replay.end_s
+    held = sum(replay.by_group.areas(end).values())
+    asked = replay.asked_gpu_s + sum(
+        replay.jobs[i].gpus * replay.jobs[i].milli / MILLI_WHOLE * (end - run.started_s)
+        for i, run in replay.running.items()
+    )
+    waste = max(0.0, held - asked)
+    return {"gpu_hours": round(waste / 3600, 6), "share": round(waste / held, 6) if held else 0.0}
+
+
+def _fgd(measured: Window, capacity: float, free: float) -> dict[str, float]:
+    """FGD fragmentation over the window: of the cluster's GPU-seconds and of the free ones."""
+    area = measured.fgd_area
+    return {
+        "share": round(area / capacity, 6) if capacity > 0 else 0.0,
+        "share_of_free": round(area / free, 6) if free > 1e-9 else 0.0,
+    }
+
+
+def gpu_hours(replay: Finished) -> dict[str, float]:
+    """Held GPU-hours over the whole replay and what they went to (they add up)."""
+    end = replay.end_s
+    unfinished = sum(run.share * (end - run.started_s) for run in replay.running.values())
+    parts = {
+        "held": sum(replay.by_group.areas(end).values()),
+        "work": replay.work_gpu_s,
+        "lost": replay.lost_gpu_s,
+        "resume_wait": replay.resume_gpu_s,
+        "unfinished": unfinished,
+    }
+    return {name: round(value / 3600, 6) for name, value in parts.items()}
 
 
 def _delays_by(replay: Finished, key: Callable[[int], str]) -> dict[str, Delays]:

@@ -34,8 +34,10 @@ def result_text(result: SimResult) -> str:
     """The human view: trace rows, allocation, queueing tables, preemption, MIG, never-ran."""
     t = result.trace
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(t.skipped.items())) or "none"
+    flagged = ", ".join(f"{n} {why}" for why, n in sorted(t.flagged.items()))
     lines = [
-        f"trace {t.source} ({t.format}): {t.rows} rows, {t.used} used, skipped: {skipped}",
+        f"trace {t.source} ({t.format}): {t.rows} rows, {t.used} used, skipped: {skipped};"
+        f" {t.jobs} jobs" + (f" (flagged: {flagged})" if flagged else ""),
         (
             f"cluster {result.gpus} GPUs; trace window {_hours(result.window_s)} (shares below), "
             f"replay {_hours(result.horizon_s)}"
@@ -47,8 +49,17 @@ def result_text(result: SimResult) -> str:
     ]
     groups = ", ".join(f"{g} {_pct(v)}" for g, v in result.allocation_by_group.items())
     lines.append(f"allocation by group: {groups or 'none'}")
+    fgd, waste = result.fragmentation_fgd, result.share_waste
+    lines.append(
+        f"FGD fragmentation {_pct(fgd.get('share', 0.0))} of the GPUs,"
+        f" {_pct(fgd.get('share_of_free', 0.0))} of the free ones; held beyond what jobs asked"
+        f" {waste.get('gpu_hours', 0.0):.1f} GPU-hours ({_pct(waste.get('share', 0.0))})"
+    )
+    outcomes = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in result.outcomes.items())
+    lines.append(f"jobs: {outcomes}; makespan {_hours(result.makespan_s)}")
     lines += ["", *_delay_rows("queueing/tenant", result.queueing)]
-    lines += ["", *_delay_rows("queueing/size", result.queueing_by_size), ""]
+    lines += ["", *_delay_rows("queueing/size", result.queueing_by_size)]
+    lines += ["", *_delay_rows("completion", {"finished": result.jct}), ""]
     lines.append(
         f"preemptions {result.preemptions} ({result.reclaims} reclaims), "
         f"lost {result.lost_gpu_hours:.1f} GPU-hours"

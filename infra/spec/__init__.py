@@ -14,11 +14,13 @@ from infra.spec.loader import (
     validate_spec,
 )
 from infra.spec.models import (
+    GpuSharing,
     MigAssignment,
     MigChange,
     MigSchedule,
     MigValue,
     NodeGroup,
+    NodeShape,
     Spec,
     assignments_of,
 )
@@ -33,6 +35,7 @@ from infra.spec.yamlpos import SourceMap, join_path, load_yaml_text, read_yaml_f
 
 __all__ = [
     "CheckpointStorage",
+    "GpuSharing",
     "LoadedSpec",
     "MigAssignment",
     "MigChange",
@@ -40,6 +43,7 @@ __all__ = [
     "MigValue",
     "Monitoring",
     "NodeGroup",
+    "NodeShape",
     "Precision",
     "Scheduler",
     "SourceMap",

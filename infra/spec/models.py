@@ -328,6 +328,56 @@ def _time_zones() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones())
 
 
+GPU_LABEL = r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"
+"""A generic shape's GPU model: a catalog GPU id or another lowercase label."""
+# The device plugin refuses fewer than 2 replicas (k8s-device-plugin api/config/v1/
+# replicas.go: "number of replicas must be >= 2"); the upper bound is railplan's own.
+MAX_REPLICAS = 1000
+
+
+class NodeShape(StrictModel):
+    """A server the catalog does not list, as a scheduler sees it: GPUs, CPUs, memory.
+
+    For replaying a published cluster (1-, 2-, 4- and 8-GPU servers of older or undisclosed
+    GPU models) on `railplan simulate`; the catalog has no facts for it, so such a group
+    has no compute fabric rails, rack units, power or performance model.
+    """
+
+    gpus: int = Field(ge=1, le=16, description="GPUs per server.")
+    gpu: str = Field(
+        pattern=GPU_LABEL,
+        description="GPU model: a catalog GPU id or any other lowercase label (a trace's "
+        "GPU models are matched against it, after `--map-gpu`).",
+    )
+    cpus: int = Field(
+        ge=1, le=1024, description="Logical CPUs (hardware threads), as Kubernetes counts them."
+    )
+    memory_gib: int = Field(ge=1, le=65_536, description="Memory, GiB (2^30 bytes).")
+
+    @property
+    def node_id(self) -> str:
+        """The id the group's servers take in the catalog view (`Catalog.with_shapes`)."""
+        return f"generic:{self.gpus}x{self.gpu}:{self.cpus}cpu:{self.memory_gib}gib"
+
+
+class GpuSharing(StrictModel):
+    """GPU sharing by the NVIDIA device plugin: every GPU of the group as `replicas`.
+
+    Rendered into the GPU Operator's device-plugin config (`sharing.timeSlicing` or
+    `sharing.mps`); `railplan simulate` places a fraction of a GPU on the replicas of one
+    GPU that cover it (docs/simulate.md, "GPU sharing").
+    """
+
+    strategy: Literal["time-slicing", "mps"] = Field(
+        description="`time-slicing`: replicas interleave in time, no memory or fault "
+        "isolation; `mps`: CUDA MPS, each replica a 1/replicas share of memory and compute "
+        "(the device plugin allows 48 on Volta and later)."
+    )
+    replicas: int = Field(
+        ge=2, le=MAX_REPLICAS, description="Replicas each GPU is advertised as (at least 2)."
+    )
+
+
 class ComputeNics(StrictModel):
     """A server's compute-fabric NICs when the catalog entry does not match the real server."""
 
@@ -339,7 +389,21 @@ class NodeGroup(StrictModel):
     """A group of identical servers (one Ansible group, one scheduler partition/pool)."""
 
     name: str = Field(pattern=GROUP_NAME, description="Group name: lowercase, digits, `_`.")
-    node: str = Field(description="Catalog node id, e.g. `dgx-h100` (see `railplan catalog`).")
+    node: str = Field(
+        "",
+        description="Catalog node id, e.g. `dgx-h100` (see `railplan catalog`); leave it out "
+        "when `shape` describes the server.",
+    )
+    shape: NodeShape | None = Field(
+        None,
+        description="A server the catalog lacks (GPUs, GPU model, CPUs, memory), in place of "
+        "`node`: for `railplan simulate` of a published cluster; no rails, racks or power.",
+    )
+    sharing: GpuSharing | None = Field(
+        None,
+        description="Share each GPU among pods (Kubernetes: time-slicing or MPS replicas of "
+        "the device plugin); not with MIG in the same group.",
+    )
     count: int = Field(ge=1, le=16_384, description="Number of servers in the group.")
     hostname: str | None = Field(
         None,
@@ -379,6 +443,31 @@ class NodeGroup(StrictModel):
         "`dgx-a100`). Default: the catalog node's. The fabric plan still cables the catalog "
         "node's rails.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _node_from_shape(cls, data: object) -> object:
+        """A group with a `shape` and no `node` takes the shape's id as its node."""
+        if isinstance(data, dict) and "node" not in data and isinstance(data.get("shape"), dict):
+            shape = data["shape"]
+            try:
+                return {**data, "node": NodeShape.model_validate(shape).node_id}
+            except ValueError:
+                return data  # the shape's own errors are reported where they are
+        return data
+
+    @model_validator(mode="after")
+    def _node_or_shape(self) -> NodeGroup:
+        if self.shape is not None and self.node != self.shape.node_id:
+            raise ValueError("give either `node` (a catalog server) or `shape`, not both")
+        if self.shape is None and not self.node:
+            raise ValueError("give `node` (a catalog node id) or a generic `shape`")
+        if self.sharing is not None and (self.mig != "disabled" or self.mig_schedule):
+            raise ValueError(
+                "GPU `sharing` and MIG in one group are not supported: share unsplit GPUs "
+                "(`mig: disabled`, no `mig_schedule`) or split them with MIG"
+            )
+        return self
 
     @field_validator("hostname")
     @classmethod
@@ -684,6 +773,16 @@ class Spec(StrictModel):
                 "(262,144 GPUs on 8-GPU nodes); split the cluster into several specs"
             )
         return groups
+
+    @model_validator(mode="after")
+    def _sharing_is_kubernetes(self) -> Spec:
+        shared = [g.name for g in self.node_groups if g.sharing is not None]
+        if shared and self.scheduler.kind == "slurm":
+            raise ValueError(
+                f"node group {shared[0]!r}: GPU `sharing` is the Kubernetes device plugin's; "
+                "with `scheduler.kind: slurm` leave it out"
+            )
+        return self
 
     @property
     def gpu_servers(self) -> int:

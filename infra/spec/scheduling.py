@@ -17,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from infra.spec.base import DNS_LABEL, StrictModel, repeated
 
 __all__ = [
+    "Backfill",
     "CheckpointStorage",
     "Duration",
     "Monitoring",
@@ -242,6 +243,53 @@ class PowerSaving(StrictModel):
     )
 
 
+class Backfill(StrictModel):
+    """Slurm's backfill scheduler (`sched/backfill`): the `SchedulerParameters` it reads.
+
+    Every field defaults to Slurm's own default (slurm.conf(5), Slurm 22.05), so a spec
+    without the key renders the scheduler Slurm would run anyway, and `railplan simulate`
+    replays it.
+    """
+
+    interval: Duration = Field(
+        "30s", description="Time between backfill cycles (`bf_interval`; Slurm's default 30 s)."
+    )
+    resolution: Duration = Field(
+        "60s",
+        description="Time resolution of backfill's plan of job starts and ends "
+        "(`bf_resolution`; Slurm's default 60 s).",
+    )
+    window: Duration = Field(
+        "24h",
+        description="How far ahead backfill plans, in whole minutes (`bf_window`; Slurm's "
+        "default one day).",
+    )
+    max_job_test: int = Field(
+        500,
+        ge=1,
+        le=1_000_000,
+        description="Pending jobs backfill tries per cycle, in priority order "
+        "(`bf_max_job_test`; Slurm's default 500).",
+    )
+
+    @field_validator("window")
+    @classmethod
+    def _whole_minutes(cls, window: str) -> str:
+        if duration_seconds(window) % 60:
+            raise ValueError("bf_window is whole minutes: write e.g. 90m or 2h")
+        if duration_seconds(window) > 30 * 86_400:
+            raise ValueError("bf_window is at most 30 days (slurm.conf(5))")
+        return window
+
+    @model_validator(mode="after")
+    def _slurm_ranges(self) -> Backfill:
+        if duration_seconds(self.interval) > 10_800:
+            raise ValueError("interval (bf_interval) is at most 3h (slurm.conf(5))")
+        if duration_seconds(self.resolution) > 3600:
+            raise ValueError("resolution (bf_resolution) is at most 1h (slurm.conf(5))")
+        return self
+
+
 class Monitoring(StrictModel):
     """Alert thresholds of the GPU PrometheusRules (dcgm-exporter metrics)."""
 
@@ -306,6 +354,10 @@ class Scheduler(StrictModel):
     )
     power_saving: PowerSaving | None = Field(
         None, description="Slurm: power idle nodes off through their BMC; none when absent."
+    )
+    backfill: Backfill = Field(
+        default_factory=Backfill,
+        description="Slurm: the backfill scheduler's parameters (`SchedulerParameters`).",
     )
 
     def preemption_in_effect(self, *, by_hypernode: bool) -> PreemptionInEffect:

@@ -20,10 +20,18 @@ def unknown_node(ctx: LintContext) -> Iterator[Violation]:
     Why: everything downstream (GPU model, NICs, power, MIG profiles, rack units) comes from the
     catalog entry; an unknown id means railplan cannot plan or check the group at all.
     Fix: use one of the ids `railplan catalog` lists (e.g. `dgx-h100`, `dgx-a100-640gb`,
-    `aws-p4d.24xlarge`); the hint suggests the closest one.
+    `aws-p4d.24xlarge`); the hint suggests the closest one. A group described by a generic
+    `shape` (GPUs, CPUs, memory, no catalog facts) can be planned and simulated, not deployed.
     """
     for i, group in enumerate(ctx.loaded.spec.node_groups):
-        if group.node not in ctx.catalog.nodes:
+        if group.shape is not None and group.node not in ctx.catalog.nodes:
+            yield Violation(
+                group_path(i, "shape"),
+                "a generic server `shape` is for `railplan plan` and `simulate` only: "
+                "lint, render and the reports need a catalog node's facts",
+                "replace `shape` with `node` (a catalog id) to deploy the group",
+            )
+        elif group.node not in ctx.catalog.nodes:
             yield Violation(
                 group_path(i, "node"),
                 f"unknown node {group.node!r}",

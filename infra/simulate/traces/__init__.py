@@ -102,7 +102,11 @@ def _text(path: str) -> str:
 
 
 def _trace(name: str, rows: Rows, source: str, gpu_map: Mapping[str, str]) -> Trace:
-    jobs = sorted(_mapped(rows.jobs, gpu_map), key=lambda j: (j.submit_s, j.line))
+    jobs = _unique(_mapped(rows.jobs, gpu_map), source, strict=name == "railplan-csv")
+    jobs.sort(key=lambda j: (j.submit_s, j.line))
+    used = len(jobs) if rows.used is None else rows.used
+    if used + sum(rows.skipped.values()) != rows.rows:  # every reader counts in rows
+        raise AssertionError(f"{name} reader: {rows.rows} rows read as {used} + {rows.skipped}")
     return Trace(
         source,
         name,
@@ -110,7 +114,31 @@ def _trace(name: str, rows: Rows, source: str, gpu_map: Mapping[str, str]) -> Tr
         tuple(jobs),
         dict(sorted(rows.skipped.items())),
         rows.origin_unix_s,
+        rows.used,
     )
+
+
+def _unique(jobs: list[Job], source: str, *, strict: bool) -> list[Job]:
+    """``jobs`` with unique ids: a repeat is an error in railplan's CSV, else renamed.
+
+    Published traces hold repeats (a job id reused across a cluster's restarts); those keep
+    their place and become ``<id>@<line>``, so messages and per-job figures tell them apart.
+    """
+    seen: dict[str, int] = {}
+    out = []
+    for job in sorted(jobs, key=lambda j: j.line):
+        first = seen.setdefault(job.id, job.line)
+        if first != job.line:
+            if strict:
+                raise TraceError(
+                    f"job id {job.id!r} repeats the id of line {first}",
+                    file=source,
+                    position=Position(job.line, 1),
+                    hint="give every row its own id",
+                )
+            job = replace(job, id=f"{job.id}@{job.line}")
+        out.append(job)
+    return out
 
 
 def _format(text: str, source: str, trace_format: str | None) -> tuple[str, Reader]:

@@ -93,6 +93,7 @@ def read_pai_tasks(text: str, source: str, jobs: Mapping[str, JobInfo] | None = 
     """Jobs of a PAI task table (``jobs``: the job table's users and submission times)."""
     out, header = Rows(), _header(text)
     gangs: dict[str, _Gang] = {}
+    out.used = 0  # task rows that went into jobs: several per job
     for row in csv_rows(text, source, header):
         out.rows += 1
         _add(row, gangs, out)
@@ -141,6 +142,7 @@ def _job(name: str, gang: _Gang, info: JobInfo | None, out: Rows) -> Job | None:
     if reason:
         out.skipped[reason] += gang.rows
         return None
+    out.used = (out.used or 0) + gang.rows
     gpus, milli = _size(gang.instances)
     user, submitted = info if info is not None else ("default", None)
     return Job(

@@ -13,14 +13,21 @@ README: GPU-sharing pods), else 1000. ``gpu_spec`` (empty or ``nan`` = any model
 ``V100M16|V100M32`` = either) fills ``gpu_models`` and ``gpu_model`` (the first). ``qos`` maps
 to a priority after Kubernetes' QoS classes: ``Guaranteed`` and ``LS`` (latency-sensitive)
 ``high``, ``Burstable`` ``normal``, ``BE`` (best effort, evicted first) ``low``. The trace names
-no tenant: every pod is tenant ``default``. Skipped: ``no GPU`` (``num_gpu`` 0),
-``never scheduled`` (no ``scheduled_time``: the README's ``Pending`` pods), ``zero duration``,
-and ``running at trace end`` (a ``Running`` pod deleted at the file's latest
-``deletion_time``, the snapshot's end: 34 pods in ``openb_pod_list_default.csv``, whose
-duration is cut short by the snapshot rather than measured).
+no tenant: every pod is tenant ``default``. ``cpu_milli`` and ``memory_mib`` are the job's
+CPUs (thousandths) and memory; a pod of ``num_gpu`` 0 that asks for CPUs or memory is a
+CPU-only job (Weng et al.'s simulator places those too: they take CPUs GPU pods then lack).
+Skipped: ``no GPU`` (``num_gpu`` 0 and neither CPUs nor memory) and ``zero duration``.
+Replayed with a flag (`infra.simulate.jobs.FLAGS`), as the trace's own simulator (Weng et
+al.'s, which submits every pod) counts them: ``running at trace end`` (a ``Running`` pod
+deleted at the file's latest ``deletion_time``, the snapshot's end: it runs from
+``scheduled_time`` to that end, cut short by the snapshot), and ``never scheduled`` (no
+``scheduled_time``: the README's ``Pending`` pods), submitted at ``creation_time`` for the time
+they waited (``deletion_time - creation_time``), their run time being unknown.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from infra.simulate.jobs import MILLI_WHOLE, Job
 from infra.simulate.traces.common import Row, Rows, csv_rows, positions, whole
@@ -46,10 +53,20 @@ QOS_PRIORITY = {"Guaranteed": "high", "LS": "high", "Burstable": "normal", "BE":
 """Kubernetes QoS class (and Alibaba's LS/BE) to the spec's priority."""
 
 _MAX_TIME = 10**12
-_FAST = ("num_gpu", "deletion_time", "scheduled_time", "creation_time", "gpu_milli", "qos")
+_MAX_ASK = 10**9  # thousandths of a CPU, MiB
+_FAST = (
+    "num_gpu",
+    "deletion_time",
+    "scheduled_time",
+    "creation_time",
+    "gpu_milli",
+    "qos",
+    "cpu_milli",
+    "memory_mib",
+)
 
-_Pod = tuple[int, int, int, int, int, str]
-"""gpus, deletion, scheduled, creation, milli, priority of a pod that ran."""
+_Pod = tuple[int, int, int | None, int, int, str, int, int]
+"""gpus, deletion, scheduled (None: never), creation, milli, priority, CPU thousandths, MiB."""
 
 
 def read_alibaba_v2023(text: str, source: str) -> Rows:
@@ -72,10 +89,10 @@ def read_alibaba_v2023(text: str, source: str) -> Rows:
         end = max(end, pod[1])
         ran.append((_job(row, pod), pod[1], row.get("pod_phase") == "Running"))
     for job, deleted, running in ran:
-        if running and deleted == end:
-            out.skipped["running at trace end"] += 1
-        elif job is None:
+        if job is None:
             out.skipped["zero duration"] += 1
+        elif running and deleted == end:
+            out.jobs.append(replace(job, flag="running at trace end"))
         else:
             out.jobs.append(job)
     return out
@@ -89,44 +106,52 @@ def _fast(fields: list[str], at: list[int] | None) -> _Pod | str:
     if at is None:
         raise ValueError
     gpus, deleted = int(fields[at[0]]), int(fields[at[1]])
+    cpu, mem = int(fields[at[6]] or 0), int(fields[at[7]] or 0)
     if not (0 <= gpus <= 1_000_000 and 0 <= deleted <= _MAX_TIME):
         raise ValueError
-    if gpus == 0:
-        return "no GPU"
-    if not fields[at[2]].strip():
-        return "never scheduled"
-    scheduled, created = int(fields[at[2]]), int(fields[at[3]])
-    milli = int(fields[at[4]] or MILLI_WHOLE)
-    if not (0 <= scheduled <= _MAX_TIME and 0 <= created <= _MAX_TIME and 0 <= milli <= 1000):
+    if not (0 <= cpu <= _MAX_ASK and 0 <= mem <= _MAX_ASK):
         raise ValueError
-    milli = MILLI_WHOLE if gpus > 1 or milli == 0 else milli
-    return gpus, deleted, scheduled, created, milli, QOS_PRIORITY[fields[at[5]].strip()]
+    if gpus == 0 and not cpu and not mem:
+        return "no GPU"
+    scheduled = int(fields[at[2]]) if fields[at[2]].strip() else None
+    created = int(fields[at[3]])
+    milli = int(fields[at[4]] or MILLI_WHOLE)
+    if not (0 <= (scheduled or 0) <= _MAX_TIME and 0 <= created <= _MAX_TIME):
+        raise ValueError
+    if not 0 <= milli <= 1000:
+        raise ValueError
+    milli = MILLI_WHOLE if gpus != 1 or milli == 0 else milli
+    return gpus, deleted, scheduled, created, milli, QOS_PRIORITY[fields[at[5]].strip()], cpu, mem
 
 
 def _checked(row: Row) -> _Pod | str:
     deleted = whole(row, "deletion_time", maximum=_MAX_TIME)
     gpus = whole(row, "num_gpu", maximum=1_000_000)
-    if gpus == 0:
+    cpu = whole(row, "cpu_milli", maximum=_MAX_ASK, default="0")
+    mem = whole(row, "memory_mib", maximum=_MAX_ASK, default="0")
+    if gpus == 0 and not cpu and not mem:
         return "no GPU"
-    if not row.get("scheduled_time"):
-        return "never scheduled"
-    scheduled = whole(row, "scheduled_time", maximum=_MAX_TIME)
+    scheduled = None
+    if row.get("scheduled_time"):
+        scheduled = whole(row, "scheduled_time", maximum=_MAX_TIME)
     created = whole(row, "creation_time", maximum=_MAX_TIME)
-    return gpus, deleted, scheduled, created, _milli(row, gpus), _priority(row)
+    return gpus, deleted, scheduled, created, _milli(row, gpus), _priority(row), cpu, mem
 
 
 def _job(row: Row, pod: _Pod) -> Job | None:
-    """The pod's job; ``None`` when it ran for no time."""
-    gpus, deleted, scheduled, created, milli, priority = pod
-    if deleted < scheduled:
-        raise row.error("deletion_time", "deletion_time is before scheduled_time")
-    if deleted == scheduled:
+    """The pod's job; ``None`` when it ran (or, never scheduled, waited) for no time."""
+    gpus, deleted, scheduled, created, milli, priority, cpu, mem = pod
+    start = created if scheduled is None else scheduled
+    if deleted < start:
+        field = "creation_time" if scheduled is None else "scheduled_time"
+        raise row.error("deletion_time", f"deletion_time is before {field}")
+    if deleted == start:
         return None
     models = _models(row)
     return Job(
         id=row.get("name", f"row{row.line}"),
         submit_s=float(created),
-        duration_s=float(deleted - scheduled),
+        duration_s=float(deleted - start),
         gpus=gpus,
         milli=milli,
         tenant="default",
@@ -134,12 +159,15 @@ def _job(row: Row, pod: _Pod) -> Job | None:
         gpu_model=models[0] if models else None,
         line=row.line,
         gpu_models=models if len(models) > 1 else (),
+        flag="never scheduled" if scheduled is None else "",
+        cpu_milli=cpu,
+        memory_mib=mem,
     )
 
 
 def _milli(row: Row, gpus: int) -> int:
     milli = whole(row, "gpu_milli", maximum=MILLI_WHOLE, default=str(MILLI_WHOLE))
-    if gpus > 1 or milli == 0:
+    if gpus != 1 or milli == 0:
         return MILLI_WHOLE
     return milli
 

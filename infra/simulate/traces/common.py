@@ -62,13 +62,16 @@ class Row:
 class Rows:
     """The jobs a reader built, the rows it skipped by reason, and the trace's clock.
 
-    ``origin_unix_s`` is the Unix time of ``submit_s == 0`` for formats with dates.
+    ``origin_unix_s`` is the Unix time of ``submit_s == 0`` for formats with dates; ``used``
+    the rows that went into jobs, for formats where a row is not a job (PAI's task rows,
+    Philly's attempts), else ``None`` (one job per used row).
     """
 
     jobs: list[Job] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
     rows: int = 0
     origin_unix_s: float | None = None
+    used: int | None = None
 
 
 def positions(index: Mapping[str, int], names: Sequence[str]) -> list[int] | None:

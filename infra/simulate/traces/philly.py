@@ -7,16 +7,19 @@ Schema (github.com/msr-fiddle/philly-traces README; Jeon et al., USENIX ATC '19)
      "attempts": [{"start_time": "...", "end_time": "...",
                    "detail": [{"ip": "m47", "gpus": ["gpu0", ...]}]}]}
 
-One job per entry: ``id`` = ``jobid``; ``submit_s`` = ``submitted_time`` less the earliest
-(``origin_unix_s``); ``duration_s`` = the last attempt's ``end_time - start_time`` (earlier
-attempts were retries the scheduler restarted; the job's gang is the last one's);
-``gpus`` = the GPUs listed across the last attempt's ``detail``; tenant = ``vc`` (the
-virtual cluster, Philly's quota unit). ``status`` ``Pass``, ``Killed`` and ``Failed`` all held
-their GPUs and are replayed alike. Dates carry no zone: they are read as US Pacific time
-(America/Los_Angeles), the zone the same release's utilisation logs state (``PDT``/``PST``).
-Skipped (the README's own notes): ``never started`` (no attempt, or its ``start_time`` is
-missing), ``running at trace end`` (the last attempt has no ``end_time``), ``no GPU``,
-``zero duration``.
+One job per attempt that ran (each held its GPUs; Jeon et al. count the retries' GPU time
+too): the last such attempt is ``id`` = ``jobid``, submitted at ``submitted_time`` when it
+is the only one; earlier ones are ``<jobid>#<k>`` (k counting attempts from 1), flagged
+``earlier attempt``, the first submitted at ``submitted_time`` and each later one at its own
+``start_time`` (the scheduler's restart). Times are less the earliest ``submitted_time``
+(``origin_unix_s``); ``duration_s`` = the attempt's ``end_time - start_time``; ``gpus`` = the
+GPUs listed across its ``detail``; tenant = ``vc`` (the virtual cluster, Philly's quota
+unit). ``status`` ``Pass``, ``Killed`` and ``Failed`` all held their GPUs and are replayed
+alike. Dates carry no zone: they are read as US Pacific time (America/Los_Angeles), the zone
+the same release's utilisation logs state (``PDT``/``PST``). A row is an entry: it is used
+when one of its attempts ran, else skipped for its last attempt's reason (the README's own
+notes): ``never started`` (no attempt, or its ``start_time`` is missing), ``running at trace
+end`` (no ``end_time``), ``no GPU``, ``zero duration``.
 """
 
 from __future__ import annotations
@@ -52,9 +55,9 @@ class _Entry:
 
 
 def read_philly(text: str, source: str) -> Rows:
-    """Jobs of a Philly ``cluster_job_log``."""
-    out = Rows()
-    dated: list[tuple[float, _Entry, int, float]] = []
+    """Jobs of a Philly ``cluster_job_log``: one per attempt that ran."""
+    out = Rows(used=0)
+    dated: list[tuple[float, _Entry, list[_Attempt]]] = []
     for entry in _entries(text, source):
         out.rows += 1
         if not isinstance(entry.value, dict):
@@ -62,15 +65,16 @@ def read_philly(text: str, source: str) -> Rows:
         submitted = _when(entry, entry.value.get("submitted_time"), "submitted_time")
         if submitted is None:
             raise entry.error("submitted_time is missing")
-        reason, gpus, duration = _last_attempt(entry)
-        if reason:
-            out.skipped[reason] += 1
+        reason, ran = _attempts(entry)
+        if ran:
+            out.used = (out.used or 0) + 1
+            dated.append((submitted, entry, ran))
         else:
-            dated.append((submitted, entry, gpus, duration))
+            out.skipped[reason] += 1
     if dated:
         out.origin_unix_s = min(d[0] for d in dated)
     origin = out.origin_unix_s or 0.0
-    out.jobs = [_job(e, at - origin, gpus, dur) for at, e, gpus, dur in dated]
+    out.jobs = [job for at, e, ran in dated for job in _jobs(e, at - origin, ran, origin)]
     return out
 
 
@@ -112,27 +116,42 @@ def _json_error(text: str, at: int, source: str, message: str) -> TraceError:
     return TraceError(message, file=source, position=Position(line, column))
 
 
-def _last_attempt(entry: _Entry) -> tuple[str | None, int, float]:
+_Attempt = tuple[int, float, float, int]
+"""(1-based attempt number, start, end, GPUs) of an attempt that ran."""
+
+
+def _attempts(entry: _Entry) -> tuple[str, list[_Attempt]]:
+    """The attempts that ran, and the last attempt's reason when none did."""
     attempts = entry.value.get("attempts")
     if attempts is None or attempts == []:
-        return "never started", 0, 0.0
-    if not isinstance(attempts, list) or not isinstance(attempts[-1], dict):
+        return "never started", []
+    if not isinstance(attempts, list) or not all(isinstance(a, dict) for a in attempts):
         raise entry.error("attempts must be a list of objects")
-    last = attempts[-1]
-    start = _when(entry, last.get("start_time"), "start_time")
-    end = _when(entry, last.get("end_time"), "end_time")
+    ran: list[_Attempt] = []
+    reason = ""
+    for number, attempt in enumerate(attempts, start=1):
+        reason, gpus, start, end = _attempt(entry, attempt)
+        if not reason:
+            ran.append((number, start, end, gpus))
+    return reason, ran
+
+
+def _attempt(entry: _Entry, attempt: dict[str, Any]) -> tuple[str, int, float, float]:
+    """(reason it did not run or "", GPUs, start, end) of one attempt."""
+    start = _when(entry, attempt.get("start_time"), "start_time")
+    end = _when(entry, attempt.get("end_time"), "end_time")
     if start is None:
-        return "never started", 0, 0.0
+        return "never started", 0, 0.0, 0.0
     if end is None:
-        return "running at trace end", 0, 0.0
+        return "running at trace end", 0, 0.0, 0.0
     if end < start:
-        raise entry.error("the last attempt's end_time is before its start_time")
-    gpus = _gpus(entry, last.get("detail"))
+        raise entry.error("an attempt's end_time is before its start_time")
+    gpus = _gpus(entry, attempt.get("detail"))
     if gpus == 0:
-        return "no GPU", 0, 0.0
+        return "no GPU", 0, 0.0, 0.0
     if end == start:
-        return "zero duration", 0, 0.0
-    return None, gpus, end - start
+        return "zero duration", 0, 0.0, 0.0
+    return "", gpus, start, end
 
 
 def _gpus(entry: _Entry, detail: Any) -> int:
@@ -160,13 +179,21 @@ def _when(entry: _Entry, value: Any, name: str) -> float | None:
         raise entry.error(f"{name} {value!r} is not a date like 2017-10-07 01:11:39") from None
 
 
-def _job(entry: _Entry, submit_s: float, gpus: int, duration: float) -> Job:
+def _jobs(entry: _Entry, submit_s: float, ran: list[_Attempt], origin: float) -> list[Job]:
     value = entry.value
-    return Job(
-        id=str(value.get("jobid") or f"entry{entry.line}"),
-        submit_s=submit_s,
-        duration_s=duration,
-        gpus=gpus,
-        tenant=str(value.get("vc") or "default"),
-        line=entry.line,
-    )
+    jobid = str(value.get("jobid") or f"entry{entry.line}")
+    out = []
+    for k, (number, start, end, gpus) in enumerate(ran):
+        last = k == len(ran) - 1
+        out.append(
+            Job(
+                id=jobid if last else f"{jobid}#{number}",
+                submit_s=submit_s if k == 0 else start - origin,
+                duration_s=end - start,
+                gpus=gpus,
+                tenant=str(value.get("vc") or "default"),
+                line=entry.line,
+                flag="" if last else "earlier attempt",
+            )
+        )
+    return out

@@ -1,0 +1,302 @@
+"""Where a job would run now: its nodes, GPUs, slices or shared replicas, CPUs and memory.
+
+`find` answers without changing the cluster. A job of at most one node's GPUs goes on one
+node. A whole-GPU job or a fraction that states no CPUs or memory, under best fit, first fit
+or random placement, is placed from the group indexes: best fit takes the node with the
+fewest free whole GPUs that still holds it, a fraction the smallest free MIG slice that
+covers it, else the replicas of one shared GPU, else a whole unsplit GPU. Everything else
+(CPU-only jobs, jobs stating CPUs or memory, fractions on sharing groups, packing and FGD)
+is scored node by node (`infra.simulate.score`). A job larger than a node takes
+``gpus // per_node`` wholly free nodes and the rest on one more node (8 + 4 for 12 GPUs, as
+Slurm's cons_tres packs them and a gang of pods lands): the whole nodes inside one SU when
+they fit one (the SU with the fewest free nodes that suffices), else whole SUs of one pod
+(the pod with the fewest free nodes that suffices), else across pods; its CPUs and memory
+spread over its nodes in proportion to its GPUs there.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+
+from infra.simulate.cluster import (
+    COMPUTE_SLICES,
+    Allocation,
+    Cluster,
+    GroupIndex,
+    Node,
+    Part,
+    slices_needed,
+    whole_part,
+)
+from infra.simulate.jobs import Job
+from infra.simulate.score import scan
+
+__all__ = ["INDEXED", "could_fit", "find", "spread"]
+
+INDEXED = ("best-fit", "first-fit", "random")
+"""Placements the group indexes answer for jobs that state no CPUs or memory."""
+
+
+def find(cluster: Cluster, job: Job, *, only: str | None = None) -> Allocation | None:
+    """Where ``job`` would run now, or None when it does not fit anywhere open.
+
+    ``only``: in that node group alone (a Slurm partition).
+    """
+    groups = [
+        g
+        for g in cluster.groups.values()
+        if (only is None or g.name == only) and (job.gpus == 0 or job.accepts(g.gpu_model))
+    ]
+    one = [g for g in groups if job.gpus <= g.per_node]
+    if one:
+        found = _one_node(cluster, job, one)
+        if found is not None or job.fractional or job.gpus == 0:
+            return found
+    for g in groups:
+        if job.gpus > g.per_node:
+            found = _find_gang(cluster, g, job)
+            if found is not None:
+                return found
+    return None
+
+
+def _one_node(cluster: Cluster, job: Job, groups: list[GroupIndex]) -> Allocation | None:
+    indexed = cluster.placement in INDEXED and not job.cpu_milli and not job.memory_mib
+    if not indexed or job.gpus == 0:
+        return scan(cluster, job, groups)
+    if not job.fractional:
+        return _find_one_node(cluster, groups, job.gpus)
+    plain = [g for g in groups if g.replicas == 1]
+    found = _find_slices(cluster, plain, job.gpus, slices_needed(job.milli))
+    if found is None and len(plain) < len(groups):
+        found = scan(cluster, job, [g for g in groups if g.replicas > 1])
+    if found is None and plain:
+        found = _find_one_node(cluster, plain, job.gpus)
+    return found
+
+
+def could_fit(cluster: Cluster, job: Job, freed: Mapping[int, tuple[int, int]]) -> bool:
+    """Whether ``job`` might fit once ``freed`` (per node: whole GPUs, largest slice) is back.
+
+    A necessary condition only (SUs, quota, CPUs and memory are not looked at), so
+    preemption lifts its candidates only when it might help. Jobs that state CPUs or
+    memory, CPU-only jobs and fractions on sharing groups are always worth a try.
+    """
+    groups = {g.name: g for g in cluster.groups.values() if job.accepts(g.gpu_model)}
+    if job.cpu_milli or job.memory_mib or job.gpus == 0:
+        return True
+    if job.fractional and any(g.replicas > 1 for g in groups.values()):
+        return True
+    opened = [(cluster.nodes[n], k, s) for n, (k, s) in freed.items()]
+    opened = [(node, k, s) for node, k, s in opened if node.open and node.group in groups]
+    if job.fractional and _slice_could_fit(job, groups.values(), opened):
+        return True
+    touched = [(node, k) for node, k, _ in opened]
+    for g in groups.values():
+        if job.gpus <= g.per_node:  # one node: free already (quota blocks) or once freed
+            if any(g.by_free[k] for k in range(job.gpus, g.per_node + 1)) or any(
+                node.group == g.name and job.gpus <= node.whole_free + k for node, k in touched
+            ):
+                return True
+            continue
+        full = sum(len(nodes) for nodes in g.su_full.values())
+        full += sum(
+            1
+            for node, k in touched
+            if node.group == g.name and node.whole_free < node.gpus == node.whole_free + k
+        )
+        if full >= job.gpus // g.per_node:  # the whole nodes; the rest may share a node
+            return True
+    return False
+
+
+def _slice_could_fit(
+    job: Job, groups: Iterable[GroupIndex], opened: list[tuple[Node, int, int]]
+) -> bool:
+    need = slices_needed(job.milli)
+    if any(size >= need for _, _, size in opened):
+        return True
+    return any(size >= need and nodes for g in groups for size, nodes in g.by_slice.items())
+
+
+def _find_slices(
+    cluster: Cluster, groups: list[GroupIndex], count: int, need: int
+) -> Allocation | None:
+    best: tuple[int, int] | None = None  # (slice size, node)
+    for g in groups:
+        for size, nodes in g.by_slice.items():
+            if size < need or (best is not None and size >= best[0]):
+                continue
+            node = next((n for n in nodes if cluster.nodes[n].slices_free[size] >= count), None)
+            if node is not None:
+                best = (size, node)
+    if best is None:
+        return None
+    part = Part(best[1], slice=best[0], held=best[0] / COMPUTE_SLICES)
+    return tuple(part for _ in range(count))
+
+
+def _find_one_node(cluster: Cluster, groups: list[GroupIndex], gpus: int) -> Allocation | None:
+    if cluster.placement != "best-fit":
+        return _find_by_policy(cluster, groups, gpus)
+    best: tuple[int, int] | None = None  # (free whole GPUs, node): the tightest fit
+    for g in groups:
+        for k in range(gpus, g.per_node + 1):
+            if best is not None and k >= best[0]:
+                break
+            bucket = g.by_free[k]
+            if bucket:
+                best = (k, next(iter(bucket)))
+                break
+    return None if best is None else (whole_part(cluster.nodes[best[1]], gpus),)
+
+
+def _find_by_policy(cluster: Cluster, groups: list[GroupIndex], gpus: int) -> Allocation | None:
+    """The node of a one-node job under first fit or random placement.
+
+    First fit: the lowest node in plan order with room; random: any node with room,
+    uniformly, from the replay's seeded generator.
+    """
+    buckets = [g.by_free[k] for g in groups for k in range(gpus, g.per_node + 1)]
+    buckets = [bucket for bucket in buckets if bucket]
+    if not buckets:
+        return None
+    if cluster.placement == "first-fit":
+        node = min(min(bucket) for bucket in buckets)
+    else:
+        pick = cluster.rng.randrange(sum(len(bucket) for bucket in buckets))
+        for bucket in buckets:
+            if pick < len(bucket):
+                node = next(itertools.islice(bucket, pick, None))
+                break
+            pick -= len(bucket)
+    return (whole_part(cluster.nodes[node], gpus),)
+
+
+def _share(amount: int, gpus: int, of: int) -> int:
+    """A node's part of a job's CPUs or memory: pro rata to its GPUs, rounded up."""
+    return -(-amount * gpus // of)
+
+
+def spread(job: Job, nodes: list[tuple[Node, int]]) -> Allocation:
+    """``job``'s parts on ``nodes`` (node, GPUs there): CPUs and memory pro rata to GPUs.
+
+    Each node's part is rounded up (a gang over n nodes may hold up to n thousandths of a
+    CPU and n MiB more than it stated).
+    """
+    return tuple(
+        whole_part(node, k, _share(job.cpu_milli, k, job.gpus), _share(job.memory_mib, k, job.gpus))
+        for node, k in nodes
+    )
+
+
+def _find_gang(cluster: Cluster, g: GroupIndex, job: Job) -> Allocation | None:
+    """``job``'s GPUs over ``g``'s nodes: whole free nodes, the rest on one more node.
+
+    As Slurm's cons_tres packs ``--gpus=12`` on 8-GPU nodes (8 + 4) and as a gang of
+    8-GPU pods and one 4-GPU pod lands: the remainder takes the tightest node with room
+    in the SUs of the whole nodes, else the tightest anywhere in the group.
+    """
+    whole, rest = divmod(job.gpus, g.per_node)
+    found = _find_nodes(cluster, g, whole, job)
+    if found is None:
+        return None
+    chosen = [(cluster.nodes[n], g.per_node) for n in found]
+    if rest:
+        node = _remainder(cluster, g, rest, set(found), {n.su for n, _ in chosen}, job)
+        if node is None:
+            return None
+        chosen.append((cluster.nodes[node], rest))
+    return spread(job, chosen)
+
+
+def _has_room(node: Node, gpus: int, job: Job) -> bool:
+    """Whether ``node`` has the CPUs and memory of ``gpus`` of ``job``'s GPUs."""
+    return node.room(_share(job.cpu_milli, gpus, job.gpus), _share(job.memory_mib, gpus, job.gpus))
+
+
+def _remainder(
+    cluster: Cluster,
+    g: GroupIndex,
+    rest: int,
+    chosen: set[int],
+    sus: set[int],
+    job: Job,
+) -> int | None:
+    nodes = cluster.nodes
+    if cluster.placement == "first-fit":
+        room = [
+            n
+            for k in range(rest, g.per_node + 1)
+            for n in g.by_free[k]
+            if n not in chosen and _has_room(nodes[n], rest, job)
+        ]
+        return min(room, default=None)
+    elsewhere = None
+    for k in range(rest, g.per_node + 1):
+        for node in g.by_free[k]:
+            if node in chosen or not _has_room(nodes[node], rest, job):
+                continue
+            if nodes[node].su in sus:
+                return node
+            if elsewhere is None:
+                elsewhere = node
+    return elsewhere
+
+
+def _find_nodes(cluster: Cluster, g: GroupIndex, n: int, job: Job) -> list[int] | None:
+    if n <= g.su_size:
+        su = _tightest_su(g, n)
+        return None if su is None else _whole_nodes(cluster, g, [su], n, job)
+    sus = [(len(nodes), su) for su, nodes in g.su_full.items() if nodes]
+    pods: dict[int, int] = {}
+    for free, su in sus:
+        pods[g.su_pod[su]] = pods.get(g.su_pod[su], 0) + free
+    fits = [(free, pod) for pod, free in pods.items() if free >= n]
+    if fits:  # one pod: its fullest-free SUs first, so the job spans the fewest SUs
+        pod = min(fits)[1]
+        order = sorted((-free, su) for free, su in sus if g.su_pod[su] == pod)
+        return _whole_nodes(cluster, g, [su for _, su in order], n, job)
+    if sum(pods.values()) < n:
+        return None
+    # across pods: the pods with most free nodes first, and within each its fullest SUs
+    spread_out = sorted((-pods[g.su_pod[su]], g.su_pod[su], -free, su) for free, su in sus)
+    return _whole_nodes(cluster, g, [item[3] for item in spread_out], n, job)
+
+
+def _tightest_su(g: GroupIndex, n: int) -> int | None:
+    """The SU with the fewest free whole nodes that still holds ``n`` (lowest SU on a tie).
+
+    One pass without building tuples: the common multi-node search, run per candidate put
+    back during preemption.
+    """
+    best_free, best_su = 0, None
+    for su, nodes in g.su_full.items():
+        free = len(nodes)
+        if free < n:
+            continue
+        if best_su is None or free < best_free or (free == best_free and su < best_su):
+            best_free, best_su = free, su
+    return best_su
+
+
+def _whole_nodes(
+    cluster: Cluster, g: GroupIndex, sus: list[int], n: int, job: Job
+) -> list[int] | None:
+    """``n`` wholly free nodes of the SUs in order (with room for the job's CPUs and memory).
+
+    None when CPUs or memory leave fewer than ``n``: the SU counts look at GPUs only.
+    """
+    out: list[int] = []
+    for su in sus:
+        free: Iterable[int] = g.su_full[su]
+        if cluster.placement == "first-fit":  # the lowest-numbered, as cons_tres takes them
+            free = sorted(free)
+        for node in free:
+            if not _has_room(cluster.nodes[node], g.per_node, job):
+                continue
+            out.append(node)
+            if len(out) == n:
+                return out
+    return None

@@ -1,0 +1,354 @@
+"""Slurm's scheduling for Slurm specs: the main scheduler and `sched/backfill`, as Slurm runs them.
+
+What the rendered slurm.conf configures (`infra.topology.slurm_sched`): `priority/basic`
+(no `PriorityType` line), so jobs are served first come, first served (submission order);
+`sched/backfill` with the rendered `SchedulerParameters`. Modelled after Slurm 22.05
+(`src/slurmctld/job_scheduler.c`, `src/plugins/sched/backfill/backfill.c`, and the
+Scheduling Configuration Guide):
+
+- The main scheduler runs when a job ends and `SUBMIT_SCHED_S` after a submission (the
+  scheduling agent's pass a real slurmctld makes within a second of an `sbatch`): it takes
+  pending jobs in priority order and starts each that fits; the first that does not
+  blocks its partition, and no later job of that partition starts in that run ("once any
+  job in a partition is left pending, no other jobs in that partition will be scheduled").
+  A job's partition is the first node group (spec order) with a GPU it accepts.
+- Backfill runs at the backfill agent's once-a-second wake-up when `bf_interval` has passed
+  since its last cycle and a job was submitted, started or ended since: it takes up to `bf_max_job_test` pending jobs in
+  priority order; for each it finds the earliest time, up to `bf_window` ahead, at which its
+  partition's nodes hold it, counting running jobs as ending at their start plus their
+  time limit and keeping out of the nodes reserved for the jobs before it. A job that can
+  start now starts; one that cannot reserves the nodes it would use from that start to the
+  end of its time limit, rounded out to `bf_resolution`. Reservations are whole nodes, as
+  backfill's node-space map is a node bitmap, and are made afresh every cycle.
+- Time limits are whole minutes, as Slurm keeps them: a trace's `time_limit_s`, else the job's
+  run time (users who know their jobs' length), rounded up to a minute.
+
+Not modelled: the multifactor priority (fairshare, age, QOS weights) and QOS limits, which the
+rendered slurm.conf does not configure; `bf_continue` (a cycle here never yields its locks,
+so there is nothing to continue); `default_queue_depth` and `sched_interval` (the main
+scheduler stops at its partition's first blocked job long before 100 jobs);
+`bf_window_linear` (the will-run test's windows double here, Slurm's default); topology-aware
+node choice (a job takes the lowest-numbered nodes with room, as cons_tres did on one leaf
+switch). Fractions of a GPU, CPU-only jobs and jobs that state CPUs or memory start only when
+they fit now (no reservation: the plan counts GPUs only). Tenants' quotas and
+preemption are Kueue's and Volcano's: a Slurm spec renders neither, so they are not applied.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterator
+from typing import Protocol
+
+from infra.simulate.cluster import Allocation, Cluster, GroupIndex
+from infra.simulate.jobs import Job
+from infra.simulate.place import find, spread
+from infra.simulate.policy import SimPolicy
+from infra.simulate.state import BACKFILL, SCHED, Events, Run
+from infra.topology.slurm_sched import BackfillParameters
+
+__all__ = ["SUBMIT_SCHED_S", "SlurmHost", "SlurmScheduler", "time_limit_s"]
+
+AGENT_WAKE_S = 1.0
+"""Slurm 22.05's backfill agent wakes once a second and runs a cycle when `bf_interval` has
+passed since the last and jobs, nodes or partitions changed since (`_more_work`); the real
+slurmctld in tests/slurm_replay ran cycles 2, 3, 5 and 7 s apart with `bf_interval=2`."""
+
+WILL_RUN_WINDOW_S = 30
+"""`select/cons_tres`'s first will-run window (Slurm 22.05 `_will_run_test`: running jobs are
+removed in batches, the window doubling each time unless `bf_window_linear` is set). A real
+slurmctld planned a job after the last of a batch, not the first end that fits, because of
+it (tests/slurm_replay)."""
+
+SUBMIT_SCHED_S = 1.0
+"""Seconds from a submission to the main scheduler's pass over it: Slurm 22.05's
+scheduling agent wakes at most once a second; tests/slurm_replay saw 0.97 s on an idle
+slurmctld (the backfill cycle often starts a job first)."""
+
+
+def time_limit_s(job: Job) -> float:
+    """A job's time limit as Slurm keeps it: whole minutes, at least one."""
+    limit = job.duration_s if job.limit_s is None else job.limit_s
+    return max(1, math.ceil(limit / 60 - 1e-9)) * 60.0
+
+
+class SlurmHost(Protocol):
+    """What Slurm's scheduling reads and changes of the replay (`engine.Replay`)."""
+
+    jobs: list[Job]
+    cluster: Cluster
+    events: Events
+    running: dict[int, Run]
+    policy: SimPolicy
+    now: float
+    start_s: float
+
+    def start(self, index: int, alloc: Allocation) -> None:
+        """Start job ``index`` on ``alloc`` now."""
+
+
+_Reservation = tuple[float, float, frozenset[int]]
+
+
+class SlurmScheduler:
+    """The pending queue in priority order, the main scheduler and the backfill cycle."""
+
+    def __init__(self, host: SlurmHost, params: BackfillParameters, epoch0: float = 0.0) -> None:
+        self.host = host
+        self.params = params
+        self.epoch0 = epoch0  # wall-clock seconds of trace time 0 (will-run windows align)
+        self.pending: list[tuple[float, int, int]] = []  # (submit, line, job), priority order
+        self.tick_at: float | None = None  # the next backfill cycle, while jobs wait
+        self.last_tick = -math.inf
+        self.dirty = False  # something changed since the last cycle
+        self.blocked = False  # the last main run left a partition blocked for resources
+        self.due = False  # the main scheduler runs at this instant (a job ended, or SCHED)
+        self.partition: dict[int, str] = {}
+
+    def add(self, index: int) -> None:
+        """Job ``index`` waits (submitted, or evicted and requeued)."""
+        job = self.host.jobs[index]
+        bisect.insort(self.pending, (job.submit_s, job.line, index))
+        self._main_later(SUBMIT_SCHED_S)
+        self.changed()
+
+    def _main_later(self, delay: float) -> None:
+        """Schedule the main scheduler's next pass: ``delay`` from now.
+
+        When the replay knows the scheduling agent's clock (`SimPolicy.sched_phase_s`), the
+        agent's next wake-up after now instead.
+        """
+        host = self.host
+        period = host.policy.sched_period_s
+        if period is None or host.policy.sched_phase_s is None:
+            if delay <= 0:
+                self.due = True
+            else:
+                host.events.push(host.now + delay, SCHED)
+            return
+        first = host.start_s + host.policy.sched_phase_s
+        at = first + max(0, math.floor((host.now - first) / period + 1e-9) + 1) * period
+        host.events.push(at, SCHED)
+
+    def _schedule_tick(self) -> None:
+        """Schedule the backfill agent's next wake-up `bf_interval` after the last cycle.
+
+        The agent's clock: ``phase + k x period`` after the first submission.
+        """
+        host = self.host
+        period = host.policy.backfill_period_s or AGENT_WAKE_S
+        first = host.start_s + (host.policy.backfill_phase_s or period)
+        due = max(host.now, self.last_tick + self.params.interval_s - 1e-6)
+        at = first + max(0, math.ceil((due - first) / period - 1e-9)) * period
+        self.tick_at = at
+        host.events.push(at, BACKFILL)
+
+    def changed(self) -> None:
+        """A job was submitted, started or ended: the backfill agent has work (`_more_work`)."""
+        self.dirty = True
+        if self.tick_at is None and self.pending:
+            self._schedule_tick()
+
+    def ended(self) -> None:
+        """A job ended: the main scheduler runs (now, or at the agent's next wake-up)."""
+        self._main_later(0.0)
+        self.changed()
+
+    def _group(self, index: int) -> GroupIndex | None:
+        """The job's partition: the first group (spec order) whose GPU it accepts."""
+        name = self.partition.get(index)
+        if name is None:
+            job = self.host.jobs[index]
+            groups = self.host.cluster.groups.values()
+            name = next((g.name for g in groups if job.accepts(g.gpu_model)), "")
+            self.partition[index] = name
+        return self.host.cluster.groups.get(name)
+
+    # --- the main scheduler -------------------------------------------------------------
+
+    def main(self) -> None:
+        """Start pending jobs in priority order until each partition's first that waits.
+
+        Only when due (a job ended, or a submission's pass came): other instants do not
+        trigger slurmctld's main scheduler.
+        """
+        if not self.due:
+            return
+        self.due = False
+        blocked: set[str] = set()
+        kept = []
+        for entry in self.pending:
+            group = self._group(entry[2])
+            if group is None or group.name in blocked:
+                kept.append(entry)
+                continue
+            alloc = find(self.host.cluster, self.host.jobs[entry[2]], only=group.name)
+            if alloc is None:
+                blocked.add(group.name)
+                kept.append(entry)
+            else:
+                self.host.start(entry[2], alloc)
+                self.dirty = True
+        self.pending = kept
+        self.blocked = bool(blocked)
+
+    # --- backfill -----------------------------------------------------------------------
+
+    def backfill(self) -> None:
+        """One backfill cycle (module docstring), if anything changed since the last."""
+        self.tick_at = None
+        if not self.dirty or not self.pending:
+            return
+        self.last_tick, self.dirty = self.host.now, False
+        host, now = self.host, self.host.now
+        reservations: list[_Reservation] = []
+        kept = []
+        tested = 0
+        for entry in self.pending:
+            index = entry[2]
+            group = self._group(index)
+            if tested >= self.params.max_job_test or group is None:
+                kept.append(entry)
+                continue
+            tested += 1
+            job = host.jobs[index]
+            if job.fractional or job.gpus == 0 or job.cpu_milli or job.memory_mib:
+                # a slice, or CPUs and memory the plan below does not count: now or not at all
+                alloc = find(host.cluster, job, only=group.name)
+                if alloc is None:
+                    kept.append(entry)
+                else:
+                    host.start(index, alloc)
+                    self.dirty = True
+                continue
+            limit = time_limit_s(job)
+            start, nodes = self._earliest(job, group, limit, reservations)
+            if start is None:
+                kept.append(entry)
+            elif start <= now:
+                host.start(index, self._alloc(job, group, nodes))
+                self.dirty = True
+            else:
+                reservations.append(self._reserve(start, start + limit, nodes))
+                kept.append(entry)
+        self.pending = kept
+        if self.dirty and self.pending:
+            self._schedule_tick()
+
+    def _reserve(self, start: float, end: float, nodes: list[int]) -> _Reservation:
+        res = self.params.resolution_s
+        return (math.floor(start / res) * res, math.ceil(end / res) * res, frozenset(nodes))
+
+    def _earliest(
+        self, job: Job, group: GroupIndex, limit: float, reservations: list[_Reservation]
+    ) -> tuple[float | None, list[int]]:
+        """The start backfill plans for ``job`` and its nodes then, or (None, []).
+
+        Now if it fits now; else as `select/cons_tres`'s will-run test estimates it: running
+        jobs (ending at start plus time limit) are removed in batches, the first up to a
+        barrier `WILL_RUN_WINDOW_S`-aligned on the wall clock past the first end plus that
+        window, the window doubling for each next batch; the start is the last removed job's
+        end once the job fits. Nodes reserved for earlier jobs over the job's time are out.
+        """
+        host, now = self.host, self.host.now
+        free, ends = self._running_on(group)
+
+        def fits(t: float) -> list[int] | None:
+            taken = {n for s, e, nodes in reservations if s < t + limit and e > t for n in nodes}
+            return _place(job.gpus, group.per_node, free, taken, host.cluster.placement)
+
+        nodes = fits(now)
+        if nodes is not None:
+            return now, nodes
+        horizon = now + self.params.window_s
+        for t in self._batches(ends, free):
+            if t > horizon:
+                return None, []
+            nodes = fits(max(t, now))
+            if nodes is not None:
+                return max(t, now), nodes
+        for t in sorted(_ends(reservations, now)):  # reserved nodes free up later
+            nodes = fits(t) if t <= horizon else None
+            if nodes is not None:
+                return t, nodes
+        return None, []
+
+    def _running_on(
+        self, group: GroupIndex
+    ) -> tuple[dict[int, int], list[tuple[float, list[tuple[int, int]]]]]:
+        """Free GPUs per open node of ``group``, and its running jobs' ends and GPUs there."""
+        host = self.host
+        free = {
+            n.index: n.whole_total for n in host.cluster.nodes if n.group == group.name and n.open
+        }
+        ends: list[tuple[float, list[tuple[int, int]]]] = []
+        for index, run in host.running.items():
+            parts = [(part.node, part.whole) for part in run.alloc if part.node in free]
+            for node, whole in parts:
+                free[node] -= whole
+            if parts:
+                ends.append((run.started_s + time_limit_s(host.jobs[index]), parts))
+        ends.sort(key=lambda item: item[0])
+        return free, ends
+
+    def _batches(
+        self, ends: list[tuple[float, list[tuple[int, int]]]], free: dict[int, int]
+    ) -> Iterator[float]:
+        """Remove running jobs from ``free`` batch by batch; each batch's last end."""
+        window, barrier, i = WILL_RUN_WINDOW_S, None, 0
+        while i < len(ends):
+            last = ends[i][0]
+            while i < len(ends):
+                end, parts = ends[i]
+                if barrier is None:
+                    wall = self.epoch0 + end
+                    barrier = end + (window - wall % window)
+                for node, whole in parts:
+                    free[node] += whole
+                last, i = end, i + 1
+                if i < len(ends) and ends[i][0] > barrier + window:
+                    break
+            window *= 2
+            while i < len(ends) and barrier is not None and ends[i][0] > barrier + window:
+                window *= 2
+            yield last
+
+    def _alloc(self, job: Job, group: GroupIndex, nodes: list[int]) -> Allocation:
+        per, cluster = group.per_node, self.host.cluster
+        if job.gpus <= per:
+            return spread(job, [(cluster.nodes[nodes[0]], job.gpus)])
+        whole, rest = divmod(job.gpus, per)
+        out = [(cluster.nodes[n], per) for n in nodes[:whole]]
+        if rest:
+            out.append((cluster.nodes[nodes[whole]], rest))
+        return spread(job, out)
+
+
+def _ends(reservations: list[_Reservation], now: float) -> set[float]:
+    return {e for _, e, _ in reservations if e > now}
+
+
+def _place(
+    gpus: int, per: int, free: dict[int, int], taken: set[int], placement: str
+) -> list[int] | None:
+    """Nodes for ``gpus`` whole GPUs given each node's free GPUs, outside ``taken``.
+
+    One node: the lowest-numbered that holds them (first fit, Slurm's), or the tightest
+    (best fit). More: wholly free nodes in plan order, and the rest on one more node chosen
+    the same way.
+    """
+    key = (lambda fn: fn[1]) if placement == "first-fit" else (lambda fn: fn)
+    usable = [(f, n) for n, f in free.items() if n not in taken]
+    if gpus <= per:
+        fits = [(f, n) for f, n in usable if f >= gpus]
+        return [min(fits, key=key)[1]] if fits else None
+    whole, rest = divmod(gpus, per)
+    full = sorted(n for f, n in usable if f >= per)
+    if len(full) < whole:
+        return None
+    chosen = full[:whole]
+    if not rest:
+        return chosen
+    others = [(f, n) for f, n in usable if f >= rest and n not in chosen]
+    return [*chosen, min(others, key=key)[1]] if others else None

@@ -1,0 +1,240 @@
+"""Replay a compressed job trace on real Slurm and on railplan's model; compare job starts.
+
+`run_case` starts a `SlurmCluster` for the case's spec, submits the trace's jobs at their
+submit times (`sbatch`, a job that sleeps its run time under its time limit), waits for
+jobcomp/filetxt to record every job, then replays the same jobs in `railplan simulate`'s
+engine: each job submitted when Slurm recorded its submission, the first backfill cycle where
+slurmctld's clock puts it (`SimPolicy.backfill_phase_s`). `compare` reports, side by side,
+the mean queueing delay (start less submit) of both, the per-job start-time error, and how
+many jobs start in the same order: a job does when no other job started at least
+`TIE_S` earlier than it in Slurm starts at least `TIE_S` later than it in railplan, or the
+other way round (Slurm's records are whole seconds).
+
+Traces are synthetic and seeded (`compressed_trace`): seconds instead of hours, sizes of 1
+to 16 GPUs on 8-GPU nodes, time limits in whole minutes as Slurm keeps them.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from infra.catalog import load_catalog
+from infra.progress import quiet
+from infra.simulate.engine import Replay
+from infra.simulate.jobs import Job, Trace
+from infra.simulate.policy import SimPolicy
+from infra.simulate.slurm import AGENT_WAKE_S
+from infra.spec import load_spec_text
+from infra.topology import expand
+from tests.slurm_replay.cluster import SlurmCluster
+
+__all__ = ["CASES", "Case", "compare", "compressed_trace", "run_case"]
+
+TIE_S = 1.0
+
+SPEC = """name: replay
+site: {{management_cidr: 10.0.0.0/24, bmc_cidr: 10.1.0.0/24}}
+node_groups: [{{name: gpu, node: dgx-a100-640gb, count: {nodes}, hostname: "node{{index:02d}}"}}]
+scheduler:
+  kind: slurm
+  backfill: {{interval: {interval}, resolution: 1s}}
+"""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One comparison: a trace drawn with ``seed`` on ``nodes`` DGX A100."""
+
+    name: str
+    jobs: int
+    seed: int
+    nodes: int = 4
+    interval: str = "2s"
+    load: float = 0.9
+    sizes: tuple[tuple[int, float], ...] = ((1, 0.3), (2, 0.2), (4, 0.2), (8, 0.2), (16, 0.1))
+    durations_s: tuple[int, int] = (5, 40)
+
+
+CASES = {
+    "steady": Case("steady", 220, seed=11),
+    "wide": Case(
+        "wide",
+        200,
+        seed=23,
+        sizes=((1, 0.25), (2, 0.15), (4, 0.15), (8, 0.3), (16, 0.1), (24, 0.05)),
+        durations_s=(5, 50),
+        load=0.95,
+    ),
+    "smoke": Case("smoke", 8, seed=5, nodes=2, durations_s=(1, 3), load=2.0),
+}
+
+
+def compressed_trace(case: Case) -> list[Job]:
+    """The case's jobs: Poisson arrivals at ``load`` of the GPUs, whole-second times."""
+    rng = random.Random(case.seed)
+    sizes, weights = zip(*case.sizes, strict=True)
+    low, high = case.durations_s
+    mean_work = sum(s * w for s, w in case.sizes) / sum(weights) * (low + high) / 2
+    rate = case.load * case.nodes * 8 / mean_work  # jobs a second
+    jobs, t = [], 0.0
+    for i in range(case.jobs):
+        t += rng.expovariate(rate)
+        gpus = rng.choices(sizes, weights)[0]
+        duration = rng.randint(low, high)
+        limit = math.ceil(duration / 60) * 60
+        jobs.append(
+            Job(
+                f"j{i:03d}",
+                float(round(t)),
+                float(duration),
+                gpus,
+                line=i + 2,
+                limit_s=float(limit),
+            )
+        )
+    return jobs
+
+
+def run_case(case: Case, root: Path) -> dict[str, Any]:
+    """Run the case on real Slurm and on the model; the comparison (`compare`)."""
+    catalog = load_catalog()
+    spec = load_spec_text(SPEC.format(nodes=case.nodes, interval=case.interval)).spec
+    plan = expand(spec, catalog)
+    jobs = compressed_trace(case)
+    with SlurmCluster(spec, plan, catalog, root) as cluster:
+        t0 = math.ceil(time.time()) + 2
+        for job in jobs:
+            time.sleep(max(0.0, t0 + job.submit_s - time.time()))
+            cluster.submit(job.id, job.gpus, 8, int((job.limit_s or 60) // 60), job.duration_s)
+        deadline = time.time() + sum(j.duration_s for j in jobs) + 600
+        while len(cluster.finished()) < len(jobs) and time.time() < deadline:
+            time.sleep(1)
+        records = {r["Name"]: r for r in cluster.finished()}
+        log = cluster.log_times()
+    return analyse(case, spec, plan, jobs, records, log)
+
+
+def analyse(
+    case: Case,
+    spec: Any,
+    plan: Any,
+    jobs: list[Job],
+    records: dict[str, dict[str, str]],
+    log: dict[str, dict[int, float]],
+) -> dict[str, Any]:
+    """The comparison of one finished run (its jobcomp records and slurmctld's log times)."""
+    catalog = load_catalog()
+    if len(records) < len(jobs):
+        raise RuntimeError(f"Slurm finished {len(records)} of {len(jobs)} jobs in time")
+    ids = {name: int(r["JobId"]) for name, r in records.items()}
+    real = {n: (log["submit"][i], log["start"][i], log["end"][i]) for n, i in ids.items()}
+    origin = min(submit for submit, _, _ in real.values())
+    # what the jobs did is the input (when each arrived, how long it held its GPUs); what
+    # the scheduler decided (when each started) is what the model predicts
+    submitted = [
+        replace(j, submit_s=real[j.id][0] - origin, duration_s=real[j.id][2] - real[j.id][1])
+        for j in jobs
+    ]
+    phase, period = _clock(log["cycles"], origin)
+    agent = _clock(log["main"], origin) if len(log["main"]) >= 2 else None
+    predicted = _predict(spec, plan, catalog, submitted, origin, (phase, period), agent)
+    starts = {name: start - origin for name, (_, start, _) in real.items()}
+    out = compare(submitted, starts, predicted)
+    out["case"] = case.name
+    out["origin_unix_s"] = origin
+    out["backfill_clock_s"] = {"phase": round(phase, 3), "period": round(period, 5)}
+    if agent is not None:
+        out["sched_clock_s"] = {"phase": round(agent[0], 3), "period": round(agent[1], 5)}
+    plain = _predict(
+        spec,
+        plan,
+        catalog,
+        [replace(j, duration_s=o.duration_s) for j, o in zip(submitted, jobs, strict=True)],
+        origin,
+        None,
+        None,
+    )
+    out["plain"] = {k: v for k, v in compare(submitted, starts, plain).items() if k != "per_job"}
+    out["per_job"] = [
+        [j.id, j.gpus, j.duration_s, j.submit_s, starts[j.id], round(predicted.get(j.id, -1), 2)]
+        for j in submitted
+    ]
+    return out
+
+
+def _clock(cycles: dict[int, float], origin: float) -> tuple[float, float]:
+    """The backfill agent's wake-up phase after ``origin`` and period, fitted to the log.
+
+    The agent wakes about once a second (`infra.simulate.slurm.AGENT_WAKE_S`); every cycle
+    in the log is one of its wake-ups.
+    """
+    times = sorted(cycles.values())
+    if len(times) < 2:
+        return AGENT_WAKE_S, AGENT_WAKE_S
+    steps = round((times[-1] - times[0]) / AGENT_WAKE_S)
+    period = (times[-1] - times[0]) / steps if steps else AGENT_WAKE_S
+    phase = (times[0] - origin) % period
+    return (phase or period), period
+
+
+def _predict(
+    spec: Any,
+    plan: Any,
+    catalog: Any,
+    jobs: list[Job],
+    origin: float,
+    backfill: tuple[float, float] | None,
+    agent: tuple[float, float] | None,
+) -> dict[str, float]:
+    """Each job's predicted start; ``origin``: the wall clock of trace time 0; ``backfill``
+    and ``agent``: the backfill and scheduling agents' clocks (phase, period), if known."""
+    ordered = tuple(sorted(jobs, key=lambda j: (j.submit_s, j.line)))
+    trace = Trace("slurm-replay", "railplan-csv", len(ordered), ordered, {}, origin)
+    policy = SimPolicy(
+        backfill_phase_s=backfill[0] if backfill else None,
+        backfill_period_s=backfill[1] if backfill else None,
+        sched_phase_s=agent[0] if agent else None,
+        sched_period_s=agent[1] if agent else None,
+    )
+    run = Replay(spec, plan, catalog, trace, policy)
+    run.run(quiet)
+    return {j.id: s for j, s in zip(run.jobs, run.first_start, strict=True) if s is not None}
+
+
+def compare(jobs: list[Job], real: dict[str, float], predicted: dict[str, float]) -> dict[str, Any]:
+    """Mean queueing delay of both, per-job start error, and jobs starting in the same order."""
+    submit = {j.id: j.submit_s for j in jobs}
+    names = [j.id for j in jobs if j.id in real and j.id in predicted]
+    waits_real = [real[n] - submit[n] for n in names]
+    waits_pred = [predicted[n] - submit[n] for n in names]
+    errors = sorted(abs(predicted[n] - real[n]) for n in names)
+    mean_real = sum(waits_real) / len(names)
+    mean_pred = sum(waits_pred) / len(names)
+    same = sum(1 for n in names if not _inverted(n, names, real, predicted))
+    return {
+        "jobs": len(names),
+        "mean_queue_s": {"slurm": round(mean_real, 2), "railplan": round(mean_pred, 2)},
+        "mean_queue_error": round(abs(mean_pred - mean_real) / mean_real, 4) if mean_real else 0.0,
+        "start_error_s": {
+            "mean": round(sum(errors) / len(errors), 2),
+            "p50": errors[len(errors) // 2],
+            "p95": errors[min(len(errors) - 1, math.ceil(0.95 * len(errors)) - 1)],
+            "max": errors[-1],
+        },
+        "same_order": round(same / len(names), 4),
+        "waited": sum(1 for w in waits_real if w > TIE_S),
+    }
+
+
+def _inverted(name: str, names: list[str], real: dict[str, float], pred: dict[str, float]) -> bool:
+    r, p = real[name], pred[name]
+    for other in names:
+        dr, dp = real[other] - r, pred[other] - p
+        if (dr < -TIE_S and dp > TIE_S) or (dr > TIE_S and dp < -TIE_S):
+            return True
+    return False

@@ -1,0 +1,96 @@
+"""Slurm specs replay with Slurm's own scheduling (`infra.simulate.slurm`), checked by hand.
+
+The issue's case: a large job behind a stream of small ones. Kubernetes' BestEffortFIFO lets
+the stream pass it for as long as the stream lasts; Slurm's main scheduler blocks the
+partition behind it, and backfill starts a small job only when it ends before the large
+job's reservation. The real-Slurm comparison is `make slurm-replay` (tests/slurm_replay).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from infra.errors import SpecError
+from infra.simulate.jobs import Job
+from infra.simulate.policy import SimPolicy
+from infra.simulate.slurm import time_limit_s
+from infra.topology.slurm_sched import backfill_of
+from tests.sim_helpers import group_spec, job, replay, starts
+
+SLURM = "scheduler: {kind: slurm}\n"
+
+
+def _stream() -> list[Job]:
+    # three nodes busy until 1000, 1100, 1200; the 32-GPU "big" arrives at 300; a stream of
+    # 8-GPU jobs (1,000 s each) from 400 every 100 s; "tiny" (300 s) at 450
+    early = [job(f"s{i}", i * 100, 1000, 8) for i in range(3)]
+    stream = [job(f"s{i}", i * 100 + 100, 1000, 8) for i in range(3, 23)]
+    return [*early, job("big", 300, 500, 32), *stream, job("tiny", 450, 300, 8)]
+
+
+def test_backfill_keeps_the_large_jobs_reservation_and_fills_before_it() -> None:
+    # Slurm: the backfill agent, awake every second, starts s1 and s2 the second they arrive
+    # (s0 at 1 s, its first wake-up); the main scheduler blocks the partition behind big;
+    # backfill reserves all four nodes from 1200 (when s2 ends), so s3 (ending after 1400)
+    # may not start on node 4, but tiny (450-750) may: the cycle at 450 starts it.
+    run, _ = replay(group_spec(4, SLURM), _stream())
+    at = starts(run)
+    assert (at["big"], at["tiny"], at["s3"], at["s6"], at["s7"]) == (
+        1200.0,
+        450.0,
+        1700.0,
+        1700.0,
+        2700.0,
+    )
+
+
+def test_kubernetes_lets_the_stream_pass_the_large_job() -> None:
+    run, _ = replay(group_spec(4), _stream())
+    assert starts(run)["s3"] == 400.0
+    assert starts(run)["big"] is not None and starts(run)["big"] > 2000.0  # type: ignore[operator]
+
+
+def test_time_limits_are_whole_minutes_and_the_parameters_are_the_rendered_ones() -> None:
+    assert time_limit_s(job("a", 0, 61, 1)) == 120.0
+    assert time_limit_s(replace(job("a", 0, 10, 1), limit_s=3600)) == 3600.0
+    params = backfill_of(group_spec(1, SLURM))
+    assert params.scheduler_parameters() == (
+        "bf_interval=30,bf_resolution=60,bf_window=1440,bf_max_job_test=500,nohold_on_prolog_fail"
+    )
+    tuned = group_spec(1, "scheduler: {kind: slurm, backfill: {interval: 5s, window: 2h}}\n")
+    assert (backfill_of(tuned).interval_s, backfill_of(tuned).window_s) == (5, 7200)
+
+
+def test_a_job_longer_than_the_gap_waits_for_the_reservation_to_pass() -> None:
+    # the same, with tiny's limit 800 s: 450 + 800 runs past big's 1200 start on every node
+    jobs = [replace(j, limit_s=800.0) if j.id == "tiny" else j for j in _stream()]
+    run, _ = replay(group_spec(4, SLURM), jobs, SimPolicy())
+    assert starts(run)["tiny"] == pytest.approx(1700.0)
+
+
+def test_will_run_removes_running_jobs_in_aligned_doubling_windows() -> None:
+    # cons_tres's will-run test (Slurm 22.05): the first batch runs to the barrier past the
+    # first end aligned on 30 s of wall clock (100 -> 120) plus the window (150), so the job
+    # ending at 110 goes with the one at 100, and the start estimate is 110, not 100; the
+    # window then doubles until it reaches the next end (200 <= 120 + 120).
+    run, _ = replay(group_spec(2, SLURM), [job("x", 0, 10, 1)])
+    assert run.slurm is not None
+    free = {0: 7, 1: 7}
+    ends = [(100.0, [(0, 1)]), (110.0, [(1, 1)]), (200.0, [(0, 1)])]
+    assert list(run.slurm._batches(ends, free)) == [110.0, 200.0]
+    assert free == {0: 9, 1: 8}  # every removed job's GPUs are back
+
+
+@pytest.mark.parametrize(
+    ("backfill", "message"),
+    [
+        ("{window: 90s}", "bf_window is whole minutes"),
+        ("{interval: 4h}", r"bf_interval\) is at most 3h"),
+        ("{resolution: 2h}", r"bf_resolution\) is at most 1h"),
+    ],
+)
+def test_backfill_settings_slurm_refuses_are_spec_errors(backfill: str, message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        group_spec(1, f"scheduler: {{kind: slurm, backfill: {backfill}}}\n")

@@ -1,0 +1,31 @@
+"""Smoke case of the real-Slurm comparison (`make slurm-replay` runs the full cases).
+
+Eight short jobs on two nodes: slurmctld and a slurmd per node in network namespaces run
+them (tests/slurm_replay/cluster.py), and railplan's Slurm model predicts their starts. Checks
+that the harness works end to end (every job recorded, every prediction made) and that the
+prediction is close on a case this small. Without root or the Slurm packages the test skips,
+saying why; under CI (``CI`` set) that is a failure (`make unit` installs them).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.slurm_replay.cluster import missing_tools
+from tests.slurm_replay.replay import CASES, run_case
+
+
+def test_a_small_trace_on_real_slurm_and_on_the_model(tmp_path: Path) -> None:
+    missing = missing_tools()
+    if missing:
+        why = f"real Slurm cluster needs: {', '.join(missing)}"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    result = run_case(CASES["smoke"], tmp_path / "cluster")
+    assert result["jobs"] == CASES["smoke"].jobs
+    assert all(row[5] >= 0 for row in result["per_job"])  # every job predicted to start
+    assert result["start_error_s"]["max"] < 10.0
