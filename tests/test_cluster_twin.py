@@ -29,7 +29,7 @@ import pytest
 
 from tests.cluster_twin.ansible_run import PlayResult
 from tests.cluster_twin.proc import TwinError
-from tests.cluster_twin.twin import ClusterTwin, preflight
+from tests.cluster_twin.twin import ClusterTwin, exclusive, preflight
 from tests.cluster_twin.watch import SlurmWatch
 
 SPECS = Path(__file__).parent / "cluster_twin" / "specs"
@@ -91,6 +91,16 @@ def test_smoke() -> None:
         twin.wait_ssh([twin.hosts["train02"]], timeout=120)
         ping = twin.playbook_adhoc("all", "ansible.builtin.ping")
         assert ping.rc == 0 and set(ping.doc["stats"]) == set(twin.hosts), ping.problems()
+
+
+def test_a_second_twin_on_the_machine_is_refused_with_who_holds_it() -> None:
+    first = exclusive()
+    try:
+        with pytest.raises(TwinError, match=f"already runs on this machine \\(pid {os.getpid()}"):
+            exclusive()
+    finally:
+        first.close()
+    exclusive().close()  # released: the next twin may start
 
 
 # --- the full scenarios (make cluster-twin) ----------------------------------------------

@@ -15,18 +15,20 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import fcntl
 import json
 import os
 import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterable
 from ipaddress import IPv4Network
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import IO, Any, Self
 
 import yaml
 
@@ -47,6 +49,29 @@ from tests.cluster_twin.proc import TwinError, run, tool
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = ["systemd-nspawn", "ipmi_sim", "ipmitool", "apt-ftparchive", "dpkg-deb", "gpg",
          "ansible-playbook", "ansible-vault", "ssh", "chroot"]  # fmt: skip
+
+
+LOCK = Path("/run/railplan-twin.lock")
+
+
+def exclusive() -> IO[str]:
+    """This process's claim on the machine's twin: twins share the bridge, the namespaces'
+    names and the service address, so a second one would tear the first one's network down
+    (``make test``'s smoke test beside ``make cluster-twin`` did)."""
+    handle = LOCK.open("a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        owner = handle.read().strip() or "another process"
+        handle.close()
+        raise TwinError(
+            f"twin: a twin already runs on this machine ({owner}); wait for it to end", 2
+        ) from None
+    handle.truncate(0)
+    handle.write(f"pid {os.getpid()}: {' '.join(sys.argv)[:200]}\n")
+    handle.flush()
+    return handle
 
 
 def preflight() -> None:
@@ -71,6 +96,7 @@ class ClusterTwin:
         openibd_reload_s: int = 150,
     ) -> None:
         preflight()
+        self.lock = exclusive()
         self.openibd_reload_s = openibd_reload_s
         self.spec_path = spec.resolve()
         self.workdir = workdir.resolve()
@@ -473,3 +499,4 @@ class ClusterTwin:
         for host in self.hosts.values():
             hosts.unmount_root(host)
         network.teardown_all()
+        self.lock.close()  # releases the claim

@@ -142,8 +142,9 @@ class SlurmCluster:
             if not match:
                 out.append(line)
                 continue
+            rest = re.sub(r"\s*NodeAddr=\S+", "", match[2])  # the plan's, not this harness's
             for name in _expand(match[1]):  # one line per node, each with its address
-                out.append(f"NodeName={name} NodeAddr={address[name]} {match[2]}")
+                out.append(f"NodeName={name} NodeAddr={address[name]} {rest}")
         return "\n".join(out) + "\n"
 
     def _munge(self) -> None:
