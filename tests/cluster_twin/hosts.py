@@ -34,7 +34,8 @@ KERNEL_TOOLS = {
 # What the image's boot loader passes before any role changes it (Ubuntu's default).
 DEFAULT_CMDLINE = "BOOT_IMAGE=/vmlinuz root=/dev/twin ro quiet splash"
 GRUB_DEFAULT = 'GRUB_DEFAULT=0\nGRUB_TIMEOUT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quiet splash"\nGRUB_CMDLINE_LINUX=""\n'
-# The second ExecStart: systemd-nspawn mounts the cgroup v1 controllers read-only (it makes
+# The last ExecStart (last: systemd fails to spawn into a unit whose cgroup it made before
+# the remount, 219/CGROUP): systemd-nspawn mounts the cgroup v1 controllers read-only (it makes
 # them writable only with user namespaces), where a real machine's are writable: slurmd's
 # proctrack/cgroup and task/cgroup create their hierarchy in them on the legacy hierarchy.
 KERNEL_UNIT = """\
@@ -48,8 +49,8 @@ Before=sysinit.target network-pre.target openibd.service
 Type=oneshot
 RemainAfterExit=yes
 ExecStart=/bin/mount --bind /var/lib/railplan-twin/booted-cmdline /proc/cmdline
-ExecStart=/bin/sh -c 'for d in $$(findmnt -rn -t cgroup -o TARGET); do mount -o remount,bind,rw "$$d"; done'
 ExecStart=/usr/lib/railplan-twin/bin/railplan-twin-boot
+ExecStart=/bin/sh -c 'for d in $$(findmnt -rn -t cgroup -o TARGET); do mount -o remount,bind,rw "$$d"; done'
 
 [Install]
 WantedBy=sysinit.target
