@@ -119,8 +119,8 @@ sandbox: $(STAMP)
 # deployment of a 4-node lab and one DGX A100 SU run as clusters of Ubuntu 22.04 and 24.04
 # hosts (root; builds the OS roots once into /var/tmp/railplan-twin/cache). `make test` runs
 # its smoke case only.
-# The cluster twin's scenarios (docs/twin.md); TWIN_SPECS picks the twins (CI runs the 4-node
-# lab on 22.04, the examples' OS: about 45 minutes on 2 cores). Root only; one twin at a time.
+# The cluster twin's scenarios (docs/twin.md); TWIN_SPECS picks the twins (the 4-node lab on
+# 22.04: about 45 minutes on 2 cores). Root only; one twin at a time.
 TWIN_SPECS ?= lab-jammy,lab-noble,su-jammy,su-noble
 cluster-twin: $(STAMP) tools
 	PATH="$(CURDIR)/$(BIN):$$PATH" RAILPLAN_CLUSTER_TWIN=full RAILPLAN_TWIN_SPECS="$(TWIN_SPECS)" \

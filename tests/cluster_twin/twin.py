@@ -74,6 +74,12 @@ def exclusive() -> IO[str]:
     return handle
 
 
+def _keypair(key: Path, comment: str) -> Path:
+    if not key.exists():
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(key)])
+    return key
+
+
 def preflight() -> None:
     if os.geteuid() != 0:
         raise TwinError("twin: needs root (namespaces, mounts, nspawn)", 2)
@@ -202,23 +208,8 @@ class ClusterTwin:
         )
 
     def ssh_key(self) -> Path:
-        key = self.workdir / "id_ed25519"
-        if not key.exists():
-            run(
-                [
-                    "ssh-keygen",
-                    "-q",
-                    "-t",
-                    "ed25519",
-                    "-N",
-                    "",
-                    "-C",
-                    "railplan-twin",
-                    "-f",
-                    str(key),
-                ]
-            )
-        return key
+        """The operator's key (the inventory's connection)."""
+        return _keypair(self.workdir / "id_ed25519", "railplan-twin")
 
     def discover_fabric(self) -> str:
         """What ``ibnetdiscover -p`` shows on the planned fabric: the fabric twin's real
@@ -236,23 +227,7 @@ class ClusterTwin:
 
     def cluster_key(self) -> Path:
         """Root's key on every host (hosts.trust_each_other), not the operator's."""
-        key = self.workdir / "cluster_id_ed25519"
-        if not key.exists():
-            run(
-                [
-                    "ssh-keygen",
-                    "-q",
-                    "-t",
-                    "ed25519",
-                    "-N",
-                    "",
-                    "-C",
-                    "twin-cluster",
-                    "-f",
-                    str(key),
-                ]
-            )
-        return key
+        return _keypair(self.workdir / "cluster_id_ed25519", "twin-cluster")
 
     def plan_hosts(self) -> dict[str, TwinHost]:
         site = self.spec.get("site", {})
