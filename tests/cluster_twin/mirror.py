@@ -215,7 +215,10 @@ def doca_debs(version: str) -> list[Deb]:
         Deb("doca-ofed", f"{version}-1", f"DOCA-Host {version} OFED profile",
             files={"/etc/init.d/openibd": OPENIBD, "/usr/src/ofa_kernel/default/Module.symvers": "",
                    **openibd_unit()},
-            postinst=record("doca", version) + "systemctl daemon-reload || true\n",
+            # enabled at install as DOCA's own package does: a host boots with its stack loaded
+            # (left disabled, a rebooted host came back with its ConnectX management link down)
+            postinst=record("doca", version)
+            + "systemctl daemon-reload || true\nsystemctl enable openibd.service || true\n",
             postrm=f'[ "$1" = remove ] || [ "$1" = purge ] && rm -f {INSTALLED}/doca.json\nexit 0\n'),
         Deb("infiniband-diags", mlnx, "InfiniBand diagnostics (DOCA)", tools=["usr/sbin/ibstat", "usr/sbin/ibnetdiscover"]),
         Deb("perftest", mlnx, "RDMA performance tests (DOCA)", tools=["ib_write_bw"]),

@@ -13,12 +13,22 @@ set -u
 TIMEOUT_S=60
 node="${SLURMD_NODENAME:-$(hostname -s)}"
 context="${SLURM_SCRIPT_CONTEXT:-manual}"
+context="${context%_slurmd}" # prolog_slurmd -> prolog
+
+# The first failure's reason is the one an operator needs: the epilog of the job the prolog
+# just refused fails too, and must not overwrite it.
+already_drained() {
+    scontrol show node "${node}" 2>/dev/null | grep -q 'Reason=railplan gpu health'
+}
 
 fail() {
     local reason="railplan gpu health (${context}): $1"
     logger -t railplan-gpu-health "${node}: ${reason}"
-    scontrol update NodeName="${node}" State=DRAIN Reason="${reason:0:200}" ||
+    if already_drained; then
+        logger -t railplan-gpu-health "${node}: already drained by this check; reason kept"
+    elif ! scontrol update NodeName="${node}" State=DRAIN Reason="${reason:0:200}"; then
         logger -t railplan-gpu-health "${node}: could not drain the node (scontrol failed)"
+    fi
     exit 1
 }
 
