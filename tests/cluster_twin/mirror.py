@@ -162,6 +162,14 @@ def nccl_debs(nccl: str, cuda: str) -> list[Deb]:
 
 OPENIBD = """\
 #!/bin/sh
+### BEGIN INIT INFO
+# Provides:          openibd
+# Required-Start:    $local_fs
+# Required-Stop:
+# Default-Start:     2 3 4 5
+# Default-Stop:      0 1 6
+# Short-Description: openibd (railplan twin stand-in)
+### END INIT INFO
 # openibd (railplan twin stand-in): unloads (stop) and loads (start) the MLNX_OFED/DOCA kernel
 # modules; `systemctl restart openibd` runs both. While they reload, the host's ConnectX
 # netdevs are gone, as with the real one: when the in-band management network rides a
@@ -216,9 +224,10 @@ def doca_debs(version: str) -> list[Deb]:
             files={"/etc/init.d/openibd": OPENIBD, "/usr/src/ofa_kernel/default/Module.symvers": "",
                    **openibd_unit()},
             # enabled at install as DOCA's own package does: a host boots with its stack loaded
-            # (left disabled, a rebooted host came back with its ConnectX management link down)
+            # (left disabled, a rebooted host came back with its ConnectX management link down);
+            # the init script's LSB header lets systemctl's SysV sync enable it
             postinst=record("doca", version)
-            + "systemctl daemon-reload || true\nsystemctl enable openibd.service || true\n",
+            + "systemctl daemon-reload || true\nsystemctl enable openibd.service\n",
             postrm=f'[ "$1" = remove ] || [ "$1" = purge ] && rm -f {INSTALLED}/doca.json\nexit 0\n'),
         Deb("infiniband-diags", mlnx, "InfiniBand diagnostics (DOCA)", tools=["usr/sbin/ibstat", "usr/sbin/ibnetdiscover"]),
         Deb("perftest", mlnx, "RDMA performance tests (DOCA)", tools=["ib_write_bw"]),
