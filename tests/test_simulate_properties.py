@@ -5,6 +5,7 @@
 - a gang is placed whole or not at all;
 - a higher priority never waits behind a lower one it could preempt (with preemption tried
   at every pass, `preempt_retry_s=0`);
+- no evicted job could have stayed: with any one of them put back, the preemptor does not fit;
 - more GPUs never increase mean queueing delay, for FIFO over jobs of one node each (see
   `test_more_nodes_can_delay_jobs_of_mixed_sizes` for why not in general);
 - MIG splitting places at least as many fractional jobs at once as whole GPUs, for
@@ -21,6 +22,8 @@ from infra.simulate.engine import Replay
 from infra.simulate.jobs import Job
 from infra.simulate.place import find
 from infra.simulate.policy import SimPolicy
+from infra.simulate.preempt import Preemptor
+from infra.simulate.state import Run
 from tests.sim_helpers import group_spec, job, replay, starts
 
 MIG_MIXED = (
@@ -100,6 +103,79 @@ class Checked(Replay):
             if fits:
                 return True
         return False
+
+
+class Minimal(Preemptor):
+    """A preemptor that checks, after each preemption, that no victim could have stayed."""
+
+    evicted: list[tuple[Run, str]]
+
+    def _preempt_as(self, index: int, reclaiming: bool) -> Allocation | None:
+        self.evicted = []
+        alloc = super()._preempt_as(index, reclaiming)
+        job, cluster, book = self.replay.jobs[index], self.replay.cluster, self.replay.book
+        for run, tenant in self.evicted:
+            cluster.take(run.alloc)
+            book.add(tenant, run.share)
+            assert self._admitted(job, reclaiming) is None, "a victim was evicted needlessly"
+            cluster.give(run.alloc)
+            book.add(tenant, -run.share)
+        return alloc
+
+    def _evict_for(self, job: Job, victims: list[int]) -> None:
+        self.evicted = [(self.replay.running[v], self.replay.jobs[v].tenant) for v in victims]
+        super()._evict_for(job, victims)
+
+
+class CheckedMinimal(Checked):
+    """`Checked`, its preemptions checked by `Minimal`."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.preemptor = Minimal(self)
+
+
+@settings(max_examples=60, deadline=None)
+@given(jobs(count=30, sizes=(1, 2, 4, 8, 16)))
+def test_no_job_is_evicted_that_could_have_stayed(trace: list[Job]) -> None:
+    spec = group_spec(3, MIG_MIXED, MIXED_GROUP)
+    run, _ = replay(spec, trace, SimPolicy(preempt_retry_s=0), cls=CheckedMinimal)
+    assert isinstance(run.preemptor, Minimal)
+
+
+class Counting(Minimal):
+    """`Minimal`, counting the candidates it lifts off the cluster."""
+
+    lifted = 0
+
+    def _lift(self, victim: int, sign: int) -> None:
+        self.lifted += sign < 0
+        super()._lift(victim, sign)
+
+
+class CheckedCounting(Checked):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.preemptor = Counting(self)
+
+
+def test_an_eight_gpu_job_evicts_one_nodes_jobs_and_lifts_fewer_than_all() -> None:
+    # 32 one-GPU low jobs fill 4 nodes in order; the high 8-GPU job needs one node: the 8
+    # started last (node 4). Candidates are lifted in batches 1+2+4+8 = 15 until it fits,
+    # not all 32; the 7 of node 3 among them are put back and stay, each of node 4's 8 is
+    # put back, does not leave room, and is lifted again: 15 + 8 lifts (lifting all: 40).
+    spec = group_spec(4, "scheduler:\n  tenants:\n    - {name: t, gpus: 32}\n")
+    low = [job(f"low{i:02d}", i, 10_000, 1, priority="low") for i in range(32)]
+    run, result = replay(
+        spec,
+        [*low, job("high", 100, 50, 8, priority="high")],
+        SimPolicy(checkpoint_interval_s=0, preempt_retry_s=0),
+        cls=CheckedCounting,
+    )
+    assert isinstance(run.preemptor, Counting)
+    assert result.preemptions == 8 and run.preemptor.lifted == 15 + 8
+    evicted = {run.jobs[i].id for i, n in enumerate(run.evictions) if n}
+    assert evicted == {f"low{i:02d}" for i in range(24, 32)}
 
 
 @settings(max_examples=60, deadline=None)

@@ -86,33 +86,67 @@ class Preemptor:
     def _preempt_as(self, index: int, reclaiming: bool) -> Allocation | None:
         """`preempt` with or without reclaiming other tenants' borrowed GPUs.
 
-        All candidates are lifted at once; if the job then fits, they are put back one at
-        a time, highest priority and oldest first, as long as it still fits: what stays
-        lifted is evicted. One placement search when it fails, one per candidate when it
-        succeeds, so a blocked large job costs a pass over the running jobs, not more.
+        Candidates are lifted in order (lowest priority first) in doubling batches until
+        the job fits; they are then put back one at a time, highest priority and oldest
+        first, as long as it still fits: what stays lifted is evicted. Lifting all and
+        putting back those after the batch that made it fit leaves the same set (it fits
+        with every superset of what it fits with), so a job that needs 2 victims of 500
+        lifts 3, not 500, and searches a few times, not once per candidate.
         """
         job = self.replay.jobs[index]
         victims = self._victims(job, self.replay.rank[index], reclaiming)
         if not victims or not could_fit(self.replay.cluster, job, self._freed(victims)):
             return None
-        for victim in victims:
-            self._lift(victim, -1)
-        alloc = self._admitted(job, reclaiming)
-        if alloc is None:
-            for victim in victims:
-                self._lift(victim, +1)
+        lifted = self._lift_until_admitted(job, victims, reclaiming)
+        if lifted is None:
             return None
+        alloc, count = lifted
         evicted = []
-        for victim in reversed(victims):
+        for victim in reversed(victims[:count]):
             self._lift(victim, +1)
-            found = self._admitted(job, reclaiming)
+            found = self._still_admitted(job, alloc, victim, reclaiming)
             if found is None:
                 self._lift(victim, -1)
                 evicted.append(victim)
             else:
                 alloc = found
         self._evict_for(job, evicted[::-1])
-        return alloc
+        return self._admitted(job, reclaiming) or alloc
+
+    def _lift_until_admitted(
+        self, job: Job, victims: list[int], reclaiming: bool
+    ) -> tuple[Allocation, int] | None:
+        """Lift ``victims`` in batches of 1, 2, 4, ... until ``job`` is admitted.
+
+        Where it then lands and how many were lifted; None, with all put back, when it
+        is not admitted even with every candidate lifted.
+        """
+        count, batch = 0, 1
+        while count < len(victims):
+            for victim in victims[count : count + batch]:
+                self._lift(victim, -1)
+            count = min(len(victims), count + batch)
+            alloc = self._admitted(job, reclaiming)
+            if alloc is not None:
+                return alloc, count
+            batch *= 2
+        for victim in victims:
+            self._lift(victim, +1)
+        return None
+
+    def _still_admitted(
+        self, job: Job, alloc: Allocation, victim: int, reclaiming: bool
+    ) -> Allocation | None:
+        """`_admitted` once ``victim`` is put back, without a search when it cannot matter.
+
+        A victim on none of ``alloc``'s nodes leaves that placement free, so only quota is
+        read again; `_preempt_as` searches once more at the end, so the job lands where a
+        search over the final cluster puts it, as when every put-back searched.
+        """
+        nodes = {part.node for part in alloc}
+        if any(part.node in nodes for part in self.replay.running[victim].alloc):
+            return self._admitted(job, reclaiming)
+        return alloc if self._quota_admits(job, alloc, reclaiming) else None
 
     def _admitted(self, job: Job, reclaiming: bool) -> Allocation | None:
         """Where ``job`` fits now, if quota admits what it would hold there, or None.
@@ -123,14 +157,16 @@ class Preemptor:
         if not book.admits(job.tenant, least_held(job, self.replay.cluster.replicas)):
             return None  # not even at its least: no placement search
         alloc = find(self.replay.cluster, job)
-        if alloc is None:
-            return None
-        share = held_by(job, alloc)
-        if not book.admits(job.tenant, share):
-            return None
-        if reclaiming and not book.within_quota(job.tenant, share):
+        if alloc is None or not self._quota_admits(job, alloc, reclaiming):
             return None
         return alloc
+
+    def _quota_admits(self, job: Job, alloc: Allocation, reclaiming: bool) -> bool:
+        """Whether quota admits ``job`` holding ``alloc`` (within nominal when it reclaims)."""
+        share = held_by(job, alloc)
+        if not self.replay.book.admits(job.tenant, share):
+            return False
+        return not reclaiming or self.replay.book.within_quota(job.tenant, share)
 
     def _freed(self, victims: list[int]) -> dict[int, tuple[int, int]]:
         """Per node, the whole GPUs and the largest slice evicting ``victims`` would free."""
