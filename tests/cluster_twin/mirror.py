@@ -180,13 +180,15 @@ OPENIBD = """\
 mgmt_on_cx() {
   python3 -c 'import json,sys; sys.exit(0 if json.load(open("/etc/railplan-twin/hardware.json")).get("mgmt_on_connectx") else 1)'
 }
-link_down() { # keep the routes the link loses, as networkd keeps the link's configuration
-  ip route show default dev eth0 > /run/railplan-twin/openibd-routes
+link_down() {
   ip link set eth0 down
 }
-link_up() { # ... and gives them back when the link returns
+link_up() { # networkd applies the host's configuration again when the link returns: its
+  # default route (hardware.json "mgmt_gateway"), which the link lost when it went down, at
+  # shutdown's stop too (the routes the link had are gone after a reboot)
   ip link set eth0 up
-  while read -r route; do [ -n "$route" ] && ip route replace $route; done < /run/railplan-twin/openibd-routes 2>/dev/null
+  gateway="$(python3 -c 'import json; print(json.load(open("/etc/railplan-twin/hardware.json")).get("mgmt_gateway", ""))')"
+  if [ -n "$gateway" ]; then ip route replace default via "$gateway" dev eth0; fi
 }
 case "$1" in
   stop)

@@ -305,6 +305,7 @@ class ClusterTwin:
                       "guid": f"0x{0x1070fd0300000000 + (host.net.index << 8) + i:016x}"}
                      for i, d in enumerate(devices)],
             "mgmt_on_connectx": True,  # DGX: in-band management on the ConnectX storage/in-band NICs
+            "mgmt_gateway": host.net.gateway,  # what the host's netplan routes through (openibd)
             "openibd_reload_s": int(os.environ.get("RAILPLAN_TWIN_OPENIBD_RELOAD_S", self.openibd_reload_s)),
             "nccl": {"node_busbw_GBps": float(g.get("acceptance_node_expected_busbw_gbytes_per_s", 0)),
                      "su_busbw_GBps": float(g.get("acceptance_su_expected_busbw_gbytes_per_s", 0))},
