@@ -22,6 +22,7 @@ both plugins; on real 24.04 hardware it uses v2): docs/twin.md, "What the twin c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -61,15 +62,69 @@ def container_init(hostdir: Path) -> int | None:
         return None
 
 
+def own_cgroups(machine: str) -> list[str]:
+    """Move this boot loop into a cgroup of its own in every hierarchy; what could not be.
+
+    ``systemd-nspawn --keep-unit`` runs the container in its caller's cgroup, as machined's
+    per-machine scope would give each a subtree of its own. Without this every host shared
+    the root one: each host's systemd made and removed ``/system.slice/<unit>`` in the same
+    directories, so one host's clean-up removed another's unit cgroup as it started
+    ("Failed to attach to cgroup ...: No such file or directory", 219/CGROUP at boot).
+    """
+    missed = []
+    for mount in cgroup_mounts():
+        path = mount
+        try:
+            for part in ("railplan-twin", machine):
+                parent, path = path, path / part
+                path.mkdir(exist_ok=True)
+                for name in ("cpuset.cpus", "cpuset.mems"):  # an empty cpuset takes no task
+                    if (path / name).exists() and not (path / name).read_text().strip():
+                        (path / name).write_text((parent / name).read_text())
+            (path / "cgroup.procs").write_text(str(os.getpid()))
+        except OSError as err:
+            missed.append(f"{path}: {err}")
+    return missed
+
+
+def trim_cgroups(machine: str) -> None:
+    """Remove what the last boot's systemd left in the host's cgroups, deepest first.
+
+    A reboot's fresh kernel has no cgroups but the root; the boot loop itself stays in the
+    host's own directory, which is kept.
+    """
+    for mount in cgroup_mounts():
+        base = mount / "railplan-twin" / machine
+        left = [p for p in base.rglob("*") if p.is_dir()] if base.is_dir() else []
+        for path in sorted(left, key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):  # still has a task: it outlived the last boot
+                path.rmdir()
+
+
+def cgroup_mounts() -> list[Path]:
+    """Where each cgroup hierarchy (v1 controller or v2) is mounted, from mountinfo."""
+    mounts = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        fstype = fields[fields.index("-") + 1]
+        if fstype in ("cgroup", "cgroup2"):
+            mounts.append(Path(fields[4]))
+    return sorted(set(mounts))
+
+
 def boot_loop(hostdir: Path) -> int:
     """Run the host until it powers off; reboots go round again."""
     (hostdir / "power.pid").write_text(str(os.getpid()))
     (hostdir / "power-off").unlink(missing_ok=True)
     config = host_config(hostdir)
+    with (hostdir / "console.log").open("a") as console:
+        for missed in own_cgroups(config["machine"]):
+            console.write(f"--- cgroup of its own not joined: {missed}\n")
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # `set power 0` and `shutdown` go to init
     try:
         while not (hostdir / "power-off").exists():
             time.sleep(POST_S)
+            trim_cgroups(config["machine"])
             if boot_once(hostdir, config) != REBOOT_EXIT:
                 break
     finally:
