@@ -374,10 +374,15 @@ def test_power_saving_suspends_idle_nodes_through_their_bmcs_and_resumes_them(
     finally:
         (twin.hosts[ignored].hostdir / "acpi-ignored").unlink()
     assert all(twin.powered(h) for h in control)
-    states = twin.ssh(controller, "sinfo --noheader --Node --format='%N %T'").stdout
-    for line in states.splitlines():
-        name, state = line.split()
-        assert state.endswith("~") == (name in compute), line
+
+    def slurm_states() -> dict[str, str]:
+        out = twin.ssh(controller, "sinfo --noheader --Node --format='%N %T'").stdout
+        return dict(line.split() for line in out.splitlines())
+
+    # "idle%" (powering down) turns "idle~" once SuspendTimeout has passed
+    _wait(lambda: all(slurm_states()[h].endswith("~") for h in compute), 420, "idle~", 5)
+    for name, state in slurm_states().items():
+        assert state.endswith("~") == (name in compute), (name, state)
     log = twin.ssh(controller, "journalctl -t railplan-power --no-pager").stdout
     assert f"{ignored}: BMC" in log and "still on after the soft power-off" in log, log
     rate = int(re.search(r"ResumeRate=(\d+)", twin.slurm_conf()).group(1))  # type: ignore[union-attr]
