@@ -101,17 +101,17 @@ class Preemptor:
         if lifted is None:
             return None
         alloc, count = lifted
-        evicted = []
+        evicted, searched = [], True  # searched: ``alloc`` is a search over the cluster now
         for victim in reversed(victims[:count]):
             self._lift(victim, +1)
-            found = self._still_admitted(job, alloc, victim, reclaiming)
+            found, searched_now = self._still_admitted(job, alloc, victim, reclaiming)
             if found is None:
                 self._lift(victim, -1)
                 evicted.append(victim)
             else:
-                alloc = found
+                alloc, searched = found, searched_now
         self._evict_for(job, evicted[::-1])
-        return self._admitted(job, reclaiming) or alloc
+        return alloc if searched else self._admitted(job, reclaiming) or alloc
 
     def _lift_until_admitted(
         self, job: Job, victims: list[int], reclaiming: bool
@@ -136,17 +136,17 @@ class Preemptor:
 
     def _still_admitted(
         self, job: Job, alloc: Allocation, victim: int, reclaiming: bool
-    ) -> Allocation | None:
-        """`_admitted` once ``victim`` is put back, without a search when it cannot matter.
+    ) -> tuple[Allocation | None, bool]:
+        """`_admitted` once ``victim`` is put back, and whether that took a search.
 
         A victim on none of ``alloc``'s nodes leaves that placement free, so only quota is
-        read again; `_preempt_as` searches once more at the end, so the job lands where a
-        search over the final cluster puts it, as when every put-back searched.
+        read again; `_preempt_as` then searches once more at the end, so the job lands where
+        a search over the final cluster puts it, as when every put-back searched.
         """
         nodes = {part.node for part in alloc}
         if any(part.node in nodes for part in self.replay.running[victim].alloc):
-            return self._admitted(job, reclaiming)
-        return alloc if self._quota_admits(job, alloc, reclaiming) else None
+            return self._admitted(job, reclaiming), True
+        return (alloc if self._quota_admits(job, alloc, reclaiming) else None), False
 
     def _admitted(self, job: Job, reclaiming: bool) -> Allocation | None:
         """Where ``job`` fits now, if quota admits what it would hold there, or None.

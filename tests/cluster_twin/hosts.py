@@ -34,10 +34,11 @@ KERNEL_TOOLS = {
 # What the image's boot loader passes before any role changes it (Ubuntu's default).
 DEFAULT_CMDLINE = "BOOT_IMAGE=/vmlinuz root=/dev/twin ro quiet splash"
 GRUB_DEFAULT = 'GRUB_DEFAULT=0\nGRUB_TIMEOUT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quiet splash"\nGRUB_CMDLINE_LINUX=""\n'
-# The last ExecStart (last: systemd fails to spawn into a unit whose cgroup it made before
-# the remount, 219/CGROUP): systemd-nspawn mounts the cgroup v1 controllers read-only (it makes
+# The last ExecStart: systemd-nspawn mounts the cgroup v1 controllers read-only (it makes
 # them writable only with user namespaces), where a real machine's are writable: slurmd's
 # proctrack/cgroup and task/cgroup create their hierarchy in them on the legacy hierarchy.
+# (The unit's 219/CGROUP boots came from every host sharing one cgroup, fixed by
+# `power.own_cgroups`, not by this order.)
 KERNEL_UNIT = """\
 [Unit]
 Description=railplan twin: the stand-in kernel's boot (modules, /proc/cmdline)

@@ -177,8 +177,11 @@ OPENIBD = """\
 # hardware.json "openibd_reload_s" (default 150 s: a DGX's ten ConnectX ports reloading and the
 # in-band LACP bond renegotiating at its default slow rate; more than the ServerAlive budget
 # of the rendered ansible.cfg, which drops a connection after 3 unanswered 30 s probes).
+hw() { # hw KEY DEFAULT: the key of hardware.json ("" for false)
+  python3 -c 'import json,sys; print(json.load(open("/etc/railplan-twin/hardware.json")).get(sys.argv[1], sys.argv[2]) or "")' "$1" "$2"
+}
 mgmt_on_cx() {
-  python3 -c 'import json,sys; sys.exit(0 if json.load(open("/etc/railplan-twin/hardware.json")).get("mgmt_on_connectx") else 1)'
+  [ -n "$(hw mgmt_on_connectx '')" ]
 }
 link_down() {
   ip link set eth0 down
@@ -187,7 +190,7 @@ link_up() { # networkd applies the host's configuration again when the link retu
   # default route (hardware.json "mgmt_gateway"), which the link lost when it went down, at
   # shutdown's stop too (the routes the link had are gone after a reboot)
   ip link set eth0 up
-  gateway="$(python3 -c 'import json; print(json.load(open("/etc/railplan-twin/hardware.json")).get("mgmt_gateway", ""))')"
+  gateway="$(hw mgmt_gateway '')"
   if [ -n "$gateway" ]; then ip route replace default via "$gateway" dev eth0; fi
 }
 case "$1" in
@@ -198,7 +201,7 @@ case "$1" in
     # the inbox modules are loaded but DOCA's are installed: start unloads them first
     if [ -e /run/railplan-twin/openibd-stopped ] || { [ -e /usr/lib/railplan-twin/installed/doca.json ] && ! grep -q mofed /run/railplan-twin/ib-stack.json 2>/dev/null; }; then
       if mgmt_on_cx; then link_down; fi
-      sleep "$(python3 -c 'import json; print(json.load(open("/etc/railplan-twin/hardware.json")).get("openibd_reload_s", 150))')"
+      sleep "$(hw openibd_reload_s 150)"
       rm -f /run/railplan-twin/openibd-stopped
     fi
     link_up
