@@ -39,12 +39,17 @@ GRUB_DEFAULT = 'GRUB_DEFAULT=0\nGRUB_TIMEOUT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quie
 # proctrack/cgroup and task/cgroup create their hierarchy in them on the legacy hierarchy.
 # (The unit's 219/CGROUP boots came from every host sharing one cgroup, fixed by
 # `power.own_cgroups`, not by this order.)
+# Wants=network.target: the twin addresses a host's eth0 from outside, standing in for
+# netplan's systemd-networkd, and networkd pulls network.target into every boot. Without it
+# nothing did, so its order meant nothing: slurmd (After=network-online.target) started before
+# openibd (Before=network.target) brought the ConnectX management link up (run 11).
 KERNEL_UNIT = """\
 [Unit]
 Description=railplan twin: the stand-in kernel's boot (modules, /proc/cmdline)
 DefaultDependencies=no
 After=local-fs.target
 Before=sysinit.target network-pre.target openibd.service
+Wants=network.target
 
 [Service]
 Type=oneshot

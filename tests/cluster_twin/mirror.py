@@ -211,15 +211,32 @@ exit 0
 """
 
 
+# ordered as DOCA's own unit: it brings the ConnectX ports up before network.target, so
+# nothing that needs the network (slurmd's registration, sshd's clients) starts before them.
+# Started later (multi-user.target, as this stand-in first was), a powered-up node's slurmd
+# started while its link was still down (docs/twin.md, run 11).
+OPENIBD_UNIT = """\
+[Unit]
+Description=openibd - configure Mellanox devices (railplan twin stand-in)
+Documentation=file:/etc/infiniband/openib.conf
+After=railplan-twin-kernel.service local-fs.target
+Before=network.target remote-fs-pre.target
+DefaultDependencies=false
+
+[Service]
+Type=oneshot
+TimeoutSec=180
+RemainAfterExit=yes
+ExecStart=/etc/init.d/openibd start
+ExecStop=/etc/init.d/openibd stop
+
+[Install]
+WantedBy=sysinit.target
+"""
+
+
 def openibd_unit() -> dict[str, str]:
-    files = unit(
-        "openibd", "/etc/init.d/openibd start", "openibd - configure Mellanox devices", "oneshot"
-    )
-    path, text = next(iter(files.items()))
-    text = text.replace(
-        "ExecStart=", "RemainAfterExit=yes\nExecStop=/etc/init.d/openibd stop\nExecStart="
-    )
-    return {path: text}
+    return {"/lib/systemd/system/openibd.service": OPENIBD_UNIT}
 
 
 def doca_debs(version: str) -> list[Deb]:
