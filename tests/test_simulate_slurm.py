@@ -83,6 +83,52 @@ def test_will_run_removes_running_jobs_in_aligned_doubling_windows() -> None:
     assert free == {0: 9, 1: 8}  # every removed job's GPUs are back
 
 
+def test_a_submission_waits_for_the_loops_batch_sched_delay_and_its_full_pass() -> None:
+    # slurmctld's background loop wakes once a second (here at 1, 2, 3 ...) and runs the main
+    # scheduler for a submission when 3 whole seconds have passed since it last did: a's
+    # pass at 1 (the backfill cycle starts a there too), so b (1.5) and c (2.5) start at 4,
+    # not a second after they arrive. The full pass every 60 s of slurmctld's life runs
+    # the main scheduler whatever asked: e's request (59.5) is met at 60, not at 62
+    # (d's pass at 59 was the loop's last); f (60.5) waits until 63.
+    jobs = [
+        job("a", 0, 10, 1),
+        job("b", 1.5, 10, 1),
+        job("c", 2.5, 10, 1),
+        job("d", 58.2, 10, 1),
+        job("e", 59.5, 10, 1),
+        job("f", 60.5, 10, 1),
+    ]
+    run, _ = replay(group_spec(2, SLURM), jobs)
+    at = starts(run)
+    # d (58.2): the backfill cycle (30 s after the last, at 1) and the loop's pass (its
+    # last was at 4) both come at the next wake-up, 59
+    assert (at["a"], at["b"], at["c"], at["d"], at["e"], at["f"]) == (
+        1.0,
+        4.0,
+        4.0,
+        59.0,
+        60.0,
+        63.0,
+    )
+
+
+def test_backfill_cycles_every_interval_while_jobs_wait_not_only_after_an_event() -> None:
+    # a fills node 1 until 201 (its limit: 241); b holds half of node 2 until 70; big (16
+    # GPUs) blocks the partition, so only backfill can start small (8 GPUs). A cycle plans
+    # the waiting jobs, which is itself more work (`last_job_update`): cycles come at 31,
+    # 61, 91 while jobs wait, so small starts at 91, not when b ends at 70.
+    jobs = [
+        job("a", 0, 200, 8),
+        job("b", 0, 69, 4),
+        job("big", 1.5, 10, 16),
+        job("small", 2.5, 20, 8),
+    ]
+    run, _ = replay(group_spec(2, SLURM), jobs)
+    at = starts(run)
+    assert (at["a"], at["b"], at["small"]) == (1.0, 1.0, 91.0)
+    assert at["big"] is not None and at["big"] >= 201.0
+
+
 @pytest.mark.parametrize(
     ("backfill", "message"),
     [

@@ -6,16 +6,22 @@ What the rendered slurm.conf configures (`infra.topology.slurm_sched`): `priorit
 (`src/slurmctld/job_scheduler.c`, `src/plugins/sched/backfill/backfill.c`, and the
 Scheduling Configuration Guide):
 
-- The main scheduler runs when a job ends and `SUBMIT_SCHED_S` after a submission (the
-  scheduling agent's pass a real slurmctld makes within a second of an `sbatch`): it takes
-  pending jobs in priority order and starts each that fits; the first that does not
-  blocks its partition, and no later job of that partition starts in that run ("once any
-  job in a partition is left pending, no other jobs in that partition will be scheduled").
-  A job's partition is the first node group (spec order) with a GPU it accepts.
+- The main scheduler runs when a job's epilog completes (the rendered slurm.conf has an
+  Epilog, so slurmd reports the end as `MESSAGE_EPILOG_COMPLETE` and slurmctld calls
+  `schedule()` at once; a trace's run time counts until then), and for a submission at a
+  wake-up of slurmctld's background loop `batch_sched_delay` whole seconds after the loop
+  last ran it, or at the loop's full pass every `sched_interval` (`BATCH_SCHED_DELAY_S`,
+  `SCHED_INTERVAL_S`): it takes pending jobs in priority order and starts each that fits;
+  the first that does not blocks its partition, and no later job of that partition starts
+  in that run ("once any job in a partition is left pending, no other jobs in that
+  partition will be scheduled"). A job's partition is the first node group (spec order)
+  with a GPU it accepts.
 - Backfill runs at the backfill agent's once-a-second wake-up when `bf_interval` has passed
-  since its last cycle and a job was submitted, started or ended since: it takes up to `bf_max_job_test` pending jobs in
-  priority order; for each it finds the earliest time, up to `bf_window` ahead, at which its
-  partition's nodes hold it, counting running jobs as ending at their start plus their
+  since its last cycle and there is more work (`_more_work`): a job was submitted, started
+  or ended since, or jobs still wait (a cycle that plans them counts as an update, so
+  cycles follow each other `bf_interval` apart while they do). It takes up to
+  `bf_max_job_test` pending jobs in priority order; for each it finds the earliest time, up
+  to `bf_window` ahead, at which its partition's nodes hold it, counting running jobs as ending at their start plus their
   time limit and keeping out of the nodes reserved for the jobs before it. A job that can
   start now starts; one that cannot reserves the nodes it would use from that start to the
   end of its time limit, rounded out to `bf_resolution`. Reservations are whole nodes, as
@@ -25,13 +31,14 @@ Scheduling Configuration Guide):
 
 Not modelled: the multifactor priority (fairshare, age, QOS weights) and QOS limits, which the
 rendered slurm.conf does not configure; `bf_continue` (a cycle here never yields its locks,
-so there is nothing to continue); `default_queue_depth` and `sched_interval` (the main
-scheduler stops at its partition's first blocked job long before 100 jobs);
-`bf_window_linear` (the will-run test's windows double here, Slurm's default); topology-aware
-node choice (a job takes the lowest-numbered nodes with room, as cons_tres did on one leaf
-switch). Fractions of a GPU, CPU-only jobs and jobs that state CPUs or memory start only when
-they fit now (no reservation: the plan counts GPUs only). Tenants' quotas and
-preemption are Kueue's and Volcano's: a Slurm spec renders neither, so they are not applied.
+so there is nothing to continue); `default_queue_depth` (the main scheduler stops at its
+partition's first blocked job long before 100 jobs); the epilog's own run time (a trace's
+run times are taken to include it); `bf_window_linear` (the will-run test's windows double
+here, Slurm's default); topology-aware node choice (a job takes the lowest-numbered nodes
+with room, as cons_tres did on one leaf switch). Fractions of a GPU, CPU-only jobs and jobs
+that state CPUs or memory start only when they fit now (no reservation: the plan counts
+GPUs only). Tenants' quotas and preemption are Kueue's and Volcano's: a Slurm spec renders
+neither, so they are not applied.
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ from infra.simulate.policy import SimPolicy
 from infra.simulate.state import BACKFILL, SCHED, Events, Run
 from infra.topology.slurm_sched import BackfillParameters
 
-__all__ = ["SUBMIT_SCHED_S", "SlurmHost", "SlurmScheduler", "time_limit_s"]
+__all__ = ["BATCH_SCHED_DELAY_S", "SCHED_INTERVAL_S", "SlurmHost", "SlurmScheduler", "time_limit_s"]
 
 AGENT_WAKE_S = 1.0
 """Slurm 22.05's backfill agent wakes once a second and runs a cycle when `bf_interval` has
@@ -61,10 +68,15 @@ removed in batches, the window doubling each time unless `bf_window_linear` is s
 slurmctld planned a job after the last of a batch, not the first end that fits, because of
 it (tests/slurm_replay)."""
 
-SUBMIT_SCHED_S = 1.0
-"""Seconds from a submission to the main scheduler's pass over it: Slurm 22.05's
-scheduling agent wakes at most once a second; tests/slurm_replay saw 0.97 s on an idle
-slurmctld (the backfill cycle often starts a job first)."""
+BATCH_SCHED_DELAY_S = 3
+"""Slurm 22.05's `batch_sched_delay` default: a submission only flags the main scheduler
+(`queue_job_scheduler`); slurmctld's background loop, waking about once a second, runs it
+when at least this many whole seconds of `time(NULL)` have passed since the loop last did
+(`src/slurmctld/controller.c`, `_slurmctld_background`)."""
+
+SCHED_INTERVAL_S = 60
+"""Slurm 22.05's `sched_interval` default: the background loop runs the main scheduler over
+the whole queue every this many whole seconds, counted from slurmctld's start."""
 
 
 def time_limit_s(job: Job) -> float:
@@ -103,33 +115,93 @@ class SlurmScheduler:
         self.last_tick = -math.inf
         self.dirty = False  # something changed since the last cycle
         self.blocked = False  # the last main run left a partition blocked for resources
-        self.due = False  # the main scheduler runs at this instant (a job ended, or SCHED)
+        self.due = False  # the main scheduler runs at this instant (a job ended, or the loop)
+        self.requested = False  # a submission asked for the main scheduler (job_sched_cnt)
+        last = host.policy.sched_last_s
+        # wall second the background loop last ran the main scheduler
+        self.last_loop_run = -math.inf if last is None else self._wall(last)
+        self.loop_at: float | None = None  # the loop's booked wake-up
+        self.last_full_run = -1  # wall second of the last periodic full pass
         self.partition: dict[int, str] = {}
 
     def add(self, index: int) -> None:
-        """Job ``index`` waits (submitted, or evicted and requeued)."""
+        """Job ``index`` waits (submitted, or evicted and requeued).
+
+        The submission requests the main scheduler (`queue_job_scheduler`); the background
+        loop runs it (`background`).
+        """
         job = self.host.jobs[index]
         bisect.insort(self.pending, (job.submit_s, job.line, index))
-        self._main_later(SUBMIT_SCHED_S)
+        self.requested = True
+        self._background_later()
         self.changed()
 
-    def _main_later(self, delay: float) -> None:
-        """Schedule the main scheduler's next pass: ``delay`` from now.
+    def _wall(self, t: float) -> int:
+        """`time(NULL)` at trace time ``t``: whole seconds of the wall clock."""
+        return math.floor(self.epoch0 + t + 1e-9)
 
-        When the replay knows the scheduling agent's clock (`SimPolicy.sched_phase_s`), the
-        agent's next wake-up after now instead.
+    def _loop_tick(self, after: float) -> float:
+        """The background loop's first wake-up at or after trace time ``after``.
+
+        Its clock is ``phase + k x period`` after the first submission when the replay knows
+        it (`SimPolicy.sched_phase_s`), else once a second from the first submission.
         """
         host = self.host
-        period = host.policy.sched_period_s
-        if period is None or host.policy.sched_phase_s is None:
-            if delay <= 0:
-                self.due = True
-            else:
-                host.events.push(host.now + delay, SCHED)
-            return
-        first = host.start_s + host.policy.sched_phase_s
-        at = first + max(0, math.floor((host.now - first) / period + 1e-9) + 1) * period
-        host.events.push(at, SCHED)
+        period = host.policy.sched_period_s or AGENT_WAKE_S
+        first = host.start_s + (host.policy.sched_phase_s or period)
+        return first + max(0, math.ceil((after - first) / period - 1e-9)) * period
+
+    def _started(self) -> int:
+        """When slurmctld started, wall seconds (`SimPolicy.sched_start_s`, or the first job)."""
+        start = self.host.policy.sched_start_s
+        return self._wall(self.host.start_s if start is None else start)
+
+    def _full_due(self, wall: int) -> bool:
+        """Whether the loop's wake-up in wall second ``wall`` makes the periodic full pass."""
+        started = self._started()
+        due = wall > started and (wall - started) % SCHED_INTERVAL_S == 0
+        return due and wall != self.last_full_run
+
+    def _background_later(self) -> None:
+        """Book the loop's next wake-up that may run the main scheduler.
+
+        That is the periodic full pass while jobs wait and, when a submission asked, the
+        first wake-up at least `BATCH_SCHED_DELAY_S` whole seconds after the loop's last run.
+        """
+        host = self.host
+        after = host.now + 1e-6  # a later wake-up than the one running now
+        started = self._started()
+        full_wall = started + SCHED_INTERVAL_S * (
+            max(0, self._wall(host.now) - started) // SCHED_INTERVAL_S + 1
+        )
+        at = self._loop_tick(max(after, full_wall - self.epoch0))
+        if self.requested:
+            batch = self.last_loop_run + BATCH_SCHED_DELAY_S - self.epoch0
+            at = min(at, self._loop_tick(max(after, batch)))
+        if self.loop_at is None or at < self.loop_at:
+            self.loop_at = at
+            host.events.push(at, SCHED)
+
+    def background(self) -> None:
+        """The background loop wakes (a SCHED event).
+
+        It runs the main scheduler when the periodic full pass is due, or when a submission
+        asked and `batch_sched_delay` allows.
+        """
+        host = self.host
+        if self.loop_at is None or host.now < self.loop_at - 1e-9:
+            return  # superseded by an earlier booking
+        self.loop_at = None
+        wall = self._wall(host.now)
+        full = self._full_due(wall)
+        if full:
+            self.last_full_run = wall
+        if full or (self.requested and wall - self.last_loop_run >= BATCH_SCHED_DELAY_S):
+            self.requested = False
+            self.last_loop_run = wall
+            self.due = True
+        if self.requested or self.pending:
+            self._background_later()
 
     def _schedule_tick(self) -> None:
         """Schedule the backfill agent's next wake-up `bf_interval` after the last cycle.
@@ -151,8 +223,11 @@ class SlurmScheduler:
             self._schedule_tick()
 
     def ended(self) -> None:
-        """A job ended: the main scheduler runs (now, or at the agent's next wake-up)."""
-        self._main_later(0.0)
+        """A job ended: its epilog's completion runs the main scheduler at once.
+
+        `_slurm_rpc_epilog_complete` calls `schedule()`; a trace's run time counts until then.
+        """
+        self.due = True
         self.changed()
 
     def _group(self, index: int) -> GroupIndex | None:
@@ -233,7 +308,11 @@ class SlurmScheduler:
                 reservations.append(self._reserve(start, start + limit, nodes))
                 kept.append(entry)
         self.pending = kept
-        if self.dirty and self.pending:
+        # a cycle that plans a waiting job updates it (`last_job_update`), so the agent
+        # finds more work `bf_interval` later for as long as jobs wait: the real
+        # slurmctld ran the next cycle 2 s later after 141 of 151 cycles with no event
+        self.dirty = bool(self.pending)
+        if self.pending:
             self._schedule_tick()
 
     def _reserve(self, start: float, end: float, nodes: list[int]) -> _Reservation:
