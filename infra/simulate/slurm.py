@@ -113,7 +113,10 @@ class SlurmScheduler:
         self.pending: list[tuple[float, int, int]] = []  # (submit, line, job), priority order
         self.tick_at: float | None = None  # the next backfill cycle, while jobs wait
         self.last_tick = -math.inf
-        self.dirty = False  # something changed since the last cycle
+        # `_more_work`, in whole seconds as slurmctld keeps them: a job was submitted,
+        # started, ended or planned in or after the wall second of the last cycle
+        self.updated_wall = -math.inf
+        self.cycle_wall = -math.inf
         self.blocked = False  # the last main run left a partition blocked for resources
         self.due = False  # the main scheduler runs at this instant (a job ended, or the loop)
         self.requested = False  # a submission asked for the main scheduler (job_sched_cnt)
@@ -217,9 +220,12 @@ class SlurmScheduler:
         host.events.push(at, BACKFILL)
 
     def changed(self) -> None:
-        """A job was submitted, started or ended: the backfill agent has work (`_more_work`)."""
-        self.dirty = True
-        if self.tick_at is None and self.pending:
+        """A job was submitted, started or ended: the backfill agent has work (`_more_work`).
+
+        An empty queue too: a cycle then finds no jobs to backfill, and still counts.
+        """
+        self.updated_wall = self._wall(self.host.now)
+        if self.tick_at is None:
             self._schedule_tick()
 
     def ended(self) -> None:
@@ -264,56 +270,62 @@ class SlurmScheduler:
                 kept.append(entry)
             else:
                 self.host.start(entry[2], alloc)
-                self.dirty = True
+                self.changed()
         self.pending = kept
         self.blocked = bool(blocked)
 
     # --- backfill -----------------------------------------------------------------------
 
     def backfill(self) -> None:
-        """One backfill cycle (module docstring), if anything changed since the last."""
+        """One backfill cycle (module docstring), if there is more work since the last."""
         self.tick_at = None
-        if not self.dirty or not self.pending:
-            return
-        self.last_tick, self.dirty = self.host.now, False
-        host, now = self.host, self.host.now
+        if self.updated_wall < self.cycle_wall:
+            return  # no more work
+        self.last_tick, self.cycle_wall = self.host.now, self._wall(self.host.now)
+        if not self.pending:
+            return  # "no jobs to backfill": a cycle all the same, bf_interval to the next
         reservations: list[_Reservation] = []
         kept = []
         tested = 0
         for entry in self.pending:
-            index = entry[2]
-            group = self._group(index)
+            group = self._group(entry[2])
             if tested >= self.params.max_job_test or group is None:
                 kept.append(entry)
                 continue
             tested += 1
-            job = host.jobs[index]
-            if job.fractional or job.gpus == 0 or job.cpu_milli or job.memory_mib:
-                # a slice, or CPUs and memory the plan below does not count: now or not at all
-                alloc = find(host.cluster, job, only=group.name)
-                if alloc is None:
-                    kept.append(entry)
-                else:
-                    host.start(index, alloc)
-                    self.dirty = True
-                continue
-            limit = time_limit_s(job)
-            start, nodes = self._earliest(job, group, limit, reservations)
-            if start is None:
-                kept.append(entry)
-            elif start <= now:
-                host.start(index, self._alloc(job, group, nodes))
-                self.dirty = True
-            else:
-                reservations.append(self._reserve(start, start + limit, nodes))
+            if not self._backfill_job(entry[2], group, reservations):
                 kept.append(entry)
         self.pending = kept
-        # a cycle that plans a waiting job updates it (`last_job_update`), so the agent
-        # finds more work `bf_interval` later for as long as jobs wait: the real
-        # slurmctld ran the next cycle 2 s later after 141 of 151 cycles with no event
-        self.dirty = bool(self.pending)
-        if self.pending:
+        if self.updated_wall >= self.cycle_wall:
             self._schedule_tick()
+
+    def _backfill_job(
+        self, index: int, group: GroupIndex, reservations: list[_Reservation]
+    ) -> bool:
+        """Start job ``index`` now if it can (True), else plan it in ``reservations``.
+
+        Starting a job, or planning one past another job's reservation, updates it: more
+        work for the next cycle.
+        """
+        host, job = self.host, self.host.jobs[index]
+        if job.fractional or job.gpus == 0 or job.cpu_milli or job.memory_mib:
+            # a slice, or CPUs and memory the plan below does not count: now or not at all
+            alloc = find(host.cluster, job, only=group.name)
+            if alloc is not None:
+                host.start(index, alloc)
+                self.updated_wall = self.cycle_wall
+            return alloc is not None
+        limit = time_limit_s(job)
+        start, nodes, pushed = self._earliest(job, group, limit, reservations)
+        if start is not None and start <= host.now:
+            host.start(index, self._alloc(job, group, nodes))
+            self.updated_wall = self.cycle_wall
+            return True
+        if start is not None:
+            reservations.append(self._reserve(start, start + limit, nodes))
+            if pushed:
+                self.updated_wall = self.cycle_wall
+        return False
 
     def _reserve(self, start: float, end: float, nodes: list[int]) -> _Reservation:
         res = self.params.resolution_s
@@ -321,14 +333,18 @@ class SlurmScheduler:
 
     def _earliest(
         self, job: Job, group: GroupIndex, limit: float, reservations: list[_Reservation]
-    ) -> tuple[float | None, list[int]]:
-        """The start backfill plans for ``job`` and its nodes then, or (None, []).
+    ) -> tuple[float | None, list[int], bool]:
+        """The start backfill plans for ``job``, its nodes, and whether reservations pushed it.
 
-        Now if it fits now; else as `select/cons_tres`'s will-run test estimates it: running
-        jobs (ending at start plus time limit) are removed in batches, the first up to a
-        barrier `WILL_RUN_WINDOW_S`-aligned on the wall clock past the first end plus that
-        window, the window doubling for each next batch; the start is the last removed job's
-        end once the job fits. Nodes reserved for earlier jobs over the job's time are out.
+        (None, [], pushed) when it has none within `bf_window`. Now if it fits now; else as
+        `select/cons_tres`'s will-run test estimates it: running jobs (ending at start plus
+        time limit) are removed in batches, the first up to a barrier `WILL_RUN_WINDOW_S`-
+        aligned on the wall clock past the first end plus that window, the window doubling
+        for each next batch; the start is the last removed job's end once the job fits.
+        Nodes reserved for earlier jobs over the job's time are out; when they are what
+        keeps it from a will-run start, backfill tries again from the end of a reservation
+        (`TRY_LATER`), and a start found there updates the job (`last_job_update`: more work
+        for the next cycle).
         """
         host, now = self.host, self.host.now
         free, ends = self._running_on(group)
@@ -339,19 +355,25 @@ class SlurmScheduler:
 
         nodes = fits(now)
         if nodes is not None:
-            return now, nodes
+            return now, nodes, False
         horizon = now + self.params.window_s
+        pushed = False
         for t in self._batches(ends, free):
             if t > horizon:
-                return None, []
+                return None, [], pushed
             nodes = fits(max(t, now))
             if nodes is not None:
-                return max(t, now), nodes
+                return max(t, now), nodes, pushed
+            pushed = pushed or (
+                bool(reservations)
+                and _place(job.gpus, group.per_node, free, set(), host.cluster.placement)
+                is not None
+            )
         for t in sorted(_ends(reservations, now)):  # reserved nodes free up later
             nodes = fits(t) if t <= horizon else None
             if nodes is not None:
-                return t, nodes
-        return None, []
+                return t, nodes, True
+        return None, [], pushed
 
     def _running_on(
         self, group: GroupIndex
