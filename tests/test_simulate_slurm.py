@@ -34,12 +34,14 @@ def test_backfill_keeps_the_large_jobs_reservation_and_fills_before_it() -> None
     # Slurm: the backfill agent, awake every second, starts s1 and s2 the second they arrive
     # (s0 at 1 s, its first wake-up); the main scheduler blocks the partition behind big;
     # backfill reserves all four nodes from 1200 (when s2 ends), so s3 (ending after 1400)
-    # may not start on node 4, but tiny (450-750) may: the cycle at 450 starts it.
+    # may not start on node 4, but tiny (450-750) may. Planning s3 past big's reservation
+    # makes more work, so cycles follow each other 30 s apart from s3's at 400: the cycle at
+    # 460 starts tiny.
     run, _ = replay(group_spec(4, SLURM), _stream())
     at = starts(run)
     assert (at["big"], at["tiny"], at["s3"], at["s6"], at["s7"]) == (
         1200.0,
-        450.0,
+        460.0,
         1700.0,
         1700.0,
         2700.0,
@@ -81,6 +83,58 @@ def test_will_run_removes_running_jobs_in_aligned_doubling_windows() -> None:
     ends = [(100.0, [(0, 1)]), (110.0, [(1, 1)]), (200.0, [(0, 1)])]
     assert list(run.slurm._batches(ends, free)) == [110.0, 200.0]
     assert free == {0: 9, 1: 8}  # every removed job's GPUs are back
+
+
+def test_a_submission_waits_for_the_loops_batch_sched_delay_and_its_full_pass() -> None:
+    # slurmctld's background loop wakes once a second (here at 1, 2, 3 ...) and runs the main
+    # scheduler for a submission when 3 whole seconds have passed since it last did: a's
+    # pass at 1 (the backfill cycle starts a there too), so b (1.5) and c (2.5) start at 4,
+    # not a second after they arrive. d (58.2) starts at the loop's next wake-up, 59. The
+    # full pass every 60 s of slurmctld's life runs the main scheduler whatever asked: e's
+    # request (59.5) is met at 60, not at 62; f (60.5) waits until 63. Backfill, every
+    # 10 minutes here, stays out of the way after its first cycle.
+    jobs = [
+        job("a", 0, 10, 1),
+        job("b", 1.5, 10, 1),
+        job("c", 2.5, 10, 1),
+        job("d", 58.2, 10, 1),
+        job("e", 59.5, 10, 1),
+        job("f", 60.5, 10, 1),
+    ]
+    spec = group_spec(2, "scheduler: {kind: slurm, backfill: {interval: 10m}}\n")
+    at = starts(replay(spec, jobs)[0])
+    assert (at["a"], at["b"], at["c"], at["d"], at["e"], at["f"]) == (
+        1.0,
+        4.0,
+        4.0,
+        59.0,
+        60.0,
+        63.0,
+    )
+
+
+def _blocked_partition(*more: Job) -> dict[str, float | None]:
+    # a fills node 1 until 201 (its limit: 241); b holds half of node 2 until 70; big (16
+    # GPUs) blocks the partition, so only backfill can start small (8 GPUs, fits from 70)
+    jobs = [job("a", 0, 200, 8), job("b", 0, 69, 4), job("big", 1.5, 10, 16), *more]
+    return starts(replay(group_spec(2, SLURM), [*jobs, job("small", 3.0, 20, 8)])[0])
+
+
+def test_backfill_cycles_every_interval_while_a_plan_is_pushed_past_a_reservation() -> None:
+    # long (8 GPUs, 200 s) would fit on node 2 when b's limit ends (121) but runs into big's
+    # reservation (from 240): backfill plans it past that reservation (TRY_LATER), which
+    # updates the job (`last_job_update`), so every cycle finds more work for the next:
+    # cycles at 31, 61, 91 ... and small starts at 91, not when b ends at 70.
+    at = _blocked_partition(job("long", 2.5, 200, 8))
+    assert (at["a"], at["b"], at["small"]) == (1.0, 1.0, 91.0)
+
+
+def test_backfill_stops_cycling_when_no_plan_changes_and_waits_for_an_event() -> None:
+    # without long, the cycle at 31 plans big and small where they first fit: nothing is
+    # updated, no cycle follows until b ends (70), and that cycle starts small
+    at = _blocked_partition()
+    assert (at["a"], at["b"], at["small"]) == (1.0, 1.0, 70.0)
+    assert at["big"] is not None and at["big"] >= 201.0
 
 
 @pytest.mark.parametrize(

@@ -277,7 +277,7 @@ class Replay:
         elif kind == BACKFILL and self.slurm is not None:
             self.slurm.backfill()
         elif kind == SCHED and self.slurm is not None:
-            self.slurm.due = True
+            self.slurm.background()
 
     # --- queues ------------------------------------------------------------------------
 

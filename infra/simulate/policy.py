@@ -65,10 +65,16 @@ class SimPolicy:
             millisecond later each).
         inflate: replay the trace inflated to this many times the cluster's GPUs, nothing
             departing (`infra.simulate.inflate`, the FGD paper's procedure); None: as is.
-        sched_phase_s, sched_period_s: Slurm specs: the scheduling agent's wake-ups, when
-            known (a comparison with a running slurmctld fits them to its log): the main
-            scheduler then runs at the first wake-up after a submission or a job's end
-            instead of at the end itself and a second after a submission.
+        sched_phase_s, sched_period_s: Slurm specs: slurmctld's background loop's wake-ups
+            (seconds after the first submission, and between two; None: once a second from
+            the first submission): a submission's main-scheduler pass and the periodic full
+            pass come at one of them (`infra.simulate.slurm.BATCH_SCHED_DELAY_S`).
+        sched_start_s: Slurm specs: when slurmctld started, in trace seconds (usually
+            negative; None: at the first submission): its full pass every `sched_interval`
+            counts from then.
+        sched_last_s: Slurm specs: the background loop's last main-scheduler pass before
+            the trace, in trace seconds (None: long before): the first submission's pass
+            comes `batch_sched_delay` whole seconds after it at the earliest.
     """
 
     checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S
@@ -85,6 +91,8 @@ class SimPolicy:
     backfill_period_s: float | None = None
     sched_phase_s: float | None = None
     sched_period_s: float | None = None
+    sched_start_s: float | None = None
+    sched_last_s: float | None = None
     inflate: float | None = None
 
     def saved_s(self, ran_s: float) -> float:

@@ -6,16 +6,22 @@ What the rendered slurm.conf configures (`infra.topology.slurm_sched`): `priorit
 (`src/slurmctld/job_scheduler.c`, `src/plugins/sched/backfill/backfill.c`, and the
 Scheduling Configuration Guide):
 
-- The main scheduler runs when a job ends and `SUBMIT_SCHED_S` after a submission (the
-  scheduling agent's pass a real slurmctld makes within a second of an `sbatch`): it takes
-  pending jobs in priority order and starts each that fits; the first that does not
-  blocks its partition, and no later job of that partition starts in that run ("once any
-  job in a partition is left pending, no other jobs in that partition will be scheduled").
-  A job's partition is the first node group (spec order) with a GPU it accepts.
+- The main scheduler runs when a job's epilog completes (the rendered slurm.conf has an
+  Epilog, so slurmd reports the end as `MESSAGE_EPILOG_COMPLETE` and slurmctld calls
+  `schedule()` at once; a trace's run time counts until then), and for a submission at a
+  wake-up of slurmctld's background loop `batch_sched_delay` whole seconds after the loop
+  last ran it, or at the loop's full pass every `sched_interval` (`BATCH_SCHED_DELAY_S`,
+  `SCHED_INTERVAL_S`): it takes pending jobs in priority order and starts each that fits;
+  the first that does not blocks its partition, and no later job of that partition starts
+  in that run ("once any job in a partition is left pending, no other jobs in that
+  partition will be scheduled"). A job's partition is the first node group (spec order)
+  with a GPU it accepts.
 - Backfill runs at the backfill agent's once-a-second wake-up when `bf_interval` has passed
-  since its last cycle and a job was submitted, started or ended since: it takes up to `bf_max_job_test` pending jobs in
-  priority order; for each it finds the earliest time, up to `bf_window` ahead, at which its
-  partition's nodes hold it, counting running jobs as ending at their start plus their
+  since its last cycle and there is more work (`_more_work`): a job was submitted, started
+  or ended since, or jobs still wait (a cycle that plans them counts as an update, so
+  cycles follow each other `bf_interval` apart while they do). It takes up to
+  `bf_max_job_test` pending jobs in priority order; for each it finds the earliest time, up
+  to `bf_window` ahead, at which its partition's nodes hold it, counting running jobs as ending at their start plus their
   time limit and keeping out of the nodes reserved for the jobs before it. A job that can
   start now starts; one that cannot reserves the nodes it would use from that start to the
   end of its time limit, rounded out to `bf_resolution`. Reservations are whole nodes, as
@@ -25,13 +31,14 @@ Scheduling Configuration Guide):
 
 Not modelled: the multifactor priority (fairshare, age, QOS weights) and QOS limits, which the
 rendered slurm.conf does not configure; `bf_continue` (a cycle here never yields its locks,
-so there is nothing to continue); `default_queue_depth` and `sched_interval` (the main
-scheduler stops at its partition's first blocked job long before 100 jobs);
-`bf_window_linear` (the will-run test's windows double here, Slurm's default); topology-aware
-node choice (a job takes the lowest-numbered nodes with room, as cons_tres did on one leaf
-switch). Fractions of a GPU, CPU-only jobs and jobs that state CPUs or memory start only when
-they fit now (no reservation: the plan counts GPUs only). Tenants' quotas and
-preemption are Kueue's and Volcano's: a Slurm spec renders neither, so they are not applied.
+so there is nothing to continue); `default_queue_depth` (the main scheduler stops at its
+partition's first blocked job long before 100 jobs); the epilog's own run time (a trace's
+run times are taken to include it); `bf_window_linear` (the will-run test's windows double
+here, Slurm's default); topology-aware node choice (a job takes the lowest-numbered nodes
+with room, as cons_tres did on one leaf switch). Fractions of a GPU, CPU-only jobs and jobs
+that state CPUs or memory start only when they fit now (no reservation: the plan counts
+GPUs only). Tenants' quotas and preemption are Kueue's and Volcano's: a Slurm spec renders
+neither, so they are not applied.
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ from infra.simulate.policy import SimPolicy
 from infra.simulate.state import BACKFILL, SCHED, Events, Run
 from infra.topology.slurm_sched import BackfillParameters
 
-__all__ = ["SUBMIT_SCHED_S", "SlurmHost", "SlurmScheduler", "time_limit_s"]
+__all__ = ["BATCH_SCHED_DELAY_S", "SCHED_INTERVAL_S", "SlurmHost", "SlurmScheduler", "time_limit_s"]
 
 AGENT_WAKE_S = 1.0
 """Slurm 22.05's backfill agent wakes once a second and runs a cycle when `bf_interval` has
@@ -61,10 +68,15 @@ removed in batches, the window doubling each time unless `bf_window_linear` is s
 slurmctld planned a job after the last of a batch, not the first end that fits, because of
 it (tests/slurm_replay)."""
 
-SUBMIT_SCHED_S = 1.0
-"""Seconds from a submission to the main scheduler's pass over it: Slurm 22.05's
-scheduling agent wakes at most once a second; tests/slurm_replay saw 0.97 s on an idle
-slurmctld (the backfill cycle often starts a job first)."""
+BATCH_SCHED_DELAY_S = 3
+"""Slurm 22.05's `batch_sched_delay` default: a submission only flags the main scheduler
+(`queue_job_scheduler`); slurmctld's background loop, waking about once a second, runs it
+when at least this many whole seconds of `time(NULL)` have passed since the loop last did
+(`src/slurmctld/controller.c`, `_slurmctld_background`)."""
+
+SCHED_INTERVAL_S = 60
+"""Slurm 22.05's `sched_interval` default: the background loop runs the main scheduler over
+the whole queue every this many whole seconds, counted from slurmctld's start."""
 
 
 def time_limit_s(job: Job) -> float:
@@ -101,35 +113,98 @@ class SlurmScheduler:
         self.pending: list[tuple[float, int, int]] = []  # (submit, line, job), priority order
         self.tick_at: float | None = None  # the next backfill cycle, while jobs wait
         self.last_tick = -math.inf
-        self.dirty = False  # something changed since the last cycle
+        # `_more_work`, in whole seconds as slurmctld keeps them: a job was submitted,
+        # started, ended or planned in or after the wall second of the last cycle
+        self.updated_wall = -math.inf
+        self.cycle_wall = -math.inf
         self.blocked = False  # the last main run left a partition blocked for resources
-        self.due = False  # the main scheduler runs at this instant (a job ended, or SCHED)
+        self.due = False  # the main scheduler runs at this instant (a job ended, or the loop)
+        self.requested = False  # a submission asked for the main scheduler (job_sched_cnt)
+        last = host.policy.sched_last_s
+        # wall second the background loop last ran the main scheduler
+        self.last_loop_run = -math.inf if last is None else self._wall(last)
+        self.loop_at: float | None = None  # the loop's booked wake-up
+        self.last_full_run = -1  # wall second of the last periodic full pass
         self.partition: dict[int, str] = {}
 
     def add(self, index: int) -> None:
-        """Job ``index`` waits (submitted, or evicted and requeued)."""
+        """Job ``index`` waits (submitted, or evicted and requeued).
+
+        The submission requests the main scheduler (`queue_job_scheduler`); the background
+        loop runs it (`background`).
+        """
         job = self.host.jobs[index]
         bisect.insort(self.pending, (job.submit_s, job.line, index))
-        self._main_later(SUBMIT_SCHED_S)
+        self.requested = True
+        self._background_later()
         self.changed()
 
-    def _main_later(self, delay: float) -> None:
-        """Schedule the main scheduler's next pass: ``delay`` from now.
+    def _wall(self, t: float) -> int:
+        """`time(NULL)` at trace time ``t``: whole seconds of the wall clock."""
+        return math.floor(self.epoch0 + t + 1e-9)
 
-        When the replay knows the scheduling agent's clock (`SimPolicy.sched_phase_s`), the
-        agent's next wake-up after now instead.
+    def _loop_tick(self, after: float) -> float:
+        """The background loop's first wake-up at or after trace time ``after``.
+
+        Its clock is ``phase + k x period`` after the first submission when the replay knows
+        it (`SimPolicy.sched_phase_s`), else once a second from the first submission.
         """
         host = self.host
-        period = host.policy.sched_period_s
-        if period is None or host.policy.sched_phase_s is None:
-            if delay <= 0:
-                self.due = True
-            else:
-                host.events.push(host.now + delay, SCHED)
-            return
-        first = host.start_s + host.policy.sched_phase_s
-        at = first + max(0, math.floor((host.now - first) / period + 1e-9) + 1) * period
-        host.events.push(at, SCHED)
+        period = host.policy.sched_period_s or AGENT_WAKE_S
+        first = host.start_s + (host.policy.sched_phase_s or period)
+        return first + max(0, math.ceil((after - first) / period - 1e-9)) * period
+
+    def _started(self) -> int:
+        """When slurmctld started, wall seconds (`SimPolicy.sched_start_s`, or the first job)."""
+        start = self.host.policy.sched_start_s
+        return self._wall(self.host.start_s if start is None else start)
+
+    def _full_due(self, wall: int) -> bool:
+        """Whether the loop's wake-up in wall second ``wall`` makes the periodic full pass."""
+        started = self._started()
+        due = wall > started and (wall - started) % SCHED_INTERVAL_S == 0
+        return due and wall != self.last_full_run
+
+    def _background_later(self) -> None:
+        """Book the loop's next wake-up that may run the main scheduler.
+
+        That is the periodic full pass while jobs wait and, when a submission asked, the
+        first wake-up at least `BATCH_SCHED_DELAY_S` whole seconds after the loop's last run.
+        """
+        host = self.host
+        after = host.now + 1e-6  # a later wake-up than the one running now
+        started = self._started()
+        full_wall = started + SCHED_INTERVAL_S * (
+            max(0, self._wall(host.now) - started) // SCHED_INTERVAL_S + 1
+        )
+        at = self._loop_tick(max(after, full_wall - self.epoch0))
+        if self.requested:
+            batch = self.last_loop_run + BATCH_SCHED_DELAY_S - self.epoch0
+            at = min(at, self._loop_tick(max(after, batch)))
+        if self.loop_at is None or at < self.loop_at:
+            self.loop_at = at
+            host.events.push(at, SCHED)
+
+    def background(self) -> None:
+        """The background loop wakes (a SCHED event).
+
+        It runs the main scheduler when the periodic full pass is due, or when a submission
+        asked and `batch_sched_delay` allows.
+        """
+        host = self.host
+        if self.loop_at is None or host.now < self.loop_at - 1e-9:
+            return  # superseded by an earlier booking
+        self.loop_at = None
+        wall = self._wall(host.now)
+        full = self._full_due(wall)
+        if full:
+            self.last_full_run = wall
+        if full or (self.requested and wall - self.last_loop_run >= BATCH_SCHED_DELAY_S):
+            self.requested = False
+            self.last_loop_run = wall
+            self.due = True
+        if self.requested or self.pending:
+            self._background_later()
 
     def _schedule_tick(self) -> None:
         """Schedule the backfill agent's next wake-up `bf_interval` after the last cycle.
@@ -145,14 +220,20 @@ class SlurmScheduler:
         host.events.push(at, BACKFILL)
 
     def changed(self) -> None:
-        """A job was submitted, started or ended: the backfill agent has work (`_more_work`)."""
-        self.dirty = True
-        if self.tick_at is None and self.pending:
+        """A job was submitted, started or ended: the backfill agent has work (`_more_work`).
+
+        An empty queue too: a cycle then finds no jobs to backfill, and still counts.
+        """
+        self.updated_wall = self._wall(self.host.now)
+        if self.tick_at is None:
             self._schedule_tick()
 
     def ended(self) -> None:
-        """A job ended: the main scheduler runs (now, or at the agent's next wake-up)."""
-        self._main_later(0.0)
+        """A job ended: its epilog's completion runs the main scheduler at once.
+
+        `_slurm_rpc_epilog_complete` calls `schedule()`; a trace's run time counts until then.
+        """
+        self.due = True
         self.changed()
 
     def _group(self, index: int) -> GroupIndex | None:
@@ -189,52 +270,62 @@ class SlurmScheduler:
                 kept.append(entry)
             else:
                 self.host.start(entry[2], alloc)
-                self.dirty = True
+                self.changed()
         self.pending = kept
         self.blocked = bool(blocked)
 
     # --- backfill -----------------------------------------------------------------------
 
     def backfill(self) -> None:
-        """One backfill cycle (module docstring), if anything changed since the last."""
+        """One backfill cycle (module docstring), if there is more work since the last."""
         self.tick_at = None
-        if not self.dirty or not self.pending:
-            return
-        self.last_tick, self.dirty = self.host.now, False
-        host, now = self.host, self.host.now
+        if self.updated_wall < self.cycle_wall:
+            return  # no more work
+        self.last_tick, self.cycle_wall = self.host.now, self._wall(self.host.now)
+        if not self.pending:
+            return  # "no jobs to backfill": a cycle all the same, bf_interval to the next
         reservations: list[_Reservation] = []
         kept = []
         tested = 0
         for entry in self.pending:
-            index = entry[2]
-            group = self._group(index)
+            group = self._group(entry[2])
             if tested >= self.params.max_job_test or group is None:
                 kept.append(entry)
                 continue
             tested += 1
-            job = host.jobs[index]
-            if job.fractional or job.gpus == 0 or job.cpu_milli or job.memory_mib:
-                # a slice, or CPUs and memory the plan below does not count: now or not at all
-                alloc = find(host.cluster, job, only=group.name)
-                if alloc is None:
-                    kept.append(entry)
-                else:
-                    host.start(index, alloc)
-                    self.dirty = True
-                continue
-            limit = time_limit_s(job)
-            start, nodes = self._earliest(job, group, limit, reservations)
-            if start is None:
-                kept.append(entry)
-            elif start <= now:
-                host.start(index, self._alloc(job, group, nodes))
-                self.dirty = True
-            else:
-                reservations.append(self._reserve(start, start + limit, nodes))
+            if not self._backfill_job(entry[2], group, reservations):
                 kept.append(entry)
         self.pending = kept
-        if self.dirty and self.pending:
+        if self.updated_wall >= self.cycle_wall:
             self._schedule_tick()
+
+    def _backfill_job(
+        self, index: int, group: GroupIndex, reservations: list[_Reservation]
+    ) -> bool:
+        """Start job ``index`` now if it can (True), else plan it in ``reservations``.
+
+        Starting a job, or planning one past another job's reservation, updates it: more
+        work for the next cycle.
+        """
+        host, job = self.host, self.host.jobs[index]
+        if job.fractional or job.gpus == 0 or job.cpu_milli or job.memory_mib:
+            # a slice, or CPUs and memory the plan below does not count: now or not at all
+            alloc = find(host.cluster, job, only=group.name)
+            if alloc is not None:
+                host.start(index, alloc)
+                self.updated_wall = self.cycle_wall
+            return alloc is not None
+        limit = time_limit_s(job)
+        start, nodes, pushed = self._earliest(job, group, limit, reservations)
+        if start is not None and start <= host.now:
+            host.start(index, self._alloc(job, group, nodes))
+            self.updated_wall = self.cycle_wall
+            return True
+        if start is not None:
+            reservations.append(self._reserve(start, start + limit, nodes))
+            if pushed:
+                self.updated_wall = self.cycle_wall
+        return False
 
     def _reserve(self, start: float, end: float, nodes: list[int]) -> _Reservation:
         res = self.params.resolution_s
@@ -242,14 +333,18 @@ class SlurmScheduler:
 
     def _earliest(
         self, job: Job, group: GroupIndex, limit: float, reservations: list[_Reservation]
-    ) -> tuple[float | None, list[int]]:
-        """The start backfill plans for ``job`` and its nodes then, or (None, []).
+    ) -> tuple[float | None, list[int], bool]:
+        """The start backfill plans for ``job``, its nodes, and whether reservations pushed it.
 
-        Now if it fits now; else as `select/cons_tres`'s will-run test estimates it: running
-        jobs (ending at start plus time limit) are removed in batches, the first up to a
-        barrier `WILL_RUN_WINDOW_S`-aligned on the wall clock past the first end plus that
-        window, the window doubling for each next batch; the start is the last removed job's
-        end once the job fits. Nodes reserved for earlier jobs over the job's time are out.
+        (None, [], pushed) when it has none within `bf_window`. Now if it fits now; else as
+        `select/cons_tres`'s will-run test estimates it: running jobs (ending at start plus
+        time limit) are removed in batches, the first up to a barrier `WILL_RUN_WINDOW_S`-
+        aligned on the wall clock past the first end plus that window, the window doubling
+        for each next batch; the start is the last removed job's end once the job fits.
+        Nodes reserved for earlier jobs over the job's time are out; when they are what
+        keeps it from a will-run start, backfill tries again from the end of a reservation
+        (`TRY_LATER`), and a start found there updates the job (`last_job_update`: more work
+        for the next cycle).
         """
         host, now = self.host, self.host.now
         free, ends = self._running_on(group)
@@ -260,19 +355,25 @@ class SlurmScheduler:
 
         nodes = fits(now)
         if nodes is not None:
-            return now, nodes
+            return now, nodes, False
         horizon = now + self.params.window_s
+        pushed = False
         for t in self._batches(ends, free):
             if t > horizon:
-                return None, []
+                return None, [], pushed
             nodes = fits(max(t, now))
             if nodes is not None:
-                return max(t, now), nodes
+                return max(t, now), nodes, pushed
+            pushed = pushed or (
+                bool(reservations)
+                and _place(job.gpus, group.per_node, free, set(), host.cluster.placement)
+                is not None
+            )
         for t in sorted(_ends(reservations, now)):  # reserved nodes free up later
             nodes = fits(t) if t <= horizon else None
             if nodes is not None:
-                return t, nodes
-        return None, []
+                return t, nodes, True
+        return None, [], pushed
 
     def _running_on(
         self, group: GroupIndex

@@ -7,9 +7,10 @@ memory and eight GPUs (device files made with `mknod`) on a 2-core machine. slur
 munged run in the root namespace on the bridge's address. The files are the ones railplan
 renders for the spec (`infra.render.slurm_conf.slurm_files`), changed only where a test host
 needs it: host names and addresses, ports, paths, ``SlurmUser=root``, process tracking and
-task plugins that need no cgroup (`proctrack/linuxproc`, `task/none`), no prolog or epilog
-(the GPU health script needs GPUs), and `jobcomp/filetxt`, which records each job's submit,
-start and end. Scheduling lines (select, scheduler and its parameters, partitions, node
+task plugins that need no cgroup (`proctrack/linuxproc`, `task/none`), `/bin/true` as
+Prolog and Epilog (the GPU health script needs GPUs; an epilog must stay configured, as it
+decides how a job's end reaches the main scheduler), and `jobcomp/filetxt`, which records
+each job's submit, start and end. Scheduling lines (select, scheduler and its parameters, partitions, node
 lines, topology) are railplan's as rendered.
 
 Needs root, iproute2, util-linux, munge, slurmctld, slurmd and slurm-client (the Makefile's
@@ -119,7 +120,11 @@ class SlurmCluster:
             r"^SlurmdLogFile=.*$": f"SlurmdLogFile={r / 'log'}/slurmd-%n.log",
             r"^ProctrackType=.*$": "ProctrackType=proctrack/linuxproc",
             r"^TaskPlugin=.*$": "TaskPlugin=task/none",
-            r"^(Prolog|Epilog)=.*\n": "",
+            # with an Epilog, slurmd reports a job's end as MESSAGE_EPILOG_COMPLETE and
+            # slurmctld runs its main scheduler at once; without one the end comes back on
+            # the kill RPC and only queues it (`batch_sched_delay`): keep the rendered path
+            r"^(Prolog|Epilog)=.*$": r"\1=/bin/true",
+            r"^SlurmctldDebug=.*$": "SlurmctldDebug=verbose",  # DebugFlags print at verbose
             r"^Include /etc/slurm/": f"Include {r / 'etc'}/",
         }
         for pattern, repl in changes.items():
@@ -131,7 +136,9 @@ class SlurmCluster:
             f"JobCompLoc={r / 'jobcomp.txt'}\n"
             f"AuthInfo=socket={r / 'munge.socket'}\n"
             "MpiDefault=none\n"
-            "DebugFlags=Backfill\n"  # each backfill cycle's start in the log, to the millisecond
+            # each backfill cycle's start, and each job's epilog completion (it holds its
+            # nodes until then), in the log, to the millisecond
+            "DebugFlags=Backfill,TraceJobs\n"
         )
 
     def _node_lines(self, text: str) -> str:
@@ -277,19 +284,26 @@ class SlurmCluster:
 
     def log_times(self) -> dict[str, dict[int, float]]:
         """From slurmctld's log, to the millisecond: per job id its submit, start and end
-        (``submit``, ``start``, ``end``), and the backfill cycles (``cycles``, by number)."""
+        (``submit``, ``start``, ``end``) and its last epilog completion (``epilog``); the
+        backfill cycles and the main scheduler's passes that started a job (``cycles``,
+        ``main``, by number); slurmctld's start (``ctld``) and its
+        background loop's first pass of the main scheduler (``loop``)."""
         out: dict[str, dict[int, float]] = {
             "submit": {},
             "start": {},
             "end": {},
             "cycles": {},
             "main": {},
+            "epilog": {},
+            "ctld": {},
+            "loop": {},
         }
         patterns = {
             "submit": r"_slurm_rpc_submit_batch_job: JobId=(\d+) ",
             "start": r"(?:sched: Allocate|_start_job: Started) JobId=(\d+) ",
             "end": r"_job_complete: JobId=(\d+) done",
         }
+        epilog = re.compile(r"job_epilog_complete: enter JobId=(\d+)")
         text = (self.root / "log" / "slurmctld.log").read_text(errors="replace")
         for line in text.splitlines():
             stamp = re.match(r"^\[(\S+)\] ", line)
@@ -302,8 +316,15 @@ class SlurmCluster:
                     out[kind].setdefault(int(found[1]), at)
             if "backfill" in line and "beginning" in line:
                 out["cycles"][len(out["cycles"])] = at
+            found = epilog.search(line)
+            if found is not None:  # a job's last node to finish its epilog frees it
+                out["epilog"][int(found[1])] = at
+            if "slurmctld version" in line and " started" in line:
+                out["ctld"][0] = at
             if "sched: Allocate" in line:  # the main scheduler's passes that started a job
                 out["main"][len(out["main"])] = at
+            if "SchedulerParameters=" in line:  # the loop's first main-scheduler pass
+                out["loop"].setdefault(0, at)
         return out
 
     # --- tear-down ----------------------------------------------------------------------

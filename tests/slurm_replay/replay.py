@@ -16,6 +16,7 @@ to 16 GPUs on 8-GPU nodes, time limits in whole minutes as Slurm keeps them.
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 import time
@@ -132,24 +133,28 @@ def analyse(
     if len(records) < len(jobs):
         raise RuntimeError(f"Slurm finished {len(records)} of {len(jobs)} jobs in time")
     ids = {name: int(r["JobId"]) for name, r in records.items()}
-    real = {n: (log["submit"][i], log["start"][i], log["end"][i]) for n, i in ids.items()}
+    # a job holds its nodes until its epilog completes (COMPLETING), when Slurm's main
+    # scheduler runs; logs without epilog lines fall back to the job's end
+    freed = {i: log["epilog"].get(i, log["end"][i]) for i in ids.values()}
+    real = {n: (log["submit"][i], log["start"][i], freed[i]) for n, i in ids.items()}
     origin = min(submit for submit, _, _ in real.values())
-    # what the jobs did is the input (when each arrived, how long it held its GPUs); what
+    # what the jobs did is the input (when each arrived, how long it held its nodes); what
     # the scheduler decided (when each started) is what the model predicts
     submitted = [
         replace(j, submit_s=real[j.id][0] - origin, duration_s=real[j.id][2] - real[j.id][1])
         for j in jobs
     ]
     phase, period = _clock(log["cycles"], origin)
-    agent = _clock(log["main"], origin) if len(log["main"]) >= 2 else None
-    predicted = _predict(spec, plan, catalog, submitted, origin, (phase, period), agent)
+    loop = _clock(_loop_wakeups(log, freed), origin)
+    slurmctld = {k: log[k][0] - origin for k in ("ctld", "loop") if 0 in log[k]}
+    predicted = _predict(spec, plan, catalog, submitted, origin, (phase, period), loop, slurmctld)
     starts = {name: start - origin for name, (_, start, _) in real.items()}
     out = compare(submitted, starts, predicted)
     out["case"] = case.name
     out["origin_unix_s"] = origin
     out["backfill_clock_s"] = {"phase": round(phase, 3), "period": round(period, 5)}
-    if agent is not None:
-        out["sched_clock_s"] = {"phase": round(agent[0], 3), "period": round(agent[1], 5)}
+    out["loop_clock_s"] = {"phase": round(loop[0], 3), "period": round(loop[1], 5)}
+    out["epilog_s"] = _epilog_delays(log)
     plain = _predict(
         spec,
         plan,
@@ -158,6 +163,7 @@ def analyse(
         origin,
         None,
         None,
+        {},
     )
     out["plain"] = {k: v for k, v in compare(submitted, starts, plain).items() if k != "per_job"}
     out["per_job"] = [
@@ -168,18 +174,45 @@ def analyse(
 
 
 def _clock(cycles: dict[int, float], origin: float) -> tuple[float, float]:
-    """The backfill agent's wake-up phase after ``origin`` and period, fitted to the log.
-
-    The agent wakes about once a second (`infra.simulate.slurm.AGENT_WAKE_S`); every cycle
-    in the log is one of its wake-ups.
-    """
+    """An agent's wake-up phase after ``origin`` and period, fitted to its wake-ups in the
+    log (``cycles``): the backfill agent's and slurmctld's background loop each wake about
+    once a second (`infra.simulate.slurm.AGENT_WAKE_S`)."""
     times = sorted(cycles.values())
-    if len(times) < 2:
+    if not times:
         return AGENT_WAKE_S, AGENT_WAKE_S
+    if len(times) == 1:  # the phase, and the nominal period
+        return ((times[0] - origin) % AGENT_WAKE_S) or AGENT_WAKE_S, AGENT_WAKE_S
     steps = round((times[-1] - times[0]) / AGENT_WAKE_S)
     period = (times[-1] - times[0]) / steps if steps else AGENT_WAKE_S
     phase = (times[0] - origin) % period
     return (phase or period), period
+
+
+def _loop_wakeups(log: dict[str, dict[int, float]], freed: dict[int, float]) -> dict[int, float]:
+    """Wake-ups of slurmctld's background loop seen in the log: its first main-scheduler
+    pass, and the passes that started a job with no epilog completing just before (those
+    come from the epilog's `schedule()`, not from the loop)."""
+    ends = sorted(freed.values())
+    lag = 0.1 if log["epilog"] else 2.0  # without epilog lines a job's end is all we see
+    out = dict(log["loop"])
+    for at in log["main"].values():
+        before = bisect.bisect_right(ends, at)
+        if before == 0 or at - ends[before - 1] > lag:
+            out[len(out)] = at
+    return out
+
+
+def _epilog_delays(log: dict[str, dict[int, float]]) -> dict[str, float]:
+    """From a job's end to its epilog's completion: mean, p95 and max, seconds."""
+    delays = sorted(log["epilog"][i] - log["end"][i] for i in log["epilog"] if i in log["end"])
+    if not delays:
+        return {}
+    p95 = delays[min(len(delays) - 1, math.ceil(0.95 * len(delays)) - 1)]
+    return {
+        "mean": round(sum(delays) / len(delays), 3),
+        "p95": round(p95, 3),
+        "max": round(delays[-1], 3),
+    }
 
 
 def _predict(
@@ -189,17 +222,22 @@ def _predict(
     jobs: list[Job],
     origin: float,
     backfill: tuple[float, float] | None,
-    agent: tuple[float, float] | None,
+    loop: tuple[float, float] | None,
+    slurmctld: dict[str, float],
 ) -> dict[str, float]:
     """Each job's predicted start; ``origin``: the wall clock of trace time 0; ``backfill``
-    and ``agent``: the backfill and scheduling agents' clocks (phase, period), if known."""
+    and ``loop``: the backfill agent's and the background loop's clocks (phase, period),
+    if known; ``slurmctld``: its start (``ctld``) and its loop's pass before the trace
+    (``loop``), trace seconds, where the log has them."""
     ordered = tuple(sorted(jobs, key=lambda j: (j.submit_s, j.line)))
     trace = Trace("slurm-replay", "railplan-csv", len(ordered), ordered, {}, origin)
     policy = SimPolicy(
         backfill_phase_s=backfill[0] if backfill else None,
         backfill_period_s=backfill[1] if backfill else None,
-        sched_phase_s=agent[0] if agent else None,
-        sched_period_s=agent[1] if agent else None,
+        sched_phase_s=loop[0] if loop else None,
+        sched_period_s=loop[1] if loop else None,
+        sched_start_s=slurmctld.get("ctld"),
+        sched_last_s=slurmctld.get("loop"),
     )
     run = Replay(spec, plan, catalog, trace, policy)
     run.run(quiet)
