@@ -34,14 +34,14 @@ def test_backfill_keeps_the_large_jobs_reservation_and_fills_before_it() -> None
     # Slurm: the backfill agent, awake every second, starts s1 and s2 the second they arrive
     # (s0 at 1 s, its first wake-up); the main scheduler blocks the partition behind big;
     # backfill reserves all four nodes from 1200 (when s2 ends), so s3 (ending after 1400)
-    # may not start on node 4, but tiny (450-750) may. Planning s3 past big's reservation
-    # makes more work, so cycles follow each other 30 s apart from s3's at 400: the cycle at
-    # 460 starts tiny.
+    # may not start on node 4, but tiny (450-750) may. big's plan holds node 4, idle, so
+    # each cycle marks it PLANNED (a node update: more work) and cycles follow each other
+    # 30 s apart from big's at 300: 330, ..., 420 (s3 planned past big), 450 starts tiny.
     run, _ = replay(group_spec(4, SLURM), _stream())
     at = starts(run)
     assert (at["big"], at["tiny"], at["s3"], at["s6"], at["s7"]) == (
         1200.0,
-        460.0,
+        450.0,
         1700.0,
         1700.0,
         2700.0,
@@ -148,3 +148,18 @@ def test_backfill_stops_cycling_when_no_plan_changes_and_waits_for_an_event() ->
 def test_backfill_settings_slurm_refuses_are_spec_errors(backfill: str, message: str) -> None:
     with pytest.raises(SpecError, match=message):
         group_spec(1, f"scheduler: {{kind: slurm, backfill: {backfill}}}\n")
+
+
+def test_the_backfill_interval_counts_from_the_second_a_cycle_ends_in() -> None:
+    # bf_interval=2 s; the backfill agent wakes at .999 of every second, the background
+    # loop on the second. The cycle at 0.999 starts a; if it takes 3 ms it ends in second
+    # 1, and the agent counts its 2 s from there: b (submitted at 1.5, room on the second
+    # node) starts at the cycle at 3.999, not 2.999. (The main scheduler ran at the loop's
+    # wake-up at 1.0 for a's submission, so batch_sched_delay keeps it off until 4.0.)
+    spec = group_spec(2, "scheduler: {kind: slurm, backfill: {interval: 2s, resolution: 1s}}\n")
+    jobs = [job("a", 0.0, 20, 8), job("b", 1.5, 5, 8)]
+    clock = SimPolicy(backfill_wakes_s=(0.999,))
+    for took, b_starts in ((0.0, 2.999), (0.003, 3.999)):
+        run, _ = replay(spec, jobs, replace(clock, backfill_cycle_s=took), origin=0.0)
+        assert starts(run)["a"] == pytest.approx(0.999)
+        assert starts(run)["b"] == pytest.approx(b_starts)

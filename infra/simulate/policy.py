@@ -57,18 +57,17 @@ class SimPolicy:
         preemptions_per_job: the replay's preemption budget, per job of the trace: past it the replay stops with a `LivelockError` naming the job
             (`infra.simulate.livelock`). Schedulers evict a job a few times at most; a
             hundred times per job on average is a model that evicts in circles.
-        backfill_phase_s: Slurm specs: seconds after the first submission of the backfill
-            agent's first wake-up (None: one period); a comparison with a running slurmctld
-            sets it from that daemon's log.
-        backfill_period_s: Slurm specs: seconds between the backfill agent's wake-ups (None:
-            `infra.simulate.slurm.AGENT_WAKE_S`, one second; a running slurmctld's drift a
-            millisecond later each).
+        backfill_wakes_s: Slurm specs: wake-ups of the backfill agent seen in a running
+            slurmctld's log, trace seconds (`infra.simulate.agent_clock`; empty: once a second
+            from the first submission); a comparison with a running slurmctld sets it.
+        backfill_cycle_s: Slurm specs: how long a backfill cycle takes (0: no time). The
+            agent counts `bf_interval` from the second a cycle ends in; a running
+            slurmctld's log gives it (a few milliseconds on the test machine).
         inflate: replay the trace inflated to this many times the cluster's GPUs, nothing
             departing (`infra.simulate.inflate`, the FGD paper's procedure); None: as is.
-        sched_phase_s, sched_period_s: Slurm specs: slurmctld's background loop's wake-ups
-            (seconds after the first submission, and between two; None: once a second from
-            the first submission): a submission's main-scheduler pass and the periodic full
-            pass come at one of them (`infra.simulate.slurm.BATCH_SCHED_DELAY_S`).
+        sched_wakes_s: Slurm specs: wake-ups of slurmctld's background loop, likewise: a
+            submission's main-scheduler pass and the periodic full pass come at one of them
+            (`infra.simulate.slurm.BATCH_SCHED_DELAY_S`).
         sched_start_s: Slurm specs: when slurmctld started, in trace seconds (usually
             negative; None: at the first submission): its full pass every `sched_interval`
             counts from then.
@@ -87,10 +86,9 @@ class SimPolicy:
     preempt_retry_s: float = 60.0
     progress_every: int = 20_000
     preemptions_per_job: float = 100.0
-    backfill_phase_s: float | None = None
-    backfill_period_s: float | None = None
-    sched_phase_s: float | None = None
-    sched_period_s: float | None = None
+    backfill_wakes_s: tuple[float, ...] = ()
+    backfill_cycle_s: float = 0.0
+    sched_wakes_s: tuple[float, ...] = ()
     sched_start_s: float | None = None
     sched_last_s: float | None = None
     inflate: float | None = None

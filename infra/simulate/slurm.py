@@ -16,16 +16,19 @@ Scheduling Configuration Guide):
   in that run ("once any job in a partition is left pending, no other jobs in that
   partition will be scheduled"). A job's partition is the first node group (spec order)
   with a GPU it accepts.
-- Backfill runs at the backfill agent's once-a-second wake-up when `bf_interval` has passed
-  since its last cycle and there is more work (`_more_work`): a job was submitted, started
-  or ended since, or jobs still wait (a cycle that plans them counts as an update, so
-  cycles follow each other `bf_interval` apart while they do). It takes up to
+- Backfill runs at a wake-up of the backfill agent (`infra.simulate.agent_clock`) when
+  `bf_interval` has passed since the second its last cycle ended in and there is more work
+  (`_more_work`), in whole seconds of `time(NULL)`: a job was submitted, started or ended in
+  or after that second (a cycle with nothing to plan still counts), the last cycle pushed a
+  job's plan past another job's reservation (`TRY_LATER` updates the job), or its plans
+  held an idle node (PLANNED, set and cleared: node updates). It takes up to
   `bf_max_job_test` pending jobs in priority order; for each it finds the earliest time, up
-  to `bf_window` ahead, at which its partition's nodes hold it, counting running jobs as ending at their start plus their
-  time limit and keeping out of the nodes reserved for the jobs before it. A job that can
-  start now starts; one that cannot reserves the nodes it would use from that start to the
-  end of its time limit, rounded out to `bf_resolution`. Reservations are whole nodes, as
-  backfill's node-space map is a node bitmap, and are made afresh every cycle.
+  to `bf_window` ahead, at which its partition's nodes hold it, counting running jobs as
+  ending at their start plus their time limit (whole seconds) and keeping out of the nodes
+  reserved for the jobs before it. A job that can start now starts; one that cannot
+  reserves the nodes it would use from that start to the end of its time limit, both
+  rounded down to `bf_resolution`. Reservations are whole nodes, as backfill's node-space
+  map is a node bitmap, and are made afresh every cycle.
 - Time limits are whole minutes, as Slurm keeps them: a trace's `time_limit_s`, else the job's
   run time (users who know their jobs' length), rounded up to a minute.
 
@@ -48,6 +51,7 @@ import math
 from collections.abc import Iterator
 from typing import Protocol
 
+from infra.simulate.agent_clock import AgentClock
 from infra.simulate.cluster import Allocation, Cluster, GroupIndex
 from infra.simulate.jobs import Job
 from infra.simulate.place import find, spread
@@ -56,11 +60,6 @@ from infra.simulate.state import BACKFILL, SCHED, Events, Run
 from infra.topology.slurm_sched import BackfillParameters
 
 __all__ = ["BATCH_SCHED_DELAY_S", "SCHED_INTERVAL_S", "SlurmHost", "SlurmScheduler", "time_limit_s"]
-
-AGENT_WAKE_S = 1.0
-"""Slurm 22.05's backfill agent wakes once a second and runs a cycle when `bf_interval` has
-passed since the last and jobs, nodes or partitions changed since (`_more_work`); the real
-slurmctld in tests/slurm_replay ran cycles 2, 3, 5 and 7 s apart with `bf_interval=2`."""
 
 WILL_RUN_WINDOW_S = 30
 """`select/cons_tres`'s first will-run window (Slurm 22.05 `_will_run_test`: running jobs are
@@ -112,18 +111,21 @@ class SlurmScheduler:
         self.epoch0 = epoch0  # wall-clock seconds of trace time 0 (will-run windows align)
         self.pending: list[tuple[float, int, int]] = []  # (submit, line, job), priority order
         self.tick_at: float | None = None  # the next backfill cycle, while jobs wait
-        self.last_tick = -math.inf
         # `_more_work`, in whole seconds as slurmctld keeps them: a job was submitted,
-        # started, ended or planned in or after the wall second of the last cycle
+        # started, ended or planned in or after the wall second the last cycle ended in
         self.updated_wall = -math.inf
         self.cycle_wall = -math.inf
         self.blocked = False  # the last main run left a partition blocked for resources
+        self.planned = False  # the last cycle left nodes PLANNED (`_plans_idle_node`)
         self.due = False  # the main scheduler runs at this instant (a job ended, or the loop)
         self.requested = False  # a submission asked for the main scheduler (job_sched_cnt)
         last = host.policy.sched_last_s
         # wall second the background loop last ran the main scheduler
         self.last_loop_run = -math.inf if last is None else self._wall(last)
         self.loop_at: float | None = None  # the loop's booked wake-up
+        # the threads' clocks, made at their first use (the host's start_s is known then)
+        self.loop_clock: AgentClock | None = None
+        self.backfill_clock: AgentClock | None = None
         self.last_full_run = -1  # wall second of the last periodic full pass
         self.partition: dict[int, str] = {}
 
@@ -146,13 +148,12 @@ class SlurmScheduler:
     def _loop_tick(self, after: float) -> float:
         """The background loop's first wake-up at or after trace time ``after``.
 
-        Its clock is ``phase + k x period`` after the first submission when the replay knows
-        it (`SimPolicy.sched_phase_s`), else once a second from the first submission.
+        It runs through the wake-ups a log showed (`SimPolicy.sched_wakes_s`), else once a
+        second from the first submission.
         """
-        host = self.host
-        period = host.policy.sched_period_s or AGENT_WAKE_S
-        first = host.start_s + (host.policy.sched_phase_s or period)
-        return first + max(0, math.ceil((after - first) / period - 1e-9)) * period
+        if self.loop_clock is None:
+            self.loop_clock = AgentClock(self.host.policy.sched_wakes_s, self.host.start_s)
+        return self.loop_clock.next_at(after)
 
     def _started(self) -> int:
         """When slurmctld started, wall seconds (`SimPolicy.sched_start_s`, or the first job)."""
@@ -209,13 +210,17 @@ class SlurmScheduler:
     def _schedule_tick(self) -> None:
         """Schedule the backfill agent's next wake-up `bf_interval` after the last cycle.
 
-        The agent's clock: ``phase + k x period`` after the first submission.
+        The agent's clock runs through the wake-ups a log showed
+        (`SimPolicy.backfill_wakes_s`), else once a second. The interval is counted in whole seconds of `time(NULL)`, as the agent does (`wait_time =
+        difftime(now, last_backfill_time)`): with a clock a fraction of a millisecond faster
+        than a second, a continuous count skipped the wake-up two seconds on and planned a
+        cycle a second after Slurm's.
         """
         host = self.host
-        period = host.policy.backfill_period_s or AGENT_WAKE_S
-        first = host.start_s + (host.policy.backfill_phase_s or period)
-        due = max(host.now, self.last_tick + self.params.interval_s - 1e-6)
-        at = first + max(0, math.ceil((due - first) / period - 1e-9)) * period
+        if self.backfill_clock is None:
+            self.backfill_clock = AgentClock(host.policy.backfill_wakes_s, host.start_s)
+        due = max(host.now, self.cycle_wall + self.params.interval_s - self.epoch0)
+        at = self.backfill_clock.next_at(due)
         self.tick_at = at
         host.events.push(at, BACKFILL)
 
@@ -281,9 +286,14 @@ class SlurmScheduler:
         self.tick_at = None
         if self.updated_wall < self.cycle_wall:
             return  # no more work
-        self.last_tick, self.cycle_wall = self.host.now, self._wall(self.host.now)
-        if not self.pending:
-            return  # "no jobs to backfill": a cycle all the same, bf_interval to the next
+        self.cycle_wall = self._wall(self.host.now)
+        if self.planned:  # clearing the last cycle's PLANNED nodes is a node update
+            self.planned = False
+            self.updated_wall = self.cycle_wall
+        if not self.pending:  # "no jobs to backfill": a cycle all the same
+            if self.updated_wall >= self.cycle_wall:  # a change in this second: more work
+                self._schedule_tick()
+            return
         reservations: list[_Reservation] = []
         kept = []
         tested = 0
@@ -296,8 +306,28 @@ class SlurmScheduler:
             if not self._backfill_job(entry[2], group, reservations):
                 kept.append(entry)
         self.pending = kept
+        # the agent takes `last_backfill_time` as the cycle ends: a cycle that began a few
+        # milliseconds before a second boundary counts from the next second
+        self.cycle_wall = self._wall(self.host.now + self.host.policy.backfill_cycle_s)
+        if self._plans_idle_node(reservations):
+            self.planned = True
+            self.updated_wall = self.cycle_wall
         if self.updated_wall >= self.cycle_wall:
             self._schedule_tick()
+
+    def _plans_idle_node(self, reservations: list[_Reservation]) -> bool:
+        """Whether a reservation holds a node that runs nothing.
+
+        Backfill marks such a node PLANNED at the cycle's end and clears it at the next
+        one's start (`_handle_planned`), and each is a node update, so the next two cycles
+        have work. While a big job's reservation keeps a node idle, cycles so follow each
+        other `bf_interval` apart.
+        """
+        reserved = {n for _, _, nodes in reservations for n in nodes}
+        if not reserved:
+            return False
+        busy = {part.node for run in self.host.running.values() for part in run.alloc}
+        return not reserved <= busy
 
     def _backfill_job(
         self, index: int, group: GroupIndex, reservations: list[_Reservation]
@@ -328,8 +358,15 @@ class SlurmScheduler:
         return False
 
     def _reserve(self, start: float, end: float, nodes: list[int]) -> _Reservation:
-        res = self.params.resolution_s
-        return (math.floor(start / res) * res, math.ceil(end / res) * res, frozenset(nodes))
+        """Nodes held from ``start`` to ``end`` as backfill's map holds them.
+
+        Both ends are rounded down to `bf_resolution` on the wall clock, and the hold is at
+        least one `bf_resolution` long (`_attempt_backfill`, `_add_reservation`).
+        """
+        res, epoch0 = self.params.resolution_s, self.epoch0
+        begin = math.floor((epoch0 + start) / res + 1e-9) * res
+        until = max(math.floor((epoch0 + end) / res + 1e-9) * res, begin + res)
+        return (begin - epoch0, until - epoch0, frozenset(nodes))
 
     def _earliest(
         self, job: Job, group: GroupIndex, limit: float, reservations: list[_Reservation]
@@ -388,8 +425,9 @@ class SlurmScheduler:
             parts = [(part.node, part.whole) for part in run.alloc if part.node in free]
             for node, whole in parts:
                 free[node] -= whole
-            if parts:
-                ends.append((run.started_s + time_limit_s(host.jobs[index]), parts))
+            if parts:  # Slurm keeps a job's start and end in whole seconds (time_t)
+                start = self._wall(run.started_s) - self.epoch0
+                ends.append((start + time_limit_s(host.jobs[index]), parts))
         ends.sort(key=lambda item: item[0])
         return free, ends
 

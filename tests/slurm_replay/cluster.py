@@ -10,8 +10,8 @@ needs it: host names and addresses, ports, paths, ``SlurmUser=root``, process tr
 task plugins that need no cgroup (`proctrack/linuxproc`, `task/none`), `/bin/true` as
 Prolog and Epilog (the GPU health script needs GPUs; an epilog must stay configured, as it
 decides how a job's end reaches the main scheduler), and `jobcomp/filetxt`, which records
-each job's submit, start and end. Scheduling lines (select, scheduler and its parameters, partitions, node
-lines, topology) are railplan's as rendered.
+each job's submit, start and end. Scheduling lines (select, scheduler and its parameters,
+partitions, node lines, topology) are railplan's as rendered.
 
 Needs root, iproute2, util-linux, munge, slurmctld, slurmd and slurm-client (the Makefile's
 ``tools`` target installs the Debian packages). Names carry a tag per cluster (the process
@@ -286,8 +286,9 @@ class SlurmCluster:
         """From slurmctld's log, to the millisecond: per job id its submit, start and end
         (``submit``, ``start``, ``end``) and its last epilog completion (``epilog``); the
         backfill cycles and the main scheduler's passes that started a job (``cycles``,
-        ``main``, by number); slurmctld's start (``ctld``) and its
-        background loop's first pass of the main scheduler (``loop``)."""
+        ``main``, by number); slurmctld's start (``ctld``), its
+        background loop's first pass of the main scheduler (``loop``) and how long each
+        backfill cycle that tested jobs took (``cycle_s``, seconds, by number)."""
         out: dict[str, dict[int, float]] = {
             "submit": {},
             "start": {},
@@ -297,34 +298,15 @@ class SlurmCluster:
             "epilog": {},
             "ctld": {},
             "loop": {},
+            "cycle_s": {},
         }
-        patterns = {
-            "submit": r"_slurm_rpc_submit_batch_job: JobId=(\d+) ",
-            "start": r"(?:sched: Allocate|_start_job: Started) JobId=(\d+) ",
-            "end": r"_job_complete: JobId=(\d+) done",
-        }
-        epilog = re.compile(r"job_epilog_complete: enter JobId=(\d+)")
         text = (self.root / "log" / "slurmctld.log").read_text(errors="replace")
         for line in text.splitlines():
             stamp = re.match(r"^\[(\S+)\] ", line)
-            if stamp is None:
-                continue
-            at = datetime.fromisoformat(stamp[1]).timestamp()
-            for kind, pattern in patterns.items():
-                found = re.search(pattern, line)
-                if found is not None:
-                    out[kind].setdefault(int(found[1]), at)
-            if "backfill" in line and "beginning" in line:
-                out["cycles"][len(out["cycles"])] = at
-            found = epilog.search(line)
-            if found is not None:  # a job's last node to finish its epilog frees it
-                out["epilog"][int(found[1])] = at
-            if "slurmctld version" in line and " started" in line:
-                out["ctld"][0] = at
-            if "sched: Allocate" in line:  # the main scheduler's passes that started a job
-                out["main"][len(out["main"])] = at
-            if "SchedulerParameters=" in line:  # the loop's first main-scheduler pass
-                out["loop"].setdefault(0, at)
+            if stamp is not None:
+                at = datetime.fromisoformat(stamp[1]).timestamp()
+                _job_times(out, line, at)
+                _daemon_times(out, line, at)
         return out
 
     # --- tear-down ----------------------------------------------------------------------
@@ -369,3 +351,38 @@ def _expand(hostlist: str) -> Iterator[str]:
         low, _, high = part.partition("-")
         for n in range(int(low), int(high or low) + 1):
             yield f"{head}{n:0{len(low)}d}{tail}"
+
+
+JOB_PATTERNS = {
+    "submit": re.compile(r"_slurm_rpc_submit_batch_job: JobId=(\d+) "),
+    "start": re.compile(r"(?:sched: Allocate|_start_job: Started) JobId=(\d+) "),
+    "end": re.compile(r"_job_complete: JobId=(\d+) done"),
+}
+EPILOG = re.compile(r"job_epilog_complete: enter JobId=(\d+)")
+CYCLE_TOOK = re.compile(r"_attempt_backfill: completed testing .* usec=(\d+)")
+
+
+def _job_times(out: dict[str, dict[int, float]], line: str, at: float) -> None:
+    """A job's submit, start and end (the first line of each) and its last epilog."""
+    for kind, pattern in JOB_PATTERNS.items():
+        found = pattern.search(line)
+        if found is not None:
+            out[kind].setdefault(int(found[1]), at)
+    found = EPILOG.search(line)
+    if found is not None:  # a job's last node to finish its epilog frees it
+        out["epilog"][int(found[1])] = at
+
+
+def _daemon_times(out: dict[str, dict[int, float]], line: str, at: float) -> None:
+    """slurmctld's own moments: its start, backfill cycles, main-scheduler passes."""
+    if "slurmctld version" in line and " started" in line:
+        out["ctld"][0] = at
+    if "backfill" in line and "beginning" in line:
+        out["cycles"][len(out["cycles"])] = at
+    if "sched: Allocate" in line:  # the main scheduler's passes that started a job
+        out["main"][len(out["main"])] = at
+    if "SchedulerParameters=" in line:  # the loop's first main-scheduler pass
+        out["loop"].setdefault(0, at)
+    took = CYCLE_TOOK.search(line)
+    if took is not None:  # a cycle's own run time, seconds
+        out["cycle_s"][len(out["cycle_s"])] = int(took[1]) / 1e6

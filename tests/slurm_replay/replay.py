@@ -3,15 +3,19 @@
 `run_case` starts a `SlurmCluster` for the case's spec, submits the trace's jobs at their
 submit times (`sbatch`, a job that sleeps its run time under its time limit), waits for
 jobcomp/filetxt to record every job, then replays the same jobs in `railplan simulate`'s
-engine: each job submitted when Slurm recorded its submission, the first backfill cycle where
-slurmctld's clock puts it (`SimPolicy.backfill_phase_s`). `compare` reports, side by side,
-the mean queueing delay (start less submit) of both, the per-job start-time error, and how
-many jobs start in the same order: a job does when no other job started at least
-`TIE_S` earlier than it in Slurm starts at least `TIE_S` later than it in railplan, or the
-other way round (Slurm's records are whole seconds).
+engine (`analyse`). What the jobs and the machine did is the input: each job submitted when
+Slurm recorded its submission and holding its nodes from the pass that started it to its
+epilog's completion, slurmctld's threads waking when its log shows them
+(`SimPolicy.backfill_wakes_s`, `sched_wakes_s`), a backfill cycle taking as long as the log
+says. What the scheduler decided, each job's start, is the prediction. `compare` reports,
+side by side, the mean queueing delay (start less submit) of both, the per-job start-time
+error, and how many jobs start in the same order: a job does when no other job started at
+least `TIE_S` earlier than it in Slurm starts at least `TIE_S` later than it in railplan, or
+the other way round. The "plain" figures predict from the trace alone (sleep times, the
+model's own one-second clocks).
 
 Traces are synthetic and seeded (`compressed_trace`): seconds instead of hours, sizes of 1
-to 16 GPUs on 8-GPU nodes, time limits in whole minutes as Slurm keeps them.
+to 24 GPUs on 8-GPU nodes, time limits in whole minutes as Slurm keeps them.
 """
 
 from __future__ import annotations
@@ -26,10 +30,10 @@ from typing import Any
 
 from infra.catalog import load_catalog
 from infra.progress import quiet
+from infra.simulate.agent_clock import AgentClock
 from infra.simulate.engine import Replay
 from infra.simulate.jobs import Job, Trace
 from infra.simulate.policy import SimPolicy
-from infra.simulate.slurm import AGENT_WAKE_S
 from infra.spec import load_spec_text
 from infra.topology import expand
 from tests.slurm_replay.cluster import SlurmCluster
@@ -45,6 +49,11 @@ scheduler:
   kind: slurm
   backfill: {{interval: {interval}, resolution: 1s}}
 """
+
+
+PASS_S = 0.05
+"""Longest a scheduling pass took from its beginning to a job's start line in the logs
+(backfill cycles and epilog-triggered passes: 0 to 7 ms)."""
 
 
 @dataclass(frozen=True)
@@ -138,22 +147,27 @@ def analyse(
     freed = {i: log["epilog"].get(i, log["end"][i]) for i in ids.values()}
     real = {n: (log["submit"][i], log["start"][i], freed[i]) for n, i in ids.items()}
     origin = min(submit for submit, _, _ in real.values())
+    decided = _decided(log, {n: real[n][1] for n in real}, freed)
     # what the jobs did is the input (when each arrived, how long it held its nodes); what
     # the scheduler decided (when each started) is what the model predicts
     submitted = [
-        replace(j, submit_s=real[j.id][0] - origin, duration_s=real[j.id][2] - real[j.id][1])
+        replace(j, submit_s=real[j.id][0] - origin, duration_s=real[j.id][2] - decided[j.id])
         for j in jobs
     ]
-    phase, period = _clock(log["cycles"], origin)
-    loop = _clock(_loop_wakeups(log, freed), origin)
+    # the threads' wake-ups are the machine's (each sleep ends a little late), so they are
+    # read from the log too; which of them run a cycle or a pass is the model's decision
+    backfill = tuple(sorted(at - origin for at in log["cycles"].values()))
+    loop = tuple(sorted(at - origin for at in _loop_wakeups(log, freed).values()))
     slurmctld = {k: log[k][0] - origin for k in ("ctld", "loop") if 0 in log[k]}
-    predicted = _predict(spec, plan, catalog, submitted, origin, (phase, period), loop, slurmctld)
+    if log["cycle_s"]:  # how long a cycle took, mean over those that tested jobs
+        slurmctld["cycle"] = sum(log["cycle_s"].values()) / len(log["cycle_s"])
+    predicted = _predict(spec, plan, catalog, submitted, origin, backfill, loop, slurmctld)
     starts = {name: start - origin for name, (_, start, _) in real.items()}
     out = compare(submitted, starts, predicted)
     out["case"] = case.name
     out["origin_unix_s"] = origin
-    out["backfill_clock_s"] = {"phase": round(phase, 3), "period": round(period, 5)}
-    out["loop_clock_s"] = {"phase": round(loop[0], 3), "period": round(loop[1], 5)}
+    out["backfill_clock_s"] = _clock(backfill)
+    out["loop_clock_s"] = _clock(loop)
     out["epilog_s"] = _epilog_delays(log)
     plain = _predict(
         spec,
@@ -161,8 +175,8 @@ def analyse(
         catalog,
         [replace(j, duration_s=o.duration_s) for j, o in zip(submitted, jobs, strict=True)],
         origin,
-        None,
-        None,
+        (),
+        (),
         {},
     )
     out["plain"] = {k: v for k, v in compare(submitted, starts, plain).items() if k != "per_job"}
@@ -173,19 +187,33 @@ def analyse(
     return out
 
 
-def _clock(cycles: dict[int, float], origin: float) -> tuple[float, float]:
-    """An agent's wake-up phase after ``origin`` and period, fitted to its wake-ups in the
-    log (``cycles``): the backfill agent's and slurmctld's background loop each wake about
-    once a second (`infra.simulate.slurm.AGENT_WAKE_S`)."""
-    times = sorted(cycles.values())
-    if not times:
-        return AGENT_WAKE_S, AGENT_WAKE_S
-    if len(times) == 1:  # the phase, and the nominal period
-        return ((times[0] - origin) % AGENT_WAKE_S) or AGENT_WAKE_S, AGENT_WAKE_S
-    steps = round((times[-1] - times[0]) / AGENT_WAKE_S)
-    period = (times[-1] - times[0]) / steps if steps else AGENT_WAKE_S
-    phase = (times[0] - origin) % period
-    return (phase or period), period
+def _clock(wakes: tuple[float, ...]) -> dict[str, float]:
+    """A thread's wake-ups seen in the log: how many, the first (trace seconds) and the
+    length of its one-second sleeps (`AgentClock.sleep`), whose excess is the drift."""
+    if not wakes:
+        return {}
+    sleep = AgentClock(wakes, 0.0).sleep
+    return {"seen": len(wakes), "first": round(wakes[0], 3), "sleep": round(sleep, 5)}
+
+
+def _decided(
+    log: dict[str, dict[int, float]], starts: dict[str, float], freed: dict[int, float]
+) -> dict[str, float]:
+    """When the pass that started each job began: the backfill cycle's beginning or the
+    epilog completion just before its start line, else the start line itself.
+
+    A job holds its nodes from that pass on; counted from its start line instead, each job
+    a pass starts at an epilog ends a millisecond or two early in the model, and along a
+    chain of such jobs the shortfall added up until an end fell into the second before
+    Slurm's, a whole-second `bf_interval` check came out the other way, and a cycle ran a
+    second early."""
+    passes = sorted([*log["cycles"].values(), *freed.values()])
+    out = {}
+    for name, start in starts.items():
+        before = bisect.bisect_right(passes, start)
+        began = passes[before - 1] if before else -math.inf
+        out[name] = began if start - began <= PASS_S else start
+    return out
 
 
 def _loop_wakeups(log: dict[str, dict[int, float]], freed: dict[int, float]) -> dict[int, float]:
@@ -221,21 +249,20 @@ def _predict(
     catalog: Any,
     jobs: list[Job],
     origin: float,
-    backfill: tuple[float, float] | None,
-    loop: tuple[float, float] | None,
+    backfill: tuple[float, ...],
+    loop: tuple[float, ...],
     slurmctld: dict[str, float],
 ) -> dict[str, float]:
     """Each job's predicted start; ``origin``: the wall clock of trace time 0; ``backfill``
-    and ``loop``: the backfill agent's and the background loop's clocks (phase, period),
-    if known; ``slurmctld``: its start (``ctld``) and its loop's pass before the trace
+    and ``loop``: the backfill agent's and the background loop's wake-ups seen in the log,
+    trace seconds (empty: unknown); ``slurmctld``: its start (``ctld``) and its loop's pass before the trace
     (``loop``), trace seconds, where the log has them."""
     ordered = tuple(sorted(jobs, key=lambda j: (j.submit_s, j.line)))
     trace = Trace("slurm-replay", "railplan-csv", len(ordered), ordered, {}, origin)
     policy = SimPolicy(
-        backfill_phase_s=backfill[0] if backfill else None,
-        backfill_period_s=backfill[1] if backfill else None,
-        sched_phase_s=loop[0] if loop else None,
-        sched_period_s=loop[1] if loop else None,
+        backfill_wakes_s=backfill,
+        sched_wakes_s=loop,
+        backfill_cycle_s=slurmctld.get("cycle", 0.0),
         sched_start_s=slurmctld.get("ctld"),
         sched_last_s=slurmctld.get("loop"),
     )
