@@ -158,8 +158,8 @@ def test_the_backfill_interval_counts_from_the_second_a_cycle_ends_in() -> None:
     # wake-up at 1.0 for a's submission, so batch_sched_delay keeps it off until 4.0.)
     spec = group_spec(2, "scheduler: {kind: slurm, backfill: {interval: 2s, resolution: 1s}}\n")
     jobs = [job("a", 0.0, 20, 8), job("b", 1.5, 5, 8)]
-    clock = SimPolicy(backfill_wakes_s=(0.999,))
     for took, b_starts in ((0.0, 2.999), (0.003, 3.999)):
-        run, _ = replay(spec, jobs, replace(clock, backfill_cycle_s=took), origin=0.0)
+        clock = SimPolicy(backfill_wakes_s=(0.999,), backfill_took_s=(took,))
+        run, _ = replay(spec, jobs, clock, origin=0.0)
         assert starts(run)["a"] == pytest.approx(0.999)
         assert starts(run)["b"] == pytest.approx(b_starts)

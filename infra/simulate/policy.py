@@ -60,9 +60,10 @@ class SimPolicy:
         backfill_wakes_s: Slurm specs: wake-ups of the backfill agent seen in a running
             slurmctld's log, trace seconds (`infra.simulate.agent_clock`; empty: once a second
             from the first submission); a comparison with a running slurmctld sets it.
-        backfill_cycle_s: Slurm specs: how long a backfill cycle takes (0: no time). The
-            agent counts `bf_interval` from the second a cycle ends in; a running
-            slurmctld's log gives it (a few milliseconds on the test machine).
+        backfill_took_s: Slurm specs: how long the cycle at each of `backfill_wakes_s`
+            took (elsewhere, and when empty, none). The agent counts `bf_interval` from the
+            second a cycle ends in; a running slurmctld's log gives each cycle's time (1 to
+            8 ms on the test machine).
         inflate: replay the trace inflated to this many times the cluster's GPUs, nothing
             departing (`infra.simulate.inflate`, the FGD paper's procedure); None: as is.
         sched_wakes_s: Slurm specs: wake-ups of slurmctld's background loop, likewise: a
@@ -87,7 +88,7 @@ class SimPolicy:
     progress_every: int = 20_000
     preemptions_per_job: float = 100.0
     backfill_wakes_s: tuple[float, ...] = ()
-    backfill_cycle_s: float = 0.0
+    backfill_took_s: tuple[float, ...] = ()
     sched_wakes_s: tuple[float, ...] = ()
     sched_start_s: float | None = None
     sched_last_s: float | None = None

@@ -126,6 +126,8 @@ class SlurmScheduler:
         # the threads' clocks, made at their first use (the host's start_s is known then)
         self.loop_clock: AgentClock | None = None
         self.backfill_clock: AgentClock | None = None
+        self.took: dict[float, float] | None = None  # seen cycles' run times, by wake-up
+        self.job_wall = 0  # wall second backfill tests the current job in
         self.last_full_run = -1  # wall second of the last periodic full pass
         self.partition: dict[int, str] = {}
 
@@ -297,23 +299,35 @@ class SlurmScheduler:
         reservations: list[_Reservation] = []
         kept = []
         tested = 0
+        took = self._cycle_took()
+        count = min(len(self.pending), self.params.max_job_test)
         for entry in self.pending:
             group = self._group(entry[2])
             if tested >= self.params.max_job_test or group is None:
                 kept.append(entry)
                 continue
             tested += 1
+            # backfill reads `time(NULL)` after each job's test: a start or a pushed plan
+            # late in a cycle that crosses a second updates the job in the next second
+            self.job_wall = self._wall(self.host.now + took * tested / count)
             if not self._backfill_job(entry[2], group, reservations):
                 kept.append(entry)
         self.pending = kept
         # the agent takes `last_backfill_time` as the cycle ends: a cycle that began a few
         # milliseconds before a second boundary counts from the next second
-        self.cycle_wall = self._wall(self.host.now + self.host.policy.backfill_cycle_s)
+        self.cycle_wall = self._wall(self.host.now + took)
         if self._plans_idle_node(reservations):
             self.planned = True
             self.updated_wall = self.cycle_wall
         if self.updated_wall >= self.cycle_wall:
             self._schedule_tick()
+
+    def _cycle_took(self) -> float:
+        """How long this cycle takes: as long as the log's cycle at this wake-up, else none."""
+        if self.took is None:
+            policy = self.host.policy
+            self.took = dict(zip(policy.backfill_wakes_s, policy.backfill_took_s, strict=False))
+        return self.took.get(self.host.now, 0.0)
 
     def _plans_idle_node(self, reservations: list[_Reservation]) -> bool:
         """Whether a reservation holds a node that runs nothing.
@@ -343,18 +357,18 @@ class SlurmScheduler:
             alloc = find(host.cluster, job, only=group.name)
             if alloc is not None:
                 host.start(index, alloc)
-                self.updated_wall = self.cycle_wall
+                self.updated_wall = self.job_wall
             return alloc is not None
         limit = time_limit_s(job)
         start, nodes, pushed = self._earliest(job, group, limit, reservations)
         if start is not None and start <= host.now:
             host.start(index, self._alloc(job, group, nodes))
-            self.updated_wall = self.cycle_wall
+            self.updated_wall = self.job_wall
             return True
         if start is not None:
             reservations.append(self._reserve(start, start + limit, nodes))
             if pushed:
-                self.updated_wall = self.cycle_wall
+                self.updated_wall = self.job_wall
         return False
 
     def _reserve(self, start: float, end: float, nodes: list[int]) -> _Reservation:

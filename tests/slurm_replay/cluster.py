@@ -288,7 +288,7 @@ class SlurmCluster:
         backfill cycles and the main scheduler's passes that started a job (``cycles``,
         ``main``, by number); slurmctld's start (``ctld``), its
         background loop's first pass of the main scheduler (``loop``) and how long each
-        backfill cycle that tested jobs took (``cycle_s``, seconds, by number)."""
+        backfill cycle that tested jobs took (``cycle_s``, seconds, by the cycle's number)."""
         out: dict[str, dict[int, float]] = {
             "submit": {},
             "start": {},
@@ -384,5 +384,5 @@ def _daemon_times(out: dict[str, dict[int, float]], line: str, at: float) -> Non
     if "SchedulerParameters=" in line:  # the loop's first main-scheduler pass
         out["loop"].setdefault(0, at)
     took = CYCLE_TOOK.search(line)
-    if took is not None:  # a cycle's own run time, seconds
-        out["cycle_s"][len(out["cycle_s"])] = int(took[1]) / 1e6
+    if took is not None and out["cycles"]:  # the last cycle's own run time, seconds
+        out["cycle_s"][len(out["cycles"]) - 1] = int(took[1]) / 1e6

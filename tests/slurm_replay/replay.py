@@ -156,17 +156,17 @@ def analyse(
     ]
     # the threads' wake-ups are the machine's (each sleep ends a little late), so they are
     # read from the log too; which of them run a cycle or a pass is the model's decision
-    backfill = tuple(sorted(at - origin for at in log["cycles"].values()))
+    backfill = tuple(at - origin for _, at in sorted(log["cycles"].items()))
+    took = tuple(log["cycle_s"].get(k, 0.0) for k in sorted(log["cycles"]))
     loop = tuple(sorted(at - origin for at in _loop_wakeups(log, freed).values()))
     slurmctld = {k: log[k][0] - origin for k in ("ctld", "loop") if 0 in log[k]}
-    if log["cycle_s"]:  # how long a cycle took, mean over those that tested jobs
-        slurmctld["cycle"] = sum(log["cycle_s"].values()) / len(log["cycle_s"])
-    predicted = _predict(spec, plan, catalog, submitted, origin, backfill, loop, slurmctld)
+    predicted = _predict(spec, plan, catalog, submitted, origin, (backfill, took), loop, slurmctld)
     starts = {name: start - origin for name, (_, start, _) in real.items()}
     out = compare(submitted, starts, predicted)
     out["case"] = case.name
     out["origin_unix_s"] = origin
     out["backfill_clock_s"] = _clock(backfill)
+    out["backfill_cycle_s"] = round(sum(took) / len(took), 6) if took else 0.0
     out["loop_clock_s"] = _clock(loop)
     out["epilog_s"] = _epilog_delays(log)
     plain = _predict(
@@ -175,7 +175,7 @@ def analyse(
         catalog,
         [replace(j, duration_s=o.duration_s) for j, o in zip(submitted, jobs, strict=True)],
         origin,
-        (),
+        ((), ()),
         (),
         {},
     )
@@ -249,20 +249,23 @@ def _predict(
     catalog: Any,
     jobs: list[Job],
     origin: float,
-    backfill: tuple[float, ...],
+    backfill: tuple[tuple[float, ...], tuple[float, ...]],
     loop: tuple[float, ...],
     slurmctld: dict[str, float],
 ) -> dict[str, float]:
-    """Each job's predicted start; ``origin``: the wall clock of trace time 0; ``backfill``
-    and ``loop``: the backfill agent's and the background loop's wake-ups seen in the log,
-    trace seconds (empty: unknown); ``slurmctld``: its start (``ctld``) and its loop's pass before the trace
-    (``loop``), trace seconds, where the log has them."""
+    """Each job's predicted start.
+
+    ``origin``: the wall clock of trace time 0; ``backfill``: the backfill agent's cycles
+    seen in the log (trace seconds) and how long each took; ``loop``: the background loop's
+    wake-ups seen (empty: unknown); ``slurmctld``: its start (``ctld``) and its loop's pass
+    before the trace (``loop``), trace seconds, where the log has them.
+    """
     ordered = tuple(sorted(jobs, key=lambda j: (j.submit_s, j.line)))
     trace = Trace("slurm-replay", "railplan-csv", len(ordered), ordered, {}, origin)
     policy = SimPolicy(
-        backfill_wakes_s=backfill,
+        backfill_wakes_s=backfill[0],
+        backfill_took_s=backfill[1],
         sched_wakes_s=loop,
-        backfill_cycle_s=slurmctld.get("cycle", 0.0),
         sched_start_s=slurmctld.get("ctld"),
         sched_last_s=slurmctld.get("loop"),
     )
