@@ -96,7 +96,7 @@ accuracy: $(STAMP)
 	  $(BIN)/python -m infra.budget.band_table markdown $(MEASUREMENTS); } > docs/accuracy.md
 
 # railplan's Slurm model against real Slurm: slurmctld and one slurmd per node in network
-# namespaces replay two compressed traces (tests/slurm_replay; about half an hour, root only).
+# namespaces replay two compressed traces (tests/slurm_replay; about 40 minutes, root only).
 slurm-replay: $(STAMP) tools
 	$(BIN)/python -m tests.slurm_replay --out slurm-replay.json
 

@@ -46,15 +46,16 @@ def test_vendor_claims_are_each_answered(claims: dict[str, BudgetResult]) -> Non
     assert not any(r.error for r in claims.values())
     # The claims this cluster does not meet: GPT-3's 1536-sequence batch over 8,000 GPUs
     # leaves each pipeline a handful of micro-batches, so the bubble costs what 0.89 allows;
-    # the shipped one-day trace never fills 8,000 GPUs, and no job waits more than the second
-    # Slurm's scheduling agent takes to pass over a submission (demand, not placement, sets
-    # the share; the spec is a Slurm one, replayed with Slurm's scheduling). The vendor's
+    # the shipped one-day trace never fills 8,000 GPUs, and jobs wait only for Slurm's next
+    # pass over a submission: the background loop's, batch_sched_delay (3 whole seconds)
+    # after its last, or a backfill cycle's (demand, not placement, sets the share; the spec
+    # is a Slurm one, replayed with Slurm's scheduling). The vendor's
     # checkpoint in 92 s is 1.3x its 70 s I/O-bound time; published saves took up to 5.2x
     # theirs, and the budget tests that slow edge.
     missed = [k for k, r in claims.items() if not r.passed]
     assert missed == ["scaling_efficiency", "checkpoint", "utilization"]
     assert 0.2 < claims["utilization"].predicted < 0.92
-    assert "p95 wait 1 s" in claims["utilization"].detail
+    assert "p95 wait 2 s" in claims["utilization"].detail
     assert 0.5 < claims["scaling_efficiency"].predicted < 0.89
     assert "bubble" in claims["scaling_efficiency"].detail
     # 2.8 TB at the declared 40 GB/s filesystem: 70 s, limited by the filesystem

@@ -76,7 +76,8 @@ def _wait(ready: Callable[[], bool], timeout: float, what: str, every: float = 1
 
 
 def test_smoke() -> None:
-    """The lab's hosts boot, answer over SSH as the inventory says, and power-cycle via IPMI."""
+    """The lab's hosts boot, answer over SSH as the inventory says, and power-cycle via IPMI
+    into a fresh boot (its clock counting from power-on)."""
     with _twin("lab-jammy") as twin:
         assert set(twin.hosts) == {"train01", "train02", "infer01", "infer02"}
         hostvars = (twin.inventory / "host_vars" / "train02.yml").read_text()
@@ -87,8 +88,13 @@ def test_smoke() -> None:
         twin.ipmitool("train02", "chassis", "power", "off")
         _wait(lambda: not twin.powered("train02"), 60, "train02 powered off")
         assert "is off" in twin.ipmitool("train02", "chassis", "power", "status").stdout
+        powered_on = time.monotonic()
         twin.ipmitool("train02", "chassis", "power", "on")
         twin.wait_ssh([twin.hosts["train02"]], timeout=120)
+        # its boot clock starts at power-on, as a real server's: slurmd reports its boot time
+        # from it, and Slurm ignores a resumed node that booted before the power-up request
+        uptime = float(twin.ssh("train02", "cat /proc/uptime").stdout.split()[0])
+        assert uptime <= time.monotonic() - powered_on + 1.0, uptime
         ping = twin.playbook_adhoc("all", "ansible.builtin.ping")
         assert ping.rc == 0 and set(ping.doc["stats"]) == set(twin.hosts), ping.problems()
 

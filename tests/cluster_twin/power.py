@@ -1,7 +1,8 @@
 """A twin host's power: the boot loop that runs it, and the chassis program its BMC calls.
 
 A host is "on" while its boot loop runs. The loop boots the host's root with
-``systemd-nspawn --boot`` (the OS's own systemd as PID 1, in the host's network namespace)
+``systemd-nspawn --boot`` (the OS's own systemd as PID 1, in the host's network namespace
+and in a time namespace whose boot clock starts at power-on: ``fresh_boot_clock``)
 and boots it again when the OS reboots (nspawn exits 133); any other exit is a power-off.
 Before each boot it reads the kernel command line the host's boot loader would pass (the
 stand-in ``update-grub`` writes ``/boot/railplan-twin/cmdline``) and picks the cgroup
@@ -145,6 +146,7 @@ def boot_once(hostdir: Path, config: dict[str, str]) -> int:
     )
     env = dict(os.environ, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY="1" if unified else "0")
     argv = [
+        *fresh_boot_clock(),
         "systemd-nspawn", "--boot", "--quiet", "-D", str(root),
         "--machine", config["machine"], "--register=no", "--keep-unit",
         "--timezone=off", "--console=passive",
@@ -165,6 +167,20 @@ def boot_once(hostdir: Path, config: dict[str, str]) -> int:
         console.write(f"--- nspawn exited {rc} {time.strftime('%H:%M:%S')}\n")
     (hostdir / "init.pid").unlink(missing_ok=True)
     return rc
+
+
+def fresh_boot_clock() -> list[str]:
+    """``unshare`` into a time namespace whose boot clock starts now, as a real boot's does.
+
+    slurmd reports its node's boot time as now minus ``sysinfo()``'s uptime, and slurmctld
+    ignores a powering-up node's registrations until that boot time is later than its
+    power-up request (``waiting_for_node_boot``). Every twin host shares this machine's
+    kernel, so without this each would report the machine's boot, hours before any resume:
+    Slurm's power saving (and the rolling update's power-up) would never see a node come
+    back. ``unshare`` execs nspawn in place (same PID); the container inherits the clock.
+    """
+    seconds = int(float(Path("/proc/uptime").read_text().split()[0]))
+    return ["unshare", "--time", f"--boottime=-{seconds}"]
 
 
 def read_cmdline(root: Path, config: dict[str, str]) -> str:
