@@ -67,6 +67,10 @@ removed in batches, the window doubling each time unless `bf_window_linear` is s
 slurmctld planned a job after the last of a batch, not the first end that fits, because of
 it (tests/slurm_replay)."""
 
+KILL_WAIT_S = 30
+"""Slurm's `KillWait` default (the rendered slurm.conf sets none): the will-run test takes a
+running job past its time limit's end to end this long after it (`_guess_job_end`)."""
+
 BATCH_SCHED_DELAY_S = 3
 """Slurm 22.05's `batch_sched_delay` default: a submission only flags the main scheduler
 (`queue_job_scheduler`); slurmctld's background loop, waking about once a second, runs it
@@ -412,9 +416,12 @@ class SlurmScheduler:
         for t in self._batches(ends, free):
             if t > horizon:
                 return None, [], pushed
-            nodes = fits(max(t, now))
+            # a job past its time limit's end (whole seconds) still runs: Slurm guesses it
+            # ends KillWait later, never now (`_guess_job_end`)
+            at = t if t > now else max(t + KILL_WAIT_S, now + 1)
+            nodes = fits(at)
             if nodes is not None:
-                return max(t, now), nodes, pushed
+                return at, nodes, pushed
             pushed = pushed or (
                 bool(reservations)
                 and _place(job.gpus, group.per_node, free, set(), host.cluster.placement)
