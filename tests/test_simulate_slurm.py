@@ -72,19 +72,6 @@ def test_a_job_longer_than_the_gap_waits_for_the_reservation_to_pass() -> None:
     assert starts(run)["tiny"] == pytest.approx(1700.0)
 
 
-def test_will_run_removes_running_jobs_in_aligned_doubling_windows() -> None:
-    # cons_tres's will-run test (Slurm 22.05): the first batch runs to the barrier past the
-    # first end aligned on 30 s of wall clock (100 -> 120) plus the window (150), so the job
-    # ending at 110 goes with the one at 100, and the start estimate is 110, not 100; the
-    # window then doubles until it reaches the next end (200 <= 120 + 120).
-    run, _ = replay(group_spec(2, SLURM), [job("x", 0, 10, 1)])
-    assert run.slurm is not None
-    free = {0: 7, 1: 7}
-    ends = [(100.0, [(0, 1)]), (110.0, [(1, 1)]), (200.0, [(0, 1)])]
-    assert list(run.slurm._batches(ends, free)) == [110.0, 200.0]
-    assert free == {0: 9, 1: 8}  # every removed job's GPUs are back
-
-
 def test_a_submission_waits_for_the_loops_batch_sched_delay_and_its_full_pass() -> None:
     # slurmctld's background loop wakes once a second (here at 1, 2, 3 ...) and runs the main
     # scheduler for a submission when 3 whole seconds have passed since it last did: a's

@@ -44,7 +44,10 @@ class Job:
     it), ``None`` when the trace gives none. ``cpu_milli`` (thousandths of a CPU) and
     ``memory_mib`` are what the job asks of its nodes' CPUs and memory in all (a gang
     spreads them over its nodes with its GPUs); 0 when the trace does not say. A job of 0
-    GPUs asks for CPUs only.
+    GPUs asks for CPUs only. ``epilog_s`` is the end of ``duration_s`` its epilog takes
+    under Slurm (a trace's run time counts until the epilog completes): slurmctld frees
+    the job's GPUs as it ends and leaves it out of backfill's will-run test, but starts
+    nothing on its nodes before the epilog completes; 0 when the trace does not say.
     """
 
     id: str
@@ -61,6 +64,7 @@ class Job:
     limit_s: float | None = None
     cpu_milli: int = 0
     memory_mib: int = 0
+    epilog_s: float = 0.0
 
     @property
     def fractional(self) -> bool:

@@ -19,25 +19,26 @@ Scheduling Configuration Guide):
 - Backfill runs at a wake-up of the backfill agent (`infra.simulate.agent_clock`) when
   `bf_interval` has passed since the second its last cycle ended in and there is more work
   (`_more_work`), in whole seconds of `time(NULL)`: a job was submitted, started or ended in
-  or after that second (a cycle with nothing to plan still counts), the last cycle pushed a
-  job's plan past another job's reservation (`TRY_LATER` updates the job), or its plans
-  held an idle node (PLANNED, set and cleared: node updates). It takes up to
-  `bf_max_job_test` pending jobs in priority order; for each it finds the earliest time, up
-  to `bf_window` ahead, at which its partition's nodes hold it, counting running jobs as
-  ending at their start plus their time limit (whole seconds) and keeping out of the nodes
-  reserved for the jobs before it. A job that can start now starts; one that cannot
-  reserves the nodes it would use from that start to the end of its time limit, both
-  rounded down to `bf_resolution`. Reservations are whole nodes, as backfill's node-space
-  map is a node bitmap, and are made afresh every cycle.
+  or after that second (a cycle with nothing to plan still counts), the last cycle planned
+  a job later than its will-run estimate because of reservations (`last_job_update`), or
+  its plans held an idle node (PLANNED, set and cleared: node updates). It takes up to
+  `bf_max_job_test` pending jobs in priority order and plans each as
+  `infra.simulate.slurm_willrun` ports it: cons_tres's will-run test over running jobs
+  ending at their start plus their time limit, on the nodes free of the reservations made
+  for the jobs before it in this cycle, tried again later (`TRY_LATER`) where the
+  reservations' map says. A job that can start now starts; one that cannot reserves the
+  nodes it would use from that start to the end of its time limit, both rounded down to
+  `bf_resolution`, if that start is within `bf_window`. Reservations are whole nodes, as
+  backfill's node-space map is a node bitmap, and are made afresh every cycle. A job in its
+  epilog (`Job.epilog_s`) has freed its GPUs but keeps new jobs off its nodes.
 - Time limits are whole minutes, as Slurm keeps them: a trace's `time_limit_s`, else the job's
   run time (users who know their jobs' length), rounded up to a minute.
 
 Not modelled: the multifactor priority (fairshare, age, QOS weights) and QOS limits, which the
 rendered slurm.conf does not configure; `bf_continue` (a cycle here never yields its locks,
 so there is nothing to continue); `default_queue_depth` (the main scheduler stops at its
-partition's first blocked job long before 100 jobs); the epilog's own run time (a trace's
-run times are taken to include it); `bf_window_linear` (the will-run test's windows double
-here, Slurm's default); topology-aware node choice (a job takes the lowest-numbered nodes
+partition's first blocked job long before 100 jobs); `bf_window_linear` (the will-run
+test's windows double here, Slurm's default); topology-aware node choice (a job takes the lowest-numbered nodes
 with room, as cons_tres did on one leaf switch). Fractions of a GPU, CPU-only jobs and jobs
 that state CPUs or memory start only when they fit now (no reservation: the plan counts
 GPUs only). Tenants' quotas and preemption are Kueue's and Volcano's: a Slurm spec renders
@@ -48,28 +49,26 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterator
-from typing import Protocol
+from typing import Literal, Protocol
 
 from infra.simulate.agent_clock import AgentClock
 from infra.simulate.cluster import Allocation, Cluster, GroupIndex
 from infra.simulate.jobs import Job
 from infra.simulate.place import find, spread
 from infra.simulate.policy import SimPolicy
+from infra.simulate.slurm_willrun import (
+    NodeSpace,
+    RunningEnd,
+    Wanted,
+    floor_to,
+    mask_of,
+    nodes_of,
+    will_run,
+)
 from infra.simulate.state import BACKFILL, SCHED, Events, Run
 from infra.topology.slurm_sched import BackfillParameters
 
 __all__ = ["BATCH_SCHED_DELAY_S", "SCHED_INTERVAL_S", "SlurmHost", "SlurmScheduler", "time_limit_s"]
-
-WILL_RUN_WINDOW_S = 30
-"""`select/cons_tres`'s first will-run window (Slurm 22.05 `_will_run_test`: running jobs are
-removed in batches, the window doubling each time unless `bf_window_linear` is set). A real
-slurmctld planned a job after the last of a batch, not the first end that fits, because of
-it (tests/slurm_replay)."""
-
-KILL_WAIT_S = 30
-"""Slurm's `KillWait` default (the rendered slurm.conf sets none): the will-run test takes a
-running job past its time limit's end to end this long after it (`_guess_job_end`)."""
 
 BATCH_SCHED_DELAY_S = 3
 """Slurm 22.05's `batch_sched_delay` default: a submission only flags the main scheduler
@@ -80,6 +79,15 @@ when at least this many whole seconds of `time(NULL)` have passed since the loop
 SCHED_INTERVAL_S = 60
 """Slurm 22.05's `sched_interval` default: the background loop runs the main scheduler over
 the whole queue every this many whole seconds, counted from slurmctld's start."""
+
+
+MAX_TRIES = 1000
+"""`TRY_LATER`s per job before backfill gives it up; Slurm's bound is `bf_max_time` of wall
+time. Each try starts later than the last: one that would not (a reservation rounded down
+to `bf_resolution` overlaps the nodes the will-run test chose at the end of that same
+reservation) gives the job up at once, where Slurm 22.05's code would try it again and again
+until `bf_max_time` ends the cycle; a real slurmctld was not seen doing so (the replay runs
+`bf_resolution=1`, which cannot come to it)."""
 
 
 def time_limit_s(job: Job) -> float:
@@ -101,9 +109,6 @@ class SlurmHost(Protocol):
 
     def start(self, index: int, alloc: Allocation) -> None:
         """Start job ``index`` on ``alloc`` now."""
-
-
-_Reservation = tuple[float, float, frozenset[int]]
 
 
 class SlurmScheduler:
@@ -134,6 +139,8 @@ class SlurmScheduler:
         self.job_wall = 0  # wall second backfill tests the current job in
         self.last_full_run = -1  # wall second of the last periodic full pass
         self.partition: dict[int, str] = {}
+        # a cycle's view of running jobs per partition, kept until a job starts
+        self.running_view: dict[str, tuple[dict[int, int], list[RunningEnd], frozenset[int]]] = {}
 
     def add(self, index: int) -> None:
         """Job ``index`` waits (submitted, or evicted and requeued).
@@ -217,7 +224,8 @@ class SlurmScheduler:
         """Schedule the backfill agent's next wake-up `bf_interval` after the last cycle.
 
         The agent's clock runs through the wake-ups a log showed
-        (`SimPolicy.backfill_wakes_s`), else once a second. The interval is counted in whole seconds of `time(NULL)`, as the agent does (`wait_time =
+        (`SimPolicy.backfill_wakes_s`), else once a second. The interval is counted in
+        whole seconds of `time(NULL)`, as the agent does (`wait_time =
         difftime(now, last_backfill_time)`): with a clock a fraction of a millisecond faster
         than a second, a continuous count skipped the wake-up two seconds on and planned a
         cycle a second after Slurm's.
@@ -288,7 +296,10 @@ class SlurmScheduler:
     # --- backfill -----------------------------------------------------------------------
 
     def backfill(self) -> None:
-        """One backfill cycle (module docstring), if there is more work since the last."""
+        """One backfill cycle (module docstring), if there is more work since the last.
+
+        A cycle with no jobs to backfill counts all the same.
+        """
         self.tick_at = None
         if self.updated_wall < self.cycle_wall:
             return  # no more work
@@ -296,14 +307,24 @@ class SlurmScheduler:
         if self.planned:  # clearing the last cycle's PLANNED nodes is a node update
             self.planned = False
             self.updated_wall = self.cycle_wall
-        if not self.pending:  # "no jobs to backfill": a cycle all the same
-            if self.updated_wall >= self.cycle_wall:  # a change in this second: more work
-                self._schedule_tick()
-            return
-        reservations: list[_Reservation] = []
+        begin = self.cycle_wall
+        self.running_view = {}
+        space = NodeSpace(begin, begin + self.params.window_s, self.params.resolution_s)
+        took = self._cycle_took()
+        self._test_jobs(space, took)
+        # the agent takes `last_backfill_time` as the cycle ends: a cycle that began a few
+        # milliseconds before a second boundary counts from the next second
+        self.cycle_wall = self._wall(self.host.now + took)
+        if self._plans_idle_node(space):
+            self.planned = True
+            self.updated_wall = self.cycle_wall
+        if self.updated_wall >= self.cycle_wall:
+            self._schedule_tick()
+
+    def _test_jobs(self, space: NodeSpace, took: float) -> None:
+        """Start or plan up to `bf_max_job_test` pending jobs in priority order."""
         kept = []
         tested = 0
-        took = self._cycle_took()
         count = min(len(self.pending), self.params.max_job_test)
         for entry in self.pending:
             group = self._group(entry[2])
@@ -314,17 +335,9 @@ class SlurmScheduler:
             # backfill reads `time(NULL)` after each job's test: a start or a pushed plan
             # late in a cycle that crosses a second updates the job in the next second
             self.job_wall = self._wall(self.host.now + took * tested / count)
-            if not self._backfill_job(entry[2], group, reservations):
+            if not self._backfill_job(entry[2], group, space):
                 kept.append(entry)
         self.pending = kept
-        # the agent takes `last_backfill_time` as the cycle ends: a cycle that began a few
-        # milliseconds before a second boundary counts from the next second
-        self.cycle_wall = self._wall(self.host.now + took)
-        if self._plans_idle_node(reservations):
-            self.planned = True
-            self.updated_wall = self.cycle_wall
-        if self.updated_wall >= self.cycle_wall:
-            self._schedule_tick()
 
     def _cycle_took(self) -> float:
         """How long this cycle takes: as long as the log's cycle at this wake-up, else none."""
@@ -333,27 +346,23 @@ class SlurmScheduler:
             self.took = dict(zip(policy.backfill_wakes_s, policy.backfill_took_s, strict=False))
         return self.took.get(self.host.now, 0.0)
 
-    def _plans_idle_node(self, reservations: list[_Reservation]) -> bool:
+    def _plans_idle_node(self, space: NodeSpace) -> bool:
         """Whether a reservation holds a node that runs nothing.
 
         Backfill marks such a node PLANNED at the cycle's end and clears it at the next
         one's start (`_handle_planned`), and each is a node update, so the next two cycles
-        have work. While a big job's reservation keeps a node idle, cycles so follow each
-        other `bf_interval` apart.
+        have work. A node running any job is ALLOCATED in slurmctld (MIXED is only how
+        `sinfo` shows a partly used one) and is left alone. While a big job's reservation
+        keeps a node idle, cycles so follow each other `bf_interval` apart.
         """
-        reserved = {n for _, _, nodes in reservations for n in nodes}
-        if not reserved:
-            return False
-        busy = {part.node for run in self.host.running.values() for part in run.alloc}
-        return not reserved <= busy
+        nodes = self.host.cluster.nodes
+        return any(nodes[n].empty for n in nodes_of(space.reserved))
 
-    def _backfill_job(
-        self, index: int, group: GroupIndex, reservations: list[_Reservation]
-    ) -> bool:
-        """Start job ``index`` now if it can (True), else plan it in ``reservations``.
+    def _backfill_job(self, index: int, group: GroupIndex, space: NodeSpace) -> bool:
+        """Start job ``index`` now if it can (True), else plan it in ``space``.
 
-        Starting a job, or planning one past another job's reservation, updates it: more
-        work for the next cycle.
+        Starting a job, or planning one later than its will-run estimate because of
+        reservations, updates it: more work for the next cycle.
         """
         host, job = self.host, self.host.jobs[index]
         if job.fractional or job.gpus == 0 or job.cpu_milli or job.memory_mib:
@@ -362,117 +371,117 @@ class SlurmScheduler:
             if alloc is not None:
                 host.start(index, alloc)
                 self.updated_wall = self.job_wall
+                self.running_view = {}
             return alloc is not None
-        limit = time_limit_s(job)
-        start, nodes, pushed = self._earliest(job, group, limit, reservations)
-        if start is not None and start <= host.now:
+        limit = round(time_limit_s(job))
+        start, nodes, pushed = self._plan(job, group, limit, space)
+        if pushed:
+            self.updated_wall = self.job_wall
+        if start is not None and start <= self.job_wall:
             host.start(index, self._alloc(job, group, nodes))
             self.updated_wall = self.job_wall
+            self.running_view = {}
             return True
         if start is not None:
-            reservations.append(self._reserve(start, start + limit, nodes))
-            if pushed:
-                self.updated_wall = self.job_wall
+            res = self.params.resolution_s
+            space.reserve(floor_to(start, res), floor_to(start + limit, res), nodes)
         return False
 
-    def _reserve(self, start: float, end: float, nodes: list[int]) -> _Reservation:
-        """Nodes held from ``start`` to ``end`` as backfill's map holds them.
+    def _plan(
+        self, job: Job, group: GroupIndex, limit: int, space: NodeSpace
+    ) -> tuple[int | None, list[int], bool]:
+        """The start backfill plans for ``job`` (wall seconds), its nodes, and a push.
 
-        Both ends are rounded down to `bf_resolution` on the wall clock, and the hold is at
-        least one `bf_resolution` long (`_attempt_backfill`, `_add_reservation`).
+        The push: the plan is later than the job's will-run estimate (`last_job_update`).
+
+        (None, [], pushed) when it has none within `bf_window`. Backfill's `TRY_LATER` loop
+        (`infra.simulate.slurm_willrun`): the will-run test on the nodes free of reservations
+        from `start_res` over the job's time, tried again from `later_start` when the
+        estimate passes it or cannot be had, and from the estimate when its nodes meet a
+        reservation the test did not see.
         """
-        res, epoch0 = self.params.resolution_s, self.epoch0
-        begin = math.floor((epoch0 + start) / res + 1e-9) * res
-        until = max(math.floor((epoch0 + end) / res + 1e-9) * res, begin + res)
-        return (begin - epoch0, until - epoch0, frozenset(nodes))
-
-    def _earliest(
-        self, job: Job, group: GroupIndex, limit: float, reservations: list[_Reservation]
-    ) -> tuple[float | None, list[int], bool]:
-        """The start backfill plans for ``job``, its nodes, and whether reservations pushed it.
-
-        (None, [], pushed) when it has none within `bf_window`. Now if it fits now; else as
-        `select/cons_tres`'s will-run test estimates it: running jobs (ending at start plus
-        time limit) are removed in batches, the first up to a barrier `WILL_RUN_WINDOW_S`-
-        aligned on the wall clock past the first end plus that window, the window doubling
-        for each next batch; the start is the last removed job's end once the job fits.
-        Nodes reserved for earlier jobs over the job's time are out; when they are what
-        keeps it from a will-run start, backfill tries again from the end of a reservation
-        (`TRY_LATER`), and a start found there updates the job (`last_job_update`: more work
-        for the next cycle).
-        """
-        host, now = self.host, self.host.now
-        free, ends = self._running_on(group)
-
-        def fits(t: float) -> list[int] | None:
-            taken = {n for s, e, nodes in reservations if s < t + limit and e > t for n in nodes}
-            return _place(job.gpus, group.per_node, free, taken, host.cluster.placement)
-
-        nodes = fits(now)
-        if nodes is not None:
-            return now, nodes, False
-        horizon = now + self.params.window_s
-        pushed = False
-        for t in self._batches(ends, free):
-            if t > horizon:
-                return None, [], pushed
-            # a job past its time limit's end (whole seconds) still runs: Slurm guesses it
-            # ends KillWait later, never now (`_guess_job_end`)
-            at = t if t > now else max(t + KILL_WAIT_S, now + 1)
-            nodes = fits(at)
-            if nodes is not None:
-                return at, nodes, pushed
-            pushed = pushed or (
-                bool(reservations)
-                and _place(job.gpus, group.per_node, free, set(), host.cluster.placement)
-                is not None
-            )
-        for t in sorted(_ends(reservations, now)):  # reserved nodes free up later
-            nodes = fits(t) if t <= horizon else None
-            if nodes is not None:
-                return t, nodes, True
+        now = self.job_wall
+        view = self.running_view.get(group.name)
+        if view is None:
+            view = self.running_view[group.name] = self._running_on(group)
+        free, ends, completing = view
+        part = mask_of(free)
+        want = Wanted(job.gpus, group.per_node, self.host.cluster.placement)
+        start_res, pushed = now, False
+        for _ in range(MAX_TRIES):
+            usable, later = space.usable(part, start_res, max(start_res, now) + limit)
+            found = will_run(want, free, ends, usable, now)
+            if found is None:
+                if not later:
+                    break
+                start_res = later
+                continue
+            start, nodes = found
+            if start_res > start:
+                start, pushed = start_res, True
+            if start <= now and completing.isdisjoint(nodes):
+                return start, nodes, pushed
+            if start <= now:  # wait for the epilog (cg_node_bitmap)
+                start, later = now + 1, 0
+            step = self._after_estimate(start, mask_of(nodes), start_res, later, space, limit)
+            if step == "keep":
+                return start, nodes, pushed
+            if step == "drop":
+                break
+            start_res = step
         return None, [], pushed
+
+    def _after_estimate(
+        self, start: int, nodes: int, start_res: int, later: int, space: NodeSpace, limit: int
+    ) -> int | Literal["keep", "drop"]:
+        """A future estimate: keep it as the plan, drop it (no plan), or try again from when.
+
+        Again from `later_start` when the estimate passes it, and from the estimate when
+        its nodes (a mask) meet a reservation the will-run test did not see.
+        """
+        if later and start > later:
+            return later
+        if start > space.begins[0] + self.params.window_s:
+            return "drop"  # too far ahead
+        if not space.overlaps(nodes, *self._held(start, limit)):
+            return "keep"
+        if start == start_res:
+            return "drop"  # no progress: Slurm would try the same again until bf_max_time
+        return start
+
+    def _held(self, start: int, limit: int) -> tuple[int, int]:
+        """A plan's hold in the map: its start and end rounded down to `bf_resolution`."""
+        res = self.params.resolution_s
+        return floor_to(start, res), floor_to(start + limit, res)
 
     def _running_on(
         self, group: GroupIndex
-    ) -> tuple[dict[int, int], list[tuple[float, list[tuple[int, int]]]]]:
-        """Free GPUs per open node of ``group``, and its running jobs' ends and GPUs there."""
+    ) -> tuple[dict[int, int], list[RunningEnd], frozenset[int]]:
+        """Free GPUs per open node of ``group``, running jobs' ends, and completing nodes.
+
+        Completing: running a job in its epilog (`Job.epilog_s`). A job's end is its start plus its time limit in whole seconds (time_t); jobs on
+        other partitions are listed too, with no GPUs here: the will-run test skips them but
+        they still end its batches. A completing job's GPUs are free and it is not listed:
+        slurmctld released them as it ended.
+        """
         host = self.host
         free = {
             n.index: n.whole_total for n in host.cluster.nodes if n.group == group.name and n.open
         }
-        ends: list[tuple[float, list[tuple[int, int]]]] = []
+        ends: list[tuple[int, int, RunningEnd]] = []
+        completing: set[int] = set()
         for index, run in host.running.items():
-            parts = [(part.node, part.whole) for part in run.alloc if part.node in free]
+            job = host.jobs[index]
+            parts = tuple((part.node, part.whole) for part in run.alloc if part.node in free)
+            if job.epilog_s and run.work_from_s + job.duration_s - job.epilog_s <= host.now:
+                completing.update(node for node, _ in parts)
+                continue
             for node, whole in parts:
                 free[node] -= whole
-            if parts:  # Slurm keeps a job's start and end in whole seconds (time_t)
-                start = self._wall(run.started_s) - self.epoch0
-                ends.append((start + time_limit_s(host.jobs[index]), parts))
-        ends.sort(key=lambda item: item[0])
-        return free, ends
-
-    def _batches(
-        self, ends: list[tuple[float, list[tuple[int, int]]]], free: dict[int, int]
-    ) -> Iterator[float]:
-        """Remove running jobs from ``free`` batch by batch; each batch's last end."""
-        window, barrier, i = WILL_RUN_WINDOW_S, None, 0
-        while i < len(ends):
-            last = ends[i][0]
-            while i < len(ends):
-                end, parts = ends[i]
-                if barrier is None:
-                    wall = self.epoch0 + end
-                    barrier = end + (window - wall % window)
-                for node, whole in parts:
-                    free[node] += whole
-                last, i = end, i + 1
-                if i < len(ends) and ends[i][0] > barrier + window:
-                    break
-            window *= 2
-            while i < len(ends) and barrier is not None and ends[i][0] > barrier + window:
-                window *= 2
-            yield last
+            end = self._wall(run.started_s) + round(time_limit_s(job))
+            ends.append((end, index, (end, parts, mask_of(node for node, _ in parts))))
+        ends.sort(key=lambda item: item[:2])
+        return free, [running for _, _, running in ends], frozenset(completing)
 
     def _alloc(self, job: Job, group: GroupIndex, nodes: list[int]) -> Allocation:
         per, cluster = group.per_node, self.host.cluster
@@ -483,32 +492,3 @@ class SlurmScheduler:
         if rest:
             out.append((cluster.nodes[nodes[whole]], rest))
         return spread(job, out)
-
-
-def _ends(reservations: list[_Reservation], now: float) -> set[float]:
-    return {e for _, e, _ in reservations if e > now}
-
-
-def _place(
-    gpus: int, per: int, free: dict[int, int], taken: set[int], placement: str
-) -> list[int] | None:
-    """Nodes for ``gpus`` whole GPUs given each node's free GPUs, outside ``taken``.
-
-    One node: the lowest-numbered that holds them (first fit, Slurm's), or the tightest
-    (best fit). More: wholly free nodes in plan order, and the rest on one more node chosen
-    the same way.
-    """
-    key = (lambda fn: fn[1]) if placement == "first-fit" else (lambda fn: fn)
-    usable = [(f, n) for n, f in free.items() if n not in taken]
-    if gpus <= per:
-        fits = [(f, n) for f, n in usable if f >= gpus]
-        return [min(fits, key=key)[1]] if fits else None
-    whole, rest = divmod(gpus, per)
-    full = sorted(n for f, n in usable if f >= per)
-    if len(full) < whole:
-        return None
-    chosen = full[:whole]
-    if not rest:
-        return chosen
-    others = [(f, n) for f, n in usable if f >= rest and n not in chosen]
-    return [*chosen, min(others, key=key)[1]] if others else None

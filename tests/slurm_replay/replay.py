@@ -150,8 +150,15 @@ def analyse(
     decided = _decided(log, {n: real[n][1] for n in real}, freed)
     # what the jobs did is the input (when each arrived, how long it held its nodes); what
     # the scheduler decided (when each started) is what the model predicts
+    # (and from its end to its epilog's completion: slurmctld has freed its GPUs then)
+    ended = {n: log["end"].get(i, freed[i]) for n, i in ids.items()}
     submitted = [
-        replace(j, submit_s=real[j.id][0] - origin, duration_s=real[j.id][2] - decided[j.id])
+        replace(
+            j,
+            submit_s=real[j.id][0] - origin,
+            duration_s=real[j.id][2] - decided[j.id],
+            epilog_s=max(0.0, real[j.id][2] - ended[j.id]),
+        )
         for j in jobs
     ]
     # the threads' wake-ups are the machine's (each sleep ends a little late), so they are
@@ -173,7 +180,10 @@ def analyse(
         spec,
         plan,
         catalog,
-        [replace(j, duration_s=o.duration_s) for j, o in zip(submitted, jobs, strict=True)],
+        [
+            replace(j, duration_s=o.duration_s, epilog_s=0.0)
+            for j, o in zip(submitted, jobs, strict=True)
+        ],
         origin,
         ((), ()),
         (),
