@@ -139,6 +139,9 @@ class SlurmScheduler:
         self.job_wall = 0  # wall second backfill tests the current job in
         self.last_full_run = -1  # wall second of the last periodic full pass
         self.partition: dict[int, str] = {}
+        # when a list, each future plan as (cycle's wall second, job id, start, nodes): what
+        # slurmctld's `_dump_job_sched` lines show, for tests/slurm_replay to compare
+        self.plan_log: list[tuple[int, str, int, tuple[int, ...]]] | None = None
         # a cycle's view of running jobs per partition, kept until a job starts
         self.running_view: dict[str, tuple[dict[int, int], list[RunningEnd], frozenset[int]]] = {}
 
@@ -385,6 +388,8 @@ class SlurmScheduler:
         if start is not None:
             res = self.params.resolution_s
             space.reserve(floor_to(start, res), floor_to(start + limit, res), nodes)
+            if self.plan_log is not None:
+                self.plan_log.append((space.begins[0], job.id, start, tuple(sorted(nodes))))
         return False
 
     def _plan(

@@ -27,12 +27,19 @@ TARGET_SAME_ORDER = 0.90
 def main(argv: list[str] | None = None) -> int:
     """Run the cases; the exit code (module docstring)."""
     parser = argparse.ArgumentParser(prog="python -m tests.slurm_replay")
-    parser.add_argument("cases", nargs="*", default=["steady", "wide"], choices=sorted(CASES))
+    # no `choices`: Python 3.11's argparse checks an empty or default list against them whole
+    parser.add_argument(
+        "cases", nargs="*", help=f"of {', '.join(sorted(CASES))} (default: steady wide)"
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument(
         "--keep", type=Path, default=None, help="keep each case's files (logs) under this directory"
     )
     args = parser.parse_args(argv)
+    cases = args.cases or ["steady", "wide"]
+    unknown = sorted(set(cases) - set(CASES))
+    if unknown:
+        parser.error(f"unknown case {', '.join(unknown)} (choose from {', '.join(sorted(CASES))})")
     missing = missing_tools()
     if missing:
         print(f"slurm-replay: missing {', '.join(missing)}", file=sys.stderr)
@@ -40,19 +47,21 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     print(
         "case    jobs waited  mean queue Slurm  railplan  error  start error mean/p95  same order"
+        "  backfill plans same"
     )
-    for name in args.cases:
+    for name in cases:
         if args.keep is not None:  # logs and jobcomp stay for `replay.analyse`
             result = run_case(CASES[name], args.keep / name)
         else:
             with tempfile.TemporaryDirectory(prefix=f"slurm-replay-{name}-") as tmp:
                 result = run_case(CASES[name], Path(tmp))
         results.append(result)
-        q, e = result["mean_queue_s"], result["start_error_s"]
+        q, e, plans = result["mean_queue_s"], result["start_error_s"], result["plans_same"]
         print(
             f"{name:<7} {result['jobs']:>4} {result['waited']:>6} {q['slurm']:>11.1f} s"
             f" {q['railplan']:>7.1f} s {result['mean_queue_error'] * 100:>5.1f} %"
-            f" {e['mean']:>9.1f} / {e['p95']:.1f} s {result['same_order'] * 100:>9.1f} %",
+            f" {e['mean']:>9.1f} / {e['p95']:.1f} s {result['same_order'] * 100:>9.1f} %"
+            f" {plans['same']:>8} of {plans['cycles']} cycles",
             flush=True,
         )
     if args.out is not None:

@@ -22,6 +22,7 @@ addresses in ``10.213.<tag mod 250>.0/24``, all removed on exit.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -58,6 +59,10 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     return subprocess.run(
         list(args), check=True, capture_output=True, text=True, timeout=60, env=env
     )
+
+
+Plans = dict[int, dict[int, tuple[int, tuple[int, ...]]]]
+"""Backfill plans by the wall second their cycle began in: job id -> (start, node indices)."""
 
 
 class SlurmCluster:
@@ -309,6 +314,25 @@ class SlurmCluster:
                 _daemon_times(out, line, at)
         return out
 
+    def plans(self) -> Plans:
+        """Each backfill cycle's plans, from slurmctld's log (`_dump_job_sched`, written with
+        `DebugFlags=Backfill`): by the wall second the cycle began in, job id -> (the
+        planned start, wall seconds; its nodes' indices in plan order)."""
+        index = {name: i for i, name in enumerate(self.nodes)}
+        out: Plans = {}
+        begun: int | None = None
+        text = (self.root / "log" / "slurmctld.log").read_text(errors="replace")
+        for line in text.splitlines():
+            if "_attempt_backfill: beginning" in line:
+                begun = math.floor(datetime.fromisoformat(line[1 : line.index("]")]).timestamp())
+                out.setdefault(begun, {})
+            found = PLANNED.search(line)
+            if found is not None and begun is not None:
+                start = round(datetime.fromisoformat(found[2]).timestamp())
+                nodes = tuple(sorted(index[n] for n in _expand(found[3])))
+                out[begun][int(found[1])] = (start, nodes)
+        return out
+
     # --- tear-down ----------------------------------------------------------------------
 
     def __exit__(self, *exc: object) -> None:
@@ -359,6 +383,7 @@ JOB_PATTERNS = {
     "end": re.compile(r"_job_complete: JobId=(\d+) done"),
 }
 EPILOG = re.compile(r"job_epilog_complete: enter JobId=(\d+)")
+PLANNED = re.compile(r"_dump_job_sched: JobId=(\d+) to start at (\S+), end at \S+ on nodes (\S+)")
 CYCLE_TOOK = re.compile(r"_attempt_backfill: completed testing .* usec=(\d+)")
 
 

@@ -36,7 +36,7 @@ from infra.simulate.jobs import Job, Trace
 from infra.simulate.policy import SimPolicy
 from infra.spec import load_spec_text
 from infra.topology import expand
-from tests.slurm_replay.cluster import SlurmCluster
+from tests.slurm_replay.cluster import Plans, SlurmCluster
 
 __all__ = ["CASES", "Case", "compare", "compressed_trace", "run_case"]
 
@@ -126,7 +126,8 @@ def run_case(case: Case, root: Path) -> dict[str, Any]:
             time.sleep(1)
         records = {r["Name"]: r for r in cluster.finished()}
         log = cluster.log_times()
-    return analyse(case, spec, plan, jobs, records, log)
+        planned = cluster.plans()
+    return analyse(case, spec, plan, jobs, records, log, planned)
 
 
 def analyse(
@@ -136,8 +137,10 @@ def analyse(
     jobs: list[Job],
     records: dict[str, dict[str, str]],
     log: dict[str, dict[int, float]],
+    planned: Plans | None = None,
 ) -> dict[str, Any]:
-    """The comparison of one finished run (its jobcomp records and slurmctld's log times)."""
+    """The comparison of one finished run (its jobcomp records and slurmctld's log times,
+    and its backfill plans when given: ``plans_same``)."""
     catalog = load_catalog()
     if len(records) < len(jobs):
         raise RuntimeError(f"Slurm finished {len(records)} of {len(jobs)} jobs in time")
@@ -167,9 +170,14 @@ def analyse(
     took = tuple(log["cycle_s"].get(k, 0.0) for k in sorted(log["cycles"]))
     loop = tuple(sorted(at - origin for at in _loop_wakeups(log, freed).values()))
     slurmctld = {k: log[k][0] - origin for k in ("ctld", "loop") if 0 in log[k]}
-    predicted = _predict(spec, plan, catalog, submitted, origin, (backfill, took), loop, slurmctld)
+    plan_log: list[tuple[int, str, int, tuple[int, ...]]] = []
+    predicted = _predict(
+        spec, plan, catalog, submitted, origin, (backfill, took), loop, slurmctld, plan_log
+    )
     starts = {name: start - origin for name, (_, start, _) in real.items()}
     out = compare(submitted, starts, predicted)
+    if planned is not None:
+        out["plans_same"] = same_plans(planned, plan_log, ids)
     out["case"] = case.name
     out["origin_unix_s"] = origin
     out["backfill_clock_s"] = _clock(backfill)
@@ -262,8 +270,9 @@ def _predict(
     backfill: tuple[tuple[float, ...], tuple[float, ...]],
     loop: tuple[float, ...],
     slurmctld: dict[str, float],
+    plan_log: list[tuple[int, str, int, tuple[int, ...]]] | None = None,
 ) -> dict[str, float]:
-    """Each job's predicted start.
+    """Each job's predicted start (and, into ``plan_log``, each backfill plan).
 
     ``origin``: the wall clock of trace time 0; ``backfill``: the backfill agent's cycles
     seen in the log (trace seconds) and how long each took; ``loop``: the background loop's
@@ -280,8 +289,28 @@ def _predict(
         sched_last_s=slurmctld.get("loop"),
     )
     run = Replay(spec, plan, catalog, trace, policy)
+    if run.slurm is not None:
+        run.slurm.plan_log = plan_log
     run.run(quiet)
     return {j.id: s for j, s in zip(run.jobs, run.first_start, strict=True) if s is not None}
+
+
+def same_plans(
+    planned: Plans, plan_log: list[tuple[int, str, int, tuple[int, ...]]], ids: dict[str, int]
+) -> dict[str, Any]:
+    """Backfill cycles whose every plan (job, start second, nodes) is the same in both.
+
+    Cycles are matched by the wall second they began in; a cycle only one side ran counts
+    as different, as does one where a plan differs. ``first`` is the first that differs
+    (its wall second), or None.
+    """
+    model: Plans = {}
+    for begun, name, start, nodes in plan_log:
+        model.setdefault(begun, {})[ids.get(name, -1)] = (start, nodes)
+    cycles = sorted(set(planned) | set(model))
+    differ = [c for c in cycles if planned.get(c, {}) != model.get(c, {})]
+    same = len(cycles) - len(differ)
+    return {"cycles": len(cycles), "same": same, "first": differ[0] if differ else None}
 
 
 def compare(jobs: list[Job], real: dict[str, float], predicted: dict[str, float]) -> dict[str, Any]:
