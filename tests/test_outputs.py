@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -275,6 +276,28 @@ def test_an_unwritable_directory_is_an_output_error(tmp_path: Path) -> None:
 # --- item 7: temp files after signals; fsync ---------------------------------------------
 
 
+def _default_signals() -> None:
+    """The catchable signals as a foreground shell leaves them.
+
+    Under ``nohup`` or ``&`` a test run inherits SIGHUP or SIGINT ignored, and railplan
+    rightly keeps an ignored signal ignored (`infra.signals`): these tests are about the
+    signals a user sends, so they set them back first.
+    """
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture
+def foreground_signals() -> Iterator[None]:
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    _default_signals()
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+@pytest.mark.usefixtures("foreground_signals")
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_during_a_write_removes_the_temp_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signum: int
@@ -373,7 +396,10 @@ def test_sigterm_mid_write_of_a_large_plan_leaves_no_temp_and_the_old_file(
 
 
 _SLOW_WRITE = """
-import os, sys, time
+import os, signal, sys, time
+# as a foreground shell leaves them (a test run under nohup or & inherits some ignored)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 import infra.files
 real = os.write
 def slow(fd, data):
