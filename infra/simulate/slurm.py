@@ -38,11 +38,11 @@ Not modelled: the multifactor priority (fairshare, age, QOS weights) and QOS lim
 rendered slurm.conf does not configure; `bf_continue` (a cycle here never yields its locks,
 so there is nothing to continue); `default_queue_depth` (the main scheduler stops at its
 partition's first blocked job long before 100 jobs); `bf_window_linear` (the will-run
-test's windows double here, Slurm's default); topology-aware node choice (a job takes the lowest-numbered nodes
-with room, as cons_tres did on one leaf switch). Fractions of a GPU, CPU-only jobs and jobs
-that state CPUs or memory start only when they fit now (no reservation: the plan counts
-GPUs only). Tenants' quotas and preemption are Kueue's and Volcano's: a Slurm spec renders
-neither, so they are not applied.
+test's windows double here, Slurm's default); topology-aware node choice (a job takes the
+lowest-numbered nodes with room, as cons_tres did on one leaf switch). Fractions of a GPU,
+CPU-only jobs and jobs that state CPUs or memory start only when they fit now (no
+reservation: the plan counts GPUs only). Tenants' quotas and preemption are Kueue's and
+Volcano's: a Slurm spec renders neither, so they are not applied.
 """
 
 from __future__ import annotations
@@ -464,10 +464,11 @@ class SlurmScheduler:
     ) -> tuple[dict[int, int], list[RunningEnd], frozenset[int]]:
         """Free GPUs per open node of ``group``, running jobs' ends, and completing nodes.
 
-        Completing: running a job in its epilog (`Job.epilog_s`). A job's end is its start plus its time limit in whole seconds (time_t); jobs on
-        other partitions are listed too, with no GPUs here: the will-run test skips them but
-        they still end its batches. A completing job's GPUs are free and it is not listed:
-        slurmctld released them as it ended.
+        Completing: running a job in its epilog (`Job.epilog_s`). A job's end is its start
+        plus its time limit in whole seconds (time_t); jobs on other partitions are listed
+        too, with no GPUs here: the will-run test skips them but they still end its
+        batches. A completing job's GPUs are free and it is not listed: slurmctld released
+        them as it ended.
         """
         host = self.host
         free = {

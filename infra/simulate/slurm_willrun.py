@@ -116,8 +116,8 @@ class NodeSpace:
         """Where a hold from ``start`` begins: its first record's index, and the record before.
 
         The index is None past the map; the record before is the last ending before
-        ``start`` (0 if none). A hold from the map's first second splits the first record there too, leaving it
-        empty, as Slurm does.
+        ``start`` (0 if none). A hold from the map's first second splits the first record
+        there too, leaving it empty, as Slurm does.
         """
         before = 0
         for i in range(len(self.begins)):
