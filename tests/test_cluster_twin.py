@@ -39,6 +39,7 @@ TWIN_SPECS = os.environ.get("RAILPLAN_TWIN_SPECS", "lab-jammy,lab-noble,su-jammy
 )
 GREEN_FIELD = ["-e", "railplan_green_field=true", "-e", "railplan_rolling_batch=100%"]
 WORK = Path(os.environ.get("RAILPLAN_TWIN_WORKDIR", "/var/tmp/railplan-twin/tests"))
+POWER_SCAN_S = 10  # slurmctld's power_save_interval default
 NEW_DRIVER = "550.127.05"  # the rolling update's target; the mirror carries it too
 
 
@@ -289,6 +290,17 @@ def _sbatch(twin: ClusterTwin, args: str) -> str:
     return out.split(";")[0]
 
 
+def _resume_count(earlier: list[float], at: float) -> float:
+    """Slurm's count of recent resumes at ``at`` (`power_save.c`, `_do_power_work`).
+
+    Every scan (`power_save_interval`, 10 s) multiplies it by (60 - 10) / 60, and a node
+    resumes only while it rounds below ResumeRate: with ResumeRate=1 the second power-on
+    comes 40 s after the first, not a minute. One scan of slack covers the scans' phase and
+    the BMC's delay; power-ons at once count nearly 1 each.
+    """
+    return sum((50 / 60) ** ((at - t + POWER_SCAN_S) / POWER_SCAN_S) for t in earlier)
+
+
 def _job(twin: ClusterTwin, job: str) -> str:
     return twin.ssh(twin.controller(), f"scontrol show job {job}", check=False).stdout
 
@@ -327,11 +339,13 @@ def test_rolling_driver_update_one_su_at_a_time_with_the_control_hosts_last(
             name, "nvidia-smi --query-gpu=driver_version --format=csv,noheader"
         ).stdout
         assert set(version.split()) == {NEW_DRIVER}, f"{name}: {version}"
-    assert "JobState=COMPLETED" in _job(twin, running)  # the drain waited for it
+    # the drain waited for the job (slurmctld forgets a job MinJobAge after it ends: the
+    # watch kept what squeue showed)
+    assert watch.last_state_of(running) == "COMPLETED", watch.last_state_of(running)
     assert any(s.startswith(("drng", "draining")) for s in watch.states_of(busy))
     assert any(s.endswith("~") for s in watch.states_of(off)), watch.states_of(off)
     assert watch.draining_when_started() == []
-    assert "JobState=" in _job(twin, during)
+    assert watch.last_state_of(during) == "COMPLETED", watch.last_state_of(during)
     _assert_batches(twin, watch)
 
 
@@ -397,5 +411,4 @@ def test_power_saving_suspends_idle_nodes_through_their_bmcs_and_resumes_them(
     for job in jobs:
         _wait(lambda job=job: "JobState=COMPLETED" in _job(twin, job), 600, f"job {job}", 5)  # type: ignore[misc]
     ons = sorted(twin.power_on_times(h, since=started) for h in compute)
-    per_minute = max(sum(1 for t in ons if start <= t < start + 60) for start in ons)
-    assert per_minute <= rate, (ons, rate)
+    assert all(_resume_count(ons[:i], t) < rate - 0.5 for i, t in enumerate(ons)), (ons, rate)

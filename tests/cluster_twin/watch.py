@@ -72,6 +72,13 @@ class SlurmWatch:
                 seen.append(state)
         return seen
 
+    def last_state_of(self, job: str) -> str:
+        """The last state squeue showed for ``job`` ('' if it never did)."""
+        for sample in reversed(self.samples):
+            if job in sample.jobs:
+                return sample.jobs[job][0]
+        return ""
+
     def draining_when_started(self) -> list[str]:
         """Jobs seen RUNNING on a node that the previous sample showed draining or drained."""
         bad = []
