@@ -386,10 +386,9 @@ class SlurmScheduler:
             self.running_view = {}
             return True
         if start is not None:
-            res = self.params.resolution_s
-            space.reserve(floor_to(start, res), floor_to(start + limit, res), nodes)
+            space.reserve(*self._held(start, limit), nodes)
             if self.plan_log is not None:
-                self.plan_log.append((space.begins[0], job.id, start, tuple(sorted(nodes))))
+                self.plan_log.append((space.begin, job.id, start, tuple(sorted(nodes))))
         return False
 
     def _plan(
@@ -446,7 +445,7 @@ class SlurmScheduler:
         """
         if later and start > later:
             return later
-        if start > space.begins[0] + self.params.window_s:
+        if start > space.end:  # the map ends `bf_window` after the cycle's start
             return "drop"  # too far ahead
         if not space.overlaps(nodes, *self._held(start, limit)):
             return "keep"

@@ -104,6 +104,11 @@ class NodeSpace:
         after = self._hold(at, until, mask_of(nodes)) if at is not None else None
         self._merge_one(before, after)
 
+    @property
+    def begin(self) -> int:
+        """The map's first second: the cycle's start."""
+        return self.begins[0]
+
     def _end(self, i: int) -> int:
         return self.begins[i + 1] if i + 1 < len(self.begins) else self.end
 

@@ -300,9 +300,10 @@ def same_plans(
 ) -> dict[str, Any]:
     """Backfill cycles whose every plan (job, start second, nodes) is the same in both.
 
-    Cycles are matched by the wall second they began in; a cycle only one side ran counts
-    as different, as does one where a plan differs. ``first`` is the first that differs
-    (its wall second), or None.
+    Cycles are matched by the wall second they began in: every cycle the log shows, and
+    those in which the model planned a job (it logs no other). A cycle with plans on one
+    side only counts as different, as does one where a plan differs. ``first`` is the
+    first that differs (its wall second), or None.
     """
     model: Plans = {}
     for begun, name, start, nodes in plan_log:
