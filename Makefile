@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit tools fuzz bench accuracy golden sandbox twin slurm-replay cluster-twin clean
+.PHONY: demo test test-slow lint typecheck unit tools fuzz bench accuracy golden sandbox twin slurm-replay cluster-twin clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -43,8 +43,15 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/mypy __main__.py
 
+# Tests run on WORKERS processes (pytest-xdist): one more than the cores, since many tests
+# wait on a daemon or a subprocess. Tests marked `slow` (long real-tool runs and refits, each
+# kind with a faster case left here) are `make test-slow`'s, which .ci/run runs.
+WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 unit: $(STAMP) tools
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(WORKERS) -m 'not slow'
+
+test-slow: $(STAMP) tools
+	$(BIN)/pytest -n $(WORKERS) -m slow
 
 # The real consumers of rendered files: Chromium for the report (tests/test_report_browser.py),
 # slurmctld with munged (tests/test_slurmctld.py), opensm on an ibsim fabric

@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -227,6 +228,7 @@ def _failures(report: dict[str, Any]) -> dict[str, int]:
     return {host: stats["failures"] for host, stats in report["stats"].items()}
 
 
+@pytest.mark.slow
 def test_ibstat_rate_fault_names_expected_and_measured(tmp_path):
     """Day-2 quick run (dcgmi level 1 by the documented switch), no SU: one slow HCA port."""
     report = _run(
@@ -244,6 +246,7 @@ def test_ibstat_rate_fault_names_expected_and_measured(tmp_path):
     assert {tuple(c) for c in _calls(tmp_path, "dcgmi") if c[0] == "diag"} == {("diag", "-r", "1")}
 
 
+@pytest.mark.slow
 def test_a_lost_gpu_fails_its_host_with_what_nvidia_smi_said(tmp_path):
     """Xid 79: nvidia-smi exits 15 naming the GPU; the check says so, not 'non-zero return code'."""
     (tmp_path / "lost").mkdir()
@@ -280,6 +283,7 @@ def test_green_field_run_passes_and_runs_what_the_nccl_role_built(tmp_path):
     assert mpirun[-7:] == [f"{nccl_dir}/current/all_reduce_perf", "-b", "4G", "-e", "4G", "-g", "1"]
 
 
+@pytest.mark.slow
 def test_ib_write_bw_runs_per_rail_on_gpu_memory_and_fails_a_slow_rail(tmp_path):
     report = _run(
         tmp_path,
@@ -310,6 +314,7 @@ def test_ib_write_bw_runs_per_rail_on_gpu_memory_and_fails_a_slow_rail(tmp_path)
     assert len(servers) == 4, servers
 
 
+@pytest.mark.slow
 def test_gpudirect_check_follows_the_kernel_module_flavour(tmp_path):
     """peermem: nvidia_peermem must be loaded; dmabuf (open modules): the open module's line."""
     report = _run(
@@ -341,6 +346,7 @@ def test_gpudirect_check_follows_the_kernel_module_flavour(tmp_path):
     assert "measured NVRM version: NVIDIA UNIX x86_64 Kernel Module 550.90.07" in proprietary
 
 
+@pytest.mark.slow
 def test_fabric_is_saved_and_a_swapped_hca_pair_fails_the_rail_check(tmp_path):
     overrides = {
         "acceptance_ib_bw_enabled": False,
@@ -362,6 +368,7 @@ def test_fabric_is_saved_and_a_swapped_hca_pair_fails_the_rail_check(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_rail_check_passes_on_the_planned_cabling(tmp_path):
     report = _run(tmp_path, {"gpu001": {}, "gpu002": {}}, {"acceptance_ib_bw_enabled": False})
     assert _failures(report) == {"gpu001": 0, "gpu002": 0}, report["stats"]
@@ -375,6 +382,7 @@ def test_rail_check_passes_on_the_planned_cabling(tmp_path):
     assert passed == ["su_su1: each of 2 rails reaches one leaf switch from all 2 servers."]
 
 
+@pytest.mark.slow
 def test_dcgm_diag_starts_and_stops_a_host_engine_where_none_runs(tmp_path):
     """Kubernetes: the dcgm role leaves nvidia-dcgm stopped (the exporter embeds DCGM)."""
     overrides = {
@@ -396,6 +404,7 @@ def test_dcgm_diag_starts_and_stops_a_host_engine_where_none_runs(tmp_path):
     assert not (tmp_path / "engine-up").exists()
 
 
+@pytest.mark.slow
 def test_dcgm_diag_uses_the_running_host_engine(tmp_path):
     """Slurm: nvidia-dcgm runs; acceptance starts and stops nothing."""
     overrides = {

@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 ROLES = ROOT / "playbooks" / "roles"
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
@@ -135,6 +137,7 @@ def test_slurm_drains_waits_for_jobs_and_resumes_only_what_it_drained(tmp_path: 
     assert _slurm_calls(report, "not-in-slurm") == []  # a node Slurm doesn't know runs no job
 
 
+@pytest.mark.slow
 def test_slurm_drain_that_times_out_fails_the_host_and_gives_the_node_back(
     tmp_path: Path,
 ) -> None:
@@ -157,6 +160,7 @@ def _kube_calls(report: dict[str, Any], node: str) -> list[list[str]]:
     return [c for c in calls if node in c or f"node/{node}" in c]
 
 
+@pytest.mark.slow
 def test_kubernetes_drains_and_uncordons_only_what_it_cordoned(tmp_path: Path) -> None:
     state = {
         "nodes": {"idle": _kube_node(), "admin": _kube_node(cordoned=True)},
@@ -179,6 +183,7 @@ def test_kubernetes_drains_and_uncordons_only_what_it_cordoned(tmp_path: Path) -
     assert [c[0] for c in _kube_calls(report, "admin")] == ["get", "drain"]
 
 
+@pytest.mark.slow
 def test_kubernetes_drain_that_times_out_fails_the_host_and_uncordons(tmp_path: Path) -> None:
     state = {
         "nodes": {"guarded": _kube_node()},

@@ -110,11 +110,12 @@ def show(var: str) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("flavour", "kernel", "mode"),
     [
-        ("open", "6.8.0-45-generic", "dmabuf"),
-        ("open", "5.12.0", "dmabuf"),
-        ("open", "5.4.0-150-generic", "peermem"),  # open modules but no RDMA dma-buf
+        pytest.param("open", "6.8.0-45-generic", "dmabuf", marks=pytest.mark.slow),
+        pytest.param("open", "5.12.0", "dmabuf", marks=pytest.mark.slow),
+        # open modules but no RDMA dma-buf
+        pytest.param("open", "5.4.0-150-generic", "peermem", marks=pytest.mark.slow),
         ("proprietary", "6.8.0-45-generic", "peermem"),  # the bug: was dmabuf, peermem removed
-        ("proprietary", "5.4.0-150-generic", "peermem"),
+        pytest.param("proprietary", "5.4.0-150-generic", "peermem", marks=pytest.mark.slow),
     ],
 )
 def test_gpudirect_mode_follows_the_kernel_module_flavour(
@@ -193,7 +194,9 @@ def test_rdma_gathers_the_virtualization_fact_that_min_hardware_leaves_out(tmp_p
     assert unit.exists() == (results["Show role."]["role"] != "guest")
 
 
-@pytest.mark.parametrize(("role", "installed"), [("guest", False), ("host", True)])
+@pytest.mark.parametrize(
+    ("role", "installed"), [pytest.param("guest", False, marks=pytest.mark.slow), ("host", True)]
+)
 def test_acs_unit_is_installed_on_bare_metal_only(
     tmp_path: Path, role: str, installed: bool
 ) -> None:
@@ -248,6 +251,7 @@ def test_doca_install_follows_the_kernel_headers_and_restarts_openibd(family: st
 # --- nvidia_driver: persistence mode, packages per flavour ---------------------------------------
 
 
+@pytest.mark.slow
 def test_persistenced_drop_in_forces_persistence_mode(tmp_path: Path) -> None:
     dropin = tmp_path / "nvidia-persistenced.service.d"
     tasks = role_tasks(
@@ -273,8 +277,16 @@ def test_persistenced_drop_in_forces_persistence_mode(tmp_path: Path) -> None:
     ("family", "flavour", "packages", "stream"),
     [
         ("Debian", "open", ["nvidia-headless-570-open", "nvidia-utils-570"], "570-dkms"),
-        ("Debian", "proprietary", ["nvidia-headless-570", "nvidia-utils-570"], "570-dkms"),
-        ("RedHat", "open", ["kmod-nvidia-open-dkms"], "570-open"),
+        pytest.param(
+            "Debian",
+            "proprietary",
+            ["nvidia-headless-570", "nvidia-utils-570"],
+            "570-dkms",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            "RedHat", "open", ["kmod-nvidia-open-dkms"], "570-open", marks=pytest.mark.slow
+        ),
         ("RedHat", "proprietary", ["kmod-nvidia-latest-dkms"], "570-dkms"),
     ],
 )
@@ -321,7 +333,7 @@ def test_driver_packages_match_the_kernel_module_flavour(
     ("vendor", "args"),
     [
         ("GenuineIntel", "intel_iommu=on iommu=pt"),
-        ("AuthenticAMD", "iommu=pt"),
+        pytest.param("AuthenticAMD", "iommu=pt", marks=pytest.mark.slow),
     ],
 )
 def test_kernel_arguments_are_valid_and_a_change_notifies_the_reboot(
@@ -349,6 +361,7 @@ def test_kernel_arguments_are_valid_and_a_change_notifies_the_reboot(
 # --- mig and dcgm: one owner on Kubernetes --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_mig_role_leaves_mig_to_the_gpu_operator(tmp_path: Path) -> None:
     config = tmp_path / "mig" / "railplan-config.yaml"
     common = {"mig_sandbox": True, "mig_config_file": str(config), "mig_parted_install": False}
@@ -410,6 +423,7 @@ def _fake_nccl_tests_repo(tmp_path: Path, tag: str) -> Path:
     return repo
 
 
+@pytest.mark.slow
 def test_turning_mpi_on_builds_an_mpi_tree_and_moves_the_current_link(tmp_path: Path) -> None:
     """The old role's `creates:` saw the single-node binary and never built the MPI one."""
     tag = "v2.13.10"

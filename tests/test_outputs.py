@@ -365,6 +365,7 @@ def _big_spec(tmp_path: Path) -> Path:
     return spec
 
 
+@pytest.mark.slow
 def test_sigterm_mid_write_of_a_large_plan_leaves_no_temp_and_the_old_file(
     tmp_path: Path,
 ) -> None:

@@ -299,6 +299,7 @@ _KILL_AT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_sigkill_after_every_step_of_the_swap_leaves_the_old_or_the_new_tree(
     tmp_path: Path,
 ) -> None:

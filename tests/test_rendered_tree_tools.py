@@ -84,6 +84,7 @@ def test_ansible_lint_production_profile_passes(tree: Path) -> None:
     _assert_lint_passes(tree)
 
 
+@pytest.mark.slow
 def test_ansible_lint_passes_on_the_largest_example(tmp_path: Path) -> None:
     """The 1,000-server example's whole tree (1,000 host_vars files) lints clean too."""
     result = run_cli("render", str(LARGE), "--root", str(tmp_path))

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from infra.catalog import Catalog
 from infra.render.slurm_conf import slurm_files
 from infra.spec import load_spec_text
@@ -71,6 +73,7 @@ def _changed(result: subprocess.CompletedProcess[str]) -> int:
     return int(sum(host["changed"] for host in stats.values()))
 
 
+@pytest.mark.slow
 def test_sandbox_installs_the_files_with_the_controller_and_is_idempotent(
     tmp_path: Path, catalog: Catalog
 ) -> None:

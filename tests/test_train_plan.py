@@ -190,6 +190,7 @@ def test_rows_added_after_the_fit_never_move_an_original_row() -> None:
     assert [r["id"] for r in fit2 if "added" in r] == ["b", "f"]
 
 
+@pytest.mark.slow
 def test_the_fitted_constants_are_what_the_documented_fits_give(catalog: Catalog) -> None:
     data = load_rows(DATA)
     shares, half, factor, _ = fit(data, catalog)

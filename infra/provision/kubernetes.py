@@ -77,9 +77,10 @@ def declare_object(obj: KubeObject, opts: pulumi.ResourceOptions) -> pulumi.Cust
     module = _BUILTIN_MODULES.get(api_version)
     name = f"{kind.lower()}:{resource_name(obj)}"  # unique across kinds sharing a name
     if module is None:
-        return k8s.apiextensions.CustomResource(
+        custom: pulumi.CustomResource = k8s.apiextensions.CustomResource(
             name, api_version=api_version, kind=kind, opts=opts, **fields
         )
+        return custom
     resource_class = getattr(module, kind)
     # Top-level keys are constructor arguments (snake_case); nested values pass as written.
     return resource_class(name, opts=opts, **{_snake(k): v for k, v in fields.items()})  # type: ignore[no-any-return]

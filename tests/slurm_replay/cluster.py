@@ -29,6 +29,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -78,6 +79,10 @@ class SlurmCluster:
         tag = os.getpid() % 1000
         self.prefix, self.net = f"rps{tag}", f"10.213.{tag % 250}"
         self.bridge = f"{self.prefix}-br"
+        # slurmstepd's socket is <spool>/<node>_<job>.<step>, and a Unix socket path holds
+        # 108 bytes: under a deep temporary root (pytest-xdist's) every job failed to launch
+        # and was requeued, so the spool lives in a short directory of its own
+        self.spool = Path(tempfile.mkdtemp(prefix="rps-spool-"))
 
     # --- set-up -------------------------------------------------------------------------
 
@@ -118,7 +123,7 @@ class SlurmCluster:
             r"^SlurmUser=.*$": "SlurmUser=root",
             r"^SlurmctldPort=.*$": f"SlurmctldPort={_free_port()}",  # two clusters may run
             r"^StateSaveLocation=.*$": f"StateSaveLocation={r / 'state'}",
-            r"^SlurmdSpoolDir=.*$": f"SlurmdSpoolDir={r / 'spool'}/%n",
+            r"^SlurmdSpoolDir=.*$": f"SlurmdSpoolDir={self.spool}/%n",
             r"^SlurmctldPidFile=.*$": f"SlurmctldPidFile={r / 'run' / 'slurmctld.pid'}",
             r"^SlurmdPidFile=.*$": f"SlurmdPidFile={r / 'run'}/slurmd-%n.pid",
             r"^SlurmctldLogFile=.*$": f"SlurmctldLogFile={r / 'log' / 'slurmctld.log'}",
@@ -214,7 +219,7 @@ class SlurmCluster:
 
     def _slurmds(self) -> None:
         for i, name in enumerate(self.nodes):
-            (self.root / "spool" / name).mkdir(parents=True, exist_ok=True)
+            (self.spool / name).mkdir(parents=True, exist_ok=True)
             script = f"hostname {name} && exec slurmd -D -N {name} -f {self.conf}"
             log = (self.root / "log" / f"slurmd-{name}.out").open("wb")
             self.procs.append(
@@ -351,6 +356,7 @@ class SlurmCluster:
                 ["ip", "netns", "del", f"{self.prefix}-n{i}"], capture_output=True, check=False
             )
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, check=False)
+        shutil.rmtree(self.spool, ignore_errors=True)
 
 
 def _free_port() -> int:

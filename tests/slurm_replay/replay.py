@@ -145,6 +145,9 @@ def analyse(
     if len(records) < len(jobs):
         raise RuntimeError(f"Slurm finished {len(records)} of {len(jobs)} jobs in time")
     ids = {name: int(r["JobId"]) for name, r in records.items()}
+    unended = sorted(i for i in ids.values() if i not in log["end"])
+    if unended:  # e.g. requeued when slurmstepd could not start (the slurmd logs say why)
+        raise RuntimeError(f"slurmctld's log has no completion for jobs {unended[:10]}")
     # a job holds its nodes until its epilog completes (COMPLETING), when Slurm's main
     # scheduler runs; logs without epilog lines fall back to the job's end
     freed = {i: log["epilog"].get(i, log["end"][i]) for i in ids.values()}
@@ -154,7 +157,7 @@ def analyse(
     # what the jobs did is the input (when each arrived, how long it held its nodes); what
     # the scheduler decided (when each started) is what the model predicts
     # (and from its end to its epilog's completion: slurmctld has freed its GPUs then)
-    ended = {n: log["end"].get(i, freed[i]) for n, i in ids.items()}
+    ended = {n: log["end"][i] for n, i in ids.items()}
     submitted = [
         replace(
             j,
