@@ -44,9 +44,10 @@ typecheck: $(STAMP)
 	$(BIN)/mypy __main__.py
 
 # Tests run on WORKERS processes (pytest-xdist): one more than the cores, since many tests
-# wait on a daemon or a subprocess. Tests marked `slow` (long real-tool runs and refits, each
-# kind with a faster case left here) are `make test-slow`'s, which .ci/run runs.
-WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+# wait on a daemon or a subprocess, and at most 8 (each worker imports the whole package).
+# Tests marked `slow` (long real-tool runs and refits, each kind with a faster case left
+# here) are `make test-slow`'s, which .ci/run runs.
+WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 8 ? n + 1 : 8 )))
 unit: $(STAMP) tools
 	$(BIN)/pytest -n $(WORKERS) -m 'not slow'
 
