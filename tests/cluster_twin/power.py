@@ -56,11 +56,48 @@ def loop_pid(hostdir: Path) -> int | None:
 
 
 def container_init(hostdir: Path) -> int | None:
-    """PID 1 of the running container (the OS's systemd), seen from here."""
+    """PID 1 of the running container (the OS's systemd), seen from here; None if none.
+
+    Found when asked, not recorded at boot: nspawn forks an intermediate child that forks
+    the container's init and exits, so "nspawn's first child" read at boot could be the
+    intermediate one (a pid that is gone a moment later: a power-off that signalled it
+    failed, and ipmi_sim answered "Unspecified error"). The init is the child whose pid is
+    1 in its own PID namespace (the last field of ``NSpid``).
+    """
     try:
-        return int((hostdir / "init.pid").read_text())
-    except (FileNotFoundError, ValueError):
+        nspawn = int((hostdir / "nspawn.pid").read_text())
+        children = Path(f"/proc/{nspawn}/task/{nspawn}/children").read_text().split()
+    except (FileNotFoundError, ValueError, ProcessLookupError):
         return None
+    for child in children:
+        if pid_in_own_namespace(int(child)) == 1:
+            return int(child)
+    return None
+
+
+def pid_in_own_namespace(pid: int) -> int | None:
+    """PID's number in its innermost PID namespace (``NSpid`` in /proc/PID/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    for line in status.splitlines():
+        if line.startswith("NSpid:"):
+            return int(line.split()[-1])
+    return None
+
+
+def signal_init(hostdir: Path, signum: int) -> bool:
+    """Send SIGNUM to the container's init; False if there is none (it is off, or just
+    went: a power command racing a shutdown is not an error, as on a real BMC)."""
+    init = container_init(hostdir)
+    if init is None:
+        return False
+    try:
+        os.kill(init, signum)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def own_cgroups(machine: str) -> list[str]:
@@ -130,7 +167,7 @@ def boot_loop(hostdir: Path) -> int:
                 break
     finally:
         (hostdir / "power.pid").unlink(missing_ok=True)
-        (hostdir / "init.pid").unlink(missing_ok=True)
+        (hostdir / "nspawn.pid").unlink(missing_ok=True)
     return 0
 
 
@@ -162,10 +199,10 @@ def boot_once(hostdir: Path, config: dict[str, str]) -> int:
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=console, stderr=console, env=env
         )
-        record_init(hostdir, proc.pid)
+        (hostdir / "nspawn.pid").write_text(str(proc.pid))
         rc = proc.wait()
         console.write(f"--- nspawn exited {rc} {time.strftime('%H:%M:%S')}\n")
-    (hostdir / "init.pid").unlink(missing_ok=True)
+    (hostdir / "nspawn.pid").unlink(missing_ok=True)
     return rc
 
 
@@ -190,20 +227,6 @@ def read_cmdline(root: Path, config: dict[str, str]) -> str:
         return config["cmdline_default"]
 
 
-def record_init(hostdir: Path, nspawn_pid: int) -> None:
-    """Find the container's init (nspawn's child) so power commands can signal it."""
-    for _ in range(100):
-        children = Path(f"/proc/{nspawn_pid}/task/{nspawn_pid}/children")
-        try:
-            pids = children.read_text().split()
-        except FileNotFoundError:
-            return
-        if pids:
-            (hostdir / "init.pid").write_text(pids[0])
-            return
-        time.sleep(0.05)
-
-
 def power_on(hostdir: Path) -> None:
     if loop_pid(hostdir) is not None:
         return
@@ -223,22 +246,18 @@ def power_on(hostdir: Path) -> None:
 def power_off(hostdir: Path, *, soft: bool) -> None:
     """Soft: the OS shuts itself down (systemd's SIGRTMIN+4, as on an ACPI power button).
     Hard: the power is cut (the container's init is killed; the loop stops)."""
-    init = container_init(hostdir)
     if soft:
         # a scenario's fault: the OS ignores the ACPI power button (hung, or ACPI disabled)
-        if init is not None and not (hostdir / "acpi-ignored").exists():
+        if container_init(hostdir) is not None and not (hostdir / "acpi-ignored").exists():
             (hostdir / "power-off").touch()
-            os.kill(init, signal.SIGRTMIN + 4)
+            signal_init(hostdir, signal.SIGRTMIN + 4)
         return
     (hostdir / "power-off").touch()
-    if init is not None:
-        os.kill(init, signal.SIGKILL)
+    signal_init(hostdir, signal.SIGKILL)
 
 
 def reset(hostdir: Path) -> None:
-    init = container_init(hostdir)
-    if init is not None:
-        os.kill(init, signal.SIGKILL)  # nspawn exits non-133: the loop would stop; restart
+    signal_init(hostdir, signal.SIGKILL)  # nspawn exits non-133: the loop would stop; restart
     for _ in range(200):
         if loop_pid(hostdir) is None:
             break
