@@ -280,6 +280,35 @@ def test_a_server_still_on_after_the_soft_power_off_is_cut_off(
     assert any("still on after the soft power-off" in x and "daemon.warning" in x for x in logged)
 
 
+@pytest.mark.parametrize(
+    ("state", "powered_off"),
+    [
+        ("IDLE+DRAIN", False),  # drained for the roll-out: Slurm 21.08 would suspend it
+        # resumed after the roll-out: Slurm 23.11 keeps the last reason (the twin, Ubuntu 24.04)
+        ("IDLE", True),
+    ],
+)
+def test_a_node_drained_for_the_roll_out_is_left_on_a_resumed_one_is_not(
+    power_env: tuple[Path, dict[str, str]], state: str, powered_off: bool
+) -> None:
+    tmp, _ = power_env
+    real = shutil.which("scontrol")
+    shown = tmp / "show-node.txt"
+    shown.write_text(
+        f"NodeName=train02 Arch=x86_64 CoresPerSocket=64\n   State={state} ThreadsPerCore=2\n"
+        "   Reason=railplan rolling update [root@2026-12-05T22:30:34]\n"
+    )
+    # no controller runs here: `show node` answers from a file, the rest is the real scontrol
+    (tmp / "bin" / "scontrol").write_text(
+        f'#!/bin/sh\n[ "$1 $2" = "show node" ] && exec cat "{shown}"\nexec "{real}" "$@"\n'
+    )
+    (tmp / "bin" / "scontrol").chmod(0o755)
+    status, calls, logged = _power(power_env, "railplan-suspend.sh", "train02")
+    assert status == 0, logged
+    assert bool(calls) == powered_off, (calls, logged)
+    assert any("drained for a railplan roll-out" in x for x in logged) != powered_off, logged
+
+
 def test_a_second_argument_node_features_is_ignored(
     power_env: tuple[Path, dict[str, str]], catalog: Catalog
 ) -> None:

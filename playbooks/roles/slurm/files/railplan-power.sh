@@ -85,9 +85,12 @@ chassis() { # bmc action -> ipmitool's output; its exit status
 # node even while it is drained, as a rolling update drains it (power_save.c): a node drained
 # for the roll-out (the drain role's reason) is left on. Slurm then counts it powered down
 # until it registers again, which its reboot in the roll-out, or the drain role's resume,
-# makes it do.
+# makes it do. Drained now, not only by its reason: Slurm 23.11 keeps a node's last reason
+# after `state=resume` (seen on the twin's Ubuntu 24.04), so a resumed node still reads it.
 rolling_out() {
-    scontrol show node "$1" 2>/dev/null | grep -q "Reason=railplan rolling update"
+    local node
+    node=$(scontrol show node "$1" 2>/dev/null) || return 1
+    grep -Eq "State=[A-Z_+]*DRAIN" <<<"$node" && grep -q "Reason=railplan rolling update" <<<"$node"
 }
 
 status=0
