@@ -1,8 +1,8 @@
 """The import graph of infra/: no import circle, and imports flow one way between stages.
 
-The house rule: spec -> catalog -> topology -> lint/budget -> render/provision/k8s -> cli; a
-stage may import the stages before it (and the shared helpers: errors, files, progress,
-signals), never one after it. The graph is built from the source with ast (every import,
+The house rule: spec -> catalog -> topology -> lint/budget/simulate/verify ->
+render/provision/k8s -> cli; a stage may import the stages before it (and the shared helpers:
+errors, files, progress, signals), never one after it. The graph is built from the source with ast (every import,
 including ones inside functions, which are circles all the same), not from sys.modules.
 """
 
@@ -24,6 +24,7 @@ STAGES = {
     "topology": 2,
     "lint": 3,
     "budget": 3,
+    "simulate": 3,
     "verify": 3,
     "render": 4,
     "provision": 4,
@@ -135,9 +136,17 @@ def test_imports_flow_from_spec_to_cli() -> None:
     assert upstream == []
 
 
-SAME_FLOOR_FORBIDDEN = (("infra.budget", "infra.lint"), ("infra.k8s", "infra.render"))
+SAME_FLOOR_FORBIDDEN = (
+    ("infra.budget", "infra.lint"),
+    ("infra.simulate", "infra.budget"),
+    ("infra.simulate", "infra.lint"),
+    ("infra.simulate", "infra.verify"),
+    ("infra.k8s", "infra.render"),
+)
 """Stages on one floor that must not import each other this way: lint reads budgets (RP060),
-never the reverse; render writes k8s objects (`infra.render.k8s_manifests`), never the reverse."""
+never the reverse; budget checks a replay's figures (`infra.budget.simulation`), so the
+simulator reads neither budgets nor lint; render writes k8s objects
+(`infra.render.k8s_manifests`), never the reverse."""
 
 
 def test_same_floor_pairs_import_one_way() -> None:
