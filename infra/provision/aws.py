@@ -70,6 +70,7 @@ from infra.provision.aws_layout import (
 )
 from infra.provision.aws_network import (
     Bastion,
+    BastionImage,
     InternetAccess,
     bastion_host,
     efa_security_group,
@@ -236,6 +237,12 @@ class AwsClusterArgs:
             raise AwsTargetError("a planned server is named 'bastion', as the bastion is")
         return cidrs
 
+    def bastion_image(self) -> BastionImage:
+        """The bastion's AMI (its own, else the cluster's), instance type and key pair."""
+        return BastionImage(
+            self.bastion_ami_id or self.ami_id, self.bastion_instance_type, self.key_name
+        )
+
     def checkpoint_need(self) -> tuple[int, float] | None:
         """(bytes to keep, MB/s to write) over the spec's checkpoint budgets, or None."""
         budgets = [b.checkpoint for b in self.spec.budgets if isinstance(b, CheckpointEntry)]
@@ -327,7 +334,15 @@ class AwsGpuCluster(pulumi.ComponentResource):
         }
         self.fsx = self._fsx(name, need, tags, child) if need is not None else None
         self.bastion = (
-            bastion_host(self.internet, self.egress_security_group, name, args, *ssh, tags, child)
+            bastion_host(
+                self.internet,
+                self.egress_security_group,
+                name,
+                args.bastion_image(),
+                *ssh,
+                tags,
+                child,
+            )
             if ssh
             else None
         )

@@ -8,18 +8,15 @@ passes itself as the parent), so the component stays a short list of what it bui
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_aws as aws
 
 from infra.provision.aws_layout import ANYWHERE, SSH_PORT, AwsTargetError
 
-if TYPE_CHECKING:
-    from infra.provision.aws import AwsClusterArgs
-
 __all__ = [
     "Bastion",
+    "BastionImage",
     "InternetAccess",
     "bastion_host",
     "efa_security_group",
@@ -226,11 +223,20 @@ def _cluster_ssh_group(
     )
 
 
+@dataclass(frozen=True)
+class BastionImage:
+    """What the bastion boots: its AMI, instance type and EC2 key pair (`AwsClusterArgs`)."""
+
+    ami_id: str
+    instance_type: str
+    key_name: str | None
+
+
 def bastion_host(
     internet: InternetAccess | None,
     egress: aws.ec2.SecurityGroup | None,
     name: str,
-    args: AwsClusterArgs,
+    image: BastionImage,
     group: aws.ec2.SecurityGroup,
     cluster_ssh: aws.ec2.SecurityGroup,
     tags: dict[str, str],
@@ -245,9 +251,9 @@ def bastion_host(
         raise AwsTargetError("a bastion needs internet_egress (an internet gateway)")
     instance = aws.ec2.Instance(
         f"{name}-bastion",
-        ami=args.bastion_ami_id or args.ami_id,
-        instance_type=args.bastion_instance_type,
-        key_name=args.key_name,
+        ami=image.ami_id,
+        instance_type=image.instance_type,
+        key_name=image.key_name,
         subnet_id=internet.public_subnet.id,
         associate_public_ip_address=True,
         vpc_security_group_ids=[group.id, egress.id],
