@@ -68,8 +68,8 @@ def _from_dict(data: dict[str, Any]) -> tuple[Spec, Plan]:
 
 
 def _everything(spec: Spec, plan: Plan) -> tuple[list[HelmRelease], list[KubeObject]]:
-    releases, objects = gpu_stack(spec, plan, _catalog())
-    return releases, objects + monitoring(spec, plan, _catalog()) + checkpoint_storage(spec)
+    releases, objects = gpu_stack(spec, plan)
+    return releases, objects + monitoring(spec) + checkpoint_storage(spec)
 
 
 def _validate(objects: list[KubeObject], tmp_path: Path) -> subprocess.CompletedProcess[str]:
@@ -180,7 +180,7 @@ def test_validator_rejects_a_misspelled_field(
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_gpu_operator_leaves_driver_to_ansible(path: Path) -> None:
     spec, plan = _example(path)
-    releases, objects = gpu_stack(spec, plan, _catalog())
+    releases, objects = gpu_stack(spec, plan)
     gpu = _release(releases, "gpu-operator")
     assert gpu.version == "v26.7.0"
     assert gpu.namespace == GPU_NAMESPACE
@@ -194,14 +194,14 @@ def test_gpu_operator_leaves_driver_to_ansible(path: Path) -> None:
 
 def test_counters_configmap_is_the_roles_file_byte_for_byte() -> None:
     spec, plan = _example(ROOT / "examples" / "dgx-h100-superpod.yaml")
-    _, objects = gpu_stack(spec, plan, _catalog())
+    _, objects = gpu_stack(spec, plan)
     cm = _object(objects, "ConfigMap", COUNTERS_CONFIGMAP)
     assert cm["data"][COUNTERS_KEY].encode("utf-8") == counters_path().read_bytes()
 
 
 def test_mig_configmap_names_the_specs_layouts() -> None:
     spec, plan = _example(ROOT / "examples" / "a100-lab-mig.yaml")
-    releases, objects = gpu_stack(spec, plan, _catalog())
+    releases, objects = gpu_stack(spec, plan)
     manager = _release(releases, "gpu-operator").values["migManager"]
     assert manager["enabled"] is True
     assert manager["config"] == {"name": MIG_CONFIGMAP, "default": "all-disabled"}
@@ -213,7 +213,7 @@ def test_mig_configmap_names_the_specs_layouts() -> None:
 
 def test_mig_configmap_covers_scheduled_changes() -> None:
     spec, plan = _from_dict(_mig_schedule_spec())
-    _, objects = gpu_stack(spec, plan, _catalog())
+    _, objects = gpu_stack(spec, plan)
     configs = yaml.safe_load(_object(objects, "ConfigMap", MIG_CONFIGMAP)["data"]["config.yaml"])
     names = set(configs["mig-configs"])
     # the group's per-GPU list, the layout it changes to, and the per-GPU change
@@ -228,14 +228,14 @@ def test_mig_only_by_schedule_still_enables_the_manager() -> None:
     data["node_groups"][0]["mig_schedule"] = {"changes": [{"at": "@daily", "mig": "infer-small"}]}
     spec, plan = _from_dict(data)
     assert uses_mig(plan)
-    releases, objects = gpu_stack(spec, plan, _catalog())
+    releases, objects = gpu_stack(spec, plan)
     assert _release(releases, "gpu-operator").values["migManager"]["enabled"] is True
     assert any(o["metadata"]["name"] == MIG_CONFIGMAP for o in objects)
 
 
 def test_no_mig_no_mig_configmap() -> None:
     spec, plan = _example(ROOT / "examples" / "dgx-h100-superpod.yaml")
-    releases, objects = gpu_stack(spec, plan, _catalog())
+    releases, objects = gpu_stack(spec, plan)
     assert _release(releases, "gpu-operator").values["migManager"] == {"enabled": False}
     assert all(o["metadata"]["name"] != MIG_CONFIGMAP for o in objects)
 
@@ -247,7 +247,7 @@ def test_sharing_groups_get_a_device_plugin_config_each_and_validate(tmp_path: P
     data = _lab_dict()
     data["node_groups"][0]["sharing"] = {"strategy": "time-slicing", "replicas": 4}
     spec, plan = _from_dict(data)
-    releases, objects = gpu_stack(spec, plan, _catalog())
+    releases, objects = gpu_stack(spec, plan)
     values = _release(releases, "gpu-operator").values
     assert values["devicePlugin"] == {
         "config": {"name": DEVICE_PLUGIN_CONFIGMAP, "default": DEVICE_PLUGIN_DEFAULT}
@@ -283,7 +283,7 @@ def test_mps_sharing_and_no_sharing_no_device_plugin_config() -> None:
     assert yaml.safe_load(configs["train"])["sharing"] == {
         "mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}
     }
-    releases, objects = gpu_stack(*_example(ROOT / "examples" / "a100-lab-mig.yaml"), _catalog())
+    releases, objects = gpu_stack(*_example(ROOT / "examples" / "a100-lab-mig.yaml"))
     assert "devicePlugin" not in _release(releases, "gpu-operator").values
     assert all(o["metadata"]["name"] != DEVICE_PLUGIN_CONFIGMAP for o in objects)
 
@@ -309,7 +309,7 @@ def test_sharing_refused_with_mig_or_slurm() -> None:
 
 def test_infiniband_brings_the_rdma_device_plugin() -> None:
     spec, plan = _example(ROOT / "examples" / "dgx-h100-superpod.yaml")
-    releases, objects = gpu_stack(spec, plan, _catalog())
+    releases, objects = gpu_stack(spec, plan)
     assert [r.name for r in releases] == ["gpu-operator"]  # no Network Operator needed
     names = [o["metadata"]["name"] for o in objects]
     assert names.index(RDMA_NAMESPACE) < names.index("rdma-devices")
@@ -331,7 +331,7 @@ def test_infiniband_brings_the_rdma_device_plugin() -> None:
 def test_no_infiniband_no_rdma_device_plugin() -> None:
     spec, plan = _example(ROOT / "examples" / "aws-p4d.yaml")  # EFA, no mlx5 HCAs
     assert not any(s.hcas for s in plan.servers)
-    releases, objects = gpu_stack(spec, plan, _catalog())
+    releases, objects = gpu_stack(spec, plan)
     assert [r.name for r in releases] == ["gpu-operator"]
     assert all(o["metadata"]["name"] != RDMA_NAMESPACE for o in objects)
     assert all(o["kind"] != "DaemonSet" for o in objects)
@@ -340,15 +340,15 @@ def test_no_infiniband_no_rdma_device_plugin() -> None:
 # --- monitoring -----------------------------------------------------------------------------
 
 
-def _rules(spec: Spec, plan: Plan) -> dict[str, dict[str, Any]]:
-    objects = monitoring(spec, plan, _catalog())
+def _rules(spec: Spec) -> dict[str, dict[str, Any]]:
+    objects = monitoring(spec)
     rule = _object(objects, "PrometheusRule", "railplan-gpu-alerts")
     return {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
 
 
 def test_rules_follow_the_specs_thresholds() -> None:
     data = _lab_dict()
-    defaults = _rules(*_from_dict(data))
+    defaults = _rules(_from_dict(data)[0])
     data["scheduler"]["monitoring"] = {
         "scrape_interval": "30s",
         "idle_gpu_util_pct": 12.5,
@@ -356,8 +356,8 @@ def test_rules_follow_the_specs_thresholds() -> None:
         "throttle_for": "7m",
         "error_window": "11m",
     }
-    spec, plan = _from_dict(data)
-    rules = _rules(spec, plan)
+    spec, _ = _from_dict(data)
+    rules = _rules(spec)
     assert "< 12.5" in rules["GPUIdle"]["expr"] and rules["GPUIdle"]["for"] == "45m"
     for name in ("GPUNVLinkErrors", "GPUDoubleBitECC"):
         assert "[11m]" in rules[name]["expr"] and "[5m]" in defaults[name]["expr"]
@@ -366,18 +366,18 @@ def test_rules_follow_the_specs_thresholds() -> None:
     for name in ("GPUThermalThrottling", "GPUPowerThrottling"):
         assert rules[name]["for"] == "7m" and defaults[name]["for"] == "15m"
     assert "< 5" in defaults["GPUIdle"]["expr"] and defaults["GPUIdle"]["for"] == "1h"
-    monitor = _object(monitoring(spec, plan, _catalog()), "ServiceMonitor", "nvidia-dcgm-exporter")
+    monitor = _object(monitoring(spec), "ServiceMonitor", "nvidia-dcgm-exporter")
     assert monitor["spec"]["endpoints"][0]["interval"] == "30s"
 
 
 def test_rules_only_read_metrics_the_counters_file_exports() -> None:
-    rules = _rules(*_example(ROOT / "examples" / "a100-lab-mig.yaml"))
+    rules = _rules(_example(ROOT / "examples" / "a100-lab-mig.yaml")[0])
     used = {m for r in rules.values() for m in re.findall(r"DCGM_(?:FI|EXP)_[A-Z0-9_]+", r["expr"])}
     assert used and used <= exported_metrics()
 
 
 def test_every_rule_names_node_gpu_and_severity() -> None:
-    for rule in _rules(*_example(ROOT / "examples" / "dgx-a100-superpod.yaml")).values():
+    for rule in _rules(_example(ROOT / "examples" / "dgx-a100-superpod.yaml")[0]).values():
         assert rule["labels"]["severity"] in {"info", "warning", "critical"}
         assert "{{ $labels.Hostname }}" in rule["annotations"]["summary"]
         assert "{{ $labels.gpu }}" in rule["annotations"]["summary"]
@@ -385,7 +385,7 @@ def test_every_rule_names_node_gpu_and_severity() -> None:
 
 
 def test_throttle_rules_test_the_documented_bits() -> None:
-    rules = _rules(*_example(ROOT / "examples" / "a100-lab-mig.yaml"))
+    rules = _rules(_example(ROOT / "examples" / "a100-lab-mig.yaml")[0])
     thermal, power = rules["GPUThermalThrottling"]["expr"], rules["GPUPowerThrottling"]["expr"]
     assert "/ 32)" in thermal and "/ 64)" in thermal  # SW and HW thermal slowdown
     assert "/ 8)" in power and "/ 128)" in power  # HW slowdown and HW power brake
@@ -393,8 +393,8 @@ def test_throttle_rules_test_the_documented_bits() -> None:
 
 
 def test_service_monitor_selects_the_dcgm_exporter_service() -> None:
-    spec, plan = _example(ROOT / "examples" / "aws-p4d.yaml")
-    monitor = _object(monitoring(spec, plan, _catalog()), "ServiceMonitor", "nvidia-dcgm-exporter")
+    spec, _ = _example(ROOT / "examples" / "aws-p4d.yaml")
+    monitor = _object(monitoring(spec), "ServiceMonitor", "nvidia-dcgm-exporter")
     assert monitor["metadata"]["namespace"] == GPU_NAMESPACE
     assert monitor["spec"]["selector"] == {"matchLabels": {"app": "nvidia-dcgm-exporter"}}
     assert monitor["spec"]["endpoints"][0]["port"] == "gpu-metrics"

@@ -101,7 +101,7 @@ def build(
 
 def all_objects(spec: Spec, plan: Plan, catalog: Catalog) -> list[dict[str, Any]]:
     return [
-        *scheduler_topology(spec, plan, catalog),
+        *scheduler_topology(spec, plan),
         *tenants(spec, plan, catalog),
         *podgroup_examples(spec, plan, catalog),
     ]
@@ -140,7 +140,7 @@ def test_validate_crs_catches_a_misspelled_field(catalog: Catalog, tmp_path: Pat
     spec, plan = build(catalog, "two-tier", "volcano")
     queue = of_kind(tenants(spec, plan, catalog), "Queue")[0]
     queue["spec"]["reclaimabel"] = queue["spec"].pop("reclaimable")
-    hypernode = scheduler_topology(spec, plan, catalog)[0]
+    hypernode = scheduler_topology(spec, plan)[0]
     hypernode["spec"]["members"][0]["selector"]["labelMatch"]["matchLabel"] = {"a": "b"}
     result = validate(tmp_path, [queue, hypernode])
     assert result.returncode == 1
@@ -164,7 +164,7 @@ def hypernode_tree(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 @pytest.mark.parametrize("layout", ["two-tier", "three-tier"])
 def test_every_su_is_in_exactly_one_tier1_hypernode(catalog: Catalog, layout: str) -> None:
     spec, plan = build(catalog, layout, "volcano")
-    tree = hypernode_tree(scheduler_topology(spec, plan, catalog))
+    tree = hypernode_tree(scheduler_topology(spec, plan))
     selected: Counter[str] = Counter()
     for node in tree.values():
         if node["tier"] == 1:
@@ -185,7 +185,7 @@ def test_every_su_is_in_exactly_one_tier1_hypernode(catalog: Catalog, layout: st
 @pytest.mark.parametrize("layout", ["two-tier", "three-tier"])
 def test_hypernodes_form_one_tree_over_the_tier1_nodes(catalog: Catalog, layout: str) -> None:
     spec, plan = build(catalog, layout, "volcano")
-    tree = hypernode_tree(scheduler_topology(spec, plan, catalog))
+    tree = hypernode_tree(scheduler_topology(spec, plan))
     parent: dict[str, str] = {}
     for name, node in tree.items():
         for member in node["members"]:
@@ -213,16 +213,16 @@ def test_hypernodes_form_one_tree_over_the_tier1_nodes(catalog: Catalog, layout:
 
 def test_hypernode_names_are_dns_safe_and_stable(catalog: Catalog) -> None:
     spec, plan = build(catalog, "two-tier", "volcano")
-    names = list(hypernode_tree(scheduler_topology(spec, plan, catalog)))
+    names = list(hypernode_tree(scheduler_topology(spec, plan)))
     assert all(DNS_SUBDOMAIN.match(n) and len(n) <= 253 for n in names)
     assert "lab-train-a-su01" in names and "lab-infer--b-su01" in names
-    assert names == list(hypernode_tree(scheduler_topology(spec, plan, catalog)))
+    assert names == list(hypernode_tree(scheduler_topology(spec, plan)))
 
 
 @pytest.mark.parametrize("batch", ["volcano", "kueue"])
 def test_no_compute_fabric_means_no_topology(catalog: Catalog, batch: str) -> None:
     spec, plan = build(catalog, "no-fabric", batch)
-    objects = scheduler_topology(spec, plan, catalog)
+    objects = scheduler_topology(spec, plan)
     assert not of_kind(objects, "HyperNode") and not of_kind(objects, "Topology")
     if batch == "kueue":  # the flavor is still there, without a topology
         (flavor,) = of_kind(objects, "ResourceFlavor")
@@ -231,7 +231,7 @@ def test_no_compute_fabric_means_no_topology(catalog: Catalog, batch: str) -> No
 
 def test_batch_none_builds_no_scheduler_objects(catalog: Catalog) -> None:
     spec, plan = build(catalog, "two-tier", "none")
-    assert scheduler_topology(spec, plan, catalog) == []
+    assert scheduler_topology(spec, plan) == []
     assert podgroup_examples(spec, plan, catalog) == []
     kinds = {o["kind"] for o in tenants(spec, plan, catalog)}
     assert kinds == {"PriorityClass", "Namespace", "ResourceQuota", "NetworkPolicy"}
@@ -243,7 +243,7 @@ def test_batch_none_builds_no_scheduler_objects(catalog: Catalog) -> None:
 @pytest.mark.parametrize("layout", ["two-tier", "three-tier"])
 def test_kueue_topology_levels_run_coarse_to_fine(catalog: Catalog, layout: str) -> None:
     spec, plan = build(catalog, layout, "kueue")
-    objects = scheduler_topology(spec, plan, catalog)
+    objects = scheduler_topology(spec, plan)
     (topology,) = of_kind(objects, "Topology")
     levels = [lvl["nodeLabel"] for lvl in topology["spec"]["levels"]]
     pod = [topology_label("pod")] if layout == "three-tier" else []
@@ -298,8 +298,7 @@ def test_one_queue_per_tenant(catalog: Catalog, batch: str) -> None:
 def test_kueue_nominal_quota_adds_up_to_the_tenant_gpus(catalog: Catalog) -> None:
     spec, plan = build(catalog, "two-tier", "kueue")
     flavors = {
-        f["metadata"]["name"]
-        for f in of_kind(scheduler_topology(spec, plan, catalog), "ResourceFlavor")
+        f["metadata"]["name"] for f in of_kind(scheduler_topology(spec, plan), "ResourceFlavor")
     }
     for tenant, queue in zip(
         spec.scheduler.tenants, of_kind(tenants(spec, plan, catalog), "ClusterQueue"), strict=True

@@ -67,7 +67,7 @@ CORDONED = "railplan.dev/mig-change-cordoned"
 @pytest.fixture(scope="module")
 def built(catalog: Catalog) -> tuple[Any, list[dict[str, Any]]]:
     spec = load_spec_text(SPEC).spec
-    return spec, mig_schedule(spec, expand(spec, catalog), catalog)
+    return spec, mig_schedule(spec, expand(spec, catalog))
 
 
 def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -180,7 +180,7 @@ def test_nothing_without_a_schedule(catalog: Catalog) -> None:
     spec = load_spec_text(
         "name: plain\nnode_groups: [{name: g, node: dgx-a100-640gb, count: 2}]\n"
     ).spec
-    assert mig_schedule(spec, expand(spec, catalog), catalog) == []
+    assert mig_schedule(spec, expand(spec, catalog)) == []
 
 
 # --- the script, against the stand-in kubectl ------------------------------------------------

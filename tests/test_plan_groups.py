@@ -163,7 +163,7 @@ def test_the_cronjobs_are_the_plans_changes() -> None:
     }
     spec, plan = _plan(data)
     planned = plan.groups["infer"]
-    jobs = [o for o in mig_schedule(spec, plan, CATALOG) if o["kind"] == "CronJob"]
+    jobs = [o for o in mig_schedule(spec, plan) if o["kind"] == "CronJob"]
     assert [j["metadata"]["annotations"]["railplan.dev/mig-config"] for j in jobs] == [
         c.config for c in planned.mig.changes
     ]

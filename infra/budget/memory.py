@@ -181,11 +181,6 @@ class MemoryEstimate:
         """Weights, gradients and optimizer state together ([ZeRO]'s "model states")."""
         return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
 
-    @property
-    def headroom_bytes(self) -> int:
-        """Usable bytes left over; negative when the model does not fit."""
-        return self.usable_bytes - self.total_bytes
-
 
 def state_bytes_per_param(precision: Precision) -> tuple[int, int, int]:
     """Bytes per parameter for weights, gradients and Adam optimizer state.

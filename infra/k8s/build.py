@@ -52,18 +52,18 @@ def build_kubernetes(spec: Spec, plan: Plan, catalog: Catalog) -> KubernetesObje
             path="scheduler.kind",
             hint="render the Slurm files with `railplan render`, or pick the aws target",
         )
-    releases, gpu_objects = gpu_stack(spec, plan, catalog)
+    releases, gpu_objects = gpu_stack(spec, plan)
     seen: set[tuple[str, str, str]] = set()
     sets = [
         ServiceSet("gpu", tuple(releases), _unique(gpu_objects, seen)),
         ServiceSet("storage", objects=_unique(checkpoint_storage(spec), seen)),
-        ServiceSet("topology", objects=_unique(scheduler_topology(spec, plan, catalog), seen)),
+        ServiceSet("topology", objects=_unique(scheduler_topology(spec, plan), seen)),
         ServiceSet(
             "tenants",
             objects=_unique([*tenants(spec, plan, catalog), *elastic_objects(spec, plan)], seen),
             examples=tuple(podgroup_examples(spec, plan, catalog)),
         ),
-        ServiceSet("monitoring", objects=_unique(monitoring(spec, plan, catalog), seen)),
-        ServiceSet("mig-schedule", objects=_unique(mig_schedule(spec, plan, catalog), seen)),
+        ServiceSet("monitoring", objects=_unique(monitoring(spec), seen)),
+        ServiceSet("mig-schedule", objects=_unique(mig_schedule(spec, plan), seen)),
     ]
     return KubernetesObjects(tuple(s for s in sets if s.releases or s.objects or s.examples))

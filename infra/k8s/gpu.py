@@ -27,7 +27,6 @@ from typing import Any
 
 import yaml
 
-from infra.catalog import Catalog
 from infra.k8s.objects import HelmRelease, KubeObject, kube_object
 from infra.project_data import roles_dir
 from infra.spec import GpuSharing, NodeGroup, Spec
@@ -108,14 +107,11 @@ def infiniband_hcas(plan: Plan) -> list[str]:
     return sorted(names, key=lambda n: (len(n), n))
 
 
-def gpu_stack(
-    spec: Spec, plan: Plan, catalog: Catalog
-) -> tuple[list[HelmRelease], list[KubeObject]]:
+def gpu_stack(spec: Spec, plan: Plan) -> tuple[list[HelmRelease], list[KubeObject]]:
     """The GPU Operator and its ConfigMaps, and with InfiniBand the RDMA device plugin.
 
     Objects come in apply order: each namespace before the objects in it.
     """
-    del catalog  # the plan already names each server's HCAs; kept for a uniform signature
     releases = [gpu_operator(spec, plan)]
     objects = [_namespace(GPU_NAMESPACE, spec)]
     if uses_mig(plan):

@@ -18,7 +18,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from infra.catalog import Catalog
 from infra.k8s.objects import SYSTEM_NAMESPACE, KubeObject, kube_object, topology_label
 from infra.spec import Spec
 from infra.topology.groups import MIG_TIMEOUT_S
@@ -79,13 +78,11 @@ def cronjob_name(group: GroupPlan, change: int) -> str:
     return f"mig-{group.name.replace('_', '-')}-{change + 1}"
 
 
-def mig_schedule(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
+def mig_schedule(spec: Spec, plan: Plan) -> list[KubeObject]:
     """The objects that run every node group's MIG schedule (none without a schedule).
 
-    ``catalog`` is not needed (the plan's groups carry config names, SUs and times) but keeps
-    the signature of the other `infra.k8s` builders.
+    The plan's groups carry everything they need: config names, SUs and times.
     """
-    del catalog
     groups = [g for g in plan.groups.values() if g.mig.schedule is not None]
     if spec.scheduler.kind != "kubernetes" or not groups:
         return []

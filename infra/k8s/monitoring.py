@@ -13,11 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.catalog import Catalog
 from infra.k8s.gpu import GPU_NAMESPACE, counters_csv
 from infra.k8s.objects import KubeObject, kube_object
 from infra.spec import Monitoring, Spec
-from infra.topology.model import Plan
 
 __all__ = [
     "ALERTS_NAME",
@@ -52,9 +50,8 @@ NVLINK_ERRORS = (
 WHERE = "GPU {{ $labels.gpu }} on {{ $labels.Hostname }}"  # dcgm-exporter's labels
 
 
-def monitoring(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
+def monitoring(spec: Spec) -> list[KubeObject]:
     """The dcgm-exporter ServiceMonitor and the GPU alert rules, in the GPU namespace."""
-    del plan, catalog  # thresholds are spec-wide; kept for a uniform builder signature
     return [service_monitor(spec), gpu_alerts(spec)]
 
 

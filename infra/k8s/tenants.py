@@ -79,7 +79,7 @@ def tenants(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
     if spec.scheduler.batch == "volcano":
         objects += volcano_queues(spec, gpus)
     elif spec.scheduler.batch == "kueue":
-        objects += kueue_queues(spec, plan, catalog)
+        objects += kueue_queues(spec, catalog)
     return objects
 
 
@@ -294,9 +294,11 @@ def _podgroup(spec: Spec, plan: Plan, catalog: Catalog, tenant: Tenant) -> KubeO
 # --- Kueue -------------------------------------------------------------------------------------
 
 
-def kueue_queues(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
-    """WorkloadPriorityClasses, then a ClusterQueue and a LocalQueue per tenant."""
-    del plan  # flavors are per node group; their GPUs come from the spec and catalog
+def kueue_queues(spec: Spec, catalog: Catalog) -> list[KubeObject]:
+    """WorkloadPriorityClasses, then a ClusterQueue and a LocalQueue per tenant.
+
+    Flavors are per node group; their GPUs come from the spec and the catalog.
+    """
     objects = [
         kube_object(
             KUEUE_API,

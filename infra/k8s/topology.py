@@ -1,6 +1,6 @@
 """The compute fabric as the batch scheduler sees it: Volcano HyperNodes or a Kueue Topology.
 
-`scheduler_topology(spec, plan, catalog)` returns plain objects (see `infra.k8s.objects`):
+`scheduler_topology(spec, plan)` returns plain objects (see `infra.k8s.objects`):
 
 - ``batch: volcano``: HyperNodes (``topology.volcano.sh/v1alpha1``), a tree of switch domains.
   Tier 1 is the scalable unit: on a rail-optimized fabric every server of an SU reaches every
@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from infra.catalog import Catalog
 from infra.k8s.objects import KubeObject, kube_object, topology_label
 from infra.spec import Spec
 from infra.topology import Plan, ScalableUnit
@@ -46,9 +45,8 @@ KUEUE_API = "kueue.x-k8s.io/v1beta2"  # the storage version; v1beta1 is deprecat
 HOSTNAME_LABEL = "kubernetes.io/hostname"  # Kueue allows it only as the last level
 
 
-def scheduler_topology(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
+def scheduler_topology(spec: Spec, plan: Plan) -> list[KubeObject]:
     """The batch scheduler's view of the compute fabric (empty for ``batch: none``)."""
-    del catalog  # the plan already holds every fact needed; kept for one builder signature
     batch = spec.scheduler.batch
     if batch == "volcano":
         return hypernodes(spec, plan)

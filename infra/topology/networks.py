@@ -46,8 +46,6 @@ __all__ = [
     "upper_zone",
 ]
 
-INBAND_PORTS_PER_SERVER = 2  # bonded pair to an MLAG leaf pair (NVIDIA RA: 100 GbE bonded)
-
 
 @dataclass(frozen=True)
 class NetworkPlan:
