@@ -46,9 +46,12 @@ from infra.signals import CATCHABLE, raising_on_signals
 __all__ = [
     "OutputError",
     "check_outputs",
+    "is_temp_name",
     "pid_running",
     "read_bounded",
+    "replace_entry",
     "sweep_stale_temps",
+    "user_umask",
     "write_atomic",
 ]
 
@@ -234,13 +237,30 @@ def write_atomic(path: str, data: bytes) -> None:
     """
     real, existing = _target(path)
     directory, name = os.path.split(real)
-    mode = stat.S_IMODE(existing.st_mode) if existing else 0o666 & ~_umask()
+    mode = stat.S_IMODE(existing.st_mode) if existing else 0o666 & ~user_umask()
     try:
         sweep_stale_temps(directory)
         with raising_on_signals():
             _replace(directory, name, data, mode, existing)
     except OSError as exc:
         raise _write_error(path, exc) from None
+
+
+def replace_entry(path: str, data: bytes) -> None:
+    """Replace the directory entry ``path`` by a new regular file of ``data``, atomically.
+
+    Unlike `write_atomic`, a link at ``path`` is replaced, not followed, and nothing is
+    refused: for the files railplan owns inside a tree it holds the lock of (the rendered
+    tree's manifest and journal). Created with the user's umask, flushed and renamed over,
+    the directory synced. OSError propagates: the caller owns the transaction.
+    """
+    directory, name = os.path.split(os.path.abspath(path))
+    _replace(directory, name, data, 0o666 & ~user_umask(), None)
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is one of railplan's temporary files (`temp_name`)."""
+    return _TEMP.match(os.fsencode(name)) is not None
 
 
 def _replace(
@@ -351,7 +371,8 @@ def pid_running(pid: int) -> bool:
     return True
 
 
-def _umask() -> int:
+def user_umask() -> int:
+    """The process's umask (read without changing it for longer than a call)."""
     mask = os.umask(0o022)
     os.umask(mask)
     return mask

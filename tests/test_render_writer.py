@@ -163,14 +163,14 @@ def test_a_render_killed_mid_swap_is_rolled_back_by_the_next_one(
     """No finally block runs in a killed process: model that by disabling the recovery."""
     write_tree(tmp_path, TREE)
     before = _files(tmp_path)
-    real_atomic_text = writer._atomic_text
+    real_replace = writer.replace_entry
 
-    def dying_commit(path: Path, text: str) -> None:
-        if path.name == MANIFEST:  # every unit swapped, the manifest not yet replaced
+    def dying_commit(path: str, data: bytes) -> None:
+        if Path(path).name == MANIFEST:  # every unit swapped, the manifest not yet replaced
             raise KeyboardInterrupt
-        real_atomic_text(path, text)
+        real_replace(path, data)
 
-    monkeypatch.setattr(writer, "_atomic_text", dying_commit)
+    monkeypatch.setattr(writer, "replace_entry", dying_commit)
     monkeypatch.setattr(writer, "_recover", lambda root: None)
     with pytest.raises(KeyboardInterrupt):
         write_tree(tmp_path, {k: v + b"# new\n" for k, v in TREE.items()})

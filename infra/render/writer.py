@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra.errors import RailplanError
+from infra.files import is_temp_name, replace_entry, user_umask
 from infra.render.tree_state import (
     JOURNAL,
     MANIFEST,
@@ -60,7 +61,6 @@ __all__ = [
     "RenderError",
     "WriteReport",
     "recover_tree",
-    "user_umask",
     "write_tree",
 ]
 
@@ -278,13 +278,6 @@ def _units(paths: Iterable[str]) -> list[str]:
     return sorted({_unit_of(p) for p in paths})
 
 
-def user_umask() -> int:
-    """The process's umask (read without changing it for longer than a call)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def _stage(root: Path, staging: Path, plan: _Plan) -> None:
     """Write the new tree under ``staging``, with the user's own files of each unit kept."""
     staging.mkdir(mode=0o700)  # exclusive: an existing name (a planted link) is an error
@@ -397,7 +390,7 @@ def _swap(root: Path, staging: Path, old: Path, plan: _Plan) -> None:
         "manifest": _digest(plan.manifest.encode()),
     }
     old.mkdir(mode=0o700)
-    _atomic_text(root / JOURNAL, json.dumps(journal, sort_keys=True))
+    replace_entry(str(root / JOURNAL), json.dumps(journal, sort_keys=True).encode())
     for unit in plan.units:
         target = root / unit
         if os.path.lexists(target):
@@ -405,7 +398,7 @@ def _swap(root: Path, staging: Path, old: Path, plan: _Plan) -> None:
             target.rename(old / unit)
         target.parent.mkdir(parents=True, exist_ok=True)
         (staging / unit).rename(target)
-    _atomic_text(root / MANIFEST, plan.manifest)  # the commit point
+    replace_entry(str(root / MANIFEST), plan.manifest.encode())  # the commit point
 
 
 def _recover(root: Path) -> str:
@@ -450,6 +443,8 @@ def _sweep(root: Path) -> int:
         entry.name
         for entry in os.scandir(root)
         if entry.name.startswith((_STAGING, _OLD))
+        or is_temp_name(entry.name)
+        # temporary names the tree writer used before it shared `infra.files`'s
         or (entry.name.startswith(".railplan-") and entry.name.endswith(".tmp"))
     ]
     for name in names:
@@ -479,20 +474,3 @@ def _manifest_text(
     files.update(new)
     document = {"format": 1, "files": dict(sorted(files.items()))}
     return json.dumps(document, indent=1, sort_keys=True) + "\n"
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    """Replace ``path`` by a new file, written through no planted link.
-
-    The file is created exclusively under an unpredictable name, flushed, renamed over.
-    """
-    tmp = path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(8)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        with os.fdopen(os.open(tmp, flags, 0o666 & ~user_umask()), "wb") as f:
-            f.write(text.encode())
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
