@@ -1,5 +1,7 @@
 """Issue 36 (hardening: names, references, layouts): one regression test per break.
 
+1. ``train --tp 8 --pp 1 --virtual 4`` was timed as "PP 1 (x4 interleaved)": Megatron-LM
+   refuses interleaved stages without pipeline parallelism (`check_layout` lacked the rule).
 5. ``rack_class: liqiud`` made lint, render and report exit 3 (KeyError): the reference was
    checked only by planning, which plan and budget do first; ``dgx-a100`` was offered
    ``dgx-h100`` rather than the ids it starts.
@@ -12,11 +14,42 @@ from pathlib import Path
 
 import pytest
 
-from infra.errors import spelling_hint
+from infra.budget.train_layout import Layout
+from infra.budget.train_model import PRESETS
+from infra.budget.train_plan import TrainRequest, build_job, check_layout, train
+from infra.catalog import Catalog
+from infra.errors import InputError, spelling_hint
 from infra.spec import SpecValidationError, load_spec_text
 
 from .conftest import lint_text
 from .test_cli import railplan
+
+CLUSTER = "name: t\nnode_groups: [{name: gpu, node: dgx-h100, count: 16}]\n"
+LLAMA = PRESETS["llama2-70b"]
+
+
+# --- 1. interleaving needs a pipeline -----------------------------------------------------------
+
+
+def test_interleaving_without_a_pipeline_is_refused(catalog: Catalog, tmp_path: Path) -> None:
+    spec = load_spec_text(CLUSTER).spec
+    request = TrainRequest(128, LLAMA, 256, tp=8, pp=1, virtual=4)
+    with pytest.raises(InputError) as caught:
+        train(spec, catalog, request)
+    assert caught.value.path == "--virtual" and "pipeline parallelism" in caught.value.message
+    job = build_job(spec, catalog, request)[0]
+    with pytest.raises(InputError, match="PP 1 has a single stage"):
+        check_layout(job, Layout(8, 1, 16, 1, virtual=4))  # no search may time it either
+    # the same interleaving on a pipeline is Megatron's and stays
+    piped = train(spec, catalog, TrainRequest(128, LLAMA, 256, tp=8, pp=2, virtual=2))
+    assert (piped.result.layout.pp, piped.result.layout.virtual) == (2, 2)
+    (tmp_path / "s.yaml").write_text(CLUSTER)
+    args = ["--gpus", "128", "--model", "llama2-70b", "--global-batch", "256"]
+    cli = railplan("train", str(tmp_path / "s.yaml"), *args, "--tp", "8", "--pp", "1",
+                   "--virtual", "4")  # fmt: skip
+    assert cli.returncode == 2 and cli.stdout == "", cli
+    assert cli.stderr.count("\n") == 1 and "[--virtual]" in cli.stderr and "hint:" in cli.stderr
+
 
 # --- 5. references and suggestions --------------------------------------------------------------
 
