@@ -2,6 +2,8 @@
 
 1. ``train --tp 8 --pp 1 --virtual 4`` was timed as "PP 1 (x4 interleaved)": Megatron-LM
    refuses interleaved stages without pipeline parallelism (`check_layout` lacked the rule).
+2. A Slurm node group named ``default`` rendered ``PartitionName=default``, slurm.conf's
+   template line: lint RP006.
 5. ``rack_class: liqiud`` made lint, render and report exit 3 (KeyError): the reference was
    checked only by planning, which plan and budget do first; ``dgx-a100`` was offered
    ``dgx-h100`` rather than the ids it starts.
@@ -13,13 +15,17 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from infra.budget.train_layout import Layout
 from infra.budget.train_model import PRESETS
 from infra.budget.train_plan import TrainRequest, build_job, check_layout, train
 from infra.catalog import Catalog
 from infra.errors import InputError, spelling_hint
+from infra.lint.finding import Severity
 from infra.spec import SpecValidationError, load_spec_text
+from infra.spec.models import GROUP_NAME
 
 from .conftest import lint_text
 from .test_cli import railplan
@@ -49,6 +55,28 @@ def test_interleaving_without_a_pipeline_is_refused(catalog: Catalog, tmp_path: 
                    "--virtual", "4")  # fmt: skip
     assert cli.returncode == 2 and cli.stdout == "", cli
     assert cli.stderr.count("\n") == 1 and "[--virtual]" in cli.stderr and "hint:" in cli.stderr
+
+
+# --- 2. Slurm's DEFAULT partition ---------------------------------------------------------------
+
+SLURM = "name: lab\nscheduler: {kind: slurm}\nsoftware: {dcgm: 4.2.3}\nnode_groups:\n"
+
+
+def test_a_slurm_group_named_default_is_refused() -> None:
+    text = SLURM + "  - {name: default, node: dgx-h100, count: 2}\n"
+    (finding,) = [f for f in lint_text(text) if f.severity is Severity.ERROR]
+    assert (finding.rule, finding.path, finding.line) == ("RP006", "node_groups[0].name", 5)
+    assert "rename the group" in finding.hint
+    renamed = [f for f in lint_text(text.replace("default", "gpu")) if f.rule == "RP006"]
+    assert renamed == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.from_regex(GROUP_NAME, fullmatch=True) | st.just("default"))
+def test_rp006_fires_for_default_and_only_for_it(name: str) -> None:
+    text = SLURM + f"  - {{name: {name}, node: dgx-h100, count: 2}}\n"
+    fired = [f.path for f in lint_text(text, select=("RP006",))]
+    assert fired == (["node_groups[0].name"] if name == "default" else [])
 
 
 # --- 5. references and suggestions --------------------------------------------------------------

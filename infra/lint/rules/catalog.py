@@ -174,3 +174,40 @@ def group_name_clash(ctx: LintContext) -> Iterator[Violation]:
                 f"rename node group {group.name!r}, or change the hostname pattern of "
                 f"node group {other!r}",
             )
+
+
+# slurm.conf's template name: a PartitionName (or NodeName) line named DEFAULT sets defaults for
+# every later line instead of defining one, and Slurm compares the name case-insensitively.
+SLURM_TEMPLATE_NAME = "default"
+
+
+@rule(
+    "RP006",
+    "slurm-partition-named-default",
+    Severity.ERROR,
+    "A node group on Slurm is named `default`, Slurm's template name for partitions.",
+)
+def slurm_partition_named_default(ctx: LintContext) -> Iterator[Violation]:
+    """On Slurm, no node group may be named `default`.
+
+    Each node group becomes a partition, ``PartitionName=<group>``; Slurm reads
+    ``PartitionName=DEFAULT`` (case-insensitively) as the template line whose settings every
+    later partition inherits, not as a partition. Node names cannot meet the same trap
+    (``NodeName=DEFAULT``): every hostname carries its index's digits.
+    Why: slurmctld starts without complaint, but there is no partition `default`: the
+    group's servers are in no partition, so no job ever runs on them, and the line's
+    settings (`Default=YES` among them) become the defaults of every later partition.
+    Fix: rename the group (e.g. `gpu`); on Kubernetes the name is fine.
+    """
+    spec = ctx.loaded.spec
+    if spec.scheduler.kind != "slurm":
+        return
+    for i, group in enumerate(spec.node_groups):
+        if group.name.lower() == SLURM_TEMPLATE_NAME:
+            yield Violation(
+                group_path(i, "name"),
+                f"node group name {group.name!r} becomes PartitionName={group.name}, which "
+                "Slurm reads as the DEFAULT template for every later partition, not as a "
+                "partition: its servers would be in none",
+                "rename the group (e.g. 'gpu'); Slurm reserves DEFAULT for template lines",
+            )
