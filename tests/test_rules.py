@@ -109,6 +109,10 @@ PASSING = {
     "RP071": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",
     "RP072": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",
     "RP073": BASE + "scheduler: {batch: volcano}\nfabrics:\n  compute: {switch: qm9700}\n",
+    # names near the reserved ones: `kube` alone, `monitoring-team`, `defaults`
+    "RP074": BASE + "fabrics:\n  compute: {switch: qm9700}\nscheduler:\n  batch: kueue\n"
+    "  tenants:\n    - {name: kube, gpus: 8}\n    - {name: monitoring-team, gpus: 8}\n"
+    "    - {name: defaults, gpus: 8}\n",
     # Volcano with HyperNodes and tenants, neither preempt nor reclaim rendered
     "RP076": BASE + "fabrics:\n  compute: {switch: qm9700}\nscheduler:\n  batch: volcano\n"
     "  preemption: {reclaim: never, within_tenant: never}\n  tenants:\n"
