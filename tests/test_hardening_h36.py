@@ -73,7 +73,7 @@ def test_interleaving_without_a_pipeline_is_refused(catalog: Catalog, tmp_path: 
     assert cli.stderr.count("\n") == 1 and "[--virtual]" in cli.stderr and "hint:" in cli.stderr
 
 
-# --- 2. Slurm's DEFAULT partition ---------------------------------------------------------------
+# --- 2. the name `default`: Slurm's DEFAULT template and the fabric's default partition ----------
 
 SLURM = "name: lab\nscheduler: {kind: slurm}\nsoftware: {dcgm: 4.2.3}\nnode_groups:\n"
 
@@ -82,9 +82,17 @@ def test_a_slurm_group_named_default_is_refused() -> None:
     text = SLURM + "  - {name: default, node: dgx-h100, count: 2}\n"
     (finding,) = [f for f in lint_text(text) if f.severity is Severity.ERROR]
     assert (finding.rule, finding.path, finding.line) == ("RP006", "node_groups[0].name", 5)
-    assert "rename the group" in finding.hint
+    assert "rename the group" in finding.hint and "DEFAULT template" in finding.message
     renamed = [f for f in lint_text(text.replace("default", "gpu")) if f.rule == "RP006"]
     assert renamed == []
+
+
+def test_a_group_named_default_is_refused_on_kubernetes_too() -> None:
+    """The plan names the fabric's default partition (P_Key 0x7fff) `default`; a group of that
+    name took its key, and the partitions file lost the default partition."""
+    text = "name: lab\nnode_groups:\n  - {name: default, node: dgx-h100, count: 2}\n"
+    (finding,) = [f for f in lint_text(text) if f.rule == "RP006"]
+    assert "0x7fff" in finding.message and "Slurm" not in finding.message
 
 
 @settings(max_examples=200, deadline=None)

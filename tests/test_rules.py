@@ -39,8 +39,8 @@ PASSING = {
     # the hostnames g1, g2 and the group names g, x never meet
     "RP005": "name: lab\nnode_groups:\n  - {name: g, node: dgx-h100, count: 2, hostname: 'g{index}'}\n"
     "  - {name: x, node: dgx-h100, count: 2, hostname: 'x{index}'}\n",
-    # `default` names no Slurm template on Kubernetes (a node label value there)
-    "RP006": "name: lab\nnode_groups:\n  - {name: default, node: dgx-h100, count: 4}\n",
+    # a name near it: `defaults`
+    "RP006": "name: lab\nnode_groups:\n  - {name: defaults, node: dgx-h100, count: 4}\n",
     "RP010": A100
     + "scheduler: {mig_strategy: mixed}\nmig_layouts:\n  x: {profiles: {1g.10gb: 7}}\n",
     "RP011": A100 + "scheduler: {mig_strategy: mixed}\n"

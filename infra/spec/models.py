@@ -791,9 +791,9 @@ class Spec(StrictModel):
         Today a node group's `rack_class` (``site.network_rack_class`` is `Site`'s own
         check). A model validator would see these too, but its error is located at the top
         of the file; the loader reports each at its key instead, so every command refuses
-        the spec the same way (exit 2) before a stage looks the name up (issue 36: lint,
-        render and report raised KeyError where plan and budget, which check references
-        before planning, said "did you mean").
+        the spec the same way (exit 2) before a stage looks the name up (lint, render and
+        report once raised KeyError where plan and budget, which check references before
+        planning, said "did you mean").
         """
         classes = ["default", *self.site.rack_classes]
         return [
