@@ -153,9 +153,29 @@ class CatalogError(RailplanError):
     """The bundled hardware catalog is inconsistent; a bug in railplan, not in user input."""
 
 
+MAX_PREFIX_MATCHES = 4
+"""Most choices a hint names when several start with what was typed (more: no prefix hint)."""
+
+
 def spelling_hint(word: str, choices: Iterable[str], what: str = "known") -> str:
-    """``did you mean 'x'?`` for the closest choice, else ``<what>: a, b, c`` ("" if none)."""
+    """``did you mean 'x'?`` for the closest choice, else ``<what>: a, b, c`` ("" if none).
+
+    Choices that start with ``word`` come first: an id typed short (``dgx-a100`` for
+    ``dgx-a100-640gb``) is a truncation, and difflib's ratio would rather offer a same-length
+    id that differs in the one character that matters (``dgx-h100``). Up to
+    `MAX_PREFIX_MATCHES` of them are named; beyond that the prefix says too little.
+
+    >>> spelling_hint("dgx-a100", ["dgx-a100-320gb", "dgx-a100-640gb", "dgx-h100"])
+    "did you mean 'dgx-a100-320gb' or 'dgx-a100-640gb'?"
+    >>> spelling_hint("liqiud", ["default", "liquid"])
+    "did you mean 'liquid'?"
+    """
     options = sorted(set(choices))
+    started = [o for o in options if word and o.startswith(word)]
+    if 0 < len(started) <= MAX_PREFIX_MATCHES:
+        named = [repr(o) for o in started]
+        listed = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} or {named[-1]}"
+        return f"did you mean {listed}?"
     close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
     if close:
         return f"did you mean {close[0]!r}?"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from infra.catalog import load_catalog
@@ -208,3 +208,23 @@ def test_random_budgets_never_crash(text: str) -> None:
     # Budgets reach every model (collectives, memory, storage, power): any value the schema
     # lets through must give a verdict or a BudgetError, never an exception.
     _load_and_lint(text)
+
+
+RACK_CLASSES = "name: t\nsite:\n  rack_classes:\n    liquid: {power_kw: 80, cooling: liquid}\n"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example("liqiud")  # issue 36: lint, render and report raised KeyError on it
+@given(st.sampled_from(["liquid", "default", "liqiud", "Liquid"]) | st.text(max_size=12))
+def test_a_rack_class_reference_resolves_or_is_refused_at_load(name: str) -> None:
+    # Every stage looks a group's rack class up; only names the spec defines may reach them.
+    group = {"name": "gpu", "node": "dgx-h100", "count": 2, "rack_class": name}
+    text = RACK_CLASSES + yaml.safe_dump({"node_groups": [group]})
+    try:
+        loaded = load_spec_text(text, "fuzz.yaml")
+    except RailplanError as exc:
+        assert "\n" not in exc.one_line() and exc.path == "node_groups[0].rack_class"
+        assert name not in ("liquid", "default")
+        return
+    assert name in ("liquid", "default")
+    lint_loaded(loaded, load_catalog())

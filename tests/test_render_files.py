@@ -20,24 +20,29 @@ from infra.topology import Plan, expand
 from .conftest import ROOT
 
 EXAMPLES = sorted(p.name for p in (ROOT / "examples").glob("*.yaml"))
-_BRACKET = re.compile(r"^(.*?)\[([^\]]*)\](.*)$")
+_BRACKET = re.compile(r"^([^\[\]]*)\[([^\[\]]*)\]$")
 
 
 def expand_hostlist(expr: str) -> list[str]:
-    """Expand a Slurm hostlist (``a[01-03,07],b5``): each range padded to its first bound."""
+    """Expand a Slurm hostlist (``a[01-03,07],b5``): each range padded to its first bound.
+
+    As Slurm's hostlist.c reads it: a bracket ends its name (``prefix[ranges]``); text after
+    ``]`` (``dgx[001-002]-ib``) is refused, as slurmctld refuses it ("Unable to create
+    NodeName list"), so no test passes on a list Slurm cannot read.
+    """
     names: list[str] = []
     for part in re.split(r",(?![^\[]*\])", expr):
-        m = _BRACKET.match(part)
-        if not m:
+        if "[" not in part and "]" not in part:
             names.append(part)
             continue
-        prefix, body, suffix = m.groups()
+        m = _BRACKET.match(part)
+        if m is None:
+            raise ValueError(f"not a Slurm hostlist: {part!r} (Slurm takes prefix[ranges])")
+        prefix, body = m.groups()
         for item in body.split(","):
             lo, _, hi = item.partition("-")
             width = len(lo)
-            names += [
-                f"{prefix}{str(n).zfill(width)}{suffix}" for n in range(int(lo), int(hi or lo) + 1)
-            ]
+            names += [f"{prefix}{str(n).zfill(width)}" for n in range(int(lo), int(hi or lo) + 1)]
     return names
 
 
@@ -85,6 +90,8 @@ def _config_lines(text: str) -> list[str]:
         (["x98", "x99", "x100"], "x[98-100]"),
         (["h-01", "h-02", "h-05"], "h-[01-02,05]"),
         (["solo7"], "solo7"),
+        # text after the index: Slurm takes nothing after ']', so one by one (issue 36)
+        (["dgx001-ib", "dgx002-ib"], "dgx001-ib,dgx002-ib"),
     ],
 )
 def test_hostlist_ranges(names: list[str], expected: str) -> None:
@@ -97,6 +104,36 @@ def test_hostlist_ranges(names: list[str], expected: str) -> None:
 class _Named:
     def __init__(self, name: str, index: int) -> None:
         self.name, self.index = name, index
+
+
+def test_hostlist_of_names_with_text_after_the_index_is_slurms_and_in_order() -> None:
+    # issue 36: `n{index:03d}x9` rendered n[001-002]x9, which slurmctld refuses. n009x9 also
+    # ends in digits equal to its index (a range candidate, unlike its neighbours): the list
+    # must still expand in the order given, as NodeAddr= pairs addresses by position.
+    names = [f"n{i:03d}x9" for i in range(1, 13)]
+    servers = [_Named(n, i) for i, n in enumerate(names, start=1)]
+    text = slurm.hostlist(servers)  # type: ignore[arg-type]
+    assert "]" not in text
+    assert expand_hostlist(text) == names
+    mixed = [_Named("a1", 1), _Named("b2", 2), _Named("a3", 3)]
+    assert expand_hostlist(slurm.hostlist(mixed)) == ["a1", "b2", "a3"]  # type: ignore[arg-type]
+
+
+def test_the_test_expander_refuses_what_slurm_refuses() -> None:
+    with pytest.raises(ValueError, match="not a Slurm hostlist"):
+        expand_hostlist("dgx[001-002]-ib")
+
+
+def test_node_addresses_pair_with_their_names(catalog: Catalog) -> None:
+    spec = load_spec_text((ROOT / "tests/data/slurm/suffix-hostnames.yaml").read_text()).spec
+    plan = expand(spec, catalog)
+    planned = {s.name: s.mgmt_ip for s in plan.servers}
+    paired: dict[str, str | None] = {}
+    for line in _config_lines(slurm.nodes_conf(plan, spec, catalog)):
+        fields = dict(f.split("=", 1) for f in line.split())
+        names = expand_hostlist(fields["NodeName"])
+        paired.update(zip(names, fields["NodeAddr"].split(","), strict=True))
+    assert paired == planned
 
 
 def test_hostlist_keeps_unpadded_and_padded_names_apart() -> None:

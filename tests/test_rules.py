@@ -39,6 +39,8 @@ PASSING = {
     # the hostnames g1, g2 and the group names g, x never meet
     "RP005": "name: lab\nnode_groups:\n  - {name: g, node: dgx-h100, count: 2, hostname: 'g{index}'}\n"
     "  - {name: x, node: dgx-h100, count: 2, hostname: 'x{index}'}\n",
+    # a name near it: `defaults`
+    "RP006": "name: lab\nnode_groups:\n  - {name: defaults, node: dgx-h100, count: 4}\n",
     "RP010": A100
     + "scheduler: {mig_strategy: mixed}\nmig_layouts:\n  x: {profiles: {1g.10gb: 7}}\n",
     "RP011": A100 + "scheduler: {mig_strategy: mixed}\n"
@@ -107,6 +109,10 @@ PASSING = {
     "RP071": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",
     "RP072": BASE + TENANTS + "fabrics:\n  compute: {switch: qm9700}\n",
     "RP073": BASE + "scheduler: {batch: volcano}\nfabrics:\n  compute: {switch: qm9700}\n",
+    # names near the reserved ones: `kube` alone, `monitoring-team`, `defaults`
+    "RP074": BASE + "fabrics:\n  compute: {switch: qm9700}\nscheduler:\n  batch: kueue\n"
+    "  tenants:\n    - {name: kube, gpus: 8}\n    - {name: monitoring-team, gpus: 8}\n"
+    "    - {name: defaults, gpus: 8}\n",
     # Volcano with HyperNodes and tenants, neither preempt nor reclaim rendered
     "RP076": BASE + "fabrics:\n  compute: {switch: qm9700}\nscheduler:\n  batch: volcano\n"
     "  preemption: {reclaim: never, within_tenant: never}\n  tenants:\n"

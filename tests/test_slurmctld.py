@@ -1,13 +1,15 @@
 """The rendered Slurm files run in the real slurmctld, and Slurm sees the planned cluster.
 
-For every Slurm example and golden input, plus the single-leaf lab variant, the test renders
-the Slurm files, starts Debian's munged (a test key, its socket in a temporary directory) and
-slurmctld on 127.0.0.1 with them, and asks ``scontrol``: the topology's switches and their node
-sets, and each node's CPUs, sockets, cores, threads, memory and GRES must be the plan's. The
-test copy changes only what a test host needs: SlurmctldHost (this host), ports, state, log
-and pid paths, ``SlurmUser`` (this user), the munge socket, the Include path, the power-saving
-programs' directory (wrappers of the slurm role's script) and ``NodeAddr=127.0.0.1`` on every
-node line (the planned names do not resolve here). No slurmd runs: there are no GPUs here, so
+For every Slurm example and golden input, plus the single-leaf lab variant and a spec whose
+hostnames have text after the index (listed one by one: Slurm's hostlists take nothing after
+``]``), the test renders the Slurm files, starts Debian's munged (a test key, its socket in a
+temporary directory) and slurmctld on 127.0.0.1 with them, and asks ``scontrol``: the
+topology's switches and their node sets, and each node's CPUs, sockets, cores, threads,
+memory and GRES must be the plan's. The test copy changes only what a test host needs:
+SlurmctldHost (this host), ports, state, log and pid paths, ``SlurmUser`` (this user), the
+munge socket, the Include path, the power-saving programs' directory (wrappers of the slurm
+role's script) and ``NodeAddr=127.0.0.1`` on every node line (the planned names do not
+resolve here). No slurmd runs: there are no GPUs here, so
 nodes stay unresponsive, which scontrol still reports in full. With power saving, slurmctld
 also powers a node down through the role's script, against a fake ipmitool (no BMC here).
 
@@ -56,6 +58,7 @@ INPUTS = [
         if yaml.safe_load(p.read_text()).get("scheduler", {}).get("kind") == "slurm"
     ),
     "tests/data/slurm/a100-lab-slurm.yaml",
+    "tests/data/slurm/suffix-hostnames.yaml",  # names with text after the index (issue 36)
 ]
 POWER_SCRIPT = ROOT / "playbooks/roles/slurm/files/railplan-power.sh"
 START_TIMEOUT_S = 60.0

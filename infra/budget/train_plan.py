@@ -288,6 +288,9 @@ def _divisors(n: int, at_most: int | None = None) -> list[int]:
     return [d for d in every if at_most is None or d <= at_most]
 
 
+_SEARCH_HINT = "or leave --tp/--pp out to search"  # the search keeps to every rule below
+
+
 def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
     """Raise InputError unless ``layout`` is one Megatron-LM could run.
 
@@ -295,7 +298,7 @@ def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
         InputError: the first rule the layout breaks, with a hint.
     """
     shape, per_node = job.shape, job.comm.gpus_per_node
-    rules = [
+    rules: list[tuple[bool, str, str, str]] = [
         (
             per_node % layout.tp == 0,
             "--tp",
@@ -303,6 +306,7 @@ def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
                 f"TP {layout.tp} must divide the {per_node} "
                 "GPUs of a node (tensor parallelism stays inside the NVLink domain)"
             ),
+            _SEARCH_HINT,
         ),
         (
             shape.heads % layout.tp == 0 and shape.kv_heads_or_heads % layout.tp == 0,
@@ -311,6 +315,20 @@ def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
                 f"TP {layout.tp} must divide the {shape.heads} heads and {shape.kv_heads_or_heads} "
                 "key/value heads"
             ),
+            _SEARCH_HINT,
+        ),
+        (
+            # Megatron-LM's parallel_state refuses a virtual pipeline size without PP > 1
+            # ("pipeline-model-parallel size should be greater than 1 with interleaved
+            # schedule"): with one stage there is nothing to interleave.
+            layout.virtual == 1 or layout.pp > 1,
+            "--virtual",
+            (
+                f"{layout.virtual} interleaved (virtual) stages per GPU need pipeline "
+                "parallelism, and PP 1 has a single stage (Megatron-LM refuses the interleaved "
+                "schedule without it)"
+            ),
+            "use --virtual 1 with --pp 1, or --pp 2 or more to interleave",
         ),
         (
             stages_fit(shape.layers, layout.pp, layout.virtual),
@@ -319,6 +337,7 @@ def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
                 f"PP {layout.pp} x {layout.virtual} virtual stages do not cut "
                 f"{shape.layers} layers into whole chunks"
             ),
+            _SEARCH_HINT,
         ),
         (
             layout.cp == 1 or shape.seq % (2 * layout.cp) == 0,
@@ -327,6 +346,7 @@ def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
                 f"CP {layout.cp} must split the {shape.seq}-token sequence into {2 * layout.cp} "
                 "equal chunks (two per rank, for causal load balance)"
             ),
+            _SEARCH_HINT,
         ),
         (
             job.comm.ranks % (layout.tp * layout.cp * layout.pp) == 0,
@@ -335,6 +355,7 @@ def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
                 f"{job.comm.ranks} GPUs do not split into TP {layout.tp} x CP {layout.cp} x PP "
                 f"{layout.pp} replicas"
             ),
+            _SEARCH_HINT,
         ),
         (
             # dp >= 1 first: a layout with no replica must fail here, not divide by zero
@@ -345,11 +366,12 @@ def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
                 f"global batch {job.global_batch} must be a multiple of DP "
                 f"{layout.dp} x micro-batch {layout.micro_batch}"
             ),
+            _SEARCH_HINT,
         ),
     ]
-    for ok, path, message in rules:
+    for ok, path, message, hint in rules:
         if not ok:
-            raise InputError(message, path=path, hint="or leave --tp/--pp out to search")
+            raise InputError(message, path=path, hint=hint)
 
 
 def stages_fit(layers: int, pp: int, virtual: int) -> bool:

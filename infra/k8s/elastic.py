@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from infra.k8s.objects import LABEL_PREFIX, KubeObject, kube_object
+from infra.namespaces import MONITORING_NAMESPACE, VOLCANO_NAMESPACE
 from infra.spec import Spec
 from infra.spec.scheduling import Tenant, TenantAutoscale
 from infra.topology import Plan
@@ -27,6 +28,7 @@ __all__ = [
     "VOLCANO_SCHEDULER_CONFIGMAP",
     "borrowing",
     "cohort_name",
+    "deployment_pods",
     "elastic_objects",
     "gpu_load_query",
     "kueue_preemption",
@@ -40,16 +42,12 @@ __all__ = [
 
 GPU_RESOURCE = "nvidia.com/gpu"
 KEDA_API = "keda.sh/v1alpha1"
-# Where the Prometheus that scrapes tenant pods (dcgm-exporter, training metrics) runs; the
-# monitoring stack's release must use this namespace or scrapes are dropped by the policy.
-MONITORING_NAMESPACE = "monitoring"
 # KEDA's Prometheus scaler queries this address. railplan renders only the ServiceMonitor and
 # PrometheusRule; the Prometheus itself is the operator's, in MONITORING_NAMESPACE, and the
 # Prometheus operator gives every Prometheus it runs the governing Service
 # `prometheus-operated` (port 9090, `web`) whatever the release is called
 # (prometheus-operator pkg/prometheus: governingServiceName = "prometheus-operated").
 PROMETHEUS_ADDRESS = f"http://prometheus-operated.{MONITORING_NAMESPACE}.svc:9090"
-VOLCANO_NAMESPACE = "volcano-system"
 # The scheduler reads this ConfigMap's `volcano-scheduler.conf` (volcano-sh/volcano
 # docs/user-guide/how_to_configure_scheduler.md; the capacity plugin guide edits the same).
 VOLCANO_SCHEDULER_CONFIGMAP = "volcano-scheduler-configmap"
@@ -208,6 +206,29 @@ def _volcano_configmap(spec: Spec, plan: Plan) -> list[KubeObject]:
 # --- KEDA --------------------------------------------------------------------------------------
 
 
+# A Deployment's pods are named <deployment>-<pod-template-hash>-<5 characters>: the
+# ReplicaSet is <deployment>-<hash>, the hash the template's FNV-32a value in decimal, each
+# digit encoded by SafeEncodeString (so 1-10 characters), and the pod's generateName suffix
+# 5 random characters of the same alphabet (k8s.io/apimachinery/pkg/util/rand: alphanums,
+# no vowels and no 0, 1 or 3, so no word is ever spelt).
+_POD_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def deployment_pods(deployment: str) -> str:
+    """PromQL regex of exactly the pods of Deployment ``deployment`` (PromQL anchors it).
+
+    ``llm-server-.*`` would also take the pods of ``llm-server-canary`` (and any other
+    Deployment, StatefulSet or Job named from that prefix) into the mean; after the name this
+    allows only the ReplicaSet hash and the pod suffix, neither of which holds a ``-``.
+    A DNS label needs no escaping: ``-`` and alphanumerics are literal in a regex.
+
+    >>> deployment_pods("llm")
+    'llm-[bcdfghjklmnpqrstvwxz2456789]{1,10}-[bcdfghjklmnpqrstvwxz2456789]{5}'
+    """
+    chars = f"[{_POD_NAME_ALPHABET}]"
+    return f"{deployment}-{chars}{{1,10}}-{chars}{{5}}"
+
+
 def gpu_load_query(tenant: Tenant, autoscale: TenantAutoscale, mig: bool) -> tuple[str, str]:
     """(PromQL, threshold) of a tenant's mean GPU load, MIG-safe.
 
@@ -216,9 +237,10 @@ def gpu_load_query(tenant: Tenant, autoscale: TenantAutoscale, mig: bool) -> tup
     0-1 ratio) is measured per instance and for whole GPUs alike, so a group that is
     MIG-split at any time (day/night schedules too) scales on it, threshold target/100.
     Whole-GPU groups scale on ``DCGM_FI_DEV_GPU_UTIL`` (0-100), threshold the target.
-    Series carry the pod using the GPU (the ServiceMonitor honours its labels).
+    Series carry the pod using the GPU (the ServiceMonitor honours its labels); the pod
+    regex is `deployment_pods`, so another Deployment's pods never count.
     """
-    selector = f'namespace="{tenant.name}",pod=~"{autoscale.deployment}-.*"'
+    selector = f'namespace="{tenant.name}",pod=~"{deployment_pods(autoscale.deployment)}"'
     if mig:
         return (
             f"avg(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{selector}}})",

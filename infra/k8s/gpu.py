@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from infra.k8s.objects import HelmRelease, KubeObject, kube_object
+from infra.namespaces import GPU_NAMESPACE, RDMA_NAMESPACE
 from infra.project_data import roles_dir
 from infra.spec import GpuSharing, NodeGroup, Spec
 from infra.topology.migconfig import DISABLED, mig_parted_configs
@@ -62,8 +63,6 @@ RDMA_PLUGIN_IMAGE = "nvcr.io/nvidia/mellanox/k8s-rdma-shared-dev-plugin:network-
 RDMA_CONFIGMAP = "rdma-devices"
 RDMA_CONFIG_DIR = "/k8s-rdma-shared-dev-plugin"  # the plugin reads config.json from here
 
-GPU_NAMESPACE = "gpu-operator"
-RDMA_NAMESPACE = "rdma-device-plugin"
 MIG_CONFIGMAP = "railplan-mig-parted"
 MIG_CONFIG_KEY = "config.yaml"  # the key the MIG manager reads (peers.md §4.1)
 COUNTERS_CONFIGMAP = "railplan-dcgm-counters"

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.namespaces import SYSTEM_NAMESPACE
 from infra.spec import Spec
 
 __all__ = [
@@ -33,7 +34,6 @@ KubeObject = dict[str, Any]
 # Node labels the Ansible `topology_labels` role sets through the kubelet (railplan.dev/rack,
 # /su, /pod, /node-group, /cluster): the scheduler objects select nodes by them.
 LABEL_PREFIX = "railplan.dev"
-SYSTEM_NAMESPACE = "railplan-system"  # railplan's own jobs (MIG schedule) and their RBAC
 MANAGED_BY = "railplan"
 
 

@@ -20,7 +20,10 @@
 
 Node names are compressed into Slurm hostlist ranges (`hostlist`): ``dgx[001-020]``. Slurm
 pads every number of a range to the width of its first bound, so a range is only emitted
-where that rule gives back exactly the planned names (padded or not).
+where that rule gives back exactly the planned names (padded or not). A range must also end
+its name: Slurm's grammar is ``prefix[ranges]`` (hostlist.c refuses any text after ``]``, and
+slurmctld stops with "Unable to create NodeName list"), so names with text after the index
+(``dgx001-ib``) are listed one by one.
 """
 
 from __future__ import annotations
@@ -64,36 +67,46 @@ def _split(name: str, index: int) -> tuple[str, str, str]:
     return name, "", ""
 
 
-def _extends(run: tuple[str, str, str, int], prefix: str, suffix: str, digits: str, n: int) -> bool:
-    """Whether name (prefix, digits, suffix) with index ``n`` continues ``run`` in Slurm's rule."""
-    same = (run[0], run[1]) == (prefix, suffix) and n == run[3] + 1
-    return same and str(n).zfill(len(run[2])) == digits
+def _extends(run: tuple[str, str, int], prefix: str, digits: str, n: int) -> bool:
+    """Whether name (prefix, digits) with index ``n`` continues ``run`` in Slurm's rule."""
+    same = run[0] == prefix and n == run[2] + 1
+    return same and str(n).zfill(len(run[1])) == digits
 
 
-def _runs(servers: Iterable[tuple[str, int]]) -> list[tuple[str, str, list[str]]]:
-    """Maximal runs Slurm can expand back exactly: (prefix, suffix, range texts)."""
-    keyed: dict[tuple[str, str], list[str]] = {}
-    singles: list[tuple[str, str, list[str]]] = []
-    run: tuple[str, str, str, int] | None = None  # prefix, suffix, first digits, last value
+def _runs(servers: Iterable[tuple[str, int]]) -> list[tuple[str, list[str]]]:
+    """Maximal runs Slurm expands back exactly and in order: (prefix, range texts).
+
+    A bare name is (name, []). Only names their index ends form ranges (Slurm's
+    ``prefix[ranges]``, module docstring); any other name stands alone. A run joins the
+    bracket before it only when that one is the previous entry with the same prefix, so the
+    expansion keeps the order given (``NodeAddr=`` lists addresses in that order).
+    """
+    out: list[tuple[str, list[str]]] = []
+    run: tuple[str, str, int] | None = None  # prefix, first digits, last value
 
     def close() -> None:
-        if run is not None:
-            p, s, first, last = run
-            text = first if int(first) == last else f"{first}-{str(last).zfill(len(first))}"
-            keyed.setdefault((p, s), []).append(text)
+        if run is None:
+            return
+        p, first, last = run
+        text = first if int(first) == last else f"{first}-{str(last).zfill(len(first))}"
+        if out and out[-1][1] and out[-1][0] == p:
+            out[-1][1].append(text)
+        else:
+            out.append((p, [text]))
 
     for name, index in servers:
         prefix, digits, suffix = _split(name, index)
-        if not digits:
-            singles.append((name, "", []))
-            continue
-        if run is not None and _extends(run, prefix, suffix, digits, index):
-            run = (prefix, suffix, run[2], index)
-            continue
-        close()
-        run = (prefix, suffix, digits, index)
+        if not digits or suffix:
+            close()
+            run = None
+            out.append((name, []))
+        elif run is not None and _extends(run, prefix, digits, index):
+            run = (prefix, run[1], index)
+        else:
+            close()
+            run = (prefix, digits, index)
     close()
-    return [(p, s, texts) for (p, s), texts in keyed.items()] + singles
+    return out
 
 
 def hostlist(servers: Iterable[Server]) -> str:
@@ -108,15 +121,17 @@ def hostlist(servers: Iterable[Server]) -> str:
     'dgx[001-002,004]'
     >>> hostlist([S("n9", 9), S("n10", 10), S("n11", 11)])  # type: ignore[list-item]
     'n[9-11]'
+    >>> hostlist([S("dgx001-ib", 1), S("dgx002-ib", 2)])  # type: ignore[list-item]
+    'dgx001-ib,dgx002-ib'
     """
     parts = []
-    for prefix, suffix, texts in _runs((s.name, s.index) for s in servers):
+    for prefix, texts in _runs((s.name, s.index) for s in servers):
         if not texts:
             parts.append(prefix)
         elif len(texts) == 1 and "-" not in texts[0]:
-            parts.append(f"{prefix}{texts[0]}{suffix}")
+            parts.append(f"{prefix}{texts[0]}")
         else:
-            parts.append(f"{prefix}[{','.join(texts)}]{suffix}")
+            parts.append(f"{prefix}[{','.join(texts)}]")
     return ",".join(parts)
 
 

@@ -128,6 +128,19 @@ def validate_spec(data: Any, source: SourceMap) -> LoadedSpec:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
         raise SpecValidationError(_translate(exc, data, source)) from None
+    unresolved = [
+        SpecError(
+            message,
+            file=file,
+            path=path,
+            position=source.position(path),
+            hint=hint or None,
+            rule=SCHEMA_RULE,
+        )
+        for path, message, hint in spec.unresolved_references()
+    ]
+    if unresolved:
+        raise SpecValidationError(unresolved)
     return LoadedSpec(spec=spec, source=source, file=file)
 
 

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from infra.errors import spelling_hint
 from infra.spec.base import StrictModel, name_pattern, repeated
 from infra.spec.budgets import MAX_BUDGETS, Budget
 from infra.spec.scheduling import Duration, Scheduler, cron_fields_valid, duration_seconds
@@ -783,6 +784,27 @@ class Spec(StrictModel):
                 "with `scheduler.kind: slurm` leave it out"
             )
         return self
+
+    def unresolved_references(self) -> list[tuple[str, str, str]]:
+        """``(path, message, hint)`` of each reference inside the spec that names nothing.
+
+        Today a node group's `rack_class` (``site.network_rack_class`` is `Site`'s own
+        check). A model validator would see these too, but its error is located at the top
+        of the file; the loader reports each at its key instead, so every command refuses
+        the spec the same way (exit 2) before a stage looks the name up (lint, render and
+        report once raised KeyError where plan and budget, which check references before
+        planning, said "did you mean").
+        """
+        classes = ["default", *self.site.rack_classes]
+        return [
+            (
+                f"node_groups[{i}].rack_class",
+                f"unknown rack class {group.rack_class!r}",
+                spelling_hint(group.rack_class, classes, "rack classes (site.rack_classes)"),
+            )
+            for i, group in enumerate(self.node_groups)
+            if group.rack_class is not None and group.rack_class not in classes
+        ]
 
     @property
     def gpu_servers(self) -> int:

@@ -103,12 +103,10 @@ def _check_references(spec: Spec, catalog: Catalog) -> None:
                 path=f"node_groups[{i}].node",
                 hint=spelling_hint(group.node, catalog.nodes),
             )
-        if group.rack_class not in (None, "default", *spec.site.rack_classes):
-            raise PlanError(
-                f"unknown rack class {group.rack_class!r}",
-                path=f"node_groups[{i}].rack_class",
-                hint=spelling_hint(group.rack_class or "", ["default", *spec.site.rack_classes]),
-            )
+    unresolved = spec.unresolved_references()  # the loader refuses these (a spec built
+    if unresolved:  # without it, e.g. by model_validate, still gets a located error here)
+        path, message, hint = unresolved[0]
+        raise PlanError(message, path=path, hint=hint)
     for path, switch, _ in spec.fabrics.switch_references():
         if switch not in catalog.switches:
             raise PlanError(

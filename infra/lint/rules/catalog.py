@@ -174,3 +174,49 @@ def group_name_clash(ctx: LintContext) -> Iterator[Violation]:
                 f"rename node group {group.name!r}, or change the hostname pattern of "
                 f"node group {other!r}",
             )
+
+
+# The name railplan's fabric plan gives InfiniBand's default partition (P_Key 0x7fff, beside one
+# per node group: `infra.topology.addressing.partition_keys`) and slurm.conf's template name:
+# a PartitionName (or NodeName) line named DEFAULT sets defaults for every later line instead of
+# defining one, and Slurm compares the name case-insensitively.
+RESERVED_GROUP_NAME = "default"
+
+
+@rule(
+    "RP006",
+    "node-group-named-default",
+    Severity.ERROR,
+    "A node group is named `default`, the fabric's default partition and Slurm's template.",
+)
+def node_group_named_default(ctx: LintContext) -> Iterator[Violation]:
+    """No node group may be named `default`.
+
+    Each node group gets an InfiniBand partition of its own, named after it, beside the
+    fabric's `default` partition (P_Key 0x7fff, every port a member); and on Slurm each
+    becomes a partition, ``PartitionName=<group>``, where Slurm reads
+    ``PartitionName=DEFAULT`` (case-insensitively) as the template line every later
+    partition inherits. Node names cannot meet the same trap (``NodeName=DEFAULT``): every
+    hostname carries its index's digits.
+    Why: the group's partition key replaces the default partition's in the plan, so the
+    subnet manager's partitions file has no default partition (P_Key 0x7fff) for the other
+    groups' ports; on Slurm, slurmctld starts without complaint but there is no partition
+    `default`: the group's servers are in none, and the line's settings (`Default=YES` among
+    them) become the defaults of every later partition.
+    Fix: rename the group (e.g. `gpu`).
+    """
+    for i, group in enumerate(ctx.loaded.spec.node_groups):
+        if group.name.lower() == RESERVED_GROUP_NAME:
+            slurm = ctx.loaded.spec.scheduler.kind == "slurm"
+            yield Violation(
+                group_path(i, "name"),
+                f"node group name {group.name!r} is the fabric's default partition (P_Key "
+                "0x7fff), which the group's own key would replace"
+                + (
+                    f", and PartitionName={group.name} is Slurm's DEFAULT template line, "
+                    "not a partition: its servers would be in none"
+                    if slurm
+                    else ""
+                ),
+                "rename the group (e.g. 'gpu')",
+            )

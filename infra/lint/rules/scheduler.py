@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from infra.lint.context import LintContext
 from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
+from infra.namespaces import KUBERNETES_NAMESPACES, RAILPLAN_NAMESPACES, reserved_namespace
 from infra.spec.scheduling import Tenant
 from infra.wording import plural
 
@@ -158,6 +159,41 @@ def _volcano_evicts(ctx: LintContext) -> list[str]:
     by_hypernode = ctx.plan is not None and bool(ctx.plan.sus)
     preemption = ctx.loaded.spec.scheduler.preemption_in_effect(by_hypernode=by_hypernode)
     return preemption.volcano_evictions()
+
+
+@rule(
+    "RP074",
+    "tenant-namespace-reserved",
+    Severity.ERROR,
+    "A tenant on Kubernetes is named like a namespace railplan or Kubernetes uses itself.",
+)
+def tenant_namespace_reserved(ctx: LintContext) -> Iterator[Violation]:
+    """A tenant's name is its namespace: it must not be one railplan or Kubernetes uses.
+
+    Refused: the namespaces railplan renders into or relies on (`infra.namespaces`: gpu-operator,
+    rdma-device-plugin, monitoring, volcano-system, railplan-system), the namespaces every
+    cluster has (default, kube-system, kube-public, kube-node-lease) and any name starting
+    `kube-`, which Kubernetes reserves.
+    Why: railplan gives each tenant's namespace a default-deny NetworkPolicy and a GPU
+    ResourceQuota. In kube-system that cuts cluster DNS and the control-plane add-ons off the
+    network; in gpu-operator or monitoring it stops the GPU stack and Prometheus (and KEDA's
+    scaling with it), and the quota caps their GPUs at the tenant's.
+    Fix: rename the tenant (e.g. `research`, `serving`).
+    """
+    spec = ctx.loaded.spec
+    if spec.scheduler.kind != "kubernetes":
+        return  # tenants become namespaces on Kubernetes only
+    for k, tenant in enumerate(spec.scheduler.tenants):
+        why = reserved_namespace(tenant.name)
+        if why is not None:
+            yield Violation(
+                f"scheduler.tenants[{k}].name",
+                f"tenant {tenant.name!r} would get namespace {tenant.name!r}, but {why}: the "
+                "tenant's default-deny NetworkPolicy and GPU quota would land on those services",
+                "rename the tenant; reserved: "
+                + ", ".join(sorted({*RAILPLAN_NAMESPACES, *KUBERNETES_NAMESPACES}))
+                + " and kube-*",
+            )
 
 
 @rule(

@@ -1,0 +1,63 @@
+"""The Kubernetes namespaces railplan renders into or relies on, and those Kubernetes keeps.
+
+A tenant's name is its namespace (`infra.k8s.tenants`): the tenant objects are a Namespace,
+a default-deny NetworkPolicy and a GPU ResourceQuota in it. A tenant named like one of these
+would cut the cluster's own services (kube-system's DNS, the GPU Operator, Prometheus) off
+the network and cap their GPUs. The Kubernetes builders take their namespaces from here and
+lint RP074 refuses tenant names from here, so the two lists cannot drift apart. It is a
+shared helper, not part of `infra.k8s`, because lint runs before the k8s stage
+(tests/test_imports.py).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "GPU_NAMESPACE",
+    "KUBERNETES_NAMESPACES",
+    "KUBERNETES_PREFIX",
+    "MONITORING_NAMESPACE",
+    "RAILPLAN_NAMESPACES",
+    "RDMA_NAMESPACE",
+    "SYSTEM_NAMESPACE",
+    "VOLCANO_NAMESPACE",
+    "reserved_namespace",
+]
+
+GPU_NAMESPACE = "gpu-operator"  # the GPU Operator release and its ConfigMaps (infra.k8s.gpu)
+RDMA_NAMESPACE = "rdma-device-plugin"  # the RDMA shared device plugin (infra.k8s.gpu)
+# Where the Prometheus that scrapes tenant pods (dcgm-exporter, training metrics) runs; the
+# monitoring stack's release must use this namespace or scrapes are dropped by the policy.
+MONITORING_NAMESPACE = "monitoring"
+VOLCANO_NAMESPACE = "volcano-system"  # the volcano-scheduler ConfigMap (infra.k8s.elastic)
+SYSTEM_NAMESPACE = "railplan-system"  # railplan's own jobs (MIG schedule) and their RBAC
+
+RAILPLAN_NAMESPACES = (
+    GPU_NAMESPACE,
+    RDMA_NAMESPACE,
+    MONITORING_NAMESPACE,
+    VOLCANO_NAMESPACE,
+    SYSTEM_NAMESPACE,
+)
+"""Every namespace a railplan builder puts an object in or names as a peer (Prometheus's, which
+the tenants' NetworkPolicies admit and KEDA queries), besides the tenants' own."""
+
+# The namespaces every cluster starts with (kubernetes.io, "Namespaces": default,
+# kube-node-lease, kube-public, kube-system), and the prefix Kubernetes reserves for its own
+# ("Avoid creating namespaces with the prefix kube-").
+KUBERNETES_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
+KUBERNETES_PREFIX = "kube-"
+
+
+def reserved_namespace(name: str) -> str | None:
+    """Why ``name`` cannot be a tenant's namespace, or None when it can.
+
+    >>> reserved_namespace("research") is None, reserved_namespace("kube-flannel")
+    (True, 'Kubernetes reserves names starting kube- for its own namespaces')
+    """
+    if name in RAILPLAN_NAMESPACES:
+        return "railplan's cluster services run there"
+    if name in KUBERNETES_NAMESPACES:
+        return "Kubernetes creates it in every cluster for its own objects"
+    if name.startswith(KUBERNETES_PREFIX):
+        return f"Kubernetes reserves names starting {KUBERNETES_PREFIX} for its own namespaces"
+    return None
