@@ -1,0 +1,113 @@
+"""`railplan verify` against hostile dumps (issue 36): each test one cause, not one example.
+
+Special files and huge inputs reach the one bounded reader (`infra.verify.discovered.read_dump`);
+names from a dump are escaped and cut in every human output; numbers are ASCII; every seen link
+is compared; a dump with nothing to compare is an error. The special-file cases run the real
+command in a subprocess with a timeout and an address-space limit, so a regression fails
+(exit 3, a timeout) instead of hanging the suite or filling the machine's memory.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infra.catalog import load_catalog
+from infra.spec import load_spec
+from infra.topology import expand
+from infra.topology.model import Plan
+
+from .cli_run import run_cli
+from .verify_dump import as_built
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = str(ROOT / "examples/a100-lab-mig.yaml")  # 4 servers, 32 compute cables on one leaf
+MEMORY = 1 << 30  # a verify of the lab fabric needs well under this; reading /dev/zero does not
+
+
+@pytest.fixture(scope="module")
+def plan() -> Plan:
+    return expand(load_spec(SPEC).spec, load_catalog())
+
+
+@pytest.fixture
+def dump(plan: Plan, tmp_path: Path) -> Path:
+    path = tmp_path / "fabric.txt"
+    path.write_text("\n".join(as_built(plan).values()) + "\n")
+    return path
+
+
+def _limited() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+
+
+def railplan(*args: str) -> subprocess.CompletedProcess[str]:
+    """The real command, bounded in time and memory: a regression fails, never hangs."""
+    return subprocess.run(
+        [sys.executable, "-m", "infra", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=30,
+        check=False,
+        preexec_fn=_limited,
+    )
+
+
+def _refused(result: subprocess.CompletedProcess[str], file: str, what: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"{file}: error: "), result.stderr
+    assert what in result.stderr and "(hint: " in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# --- item 1: every dump input goes through one bounded reader --------------------------------
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_an_endless_device_as_a_dump_is_refused_before_reading(device: str) -> None:
+    _refused(railplan("verify", SPEC, device), device, "is a character device")
+
+
+def test_a_symlink_to_dev_zero_is_refused_as_the_device(tmp_path: Path) -> None:
+    link = tmp_path / "dump.txt"
+    link.symlink_to("/dev/zero")
+    _refused(railplan("verify", SPEC, str(link)), str(link), "is a character device")
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path, dump: Path) -> None:
+    fifo = tmp_path / "fifo.txt"
+    os.mkfifo(fifo)
+    _refused(railplan("verify", SPEC, str(fifo)), str(fifo), "FIFO")
+    _refused(railplan("verify", "--structure", str(fifo), str(dump)), str(fifo), "FIFO")
+    _refused(railplan("verify", SPEC, str(dump), "--names", str(fifo)), str(fifo), "FIFO")
+
+
+def test_an_oversize_dump_is_refused_by_its_size_before_reading(tmp_path: Path) -> None:
+    sparse = tmp_path / "huge.txt"
+    with sparse.open("wb") as f:
+        f.truncate(10 << 30)  # 10 GiB that take no disk: a read would need 10 GiB of memory
+    _refused(railplan("verify", SPEC, str(sparse)), str(sparse), "refuses inputs above 512 MiB")
+    _refused(railplan("verify", "--structure", str(sparse)), str(sparse), "512 MiB")
+
+
+def test_a_dump_in_a_shell_pipe_is_still_read_once(dump: Path) -> None:
+    script = f"exec {sys.executable} -m infra verify --structure <(cat {dump}) {dump}"
+    result = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=30, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("no finding: 32 links seen")
+
+
+def test_a_dump_given_as_the_spec_is_named_as_such(dump: Path) -> None:
+    result = run_cli("verify", str(dump), str(dump))
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"{dump}: error: is a dump, not the spec")
