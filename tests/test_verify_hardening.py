@@ -9,6 +9,9 @@ command in a subprocess with a timeout and an address-space limit, so a regressi
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import os
 import resource
 import subprocess
@@ -111,3 +114,60 @@ def test_a_dump_given_as_the_spec_is_named_as_such(dump: Path) -> None:
     result = run_cli("verify", str(dump), str(dump))
     assert result.returncode == 2
     assert result.stderr.startswith(f"{dump}: error: is a dump, not the spec")
+
+
+# --- item 2: names from the fabric are escaped and cut in every human output -----------------
+
+EVIL = "\x1b]0;owned\x07\x1b[31mgpu\u202eevil mlx5_0"  # OSC title, colour, right-to-left override
+HUGE = "A" * 2_000_000  # one word: a NodeDescription nobody checked
+SPACED = "B " * 500_000  # many words: no run of it is long, the whole is
+RAW = ("\x1b", "\x07", "\u202e")
+
+
+def _hostile(dump: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """The lab's dump with 3 extra HCAs on free leaf ports, and a map renaming a 4th HCA."""
+    extra = [
+        f"CA    9{i}  1 0x00000000009000a{i} 4x HDR - SW     2 3{i} 0x0000000000100001 "
+        f"( '{name}' - 'ib0-leaf-01' )"
+        for i, name in enumerate((EVIL, HUGE + " x", SPACED), start=3)
+    ]
+    hostile = tmp_path / "hostile.txt"
+    hostile.write_text(dump.read_text() + "\n".join(extra) + "\n")
+    names = tmp_path / "names.txt"
+    names.write_text('0x0000000000100002 "\x1b[2J\u202erenamed"\n')
+    return hostile, names
+
+
+@pytest.mark.parametrize("output", ["text", "csv"])
+def test_names_reach_text_and_csv_escaped_and_cut(dump: Path, tmp_path: Path, output: str) -> None:
+    hostile, names = _hostile(dump, tmp_path)
+    result = run_cli("verify", SPEC, str(hostile), "--names", str(names), "--format", output)
+    assert result.returncode == 1, result.stderr
+    assert not any(ch in result.stdout for ch in RAW), result.stdout[:2000]
+    assert "\\x1b]0;owned\\x07" in result.stdout and "\\u202eevil" in result.stdout
+    assert "\\x1b[2J\\u202erenamed" in result.stdout  # a --names entry, too
+    assert "...(2,000,000 chars)" in result.stdout  # cut, with an ellipsis and its length
+    assert len(result.stdout) < 20_000  # not the 4 MB of names, twice each
+
+
+def test_csv_cells_stay_guarded_against_formulas(dump: Path, tmp_path: Path) -> None:
+    extra = (
+        "CA    93  1 0x00000000009000a3 4x HDR - SW     2 33 0x0000000000100001 "
+        "( '=HYPERLINK(\"http://x\") mlx5_0' - 'ib0-leaf-01' )"
+    )
+    hostile = tmp_path / "formula.txt"
+    hostile.write_text(dump.read_text() + extra + "\n")
+    result = run_cli("verify", SPEC, str(hostile), "--format", "csv")
+    assert result.returncode == 1
+    cells = [cell for row in csv.reader(io.StringIO(result.stdout)) for cell in row]
+    assert [cell for cell in cells if cell.startswith("'=HYPERLINK(")]
+    assert not [cell for cell in cells if cell.startswith(("=", "+", "-", "@"))]
+
+
+def test_json_keeps_names_exact_and_escapes_them_itself(dump: Path, tmp_path: Path) -> None:
+    hostile, names = _hostile(dump, tmp_path)
+    result = run_cli("verify", SPEC, str(hostile), "--names", str(names), "--format", "json")
+    assert result.returncode == 1
+    assert not any(ch in result.stdout for ch in RAW)  # json.dumps writes \u001b, \u202e
+    devices = {f["a"]["device"] for f in json.loads(result.stdout)["findings"]}
+    assert "\x1b]0;owned\x07\x1b[31mgpu\u202eevil" in devices and HUGE + " x" in devices
