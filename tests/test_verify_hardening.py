@@ -171,3 +171,20 @@ def test_json_keeps_names_exact_and_escapes_them_itself(dump: Path, tmp_path: Pa
     assert not any(ch in result.stdout for ch in RAW)  # json.dumps writes \u001b, \u202e
     devices = {f["a"]["device"] for f in json.loads(result.stdout)["findings"]}
     assert "\x1b]0;owned\x07\x1b[31mgpu\u202eevil" in devices and HUGE + " x" in devices
+
+
+# --- item 3: numbers are ASCII digits in InfiniBand's ranges --------------------------------
+
+
+@pytest.mark.parametrize(("old", "new"), [(" 1  1 0x", " 1  ² 0x"), (" 1  1 0x", " ³  1 0x")])
+def test_a_superscript_port_or_lid_is_exit_2_at_its_line(dump: Path, old: str, new: str) -> None:
+    lines = dump.read_text().split("\n")
+    lines[4] = (
+        "CA     1  1 0x00000000009000a0 4x HDR - SW     2 40 0x0000000000100001 ( 'x' - 'y' )"
+    )
+    lines[4] = lines[4].replace(old, new)
+    dump.write_text("\n".join(lines))
+    result = run_cli("verify", SPEC, str(dump))
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"{dump}:5:1: error: "), result.stderr
+    assert "is not a number from 0 to" in result.stderr and result.stderr.count("\n") == 1

@@ -22,7 +22,7 @@ from infra.errors import DiscoveredError, InputError, RailplanError
 from infra.spec import LoadedSpec
 from infra.verify import detect, parse_files
 from infra.verify.compare import Finding, compare, placer
-from infra.verify.discovered import read_dump
+from infra.verify.discovered import dump_lines, read_dump
 from infra.verify.formats import Summary, verify_csv, verify_json, verify_text
 from infra.verify.model import Fabric
 from infra.verify.resolve import resolve
@@ -46,7 +46,7 @@ def _dump_text(path: str) -> str | None:
     refused here, never waited on, and a pipe's text is kept, as it cannot be read again.
     """
     text = read_dump(path)
-    lines = text[:_SNIFF_CHARS].splitlines()
+    lines = dump_lines(text[:_SNIFF_CHARS])
     try:
         detect(lines[:-1] or lines, path)  # the last line of the sniffed head may be cut
     except DiscoveredError:

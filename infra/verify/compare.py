@@ -58,6 +58,7 @@ LANE_GBPS = {
     "XDR": 200.0,
 }
 UP_STATES = frozenset({"active", "linkup", ""})
+_LANES = frozenset({"1", "2", "4", "8", "12"})  # ASCII only: int() would also take "²"
 
 
 @dataclass(frozen=True, order=True)
@@ -131,8 +132,8 @@ class Finding:
 
 def link_gbps(width: str, speed: str) -> float | None:
     """The data rate of ``4x`` ``HDR`` (200.0), or None when either is unknown."""
-    lanes = width.lower().rstrip("x")
-    if not lanes.isdigit() or speed.upper() not in LANE_GBPS:
+    lanes = width.lower().removesuffix("x")
+    if lanes not in _LANES or speed.upper() not in LANE_GBPS:
         return None
     return int(lanes) * LANE_GBPS[speed.upper()]
 

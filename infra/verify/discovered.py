@@ -94,9 +94,18 @@ _READERS = {
 }
 
 
+def dump_lines(text: str) -> list[str]:
+    r"""The lines of a dump, split at newlines only.
+
+    Not str.splitlines(): it also splits at \v, \f, \x1c-\x1e, \x85, U+2028 and U+2029,
+    which a NodeDescription may hold; every line number after one would then be wrong.
+    """
+    return text.split("\n")
+
+
 def add_text(text: str, file: str, build: FabricBuilder) -> Format:
     """Add one dump's text to `build`; returns the format it was read as."""
-    lines = text.splitlines()
+    lines = dump_lines(text)
     kind = detect(lines, file)
     if kind == "node-name-map":
         read_name_map(lines, file, build.names)

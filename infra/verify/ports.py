@@ -8,7 +8,17 @@ part (or with ``???``) is an unconnected port and says nothing about cabling.
 
 from __future__ import annotations
 
-from infra.verify.model import End, FabricBuilder, Kind, Source, guid, located, number, speed_name
+from infra.verify.model import (
+    End,
+    FabricBuilder,
+    Kind,
+    Source,
+    guid,
+    lanes,
+    located,
+    number,
+    speed_name,
+)
 
 _KINDS: dict[str, Kind] = {"CA": "CA", "SW": "SW"}
 _HINT = "is this the output of ibnetdiscover -p, cut or edited?"
@@ -64,7 +74,7 @@ def read_ports(lines: list[str], file: str, build: FabricBuilder) -> None:
             port_guid=r_node if r_kind == "CA" else None,
         )
         rate = words[4:dash]
-        width = rate[0].lower() if rate and rate[0][:-1].isdigit() else None
+        width = lanes(rate[0][:-1]) if rate and rate[0][-1:] in ("x", "X") else None
         speed = speed_name(rate[1]) if len(rate) > 1 else None
         ends = (End.seen(kind, node, port), End.seen(r_kind, r_node, r_port))
         build.link(ends, descs, source, width, speed)
