@@ -188,3 +188,43 @@ def test_a_superscript_port_or_lid_is_exit_2_at_its_line(dump: Path, old: str, n
     assert result.returncode == 2
     assert result.stderr.startswith(f"{dump}:5:1: error: "), result.stderr
     assert "is not a number from 0 to" in result.stderr and result.stderr.count("\n") == 1
+
+
+# --- item 4: every seen link is compared, a second one between the same ends too -------------
+
+SECOND = "CA     1  {port} 0x0000000000100000 4x HDR - SW     2  1 0x0000000000100001 ( '{name}' - 'ib0-leaf-01' )"
+
+
+def test_a_second_link_between_planned_ends_is_reported(dump: Path) -> None:
+    """The HCA of a planned cable reports another port on the same leaf port: 33 links, not 32."""
+    planned = dump.read_text()
+    assert "( 'train01 mlx5_0' - 'ib0-leaf-01' )" in planned.split("\n")[0]
+    dump.write_text(planned + SECOND.format(port=2, name="train01 mlx5_0") + "\n")
+    result = run_cli("verify", SPEC, str(dump), "--format", "json")
+    assert result.returncode == 1, result.stdout
+    document = json.loads(result.stdout)
+    assert document["summary"]["as_planned"] is False
+    assert document["summary"]["links_seen"] == 33 and document["summary"]["cables_planned"] == 32
+    (finding,) = document["findings"]
+    assert finding["kind"] == "unexpected" and finding["expected"] == "one cable"
+    assert finding["found"] == f"a second link (4xHDR) at {dump}:33"
+    assert {finding["a"]["device"], finding["z"]["device"]} == {"ib0-leaf-01", "train01"}
+
+
+def test_the_issues_port_999999_is_refused_as_no_port_number(dump: Path) -> None:
+    dump.write_text(dump.read_text() + SECOND.format(port=999999, name="train01 mlx5_0") + "\n")
+    result = run_cli("verify", SPEC, str(dump))
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"{dump}:33:1: error: port '999999' is not a number from 0")
+
+
+def test_one_cable_in_two_formats_with_two_guids_is_one_link(dump: Path, tmp_path: Path) -> None:
+    """A topology file without port GUIDs names an HCA by its node GUID, -p by its port GUID."""
+    topology = tmp_path / "topology.txt"
+    topology.write_text(
+        'Ca\t1 "H-00000000009000ff"\t\t# "train01 mlx5_0"\n'
+        '[1] \t"S-0000000000100001"[1]\t\t# lid 1 lmc 0 "ib0-leaf-01" lid 2 4xHDR\n'
+    )
+    result = run_cli("verify", SPEC, str(dump), str(topology))
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.startswith("as planned: 33 links seen, 32 planned cables")

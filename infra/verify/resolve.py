@@ -58,8 +58,16 @@ def resolve(fabric: Fabric) -> Seen:
     """The seen links of ``fabric`` under the plan's names, and its unnamed HCAs."""
     links: list[SeenLink] = []
     ports: list[SeenPort] = []
+    cables: set[frozenset[tuple[NamedEnd, int]]] = set()
     for link in fabric.links:
         a, b = named(link.a, fabric.node_for(link.a)), named(link.b, fabric.node_for(link.b))
+        cable = frozenset(((a, link.a.port), (b, link.b.port)))
+        if cable in cables:
+            # The same ends and port numbers: one cable whose HCA one dump names by its node
+            # GUID and another by its port GUID. Other links between the same ends are
+            # cables too, and `compare` reports them.
+            continue
+        cables.add(cable)
         source = f"{link.source.file}:{link.source.line}"
         state = _state(link)
         if state:
