@@ -228,3 +228,47 @@ def test_one_cable_in_two_formats_with_two_guids_is_one_link(dump: Path, tmp_pat
     result = run_cli("verify", SPEC, str(dump), str(topology))
     assert result.returncode == 0, result.stdout
     assert result.stdout.startswith("as planned: 33 links seen, 32 planned cables")
+
+
+# --- item 5: a dump with nothing to compare is an error, not "as planned" or "0 servers" -----
+
+ONE_HCA = (
+    "CA     1  1 0x0000000000100000 4x HDR                                    'train01 mlx5_0'\n"
+)
+
+
+@pytest.mark.parametrize("with_spec", [True, False])
+def test_a_dump_without_a_cable_is_exit_2_naming_what_is_missing(
+    tmp_path: Path, with_spec: bool
+) -> None:
+    cut = tmp_path / "cut.txt"
+    cut.write_text("ibwarn: [7] mad_rpc_open_port: noise\n" + ONE_HCA)
+    result = run_cli("verify", *([SPEC] if with_spec else ["--structure"]), str(cut))
+    assert result.returncode == 2, result.stdout
+    assert result.stdout == "" and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(
+        f"{cut}: error: holds no cable between two nodes: nothing to compare"
+    ), result.stderr
+
+
+def test_a_cableless_dump_beside_a_good_one_is_still_named(dump: Path, tmp_path: Path) -> None:
+    cut = tmp_path / "cut.txt"
+    cut.write_text(ONE_HCA)
+    result = run_cli("verify", SPEC, str(dump), str(cut))
+    assert result.returncode == 2 and result.stderr.startswith(f"{cut}: error: holds no cable")
+
+
+def test_a_node_name_map_alone_is_no_dump(tmp_path: Path) -> None:
+    names = tmp_path / "names.txt"
+    names.write_text('0x0000000000100000 "train01 mlx5_0"\n')
+    result = run_cli("verify", "--structure", str(names))
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"{names}: error: is a node-name map, and no dump is given")
+
+
+def test_a_dump_cut_inside_a_cable_line_is_located(dump: Path) -> None:
+    text = dump.read_text()
+    dump.write_text(text[: text.index("mlx5_2") + 2])  # the third cable's line, cut short
+    result = run_cli("verify", SPEC, str(dump))
+    assert result.returncode == 2, result.stdout
+    assert result.stderr.startswith(f"{dump}:3:1: error: the cable's line is cut short")

@@ -21,6 +21,7 @@ from infra.verify.linkinfo import read_linkinfo
 from infra.verify.model import Fabric, FabricBuilder, Source, guid, located
 from infra.verify.ports import read_ports
 from infra.verify.topology_file import read_topology
+from infra.wording import plural
 
 Format = Literal["ibnetdiscover", "ibnetdiscover-ports", "iblinkinfo", "node-name-map"]
 _TOPOLOGY_WORDS = (
@@ -110,9 +111,23 @@ def add_text(text: str, file: str, build: FabricBuilder) -> Format:
     if kind == "node-name-map":
         read_name_map(lines, file, build.names)
     else:
+        cables, ignored = build.cables, len(build.ignored)
         _READERS[kind](lines, file, build)
+        if build.cables == cables:
+            raise _nothing_to_compare(file, len(build.ignored) - ignored)
     build.sources.append(file)
     return kind
+
+
+def _nothing_to_compare(file: str, ignored: int) -> DiscoveredError:
+    """A dump without a cable: cut short, or taken where no port is up; never "as planned"."""
+    skipped = f" ({plural(ignored, 'record')} ignored)" if ignored else ""
+    return DiscoveredError(
+        f"holds no cable between two nodes{skipped}: nothing to compare",
+        file=file,
+        hint="was the dump cut short, or taken on a host whose port is down? "
+        "ibnetdiscover -p lists every cabled port of the fabric",
+    )
 
 
 def parse_text(text: str, file: str = "<input>") -> Fabric:
@@ -150,7 +165,14 @@ def parse_files(paths: Iterable[Path | str], texts: Mapping[str, str] | None = N
     cannot be read twice; the others are read here.
     """
     build = FabricBuilder()
-    for path in map(str, paths):
+    files = list(map(str, paths))
+    for path in files:
         text = texts[path] if texts is not None and path in texts else read_dump(path)
         add_text(text, path, build)
+    if files and not build.cables:  # each dump has a cable (`add_text`): these are all maps
+        raise DiscoveredError(
+            "is a node-name map, and no dump is given: nothing to compare",
+            file=files[0],
+            hint="give ibnetdiscover or iblinkinfo output, and the map with --names",
+        )
     return build.fabric()

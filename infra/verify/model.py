@@ -218,6 +218,7 @@ class FabricBuilder:
     sources: list[str] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)  # GUID -> node-name map name
     sharp: set[str] = field(default_factory=set)  # switches with an aggregation node
+    cables: int = 0  # sightings of a cable between two nodes, repeats included
 
     def ignore(self, source: Source, reason: str) -> None:
         """Record something skipped on purpose."""
@@ -285,6 +286,7 @@ class FabricBuilder:
         if a.guid == b.guid or (a.node_guid is not None and a.node_guid == b.node_guid):
             self.ignore(source, f"self-loop cable {a.guid}[{a.port}] - [{b.port}]")
             return
+        self.cables += 1
         key = ((a.guid, a.port), (b.guid, b.port))
         if key not in self.links:
             self.links[key] = Link(a, b, width, speed, state, physical, source)

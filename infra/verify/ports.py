@@ -64,6 +64,13 @@ def read_ports(lines: list[str], file: str, build: FabricBuilder) -> None:
         dash = words.index("-")
         if len(words) != dash + 5:
             raise located(f"cannot read the remote port in {line[:80]!r}", source, _HINT)
+        if quote < 0 or not line.endswith(")"):  # the tool ends a cable with ( 'a' - 'b' )
+            raise located(
+                f"the cable's line is cut short: {line[-40:]!r}",
+                source,
+                "ibnetdiscover -p ends the line of a cable with ( 'desc' - 'desc' ): "
+                "was the dump cut?",
+            )
         r_kind, r_lid, r_port, r_node = _side(words[dash + 1 :], source)
         build.node(
             r_kind,
