@@ -18,6 +18,7 @@ import pytest
 
 from infra.simulate.traces import TraceError, trace_from_text
 
+from .cli_run import run_cli
 from .conftest import ROOT
 
 MAX_TRACE_S = 10 * 365.25 * 86_400  # the documented bound (traces.common.MAX_TRACE_S)
@@ -161,3 +162,78 @@ def test_a_utilization_budget_over_a_job_at_1e12_s_is_rp061_at_once(tmp_path: Pa
     findings = json.loads(result.stdout)["findings"]
     (rp061,) = [f for f in findings if f["rule"] == "RP061"]
     assert "duration_s '1e12' is more than 10 years" in rp061["message"]
+
+
+# --- item 7: a budget's trace stays in the spec's directory; its text reaches output escaped --
+
+SECRET = "s3cr3t-field-of-a-file-outside-the-spec-directory"
+
+
+@pytest.mark.parametrize("trace", ["/etc/shadow", "../jobs.csv", "traces/../../jobs.csv"])
+def test_a_trace_path_leaving_the_spec_directory_is_a_spec_error(
+    tmp_path: Path, trace: str
+) -> None:
+    (tmp_path / "jobs.csv").write_text(RAILPLAN + "a,0,100,1,1000,research,low,,\n")
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    spec = _spec_with_budget(specs, trace)
+    result = run_cli("lint", str(spec))
+    assert result.returncode == 2, result.stdout
+    line = next(ln for ln in result.stderr.splitlines() if "error[RP000]" in ln)
+    assert f"trace {trace!r} must be a path inside the spec's directory" in line
+    assert "[budgets[0].utilization.trace]" in line
+
+
+def test_a_symlink_out_of_the_spec_directory_is_not_read(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.csv"
+    outside.write_text(HELIOS + f"1,u,vc,1,1,1,COMPLETED,{SECRET},,,600,0\n")
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "jobs.csv").symlink_to(outside)
+    result = run_cli("lint", str(_spec_with_budget(specs, "jobs.csv")), "--format", "json")
+    (rp061,) = [f for f in json.loads(result.stdout)["findings"] if f["rule"] == "RP061"]
+    assert "trace 'jobs.csv' leads out of the spec's directory" in rp061["message"]
+    assert SECRET not in result.stdout + result.stderr
+
+
+def test_rp061_echoes_a_trace_field_short(tmp_path: Path) -> None:
+    (tmp_path / "jobs.csv").write_text(HELIOS + f"1,u,vc,1,1,1,COMPLETED,{SECRET * 200},,,600,0\n")
+    result = run_cli("lint", str(_spec_with_budget(tmp_path, "jobs.csv")), "--format", "json")
+    (rp061,) = [f for f in json.loads(result.stdout)["findings"] if f["rule"] == "RP061"]
+    assert (
+        f"submit_time 's3cr3t-field-of-a-file-o...({len(SECRET) * 200:,} chars)' is not a date"
+        in rp061["message"]
+    )
+    assert len(rp061["message"]) < 500
+
+
+ESC = "\x1b]0;owned\x07ten\u202eant"  # an OSC title sequence and a right-to-left override
+
+
+def _evil_trace(tmp_path: Path) -> Path:
+    trace = tmp_path / "evil.csv"
+    rows = [f'"job\x1b[2J{i}",0,100,256,1000,"{ESC}",low,,' for i in range(3)]
+    trace.write_text(RAILPLAN + "\n".join(rows) + "\njob9,10,100,1,1000,research,low,,\n")
+    return trace
+
+
+@pytest.mark.parametrize("extra", [[], ["--compare-mig"]])
+def test_simulate_text_shows_trace_tenants_escaped(tmp_path: Path, extra: list[str]) -> None:
+    result = run_cli("simulate", TENANTS, "--trace", str(_evil_trace(tmp_path)), *extra)
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stdout and "\u202e" not in result.stdout
+    if not extra:
+        assert "\\x1b]0;owned\\x07ten\\u202eant" in result.stdout
+
+
+def test_budget_text_shows_the_worst_tenant_escaped(tmp_path: Path) -> None:
+    _evil_trace(tmp_path)
+    spec = _spec_with_budget(tmp_path, "evil.csv")
+    spec.write_text(
+        spec.read_text().replace(
+            "  - utilization:", "  - queueing_delay: {trace: evil.csv, max_s: 10}\n  - utilization:"
+        )
+    )
+    result = run_cli("budget", str(spec))
+    assert "\x1b" not in result.stdout and "\u202e" not in result.stdout
+    assert "tenant \\x1b]0;owned\\x07ten\\u202eant, p95 of 3 jobs 200 s" in result.stdout
