@@ -119,6 +119,19 @@ def escape_controls(text: str) -> str:
     return "".join(escape_char(ch) if is_control(ch) else ch for ch in text)
 
 
+def escape_lines(text: str) -> str:
+    r"""`escape_controls` on each line of a multi-line report: its newlines stay, nothing else raw.
+
+    For the human outputs that show names read from input files (a trace's tenants and job ids).
+
+    Examples:
+        >>> print(escape_lines("tenant \x1b]0;x\x07\nb\u202ec"))
+        tenant \x1b]0;x\x07
+        b\u202ec
+    """
+    return "\n".join(escape_controls(line) for line in text.split("\n"))
+
+
 _CONTROL_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 

@@ -82,42 +82,48 @@ def _kind(mode: int) -> str:
 # --- reading -------------------------------------------------------------------------------
 
 
-def read_bounded(path: str, limit: int) -> bytes:
+_SPEC_SIZE = "a cluster spec is a few kilobytes"
+
+
+def read_bounded(path: str, limit: int, *, noun: str = "spec", usual: str = _SPEC_SIZE) -> bytes:
     """The bytes of ``path``, refusing more than ``limit`` bytes and non-file inputs.
+
+    ``noun`` names what the file should be and ``usual`` how large one usually is, for the
+    hints (``"fabric dump"``, ``"a dump of 100,000 nodes is tens of MB"``).
 
     Raises:
         InputError: missing or unreadable, a directory, device, socket or named FIFO, or
             longer than ``limit`` bytes.
     """
     try:
-        return _read_checked(path, limit)
+        return _read_checked(path, limit, noun, usual)
     except OSError as exc:
         raise InputError(f"cannot read file: {exc.strerror or exc}", file=path) from None
 
 
-def _read_checked(path: str, limit: int) -> bytes:
+def _read_checked(path: str, limit: int, noun: str, usual: str) -> bytes:
     pipe = _is_anonymous_pipe(path)
-    _refuse_input(path, os.stat(path).st_mode, pipe)
+    _refuse_input(path, os.stat(path).st_mode, pipe, noun)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
-        _refuse_input(path, st.st_mode, pipe)  # it may have changed since stat
+        _refuse_input(path, st.st_mode, pipe, noun)  # it may have changed since stat
         if st.st_size > limit:  # a cheap early refusal; the read below is bounded anyway
-            raise _too_large(path, limit, f"is {st.st_size / 1e6:.1f} MB")
+            raise _too_large(path, limit, f"is {st.st_size / 1e6:.1f} MB", usual)
         os.set_blocking(fd, True)
         data = _read_at_most(fd, limit + 1)
     finally:
         os.close(fd)
     if len(data) > limit:
-        raise _too_large(path, limit, f"holds more than {limit // (1024 * 1024)} MiB")
+        raise _too_large(path, limit, f"holds more than {limit // (1024 * 1024)} MiB", usual)
     return data
 
 
-def _too_large(path: str, limit: int, what: str) -> InputError:
+def _too_large(path: str, limit: int, what: str, usual: str) -> InputError:
     return InputError(
         f"file {what}; railplan refuses inputs above {limit // (1024 * 1024)} MiB",
         file=path,
-        hint="a cluster spec is a few kilobytes; check that this is the right file",
+        hint=f"{usual}; check that this is the right file",
     )
 
 
@@ -126,15 +132,15 @@ def _is_anonymous_pipe(path: str) -> bool:
     return bool(_ANON_PIPE.search(os.path.realpath(path)))
 
 
-def _refuse_input(path: str, mode: int, pipe: bool) -> None:
+def _refuse_input(path: str, mode: int, pipe: bool, noun: str) -> None:
     if stat.S_ISREG(mode) or (pipe and stat.S_ISFIFO(mode)):
         return
     if stat.S_ISDIR(mode):
-        raise InputError("is a directory, not a file", file=path, hint="name a spec file")
+        raise InputError("is a directory, not a file", file=path, hint=f"name a {noun} file")
     raise InputError(
         f"is {_kind(mode)}, not a regular file; railplan reads only files and pipes",
         file=path,
-        hint="save the spec to a file and name that file",
+        hint=f"save the {noun} to a file and name that file",
     )
 
 

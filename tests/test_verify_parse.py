@@ -191,8 +191,13 @@ def test_random_lines_raise_only_the_error_family(lines: list[str], junk: bytes)
 
 def dgx_a100_dump(servers: int = 1250) -> str:
     """An ibnetdiscover dump of a DGX A100 rail fabric: 8 HCAs a server, 20 down- and 20
-    up-links a QM8700 leaf, 20 spines: 10,000 HCA ports and 20,000 switch cables."""
-    leaves, spines = servers * 8 // 20, 20
+    up-links a QM8700 leaf, 50 spines of 200 ports: 10,000 HCA ports and 20,000 switch cables.
+
+    Uplink ``u`` of the 10,000 goes to spine ``u % 50``, its port ``u // 50 + 1``: a port
+    number is 8 bits in InfiniBand, so no spine has the 500 ports 20 spines would need.
+    """
+    leaves, spines = servers * 8 // 20, 50
+    ports = leaves * 20 // spines
     out: list[str] = []
     for leaf in range(leaves):
         out += [
@@ -209,22 +214,23 @@ def dgx_a100_dump(servers: int = 1250) -> str:
                 f'# "gpu{hca // 8:04d} mlx5_{hca % 8}" lid {5000 + hca} 4xHDR'
             )
         for port in range(21, 41):
-            spine = port - 21
+            spine, remote = (leaf * 20 + port - 21) % spines, (leaf * 20 + port - 21) // spines
             out.append(
-                f'[{port}]\t"S-{0x300000 + spine:016x}"[{leaf + 1}]\t\t'
+                f'[{port}]\t"S-{0x300000 + spine:016x}"[{remote + 1}]\t\t'
                 f'# "MF0;spine-{spine:02d}:MQM8700/U1" lid {2000 + spine} 4xHDR'
             )
         out.append("")
     for spine in range(spines):
         out.append(
-            f'Switch\t{leaves} "S-{0x300000 + spine:016x}"\t\t# "spine-{spine:02d}" '
+            f'Switch\t{ports} "S-{0x300000 + spine:016x}"\t\t# "spine-{spine:02d}" '
             f"enhanced port 0 lid {2000 + spine} lmc 0"
         )
-        out += [
-            f'[{leaf + 1}]\t"S-{0x200000 + leaf:016x}"[{21 + spine}]\t\t# "leaf-{leaf:03d}"'
-            f" lid {leaf + 1} 4xHDR"
-            for leaf in range(leaves)
-        ]
+        for port in range(ports):
+            leaf, up = divmod(port * spines + spine, 20)
+            out.append(
+                f'[{port + 1}]\t"S-{0x200000 + leaf:016x}"[{21 + up}]\t\t# "leaf-{leaf:03d}"'
+                f" lid {leaf + 1} 4xHDR"
+            )
         out.append("")
     for hca in range(servers * 8):
         leaf, port = divmod(hca, 20)

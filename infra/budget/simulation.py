@@ -1,6 +1,8 @@
 """The trace-replay budgets: `utilization` and `queueing_delay`, answered by `infra.simulate`.
 
-Both name a job trace (a path relative to the spec's directory); the trace is read once and
+Both name a job trace (a path relative to the spec's directory, which it must not leave: the
+spec refuses an absolute path or ``..``, `Replays.path` a symlink out of the directory, so a
+spec cannot make lint read ``/etc/shadow``); the trace is read once and
 replayed once per evaluation of a spec's budgets, however many budgets name it, with the
 policy `railplan simulate` uses (`sim_policy`: the checkpoint write time from the spec's
 `checkpoint` budget). `utilization` compares the time-weighted allocated share (of the
@@ -48,9 +50,21 @@ class Replays:
     done: dict[str, SimResult | RailplanError] = field(default_factory=dict)
 
     def path(self, trace: str) -> str:
-        """``trace`` resolved against the spec's directory (the current one without a file)."""
+        """``trace`` resolved against the spec's directory (the current one without a file).
+
+        Raises:
+            BudgetError: the path leaves that directory, once symlinks are resolved.
+        """
         base = Path(self.spec_file).parent if self.spec_file else Path()
-        return os.path.normpath(base / trace)
+        path = os.path.normpath(base / trace)
+        inside = os.path.realpath(base)
+        if os.path.commonpath([inside, os.path.realpath(path)]) != inside:
+            raise BudgetError(
+                f"trace {trace[:80]!r} leads out of the spec's directory {str(base)!r} "
+                "(an absolute path, '..' or a symlink)",
+                hint="copy the trace into the spec's directory and name it relative to it",
+            )
+        return path
 
     def result(self, trace: str, spec: Spec, catalog: Catalog, plan: Plan) -> SimResult:
         """The replay of ``trace`` on ``plan``; raises what reading or replaying it raised."""

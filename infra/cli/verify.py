@@ -11,7 +11,6 @@ a spec that cannot be planned), 2 for unreadable input or no spec without ``--st
 from __future__ import annotations
 
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -19,16 +18,17 @@ import typer
 from infra.catalog import load_catalog
 from infra.cli.common import EXIT_FAILED, EXIT_OK, _load_spec, _say, app
 from infra.cli.planning import _plan_or_fail
-from infra.errors import DiscoveredError, InputError
+from infra.errors import DiscoveredError, InputError, RailplanError
 from infra.spec import LoadedSpec
 from infra.verify import detect, parse_files
 from infra.verify.compare import Finding, compare, placer
+from infra.verify.discovered import dump_lines, read_dump
 from infra.verify.formats import Summary, verify_csv, verify_json, verify_text
 from infra.verify.model import Fabric
 from infra.verify.resolve import resolve
 from infra.verify.structure import check_structure, combine
 
-_SNIFF_BYTES = 64 * 1024  # a dump says what it is in its first lines
+_SNIFF_CHARS = 64 * 1024  # a dump says what it is in its first lines
 
 
 class VerifyFormat(StrEnum):
@@ -39,35 +39,53 @@ class VerifyFormat(StrEnum):
     CSV = "csv"
 
 
-def _is_dump(path: str) -> bool:
-    """Whether the file reads as a dump (by content, as the parsers decide), not a spec."""
+def _dump_text(path: str) -> str | None:
+    """The file's text when it reads as a dump (by content, as the parsers decide), else None.
+
+    Read once, through the one bounded reader (`read_dump`): a FIFO or device given first is
+    refused here, never waited on, and a pipe's text is kept, as it cannot be read again.
+    """
+    text = read_dump(path)
+    lines = dump_lines(text[:_SNIFF_CHARS])
     try:
-        with Path(path).open("rb") as handle:
-            head = handle.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
-    except OSError:
-        return False  # the spec loader or the parser says why it cannot be read
-    try:
-        detect(head.splitlines()[:-1] or head.splitlines(), path)
+        detect(lines[:-1] or lines, path)  # the last line of the sniffed head may be cut
     except DiscoveredError:
-        return False
-    return True
+        return None
+    return text
 
 
-def _split(files: list[str], structure: bool) -> tuple[str | None, list[str]]:
-    """(spec or None, dumps): without --structure the first file must be the spec."""
-    if structure and len(files) > 1 and not _is_dump(files[0]):
-        return files[0], files[1:]
+_USAGE = (
+    "railplan verify SPEC DISCOVERED..., or railplan verify --structure DISCOVERED... "
+    "to check the dumps without a spec"
+)
+
+
+def _split(files: list[str], structure: bool) -> tuple[str | None, list[str], dict[str, str]]:
+    """(spec or None, dumps, dumps already read): without --structure the first is the spec."""
+    if structure and len(files) > 1:
+        text = _dump_text(files[0])
+        if text is None:
+            return files[0], files[1:], {}
+        return None, files, {files[0]: text}
     if structure:
-        return None, files
-    usage = (
-        "railplan verify SPEC DISCOVERED..., or railplan verify --structure DISCOVERED... "
-        "to check the dumps without a spec"
-    )
-    if _is_dump(files[0]):
-        raise InputError("is a dump, not the spec", file=files[0], hint=usage)
+        return None, files, {}
     if len(files) < 2:
-        raise InputError("needs the spec and at least one dump", hint=usage)
-    return files[0], files[1:]
+        raise InputError("needs the spec and at least one dump", hint=_USAGE)
+    return files[0], files[1:], {}
+
+
+def _load_the_spec(path: str) -> LoadedSpec:
+    """The spec; a dump given in its place is named as such (not as a spec that is invalid)."""
+    try:
+        return _load_spec(path)
+    except RailplanError:
+        try:
+            dump = _dump_text(path) is not None
+        except InputError:
+            dump = False  # unreadable as a dump too: the spec loader's error says why
+        if dump:
+            raise InputError("is a dump, not the spec", file=path, hint=_USAGE) from None
+        raise
 
 
 def _check(
@@ -131,11 +149,11 @@ def verify(
     as planned, 1 with findings, 2 for unreadable input. With --format json stdout holds one
     document; csv is a work order.
     """
-    spec, dumps = _split(files, structure)
+    spec, dumps, read = _split(files, structure)
     if not dumps:
         raise InputError("needs at least one dump", hint="give ibnetdiscover or iblinkinfo output")
-    loaded = _load_spec(spec) if spec is not None else None  # the spec's errors come first
-    fabric = parse_files(Path(p) for p in [*dumps, *([names] if names else [])])
+    loaded = _load_the_spec(spec) if spec is not None else None  # the spec's errors come first
+    fabric = parse_files([*dumps, *([names] if names else [])], read)
     findings, summary = _check(loaded, fabric, structure)
     if output_format is VerifyFormat.JSON:
         _say(verify_json(findings, summary, fabric.ignored))

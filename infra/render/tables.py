@@ -10,6 +10,7 @@ from infra.budget.bands import collective_bands
 from infra.budget.collectives import CommTopology, Prediction
 from infra.budget.evaluate import BudgetResult
 from infra.catalog.nccl import nccl_has
+from infra.errors import escape_lines
 from infra.wording import plural
 
 __all__ = ["budgets_json", "budgets_text", "predict_json", "predict_text"]
@@ -133,7 +134,7 @@ def budgets_text(results: Sequence[BudgetResult]) -> str:
     missed = sum(r.verdict == "miss" for r in results)
     claims = f"; {plural(missed, 'claim')} not met (reported, not failed)" if missed else ""
     lines.append(f"{passed} of {len(results)} budgets met{claims}")
-    return "\n".join(lines) + "\n"
+    return escape_lines("\n".join(lines)) + "\n"  # a replay's tenants come from its trace
 
 
 def _band_text(r: BudgetResult) -> str:

@@ -18,6 +18,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from infra.errors import escape_lines
 from infra.simulate.metrics import SIZE_BUCKETS
 from infra.simulate.result import SimResult
 
@@ -150,7 +151,7 @@ def comparison_text(comparison: MigComparison) -> str:
         lines.append(
             f"trace {trace.source}: {trace.used:,} of {trace.rows:,} rows replayed on each"
         )
-    return "\n".join(lines) + "\n"
+    return escape_lines("\n".join(lines)) + "\n"  # tenants come from the trace
 
 
 def comparison_json(comparison: MigComparison) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from infra.errors import escape_lines
 from infra.simulate.result import Delays, SimResult
 
 __all__ = ["result_json", "result_text"]
@@ -31,7 +32,10 @@ def _delay_rows(title: str, table: dict[str, Delays]) -> list[str]:
 
 
 def result_text(result: SimResult) -> str:
-    """The human view: trace rows, allocation, queueing tables, preemption, MIG, never-ran."""
+    """The human view: trace rows, allocation, queueing tables, preemption, MIG, never-ran.
+
+    Tenants and reasons come from the trace: control characters are shown escaped.
+    """
     t = result.trace
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(t.skipped.items())) or "none"
     flagged = ", ".join(f"{n} {why}" for why, n in sorted(t.flagged.items()))
@@ -70,7 +74,7 @@ def result_text(result: SimResult) -> str:
     lines += _repartition_lines(result)
     lines += _never_lines(result)
     lines += [f"note: {n}" for n in result.notes]
-    return "\n".join(lines) + "\n"
+    return escape_lines("\n".join(lines)) + "\n"
 
 
 def _repartition_lines(result: SimResult) -> list[str]:

@@ -8,9 +8,10 @@ is the one-key entry a spec lists: a discriminated union of one entry model per 
 
 from __future__ import annotations
 
+import posixpath
 from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, TypeGuard
 
-from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
+from pydantic import AfterValidator, BaseModel, Discriminator, Field, Tag, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from infra.spec.base import Precision, StrictModel
@@ -277,6 +278,22 @@ class CostBudget(BudgetFields):
     )
 
 
+def _inside_spec_directory(path: str) -> str:
+    """A trace is named relative to the spec's directory and stays inside it.
+
+    An absolute path or one whose ``..`` climbs out would let a spec read any file the user can
+    (``/etc/shadow``) and echo it in a message; a symlink out of the directory is refused when
+    the trace is read (`infra.budget.simulation.Replays`).
+    """
+    normal = posixpath.normpath(path)
+    if path.startswith("/") or normal == ".." or normal.startswith("../"):
+        raise ValueError(
+            f"trace {path[:80]!r} must be a path inside the spec's directory, relative to it "
+            "(no leading '/', no '..' that leaves it); copy the trace there"
+        )
+    return path
+
+
 TracePath = Annotated[
     str,
     Field(
@@ -285,6 +302,7 @@ TracePath = Annotated[
         pattern=ONE_LINE,
         description="Job trace file, relative to the spec's directory (formats: docs/simulate.md).",
     ),
+    AfterValidator(_inside_spec_directory),
 ]
 
 

@@ -58,6 +58,7 @@ LANE_GBPS = {
     "XDR": 200.0,
 }
 UP_STATES = frozenset({"active", "linkup", ""})
+_LANES = frozenset({"1", "2", "4", "8", "12"})  # ASCII only: int() would also take "²"
 
 
 @dataclass(frozen=True, order=True)
@@ -131,8 +132,8 @@ class Finding:
 
 def link_gbps(width: str, speed: str) -> float | None:
     """The data rate of ``4x`` ``HDR`` (200.0), or None when either is unknown."""
-    lanes = width.lower().rstrip("x")
-    if not lanes.isdigit() or speed.upper() not in LANE_GBPS:
+    lanes = width.lower().removesuffix("x")
+    if lanes not in _LANES or speed.upper() not in LANE_GBPS:
         return None
     return int(lanes) * LANE_GBPS[speed.upper()]
 
@@ -181,11 +182,16 @@ def compare(plan: Plan, seen: Seen) -> list[Finding]:
     resolved, findings = _infer_unnamed(index, seen)
     peer: dict[NamedEnd, NamedEnd] = {}
     links: dict[frozenset[NamedEnd], SeenLink] = {}
+    extra: list[SeenLink] = []
     for link in resolved:
         if link.a == link.b:
             continue  # a self-loop is not a cable between two planned ends
+        key = frozenset((link.a, link.b))
+        if key in links:  # another cable between the same two ends: the plan has one at most
+            extra.append(link)
+            continue
         peer[link.a], peer[link.b] = link.b, link.a
-        links[frozenset((link.a, link.b))] = link
+        links[key] = link
     absent = _absent_devices(index, peer, seen.ports, findings)
     unmatched: list[Cable] = []
     used: set[frozenset[NamedEnd]] = set()
@@ -201,6 +207,7 @@ def compare(plan: Plan, seen: Seen) -> list[Finding]:
     for key, link in links.items():
         if key not in used and not ({link.a.device, link.b.device} & absent):
             findings.append(_unexpected(index, link))
+    findings += [_unexpected(index, link, again=True) for link in extra]
     return sorted(findings, key=Finding.sort_key)
 
 
@@ -397,17 +404,35 @@ def _missing(index: _Index, cable: Cable) -> Finding:
     )
 
 
-def _unexpected(index: _Index, link: SeenLink) -> Finding:
+def _unexpected(index: _Index, link: SeenLink, *, again: bool = False) -> Finding:
+    """A seen link the plan does not have; ``again``: a second one between the same two ends."""
     a, b = sorted((link.a, link.b))
     pa, pb = index.place(a), index.place(b)
+    rate = f" ({link.width}{link.speed})" if link.width else ""
+    if again:
+        where = f" at {link.source}" if link.source else ""
+        return Finding(
+            "unexpected",
+            pa,
+            pb,
+            "one cable" if _planned(index, a, b) else "no cable",
+            f"a second link{rate}{where}",
+            f"two ports report a cable between {pa.text()} and {pb.text()}: find the one"
+            f"{where} (the dump names it by GUID and port) and remove its cable",
+        )
     return Finding(
         "unexpected",
         pa,
         pb,
         "no cable",
-        f"a link ({link.width}{link.speed})" if link.width else "a link",
+        f"a link{rate}",
         f"remove the cable between {pa.text()} and {pb.text()} (not in the plan)",
     )
+
+
+def _planned(index: _Index, a: NamedEnd, b: NamedEnd) -> bool:
+    cable = index.by_end.get(a)
+    return cable is not None and b in _ends(cable)
 
 
 def _unnamed(index: _Index, guid: str, description: str, planned: NamedEnd | None) -> Finding:

@@ -1,7 +1,8 @@
 """Read discovered-fabric dumps into one `Fabric`, telling the formats apart by content.
 
-`parse_files` reads any mix of ``ibnetdiscover`` (default or ``-p``), ``iblinkinfo``
-(default or ``-l``) dumps and ``--node-name-map`` files; `parse_text` reads one text. The
+`parse_files` reads any mix of ``ibnetdiscover`` (default or ``-p``), ``iblinkinfo`` (default
+or ``-l``) dumps and ``--node-name-map`` files, each through `read_dump` (bounded; regular
+files and shell pipes only); `parse_text` reads one text. The
 format is decided by the first line that only one format can have, after skipping tool noise
 (blank lines, ``#`` comments, ``ibwarn:`` lines), never by the file name. A node-name map's
 names replace the descriptions' names of the nodes whose GUID it lists. A line no parser
@@ -10,15 +11,17 @@ understands is a `DiscoveredError` carrying its file and line.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Literal
 
 from infra.errors import DiscoveredError, InputError, Position
+from infra.files import read_bounded
 from infra.verify.linkinfo import read_linkinfo
 from infra.verify.model import Fabric, FabricBuilder, Source, guid, located
 from infra.verify.ports import read_ports
 from infra.verify.topology_file import read_topology
+from infra.wording import plural
 
 Format = Literal["ibnetdiscover", "ibnetdiscover-ports", "iblinkinfo", "node-name-map"]
 _TOPOLOGY_WORDS = (
@@ -33,6 +36,7 @@ _TOPOLOGY_WORDS = (
     "Ca ",
 )
 MAX_BYTES = 512 * 1024 * 1024  # a 100,000-node fabric's dump is tens of MB
+_USUAL_SIZE = "a dump of a 100,000-node fabric is tens of MB"
 
 
 def _noise(line: str) -> bool:
@@ -91,16 +95,39 @@ _READERS = {
 }
 
 
+def dump_lines(text: str) -> list[str]:
+    r"""The lines of a dump, split at newlines only.
+
+    Not str.splitlines(): it also splits at \v, \f, \x1c-\x1e, \x85, U+2028 and U+2029,
+    which a NodeDescription may hold; every line number after one would then be wrong.
+    """
+    return text.split("\n")
+
+
 def add_text(text: str, file: str, build: FabricBuilder) -> Format:
     """Add one dump's text to `build`; returns the format it was read as."""
-    lines = text.splitlines()
+    lines = dump_lines(text)
     kind = detect(lines, file)
     if kind == "node-name-map":
         read_name_map(lines, file, build.names)
     else:
+        cables, ignored = build.cables, len(build.ignored)
         _READERS[kind](lines, file, build)
+        if build.cables == cables:
+            raise _nothing_to_compare(file, len(build.ignored) - ignored)
     build.sources.append(file)
     return kind
+
+
+def _nothing_to_compare(file: str, ignored: int) -> DiscoveredError:
+    """A dump without a cable: cut short, or taken where no port is up; never "as planned"."""
+    skipped = f" ({plural(ignored, 'record')} ignored)" if ignored else ""
+    return DiscoveredError(
+        f"holds no cable between two nodes{skipped}: nothing to compare",
+        file=file,
+        hint="was the dump cut short, or taken on a host whose port is down? "
+        "ibnetdiscover -p lists every cabled port of the fabric",
+    )
 
 
 def parse_text(text: str, file: str = "<input>") -> Fabric:
@@ -110,25 +137,42 @@ def parse_text(text: str, file: str = "<input>") -> Fabric:
     return build.fabric()
 
 
-def _read(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise InputError(f"cannot read: {error.strerror}", file=str(path)) from None
-    if len(data) > MAX_BYTES:
-        raise InputError(f"is {len(data):,} bytes; more than any fabric dump", file=str(path))
+def read_dump(path: str) -> str:
+    """The text of one dump or node-name map: the one way `railplan verify` reads its inputs.
+
+    Through `infra.files.read_bounded`: a directory, device (``/dev/zero``), socket or named
+    FIFO is refused before it is opened, a file over `MAX_BYTES` before it is read, and a pipe
+    the shell hands over is read up to `MAX_BYTES` + 1 bytes at most.
+
+    Raises:
+        InputError: unreadable, not a regular file or pipe, too large, or binary.
+    """
+    data = read_bounded(path, MAX_BYTES, noun="dump", usual=_USUAL_SIZE)
     if b"\0" in data:
         raise InputError(
             "is binary, not a text dump",
-            file=str(path),
+            file=path,
             position=Position(data[: data.index(b"\0")].count(b"\n") + 1, 1),
+            hint="give the text output of ibnetdiscover or iblinkinfo",
         )
     return data.decode("utf-8", errors="replace")
 
 
-def parse_files(paths: Iterable[Path]) -> Fabric:
-    """The fabric a set of dumps (and node-name maps) describe together."""
+def parse_files(paths: Iterable[Path | str], texts: Mapping[str, str] | None = None) -> Fabric:
+    """The fabric a set of dumps (and node-name maps) describe together.
+
+    ``texts`` holds dumps already read (`read_dump`) by their path, such as a pipe that
+    cannot be read twice; the others are read here.
+    """
     build = FabricBuilder()
-    for path in paths:
-        add_text(_read(path), str(path), build)
+    files = list(map(str, paths))
+    for path in files:
+        text = texts[path] if texts is not None and path in texts else read_dump(path)
+        add_text(text, path, build)
+    if files and not build.cables:  # each dump has a cable (`add_text`): these are all maps
+        raise DiscoveredError(
+            "is a node-name map, and no dump is given: nothing to compare",
+            file=files[0],
+            hint="give ibnetdiscover or iblinkinfo output, and the map with --names",
+        )
     return build.fabric()

@@ -5,7 +5,12 @@ technician walks the row once. The JSON document is DESIGN.md's
 ``{"findings": [...], "summary": {...}, "ignored": [...]}``. The CSV is a sheet to print: one
 row per fix with both ends' rack, unit, device and port and an empty ``done`` column. Names in
 it can come from a discovered fabric (NodeDescriptions anyone on the fabric may set), so a cell
-that a spreadsheet would run as a formula is prefixed with an apostrophe.
+that a spreadsheet would run as a formula is prefixed with an apostrophe. The text and the CSV
+show every name and message the way error lines do (`infra.errors`): control, bidirectional and
+zero-width characters escaped (an ESC, OSC or U+202E from a NodeDescription or a ``--names``
+entry never reaches a terminal or a spreadsheet raw), a name over `KEEP_CHARS` characters cut
+with an ellipsis and its length. The JSON keeps every string exact: `json.dumps` escapes
+control characters (and, ASCII-only, every other non-ASCII one) itself.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
+from infra.errors import KEEP_CHARS, cut_long_values, escape_controls, shorten
 from infra.verify.compare import KINDS, Finding, Place
 from infra.verify.model import Ignored
 from infra.verify.structure import STRUCTURE_KINDS, Shape
@@ -87,17 +93,29 @@ def verify_json(findings: Sequence[Finding], summary: Summary, ignored: Iterable
     return json.dumps(document, indent=2, sort_keys=True)
 
 
+def _name(value: object) -> str:
+    """A device, port or rack as text and CSV show it: escaped, cut past `KEEP_CHARS`."""
+    return escape_controls(shorten("" if value is None else str(value), KEEP_CHARS))
+
+
+def _prose(text: str) -> str:
+    """A finding's expected, found or fix text: escaped, each long name in it cut."""
+    return escape_controls(cut_long_values(text))
+
+
 def verify_text(findings: Sequence[Finding], summary: Summary, ignored: Sequence[Ignored]) -> str:
     """Findings by rack in walking order, each with its fix; then one summary line."""
     lines: list[str] = []
     for rack, group in groupby(findings, key=lambda f: f.a.rack or "(not racked)"):
-        lines.append(f"rack {rack}")
+        lines.append(f"rack {_name(rack)}")
         for finding in group:
             unit = f"U{finding.a.rack_unit}" if finding.a.rack_unit else "  "
-            near = f"{finding.a.device} {finding.a.port}".strip()
-            lines.append(f"  {unit:>4}  {finding.kind}: {near}: expected {finding.expected}, ")
-            lines[-1] += f"found {finding.found}"
-            lines.append(f"        fix: {finding.fix}")
+            near = f"{_name(finding.a.device)} {_name(finding.a.port)}".strip()
+            lines.append(
+                f"  {unit:>4}  {finding.kind}: {near}: expected {_prose(finding.expected)}, "
+                f"found {_prose(finding.found)}"
+            )
+            lines.append(f"        fix: {_prose(finding.fix)}")
     seen = plural(summary.links_seen, "link") + " seen"
     if summary.cables_planned is not None:
         seen += ", " + plural(summary.cables_planned, "planned cable")
@@ -112,13 +130,12 @@ def verify_text(findings: Sequence[Finding], summary: Summary, ignored: Sequence
         lines.append(summary.structure.text())
     if ignored:
         reasons = Counter(i.reason for i in ignored)
-        parts = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
+        parts = ", ".join(f"{n} {_prose(reason)}" for reason, n in sorted(reasons.items()))
         lines.append(f"ignored {plural(len(ignored), 'record')}: {parts}")
     return "\n".join(lines) + "\n"
 
 
-def _safe(value: object) -> str:
-    text = "" if value is None else str(value)
+def _safe(text: str) -> str:
     return "'" + text if text.startswith(_FORMULA_START) else text
 
 
@@ -128,9 +145,10 @@ def verify_csv(findings: Sequence[Finding]) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(WORK_ORDER_COLUMNS)
     for order, f in enumerate(findings, start=1):
-        row = (
+        names = (
             order, f.kind, f.a.rack, f.a.rack_unit, f.a.device, f.a.port,
-            f.z.rack, f.z.rack_unit, f.z.device, f.z.port, f.expected, f.found, f.fix, "",
+            f.z.rack, f.z.rack_unit, f.z.device, f.z.port,
         )  # fmt: skip
+        row = [*map(_name, names), *map(_prose, (f.expected, f.found, f.fix)), ""]
         writer.writerow([_safe(v) for v in row])
     return out.getvalue()

@@ -32,7 +32,8 @@ __all__ = [
     "tier_of",
 ]
 
-INDEX = re.compile(r"(\d+)$")
+# ASCII digits (\d alone also matches "٣"), few enough for int(): an index, never 5,000 digits
+INDEX = re.compile(r"(?<![0-9])([0-9]{1,6})$")
 _LEAF_SHARE = 4  # a leaf has at least 1 HCA link for every 4 switch links (1:1 has 1 for 1)
 
 

@@ -20,6 +20,7 @@ from infra.verify.model import (
     Kind,
     Source,
     guid,
+    lanes,
     located,
     number,
     speed_name,
@@ -66,7 +67,7 @@ def _rate(text: str) -> tuple[str | None, str | None, str | None, str | None]:
         words = [w for w in words if w != "(FDR10)"]
         words[1:2] = ["10.3125"] if len(words) > 1 else []
     state = words.pop() if words else None
-    width = words[0].lower() if words and words[0][:-1].isdigit() else None
+    width = lanes(words[0][:-1]) if words and words[0][-1:] in ("x", "X") else None
     speed = speed_name(words[1]) if len(words) > 1 else None
     return width, speed, state, physical.strip() or None
 

@@ -151,11 +151,29 @@ def guid(text: str, source: Source) -> str:
     return _GUIDS[text]
 
 
+_DIGITS = frozenset("0123456789")
+# InfiniBand's field widths (IBA vol. 1, 14.2.5): a port number is 8 bits (a switch has at
+# most 254 ports and port 0 is its management port), a LID 16 bits.
+_LARGEST = {"port": 255, "port count": 255, "LID": 0xFFFF}
+_WIDTHS = frozenset({"1", "2", "4", "8", "12"})  # lanes of a link: 1x, 2x (split), 4x, 8x, 12x
+
+
 def number(text: str, source: Source, what: str) -> int:
-    """A decimal port number, port count or LID."""
-    if not text.isdigit() or len(text) > 6:
-        raise located(f"{what} {text!r} is not a number", source, None)
+    """A port number, port count or LID: ASCII digits, within what InfiniBand allows.
+
+    Only ASCII: str.isdigit() and int() take ``²`` or ``٣`` (and int() ``1_0`` or ``+1``), and
+    no tool prints them; a dump that holds one was edited, and says where.
+    """
+    largest = _LARGEST[what]
+    if not text or len(text) > 5 or not _DIGITS.issuperset(text) or int(text) > largest:
+        shown = text if len(text) <= 20 else text[:20] + "..."
+        raise located(f"{what} {shown!r} is not a number from 0 to {largest}", source, None)
     return int(text)
+
+
+def lanes(text: str) -> str | None:
+    """``4x`` for the lanes "4" (ASCII digits only: 1, 2, 4, 8 or 12), else None (unknown)."""
+    return f"{text}x" if text in _WIDTHS else None
 
 
 def speed_name(text: str) -> str | None:
@@ -200,6 +218,7 @@ class FabricBuilder:
     sources: list[str] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)  # GUID -> node-name map name
     sharp: set[str] = field(default_factory=set)  # switches with an aggregation node
+    cables: int = 0  # sightings of a cable between two nodes, repeats included
 
     def ignore(self, source: Source, reason: str) -> None:
         """Record something skipped on purpose."""
@@ -267,6 +286,7 @@ class FabricBuilder:
         if a.guid == b.guid or (a.node_guid is not None and a.node_guid == b.node_guid):
             self.ignore(source, f"self-loop cable {a.guid}[{a.port}] - [{b.port}]")
             return
+        self.cables += 1
         key = ((a.guid, a.port), (b.guid, b.port))
         if key not in self.links:
             self.links[key] = Link(a, b, width, speed, state, physical, source)

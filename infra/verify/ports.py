@@ -8,7 +8,17 @@ part (or with ``???``) is an unconnected port and says nothing about cabling.
 
 from __future__ import annotations
 
-from infra.verify.model import End, FabricBuilder, Kind, Source, guid, located, number, speed_name
+from infra.verify.model import (
+    End,
+    FabricBuilder,
+    Kind,
+    Source,
+    guid,
+    lanes,
+    located,
+    number,
+    speed_name,
+)
 
 _KINDS: dict[str, Kind] = {"CA": "CA", "SW": "SW"}
 _HINT = "is this the output of ibnetdiscover -p, cut or edited?"
@@ -54,6 +64,13 @@ def read_ports(lines: list[str], file: str, build: FabricBuilder) -> None:
         dash = words.index("-")
         if len(words) != dash + 5:
             raise located(f"cannot read the remote port in {line[:80]!r}", source, _HINT)
+        if quote < 0 or not line.endswith(")"):  # the tool ends a cable with ( 'a' - 'b' )
+            raise located(
+                f"the cable's line is cut short: {line[-40:]!r}",
+                source,
+                "ibnetdiscover -p ends the line of a cable with ( 'desc' - 'desc' ): "
+                "was the dump cut?",
+            )
         r_kind, r_lid, r_port, r_node = _side(words[dash + 1 :], source)
         build.node(
             r_kind,
@@ -64,7 +81,7 @@ def read_ports(lines: list[str], file: str, build: FabricBuilder) -> None:
             port_guid=r_node if r_kind == "CA" else None,
         )
         rate = words[4:dash]
-        width = rate[0].lower() if rate and rate[0][:-1].isdigit() else None
+        width = lanes(rate[0][:-1]) if rate and rate[0][-1:] in ("x", "X") else None
         speed = speed_name(rate[1]) if len(rate) > 1 else None
         ends = (End.seen(kind, node, port), End.seen(r_kind, r_node, r_port))
         build.link(ends, descs, source, width, speed)

@@ -21,8 +21,8 @@ __all__ = ["hca_name", "named", "resolve"]
 # "<host> <device>": the device is the last word, an RDMA device name such as mlx5_3, or
 # HCA-<n> as some sites set it (``node019 HCA-1``).
 _HCA_NAME = re.compile(
-    r"^(?P<host>[^\s:]+?)(?:[\s:]+|-)(?P<device>mlx\d+_\d+|HCA-\d+|ib[a-z0-9_]+)$"
-)
+    r"^(?P<host>[^\s:]+?)(?:[\s:]+|-)(?P<device>mlx[0-9]+_[0-9]+|HCA-[0-9]+|ib[a-z0-9_]+)$"
+)  # ASCII digits: \d would also match "٣", which no RDMA device name has
 _DOWN_STATES = frozenset({"down", "polling", "init", "armed", "disabled"})
 
 
@@ -58,8 +58,16 @@ def resolve(fabric: Fabric) -> Seen:
     """The seen links of ``fabric`` under the plan's names, and its unnamed HCAs."""
     links: list[SeenLink] = []
     ports: list[SeenPort] = []
+    cables: set[frozenset[tuple[NamedEnd, int]]] = set()
     for link in fabric.links:
         a, b = named(link.a, fabric.node_for(link.a)), named(link.b, fabric.node_for(link.b))
+        cable = frozenset(((a, link.a.port), (b, link.b.port)))
+        if cable in cables:
+            # The same ends and port numbers: one cable whose HCA one dump names by its node
+            # GUID and another by its port GUID. Other links between the same ends are
+            # cables too, and `compare` reports them.
+            continue
+        cables.add(cable)
         source = f"{link.source.file}:{link.source.line}"
         state = _state(link)
         if state:

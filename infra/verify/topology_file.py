@@ -11,7 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.verify.model import End, FabricBuilder, Kind, Source, guid, located, number, speed_name
+from infra.verify.model import (
+    End,
+    FabricBuilder,
+    Kind,
+    Source,
+    guid,
+    lanes,
+    located,
+    number,
+    speed_name,
+)
 
 _KINDS: dict[str, Kind] = {"Switch": "SW", "Ca": "CA"}
 _KEYS = ("vendid=", "devid=", "sysimgguid=", "switchguid=", "caguid=", "rtguid=")
@@ -105,8 +115,8 @@ def _rate(words: list[str]) -> tuple[str | None, str | None]:
     """
     for word in reversed(words):
         width, x, speed = word.partition("x")
-        if x and width.isdigit():
-            return f"{width}x", speed_name(speed)
+        if x and lanes(width):
+            return lanes(width), speed_name(speed)
     return None, None
 
 

@@ -21,13 +21,14 @@ from infra.errors import Position
 from infra.files import read_bounded
 from infra.simulate.jobs import Job, Trace
 from infra.simulate.traces import alibaba_pai, alibaba_v2023, helios, railplan_csv
-from infra.simulate.traces.common import Rows, TraceError
+from infra.simulate.traces.common import Rows, TraceError, check_times, excerpt
 from infra.simulate.traces.philly import read_philly
 
 __all__ = ["FORMATS", "MAX_TRACE_BYTES", "TraceError", "read_trace", "trace_from_text"]
 
 MAX_TRACE_BYTES = 2 << 30
 """Largest trace read (2 GiB): above the published traces railplan reads, whole."""
+_USUAL_SIZE = "the largest published trace railplan reads is a few hundred MB"
 
 Reader = Callable[[str, str], Rows]
 
@@ -91,7 +92,7 @@ def _no_gc() -> Iterator[None]:
 
 
 def _text(path: str) -> str:
-    data = read_bounded(path, MAX_TRACE_BYTES)
+    data = read_bounded(path, MAX_TRACE_BYTES, noun="trace", usual=_USUAL_SIZE)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -103,6 +104,7 @@ def _text(path: str) -> str:
 
 def _trace(name: str, rows: Rows, source: str, gpu_map: Mapping[str, str]) -> Trace:
     jobs = _unique(_mapped(rows.jobs, gpu_map), source, strict=name == "railplan-csv")
+    check_times(jobs, source)  # in file order: the first row out of range is named
     jobs.sort(key=lambda j: (j.submit_s, j.line))
     used = len(jobs) if rows.used is None else rows.used
     if used + sum(rows.skipped.values()) != rows.rows:  # every reader counts in rows
@@ -131,7 +133,7 @@ def _unique(jobs: list[Job], source: str, *, strict: bool) -> list[Job]:
         if first != job.line:
             if strict:
                 raise TraceError(
-                    f"job id {job.id!r} repeats the id of line {first}",
+                    f"job id {excerpt(job.id)} repeats the id of line {first}",
                     file=source,
                     position=Position(job.line, 1),
                     hint="give every row its own id",

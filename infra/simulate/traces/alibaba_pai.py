@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from infra.simulate.jobs import MILLI_WHOLE, Job
-from infra.simulate.traces.common import Row, Rows, csv_rows, number, whole
+from infra.simulate.traces.common import Row, Rows, csv_rows, number, seconds, whole
 
 __all__ = [
     "JOB_COLUMNS",
@@ -125,12 +125,12 @@ def _add(row: Row, gangs: dict[str, _Gang], out: Rows) -> None:
     if not row.get("start_time"):
         gang.reason = gang.reason or "never started"
         return
-    gang.start = min(gang.start, number(row, "start_time"))
+    gang.start = min(gang.start, seconds(row, "start_time"))
     if not row.get("end_time"):
         gang.reason = gang.reason or "running at trace end"
         return
-    end = number(row, "end_time")
-    if end < number(row, "start_time"):
+    end = seconds(row, "end_time")
+    if end < seconds(row, "start_time"):
         raise row.error("end_time", "end_time is before start_time")
     gang.end = max(gang.end, end)
 
@@ -170,6 +170,6 @@ def read_pai_jobs(text: str, source: str) -> dict[str, JobInfo]:
     header = None if first.startswith("job_name,") else JOB_COLUMNS
     users: dict[str, JobInfo] = {}
     for row in csv_rows(text, source, header):
-        submitted = number(row, "start_time") if row.get("start_time") else None
+        submitted = seconds(row, "start_time") if row.get("start_time") else None
         users[row.get("job_name")] = (row.get("user", "default"), submitted)
     return users

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from infra.simulate.jobs import MILLI_WHOLE, Job
-from infra.simulate.traces.common import Row, Rows, csv_rows, positions, whole
+from infra.simulate.traces.common import MAX_TRACE_S, Row, Rows, csv_rows, excerpt, positions, whole
 
 __all__ = ["COLUMNS", "QOS_PRIORITY", "REQUIRED", "read_alibaba_v2023"]
 
@@ -52,7 +52,7 @@ REQUIRED = ("name", "num_gpu", "gpu_milli", "qos", "creation_time", "deletion_ti
 QOS_PRIORITY = {"Guaranteed": "high", "LS": "high", "Burstable": "normal", "BE": "low"}
 """Kubernetes QoS class (and Alibaba's LS/BE) to the spec's priority."""
 
-_MAX_TIME = 10**12
+_MAX_TIME = int(MAX_TRACE_S)  # seconds from the trace's start (common.MAX_TRACE_S)
 _MAX_ASK = 10**9  # thousandths of a CPU, MiB
 _FAST = (
     "num_gpu",
@@ -176,7 +176,7 @@ def _priority(row: Row) -> str:
     qos = row.get("qos")
     if qos not in QOS_PRIORITY:
         raise row.error(
-            "qos", f"qos {qos!r} is not one of {', '.join(QOS_PRIORITY)}", "the v2023 README"
+            "qos", f"qos {excerpt(qos)} is not one of {', '.join(QOS_PRIORITY)}", "the v2023 README"
         )
     return QOS_PRIORITY[qos]
 

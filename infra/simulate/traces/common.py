@@ -5,6 +5,10 @@ A reader turns one published format into `Job`s; a row it cannot parse is a `Tra
 parses but cannot be a job (no GPU, zero duration, never started) is *skipped* and counted under
 a reason, so the output can say per file what was used. Rows keep their fields as a list and
 work out a field's column only when an error needs it: a million-row trace reads in seconds.
+
+Times have one bound, owned here (`MAX_TRACE_S`, `EARLIEST`/`LATEST`): every reader reads its
+times with `seconds` and its dates with `unix_time`/`date_s`, and `check_times` holds every job
+read, whatever reader made it, to the same bound before a replay starts.
 """
 
 from __future__ import annotations
@@ -15,12 +19,47 @@ import math
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime, tzinfo
 
-from infra.errors import InputError, Position
+from infra.errors import InputError, Position, shorten
 from infra.simulate.jobs import Job
 
-__all__ = ["Row", "Rows", "TraceError", "csv_rows", "number", "positions", "unix_time", "whole"]
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "MAX_TRACE_S",
+    "Row",
+    "Rows",
+    "TraceError",
+    "check_times",
+    "csv_rows",
+    "date_s",
+    "number",
+    "positions",
+    "seconds",
+    "unix_time",
+    "whole",
+]
+
+_YEAR_S = 365.25 * 86_400
+MAX_TRACE_YEARS = 10
+MAX_TRACE_S = MAX_TRACE_YEARS * _YEAR_S
+"""The largest time a trace may hold, in seconds from its start: a submission, a run time or a
+time limit (so a trace spans at most about 20 years from its first submission to its last end).
+
+Why ten years: the published traces railplan reads span weeks to months (Philly 3 months,
+Helios and Acme 6, Alibaba PAI 2); a time in milliseconds or microseconds read as seconds, or a
+corrupt row, lands thousands of years out (``1e12`` s is 31,700 years). The replay walks every
+day of the span it replays (scheduled MIG changes fire daily) and turns trace times into
+calendar dates, so such a job kept ``lint``'s utilization budgets and ``simulate`` busy for
+hours, or overflowed the calendar. Refused when the trace is read, at the row.
+"""
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(2100, 1, 1, tzinfo=UTC)
+"""Dates a dated trace may hold: Unix time, as every published trace's (2017-2023), up to a
+year that leaves the replay's calendar room (plus `MAX_TRACE_S`, the day either side a MIG
+schedule looks at). Year 1 or 9999 is a typo, and the calendar cannot step past either."""
+_EXCERPT = 24  # characters of a field echoed in a message: enough to find it, no more
 
 
 class TraceError(InputError):
@@ -107,6 +146,11 @@ def csv_rows(text: str, source: str, header: Sequence[str] | None = None) -> Ite
         ) from None
 
 
+def excerpt(text: str) -> str:
+    """A field of the file, as a message may echo it: quoted, short (`shorten`)."""
+    return repr(shorten(text, _EXCERPT))
+
+
 def number(row: Row, name: str, *, minimum: float = 0.0, default: str = "") -> float:
     """A finite number at least ``minimum`` from field ``name``."""
     text = row.get(name, default)
@@ -114,11 +158,28 @@ def number(row: Row, name: str, *, minimum: float = 0.0, default: str = "") -> f
         value = float(text)
     except ValueError:
         raise row.error(
-            name, f"{name} {text!r} is not a number", "write seconds as 12 or 12.5"
+            name, f"{name} {excerpt(text)} is not a number", "write seconds as 12 or 12.5"
         ) from None
     if not math.isfinite(value) or value < minimum:
-        raise row.error(name, f"{name} {text!r} must be a finite number of at least {minimum:g}")
+        raise row.error(
+            name, f"{name} {excerpt(text)} must be a finite number of at least {minimum:g}"
+        )
     return value
+
+
+def seconds(row: Row, name: str, *, default: str = "") -> float:
+    """A time of the trace (seconds from its start, or a run time): 0 to `MAX_TRACE_S`."""
+    value = number(row, name, default=default)
+    if value > MAX_TRACE_S:
+        raise row.error(name, *_too_far(name, excerpt(row.get(name, default))))
+    return value
+
+
+def _too_far(name: str, shown: str) -> tuple[str, str]:
+    return (
+        f"{name} {shown} is more than {MAX_TRACE_YEARS} years, the longest a trace may span",
+        "trace times are seconds: is it in milliseconds or microseconds?",
+    )
 
 
 def whole(row: Row, name: str, *, minimum: int = 0, maximum: int = 10**9, default: str = "") -> int:
@@ -134,27 +195,60 @@ def whole(row: Row, name: str, *, minimum: int = 0, maximum: int = 10**9, defaul
     if value != int(value) or value > maximum:
         raise row.error(
             name,
-            f"{name} {row.get(name)!r} must be a whole number up to {maximum}",
+            f"{name} {excerpt(row.get(name))} must be a whole number up to {maximum}",
             "counts and trace times are whole numbers, such as 8",
         )
     return int(value)
 
 
-def unix_time(row: Row, name: str, zone: tzinfo) -> float:
-    """Unix seconds of a date field such as ``2020-06-09 18:41:01``.
+def date_s(text: str, zone: tzinfo) -> float:
+    """Unix seconds of a date such as ``2020-06-09 18:41:01``, from `EARLIEST` to `LATEST`.
 
     Read in ``zone`` unless the date states its own offset, as Acme's ``+08:00`` does.
+
+    Raises:
+        ValueError: the text is no date, or a date out of that range; its message says which.
     """
-    text = row.get(name)
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
-        raise row.error(
-            name, f"{name} {text!r} is not a date", "dates read as 2020-06-09 18:41:01"
-        ) from None
+        raise ValueError(f"{excerpt(text)} is not a date") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=zone)
     try:
-        return when.timestamp()
-    except (OverflowError, ValueError):
-        raise row.error(name, f"{name} {text!r} is out of range") from None
+        inside = EARLIEST <= when < LATEST
+    except (OverflowError, ValueError):  # an offset that takes the date past year 1 or 9999
+        inside = False
+    if not inside:
+        raise ValueError(
+            f"{excerpt(text)} is not between {EARLIEST.year} and {LATEST.year - 1}, "
+            "the years a trace may hold"
+        )
+    return when.timestamp()
+
+
+def unix_time(row: Row, name: str, zone: tzinfo) -> float:
+    """Unix seconds of a date field (`date_s`), refused at its row and column."""
+    try:
+        return date_s(row.get(name), zone)
+    except ValueError as err:
+        raise row.error(name, f"{name} {err}", "dates read as 2020-06-09 18:41:01") from None
+
+
+def check_times(jobs: list[Job], source: str) -> None:
+    """Refuse the first job (in file order) whose submission, run time or limit is out of range.
+
+    Every reader's jobs pass here (`infra.simulate.traces.read_trace`): times a reader works
+    out (a date less the trace's first, an end less a start) are held to `MAX_TRACE_S` too.
+    NaN fails every comparison, so it is refused as well.
+    """
+    for job in jobs:
+        for what, value in (
+            ("submission", job.submit_s),
+            ("run time", job.duration_s),
+            ("time limit", job.limit_s),
+        ):
+            if value is not None and not -MAX_TRACE_S <= value <= MAX_TRACE_S:
+                shown = f"{value:.6g} s" if math.isfinite(value) else str(value)
+                message, hint = _too_far(f"job {excerpt(job.id)}'s {what}", shown)
+                raise TraceError(message, file=source, position=Position(job.line, 1), hint=hint)

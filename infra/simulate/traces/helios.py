@@ -25,7 +25,7 @@ from __future__ import annotations
 from zoneinfo import ZoneInfo
 
 from infra.simulate.jobs import Job
-from infra.simulate.traces.common import Row, Rows, csv_rows, number, unix_time, whole
+from infra.simulate.traces.common import Row, Rows, csv_rows, seconds, unix_time, whole
 
 __all__ = ["REQUIRED", "read_acme", "read_helios"]
 
@@ -60,7 +60,7 @@ def _read(text: str, source: str, tenant: str) -> Rows:
             out.skipped[reason] += 1
             continue
         gpus = whole(row, "gpu_num", maximum=1_000_000)
-        duration = number(row, "duration")
+        duration = seconds(row, "duration")
         if gpus == 0:
             out.skipped["no GPU"] += 1
         elif duration == 0:

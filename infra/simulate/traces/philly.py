@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from infra.errors import Position
 from infra.simulate.jobs import Job
-from infra.simulate.traces.common import Rows, TraceError
+from infra.simulate.traces.common import Rows, TraceError, date_s
 
 __all__ = ["PHILLY_ZONE", "read_philly"]
 
@@ -174,9 +173,9 @@ def _when(entry: _Entry, value: Any, name: str) -> float | None:
     if not isinstance(value, str):
         raise entry.error(f"{name} must be a date string")
     try:
-        return datetime.fromisoformat(value).replace(tzinfo=PHILLY_ZONE).timestamp()
-    except (ValueError, OverflowError):
-        raise entry.error(f"{name} {value!r} is not a date like 2017-10-07 01:11:39") from None
+        return date_s(value, PHILLY_ZONE)
+    except ValueError as err:
+        raise entry.error(f"{name} {err} (dates read as 2017-10-07 01:11:39)") from None
 
 
 def _jobs(entry: _Entry, submit_s: float, ran: list[_Attempt], origin: float) -> list[Job]:

@@ -18,7 +18,7 @@ CPU-only job (its ``gpu_milli`` empty or 0). Rows with no GPU, CPU or memory are
 from __future__ import annotations
 
 from infra.simulate.jobs import MILLI_WHOLE, Job
-from infra.simulate.traces.common import Row, Rows, csv_rows, number, whole
+from infra.simulate.traces.common import Row, Rows, csv_rows, excerpt, seconds, whole
 from infra.spec.scheduling import PRIORITIES
 
 __all__ = ["COLUMNS", "read_railplan_csv"]
@@ -53,10 +53,12 @@ def _job(row: Row, gpus: int, cpu: int, mem: int) -> Job:
         raise row.error("gpu_milli", "a GPU fraction (gpu_milli below 1000) needs gpus 1")
     priority = row.get("priority", "normal")
     if priority not in PRIORITIES:
-        raise row.error("priority", f"priority {priority!r} is not one of {', '.join(PRIORITIES)}")
+        raise row.error(
+            "priority", f"priority {excerpt(priority)} is not one of {', '.join(PRIORITIES)}"
+        )
     return Job(
         id=row.get("id", f"row{row.line}"),
-        submit_s=number(row, "submit_s"),
+        submit_s=seconds(row, "submit_s"),
         duration_s=_duration(row),
         gpus=gpus,
         milli=milli,
@@ -73,14 +75,14 @@ def _job(row: Row, gpus: int, cpu: int, mem: int) -> Job:
 def _limit(row: Row) -> float | None:
     if not row.get("time_limit_s"):
         return None
-    value = number(row, "time_limit_s")
+    value = seconds(row, "time_limit_s")
     if value <= 0:
         raise row.error("time_limit_s", "time_limit_s must be more than 0 seconds")
     return value
 
 
 def _duration(row: Row) -> float:
-    value = number(row, "duration_s")
+    value = seconds(row, "duration_s")
     if value <= 0:
         raise row.error("duration_s", "duration_s must be more than 0 seconds")
     return value
