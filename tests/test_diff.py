@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from infra.catalog import load_catalog
 from infra.render.diff import PlanDiff, diff_json, diff_text, plan_diff
+from infra.render.tree import render_tree
 from infra.spec import Spec, load_spec_text
 from infra.topology import Plan, expand
 
@@ -364,3 +365,88 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
     invalid = railplan("diff", old, bad)
     assert invalid.returncode == 2 and f"{bad}:" in invalid.stderr
     assert all(line.split(":")[1].isdigit() for line in invalid.stderr.splitlines())
+
+
+# --- settings the plan does not show ------------------------------------------------------------
+
+TENANTS_EXAMPLE = Path(__file__).parents[1] / "examples" / "k8s-tenants.yaml"
+
+
+def _tenants_doc() -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(TENANTS_EXAMPLE.read_text())
+    return doc
+
+
+def _edit_name(doc: dict[str, Any]) -> str:
+    doc["name"] = "h100-shared-b"
+    return "name"
+
+
+def _edit_tenant_name(doc: dict[str, Any]) -> str:
+    doc["scheduler"]["tenants"][0]["name"] = "science"
+    return "scheduler.tenants[science]"
+
+
+def _edit_priority(doc: dict[str, Any]) -> str:
+    doc["scheduler"]["tenants"][0]["priority"] = "low"
+    return "scheduler.tenants[research].priority"
+
+
+def _edit_batch(doc: dict[str, Any]) -> str:
+    doc["scheduler"]["batch"] = "kueue"
+    return "scheduler.batch"
+
+
+def _edit_provisioner(doc: dict[str, Any]) -> str:
+    doc["scheduler"]["checkpoint_storage"]["provisioner"] = "csi.weka.io"
+    return "scheduler.checkpoint_storage.provisioner"
+
+
+def _edit_alert(doc: dict[str, Any]) -> str:
+    doc["scheduler"]["monitoring"]["idle_for"] = "3h"
+    return "scheduler.monitoring.idle_for"
+
+
+SETTING_EDITS = [
+    _edit_name, _edit_tenant_name, _edit_priority, _edit_batch, _edit_provisioner, _edit_alert,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("edit", SETTING_EDITS, ids=lambda f: f.__name__[len("_edit_") :])
+def test_a_setting_that_changes_the_rendered_tree_is_reported(edit: Any) -> None:
+    """The edits `railplan diff` once reported as "nothing changed" (exit 0) although the
+    rendered tree differed: the diff now names each by its spec path."""
+    old, new = _tenants_doc(), _tenants_doc()
+    path = edit(new)
+    (old_spec, old_plan), (new_spec, new_plan) = _planned(old), _planned(new)
+    catalog = load_catalog()
+    assert render_tree(old_spec, catalog, old_plan) != render_tree(new_spec, catalog, new_plan)
+    d = plan_diff(old_spec, old_plan, new_spec, new_plan, catalog)
+    assert d.changed and d.servers_added == d.servers_removed == ()
+    assert path in [s.path for s in d.settings], d.settings
+    assert f"~ setting {path} " in diff_text(d)
+    assert path in [s["path"] for s in json.loads(diff_json(d))["settings"]]
+
+
+def test_a_renamed_tenant_reads_as_one_removed_and_one_added() -> None:
+    old, new = _tenants_doc(), _tenants_doc()
+    _edit_tenant_name(new)
+    d, _, _ = _diff(old, new)
+    by_path = {s.path: s for s in d.settings}
+    assert by_path["scheduler.tenants[research]"].new is None
+    assert by_path["scheduler.tenants[science]"].old is None
+    assert by_path["scheduler.tenants[science]"].new["gpus"] == 448
+
+
+def test_software_and_mig_edits_are_not_repeated_as_settings() -> None:
+    d, _, _ = _diff(_two_groups(), _two_groups(mig="sevenths", driver="560.35.03"))
+    assert d.software and d.mig and d.settings == ()
+
+
+def test_a_diff_of_settings_only_exits_1_from_the_cli(tmp_path: Path) -> None:
+    old, new = _tenants_doc(), _tenants_doc()
+    _edit_priority(new)
+    result = railplan("diff", _write(tmp_path, "a.yaml", old), _write(tmp_path, "b.yaml", new))
+    assert result.returncode == 1, result.stderr
+    assert "settings: 1 changed" in result.stdout
+    assert '~ setting scheduler.tenants[research].priority "high" -> "low"' in result.stdout

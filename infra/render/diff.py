@@ -28,6 +28,7 @@ from infra.budget.evaluate import BudgetResult, evaluate_budgets
 from infra.catalog import Catalog
 from infra.render.recabling import affected_servers
 from infra.render.rolling import RollingStep, rolling_order, with_cables
+from infra.render.setting_changes import SettingChange, setting_changes
 from infra.spec import NodeGroup, Spec
 from infra.topology import Cable, Plan
 from infra.topology.growth import natural_key
@@ -41,6 +42,7 @@ __all__ = [
     "Move",
     "PlanDiff",
     "RollingStep",
+    "SettingChange",
     "SoftwareChange",
     "diff_json",
     "diff_text",
@@ -126,6 +128,7 @@ class PlanDiff:
     rolling_order: tuple[RollingStep, ...]
     notes: tuple[str, ...] = ()  # advice, e.g. how to avoid the recabling listed
     affected_groups: tuple[str, ...] = ()  # node groups whose running jobs a step drains
+    settings: tuple[SettingChange, ...] = ()  # other spec settings (the rendered tree's)
 
     @property
     def changed(self) -> bool:
@@ -141,6 +144,7 @@ class PlanDiff:
             self.moves,
             self.mig,
             self.software,
+            self.settings,
         )
         return any(lists) or any(b.old != b.new for b in self.budgets)
 
@@ -198,6 +202,7 @@ def plan_diff(
         steps,
         recabling_notes(new_spec, new_plan, cables_removed, set(switches_removed)),
         affected,
+        setting_changes(old_spec, new_spec),
     )
 
 
@@ -374,6 +379,7 @@ def _summary(d: PlanDiff) -> list[str]:
         f"moves: {len(d.moves)}",
         f"mig: {plural(len(d.mig), 'group')} changed",
         f"software: {plural(len(d.software), 'version')} changed",
+        f"settings: {len(d.settings)} changed",
         f"budgets: {moved} of {plural(len(d.budgets), 'prediction')} changed",
         f"rolling order: {plural(len(d.rolling_order), 'step')}"
         + (f" (about {sum(s.minutes for s in d.rolling_order):g} min)" if d.rolling_order else ""),
@@ -402,6 +408,7 @@ def _detail(d: PlanDiff) -> list[str]:
         for m in d.mig
     ]
     lines += [f"~ software {s.field} {s.old} -> {s.new}" for s in d.software]
+    lines += [f"~ setting {s.path} {_json(s.old)} -> {_json(s.new)}" for s in d.settings]
     lines += [
         f"~ budget {b.path} {b.kind} {b.old:g} -> {b.new:g} {b.unit}"
         for b in d.budgets
@@ -457,11 +464,17 @@ def diff_document(d: PlanDiff) -> dict[str, Any]:
         "moves": sorted((_fields(m) for m in d.moves), key=_by_name),
         "mig": [_fields(m) for m in sorted(d.mig, key=lambda m: m.group)],
         "software": [_fields(s) for s in sorted(d.software, key=lambda s: s.field)],
+        "settings": [_fields(s) for s in d.settings],  # spec order
         "budgets": [_budget_json(b) for b in d.budgets],
         "rolling_order": [_fields(s) for s in d.rolling_order],  # plan order is the point
         "notes": list(d.notes),
         "affected_groups": list(d.affected_groups),
     }
+
+
+def _json(value: Any) -> str:
+    """A setting's value on one line, control and non-ASCII characters escaped."""
+    return json.dumps(value, sort_keys=True)
 
 
 def _fields(record: Any) -> dict[str, Any]:
