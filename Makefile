@@ -114,7 +114,7 @@ golden: $(STAMP)
 
 # The fabric twin of the largest DGX A100 plan (1,600 servers): ibsim, two real opensm sweeps,
 # ibnetdiscover, ibtracert, railplan verify (tests/test_fabric_twin.py; minutes, so .ci/run
-# runs it after `make test`, which runs the lab and one-SU twins).
+# runs it after `make test`, which runs the lab and one-SU fabric twins).
 twin: $(STAMP) tools
 	RAILPLAN_TWIN_LARGE=1 $(BIN)/pytest -q -p no:cacheprovider tests/test_fabric_twin.py -k largest
 
@@ -128,7 +128,8 @@ sandbox: $(STAMP)
 # hosts (root; builds the OS roots once into /var/tmp/railplan-twin/cache). `make test` runs
 # its smoke case only.
 # The cluster twin's scenarios (docs/twin.md); TWIN_SPECS picks the twins (the 4-node lab on
-# 22.04: about 45 minutes on 2 cores). Root only; one twin at a time.
+# 22.04: 45-51 minutes on 2 cores, cold; .ci/run runs it when CI's time allows). Root only;
+# one twin at a time.
 TWIN_SPECS ?= lab-jammy,lab-noble,su-jammy,su-noble
 cluster-twin: $(STAMP) tools
 	PATH="$(CURDIR)/$(BIN):$$PATH" RAILPLAN_CLUSTER_TWIN=full RAILPLAN_TWIN_SPECS="$(TWIN_SPECS)" \
