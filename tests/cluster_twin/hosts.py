@@ -203,3 +203,26 @@ def host_config(host: TwinHost) -> dict[str, str]:
         "cgroup_default": "unified" if unified else "legacy",
         "cmdline_default": DEFAULT_CMDLINE,
     }
+
+
+INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
+# Each host's systemd, journald, logind, dbus and udev hold inotify instances (about 8 a host
+# here), counted against one user (root) on this machine: at the kernel's default 128 the
+# 22 hosts of an SU booted with path units failed ("Result: resources") and logind's "Too
+# many open files". Container hosts raise it the same way (LXD's production setup: 1024+).
+INOTIFY_PER_HOST = 16
+INOTIFY_BASE = 256  # this machine's own users of inotify
+
+
+def raise_inotify_limit(host_count: int) -> tuple[int, int] | None:
+    """Raise ``fs.inotify.max_user_instances`` for ``host_count`` hosts; (old, new) if raised.
+
+    Left raised afterwards, as a container host keeps it: lowering it under another user's
+    running containers would break them.
+    """
+    need = INOTIFY_BASE + INOTIFY_PER_HOST * host_count
+    current = int(INOTIFY_INSTANCES.read_text())
+    if current >= need:
+        return None
+    INOTIFY_INSTANCES.write_text(f"{need}\n")
+    return current, need

@@ -163,12 +163,25 @@ class ClusterTwin:
         hosts.trust_each_other(list(self.hosts.values()), self.cluster_key())
         self.record_pids()
         self.write_ansible_inputs()
+        self.raise_inotify_limit()
         self.power_all("on")
         self.wait_ssh(self.hosts.values())
         self.on_all(
             "apt-get -qq update"
         )  # provisioning's last step, as cloud-init's package_update
         self.timings["up_s"] = time.monotonic() - started
+
+    def raise_inotify_limit(self) -> None:
+        """Room for every host's inotify instances (`hosts.raise_inotify_limit`), or why not."""
+        try:
+            raised = hosts.raise_inotify_limit(len(self.hosts))
+        except OSError as err:  # a read-only /proc/sys: a small twin still fits the default
+            print(f"twin: fs.inotify.max_user_instances not raised: {err}", file=sys.stderr)
+            return
+        if raised is not None:
+            print(
+                f"twin: fs.inotify.max_user_instances {raised[0]} -> {raised[1]}", file=sys.stderr
+            )
 
     def resume(self) -> None:
         """Attach to a twin that ``up`` left running in the same work directory."""
