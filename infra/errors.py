@@ -119,6 +119,21 @@ def escape_controls(text: str) -> str:
     return "".join(escape_char(ch) if is_control(ch) else ch for ch in text)
 
 
+# Spreadsheets run a cell that starts with one of these as a formula (OWASP, CSV injection).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(text: str) -> str:
+    """A CSV cell a spreadsheet shows as text: a leading formula character gets a ``'``.
+
+    For the CSV files railplan writes from names it read (a fabric dump's, a trace's).
+
+    >>> spreadsheet_safe("=HYPERLINK(1)"), spreadsheet_safe("gpu01")
+    ("'=HYPERLINK(1)", 'gpu01')
+    """
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
 def escape_lines(text: str) -> str:
     r"""`escape_controls` on each line of a multi-line report: its newlines stay, nothing else raw.
 

@@ -128,3 +128,16 @@ def test_the_same_seed_gives_the_same_random_replay() -> None:
     second = replay(group_spec(3), jobs, policy)
     assert first[1].as_json() == second[1].as_json()
     assert starts(first[0]) == starts(second[0])
+
+
+def test_the_jobs_csv_shows_trace_names_as_text_never_as_formulas() -> None:
+    """A trace's job id or tenant starting with ``=`` (or ``+ - @``) would run as a formula in
+    a spreadsheet opening `simulate --jobs-csv` (OWASP CSV injection): it gets a ``'``."""
+    jobs = [job("=HYPERLINK(1)", 0, 10, 8, tenant="@SUM(1)"), job("plain", 0, 10, 8)]
+    _, result = replay(group_spec(2), jobs, SimPolicy())
+    assert result.job_table is not None
+    rows = list(csv.DictReader(io.StringIO(result.job_table.csv())))
+    assert [(r["id"], r["tenant"]) for r in rows] == [
+        ("'=HYPERLINK(1)", "'@SUM(1)"),
+        ("plain", "t"),
+    ]

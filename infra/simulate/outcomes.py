@@ -16,6 +16,7 @@ import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from infra.errors import spreadsheet_safe
 from infra.simulate.jobs import Job
 
 __all__ = ["CSV_COLUMNS", "OUTCOMES", "JobTable"]
@@ -108,10 +109,10 @@ class JobTable:
 
 
 def _head(job: Job) -> list[str]:
-    return [
-        job.id,
+    return [  # id and tenant come from the trace file: shown as text, never run as formulas
+        spreadsheet_safe(job.id),
         str(job.line),
-        job.tenant,
+        spreadsheet_safe(job.tenant),
         job.priority,
         str(job.gpus),
         str(job.milli),

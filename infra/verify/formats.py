@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
-from infra.errors import KEEP_CHARS, cut_long_values, escape_controls, shorten
+from infra.errors import KEEP_CHARS, cut_long_values, escape_controls, shorten, spreadsheet_safe
 from infra.verify.compare import KINDS, Finding, Place
 from infra.verify.model import Ignored
 from infra.verify.structure import STRUCTURE_KINDS, Shape
@@ -35,8 +35,6 @@ WORK_ORDER_COLUMNS = (
     "order", "kind", "a_rack", "a_unit", "a_device", "a_port",
     "z_rack", "z_unit", "z_device", "z_port", "expected", "found", "fix", "done",
 )  # fmt: skip
-# Spreadsheets run a cell that starts with one of these as a formula (OWASP, CSV injection).
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 @dataclass(frozen=True)
@@ -135,10 +133,6 @@ def verify_text(findings: Sequence[Finding], summary: Summary, ignored: Sequence
     return "\n".join(lines) + "\n"
 
 
-def _safe(text: str) -> str:
-    return "'" + text if text.startswith(_FORMULA_START) else text
-
-
 def verify_csv(findings: Sequence[Finding]) -> str:
     """The work-order sheet: one row per fix, in walking order, with a ``done`` column."""
     out = io.StringIO()
@@ -150,5 +144,5 @@ def verify_csv(findings: Sequence[Finding]) -> str:
             f.z.rack, f.z.rack_unit, f.z.device, f.z.port,
         )  # fmt: skip
         row = [*map(_name, names), *map(_prose, (f.expected, f.found, f.fix)), ""]
-        writer.writerow([_safe(v) for v in row])
+        writer.writerow([spreadsheet_safe(v) for v in row])
     return out.getvalue()
