@@ -323,6 +323,18 @@ def _mig(
     return argv + _option(draw, "--gpu", ["a100-80gb", "nope"]) + fmt
 
 
+def _trace(
+    draw: st.DrawFn, spec: str, fmt: list[str], outs: list[str], named: list[str]
+) -> list[str]:
+    argv = ["trace", spec, *_option(draw, "--jobs", ["1", "50", "0", "x", "9" * 30])]
+    argv += _option(draw, "--load", ["0.8", "0", "nan", "-inf", "1e308", "1e-300"])
+    argv += _option(draw, "--days", ["0.5", "nan", "1e308"]) + _option(draw, "--seed", NUMBERS)
+    if draw(st.booleans()):
+        named.append(draw(st.sampled_from(outs)))
+        argv += ["-o", named[-1], *draw(st.sampled_from([[], ["--force"]]))]
+    return argv
+
+
 def _explain(
     draw: st.DrawFn, spec: str, fmt: list[str], outs: list[str], named: list[str]
 ) -> list[str]:
@@ -348,6 +360,7 @@ VERBS: dict[str, Verb] = {
     "budget": lambda draw, spec, fmt, outs, named: ["budget", spec, *fmt],
     "diff": _diff,
     "mig": _mig,
+    "trace": _trace,
     "explain": _explain,
     **{verb: _listing(verb) for verb in ("rules", "schema", "catalog")},
 }

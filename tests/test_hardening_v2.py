@@ -68,6 +68,7 @@ VERBS = {
     "diff": ["diff", SPEC, "{spec}"],
     "verify": ["verify", "{spec}", "{tmp}/dump.txt"],
     "train": ["train", "{spec}", "--gpus", "16", "--global-batch", "64", "--model", "gpt3-175b"],
+    "trace": ["trace", "{spec}", "--jobs", "5"],
 }
 
 

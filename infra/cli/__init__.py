@@ -17,6 +17,7 @@ from infra.cli import (
     predictions,
     reference,
     simulation,
+    trace_gen,
     training,
     verify,
 )
@@ -27,7 +28,8 @@ __all__ = ["app", "main"]
 
 # `railplan --help` lists commands in this order, whatever order the modules import in.
 _ORDER = [checks.lint, planning.plan, changes.diff, changes.render, changes.report, verify.verify]
-_ORDER += [predictions.predict, training.train, simulation.simulate, predictions.budget]
+_ORDER += [predictions.predict, training.train, simulation.simulate, trace_gen.trace]
+_ORDER += [predictions.budget]
 _ORDER += [reference.rules, reference.explain]
 _ORDER += [reference.schema, reference.catalog]
 app.registered_commands.sort(key=lambda command: _ORDER.index(command.callback))  # type: ignore[arg-type]

@@ -18,7 +18,9 @@ import bisect
 import csv
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import TextIO
 
 from infra.simulate.jobs import MILLI_WHOLE, Job
@@ -29,10 +31,14 @@ __all__ = [
     "DURATION_QUANTILES",
     "FRACTIONAL_SHARE",
     "FRACTION_COUNTS",
+    "MAX_JOBS",
+    "MIXES",
     "MULTI_GPU_COUNTS",
     "MULTI_GPU_SHARE",
     "QOS_COUNTS",
+    "LoadTrace",
     "generate",
+    "generate_load",
     "write_csv",
 ]
 
@@ -120,6 +126,23 @@ class _Sampler:
         return 1, MILLI_WHOLE
 
 
+class _PowerSampler:
+    """Whole-GPU jobs of 1, 2, 4, ... GPUs up to ``cap``, each size half as likely as the last.
+
+    So every size class offers about the same GPU-time: most jobs are small while most of the
+    work is in large gangs, as the Philly and Helios characterisations describe training
+    clusters. The halving is railplan's choice, not a measured figure.
+    """
+
+    def __init__(self, rng: random.Random, cap: int) -> None:
+        self.rng = rng
+        self.sizes = [1 << k for k in range(max(1, cap).bit_length())]
+        self.weights = [1.0 / size for size in self.sizes]
+
+    def draw(self) -> tuple[int, int]:
+        return self.rng.choices(self.sizes, self.weights)[0], MILLI_WHOLE
+
+
 def _duration(rng: random.Random, cap: float) -> float:
     """A run time from the measured quantiles, log-linear between neighbours."""
     q = rng.random()
@@ -133,21 +156,28 @@ def _job(
     rng: random.Random,
     n: int,
     at: float,
-    sizes: _Sampler,
+    sizes: _Sampler | _PowerSampler,
     tenants: Sequence[str],
     cap: float,
 ) -> Job:
+    return replace(_body(rng, sizes, tenants, cap), id=f"job{n:06d}", submit_s=at, line=n + 2)
+
+
+def _body(
+    rng: random.Random, sizes: _Sampler | _PowerSampler, tenants: Sequence[str], cap: float
+) -> Job:
+    """A job without its id and submit time; the draws in this order (seeded traces rely on it)."""
     gpus, milli = sizes.draw()
     qos = rng.choices(list(QOS_COUNTS), list(QOS_COUNTS.values()))[0]
+    duration = max(1.0, _duration(rng, cap))
     return Job(
-        id=f"job{n:06d}",
-        submit_s=at,
-        duration_s=max(1.0, _duration(rng, cap)),
+        id="",
+        submit_s=0.0,
+        duration_s=duration,
         gpus=gpus,
         milli=milli,
         tenant=tenants[rng.randrange(len(tenants))],
         priority=QOS_PRIORITY[qos],
-        line=n + 2,
     )
 
 
@@ -160,3 +190,114 @@ def write_csv(jobs: Sequence[Job], out: TextIO) -> None:
         writer.writerow(
             (job.id, *times, job.gpus, job.milli, job.tenant, job.priority, job.gpu_model or "")
         )
+
+
+MIXES = ("training", "measured")
+"""Job-size mixes of `generate_load`: powers of two up to the largest job (`_PowerSampler`), or
+the Alibaba v2023 pod list's measured sizes (fractions of a GPU, 1-8 GPUs; `_Sampler`)."""
+MAX_JOBS = 2_000_000
+"""The most jobs `generate_load` draws for a window (``days``): a trace it writes stays readable
+by `railplan simulate` in seconds to minutes; a larger one is a --jobs away."""
+MAX_WINDOW_S = 10 * 365.25 * DAY_S
+"""The longest window: the trace readers' bound on a submit time (`traces.common.MAX_TRACE_S`)."""
+LOAD_TOLERANCE = 0.005
+"""How near a window's (``days``) offered load comes to the one asked for, relative."""
+_MAX_REJECTS = 10_000
+
+
+@dataclass(frozen=True)
+class LoadTrace:
+    """Jobs drawn to offer a load: their GPU-seconds over ``gpus`` x ``window_s``."""
+
+    jobs: list[Job]
+    window_s: float
+    gpus: int
+
+    @property
+    def offered_load(self) -> float:
+        """GPU-seconds the jobs ask for over the GPU-seconds the cluster has in the window."""
+        return sum(job.gpu_seconds for job in self.jobs) / (self.gpus * self.window_s)
+
+
+def generate_load(
+    load: float,
+    *,
+    gpus: int,
+    seed: int,
+    jobs: int | None = None,
+    days: float | None = None,
+    largest: int | None = None,
+    mix: str = "training",
+    tenants: Sequence[str] = ("default",),
+    peak_hour: float = 14.0,
+    day_night_ratio: float = 3.0,
+    max_duration_s: float = 7 * DAY_S,
+) -> LoadTrace:
+    """A trace offering ``load`` times the GPU-time of ``gpus`` GPUs over its window.
+
+    Either ``jobs`` jobs, the window then set so they offer exactly ``load`` (up to float
+    rounding), or jobs drawn until they offer ``load`` over ``days`` (within
+    `LOAD_TOLERANCE`). Sizes come from ``mix`` (`MIXES`), none above ``largest`` (default
+    ``gpus``); run times, priorities and the day/night arrival cycle as `generate`'s. Same
+    arguments, same jobs. Raises ValueError for arguments out of range.
+    """
+    _check_load_args(load, gpus, jobs, days, mix, tenants)
+    rng = random.Random(seed)
+    cap = largest or gpus
+    sizes = (
+        _PowerSampler(rng, cap)
+        if mix == "training"
+        else _Sampler(rng, FRACTIONAL_SHARE, MULTI_GPU_SHARE, cap)
+    )
+    draw = partial(_body, rng, sizes, tenants, max_duration_s)
+    if jobs is not None:
+        bodies = [draw() for _ in range(jobs)]
+        window = sum(job.gpu_seconds for job in bodies) / (load * gpus)
+    else:
+        window = (days or 0.0) * DAY_S
+        bodies = _until(draw, load * gpus * window)
+    if not 0 < window <= MAX_WINDOW_S:
+        raise ValueError(f"the jobs would need a window of {window:.3g} s (at most 10 years)")
+    times = sorted(_arrival(rng, window / DAY_S, peak_hour, day_night_ratio) for _ in bodies)
+    return LoadTrace(
+        jobs=[
+            replace(body, id=f"job{n:06d}", submit_s=at, line=n + 2)
+            for n, (at, body) in enumerate(zip(times, bodies, strict=True))
+        ],
+        window_s=window,
+        gpus=gpus,
+    )
+
+
+def _check_load_args(
+    load: float, gpus: int, jobs: int | None, days: float | None, mix: str, tenants: Sequence[str]
+) -> None:
+    if not (math.isfinite(load) and load > 0) or gpus < 1 or not tenants or mix not in MIXES:
+        raise ValueError("generate_load needs load > 0, gpus >= 1, tenants and a known mix")
+    if (jobs is None) == (days is None):
+        raise ValueError("generate_load needs jobs or days, not both")
+    if jobs is not None and not 1 <= jobs <= MAX_JOBS:
+        raise ValueError(f"jobs must be 1 to {MAX_JOBS:,}")
+    if days is not None and not (math.isfinite(days) and 0 < days * DAY_S <= MAX_WINDOW_S):
+        raise ValueError("days must be above 0 and at most 10 years")
+
+
+def _until(draw: Callable[[], Job], target: float) -> list[Job]:
+    """Jobs from ``draw`` until their GPU-seconds are within `LOAD_TOLERANCE` of ``target``.
+
+    Near the end a job that would overshoot the band is left out and the next one drawn (a
+    2,048-GPU week-long job would otherwise stop a day's trace far short of its load); after
+    `_MAX_REJECTS` such draws in a row the trace ends where it is.
+    """
+    bodies: list[Job] = []
+    work, rejects = 0.0, 0
+    while work < target * (1 - LOAD_TOLERANCE) and rejects < _MAX_REJECTS:
+        body = draw()
+        if work + body.gpu_seconds > target * (1 + LOAD_TOLERANCE):
+            rejects += 1
+            continue
+        bodies.append(body)
+        work, rejects = work + body.gpu_seconds, 0
+        if len(bodies) > MAX_JOBS:
+            raise ValueError(f"the window would need more than {MAX_JOBS:,} jobs")
+    return bodies

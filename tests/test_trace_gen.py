@@ -1,0 +1,163 @@
+"""`railplan trace` and the generator behind it (`infra.simulate.synthetic.generate_load`).
+
+The generated trace is read back by simulate's reader and replayed; the offered load the jobs
+realise is the one asked for (exactly with --jobs, within the stated tolerance with --days,
+over many jobs and seeds); the same seed gives the same bytes; bad arguments are one line and
+exit 2; an existing output is replaced only with --force.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from infra.catalog import load_catalog
+from infra.simulate import synthetic
+from infra.simulate.traces import read_trace
+from infra.spec import load_spec
+from infra.topology import expand
+from tests.cli_run import ROOT, run_cli
+
+SUPERPOD = str(ROOT / "examples" / "dgx-h100-superpod.yaml")
+LAB = str(ROOT / "examples" / "a100-lab-mig.yaml")
+TENANTS = str(ROOT / "examples" / "k8s-tenants.yaml")
+
+
+def _cluster(spec: str) -> tuple[int, int]:
+    """(GPUs of the cluster, GPUs of its largest node group)."""
+    plan = expand(load_spec(spec).spec, load_catalog())
+    return plan.gpus, max(g.gpus * g.servers for g in plan.groups.values())
+
+
+def _offered(path: Path, gpus: int, window_s: float) -> float:
+    jobs = read_trace(str(path)).jobs
+    return sum(job.gpu_seconds for job in jobs) / (gpus * window_s)
+
+
+def _window_s(stderr: str) -> float:
+    found = re.search(r"\(([\d,]+) s\)", stderr)
+    assert found, stderr
+    return float(found[1].replace(",", ""))
+
+
+def test_the_trace_reads_back_as_railplan_csv_and_replays(tmp_path: Path) -> None:
+    out = tmp_path / "t.csv"
+    result = run_cli("trace", TENANTS, "--jobs", "400", "--seed", "3", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    trace = read_trace(str(out))
+    assert trace.format == "railplan-csv"
+    assert len(trace.jobs) == trace.rows == 400 and not trace.skipped
+    spec = load_spec(TENANTS).spec
+    assert {j.tenant for j in trace.jobs} <= {t.name for t in spec.scheduler.tenants}
+    _, largest = _cluster(TENANTS)
+    assert max(j.gpus for j in trace.jobs) <= largest
+    sim = run_cli("simulate", TENANTS, "--trace", str(out), "--format", "json")
+    assert sim.returncode == 0, sim.stderr
+    assert json.loads(sim.stdout)["trace"]["used"] == 400
+
+
+@pytest.mark.parametrize("load", ["0.3", "0.8", "1.5"])
+def test_jobs_offer_exactly_the_load_asked_for(tmp_path: Path, load: str) -> None:
+    out = tmp_path / "t.csv"
+    result = run_cli("trace", SUPERPOD, "--jobs", "5000", "--load", load, "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    gpus, _ = _cluster(SUPERPOD)
+    # the window is printed to the second; the jobs' times are exact to a tenth
+    assert math.isclose(_offered(out, gpus, _window_s(result.stderr)), float(load), rel_tol=1e-4)
+    # and the submissions fill the window: the last one is within 1 % of its end
+    last = max(j.submit_s for j in read_trace(str(out)).jobs)
+    assert 0.99 < last / _window_s(result.stderr) <= 1.0
+
+
+@pytest.mark.parametrize("mix", synthetic.MIXES)
+def test_a_window_offers_the_load_within_the_stated_tolerance(mix: str) -> None:
+    gpus, largest = _cluster(SUPERPOD)
+    for seed in range(5):
+        drawn = synthetic.generate_load(
+            0.8, gpus=gpus, seed=seed, days=2.0, largest=largest, mix=mix
+        )
+        assert len(drawn.jobs) > 1000
+        assert abs(drawn.offered_load - 0.8) <= 0.8 * synthetic.LOAD_TOLERANCE
+        assert max(j.submit_s for j in drawn.jobs) <= 2 * 86400
+
+
+def test_same_seed_same_bytes_another_seed_another_trace() -> None:
+    first = run_cli("trace", LAB, "--jobs", "300", "--seed", "11")
+    again = run_cli("trace", LAB, "--jobs", "300", "--seed", "11")
+    other = run_cli("trace", LAB, "--jobs", "300", "--seed", "12")
+    assert first.returncode == again.returncode == other.returncode == 0
+    assert first.stdout == again.stdout != other.stdout
+    assert first.stdout.startswith("id,submit_s,duration_s,gpus,gpu_milli,tenant,priority,")
+
+
+def test_training_sizes_are_powers_of_two_up_to_the_largest_group() -> None:
+    gpus, largest = _cluster(SUPERPOD)
+    jobs = synthetic.generate_load(1.0, gpus=gpus, seed=1, jobs=20_000, largest=largest).jobs
+    sizes = {j.gpus for j in jobs}
+    assert sizes <= {1 << k for k in range(largest.bit_length())}
+    assert max(sizes) == 1 << (largest.bit_length() - 1)
+    ones, twos = sum(j.gpus == 1 for j in jobs), sum(j.gpus == 2 for j in jobs)
+    assert 1.8 < ones / twos < 2.2  # each size half as likely as the one below
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--load", "0"], "--load must be above 0"),
+        (["--load", "nan"], "--load must be above 0"),
+        (["--load", "inf"], "--load must be above 0"),
+        (["--days", "-1"], "--days must be above 0"),
+        (["--days", "1e9"], "--days must be above 0"),
+        (["--jobs", "0"], "must be at least 1"),
+        (["--jobs", "3", "--days", "1"], "--jobs and --days do not combine"),
+        (["--jobs", "1", "--load", "1e-9"], "window"),
+        (["--mix", "inference"], "--mix"),
+    ],
+)
+def test_a_bad_argument_is_one_line_and_exit_2(args: list[str], words: str) -> None:
+    result = run_cli("trace", LAB, *args)
+    assert result.returncode == 2
+    assert words in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stdout == ""
+
+
+def test_an_existing_output_is_replaced_only_with_force(tmp_path: Path) -> None:
+    out = tmp_path / "t.csv"
+    out.write_text("mine\n")
+    refused = run_cli("trace", LAB, "--jobs", "10", "-o", str(out))
+    assert refused.returncode == 2 and "exists" in refused.stderr and "--force" in refused.stderr
+    assert out.read_text() == "mine\n"
+    forced = run_cli("trace", LAB, "--jobs", "10", "-o", str(out), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert out.read_text().startswith("id,")
+    assert [p.name for p in tmp_path.iterdir()] == ["t.csv"]  # no temporary file left
+
+
+def test_the_output_may_not_be_the_spec(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(Path(LAB).read_text())
+    result = run_cli("trace", str(spec), "-o", str(spec), "--force")
+    assert result.returncode == 2
+    assert spec.read_text() == Path(LAB).read_text()
+
+
+def test_make_trace_load_uses_the_same_generator(tmp_path: Path) -> None:
+    """bench/make_trace.py --load is `generate_load`: one implementation."""
+    module_spec = importlib.util.spec_from_file_location(
+        "make_trace", ROOT / "bench" / "make_trace.py"
+    )
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    out = tmp_path / "b.csv"
+    assert module.main([str(out), "--jobs", "2000", "--gpus", "64", "--load", "0.5"]) == 0
+    jobs = read_trace(str(out)).jobs
+    drawn = synthetic.generate_load(0.5, gpus=64, seed=1, jobs=2000, mix="measured")
+    assert [j.gpu_seconds for j in jobs] == pytest.approx([j.gpu_seconds for j in drawn.jobs])
+    assert _offered(out, 64, drawn.window_s) == pytest.approx(0.5, rel=1e-6)
