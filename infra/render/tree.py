@@ -4,7 +4,8 @@ Puts together the Ansible files (`infra.render.ansible`), the static roles, and 
 deployment reads from `inventories/<name>/files/`: cabling, BOM and address plan (CSV),
 Slurm's topology and GRES files, the subnet manager's and SHARP aggregation manager's
 configuration, the NCCL environment per node group, and for a Kubernetes spec the manifests
-of its cluster services (`infra.k8s`, the builder the Pulumi program declares). A pure function: the same spec and
+of its cluster services (`infra.k8s`, the builder the Pulumi program declares); last, from
+all of these, the runbook (`infra.render.runbook`). A pure function: the same spec and
 catalog give the same bytes.
 """
 
@@ -17,6 +18,7 @@ from infra.render.ansible import ansible_files
 from infra.render.fabric_validators import fabric_files
 from infra.render.k8s_manifests import k8s_files, rules_file
 from infra.render.nccl_env import nccl_env_files
+from infra.render.runbook import runbook, runbook_path
 from infra.render.sheets import bom_csv, cabling_csv, etc_hosts, hosts_csv
 from infra.render.slurm_conf import slurm_files
 from infra.render.subnet_manager import subnet_manager_files
@@ -59,6 +61,7 @@ def render_tree(
     if spec.scheduler.kind == "kubernetes":
         k8s = k8s_files(build_kubernetes(spec, plan, catalog))
         texts.update((f"{files_dir}/{name}", text) for name, text in k8s.items())
+    texts[runbook_path(spec.name)] = runbook(spec, catalog, plan, texts)
     tree = {path: text.encode("utf-8") for path, text in texts.items()}
     tree.update(role_files())
     progress("rendered", total, total)
