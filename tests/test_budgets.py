@@ -50,7 +50,7 @@ def test_vendor_claims_are_each_answered(claims: dict[str, BudgetResult]) -> Non
     # pass over a submission: the background loop's, batch_sched_delay (3 whole seconds)
     # after its last, or a backfill cycle's (demand, not placement, sets the share; the spec
     # is a Slurm one, replayed with Slurm's scheduling). The vendor's
-    # checkpoint in 92 s is 1.3x its 70 s I/O-bound time; published saves took up to 5.2x
+    # checkpoint in 92 s is 1.3x its 70 s estimate; held-out published saves took up to 1.6x
     # theirs, and the budget tests that slow edge.
     missed = [k for k, r in claims.items() if not r.passed]
     assert missed == ["scaling_efficiency", "checkpoint", "utilization"]
@@ -58,9 +58,10 @@ def test_vendor_claims_are_each_answered(claims: dict[str, BudgetResult]) -> Non
     assert "p95 wait 2 s" in claims["utilization"].detail
     assert 0.5 < claims["scaling_efficiency"].predicted < 0.89
     assert "bubble" in claims["scaling_efficiency"].detail
-    # 2.8 TB at the declared 40 GB/s filesystem: 70 s, limited by the filesystem
+    # 2.8 TB at the declared 40 GB/s filesystem: 70 s, limited by the filesystem (1,000
+    # writing nodes serialise far faster)
     assert claims["checkpoint"].predicted == pytest.approx(70.0)
-    assert claims["checkpoint"].band_high == pytest.approx(70.0 * 5.2174, rel=1e-3)
+    assert claims["checkpoint"].band_high == pytest.approx(70.0 * 1.596, rel=1e-3)
     assert "filesystem" in claims["checkpoint"].detail
     assert claims["sharp_gain"].predicted >= 0.4
 

@@ -75,7 +75,7 @@ def test_schema_corpus_fails_at_the_right_place(path: Path) -> None:
 def test_examples_are_lint_clean(path: Path) -> None:
     findings = lint_loaded(load_spec(path), load_catalog())
     # met budgets are reported as info (with their headroom); nothing else may appear, but
-    # for the vendor-claims example, whose scaling, checkpoint (92 s against a slow edge of 365 s)
+    # for the vendor-claims example, whose scaling, checkpoint (92 s against a slow edge of 112 s)
     # and utilisation claims this cluster misses
     errors = [f for f in findings if f.severity is not Severity.INFO]
     if path.stem == "claims-h100-8k":
