@@ -17,7 +17,8 @@ each other; until then the file says the default partition isolates nothing.
 Sources: opensm(8) and partitions.conf syntax (opensm(8) "PARTITION CONFIGURATION",
 linux-rdma/opensm doc/partition-config.txt); NVIDIA "InfiniBand Cluster Bring-up
 Procedure", Adaptive Routing, for ``ar_updn``; NVIDIA SHARP Rev 3.14.0 "Appendix B:
-SHARP_am Network Interfaces" for ``ib_port_guid``.
+SHARP_am Network Interfaces" for ``ib_port_guid``; NVIDIA SHARP Rev 3.2.0 "Setting up NVIDIA
+SHARP Environment" for ``sharp_enabled 2``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ __all__ = [
     "routing_engine",
     "routing_lines",
     "sharp_am_cfg",
+    "sharp_lines",
     "sm_hosts",
 ]
 
@@ -50,6 +52,9 @@ CONF_DIR = "/etc/opensm"
 # standby takes over only when the master is gone (opensm(8), -p/--priority).
 SM_PRIORITIES = (15, 14)
 _AR_URL = "https://docs.nvidia.com/networking/display/ibclusterbringupprocedure/adaptive+routing"
+_SHARP_OPENSM_URL = (
+    "https://docs.nvidia.com/networking/display/SHARPv320/Setting+up+NVIDIA+SHARP+Environment"
+)
 _SHARP_NET_URL = (
     "https://docs.nvidia.com/networking/display/sharpv3140/Appendix-B-SHARP_am-Network-Interfaces"
 )
@@ -172,8 +177,28 @@ def opensm_conf(plan: Plan, spec: Spec, catalog: Catalog, host: str, priority: i
     else:
         lines.append(f"# guid: unset (first active port): add {host}'s port GUIDs to the spec.")
     lines += routing_lines(plan, spec, engine)
+    lines += sharp_lines(spec)
     lines.append(f"partition_config_file {CONF_DIR}/partitions.conf")
     return "\n".join(lines) + "\n"
+
+
+def sharp_lines(spec: Spec) -> list[str]:
+    """``sharp_enabled 2`` on NVIDIA's OpenSM when the spec asks for SHARP; nothing otherwise.
+
+    sharp_am builds its trees from what the SM found, and NVIDIA's OpenSM configures SHARP
+    on the switches only with ``sharp_enabled 2``: without it SHARP jobs find no trees and
+    fall back to the host network. The distributions' OpenSM 3.3 has no such key (it logs
+    ``Unrecognized token: "sharp_enabled"``), and lint refuses SHARP with it.
+    """
+    fabric = spec.fabrics.compute
+    if fabric is None or not fabric.sharp or not nvidia_sm(spec):
+        return []
+    return [
+        "# SHARP: NVIDIA's OpenSM enables the aggregation nodes of every capable switch for",
+        "# sharp_am (NVIDIA SHARP guide, Setting up NVIDIA SHARP Environment, Using NVIDIA",
+        f"# SHARP Aggregation Manager with OpenSM: {_SHARP_OPENSM_URL}).",
+        "sharp_enabled 2",
+    ]
 
 
 def partitions_conf(plan: Plan, spec: Spec) -> str:
