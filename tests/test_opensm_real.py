@@ -198,3 +198,29 @@ def test_sharp_enabled_is_a_key_of_nvidia_opensm_only(catalog: Catalog, tmp_path
     upstream_spec = load_spec_text(yaml.safe_dump(data), "s.yaml").spec
     upstream = subnet_manager_files(expand(upstream_spec, catalog), upstream_spec, catalog)
     assert not any("sharp_enabled" in t for t in upstream.values())
+
+
+@pytest.mark.parametrize("engine", ["auto", "ar_ftree"])
+def test_a_ufm_spec_rehearses_its_sm_with_the_real_opensm(
+    catalog: Catalog, tmp_path: Path, engine: str
+) -> None:
+    """UFM owns its SM's settings; the rehearsal conf runs the same SM on the fabric twin.
+
+    UFM's engine (ar_updn for `auto` on adaptive-routing switches, or ar_ftree) becomes the
+    distributions' updn or ftree, which Debian's opensm loads and routes the two tiers with.
+    """
+    tools_or_skip()
+    text = TWO_TIER.replace("subnet_manager: opensm", "subnet_manager: ufm")
+    spec = load_spec_text(text % f"routing_engine: {engine}", "ufm.yaml").spec
+    plan = expand(spec, catalog)
+    files = _install(plan, spec, catalog, tmp_path)
+    assert not any(n.startswith("opensm-") for n in files)  # nothing for the rdma role
+    twin = "ftree" if engine == "ar_ftree" else "updn"
+    assert f"\nrouting_engine {twin}\n" in files["rehearsal-opensm.conf"]
+    subprocess.run(["opensm", "-c", str(tmp_path / "d.conf")], capture_output=True, check=True)
+    known = _keys((tmp_path / "d.conf").read_text())
+    assert _keys(files["rehearsal-opensm.conf"]) <= known
+    with simulated(plan, tmp_path):
+        out, log = run_opensm(tmp_path / "rehearsal-opensm.conf", "gpu01 mlx5_0", tmp_path)
+    _accepted(out, log, twin)
+    assert f"Loading Cached Option:routing_engine = {twin}" in out

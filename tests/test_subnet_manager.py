@@ -152,3 +152,15 @@ def test_nvidia_opensm_enables_sharp_only_when_the_spec_asks(catalog: Catalog, s
     # the distributions' OpenSM never gets the key (it has none; lint refuses SHARP there)
     _, upstream = _files(SPEC % "opensm", catalog)
     assert not any("sharp_enabled" in t for t in upstream.values())
+
+
+def test_ufm_renders_its_sm_for_the_fabric_twin_under_rehearsal_names(catalog: Catalog) -> None:
+    """UFM owns its SM's settings; the twin still needs an OpenSM conf of the same SM."""
+    _, files = _files(SPEC % "ufm", catalog)
+    assert not any(n.startswith("opensm-") for n in files)  # the rdma role installs nothing
+    conf = files["rehearsal-opensm.conf"]
+    assert "routing_engine updn\n" in conf and "ar_updn; OpenSM 3.3" in conf
+    assert "partition_config_file /etc/opensm/rehearsal-partitions.conf\n" in conf
+    _, opensm = _files(SPEC % "opensm", catalog)
+    assert files["rehearsal-partitions.conf"] == opensm["partitions.conf"]
+    assert "rehearsal-opensm.conf" in files["README.md"]
