@@ -12,15 +12,20 @@ shared helper, not part of `infra.k8s`, because lint runs before the k8s stage
 from __future__ import annotations
 
 __all__ = [
+    "DEPENDENCY_NAMESPACES",
     "GPU_NAMESPACE",
+    "KEDA_NAMESPACE",
     "KUBERNETES_NAMESPACES",
     "KUBERNETES_PREFIX",
+    "KUEUE_NAMESPACE",
     "MONITORING_NAMESPACE",
     "RAILPLAN_NAMESPACES",
     "RDMA_NAMESPACE",
     "SYSTEM_NAMESPACE",
     "VOLCANO_NAMESPACE",
+    "VOLCANO_QUEUES",
     "reserved_namespace",
+    "reserved_queue",
 ]
 
 GPU_NAMESPACE = "gpu-operator"  # the GPU Operator release and its ConfigMaps (infra.k8s.gpu)
@@ -41,6 +46,19 @@ RAILPLAN_NAMESPACES = (
 """Every namespace a railplan builder puts an object in or names as a peer (Prometheus's, which
 the tenants' NetworkPolicies admit and KEDA queries), besides the tenants' own."""
 
+# Where the controllers the rendered manifests need run, as their own install puts them: Kueue's
+# release manifests create kueue-system (kueue.sigs.k8s.io, "Installation"); KEDA's Helm chart
+# installs into keda (`helm install keda kedacore/keda --namespace keda`, keda.sh "Deploying
+# KEDA"). Tenant quotas and default-deny policies there would stop admission and scaling.
+KUEUE_NAMESPACE = "kueue-system"
+KEDA_NAMESPACE = "keda"
+DEPENDENCY_NAMESPACES = (KUEUE_NAMESPACE, KEDA_NAMESPACE)
+"""Namespaces of the batch scheduler and autoscaler the rendered objects rely on."""
+
+# Volcano's own queues: `root`, the parent of every queue (hierarchical queues), and `default`,
+# where jobs without a queue go. A tenant's Volcano Queue takes the tenant's name.
+VOLCANO_QUEUES = ("default", "root")
+
 # The namespaces every cluster starts with (kubernetes.io, "Namespaces": default,
 # kube-node-lease, kube-public, kube-system), and the prefix Kubernetes reserves for its own
 # ("Avoid creating namespaces with the prefix kube-").
@@ -56,8 +74,17 @@ def reserved_namespace(name: str) -> str | None:
     """
     if name in RAILPLAN_NAMESPACES:
         return "railplan's cluster services run there"
+    if name in DEPENDENCY_NAMESPACES:
+        return "the Kueue or KEDA controllers the rendered objects rely on run there"
     if name in KUBERNETES_NAMESPACES:
         return "Kubernetes creates it in every cluster for its own objects"
     if name.startswith(KUBERNETES_PREFIX):
         return f"Kubernetes reserves names starting {KUBERNETES_PREFIX} for its own namespaces"
+    return None
+
+
+def reserved_queue(name: str, batch: str) -> str | None:
+    """Why ``name`` cannot name a tenant's queue under ``batch``, or None when it can."""
+    if batch == "volcano" and name in VOLCANO_QUEUES:
+        return f"Volcano keeps a queue {name!r} of its own"
     return None

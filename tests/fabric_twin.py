@@ -34,6 +34,7 @@ import yaml
 
 from infra.catalog import Catalog
 from infra.render.ibsim_netlist import ibsim_netlist, sim_limits
+from infra.render.opensm import REHEARSAL_CONF, sm_hosts
 from infra.render.subnet_manager import subnet_manager_files
 from infra.spec import Spec, load_spec_text
 from infra.topology import expand
@@ -131,13 +132,17 @@ class FabricTwin:
 
     @property
     def sm_conf(self) -> str:
-        """The first rendered opensm-<host>.conf: the SM the twin runs."""
+        """The SM the twin runs: the first opensm-<host>.conf, or a UFM spec's rehearsal conf."""
+        if REHEARSAL_CONF in self.files:
+            return REHEARSAL_CONF
         return min(n for n in self.files if n.startswith("opensm-"))
 
     @property
     def sm_hca(self) -> str:
-        """The SM host's first compute HCA, as the twin names it."""
-        host = self.sm_conf.removeprefix("opensm-").removesuffix(".conf")
+        """The SM host's first compute HCA, as the twin names it (UFM: the master's place)."""
+        host = sm_hosts(self.plan)[0]
+        if self.sm_conf != REHEARSAL_CONF:
+            host = self.sm_conf.removeprefix("opensm-").removesuffix(".conf")
         return f"{host} {self.plan.server(host).hcas[0]}"
 
     def opensm(self) -> tuple[str, str]:

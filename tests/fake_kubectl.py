@@ -51,8 +51,15 @@ def _jsonpath(template: str, node: dict[str, Any]) -> str:
     return re.sub(r"\{([^}]*)\}", value, template)
 
 
-def _selector(text: str) -> dict[str, str]:
-    return dict(item.split("=", 1) for item in text.split(","))
+def _selector(text: str) -> dict[str, frozenset[str]]:
+    """``k=v`` and ``k in (a,b)`` terms, comma-separated: each key -> the values it accepts."""
+    want: dict[str, frozenset[str]] = {}
+    for match in re.finditer(r"([^,=\s]+)\s+in\s+\(([^)]*)\)|([^,=]+)=([^,]*)", text):
+        if match[1]:
+            want[match[1]] = frozenset(v.strip() for v in match[2].split(","))
+        else:
+            want[match[3]] = frozenset([match[4]])
+    return want
 
 
 def _node(state: dict[str, Any], name: str) -> dict[str, Any]:
@@ -69,7 +76,7 @@ def _get(state: dict[str, Any], args: list[str]) -> str:
         names = [
             n
             for n, node in state["nodes"].items()
-            if all(node["labels"].get(k) == v for k, v in want.items())
+            if all(node["labels"].get(k) in v for k, v in want.items())
         ]
         return "".join(f"node/{n}\n" for n in sorted(names))
     if args[0] == "node" and len(args) == 4 and args[2] == "-o" and args[3].startswith("jsonpath="):

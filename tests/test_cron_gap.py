@@ -68,3 +68,25 @@ def test_boundary(catalog: Catalog) -> None:
     assert _rp019(_spec("55 9 * * *", "Europe/Berlin"), catalog) == []
     # the change before midnight and the one after count too
     assert _rp019(_spec("30 7 * * *"), catalog) != []
+
+
+@pytest.mark.parametrize(("batch", "needed"), [(1, 440), (2, 220), (4, 110), (8, 55)])
+def test_rolling_batch_sus_shortens_the_gap_changes_need(
+    catalog: Catalog, batch: int, needed: int
+) -> None:
+    """8 SUs (su_size 1), drain 30m: per batch 30 + 15 + 10 = 55 min, ceil(8 / batch) batches."""
+    fabric = "fabrics: {compute: {switch: qm8790, su_size: 1}}\n"
+
+    def spec(minutes: int) -> str:
+        at = f"{minutes % 60} {8 + minutes // 60} * * *"
+        return (
+            _spec(at)
+            .replace("count: 2", "count: 8")
+            .replace("      changes:", f"      rolling_batch_sus: {batch}\n      changes:")
+            + fabric
+        )
+
+    assert _rp019(spec(needed), catalog) == []
+    found = [f for f in lint_text(spec(needed - 1), catalog) if f.rule == "RP019"]
+    assert [f.path for f in found] == ["node_groups[0].mig_schedule.changes[1].at"]
+    assert (f" of {batch} SUs x" in found[0].message) == (batch > 1)

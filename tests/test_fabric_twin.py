@@ -114,14 +114,20 @@ def _path(twin: FabricTwin, lids: dict[str, int], src: str, dst: str) -> list[st
     return re.findall(r'-> switch port \{0x[0-9a-f]+\}\[\d+\] lid [\d-]+ "([^"]+)"', out)
 
 
-@pytest.mark.parametrize("name", ["lab", "su"])
+@pytest.mark.parametrize("name", ["lab", "su", "su-ufm"])
 def test_an_as_planned_twin_is_all_active_routed_and_verifies_clean(
     catalog: Catalog, tmp_path: Path, name: str
 ) -> None:
-    spec = {"lab": LAB, "su": SU}[name]
+    """su-ufm: UFM owns its SM's settings, so the twin sweeps with the rehearsal conf."""
+    spec = {
+        "lab": LAB,
+        "su": SU,
+        "su-ufm": SU.replace("subnet_manager: opensm", "subnet_manager: ufm"),
+    }[name]
     with _twin(spec, catalog, tmp_path) as twin:
         plan = twin.plan
-        assert len(plan.servers) == {"lab": 4, "su": 20}[name]
+        assert len(plan.servers) == {"lab": 4, "su": 20, "su-ufm": 20}[name]
+        assert (twin.sm_conf == "rehearsal-opensm.conf") == (name == "su-ufm")
         cables = plan.cables_in("compute")
         dumps = _sweep(twin)
         code, doc = twin.verify(*dumps)

@@ -37,7 +37,12 @@ from infra.k8s import build_kubernetes
 from infra.k8s.elastic import gpu_load_query
 from infra.lint.engine import all_rules
 from infra.lint.finding import Severity
-from infra.namespaces import KUBERNETES_NAMESPACES, RAILPLAN_NAMESPACES, reserved_namespace
+from infra.namespaces import (
+    DEPENDENCY_NAMESPACES,
+    KUBERNETES_NAMESPACES,
+    RAILPLAN_NAMESPACES,
+    reserved_namespace,
+)
 from infra.spec import SpecValidationError, load_spec_text
 from infra.spec.base import DNS_LABEL
 from infra.spec.models import GROUP_NAME
@@ -133,12 +138,13 @@ def test_a_reserved_tenant_renders_nothing(tmp_path: Path) -> None:
 @settings(max_examples=200, deadline=None)
 @given(
     name=st.from_regex(DNS_LABEL, fullmatch=True)
-    | st.sampled_from([*RAILPLAN_NAMESPACES, *KUBERNETES_NAMESPACES])
+    | st.sampled_from([*RAILPLAN_NAMESPACES, *DEPENDENCY_NAMESPACES, *KUBERNETES_NAMESPACES])
     | st.from_regex(r"kube-[a-z0-9]{1,8}", fullmatch=True)
 )
 def test_no_reserved_namespace_is_ever_a_tenant(name: str) -> None:
     fired = [f.path for f in lint_text(TENANTS % name, select=("RP074",))]
-    reserved = name in {*RAILPLAN_NAMESPACES, *KUBERNETES_NAMESPACES} or name.startswith("kube-")
+    names = {*RAILPLAN_NAMESPACES, *DEPENDENCY_NAMESPACES, *KUBERNETES_NAMESPACES}
+    reserved = name in names or name.startswith("kube-")
     assert fired == (["scheduler.tenants[0].name"] if reserved else [])
     assert (reserved_namespace(name) is not None) == reserved
 
@@ -159,7 +165,35 @@ def test_every_namespace_railplan_renders_into_is_reserved(catalog: Catalog) -> 
         used -= {t.name for t in spec.scheduler.tenants}
     assert used - set(KUBERNETES_NAMESPACES) == set(RAILPLAN_NAMESPACES)
     (rule,) = [r for r in all_rules() if r.id == "RP074"]
-    assert all(n in rule.doc for n in (*RAILPLAN_NAMESPACES, *KUBERNETES_NAMESPACES))
+    assert all(
+        n in rule.doc
+        for n in (*RAILPLAN_NAMESPACES, *DEPENDENCY_NAMESPACES, *KUBERNETES_NAMESPACES)
+    )
+
+
+@pytest.mark.parametrize(
+    ("batch", "name", "refused"),
+    [
+        ("kueue", "kueue-system", True),
+        ("volcano", "kueue-system", True),
+        ("kueue", "keda", True),
+        ("volcano", "root", True),
+        ("volcano", "default", True),
+        ("kueue", "root", False),  # a Kueue ClusterQueue or namespace named root harms nothing
+        ("volcano", "kueue", False),
+        ("volcano", "research", False),
+    ],
+)
+def test_controller_namespaces_and_volcano_queues_are_refused(
+    batch: str, name: str, refused: bool
+) -> None:
+    text = (TENANTS % name).replace("batch: kueue", f"batch: {batch}")
+    found = [f for f in lint_text(text) if f.rule == "RP074"]
+    assert [(f.path, f.line) for f in found] == (
+        [("scheduler.tenants[0].name", 8)] if refused else []
+    )
+    if refused and name == "root":
+        assert "Volcano" in found[0].message and "root" in found[0].hint
 
 
 def _namespace_peers(tree: object) -> list[str]:

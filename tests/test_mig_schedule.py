@@ -32,6 +32,7 @@ from infra.spec import load_spec_text
 from infra.spec.scheduling import duration_seconds
 from infra.topology import expand
 from infra.topology.migconfig import mig_config_name
+from tests.cli_run import run_cli
 
 TESTS = Path(__file__).resolve().parent
 SPEC = """
@@ -368,7 +369,15 @@ def test_earlier_failure_is_cleared_on_success(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "value"), [("CONFIG", "day;reboot"), ("SUS", "su1 $(id)"), ("DRAIN_TIMEOUT", "5m")]
+    ("name", "value"),
+    [
+        ("CONFIG", "day;reboot"),
+        ("SUS", "su1 $(id)"),
+        ("DRAIN_TIMEOUT", "5m"),
+        ("ROLLING_BATCH_SUS", "0"),
+        ("ROLLING_BATCH_SUS", "2)"),
+        ("ROLLING_BATCH_SUS", "1025"),
+    ],
 )
 def test_bad_inputs_are_refused_before_any_call(tmp_path: Path, name: str, value: str) -> None:
     values = {"CONFIG": "day", "SUS": "su1", "DRAIN_TIMEOUT": "5"} | {name: value}
@@ -451,4 +460,92 @@ def test_gpu_pod_template_on_real_kubectl(tmp_path: Path) -> None:
     del obj["spec"]["initContainers"]
     assert (
         kubectl_render(tmp_path, obj, "go-template=" + body) == "ns p terminating nvidia.com/gpu\n"
+    )
+
+
+# --- the batch size of a scheduled change ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("batch", "batches"), [(None, 3), (1, 3), (2, 2), (3, 1), (64, 1)])
+def test_rolling_batch_sus_sets_the_job_env_and_deadline(
+    catalog: Catalog, batch: int | None, batches: int
+) -> None:
+    """3 SUs of 2 servers: the Job's batches and its deadline follow `rolling_batch_sus`."""
+    text = (
+        SPEC
+        if batch is None
+        else SPEC.replace(
+            "      drain_timeout: 20m\n",
+            f"      drain_timeout: 20m\n      rolling_batch_sus: {batch}\n",
+        )
+    )
+    spec = load_spec_text(text).spec
+    jobs = of_kind(mig_schedule(spec, expand(spec, catalog)), "CronJob")
+    per_batch = duration_seconds("20m") + MIG_TIMEOUT_S + 600
+    for job in jobs:
+        job_spec = job["spec"]["jobTemplate"]["spec"]
+        assert job_spec["activeDeadlineSeconds"] == batches * per_batch
+        (container,) = job_spec["template"]["spec"]["containers"]
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["ROLLING_BATCH_SUS"] == str(batch or 1)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1025", "1.5", "two", "true", '"2"'])
+def test_nonsense_rolling_batch_sus_is_a_located_error(tmp_path: Path, value: str) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(
+        SPEC.replace(
+            "      drain_timeout: 20m\n",
+            f"      drain_timeout: 20m\n      rolling_batch_sus: {value}\n",
+        )
+    )
+    line = SPEC.splitlines().index("      drain_timeout: 20m") + 2  # the line after it, 1-based
+    done = run_cli("lint", str(path))
+    assert done.returncode == 2, done.stdout + done.stderr
+    err = done.stderr.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"spec.yaml:{line}:" in err[0] and "rolling_batch_sus" in err[0], err
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_batch_of_two_sus_changes_them_together(tmp_path: Path, shell: str) -> None:
+    nodes = {
+        "a1": node("infer_a", "su1"),
+        "b1": node("infer_a", "su2"),
+        "c1": node("infer_a", "su3"),
+    }
+    env = script_env(tmp_path, nodes, [], sus="su1 su2 su3") | {"ROLLING_BATCH_SUS": "2"}
+    result = subprocess.run(
+        [shell, str(SCRIPT_PATH)], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    state = json.loads(Path(env["FAKE_KUBE_STATE"]).read_text())
+    assert all(n["labels"][CONFIG_LABEL] == "day" for n in state["nodes"].values())
+    selectors = [c[c.index("-l") + 1] for c in state["calls"] if c[:2] == ["get", "nodes"]]
+    assert selectors == [
+        "railplan.dev/node-group=infer_a,railplan.dev/su in (su1,su2)",
+        "railplan.dev/node-group=infer_a,railplan.dev/su=su3",
+    ]
+    # su1 and su2 are one batch: both cordoned before either is relabelled; su3 after both
+    order = [
+        ("cordon", c[1]) if c[0] == "cordon" else ("label", c[2])
+        for c in state["calls"]
+        if c[0] == "cordon" or c[:2] == ["label", "node"]
+    ]
+    assert sorted(order[:2]) == [("cordon", "a1"), ("cordon", "b1")]
+    assert order.index(("cordon", "c1")) > max(order.index(("label", n)) for n in ("a1", "b1"))
+
+
+def test_a_sound_rolling_batch_sus_lints(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(
+        SPEC.replace(
+            "      drain_timeout: 20m\n", "      drain_timeout: 20m\n      rolling_batch_sus: 2\n"
+        )
+    )
+    done = run_cli("lint", str(path))
+    assert done.returncode in (0, 1), done.stderr
+    assert (
+        "rolling_batch_sus:" not in done.stderr
+        and "[node_groups[1].mig_schedule" not in done.stdout
     )

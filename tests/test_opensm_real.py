@@ -172,3 +172,55 @@ def test_a_two_tier_fat_tree_routes_with_the_rendered_engine(
     _accepted(out, log, engine)
     if engine == "ftree":
         assert f"Loading Cached Option:cn_guid_file = {tmp_path}/cn_guids.conf" in out
+
+
+def test_sharp_enabled_is_a_key_of_nvidia_opensm_only(catalog: Catalog, tmp_path: Path) -> None:
+    """The rendered ``sharp_enabled 2`` goes to NVIDIA's OpenSM alone: Debian's 3.3.23 does not
+    know the key (it would log it as unrecognized), so the upstream conf must never carry it."""
+    tools_or_skip()
+    data = yaml.safe_load(
+        (Path(__file__).parent / "golden" / "inputs" / "a100-nvidia-opensm-sharp.yaml").read_text()
+    )
+    spec = load_spec_text(yaml.safe_dump(data), "s.yaml").spec
+    plan = expand(spec, catalog)
+    nvidia = subnet_manager_files(plan, spec, catalog)
+    conf = next(t for n, t in sorted(nvidia.items()) if n.startswith("opensm-"))
+    assert "\nsharp_enabled 2\n" in conf
+    (tmp_path / "nvidia.conf").write_text("sharp_enabled 2\n")
+    done = subprocess.run(
+        ["opensm", "-F", str(tmp_path / "nvidia.conf"), "-c", str(tmp_path / "d.conf")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert 'Unrecognized token: "sharp_enabled"' in done.stdout + done.stderr
+    data["fabrics"]["compute"] |= {"subnet_manager": "opensm", "sharp": False}
+    upstream_spec = load_spec_text(yaml.safe_dump(data), "s.yaml").spec
+    upstream = subnet_manager_files(expand(upstream_spec, catalog), upstream_spec, catalog)
+    assert not any("sharp_enabled" in t for t in upstream.values())
+
+
+@pytest.mark.parametrize("engine", ["auto", "ar_ftree"])
+def test_a_ufm_spec_rehearses_its_sm_with_the_real_opensm(
+    catalog: Catalog, tmp_path: Path, engine: str
+) -> None:
+    """UFM owns its SM's settings; the rehearsal conf runs the same SM on the fabric twin.
+
+    UFM's engine (ar_updn for `auto` on adaptive-routing switches, or ar_ftree) becomes the
+    distributions' updn or ftree, which Debian's opensm loads and routes the two tiers with.
+    """
+    tools_or_skip()
+    text = TWO_TIER.replace("subnet_manager: opensm", "subnet_manager: ufm")
+    spec = load_spec_text(text % f"routing_engine: {engine}", "ufm.yaml").spec
+    plan = expand(spec, catalog)
+    files = _install(plan, spec, catalog, tmp_path)
+    assert not any(n.startswith("opensm-") for n in files)  # nothing for the rdma role
+    twin = "ftree" if engine == "ar_ftree" else "updn"
+    assert f"\nrouting_engine {twin}\n" in files["rehearsal-opensm.conf"]
+    subprocess.run(["opensm", "-c", str(tmp_path / "d.conf")], capture_output=True, check=True)
+    known = _keys((tmp_path / "d.conf").read_text())
+    assert _keys(files["rehearsal-opensm.conf"]) <= known
+    with simulated(plan, tmp_path):
+        out, log = run_opensm(tmp_path / "rehearsal-opensm.conf", "gpu01 mlx5_0", tmp_path)
+    _accepted(out, log, twin)
+    assert f"Loading Cached Option:routing_engine = {twin}" in out

@@ -284,7 +284,14 @@ def test_partitions_conf_has_one_line_per_pkey(catalog: Catalog, name: str) -> N
 def test_ufm_and_switch_modes(plans: dict[str, tuple[Plan, Spec]], catalog: Catalog) -> None:
     plan, spec = plans["dgx-a100-superpod.yaml"]
     ufm = subnet_manager.subnet_manager_files(plan, spec, catalog)
-    assert sorted(ufm) == ["README.md", "root_guids.conf", "ufm-pkeys.json", "ufm-sm.conf"]
+    assert sorted(ufm) == [
+        "README.md",
+        "rehearsal-opensm.conf",
+        "rehearsal-partitions.conf",
+        "root_guids.conf",
+        "ufm-pkeys.json",
+        "ufm-sm.conf",
+    ]
     assert "routing_engine ar_updn" in ufm["ufm-sm.conf"]  # the engine is not dropped
     assert [b["pkey"] for b in yaml.safe_load(ufm["ufm-pkeys.json"])] == ["0x0001"]
     plan, spec = plans["a100-lab-mig.yaml"]

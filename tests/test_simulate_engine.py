@@ -166,6 +166,23 @@ def test_a_scheduled_mig_change_drains_evicts_and_reconfigures_one_su() -> None:
     assert starts(run)["f"] == 0.0
 
 
+@pytest.mark.parametrize(
+    ("batch", "sus"), [(1, ["su01", "su02", "su03"]), (2, ["su01,su02", "su03"])]
+)
+def test_a_scheduled_change_takes_rolling_batch_sus_at_a_time(batch: int, sus: list[str]) -> None:
+    """Three SUs of one node: the change walks them ``rolling_batch_sus`` at a time."""
+    schedule = SCHEDULE.replace(
+        "drain_timeout: 10m,", f"drain_timeout: 10m, rolling_batch_sus: {batch},"
+    )
+    fabric = "fabrics: {compute: {switch: qm8790, su_size: 1}}\n"
+    _, result = replay(group_spec(3, MIG_7 + fabric, schedule), [job("f", 0, 7200, 1, milli=100)])
+    reps = result.repartitions
+    assert [r.su.replace("gpu-", "") for r in reps] == sus, reps
+    assert [r.nodes for r in reps] == ([2, 1] if batch == 2 else [1, 1, 1])
+    # one batch after the other
+    assert [r.at_s for r in reps] == sorted({r.at_s for r in reps})
+
+
 SLURM_POWER = "scheduler: {kind: slurm, power_saving: {suspend_time: 10m, resume_timeout: 5m}}\n"
 
 

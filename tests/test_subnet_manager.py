@@ -139,3 +139,28 @@ def test_index_0_stays_the_shared_default_until_every_host_is_a_member(catalog: 
     )
     _, full = _with_guids(catalog, "updn")
     assert "gpu=0x0001, indx0, ipoib" in full["partitions.conf"]
+
+
+@pytest.mark.parametrize("sharp", [True, False])
+def test_nvidia_opensm_enables_sharp_only_when_the_spec_asks(catalog: Catalog, sharp: bool) -> None:
+    """sharp_am finds no trees unless NVIDIA's OpenSM runs with ``sharp_enabled 2``."""
+    text = SPEC.replace("%s}", "%s, sharp: " + ("true" if sharp else "false") + "}")
+    _, files = _files(text % "nvidia-opensm", catalog)
+    confs = [files[n] for n in sorted(files) if n.startswith("opensm-")]
+    assert len(confs) == 2
+    assert all(("\nsharp_enabled 2\n" in c) == sharp for c in confs)
+    # the distributions' OpenSM never gets the key (it has none; lint refuses SHARP there)
+    _, upstream = _files(SPEC % "opensm", catalog)
+    assert not any("sharp_enabled" in t for t in upstream.values())
+
+
+def test_ufm_renders_its_sm_for_the_fabric_twin_under_rehearsal_names(catalog: Catalog) -> None:
+    """UFM owns its SM's settings; the twin still needs an OpenSM conf of the same SM."""
+    _, files = _files(SPEC % "ufm", catalog)
+    assert not any(n.startswith("opensm-") for n in files)  # the rdma role installs nothing
+    conf = files["rehearsal-opensm.conf"]
+    assert "routing_engine updn\n" in conf and "ar_updn; OpenSM 3.3" in conf
+    assert "partition_config_file /etc/opensm/rehearsal-partitions.conf\n" in conf
+    _, opensm = _files(SPEC % "opensm", catalog)
+    assert files["rehearsal-partitions.conf"] == opensm["partitions.conf"]
+    assert "rehearsal-opensm.conf" in files["README.md"]

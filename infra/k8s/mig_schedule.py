@@ -3,11 +3,12 @@
 Each change of a node group's `mig_schedule` becomes a CronJob ``mig-<group>-<N>`` (N counts
 changes from 1, like mig-parted's ``-change<N>`` configs) in `SYSTEM_NAMESPACE`. Its Job runs
 ``scripts/mig-change.sh`` (a static file beside this module, mounted from a ConfigMap) with
-kubectl: SU by SU, the script cordons the group's nodes, evicts their GPU pods through the
-Eviction API (PodDisruptionBudgets hold), sets ``nvidia.com/mig.config`` for the GPU
-Operator's MIG manager, waits for ``nvidia.com/mig.config.state=success`` and uncordons. A
-node that fails stays cordoned with ``railplan.dev/mig-change=failed``; the job stops after
-that SU and fails. A PrometheusRule alerts on both.
+kubectl: batch by batch (``rolling_batch_sus`` SUs at a time, default one), the script
+cordons the group's nodes, evicts their GPU pods through the Eviction API
+(PodDisruptionBudgets hold), sets ``nvidia.com/mig.config`` for the GPU Operator's MIG
+manager, waits for ``nvidia.com/mig.config.state=success`` and uncordons. A node that fails
+stays cordoned with ``railplan.dev/mig-change=failed``; the job stops after that batch and
+fails. A PrometheusRule alerts on both.
 
 Spec values reach the script only through environment variables, never through its text, and
 each is a validated name (group, config, SU) or a number.
@@ -141,6 +142,7 @@ def _cronjobs(spec: Spec, group: GroupPlan) -> list[KubeObject]:
             "GROUP": group.name,
             "CONFIG": config,
             "SUS": " ".join(group.sus),
+            "ROLLING_BATCH_SUS": str(schedule.rolling_batch_sus),
             "DRAIN_TIMEOUT": str(schedule.drain_s),
             "MIG_TIMEOUT": str(MIG_TIMEOUT_S),
             "POLL_SECONDS": "10",

@@ -105,6 +105,7 @@ def _header(plan: Plan, links: dict[str, list[tuple[int, str, int, str]]]) -> li
         f"#   sleep inf | ibsim -s -N {nodes} -S {switches} -P {ports} ibsim.net &",
         "#   export SIM_HOST='<host> mlx5_0'   # the HCA the tools run on",
         "#   ibsim-run opensm -o -F opensm-<host>.conf   # one sweep; then discovery:",
+        "#   (a UFM spec: subnet-manager/rehearsal-opensm.conf, the same SM for the twin)",
         "#   ibsim-run ibnetdiscover -p > fabric.txt && railplan verify SPEC fabric.txt",
         "",
         "",

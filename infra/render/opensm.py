@@ -17,7 +17,8 @@ each other; until then the file says the default partition isolates nothing.
 Sources: opensm(8) and partitions.conf syntax (opensm(8) "PARTITION CONFIGURATION",
 linux-rdma/opensm doc/partition-config.txt); NVIDIA "InfiniBand Cluster Bring-up
 Procedure", Adaptive Routing, for ``ar_updn``; NVIDIA SHARP Rev 3.14.0 "Appendix B:
-SHARP_am Network Interfaces" for ``ib_port_guid``.
+SHARP_am Network Interfaces" for ``ib_port_guid``; NVIDIA SHARP Rev 3.2.0 "Setting up NVIDIA
+SHARP Environment" for ``sharp_enabled 2``.
 """
 
 from __future__ import annotations
@@ -31,25 +32,37 @@ from infra.topology.model import Plan, SwitchTier
 
 __all__ = [
     "CONF_DIR",
+    "REHEARSAL_CONF",
+    "REHEARSAL_PARTITIONS",
     "SM_PRIORITIES",
     "UPSTREAM_ENGINES",
+    "cn_guids_file",
     "guid_files",
     "nvidia_sm",
     "opensm_conf",
     "opensm_files",
     "partitions_conf",
+    "rehearsal_files",
     "root_switches",
     "routing_engine",
     "routing_lines",
     "sharp_am_cfg",
+    "sharp_lines",
     "sm_hosts",
+    "upstream_engine",
 ]
 
 CONF_DIR = "/etc/opensm"
 # Master 15 (the highest of 0-15), standby 14: the higher priority wins the election, so the
 # standby takes over only when the master is gone (opensm(8), -p/--priority).
 SM_PRIORITIES = (15, 14)
+# UFM owns its SM's configuration; these two files only rehearse that SM on the fabric twin.
+REHEARSAL_CONF = "rehearsal-opensm.conf"
+REHEARSAL_PARTITIONS = "rehearsal-partitions.conf"
 _AR_URL = "https://docs.nvidia.com/networking/display/ibclusterbringupprocedure/adaptive+routing"
+_SHARP_OPENSM_URL = (
+    "https://docs.nvidia.com/networking/display/SHARPv320/Setting+up+NVIDIA+SHARP+Environment"
+)
 _SHARP_NET_URL = (
     "https://docs.nvidia.com/networking/display/sharpv3140/Appendix-B-SHARP_am-Network-Interfaces"
 )
@@ -172,8 +185,28 @@ def opensm_conf(plan: Plan, spec: Spec, catalog: Catalog, host: str, priority: i
     else:
         lines.append(f"# guid: unset (first active port): add {host}'s port GUIDs to the spec.")
     lines += routing_lines(plan, spec, engine)
+    lines += sharp_lines(spec)
     lines.append(f"partition_config_file {CONF_DIR}/partitions.conf")
     return "\n".join(lines) + "\n"
+
+
+def sharp_lines(spec: Spec) -> list[str]:
+    """``sharp_enabled 2`` on NVIDIA's OpenSM when the spec asks for SHARP; nothing otherwise.
+
+    sharp_am builds its trees from what the SM found, and NVIDIA's OpenSM configures SHARP
+    on the switches only with ``sharp_enabled 2``: without it SHARP jobs find no trees and
+    fall back to the host network. The distributions' OpenSM 3.3 has no such key (it logs
+    ``Unrecognized token: "sharp_enabled"``), and lint refuses SHARP with it.
+    """
+    fabric = spec.fabrics.compute
+    if fabric is None or not fabric.sharp or not nvidia_sm(spec):
+        return []
+    return [
+        "# SHARP: NVIDIA's OpenSM enables the aggregation nodes of every capable switch for",
+        "# sharp_am (NVIDIA SHARP guide, Setting up NVIDIA SHARP Environment, Using NVIDIA",
+        f"# SHARP Aggregation Manager with OpenSM: {_SHARP_OPENSM_URL}).",
+        "sharp_enabled 2",
+    ]
 
 
 def partitions_conf(plan: Plan, spec: Spec) -> str:
@@ -252,7 +285,7 @@ def sharp_am_cfg(plan: Plan, spec: Spec, catalog: Catalog) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cn_guids_file(plan: Plan, spec: Spec, catalog: Catalog) -> str | None:
+def cn_guids_file(plan: Plan, spec: Spec, catalog: Catalog) -> str | None:
     """``cn_guids.conf`` (ftree's compute nodes) when the engine is ftree and all are known."""
     cn = _cn_guids(plan, spec)
     if cn is None or not routing_engine(plan, spec, catalog).endswith("ftree"):
@@ -262,7 +295,7 @@ def _cn_guids_file(plan: Plan, spec: Spec, catalog: Catalog) -> str | None:
 
 def guid_files(plan: Plan, spec: Spec, catalog: Catalog) -> list[str]:
     """Names of the GUID files `opensm_files` writes, for the rdma role to install."""
-    cn = _cn_guids_file(plan, spec, catalog) is not None
+    cn = cn_guids_file(plan, spec, catalog) is not None
     return ["cn_guids.conf", "root_guids.conf"] if cn else ["root_guids.conf"]
 
 
@@ -274,7 +307,37 @@ def opensm_files(plan: Plan, spec: Spec, catalog: Catalog) -> dict[str, str]:
     }
     files["partitions.conf"] = partitions_conf(plan, spec)
     files["root_guids.conf"] = root_switches(plan, spec)
-    cn = _cn_guids_file(plan, spec, catalog)
+    cn = cn_guids_file(plan, spec, catalog)
     if cn is not None:
         files["cn_guids.conf"] = cn
     return files
+
+
+def upstream_engine(engine: str) -> str:
+    """The distributions' engine nearest NVIDIA's: ``ar_X`` routes as X without adaptive routing."""
+    base = engine.removeprefix("ar_")
+    return base if base in UPSTREAM_ENGINES else "updn"
+
+
+def rehearsal_files(plan: Plan, spec: Spec, catalog: Catalog) -> dict[str, str]:
+    """A UFM spec's SM as the distributions' OpenSM 3.3 runs it on the fabric twin (ibsim).
+
+    UFM's SM takes its settings in UFM (``ufm-sm.conf`` says which), so nothing here is
+    installed anywhere: the files let the twin sweep the planned fabric with the same roots,
+    partitions and (without adaptive routing) engine before UFM exists on site.
+    """
+    engine = routing_engine(plan, spec, catalog)
+    twin = upstream_engine(engine)
+    lines = [
+        f"# {REHEARSAL_CONF} of {plan.name}, generated by railplan: for rehearsing UFM's",
+        "# subnet manager with the distributions' OpenSM 3.3 on the fabric twin (ibsim) only.",
+        "# UFM owns its SM's configuration (ufm-sm.conf lists what to set there).",
+    ]
+    if twin != engine:
+        lines.append(f"# UFM routes with {engine}; OpenSM 3.3 has no such engine: {twin} here.")
+    lines += [f"sm_priority {SM_PRIORITIES[0]}", *routing_lines(plan, spec, twin)]
+    lines.append(f"partition_config_file {CONF_DIR}/{REHEARSAL_PARTITIONS}")
+    return {
+        REHEARSAL_CONF: "\n".join(lines) + "\n",
+        REHEARSAL_PARTITIONS: partitions_conf(plan, spec),
+    }

@@ -6,7 +6,9 @@
 - ``opensm`` / ``nvidia-opensm``: one ``opensm-<host>.conf`` per SM host, ``partitions.conf``,
   ``root_guids.conf`` and a README (`infra.render.opensm`); with SHARP, ``sharp_am.cfg``.
 - ``ufm``: ``ufm-pkeys.json`` (request bodies for UFM's PKey REST API), ``ufm-sm.conf`` (the
-  routing engine and root GUIDs for UFM's SM settings) and a README.
+  routing engine and root GUIDs for UFM's SM settings), a README, and for the fabric twin
+  only ``rehearsal-opensm.conf`` with ``rehearsal-partitions.conf`` (the same SM as the
+  distributions' OpenSM runs it on ibsim).
 - ``switch``: a README: the SM runs on the managed switches; the PKeys to configure there.
 
 Without a compute fabric nothing is rendered.
@@ -21,8 +23,11 @@ import json
 
 from infra.catalog import Catalog
 from infra.render.opensm import (
+    REHEARSAL_CONF,
+    cn_guids_file,
     nvidia_sm,
     opensm_files,
+    rehearsal_files,
     root_switches,
     routing_engine,
     routing_lines,
@@ -85,6 +90,11 @@ def _ufm_readme(plan: Plan, spec: Spec) -> str:
         "Routing: `ufm-sm.conf` holds the routing engine and root GUID file for UFM's SM",
         "(`root_guids.conf` lists the top-tier switches; add GUIDs to the spec's",
         "`fabrics.compute.guids` after cabling and render again).",
+        "",
+        f"Rehearsal only: `{REHEARSAL_CONF}` and `rehearsal-partitions.conf` run the same SM",
+        "(roots, partitions; the engine without adaptive routing) with the distributions'",
+        "OpenSM on the fabric twin, `files/fabric/ibsim.net`, before UFM is on site. Do not",
+        "install them: UFM takes its SM settings in UFM.",
     ]
     if sharp:
         lines += [
@@ -173,12 +183,17 @@ def subnet_manager_files(plan: Plan, spec: Spec, catalog: Catalog) -> dict[str, 
     if fabric is None or "compute" not in plan.fabrics:
         return {}
     if fabric.subnet_manager == "ufm":
-        return {
+        files = {
             "README.md": _ufm_readme(plan, spec),
             "root_guids.conf": root_switches(plan, spec),
             "ufm-pkeys.json": ufm_pkeys_json(plan),
             "ufm-sm.conf": _ufm_sm_conf(plan, spec, catalog),
+            **rehearsal_files(plan, spec, catalog),
         }
+        cn = cn_guids_file(plan, spec, catalog)
+        if cn is not None:
+            files["cn_guids.conf"] = cn
+        return dict(sorted(files.items()))
     if fabric.subnet_manager == "switch":
         return {"README.md": _switch_readme(plan, spec, catalog)}
     files = opensm_files(plan, spec, catalog)

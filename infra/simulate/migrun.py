@@ -1,10 +1,10 @@
-"""Scheduled MIG changes during a replay, one SU at a time as the rendered CronJob runs them.
+"""Scheduled MIG changes during a replay, batch by batch as the rendered CronJob runs them.
 
 At each firing of a group's change (`infra.simulate.migplan`), the group's SUs are taken in
-plan order, one rolling batch (an SU) at a time: its nodes stop taking new jobs, running jobs
-get the schedule's `drain_timeout` to finish and are evicted after it (losing the work since
+plan order, one rolling batch (``rolling_batch_sus`` SUs, default one) at a time: its nodes
+stop taking new jobs, running jobs get the schedule's `drain_timeout` to finish and are evicted after it (losing the work since
 their last checkpoint), then the MIG manager re-partitions the nodes (`reconfigure_s`) and
-they take jobs again with the new layout; then the next SU. A change that leaves the layout as
+they take jobs again with the new layout; then the next batch. A change that leaves the layout as
 it is costs nothing and is not recorded. A firing while the group is still changing waits for
 the change before it (lint RP019 keeps real schedules apart). Each batch becomes a
 `Repartition` record.
@@ -137,8 +137,14 @@ class MigRunner:
         for node in nodes:
             if node.group == group.name:
                 out.setdefault(node.su, []).append(node.index)
-        return [
+        singles = [
             (sus[su].name if su < len(sus) else group.name, members) for su, members in out.items()
+        ]
+        # as the rendered CronJob does: `rolling_batch_sus` SUs at a time, in plan order
+        size = group.mig.schedule.rolling_batch_sus if group.mig.schedule else 1
+        return [
+            (",".join(n for n, _ in chunk), [m for _, ms in chunk for m in ms])
+            for chunk in (singles[i : i + size] for i in range(0, len(singles), size))
         ]
 
     def _batch_start(self, change: _Change) -> None:

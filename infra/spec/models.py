@@ -46,6 +46,8 @@ MAX_VERSION = 32  # characters of a version given on the command line (`mig chec
 MAX_FIRST_INDEX = 10**9
 # A MIG change's drain timeout: the bound mig-change.sh checks DRAIN_TIMEOUT against.
 MAX_DRAIN_S = 86_400
+# mig-change.sh refuses a ROLLING_BATCH_SUS above this before it cordons anything
+MAX_ROLLING_BATCH_SUS = 1024
 # An InfiniBand GUID as `ibstat -p` / `ibswitches` print it: 64 bits in hex, 0x-prefixed.
 IB_GUID = r"^0x[0-9a-fA-F]{1,16}$"
 # A switch or server name of the plan (a guids key); lint checks it names one (RP083).
@@ -297,6 +299,15 @@ class MigSchedule(StrictModel):
     )
     changes: list[MigChange] = Field(
         min_length=1, max_length=48, description="The changes, each at its own time."
+    )
+    rolling_batch_sus: int = Field(
+        1,
+        ge=1,
+        le=MAX_ROLLING_BATCH_SUS,
+        description="How many of the group's SUs one change drains and re-partitions at once, "
+        "in plan order (default 1: one SU's jobs and leaf domain down at a time). A change "
+        "of n SUs runs ceil(n / rolling_batch_sus) batches of drain_timeout + 15 min MIG "
+        "reconfiguration + 10 min margin each.",
     )
 
     @field_validator("timezone")

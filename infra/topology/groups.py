@@ -33,6 +33,7 @@ __all__ = [
     "group_mig",
     "group_migs",
     "job_deadline_s",
+    "mig_batches",
     "mig_per_gpu",
     "plan_groups",
 ]
@@ -86,7 +87,10 @@ def group_mig(group: NodeGroup, gpus: int, index: int) -> GroupMig:
     schedule = group.mig_schedule
     times = (
         MigTimes(
-            schedule.timezone, schedule.drain_timeout, duration_seconds(schedule.drain_timeout)
+            schedule.timezone,
+            schedule.drain_timeout,
+            duration_seconds(schedule.drain_timeout),
+            schedule.rolling_batch_sus,
         )
         if schedule is not None
         else None
@@ -111,13 +115,18 @@ def group_migs(spec: Spec, catalog: Catalog) -> tuple[GroupMig, ...]:
     )
 
 
+def mig_batches(times: MigTimes, sus: int) -> int:
+    """How many batches one scheduled change runs: the SUs, `rolling_batch_sus` at a time."""
+    return -(-max(sus, 1) // times.rolling_batch_sus)
+
+
 def job_deadline_s(times: MigTimes, sus: int) -> int:
-    """How long one scheduled change's Job may run (its activeDeadlineSeconds): every SU in turn.
+    """How long one scheduled change's Job may run (its activeDeadlineSeconds): every batch in turn.
 
     Kubernetes stops the Job then, so two changes of a group this far apart never run at
     once (lint RP019 holds the schedule to it).
     """
-    return max(sus, 1) * (times.drain_s + MIG_TIMEOUT_S + BATCH_MARGIN_S)
+    return mig_batches(times, sus) * (times.drain_s + MIG_TIMEOUT_S + BATCH_MARGIN_S)
 
 
 def plan_groups(

@@ -109,11 +109,12 @@ class MigState:
 
 @dataclass(frozen=True, slots=True)
 class MigTimes:
-    """A `mig_schedule`'s timing: time zone of its cron times, and each change's drain."""
+    """A `mig_schedule`'s timing: time zone of its cron times, each change's drain and batch."""
 
     timezone: str
     drain_timeout: str  # as written, e.g. ``30m``
     drain_s: int
+    rolling_batch_sus: int = 1  # SUs a change takes at once
 
 
 @dataclass(frozen=True, slots=True)

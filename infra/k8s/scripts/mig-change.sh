@@ -7,8 +7,9 @@
 #
 #   GROUP          value of the node label railplan.dev/node-group
 #   CONFIG         mig-parted config to apply (node label nvidia.com/mig.config)
-#   SUS            space-separated SU names (label railplan.dev/su), in order; one batch each.
+#   SUS            space-separated SU names (label railplan.dev/su), in order.
 #                  Empty: the group has no SUs (no compute fabric) and is one batch.
+#   ROLLING_BATCH_SUS  how many SUs of SUS one batch takes, in order (default 1, 1..1024)
 #   DRAIN_TIMEOUT  seconds GPU pods of a batch get to leave before its nodes fail (1..86400)
 #   MIG_TIMEOUT    seconds the GPU Operator's MIG manager gets to report success (default 900,
 #                  1..86400)
@@ -111,6 +112,8 @@ done
 check_seconds DRAIN_TIMEOUT "$DRAIN_TIMEOUT" 1 86400
 check_seconds MIG_TIMEOUT "$MIG_TIMEOUT" 1 86400
 check_seconds POLL_SECONDS "$POLL_SECONDS" 0 3600
+ROLLING_BATCH_SUS=${ROLLING_BATCH_SUS-1}
+check_seconds ROLLING_BATCH_SUS "$ROLLING_BATCH_SUS" 1 1024
 RUN_ID=$(date -u +%Y%m%dT%H%M%SZ)
 
 now() {
@@ -325,14 +328,34 @@ run_batch() { # run_batch SELECTOR
     wait_for_success "$labelled"
 }
 
-log "MIG change of group $GROUP to $CONFIG; SUs in order: ${SUS:-<none: the whole group at once>}"
+log "MIG change of group $GROUP to $CONFIG; SUs in order, $ROLLING_BATCH_SUS at a time: ${SUS:-<none: the whole group at once>}"
+# One selector per batch: a single SU by equality, several by a set (`su in (a,b)`), so a
+# batch's nodes are cordoned, drained, relabelled and resumed together.
+set --
 if [ -z "$SUS" ]; then
     set -- "$NODE_GROUP_LABEL=$GROUP"
-else
-    set --
-    for su in $SUS; do
-        set -- "$@" "$NODE_GROUP_LABEL=$GROUP,$SU_LABEL=$su"
+fi
+chunk=""
+taken=0
+for su in $SUS; do
+    chunk="${chunk:+$chunk,}$su"
+    taken=$((taken + 1))
+    if [ "$taken" -eq "$ROLLING_BATCH_SUS" ]; then
+        set -- "$@" "$chunk"
+        chunk=""
+        taken=0
+    fi
+done
+[ -z "$chunk" ] || set -- "$@" "$chunk"
+if [ -n "$SUS" ]; then
+    batches=$#
+    for chunk in "$@"; do
+        case $chunk in
+            *,*) set -- "$@" "$NODE_GROUP_LABEL=$GROUP,$SU_LABEL in ($chunk)" ;;
+            *) set -- "$@" "$NODE_GROUP_LABEL=$GROUP,$SU_LABEL=$chunk" ;;
+        esac
     done
+    shift "$batches"
 fi
 for selector in "$@"; do
     log "batch $selector"

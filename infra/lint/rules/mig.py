@@ -13,7 +13,7 @@ from infra.lint.finding import Severity
 from infra.lint.rules._util import MigUse, group_path, known_mig_uses, mig_uses
 from infra.spec import MigValue, join_path
 from infra.spec.cron import closest_firings, dst_shift_minutes
-from infra.topology.groups import BATCH_MARGIN_S, MIG_TIMEOUT_S, assignment_gpus
+from infra.topology.groups import BATCH_MARGIN_S, MIG_TIMEOUT_S, assignment_gpus, mig_batches
 from infra.topology.model import GroupPlan, MigState
 from infra.wording import plural
 
@@ -335,7 +335,8 @@ def _describe(value: MigValue) -> str:
 def mig_schedule_overlap(ctx: LintContext) -> Iterator[Violation]:
     """Changes of one group must fire at least one change Job's run time apart.
 
-    The run time is the Job's activeDeadlineSeconds: per SU of the group, in turn, the
+    The run time is the Job's activeDeadlineSeconds: per batch of the group's SUs
+    (`rolling_batch_sus` at a time, default 1), in turn, the
     `drain_timeout`, the MIG manager's reconfiguration time (`MIG_TIMEOUT_S`, 15 min with a
     node reboot) and 10 min of margin; plus the time zone's daylight-saving shift, which can
     bring two wall-clock times that much closer. Every calendar day is checked, so `0 8 * * *`
@@ -344,7 +345,8 @@ def mig_schedule_overlap(ctx: LintContext) -> Iterator[Violation]:
     Why: each change is its own CronJob, and `concurrencyPolicy: Forbid` only keeps a CronJob
     from overlapping itself: two changes a minute apart run at once on the same nodes, each
     cordoning, draining and relabelling them for a different config.
-    Fix: move the changes further apart, or shorten `drain_timeout`.
+    Fix: move the changes further apart, shorten `drain_timeout`, or raise
+    `rolling_batch_sus` (fewer, larger batches).
     """
     plan = ctx.plan
     if plan is None:
@@ -384,7 +386,13 @@ def _run_time(group: GroupPlan) -> str:
         f"drain_timeout {schedule.drain_timeout} + {MIG_TIMEOUT_S // 60} min MIG "
         f"reconfiguration + {BATCH_MARGIN_S // 60} min margin"
     )
-    text = f"one change's Job may run {plural(max(len(group.sus), 1), 'SU')} x ({per_su})"
+    batches = mig_batches(schedule, len(group.sus))
+    unit = (
+        plural(batches, "SU")
+        if schedule.rolling_batch_sus == 1
+        else f"{plural(batches, 'batch', 'batches')} of {schedule.rolling_batch_sus} SUs"
+    )
+    text = f"one change's Job may run {unit} x ({per_su})"
     shift = dst_shift_minutes(timezone)
     return (
         f"{text}, and {timezone}'s daylight-saving switch moves times {shift} min"

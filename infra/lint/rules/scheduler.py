@@ -7,7 +7,13 @@ from collections.abc import Iterator
 from infra.lint.context import LintContext
 from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
-from infra.namespaces import KUBERNETES_NAMESPACES, RAILPLAN_NAMESPACES, reserved_namespace
+from infra.namespaces import (
+    DEPENDENCY_NAMESPACES,
+    KUBERNETES_NAMESPACES,
+    RAILPLAN_NAMESPACES,
+    reserved_namespace,
+    reserved_queue,
+)
 from infra.spec.scheduling import Tenant
 from infra.wording import plural
 
@@ -171,18 +177,24 @@ def tenant_namespace_reserved(ctx: LintContext) -> Iterator[Violation]:
     """A tenant's name is its namespace: it must not be one railplan or Kubernetes uses.
 
     Refused: the namespaces railplan renders into or relies on (`infra.namespaces`: gpu-operator,
-    rdma-device-plugin, monitoring, volcano-system, railplan-system), the namespaces every
-    cluster has (default, kube-system, kube-public, kube-node-lease) and any name starting
-    `kube-`, which Kubernetes reserves.
+    rdma-device-plugin, monitoring, volcano-system, railplan-system), those of the controllers
+    the rendered objects need (kueue-system for Kueue, keda for KEDA), the namespaces every
+    cluster has (default, kube-system, kube-public, kube-node-lease), any name starting
+    `kube-`, which Kubernetes reserves, and with Volcano its own queues `root` and `default`
+    (a tenant's Queue takes the tenant's name).
     Why: railplan gives each tenant's namespace a default-deny NetworkPolicy and a GPU
     ResourceQuota. In kube-system that cuts cluster DNS and the control-plane add-ons off the
-    network; in gpu-operator or monitoring it stops the GPU stack and Prometheus (and KEDA's
-    scaling with it), and the quota caps their GPUs at the tenant's.
+    network; in gpu-operator, monitoring, kueue-system or keda it stops the GPU stack,
+    Prometheus, admission or scaling, and the quota caps their GPUs at the tenant's. A Queue
+    named `root` would replace the parent of every Volcano queue.
     Fix: rename the tenant (e.g. `research`, `serving`).
     """
     spec = ctx.loaded.spec
     if spec.scheduler.kind != "kubernetes":
         return  # tenants become namespaces on Kubernetes only
+    reserved = ", ".join(
+        sorted({*RAILPLAN_NAMESPACES, *DEPENDENCY_NAMESPACES, *KUBERNETES_NAMESPACES})
+    )
     for k, tenant in enumerate(spec.scheduler.tenants):
         why = reserved_namespace(tenant.name)
         if why is not None:
@@ -190,9 +202,16 @@ def tenant_namespace_reserved(ctx: LintContext) -> Iterator[Violation]:
                 f"scheduler.tenants[{k}].name",
                 f"tenant {tenant.name!r} would get namespace {tenant.name!r}, but {why}: the "
                 "tenant's default-deny NetworkPolicy and GPU quota would land on those services",
-                "rename the tenant; reserved: "
-                + ", ".join(sorted({*RAILPLAN_NAMESPACES, *KUBERNETES_NAMESPACES}))
-                + " and kube-*",
+                f"rename the tenant; reserved: {reserved} and kube-*",
+            )
+            continue
+        queue = reserved_queue(tenant.name, spec.scheduler.batch)
+        if queue is not None:
+            yield Violation(
+                f"scheduler.tenants[{k}].name",
+                f"tenant {tenant.name!r} would get Volcano Queue {tenant.name!r}, but {queue}: "
+                "the tenant's Queue would replace it",
+                "rename the tenant; Volcano's own queues are root and default",
             )
 
 
