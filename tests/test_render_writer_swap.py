@@ -409,3 +409,36 @@ def test_a_planted_deep_leftover_is_swept(scratch: Path) -> None:
         _nest(root / name, 1500, name="dir")
     assert "removed 2 leftovers" in recover_tree(root)
     assert not list(root.glob(".railplan-*-*"))
+
+
+def test_a_file_made_at_a_units_name_while_it_is_swapped_is_kept_with_the_old_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between a unit's two moves its name is free: a file the user saves there is neither
+    replaced by the staged one nor removed by the rollback; the render stops, names both, and
+    the journal stays until the user keeps one."""
+    root = tmp_path / "root"
+    write_tree(root, A)
+    real = os.rename
+
+    def rename_then_user_saves(src: object, dst: object, **kwargs: object) -> None:
+        real(src, dst, **kwargs)  # type: ignore[arg-type]
+        if str(src) == str(root / "ansible.cfg"):
+            monkeypatch.setattr(os, "rename", real)
+            (root / "ansible.cfg").write_bytes(b"# saved meanwhile\n")
+
+    monkeypatch.setattr(os, "rename", rename_then_user_saves)
+    with pytest.raises(RenderError, match="was made while a render swapped it"):
+        write_tree(root, B)
+    monkeypatch.setattr(os, "rename", real)
+    assert (root / "ansible.cfg").read_bytes() == b"# saved meanwhile\n"
+    (kept,) = root.glob(".railplan-old-*/ansible.cfg")
+    assert kept.read_bytes() == A["ansible.cfg"]
+    with pytest.raises(RenderError, match="was made while a render swapped it"):
+        recover_tree(root)
+    (root / "ansible.cfg").unlink()  # the user keeps the previous one
+    assert recover_tree(root).startswith("rolled back")
+    assert (
+        snapshot(root / "inventories") and (root / "ansible.cfg").read_bytes() == A["ansible.cfg"]
+    )
+    assert not list(root.glob(".railplan-*-*"))
