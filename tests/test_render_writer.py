@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.render import writer
+from infra.render import tree_swap, writer
 from infra.render.writer import MANIFEST, RenderConflict, RenderError, write_tree
 
 TREE = {
@@ -138,15 +138,15 @@ def test_a_failure_mid_swap_leaves_the_previous_tree_and_no_leftovers(
     write_tree(tmp_path, TREE)
     before = _files(tmp_path)
     calls = {"n": 0}
-    real_rename = Path.rename
+    real_rename = os.rename
 
-    def failing_rename(self: Path, target: Path) -> Path:
+    def failing_rename(source: object, target: object, **kwargs: object) -> None:
         calls["n"] += 1
         if calls["n"] == 4:  # half-way through the swap
             raise OSError(28, "No space left on device")
-        return real_rename(self, target)
+        real_rename(source, target, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Path, "rename", failing_rename)
+    monkeypatch.setattr(os, "rename", failing_rename)
     with pytest.raises(RenderError, match="No space left on device"):  # exit 2, one line
         write_tree(tmp_path, {k: v + b"# new\n" for k, v in TREE.items()})
     monkeypatch.undo()
@@ -163,14 +163,14 @@ def test_a_render_killed_mid_swap_is_rolled_back_by_the_next_one(
     """No finally block runs in a killed process: model that by disabling the recovery."""
     write_tree(tmp_path, TREE)
     before = _files(tmp_path)
-    real_replace = writer.replace_entry
+    real_replace = tree_swap.replace_entry
 
     def dying_commit(path: str, data: bytes) -> None:
-        if Path(path).name == MANIFEST:  # every unit swapped, the manifest not yet replaced
+        if b'"committed"' in data:  # every unit swapped, the commit not yet written
             raise KeyboardInterrupt
         real_replace(path, data)
 
-    monkeypatch.setattr(writer, "replace_entry", dying_commit)
+    monkeypatch.setattr(tree_swap, "replace_entry", dying_commit)
     monkeypatch.setattr(writer, "_recover", lambda root: None)
     with pytest.raises(KeyboardInterrupt):
         write_tree(tmp_path, {k: v + b"# new\n" for k, v in TREE.items()})

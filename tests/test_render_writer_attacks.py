@@ -428,7 +428,9 @@ _JSON = st.recursive(
     lambda inner: (
         st.lists(inner, max_size=3)
         | st.dictionaries(
-            st.sampled_from(["old", "units", "created", "manifest", "files", "format"]),
+            st.sampled_from(
+                ["old", "staging", "state", "units", "created", "manifest", "files", "format"]
+            ),
             inner,
             max_size=4,
         )

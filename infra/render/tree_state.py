@@ -2,7 +2,8 @@
 
 A render root holds two files railplan writes and reads back: ``.railplan-manifest.json`` (a
 SHA-256 per rendered file) and ``.railplan-journal.json`` (the units of a swap in progress); a
-render holds a ``flock`` on the root directory while it writes. Anyone who can write to the
+render holds a ``flock`` on the root directory while it writes (`infra.render.tree_swap` says
+how the journal is used). Anyone who can write to the
 root (a GitOps repository, a pull request) can forge both files, and railplan often runs as
 root, so both are read like any other input: opened without following a symlink and without
 waiting on a FIFO, only when they are regular files, bounded in size, and validated against
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -32,6 +34,8 @@ __all__ = [
     "Journal",
     "TreeStateError",
     "checked_path",
+    "digest",
+    "journal_text",
     "locked",
     "read_journal",
     "read_manifest",
@@ -46,6 +50,8 @@ MANIFEST_LIMIT = 64 << 20
 JOURNAL_LIMIT = 1 << 20
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 OLD_NAME = re.compile(r"^\.railplan-old-\d+-[0-9a-f]{16}$")
+STAGING_NAME = re.compile(r"^\.railplan-staging-\d+-[0-9a-f]{16}$")
+SWAPPING, COMMITTED = "swapping", "committed"
 _STATE_HINT = "railplan writes this file itself; if you did not edit it, delete it and render again"
 
 
@@ -59,12 +65,24 @@ def _bad(path: Path, why: str) -> TreeStateError:
 
 @dataclass(frozen=True)
 class Journal:
-    """A swap in progress: the directory holding the replaced units, the units, the commit."""
+    """A swap in progress: where the replaced and the staged units are, the units, the state.
+
+    ``committed`` says whether the swap passed its commit point. A journal of an earlier
+    railplan (no ``format``) has neither staging nor state: it named the new manifest's
+    digest (``manifest``) instead, so it committed when the manifest on disk has that digest.
+    """
 
     old: str
-    units: tuple[str, ...]
+    staging: str | None
+    units: tuple[str, ...]  # the manifest is the last unit of a swap this railplan writes
     created: tuple[str, ...]  # units the swap adds: a rollback removes them
-    manifest: str
+    committed: bool | None  # None: an earlier railplan's journal, decided by ``manifest``
+    manifest: str | None = None
+
+
+def digest(data: bytes) -> str:
+    """The SHA-256 of ``data``, as the manifest records it."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def checked_path(path: str) -> str | None:
@@ -145,19 +163,40 @@ def read_journal(root: Path) -> Journal | None:
     document = _json_object(path, JOURNAL_LIMIT)
     if document is None:
         return None
-    old, manifest = document.get("old"), document.get("manifest")
+    old = document.get("old")
     if not isinstance(old, str) or not OLD_NAME.match(old):
         raise _bad(path, "'old' is not a railplan directory name")
-    if not isinstance(manifest, str) or not _DIGEST.match(manifest):
-        raise _bad(path, "'manifest' is not a SHA-256 digest")
     units, created = _paths(document, "units", path), _paths(document, "created", path)
-    return Journal(old, units, created, manifest)
+    if "format" not in document:
+        manifest = document.get("manifest")
+        if not isinstance(manifest, str) or not _DIGEST.match(manifest):
+            raise _bad(path, "'manifest' is not a SHA-256 digest")
+        return Journal(old, None, units, created, None, manifest)
+    staging, state = document.get("staging"), document.get("state")
+    if document["format"] != 2 or state not in (SWAPPING, COMMITTED):
+        raise _bad(path, f"not a railplan journal (format 2, state {SWAPPING} or {COMMITTED})")
+    if not isinstance(staging, str) or not STAGING_NAME.match(staging):
+        raise _bad(path, "'staging' is not a railplan directory name")
+    return Journal(old, staging, units, created, state == COMMITTED)
+
+
+def journal_text(journal: Journal) -> bytes:
+    """The journal as railplan writes it (format 2), for `read_journal`."""
+    document = {
+        "format": 2,
+        "old": journal.old,
+        "staging": journal.staging,
+        "units": list(journal.units),
+        "created": list(journal.created),
+        "state": COMMITTED if journal.committed else SWAPPING,
+    }
+    return json.dumps(document, sort_keys=True).encode()
 
 
 def _paths(document: dict[str, object], key: str, path: Path) -> tuple[str, ...]:
     value = document.get(key)
     if not isinstance(value, list) or not all(
-        isinstance(u, str) and checked_path(u) == u for u in value
+        isinstance(u, str) and (checked_path(u) == u or u == MANIFEST) for u in value
     ):
         raise _bad(path, f"'{key}' must be a list of paths inside the root")
     return tuple(value)

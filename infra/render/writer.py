@@ -3,26 +3,30 @@
 A render is a mapping of relative POSIX paths to bytes. `write_tree` takes the root's lock
 (one render per root; a second one fails at once, see `infra.render.tree_state.locked`),
 stages the whole tree in a fresh private directory under the root, then swaps each *unit*
-(an inventory directory, a role directory, a single file) into place with two renames,
-recorded in a journal first. A render killed at any instant leaves either the previous tree or
+(an inventory directory, a role directory, a single file) into place behind a journal
+(`infra.render.tree_swap`). A render killed at any instant leaves either the previous tree or
 the new one once the journal is replayed: every render, and ``railplan render --recover``,
-replays it first (`recover_tree`), before it reads or writes anything else. No temporary file or
-directory outlives a call that returns or raises; one that cannot be removed is an error.
+replays it first, before it reads or writes anything else. No temporary file or directory
+outlives a call that returns or raises; one that cannot be removed is an error.
 
-Confinement: nothing inside the root is followed. A symlink on the way to a file railplan
-writes or reads (``inventories`` -> elsewhere, a symlinked role) refuses the render; staging
-and old directories get unpredictable names and are created exclusively; the manifest and
-journal are validated input (`infra.render.tree_state`); special files (FIFOs, devices,
-sockets) in a rendered directory refuse the render instead of being read. The user's own
-symlinks inside a rendered directory are carried over as links, never followed.
+Confinement: nothing inside the root is followed (`infra.render.tree_fs`). A symlink on the
+way to a file railplan writes or reads (``inventories`` -> elsewhere, a symlinked role)
+refuses the render; staging and old directories get unpredictable names and are created
+exclusively; the manifest and journal are validated input (`infra.render.tree_state`);
+special files (FIFOs, devices, sockets) in a rendered directory refuse the render instead of
+being read. The user's own symlinks inside a rendered directory are carried over as links.
 
 `.railplan-manifest.json` at the root records a SHA-256 per rendered file. A file whose bytes
 no longer match it was edited by the user, and a file railplan would write where an unmanaged
 file with other content stands belongs to the user: either refuses the render (`RenderConflict`,
 naming the files) unless ``force``. Files a unit holds that railplan does not render are
-carried over into the new unit; a file changed while the tree was staged refuses the swap, so
-an edit is never lost. Files and directories get the modes a plain ``open()`` and ``mkdir()``
-would (the user's umask), never a temporary file's 0600.
+carried over into the new unit. The conflict check records what it saw of every file of a
+unit (inode, size, times, mode; the content too for a file changed in the last seconds, whose
+times may not show a second change); each unit is compared with that record once the swap
+has moved it out of the user's reach, and any difference refuses the render and puts the
+tree back, so an edit made after the check is never lost. Files and directories get the
+modes a plain ``open()`` and ``mkdir()`` would (the user's umask), never a temporary file's
+0600.
 """
 
 # Descriptor-level opens (O_NOFOLLOW, O_EXCL) and lstat are the point here.
@@ -36,22 +40,25 @@ import os
 import secrets
 import shutil
 import stat
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from infra.errors import RailplanError
-from infra.files import is_temp_name, replace_entry, user_umask
+from infra.files import user_umask
+from infra.render.tree_fs import RenderError, entries, refuse_symlinks, unit_of
 from infra.render.tree_state import (
-    JOURNAL,
     MANIFEST,
-    MANIFEST_LIMIT,
+    Journal,
     checked_path,
+    digest,
     locked,
-    read_journal,
     read_manifest,
-    read_regular,
 )
+from infra.render.tree_swap import OLD, STAGING, swap
+from infra.render.tree_swap import recover as _recover
 from infra.signals import raising_on_signals
 from infra.wording import plural
 
@@ -64,17 +71,11 @@ __all__ = [
     "write_tree",
 ]
 
-_STAGING = ".railplan-staging"
-_OLD = ".railplan-old"
-_SPLIT_UNITS = {"inventories": 2, "playbooks/roles": 3}  # prefix -> depth of its units
-_SYMLINK_HINT = "railplan never writes through a symlink inside its root: replace it or move it"
 # What a file on disk is, for the conflict check: its SHA-256, or one of these.
 _ABSENT, _FOREIGN = None, ""
-Snapshot = dict[str, tuple[int, int, int, int]]
-
-
-class RenderError(RailplanError):
-    """A tree cannot be written (a path escapes the root, the root is not a directory, ...)."""
+# A file changed this close to the check may change again within the same timestamp tick
+# (coarse file-system clocks): its content is compared too, not only its times.
+_RACY_NS = 2_000_000_000
 
 
 class RenderConflict(RailplanError):
@@ -101,6 +102,14 @@ class WriteReport:
     replaced: tuple[str, ...] = ()  # files the user had edited, overwritten under --force
 
 
+class _Seen(NamedTuple):
+    """One entry of a unit as the conflict check saw it."""
+
+    stat: tuple[int, int, int, int, int]  # inode, size, mtime, mode, ctime
+    content: str | None  # SHA-256 (a link: its target) when known
+    racy: bool  # changed within `_RACY_NS` of the check: compare the content too
+
+
 @dataclass(frozen=True)
 class _Plan:
     """One write, decided under the lock before anything is staged."""
@@ -113,6 +122,7 @@ class _Plan:
     before: dict[str, str | None]  # rendered path -> digest on disk before the render
     conflicts: list[str]  # edited files: only with force does a plan get this far
     written: tuple[str, ...]  # rendered files whose bytes differ from what is on disk
+    seen: dict[str, dict[str, _Seen]]  # unit -> every entry in it, at the conflict check
 
 
 def write_tree(root: Path, files: Mapping[str, bytes], *, force: bool = False) -> WriteReport:
@@ -120,7 +130,8 @@ def write_tree(root: Path, files: Mapping[str, bytes], *, force: bool = False) -
 
     Raises:
         RenderError: a path is absolute or escapes the root, the root is not a directory, a
-            symlink or special file stands in the way, or the file system refuses a write.
+            symlink or special file stands in the way, a file changed while the tree was
+            rendered, or the file system refuses a write.
         RenderConflict: user-edited files would be overwritten and ``force`` is false.
         TreeStateError: the root's manifest or journal is forged or damaged, or another
             render holds the root's lock.
@@ -145,13 +156,14 @@ def write_tree(root: Path, files: Mapping[str, bytes], *, force: bool = False) -
 
 
 def _write(root: Path, plan: _Plan) -> None:
-    """Stage, check that nothing changed meanwhile, swap."""
+    """Stage, then swap unit by unit, each checked against the conflict check's record."""
     tag = f"{os.getpid()}-{secrets.token_hex(8)}"
-    staging, old = root / f"{_STAGING}-{tag}", root / f"{_OLD}-{tag}"
-    snapshot = _snapshot(root, plan)
-    _stage(root, staging, plan)
-    _same_files_or_refuse(root, plan, snapshot)
-    _swap(root, staging, old, plan)
+    staging, old = f"{STAGING}-{tag}", f"{OLD}-{tag}"
+    _stage(root, root / staging, plan)
+    units = (*plan.units, MANIFEST)
+    created = (*plan.created, *[MANIFEST] * (not os.path.lexists(root / MANIFEST)))
+    journal = Journal(old, staging, units, created, committed=False)
+    swap(root, journal, lambda unit, moved: _unchanged_or_refuse(plan, unit, moved))
 
 
 def recover_tree(root: Path) -> str:
@@ -169,14 +181,20 @@ def recover_tree(root: Path) -> str:
 
 
 def _decide(root: Path, paths: Mapping[str, bytes], force: bool) -> _Plan:
-    """Check the root and work out the write: conflicts, stale files, the new manifest."""
+    """Check the root and work out the write: conflicts, stale files, the new manifest.
+
+    What the check sees of each unit is recorded (`_Plan.seen`) as it reads it, so that the
+    swap can tell any later change.
+    """
+    start = time.time_ns()
     old_manifest = read_manifest(root)
     units = _units(paths)
     owned = set(units)
-    mine = sorted(set(paths) | {p for p in old_manifest if _unit_of(p) in owned})
-    _refuse_symlinks(root, [*units, *mine])
-    before = {p: _disk_digest(root / p) for p in mine}
-    new = {p: _digest(data) for p, data in paths.items()}  # each rendered file hashed once
+    mine = sorted(set(paths) | {p for p in old_manifest if unit_of(p) in owned})
+    refuse_symlinks(root, [*units, *mine])
+    seen = {unit: _look(root, unit, start, set(mine)) for unit in units}
+    before = {p: _read_rendered(root, p, seen[unit_of(p)], start) for p in mine}
+    new = {p: digest(data) for p, data in paths.items()}  # each rendered file hashed once
     conflicts = [
         p
         for p in mine
@@ -189,12 +207,89 @@ def _decide(root: Path, paths: Mapping[str, bytes], force: bool) -> _Plan:
     stale = {
         p
         for p in old_manifest
-        if p not in paths and _unit_of(p) in owned and before[p] is not _ABSENT
+        if p not in paths and unit_of(p) in owned and before[p] is not _ABSENT
     }
     created = [u for u in units if not os.path.lexists(root / u)]
     manifest = _manifest_text(root, old_manifest, new, stale)
     written = tuple(sorted(p for p in paths if before.get(p) != new[p]))
-    return _Plan(paths, units, created, stale, manifest, before, conflicts, written)
+    return _Plan(paths, units, created, stale, manifest, before, conflicts, written, seen)
+
+
+def _look(root: Path, unit: str, start: int, rendered: set[str]) -> dict[str, _Seen]:
+    """Every entry of ``unit`` as it is now, with the content of user files changed lately.
+
+    `_read_rendered` reads the rendered files.
+    """
+    found = {}
+    for rel, info in entries(root / unit, unit).items():
+        racy = _is_racy(info, start)
+        content = _content(root / rel, info) if racy and rel not in rendered else None
+        found[rel] = _Seen(_stat_key(info), content, racy)
+    return found
+
+
+def _read_rendered(root: Path, rel: str, seen: dict[str, _Seen], start: int) -> str | None:
+    """The digest of a file railplan renders (or `_ABSENT`, `_FOREIGN`).
+
+    Recorded in ``seen`` with the status of the very descriptor it was read from.
+    """
+    found, info = _disk_digest(root / rel)
+    if info is not None and stat.S_ISREG(info.st_mode):
+        seen[rel] = _Seen(_stat_key(info), found, _is_racy(info, start))
+    return found
+
+
+def _stat_key(info: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_mode, info.st_ctime_ns)
+
+
+def _is_racy(info: os.stat_result, start: int) -> bool:
+    return max(info.st_mtime_ns, info.st_ctime_ns) >= start - _RACY_NS
+
+
+def _content(path: Path, info: os.stat_result) -> str | None:
+    """A file's SHA-256 or a link's target; None for what is never read (a FIFO, ...)."""
+    if stat.S_ISLNK(info.st_mode):
+        return "-> " + os.readlink(path)
+    found, opened = _disk_digest(path)
+    return found if opened is not None and stat.S_ISREG(opened.st_mode) else None
+
+
+def _unchanged_or_refuse(plan: _Plan, unit: str, moved: Path) -> None:
+    """RenderError if ``unit``, now at ``moved``, differs from what the conflict check saw.
+
+    Called once the swap has moved the unit out of the root, where nobody edits it: an
+    edit, a new or a removed file since the check would be lost with the unit, so the render
+    stops instead (the recovery puts the unit back, edit included).
+    """
+    if unit == MANIFEST:
+        return
+    was, now = plan.seen[unit], entries(moved, unit)
+    changed = sorted(
+        rel
+        for rel in was.keys() | now.keys()
+        if rel not in was
+        or rel not in now
+        or not _same(was[rel], now[rel], moved / rel[len(unit) + 1 :], whole=rel == unit)
+    )
+    if changed:
+        raise RenderError(
+            f"{plural(len(changed), 'file')} changed while the tree was rendered: "
+            + ", ".join(changed[:5]),
+            hint="render again once nobody edits the tree",
+        )
+
+
+def _same(was: _Seen, info: os.stat_result, path: Path, *, whole: bool) -> bool:
+    """Whether an entry is as it was.
+
+    A unit that is a single file changed its ctime by being moved: that ctime is not compared.
+    """
+    now = _stat_key(info)
+    if was.stat[:4] != now[:4] or (not whole and was.stat[4] != now[4]):
+        return False
+    # A link cannot change in place (a new one is a new inode): its content need not be known.
+    return not was.racy or was.content is None or _content(path, info) == was.content
 
 
 def _checked(path: str) -> str:
@@ -222,60 +317,28 @@ def _os_error(root: Path, exc: OSError) -> RenderError:
     )
 
 
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _disk_digest(path: Path) -> str | None:
+def _disk_digest(path: Path) -> tuple[str | None, os.stat_result | None]:
     """The SHA-256 of a regular file, `_ABSENT`, or `_FOREIGN` for anything else.
 
+    With the status of the descriptor it was read from (None when nothing was opened).
     A symlink, a directory, a FIFO or a device is never opened for reading.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        return _ABSENT
+        return _ABSENT, None
     except OSError:
-        return _FOREIGN
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        return _FOREIGN, None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
         os.close(fd)
-        return _FOREIGN
+        return _FOREIGN, info
     with os.fdopen(fd, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def _refuse_symlinks(root: Path, relpaths: Iterable[str]) -> None:
-    """RenderError if a symlink is on the way to one of ``relpaths`` or is one of its units.
-
-    Each directory is looked at once, so this is linear in the tree.
-    """
-    seen: set[str] = set()
-    for rel in relpaths:
-        parts = rel.split("/")
-        for depth in range(1, len(parts) + 1):
-            prefix = "/".join(parts[:depth])
-            if prefix in seen:
-                continue
-            seen.add(prefix)
-            try:
-                mode = os.lstat(root / prefix).st_mode
-            except FileNotFoundError:
-                break
-            if stat.S_ISLNK(mode) and (depth < len(parts) or rel == _unit_of(rel)):
-                raise RenderError(f"{root / prefix} is a symlink", hint=_SYMLINK_HINT)
-
-
-def _unit_of(path: str) -> str:
-    for prefix, depth in _SPLIT_UNITS.items():
-        if path.startswith(prefix + "/"):
-            parts = path.split("/")
-            if len(parts) > depth:
-                return "/".join(parts[:depth])
-    return path
+        return hashlib.file_digest(f, "sha256").hexdigest(), info
 
 
 def _units(paths: Iterable[str]) -> list[str]:
-    return sorted({_unit_of(p) for p in paths})
+    return sorted({unit_of(p) for p in paths})
 
 
 def _stage(root: Path, staging: Path, plan: _Plan) -> None:
@@ -286,24 +349,12 @@ def _stage(root: Path, staging: Path, plan: _Plan) -> None:
     for path, data in sorted(plan.paths.items()):
         _write_file(staging / path, data, 0o666 & ~mask, _Dirs(made, 0o777 & ~mask))
     for unit in plan.units:
-        for rel in _user_files(root, unit):
+        for rel in sorted(plan.seen[unit]):
             # plan.before holds every file of the unit the last render made or this one makes
             if rel not in plan.before:
                 _carry_over(root / rel, staging / rel, _Dirs(made, 0o777 & ~mask))
+    _write_file(staging / MANIFEST, plan.manifest.encode(), 0o666 & ~mask, _Dirs(made, 0))
     os.sync()  # one flush for the whole tree: an fsync per file costs minutes at 16,384 hosts
-
-
-def _user_files(root: Path, unit: str) -> list[str]:
-    """Every file, symlink or special file inside the directory ``unit``, relative to ``root``."""
-    unit_dir = root / unit
-    if not unit_dir.is_dir() or unit_dir.is_symlink():
-        return []
-    found = []
-    for directory, dirs, names in os.walk(unit_dir):  # does not follow symlinked directories
-        base = Path(directory).relative_to(root).as_posix()
-        found += [f"{base}/{name}" for name in names]
-        found += [f"{base}/{d}" for d in dirs if (Path(directory) / d).is_symlink()]
-    return sorted(found)
 
 
 def _carry_over(source: Path, destination: Path, dirs: _Dirs) -> None:
@@ -346,121 +397,6 @@ def _write_file(path: Path, data: bytes, mode: int, dirs: _Dirs) -> None:
     with path.open("xb") as f:  # staging is fresh: each file is created, never reopened
         f.write(data)
         os.fchmod(f.fileno(), mode)
-
-
-def _snapshot(root: Path, plan: _Plan) -> Snapshot:
-    """inode, size, mtime and mode of every file the swap will move, user files included."""
-    found: Snapshot = {}
-    for rel in [*plan.before, *(f for u in plan.units for f in _user_files(root, u))]:
-        try:
-            info = os.lstat(root / rel)
-        except FileNotFoundError:
-            continue
-        found[rel] = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_mode)
-    return found
-
-
-def _same_files_or_refuse(root: Path, plan: _Plan, snapshot: Snapshot) -> None:
-    """RenderError if a file the swap moves changed while the tree was staged.
-
-    Called right before the swap: an edit or a new file would be lost with the unit it is
-    in, so the render stops instead (the edit stays, nothing is swapped).
-    """
-    changed = sorted(set(snapshot.items()) ^ set(_snapshot(root, plan).items()))
-    if changed:
-        names = sorted({rel for rel, _ in changed})
-        raise RenderError(
-            f"{plural(len(names), 'file')} changed while the tree was rendered: "
-            + ", ".join(names[:5]),
-            hint="render again once nobody edits the tree",
-        )
-
-
-def _swap(root: Path, staging: Path, old: Path, plan: _Plan) -> None:
-    """Move each unit into place, then commit by replacing the manifest.
-
-    The journal, written first, names the units, those that are new and the new manifest's
-    digest, so `_recover` can tell a committed swap (roll forward) from a half-done one (roll
-    back, removing the new units too).
-    """
-    journal = {
-        "old": old.name,
-        "units": plan.units,
-        "created": plan.created,
-        "manifest": _digest(plan.manifest.encode()),
-    }
-    old.mkdir(mode=0o700)
-    replace_entry(str(root / JOURNAL), json.dumps(journal, sort_keys=True).encode())
-    for unit in plan.units:
-        target = root / unit
-        if os.path.lexists(target):
-            (old / unit).parent.mkdir(parents=True, exist_ok=True)
-            target.rename(old / unit)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        (staging / unit).rename(target)
-    replace_entry(str(root / MANIFEST), plan.manifest.encode())  # the commit point
-
-
-def _recover(root: Path) -> str:
-    """Undo the swap of a render killed half-way, then drop what a killed render left.
-
-    Returns what it did, in words. Safe to be killed itself: each step leaves a state the
-    next `_recover` finishes.
-    """
-    journal = read_journal(root)
-    done = "nothing to recover"
-    if journal is not None:
-        manifest = read_regular(root / MANIFEST, MANIFEST_LIMIT)
-        if manifest is None or _digest(manifest) != journal.manifest:
-            _roll_back(root, root / journal.old, journal.units, journal.created)
-            done = "rolled back a render killed before its commit: the previous tree is back"
-        else:
-            done = "finished a render killed after its commit: the new tree stays"
-        (root / JOURNAL).unlink()
-    swept = _sweep(root)
-    return done + (f"; removed {plural(swept, 'leftover')}" if swept else "")
-
-
-def _roll_back(root: Path, old: Path, units: Iterable[str], created: Iterable[str]) -> None:
-    if os.path.lexists(old) and not stat.S_ISDIR(os.lstat(old).st_mode):
-        raise RenderError(f"{old} is not a directory railplan made", hint=_SYMLINK_HINT)
-    _refuse_symlinks(root, [*units, *created])
-    for unit in created:
-        if not os.path.lexists(old / unit):
-            _remove(root / unit)
-    for unit in units:
-        if os.path.lexists(old / unit):
-            _remove(root / unit)
-            (old / unit).rename(root / unit)
-
-
-def _sweep(root: Path) -> int:
-    """Remove staging and old directories and temporary files of killed renders; how many.
-
-    Under the lock none of them belongs to a running render; a link is removed, not followed.
-    """
-    names = [
-        entry.name
-        for entry in os.scandir(root)
-        if entry.name.startswith((_STAGING, _OLD))
-        or is_temp_name(entry.name)
-        # temporary names the tree writer used before it shared `infra.files`'s
-        or (entry.name.startswith(".railplan-") and entry.name.endswith(".tmp"))
-    ]
-    for name in names:
-        _remove(root / name)
-    return len(names)
-
-
-def _remove(path: Path) -> None:
-    """Remove a file, a link or a whole directory.
-
-    Errors propagate (EMFILE included): a render never reports success with leftovers.
-    """
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)  # fd-based on Linux: a link inside is removed, not followed
-    elif os.path.lexists(path):
-        path.unlink()
 
 
 def _manifest_text(

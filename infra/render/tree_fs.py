@@ -1,0 +1,167 @@
+"""No-follow file-system steps of the tree writer: list a unit, remove a tree, refuse links.
+
+Everything here works below a render root that others can write to, so nothing follows a
+symlink: a listing records a link as an entry and never descends into it, a removal unlinks
+it, and a path railplan is about to use must have no link on its way (`refuse_symlinks`),
+whether it lies in the tree itself or in one of railplan's own staging and old directories.
+Listings and removals are iterative, with at most two directories open at a time, so a
+user's directory nested thousands of levels deep is carried over or removed (never a
+RecursionError); one deeper than a path can name is refused with one line saying where.
+"""
+
+# Descriptor-level opens (O_NOFOLLOW, dir_fd) and lstat are the point here.
+# ruff: noqa: PTH118
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+from infra.errors import RailplanError
+
+__all__ = ["RenderError", "entries", "refuse_symlinks", "remove", "unit_of"]
+
+SYMLINK_HINT = "railplan never writes through a symlink inside its root: replace it or move it"
+_SPLIT_UNITS = {"inventories": 2, "playbooks/roles": 3}  # prefix -> depth of its units
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class RenderError(RailplanError):
+    """A tree cannot be written (a path escapes the root, the root is not a directory, ...)."""
+
+
+def unit_of(path: str) -> str:
+    """The unit a rendered path belongs to: its inventory, its role, or the file itself."""
+    for prefix, depth in _SPLIT_UNITS.items():
+        if path.startswith(prefix + "/"):
+            parts = path.split("/")
+            if len(parts) > depth:
+                return "/".join(parts[:depth])
+    return path
+
+
+def refuse_symlinks(base: Path, relpaths: Iterable[str]) -> None:
+    """RenderError if a symlink is on the way to one of ``relpaths`` under ``base``.
+
+    A whole unit that is a symlink is refused too (a link inside a unit is the user's).
+    Each directory is looked at once, so this is linear in the tree.
+    """
+    seen: set[str] = set()
+    for rel in relpaths:
+        parts = rel.split("/")
+        for depth in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:depth])
+            if prefix in seen:
+                continue
+            seen.add(prefix)
+            try:
+                mode = os.lstat(base / prefix).st_mode
+            except FileNotFoundError:
+                break
+            if stat.S_ISLNK(mode) and (depth < len(parts) or rel == unit_of(rel)):
+                raise RenderError(f"{base / prefix} is a symlink", hint=SYMLINK_HINT)
+
+
+def entries(top: Path, prefix: str) -> dict[str, os.stat_result]:
+    """Everything below ``top`` that is not a directory, named ``prefix/...``, with its lstat.
+
+    Files, links and special files; ``top`` itself under ``prefix`` if it is not a
+    directory. A link to a directory is an entry, never descended into. Raises RenderError, naming
+    where, for a directory that cannot be listed (too deep for a path, unreadable).
+    """
+    try:
+        info = os.lstat(top)
+    except FileNotFoundError:
+        return {}
+    if not stat.S_ISDIR(info.st_mode):
+        return {prefix: info}
+    found: dict[str, os.stat_result] = {}
+    pending = [(os.fspath(top), prefix)]
+    while pending:
+        directory, rel = pending.pop()
+        for name, info in _listing(directory, rel):
+            if stat.S_ISDIR(info.st_mode):
+                pending.append((os.path.join(directory, name), f"{rel}/{name}"))
+            else:
+                found[f"{rel}/{name}"] = info
+    return found
+
+
+def _listing(directory: str, rel: str) -> list[tuple[str, os.stat_result]]:
+    try:
+        fd = os.open(directory, _DIR_FLAGS)
+    except OSError as exc:
+        raise _unlistable(rel, exc) from None
+    try:
+        with os.scandir(fd) as found:
+            return [(e.name, e.stat(follow_symlinks=False)) for e in found]
+    except OSError as exc:
+        raise _unlistable(rel, exc) from None
+    finally:
+        os.close(fd)
+
+
+def _unlistable(rel: str, exc: OSError) -> RenderError:
+    parts = rel.split("/")
+    shown = rel if len(parts) <= 8 else "/".join(parts[:6]) + f"/... ({len(parts)} levels)"
+    return RenderError(
+        f"{shown}: cannot be listed: {exc.strerror or exc}",
+        hint="railplan carries over the files you keep in a rendered directory: "
+        "move this directory out of the tree",
+    )
+
+
+def remove(path: Path) -> None:
+    """Remove a file, a link (not what it points to) or a whole directory; absent is fine.
+
+    A directory is emptied level by level: each subdirectory's own subdirectories move up
+    into it, so depth costs neither recursion nor descriptors nor path length. Errors
+    propagate (EMFILE included): a render never reports success with leftovers.
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(mode):
+        path.unlink()
+        return
+    top = os.open(path, _DIR_FLAGS)
+    try:
+        while _flatten(top):
+            pass
+    finally:
+        os.close(top)
+    path.rmdir()
+
+
+def _flatten(top: int) -> bool:
+    """Remove every entry of ``top``, each subdirectory's own subdirectories moved up first.
+
+    Returns whether any were moved up (another pass is due).
+    """
+    moved = False
+    for name, is_dir in _names(top):
+        if not is_dir:
+            os.unlink(name, dir_fd=top)
+            continue
+        fd = os.open(name, _DIR_FLAGS, dir_fd=top)
+        try:
+            for inner, inner_is_dir in _names(fd):
+                if inner_is_dir:
+                    fresh = f".railplan-rm-{secrets.token_hex(8)}"
+                    os.rename(inner, fresh, src_dir_fd=fd, dst_dir_fd=top)
+                    moved = True
+                else:
+                    os.unlink(inner, dir_fd=fd)
+        finally:
+            os.close(fd)
+        os.rmdir(name, dir_fd=top)
+    return moved
+
+
+def _names(fd: int) -> list[tuple[str, bool]]:
+    with os.scandir(fd) as found:
+        return [(e.name, e.is_dir(follow_symlinks=False)) for e in found]
