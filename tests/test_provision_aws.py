@@ -158,10 +158,15 @@ def test_specs_plan_and_lint(text: str, servers: int, catalog: Catalog) -> None:
     assert len(plan.servers) == servers
     assert all(s.rack is None for s in plan.servers), "cloud instances are not racked"
     findings = lint_loaded(load_spec_text(text, "spec.yaml"), catalog)
-    # A known gap, not this module's: the checkpoint budget needs fabrics.storage, which a
-    # cloud spec has none of (RP061). Anything else lint says about these specs is a failure.
-    unexpected = [f for f in findings if f.severity == "error" and f.rule != "RP061"]
-    assert not unexpected, unexpected
+    errors = [f for f in findings if f.severity == "error"]
+    if text is P4D_SPEC:
+        assert not errors, errors
+        return
+    # P5_SPEC's checkpoint budget is evaluated against the FSx the component creates (no
+    # storage fabric needed): 2.8 TB in 120 s is missed, since 4 instances serialise it
+    # at 3.36 GB/s. Nothing else is an error.
+    (error,) = errors
+    assert error.rule == "RP060" and "FSx for Lustre file system" in error.hint, error
 
 
 # --- the component -----------------------------------------------------------------------

@@ -6,7 +6,8 @@ Each budget kind maps to one model: all-reduce time (`collectives`), scaling eff
 SHARP), and a trace replay's utilisation and queueing delay (`simulation`). Each result
 carries the prediction's error band and calibration (`bands`) and tests the bound the budget
 asks for (`budget_result`). A budget that cannot be evaluated (more GPUs than the cluster has,
-no storage fabric, a precision the GPU lacks) gets ``error`` instead of a verdict.
+no storage fabric for servers that are not AWS instances, a precision the GPU lacks) gets
+``error`` instead of a verdict.
 """
 
 from __future__ import annotations
@@ -100,8 +101,12 @@ def _checkpoint(
     except ValueError as exc:
         raise BudgetError(str(exc), path=r.path, hint="add fabrics.storage") from None
     band, fit = checkpoint_band(est.seconds, b.bytes, writers)
-    stages = ", ".join(f"{k} {v:,.0f} GB/s" for k, v in est.stages_gbs.items())
+    # Below 10 GB/s whole numbers hide what limits (a small FSx writes 0.29 GB/s, not "0").
+    stages = ", ".join(
+        f"{k} {v:,.0f} GB/s" if v >= 10 else f"{k} {v:.3g} GB/s" for k, v in est.stages_gbs.items()
+    )
     who = "every GPU its shard" if b.writers == "all" else "rank 0 of each model shard"
+    target = f" to {est.storage}" if est.storage else ""
     low, high, rows = published_checkpoint_ratio()
     measured = (
         f"; held-out published checkpoints took {low:.2f}x-{high:.2f}x this model's time "
@@ -114,7 +119,7 @@ def _checkpoint(
         predicted=est.seconds,
         limit=b.max_s,
         unit="s",
-        detail=f"{writers:,} GPUs on {nodes:,} nodes write ({who}); limited by "
+        detail=f"{writers:,} GPUs on {nodes:,} nodes write ({who}){target}; limited by "
         f"{est.limiter} ({stages}){measured}",
         fit=fit,
     )

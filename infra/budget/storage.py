@@ -10,18 +10,25 @@ throughput (``fabrics.storage.filesystem_gbps``). NICs reach about 96 % of line 
 tensors at a fitted per-node rate (`checkpoint_term`); the time is set by the narrowest of
 these stages. The published checkpoint timings in ``tests/data/checkpoint-measurements.yaml``
 fit that rate (their fit half) and give the band (their held-out half, `checkpoint_band`).
+
+An AWS cluster has no storage fabric: its instances write to the FSx for Lustre file system
+the AWS target creates for the spec (the spec's `aws.fsx`, else sized from its checkpoint
+budgets), each at most at its instance's FSx client rate, all together at most at the file
+system's write throughput (capacity x per-unit throughput tier).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infra.budget.bands import MIN_ROWS, Band, Fit, lower_band, ratios_for, table
 from infra.budget.checkpoint_term import STAGE, serialisation_gbs
 from infra.catalog import Catalog
+from infra.catalog.fsx import provisioned_fsx
 from infra.spec import Spec
-from infra.topology import Plan
+from infra.topology import Plan, Server
 
 __all__ = [
     "CHECKPOINT_LEVELS",
@@ -33,6 +40,9 @@ __all__ = [
 ]
 
 NIC_EFFICIENCY = 0.96
+FSX_CLIENT_STAGE = "FSx per client"
+FSX_STAGE = "FSx file system"
+FSX_CAPACITY_STAGE = "FSx capacity"
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,7 @@ class CheckpointEstimate:
     limiter: str
     stages_gbs: dict[str, float]
     writer_nodes: int = 0
+    storage: str = ""  # what the checkpoint lands on when railplan provisions it (FSx)
 
 
 def checkpoint_estimate(
@@ -50,14 +61,17 @@ def checkpoint_estimate(
 ) -> CheckpointEstimate:
     """Estimate the write time of ``nbytes`` from ``writer_nodes`` servers (default: all).
 
+    Without a storage fabric, AWS instances write to the FSx for Lustre file system the AWS
+    target creates for the spec (`infra.catalog.fsx.provisioned_fsx`).
+
     Raises:
-        ValueError: the spec has no storage fabric and no filesystem figure.
+        ValueError: the spec has no storage fabric and its writers are not AWS instances.
     """
     storage = spec.fabrics.storage
-    if storage is None:
-        raise ValueError("no storage fabric in the spec (fabrics.storage)")
-    rate = catalog.switches[storage.switch].port_gbps / 8 * NIC_EFFICIENCY
     servers = plan.servers if writer_nodes is None else plan.servers[:writer_nodes]
+    if storage is None:
+        return _fsx_estimate(nbytes, spec, catalog, servers)
+    rate = catalog.switches[storage.switch].port_gbps / 8 * NIC_EFFICIENCY
     node_ports = sum(catalog.nodes[s.node].storage_nic_ports for s in servers)
     stages = {"writers' storage NICs": node_ports * rate}
     stages[STAGE] = serialisation_gbs(len(servers))
@@ -70,10 +84,43 @@ def checkpoint_estimate(
         stages["storage system ports"] = storage.storage_ports * rate
     if storage.filesystem_gbps:
         stages["filesystem"] = storage.filesystem_gbps
+    return _narrowest(nbytes, stages, len(servers))
+
+
+def _narrowest(
+    nbytes: int, stages: dict[str, float], writers: int, storage: str = ""
+) -> CheckpointEstimate:
+    """The estimate when the narrowest of ``stages`` (GB/s) sets the time."""
     limiter = min(stages, key=lambda k: stages[k])
     gbs = stages[limiter]
     seconds = nbytes / 1e9 / gbs if gbs > 0 else math.inf
-    return CheckpointEstimate(seconds, limiter, stages, len(servers))
+    return CheckpointEstimate(seconds, limiter, stages, writers, storage)
+
+
+def _fsx_estimate(
+    nbytes: int, spec: Spec, catalog: Catalog, servers: Sequence[Server]
+) -> CheckpointEstimate:
+    """The write time to the FSx for Lustre file system the AWS target creates for the spec.
+
+    Stages: the writers' serialisation, each writer at its instance's FSx client rate
+    (`Node.fsx_client_gbps`), and the file system's write throughput (capacity x tier). A
+    checkpoint larger than the file system never lands: its capacity stage is 0 GB/s.
+
+    Raises:
+        ValueError: a writing server is not an AWS instance (no storage fabric to write to).
+    """
+    rates = [catalog.nodes[s.node].fsx_client_gbps for s in servers]
+    fsx = provisioned_fsx(spec)
+    if fsx is None or not rates or any(rate is None for rate in rates):
+        also = "; aws.fsx is for AWS instance types only" if spec.aws.fsx else ""
+        raise ValueError(f"no storage fabric in the spec (fabrics.storage){also}")
+    stages = {STAGE: serialisation_gbs(len(servers))}
+    stages[FSX_CLIENT_STAGE] = sum(rate / 8 for rate in rates if rate is not None)
+    stages[FSX_STAGE] = round(fsx.write_GBps, 6)
+    if nbytes > fsx.capacity_bytes:  # it never lands: no time is long enough
+        held = f"{fsx.capacity_bytes / 1e9:,.0f} GB, less than the checkpoint"
+        stages[f"{FSX_CAPACITY_STAGE} ({held})"] = 0.0
+    return _narrowest(nbytes, stages, len(servers), fsx.describe())
 
 
 CHECKPOINT_LEVELS = ["checkpoint, I/O-bound estimate", "all rows"]

@@ -203,6 +203,13 @@ class Node(_Strict):
     )
     cloud: Literal["aws"] | None = None
     instance_type: str | None = None
+    fsx_client_gbps: float | None = Field(
+        None,
+        gt=0,
+        description="Rate one instance reaches on an FSx for Lustre file system that is not "
+        "EFA-enabled (Lustre over TCP through the instance's ENA interface), Gbit/s; None "
+        "for servers that are not AWS instances.",
+    )
     sources: dict[str, str]
 
     @model_validator(mode="after")

@@ -20,8 +20,10 @@
   interface per network card as the catalog counts them (``compute_nics``: 4 on p4d/p4de,
   32 on p5), the placement group, IMDSv2 required, an encrypted gp3 root volume;
 * one EC2 instance per planned server, named and tagged after it;
-* an FSx for Lustre file system (PERSISTENT_2) when the spec has a checkpoint budget, sized
-  by `fsx_size` so a checkpoint can be written in its time limit.
+* an FSx for Lustre file system (PERSISTENT_2): the spec's ``aws.fsx`` when given, else,
+  when the spec has a checkpoint budget, sized by `fsx_size` so a checkpoint can be written
+  in its time limit (`provisioned_fsx`: the same file system the checkpoint budget predicts
+  with).
 
 Only instances scale with the cluster; everything else is per cluster or per node group.
 ``internet_egress=False`` builds none of the way out (no gateway, NAT, public subnet, egress
@@ -51,6 +53,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.catalog import Catalog, Node
+from infra.catalog.fsx import FsxLustre, provisioned_fsx
 from infra.provision.aws_layout import (
     BASTION_INSTANCE_TYPE,
     FSX_CAPACITY_STEP_GIB,
@@ -61,7 +64,6 @@ from infra.provision.aws_layout import (
     AwsTargetError,
     bastion_ssh_cidrs,
     check_subnet_room,
-    fsx_capacity_and_tier,
     fsx_size,
     instance_type,
     public_subnet_cidr,
@@ -251,6 +253,14 @@ class AwsClusterArgs:
         keep = FSX_CHECKPOINTS_KEPT * max(b.bytes for b in budgets)
         return keep, max(b.bytes / b.max_s / 1e6 for b in budgets)
 
+    def file_system(self) -> FsxLustre | None:
+        """The FSx file system to create, or None (`provisioned_fsx`).
+
+        The spec's ``aws.fsx``, else one sized from the checkpoint budgets: the file system
+        the checkpoint budget predicts with.
+        """
+        return provisioned_fsx(self.spec)
+
 
 class AwsGpuCluster(pulumi.ComponentResource):
     """A planned GPU cluster on EC2: VPC, subnets, NAT, placement group, EFA, instances, FSx."""
@@ -280,7 +290,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
         check_subnet_room(cidr, args.plan, nodes)
         public_cidr = args.public_cidr(cidr)
         ssh_cidrs = args.ssh_cidrs()
-        need = args.checkpoint_need()
+        fsx = args.file_system()
 
         super().__init__(COMPONENT_TYPE, name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)
@@ -332,7 +342,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
             server.name: self._instance(name, server, args, cluster, child)
             for server in args.plan.servers
         }
-        self.fsx = self._fsx(name, need, tags, child) if need is not None else None
+        self.fsx = self._fsx(name, fsx, tags, child) if fsx is not None else None
         self.bastion = (
             bastion_host(
                 self.internet,
@@ -442,18 +452,17 @@ class AwsGpuCluster(pulumi.ComponentResource):
     def _fsx(
         self,
         name: str,
-        need: tuple[int, float],
+        fsx: FsxLustre,
         tags: dict[str, str],
         opts: pulumi.ResourceOptions,
     ) -> aws.fsx.LustreFileSystem:
-        """The checkpoint file system, sized by `fsx_size`'s rule for the strictest budget."""
-        capacity, tier = fsx_capacity_and_tier(*need)
+        """The checkpoint file system: the spec's size and tier, or `fsx_size`'s rule."""
         return aws.fsx.LustreFileSystem(
             f"{name}-fsx",
             deployment_type="PERSISTENT_2",
             storage_type="SSD",
-            storage_capacity=capacity,
-            per_unit_storage_throughput=tier,
+            storage_capacity=fsx.capacity_gib,
+            per_unit_storage_throughput=fsx.tier,
             subnet_ids=self.subnet.id,
             security_group_ids=[self.efa_security_group.id],
             tags={**tags, "Name": f"{name}-fsx"},

@@ -1,16 +1,24 @@
-"""Pure helpers of the AWS target: FSx sizing, subnet layout, SSH sources, tags, address room.
+"""Pure helpers of the AWS target: subnet layout, SSH sources, tags, address room.
 
 No Pulumi resources here: functions of numbers, CIDRs and plan records that `infra.provision.aws`
-builds its resources from (and that tests check directly).
+builds its resources from (and that tests check directly). FSx sizing lives in
+`infra.catalog.fsx`, where the checkpoint budget reads it too; its names are re-exported here.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from infra.catalog import Node
+from infra.catalog.fsx import (
+    FSX_CAPACITY_STEP_GIB,
+    FSX_CHECKPOINTS_KEPT,
+    FSX_MIN_CAPACITY_GIB,
+    FSX_TIERS,
+    fsx_capacity_and_tier,
+    fsx_size,
+)
 from infra.errors import RailplanError
 from infra.topology import Plan, Server
 from infra.wording import plural
@@ -36,21 +44,6 @@ class AwsTargetError(RailplanError, ValueError):
     """The spec cannot be provisioned on AWS (not AWS instance types, subnet too small)."""
 
 
-# FSx for Lustre PERSISTENT_2 (SSD): per-unit storage throughput, MB/s per TiB, is one of
-# 125, 250, 500 or 1000 ("For PERSISTENT_2 SSD storage: 125, 250, 500, 1000",
-# https://docs.aws.amazon.com/fsx/latest/LustreGuide/managing-throughput-capacity.html), and
-# storage capacity is "1200 GiB, 2400 GiB, and increments of 2400 GiB" (FSx API
-# CreateFileSystem StorageCapacity, for SCRATCH_2, PERSISTENT_2 and PERSISTENT_1 SSD).
-# The price weights rank the tiers only: rounded ratios of the list prices per GB-month as a
-# third-party table quoted them (ap-northeast-1, September 2022: 0.31, 0.46, 0.77 and 1.39
-# USD per hour for 1.2 TiB at 125/250/500/1000), not checked against the AWS pricing page.
-# A higher tier costs more per GiB but less per MB/s; the weights are not a cost estimate.
-FSX_TIERS: Mapping[int, float] = {125: 1.0, 250: 1.5, 500: 2.5, 1000: 4.5}
-FSX_MIN_CAPACITY_GIB = 1200
-FSX_CAPACITY_STEP_GIB = 2400
-# Keep two checkpoints: the one being written must not overwrite the last good one.
-FSX_CHECKPOINTS_KEPT = 2
-
 # Addresses in the subnet besides the instances' interfaces: FSx file servers' interfaces and
 # a margin. A guess: AWS does not state how many interfaces a file system takes.
 SUBNET_ADDRESS_ALLOWANCE = 256
@@ -68,48 +61,6 @@ may span at most the addresses of one /16 (65,536, 1/65,536 of IPv4). An office 
 egress is a handful of addresses; `0.0.0.0/1` + `128.0.0.0/1` is the whole internet."""
 SSH_PORT = 22
 BASTION_INSTANCE_TYPE = "t3.micro"  # a jump host forwards SSH; it needs no more
-
-
-def fsx_size(nbytes: int, max_s: float) -> tuple[int, int]:
-    """Size a PERSISTENT_2 file system for a checkpoint of ``nbytes`` within ``max_s`` seconds.
-
-    Needs: capacity x tier >= ``nbytes / max_s`` (MB/s; 1 MB = 10**6 bytes, the conservative
-    reading of AWS's "MB/s") and capacity >= two checkpoints. Rule: for every tier take the
-    smallest valid capacity that meets both, then the cheapest by ``capacity x FSX_TIERS[tier]``;
-    on a tie the lower tier (it gives more capacity for the price).
-
-    >>> fsx_size(2_800_000_000_000, 120)
-    (24000, 1000)
-    >>> fsx_size(10**9, 600)
-    (1200, 125)
-
-    Returns:
-        ``(storage capacity in GiB, per-unit storage throughput in MB/s/TiB)``.
-
-    Raises:
-        ValueError: ``nbytes`` or ``max_s`` is not positive.
-    """
-    if nbytes <= 0 or max_s <= 0:
-        raise ValueError(f"checkpoint bytes and max_s must be positive, got {nbytes}, {max_s}")
-    return fsx_capacity_and_tier(FSX_CHECKPOINTS_KEPT * nbytes, nbytes / max_s / 1e6)
-
-
-def fsx_capacity_and_tier(keep_bytes: int, mbps: float) -> tuple[int, int]:
-    """The cheapest (capacity GiB, tier) holding ``keep_bytes`` and writing ``mbps`` MB/s."""
-    floor_gib = keep_bytes / 2**30
-    options = []
-    for tier, weight in FSX_TIERS.items():
-        capacity = _valid_capacity(max(floor_gib, mbps * 1024 / tier))
-        options.append((capacity * weight, tier, capacity))
-    _, tier, capacity = min(options)
-    return capacity, tier
-
-
-def _valid_capacity(gib: float) -> int:
-    """The smallest PERSISTENT_2 SSD capacity of at least ``gib``: 1200, 2400, 4800, ..."""
-    if gib <= FSX_MIN_CAPACITY_GIB:
-        return FSX_MIN_CAPACITY_GIB
-    return FSX_CAPACITY_STEP_GIB * max(1, math.ceil(gib / FSX_CAPACITY_STEP_GIB))
 
 
 def subnet_cidr(vpc_cidr: str) -> str:

@@ -27,6 +27,7 @@ from pydantic import (
 from infra.errors import spelling_hint
 from infra.spec.base import StrictModel, name_pattern, repeated
 from infra.spec.budgets import MAX_BUDGETS, Budget
+from infra.spec.cloud import Aws
 from infra.spec.scheduling import Duration, Scheduler, cron_fields_valid, duration_seconds
 
 MAX_SERVERS = 32_768  # keeps planning a spec within seconds and a few GB (make bench)
@@ -773,6 +774,11 @@ class Spec(StrictModel):
         default_factory=list,
         max_length=MAX_BUDGETS,
         description=f"Targets the planned cluster must meet (at most {MAX_BUDGETS}).",
+    )
+    aws: Aws = Field(
+        default_factory=Aws,
+        description="Settings of the AWS target that predictions depend on (the checkpoint "
+        "file system); read for node groups of AWS instance types only.",
     )
 
     @field_validator("node_groups")

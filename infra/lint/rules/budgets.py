@@ -61,8 +61,12 @@ def budget_not_met(ctx: LintContext) -> Iterator[Violation]:
 def budget_unevaluable(ctx: LintContext) -> Iterator[Violation]:
     """A budget must be answerable from the spec.
 
-    Why: a budget over more GPUs than the cluster has, a checkpoint budget without a storage
-    fabric or a precision the GPUs lack cannot be checked, so it silently protects nothing.
+    Why: a budget over more GPUs than the cluster has, a checkpoint budget with nowhere to
+    write (no storage fabric, and servers that are not AWS instances) or a precision the GPUs
+    lack cannot be checked, so it silently protects nothing. AWS instances need no storage
+    fabric: their checkpoints go to the FSx for Lustre file system railplan provisions (the
+    spec's `aws.fsx`, else sized from the checkpoint budgets), and the budget is evaluated
+    against it.
     Fix: follow the message (GPU count, `fabrics.storage`, precision).
     """
     for r in ctx.budgets:
