@@ -15,7 +15,7 @@ from typing import get_args
 import pytest
 
 from infra.budget.evaluate import BudgetResult, evaluate_budgets
-from infra.budget.storage import checkpoint_estimate
+from infra.budget.storage import checkpoint_estimate, published_checkpoint_ratio, sized_fsx
 from infra.catalog import Catalog
 from infra.catalog.fsx import (
     FSX_CAPACITY_STEP_GIB,
@@ -69,6 +69,18 @@ def test_aws_checkpoint_budget_is_evaluated_against_the_sized_fsx(catalog: Catal
         "to the FSx for Lustre file system railplan provisions (PERSISTENT_2, 7,200 GiB at "
         "500 MB/s/TiB, sized from the checkpoint budgets); limited by FSx file system"
     ) in result.detail
+
+
+def test_a_conservative_budget_gets_an_fsx_that_meets_its_slow_edge(catalog: Catalog) -> None:
+    """railplan sizes the file system it provisions for the bound the budget tests: a budget
+    that fails its own file system would send every AWS user to `aws.fsx` by hand."""
+    text = _spec(max_s=600).replace(", bound: central", "")  # the default: conservative
+    result = _budget(text, catalog)
+    assert result.passed, result.detail
+    _, slowest, _ = published_checkpoint_ratio()
+    fsx = sized_fsx(load_spec_text(text, "spec.yaml").spec)
+    assert fsx is not None and fsx.write_GBps * 600 >= 1e12 / 1e9 * slowest
+    assert sized_fsx(load_spec_text(_spec(max_s=600), "spec.yaml").spec) != fsx  # central: 1x
 
 
 def test_aws_checkpoint_budget_uses_the_users_fsx_and_can_fail(catalog: Catalog) -> None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from infra.budget.bands import MIN_ROWS, Band, Fit, lower_band, ratios_for, table
 from infra.budget.checkpoint_term import STAGE, serialisation_gbs
 from infra.catalog import Catalog
-from infra.catalog.fsx import provisioned_fsx
+from infra.catalog.fsx import FsxLustre, provisioned_fsx
 from infra.spec import Spec
 from infra.topology import Plan, Server
 
@@ -37,6 +37,7 @@ __all__ = [
     "checkpoint_band",
     "checkpoint_estimate",
     "published_checkpoint_ratio",
+    "sized_fsx",
 ]
 
 NIC_EFFICIENCY = 0.96
@@ -110,7 +111,7 @@ def _fsx_estimate(
         ValueError: a writing server is not an AWS instance (no storage fabric to write to).
     """
     rates = [catalog.nodes[s.node].fsx_client_gbps for s in servers]
-    fsx = provisioned_fsx(spec)
+    fsx = sized_fsx(spec)
     if fsx is None or not rates or any(rate is None for rate in rates):
         also = "; aws.fsx is for AWS instance types only" if spec.aws.fsx else ""
         raise ValueError(f"no storage fabric in the spec (fabrics.storage){also}")
@@ -155,3 +156,17 @@ def published_checkpoint_ratio() -> tuple[float, float, int]:
     """(lowest, highest) measured / estimated time of the held-out published saves, how many."""
     ratios = ratios_for("checkpoint", CHECKPOINT_LEVELS)
     return ratios.low, ratios.high, ratios.rows
+
+
+def sized_fsx(spec: Spec) -> FsxLustre | None:
+    """The FSx file system the AWS target creates for ``spec`` (`provisioned_fsx`).
+
+    Sized so a budget meets the bound it tests: for a `conservative` budget the write rate it
+    asks for is scaled by the held-out checkpoints' slowest measured / estimated ratio, else
+    taken as it is.
+
+    The budget and the Pulumi program both call this, so they see one file system.
+    """
+    _, slowest, rows = published_checkpoint_ratio()
+    edge = max(1.0, slowest) if rows >= MIN_ROWS else 1.0
+    return provisioned_fsx(spec, lambda bound: edge if bound == "conservative" else 1.0)

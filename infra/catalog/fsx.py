@@ -27,7 +27,7 @@ What one client instance reaches is a fact of the instance (`Node.fsx_client_gbp
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -96,12 +96,14 @@ class FsxLustre:
         )
 
 
-def provisioned_fsx(spec: Spec) -> FsxLustre | None:
+def provisioned_fsx(spec: Spec, margin: Callable[[str], float] | None = None) -> FsxLustre | None:
     """The FSx file system the AWS target creates for ``spec``, or None when it creates none.
 
     The spec's ``aws.fsx`` when given (the user's size and tier); otherwise, when the spec
     declares checkpoint budgets, the cheapest file system that writes the largest
-    bytes-per-second any of them asks for and holds two of the largest checkpoint.
+    bytes-per-second any of them asks for, times ``margin(budget.bound)`` (the budget stage
+    passes its error band's slow edge, so a file system sized for a budget meets the bound the
+    budget tests), and holds two of the largest checkpoint.
     """
     fixed = spec.aws.fsx
     if fixed is not None:
@@ -110,7 +112,8 @@ def provisioned_fsx(spec: Spec) -> FsxLustre | None:
     if not budgets:
         return None
     keep = FSX_CHECKPOINTS_KEPT * max(b.bytes for b in budgets)
-    mbps = max(b.bytes / b.max_s / 1e6 for b in budgets)
+    scale = margin or (lambda bound: 1.0)
+    mbps = max(b.bytes / b.max_s / 1e6 * scale(b.bound) for b in budgets)
     capacity, tier = fsx_capacity_and_tier(keep, mbps)
     return FsxLustre(capacity, tier, "checkpoint budgets")
 

@@ -22,7 +22,7 @@
 * one EC2 instance per planned server, named and tagged after it;
 * an FSx for Lustre file system (PERSISTENT_2): the spec's ``aws.fsx`` when given, else,
   when the spec has a checkpoint budget, sized by `fsx_size` so a checkpoint can be written
-  in its time limit (`provisioned_fsx`: the same file system the checkpoint budget predicts
+  in its time limit (`sized_fsx`: the same file system the checkpoint budget predicts
   with).
 
 Only instances scale with the cluster; everything else is per cluster or per node group.
@@ -52,12 +52,12 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from infra.budget.storage import sized_fsx
 from infra.catalog import Catalog, Node
-from infra.catalog.fsx import FsxLustre, provisioned_fsx
+from infra.catalog.fsx import FsxLustre
 from infra.provision.aws_layout import (
     BASTION_INSTANCE_TYPE,
     FSX_CAPACITY_STEP_GIB,
-    FSX_CHECKPOINTS_KEPT,
     FSX_MIN_CAPACITY_GIB,
     FSX_TIERS,
     ROOT_DEVICE_NAME,
@@ -81,7 +81,6 @@ from infra.provision.aws_network import (
     ssh_groups,
 )
 from infra.spec import Spec
-from infra.spec.budgets import CheckpointEntry
 from infra.topology import Plan, Server
 
 __all__ = [
@@ -245,21 +244,13 @@ class AwsClusterArgs:
             self.bastion_ami_id or self.ami_id, self.bastion_instance_type, self.key_name
         )
 
-    def checkpoint_need(self) -> tuple[int, float] | None:
-        """(bytes to keep, MB/s to write) over the spec's checkpoint budgets, or None."""
-        budgets = [b.checkpoint for b in self.spec.budgets if isinstance(b, CheckpointEntry)]
-        if not budgets:
-            return None
-        keep = FSX_CHECKPOINTS_KEPT * max(b.bytes for b in budgets)
-        return keep, max(b.bytes / b.max_s / 1e6 for b in budgets)
-
     def file_system(self) -> FsxLustre | None:
-        """The FSx file system to create, or None (`provisioned_fsx`).
+        """The FSx file system to create, or None (`sized_fsx`).
 
         The spec's ``aws.fsx``, else one sized from the checkpoint budgets: the file system
         the checkpoint budget predicts with.
         """
-        return provisioned_fsx(self.spec)
+        return sized_fsx(self.spec)
 
 
 class AwsGpuCluster(pulumi.ComponentResource):
