@@ -96,9 +96,10 @@ def _check(
     planned: int | None = None
     sharp: bool | None = None
     place = None
+    seen = resolve(fabric)
     if loaded is not None:
         plan = _plan_or_fail(loaded)
-        findings = compare(plan, resolve(fabric))
+        findings = compare(plan, seen)
         planned = len(plan.cables_in("compute"))
         compute = loaded.spec.fabrics.compute
         switches = load_catalog().switches
@@ -108,7 +109,7 @@ def _check(
     if structure:
         found = check_structure(fabric, sharp=sharp, place=place)
         findings, shape = combine(findings, found.findings), found.shape
-    return findings, Summary(planned, len(fabric.links), fabric.sources, shape)
+    return findings, Summary(planned, seen.cables, fabric.sources, shape)
 
 
 @app.command()

@@ -97,6 +97,7 @@ class Seen:
     links: tuple[SeenLink, ...]
     ports: tuple[SeenPort, ...] = ()
     unnamed: tuple[tuple[str, str], ...] = ()  # (GUID, NodeDescription)
+    cables: int = 0  # distinct cables seen (a link, or a port down on one), each counted once
 
 
 @dataclass(frozen=True)

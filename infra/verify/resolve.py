@@ -78,4 +78,4 @@ def resolve(fabric: Fabric) -> Seen:
     unnamed = tuple(
         sorted((n.guid, n.description) for n in fabric.nodes if n.kind == "CA" and n.unnamed)
     )
-    return Seen(tuple(links), tuple(ports), unnamed)
+    return Seen(tuple(links), tuple(ports), unnamed, len(cables))
