@@ -253,12 +253,14 @@ def _absent_devices(
     absent = {device for device in planned if device not in seen_devices}
     for device in sorted(absent):
         place = index.place(NamedEnd(device, ""))
+        where = index.rail(device)  # a leaf: say which rail of which SU goes without it
+        role = f" (the leaf of rail {where[1]} in SU {where[0]})" if where and where[0] else ""
         findings.append(
             Finding(
                 "device_missing",
                 place,
                 Place("", ""),
-                f"{device} with {planned[device]} cables",
+                f"{device}{role} with {planned[device]} cables",
                 "not in the discovered fabric",
                 f"power on {place.text()}, check its management and that it is cabled: "
                 f"none of its {planned[device]} planned cables is seen",
