@@ -44,7 +44,7 @@ _ONE_BASED = "HCA-"
 _LEAF_SHARE = 4  # a leaf has at least 1 HCA link for every 4 switch links (1:1 has 1 for 1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Hca:
     """A named HCA port on a leaf: host, device (``mlx5_3``), its index, the leaf port."""
 
