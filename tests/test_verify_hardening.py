@@ -24,9 +24,11 @@ from infra.catalog import load_catalog
 from infra.spec import load_spec
 from infra.topology import expand
 from infra.topology.model import Plan
+from infra.verify.compare import LISTED
+from infra.verify.formats import JSON_KEEP_CHARS
 
 from .cli_run import run_cli
-from .verify_dump import as_built
+from .verify_dump import as_built, unknown_cables
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = str(ROOT / "examples/a100-lab-mig.yaml")  # 4 servers, 32 compute cables on one leaf
@@ -164,13 +166,16 @@ def test_csv_cells_stay_guarded_against_formulas(dump: Path, tmp_path: Path) -> 
     assert not [cell for cell in cells if cell.startswith(("=", "+", "-", "@"))]
 
 
-def test_json_keeps_names_exact_and_escapes_them_itself(dump: Path, tmp_path: Path) -> None:
+def test_json_keeps_short_names_exact_cuts_long_ones_and_escapes(
+    dump: Path, tmp_path: Path
+) -> None:
     hostile, names = _hostile(dump, tmp_path)
     result = run_cli("verify", SPEC, str(hostile), "--names", str(names), "--format", "json")
-    assert result.returncode == 1
+    assert result.returncode == 1 and len(result.stdout) < 20_000  # not 2 MB a name
     assert not any(ch in result.stdout for ch in RAW)  # json.dumps writes \u001b, \u202e
     devices = {f["a"]["device"] for f in json.loads(result.stdout)["findings"]}
-    assert "\x1b]0;owned\x07\x1b[31mgpu\u202eevil" in devices and HUGE + " x" in devices
+    assert "\x1b]0;owned\x07\x1b[31mgpu\u202eevil" in devices
+    assert "A" * JSON_KEEP_CHARS + "...(2,000,002 chars)" in devices
 
 
 # --- item 3: numbers are ASCII digits in InfiniBand's ranges --------------------------------
@@ -227,7 +232,11 @@ def test_one_cable_in_two_formats_with_two_guids_is_one_link(dump: Path, tmp_pat
     )
     result = run_cli("verify", SPEC, str(dump), str(topology))
     assert result.returncode == 0, result.stdout
-    assert result.stdout.startswith("as planned: 33 links seen, 32 planned cables")
+    assert result.stdout.startswith("as planned: 32 links seen, 32 planned cables")
+    for extra in ([str(topology)], [str(dump)], [str(topology), str(dump), str(topology)]):
+        again = run_cli("verify", SPEC, str(dump), *extra, "--format", "json")
+        summary = json.loads(again.stdout)["summary"]
+        assert again.returncode == 0 and summary["links_seen"] == 32, summary  # distinct cables
 
 
 # --- item 5: a dump with nothing to compare is an error, not "as planned" or "0 servers" -----
@@ -272,3 +281,39 @@ def test_a_dump_cut_inside_a_cable_line_is_located(dump: Path) -> None:
     result = run_cli("verify", SPEC, str(dump))
     assert result.returncode == 2, result.stdout
     assert result.stderr.startswith(f"{dump}:3:1: error: the cable's line is cut short")
+
+
+# --- a dump of many stray cables: its findings listed up to LISTED a kind, the rest counted --
+
+
+def test_stray_cables_past_the_listed_are_counted_not_listed(dump: Path) -> None:
+    """1,500 cables to switches the plan lacks: 1,000 listed in walking order, 500 counted."""
+    dump.write_text(dump.read_text() + "\n".join(unknown_cables(LISTED + 500)) + "\n")
+    result = run_cli("verify", SPEC, str(dump), "--format", "json")
+    assert result.returncode == 1
+    document = json.loads(result.stdout)
+    kinds = {f["kind"] for f in document["findings"]}
+    assert len(document["findings"]) == LISTED and kinds == {"unexpected"}
+    summary = document["summary"]
+    assert summary["by_kind"] == {"unexpected": LISTED + 500}
+    assert summary["not_listed"] == {"unexpected": 500} and summary["links_seen"] == 32 + 1500
+    assert document["findings"][0]["a"]["device"] == "stray-sw-00000"  # walking order: first
+    text = run_cli("verify", SPEC, str(dump)).stdout.splitlines()
+    assert text[-2:] == [
+        "and 500 more unexpected, not listed (the first 1,000 are)",
+        "1,500 findings (1,500 unexpected); 1,532 links seen, 32 planned cables",
+    ]
+    rows = list(csv.reader(io.StringIO(run_cli("verify", SPEC, str(dump), "-f", "csv").stdout)))
+    assert len(rows) == 1 + LISTED + 1 and rows[-1][:2] == ["", "unexpected"]
+    assert rows[-1][11] == "500 more unexpected findings, not listed here (the first 1,000 are)"
+
+
+def test_a_huge_name_is_cut_in_the_json_too_saying_its_length(dump: Path) -> None:
+    name = "n" * 100_000
+    line = unknown_cables(1)[0].replace("'stray-sw-00000'", f"'{name}'")
+    dump.write_text(dump.read_text() + line + "\n")
+    result = run_cli("verify", SPEC, str(dump), "--format", "json")
+    assert result.returncode == 1 and len(result.stdout) < 5_000
+    (finding,) = json.loads(result.stdout)["findings"]
+    assert finding["a"]["device"] == "n" * JSON_KEEP_CHARS + "...(100,000 chars)"
+    assert f"{'n' * JSON_KEEP_CHARS}...(100,000 chars) port 1" in finding["fix"]

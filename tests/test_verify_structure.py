@@ -23,6 +23,8 @@ from infra.spec import load_spec, load_spec_text
 from infra.topology import expand
 from infra.topology.model import Cable, Plan
 from infra.verify import parse_files, parse_text
+from infra.verify.compare import compare
+from infra.verify.resolve import resolve
 from infra.verify.structure import STRUCTURE_KINDS, Structure, check_structure
 
 from .cli_run import run_cli
@@ -97,9 +99,12 @@ def test_a_leaf_never_powered_is_a_grid_gap_of_its_su(plan: Plan) -> None:
     leaf = _hca(plan, "dgx045", "mlx5_2").b  # SU 3's rail-2 leaf
     lines = {k: v for k, v in as_built(plan).items() if f"'{leaf}'" not in v}
     (finding,) = _check(list(lines.values())).findings
-    assert finding.kind == "grid_gap"
-    assert finding.expected == "a leaf for HCA index 2, as the other SUs have"
+    assert finding.kind == "grid_gap" and finding.a.device == leaf  # named as its peers are
+    assert finding.expected == (
+        f"a leaf for HCA index 2 (mlx5_2), as the other SUs have (named as its peers are: {leaf})"
+    )
     assert "(20 servers) has no leaf for HCA index 2" in finding.found
+    assert finding.fix.startswith(f"power on and cable {leaf}, the leaf for HCA index 2 of")
 
 
 def test_a_server_hca_not_cabled_is_a_grid_gap_of_the_server(plan: Plan) -> None:
@@ -347,3 +352,39 @@ def test_structure_with_one_unreadable_file_says_it_cannot_be_read() -> None:
     result = run_cli("verify", "--structure", "/nonexistent/fabric.txt")
     assert result.returncode == 2
     assert result.stderr.startswith("/nonexistent/fabric.txt: error: cannot read")
+
+
+# --- a production NDR fabric: NVIDIA topograph's ibnetdiscover fixture (README.md there) -----
+
+
+def test_the_topograph_fabric_names_its_one_missing_leaf() -> None:
+    """SU ``-01`` has no rail-3 leaf: one grid_gap, naming it; HCA-<n> and mlx5_<n> agree."""
+    result = run_cli("verify", "--structure", str(DATA / "topograph-ndr.out"), "-f", "json")
+    assert result.returncode == 1, result.stderr
+    document = json.loads(result.stdout)
+    gaps = [f for f in document["findings"] if f["kind"] == "grid_gap"]
+    assert [g["a"]["device"] for g in gaps] == ["A09-P1-IBLEAF-03-01"]
+    assert gaps[0]["expected"].startswith("a leaf for HCA index 4 (HCA-5, mlx5_4), as the other")
+    assert "A09-P1-IBLEAF-01-01, A09-P1-IBLEAF-02-01, A09-P1-IBLEAF-04-01" in gaps[0]["found"]
+    structure = document["summary"]["structure"]
+    assert (structure["leaves"], structure["rails"], structure["sus"]) == (31, 4, 8)
+    mixed = {f["a"]["device"] + " " + f["a"]["port"] for f in document["findings"]}
+    assert {"b08-p1-dgx-08-c01 HCA-5", "b08-p1-dgx-08-c01 HCA-6"} <= mixed  # crossed at c01
+
+
+def test_the_topograph_dump_cut_after_one_hca_is_an_error() -> None:
+    cut = DATA / "topograph-ndr-cut.out"
+    for args in (["--structure", str(cut)], [str(SPEC), str(cut)]):
+        result = run_cli("verify", *args)
+        assert result.returncode == 2 and result.stdout == ""
+        assert result.stderr.startswith(f"{cut}: error: holds no cable between two nodes")
+
+
+def test_a_leaf_that_is_never_seen_is_named_with_its_rail_and_su(plan: Plan) -> None:
+    leaf = plan.switch(_hca(plan, "dgx045", "mlx5_2").b)
+    lines = {k: v for k, v in as_built(plan).items() if f"'{leaf.name}'" not in v}
+    fabric = parse_text("\n".join(lines.values()))
+    findings = compare(plan, resolve(fabric))
+    (finding,) = [f for f in findings if f.kind == "device_missing"]
+    assert finding.a.device == leaf.name and finding.a.rack == leaf.rack
+    assert finding.expected.startswith(f"{leaf.name} (the leaf of rail 2 in SU {leaf.su}) with")

@@ -63,3 +63,20 @@ def as_built(plan: Plan, dump: Dump | None = None) -> dict[str, str]:
     """Cable id -> its line, for every planned compute cable."""
     dump = dump or Dump(plan)
     return {c.id: dump.cable(c) for c in plan.cables_in("compute")}
+
+
+def unknown_cables(count: int, first_lid: int = 10_000) -> list[str]:
+    """``count`` cables from HCAs the plan does not have to switches it does not have.
+
+    A hostile or careless dump: each is an unexpected cable, so verify's cost and output are
+    tried at its size. 250 cables to a switch (a port number is at most 255).
+    """
+    lines = []
+    for k in range(count):
+        switch, port = divmod(k, 250)
+        lines.append(
+            f"CA {first_lid + k % 50_000:5d}  1 0x{0x5000000000 + k:016x} 4x HDR - "
+            f"SW {first_lid + 50_000 + switch % 10_000:5d} {port + 1:2d} "
+            f"0x{0x6000000000 + switch:016x} ( 'stray{k:07d} mlx5_0' - 'stray-sw-{switch:05d}' )"
+        )
+    return lines

@@ -21,12 +21,13 @@ from infra.cli.planning import _plan_or_fail
 from infra.errors import DiscoveredError, InputError, RailplanError
 from infra.spec import LoadedSpec
 from infra.verify import detect, parse_files
-from infra.verify.compare import Finding, compare, placer
+from infra.verify.compare import LISTED, Finding, compare_listed, listed, placer
 from infra.verify.discovered import dump_lines, read_dump
 from infra.verify.formats import Summary, verify_csv, verify_json, verify_text
 from infra.verify.model import Fabric
 from infra.verify.resolve import resolve
-from infra.verify.structure import check_structure, combine
+from infra.verify.structure import STRUCTURE_KINDS, check_structure, combine
+from infra.verify.workorder import Sheet, sheet
 
 _SNIFF_CHARS = 64 * 1024  # a dump says what it is in its first lines
 
@@ -90,25 +91,32 @@ def _load_the_spec(path: str) -> LoadedSpec:
 
 def _check(
     loaded: LoadedSpec | None, fabric: Fabric, structure: bool
-) -> tuple[list[Finding], Summary]:
+) -> tuple[list[Finding], Summary, Sheet | None]:
     """The plan check (with a spec), the structure checks (with --structure), or both."""
     findings: list[Finding] = []
+    not_listed: dict[str, int] = {}
     planned: int | None = None
     sharp: bool | None = None
     place = None
+    work: Sheet | None = None
+    seen = resolve(fabric)
     if loaded is not None:
         plan = _plan_or_fail(loaded)
-        findings = compare(plan, resolve(fabric))
+        compared = compare_listed(plan, seen)
+        findings, not_listed = compared.findings, compared.not_listed
         planned = len(plan.cables_in("compute"))
         compute = loaded.spec.fabrics.compute
         switches = load_catalog().switches
         sharp = bool(compute and compute.sharp and switches[compute.switch].sharp)
         place = placer(plan)
+        work = sheet(plan, load_catalog())
     shape = None
     if structure:
         found = check_structure(fabric, sharp=sharp, place=place)
-        findings, shape = combine(findings, found.findings), found.shape
-    return findings, Summary(planned, len(fabric.links), fabric.sources, shape)
+        capped = listed(list(found.findings), STRUCTURE_KINDS, LISTED)
+        findings, shape = combine(findings, capped.findings), found.shape
+        not_listed |= capped.not_listed
+    return findings, Summary(planned, seen.cables, fabric.sources, shape, not_listed), work
 
 
 @app.command()
@@ -154,11 +162,11 @@ def verify(
         raise InputError("needs at least one dump", hint="give ibnetdiscover or iblinkinfo output")
     loaded = _load_the_spec(spec) if spec is not None else None  # the spec's errors come first
     fabric = parse_files([*dumps, *([names] if names else [])], read)
-    findings, summary = _check(loaded, fabric, structure)
+    findings, summary, work = _check(loaded, fabric, structure)
     if output_format is VerifyFormat.JSON:
         _say(verify_json(findings, summary, fabric.ignored))
     elif output_format is VerifyFormat.CSV:
-        _say(verify_csv(findings).rstrip("\n"))
+        _say(verify_csv(findings, summary, work).rstrip("\n"))
     else:
         _say(verify_text(findings, summary, fabric.ignored).rstrip("\n"))
     raise typer.Exit(EXIT_FAILED if findings else EXIT_OK)

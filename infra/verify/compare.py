@@ -13,6 +13,7 @@ A pure function, linear in the number of cables.
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from infra.topology.model import Cable, Plan
 
 __all__ = [
     "KINDS",
+    "LISTED",
+    "Compared",
     "Finding",
     "NamedEnd",
     "Place",
@@ -28,7 +31,9 @@ __all__ = [
     "SeenLink",
     "SeenPort",
     "compare",
+    "compare_listed",
     "link_gbps",
+    "listed",
     "placer",
 ]
 
@@ -58,10 +63,14 @@ LANE_GBPS = {
     "XDR": 200.0,
 }
 UP_STATES = frozenset({"active", "linkup", ""})
+# Findings of one kind the dump alone can multiply (a cable to a switch the plan does not
+# have, an HCA without a name) listed at most; the rest are counted. The plan bounds every
+# other kind. A thousand is more than a shift fixes; after those, verify again.
+LISTED = 1000
 _LANES = frozenset({"1", "2", "4", "8", "12"})  # ASCII only: int() would also take "²"
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, slots=True, order=True)
 class NamedEnd:
     """One end of a cable: a device as the plan names it and its port (``17``, ``mlx5_3``)."""
 
@@ -69,7 +78,7 @@ class NamedEnd:
     port: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SeenLink:
     """A link a discovery tool reported: both ends, width (``4x``), speed (``HDR``), state."""
 
@@ -81,7 +90,7 @@ class SeenLink:
     source: str = ""  # file:line, for the reader
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SeenPort:
     """A port seen without a link: Down, Polling (no peer answers), Init."""
 
@@ -97,9 +106,10 @@ class Seen:
     links: tuple[SeenLink, ...]
     ports: tuple[SeenPort, ...] = ()
     unnamed: tuple[tuple[str, str], ...] = ()  # (GUID, NodeDescription)
+    cables: int = 0  # distinct cables seen (a link, or a port down on one), each counted once
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Place:
     """A cable end as the technician finds it: device, port, rack and unit (from the plan)."""
 
@@ -114,7 +124,7 @@ class Place:
         return f"{self.device} port {self.port}{where}" if self.port else f"{self.device}{where}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Finding:
     """One fault: its kind (`KINDS`), both ends, what the plan expects, what was found, the fix."""
 
@@ -167,6 +177,17 @@ class _Index:
         return (sw.su, sw.rail) if sw.tier == "leaf" else None
 
 
+Pair = tuple[NamedEnd, NamedEnd]
+
+
+def pair(one: NamedEnd, two: NamedEnd) -> Pair:
+    """A cable's two ends in sorted order: the key of a cable whichever end is named first.
+
+    A tuple, not a frozenset: a fabric of a million cables keeps one key for each.
+    """
+    return (one, two) if one <= two else (two, one)
+
+
 def placer(plan: Plan) -> Callable[[NamedEnd], Place]:
     """Where the plan puts a device: `Place` with its rack and unit, for other checks' findings."""
     return _Index(plan, plan.cables_in("compute")).place
@@ -176,17 +197,48 @@ def _ends(cable: Cable) -> tuple[NamedEnd, NamedEnd]:
     return NamedEnd(cable.a, cable.a_port), NamedEnd(cable.b, cable.b_port)
 
 
+@dataclass(frozen=True)
+class Compared:
+    """The listed findings in walking order, and how many of each kind were not listed."""
+
+    findings: list[Finding]
+    not_listed: dict[str, int]
+
+
 def compare(plan: Plan, seen: Seen) -> list[Finding]:
     """Every fault of the seen compute fabric against the plan, in walking order (rack, unit)."""
+    return compare_listed(plan, seen, None).findings
+
+
+def listed(findings: list[Finding], kinds: Iterable[str], most: int | None) -> Compared:
+    """The first ``most`` findings (walking order) of each of ``kinds``, the others counted."""
+    if most is None:
+        return Compared(findings, {})
+    capped, kept = frozenset(kinds), []
+    counts: dict[str, int] = defaultdict(int)
+    for finding in findings:
+        counts[finding.kind] += 1
+        if finding.kind not in capped or counts[finding.kind] <= most:
+            kept.append(finding)
+    over = {kind: counts[kind] - most for kind in sorted(capped) if counts[kind] > most}
+    return Compared(kept, over)
+
+
+def compare_listed(plan: Plan, seen: Seen, most: int | None = LISTED) -> Compared:
+    """`compare`, listing at most ``most`` unexpected and unnamed findings (`LISTED`).
+
+    The unexpected ones past ``most`` are counted, never made: a dump of a million stray
+    cables costs a count, not a million findings.
+    """
     index = _Index(plan, plan.cables_in("compute"))
     resolved, findings = _infer_unnamed(index, seen)
     peer: dict[NamedEnd, NamedEnd] = {}
-    links: dict[frozenset[NamedEnd], SeenLink] = {}
+    links: dict[Pair, SeenLink] = {}
     extra: list[SeenLink] = []
     for link in resolved:
         if link.a == link.b:
             continue  # a self-loop is not a cable between two planned ends
-        key = frozenset((link.a, link.b))
+        key = pair(link.a, link.b)
         if key in links:  # another cable between the same two ends: the plan has one at most
             extra.append(link)
             continue
@@ -194,21 +246,39 @@ def compare(plan: Plan, seen: Seen) -> list[Finding]:
         links[key] = link
     absent = _absent_devices(index, peer, seen.ports, findings)
     unmatched: list[Cable] = []
-    used: set[frozenset[NamedEnd]] = set()
+    used: set[Pair] = set()
     for cable in index.cables:
         a, b = _ends(cable)
-        planned = links.get(frozenset((a, b)))
+        planned = links.get(pair(a, b))
         if planned is not None:
-            used.add(frozenset((a, b)))
+            used.add(pair(a, b))
             findings.extend(_rate(index, cable, planned))
         elif cable.a not in absent and cable.b not in absent:
             unmatched.append(cable)
     findings.extend(_misplaced(index, unmatched, peer, seen.ports, used))
-    for key, link in links.items():
-        if key not in used and not ({link.a.device, link.b.device} & absent):
-            findings.append(_unexpected(index, link))
-    findings += [_unexpected(index, link, again=True) for link in extra]
-    return sorted(findings, key=Finding.sort_key)
+    strays = [
+        (link, False)
+        for key, link in links.items()
+        if key not in used and not ({link.a.device, link.b.device} & absent)
+    ]
+    first, more = _first(index, [*strays, *((link, True) for link in extra)], most)
+    findings += [_unexpected(index, link, again=again) for link, again in first]
+    found = listed(sorted(findings, key=Finding.sort_key), ("unnamed",), most)
+    return Compared(found.findings, {**found.not_listed, **({"unexpected": more} if more else {})})
+
+
+def _first(
+    index: _Index, strays: list[tuple[SeenLink, bool]], most: int | None
+) -> tuple[list[tuple[SeenLink, bool]], int]:
+    """The ``most`` unexpected links first in walking order, and how many more there are."""
+    if most is None or len(strays) <= most:
+        return strays, 0
+
+    def near(stray: tuple[SeenLink, bool]) -> tuple[str, int, str, str]:
+        place = index.place(min(stray[0].a, stray[0].b))
+        return (place.rack or "~", place.rack_unit or 0, place.device, place.port)
+
+    return heapq.nsmallest(most, strays, key=near), len(strays) - most
 
 
 def _infer_unnamed(index: _Index, seen: Seen) -> tuple[list[SeenLink], list[Finding]]:
@@ -252,12 +322,14 @@ def _absent_devices(
     absent = {device for device in planned if device not in seen_devices}
     for device in sorted(absent):
         place = index.place(NamedEnd(device, ""))
+        where = index.rail(device)  # a leaf: say which rail of which SU goes without it
+        role = f" (the leaf of rail {where[1]} in SU {where[0]})" if where and where[0] else ""
         findings.append(
             Finding(
                 "device_missing",
                 place,
                 Place("", ""),
-                f"{device} with {planned[device]} cables",
+                f"{device}{role} with {planned[device]} cables",
                 "not in the discovered fabric",
                 f"power on {place.text()}, check its management and that it is cabled: "
                 f"none of its {planned[device]} planned cables is seen",
@@ -306,7 +378,7 @@ def _misplaced(
     unmatched: list[Cable],
     peer: dict[NamedEnd, NamedEnd],
     ports: Iterable[SeenPort],
-    used: set[frozenset[NamedEnd]],
+    used: set[Pair],
 ) -> list[Finding]:
     """Classify planned cables not seen as planned: swapped, misplaced, down or missing."""
     states = {p.end: p.state for p in ports}
@@ -319,12 +391,12 @@ def _misplaced(
         twin = _swap_twin(index, cable, peer)
         if twin is not None:
             swapped |= {cable.id, twin.id}
-            used |= {frozenset((a, peer[a])), frozenset((peer[b], b))}
+            used |= {pair(a, peer[a]), pair(peer[b], b)}
             findings.append(_swap(index, cable, twin))
             continue
         found = peer.get(a)
         if found is not None:
-            used.add(frozenset((a, found)))
+            used.add(pair(a, found))
             findings.append(_moved(index, cable, found))
         elif a in states or b in states:
             state = states.get(a) or states.get(b) or ""

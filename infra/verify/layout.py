@@ -25,6 +25,9 @@ __all__ = [
     "Hca",
     "View",
     "classify",
+    "device_name",
+    "hca_index",
+    "missing_name",
     "mode",
     "rail_optimized",
     "rails_of",
@@ -34,10 +37,14 @@ __all__ = [
 
 # ASCII digits (\d alone also matches "٣"), few enough for int(): an index, never 5,000 digits
 INDEX = re.compile(r"(?<![0-9])([0-9]{1,6})$")
+# Sites that name HCAs ``HCA-<n>`` count from 1: in NVIDIA topograph's production NDR dump
+# (tests/data/verify/topograph-ndr.out) one SU's rail leaves carry ``mlx5_0, 1, 4, 5`` where
+# the others carry ``HCA-1, 2, 5, 6``, each leaf name giving the same rail to both.
+_ONE_BASED = "HCA-"
 _LEAF_SHARE = 4  # a leaf has at least 1 HCA link for every 4 switch links (1:1 has 1 for 1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Hca:
     """A named HCA port on a leaf: host, device (``mlx5_3``), its index, the leaf port."""
 
@@ -114,13 +121,26 @@ def _tiers(view: View, pairs: list[tuple[Node | None, Node | None]]) -> None:
         view.tier.setdefault(guid, "core")
 
 
+def hca_index(device: str) -> int | None:
+    """The HCA's index from its device name: ``mlx5_3`` 3, ``HCA-4`` 3 (those count from 1)."""
+    found = INDEX.search(device)
+    if found is None:
+        return None
+    return int(found[1]) - (1 if device.startswith(_ONE_BASED) else 0)
+
+
+def device_name(like: str, index: int) -> str:
+    """The device of HCA ``index`` named as ``like`` is (``mlx5_0`` -> ``mlx5_3``)."""
+    return INDEX.sub(str(index + (1 if like.startswith(_ONE_BASED) else 0)), like)
+
+
 def _add_hca(view: View, hca: Node, leaf: str, port: str) -> None:
     host = hca_name(hca)
-    index = INDEX.search(host[1]) if host else None
-    if host is None or index is None:
+    index = hca_index(host[1]) if host else None
+    if host is None or index is None or index < 0:
         view.unplaced.add(hca.guid)
         return
-    view.hcas.append(Hca(host[0], host[1], int(index[1]), leaf, port))
+    view.hcas.append(Hca(host[0], host[1], index, leaf, port))
 
 
 class Groups:
@@ -207,3 +227,29 @@ def tier_of(view: View, link: Link) -> tuple[str, int] | None:
         if kinds == (high, low):
             return f"{'server' if low == 'hca' else low}-{high}", 1
     return None
+
+
+_FIELDS = re.compile(r"[0-9]+|[^0-9]+")
+
+
+def missing_name(su_leaves: Iterable[str], rail_leaves: Iterable[str]) -> str | None:
+    """The name an SU's missing leaf would have, read from its peers' names, else None.
+
+    ``A09-P1-IBLEAF-03-01`` from the SU's leaves (``...-01-01``, ``...-02-01``, ``...-04-01``)
+    and the rail's leaves in other SUs (``...-03-02``, ``...-03-03``): names cut into digit
+    and other runs, each run taken from the group in which it does not change. None unless
+    every name has the same runs and each run is settled that way (no guess).
+    """
+    mine, theirs = ([_FIELDS.findall(n) for n in names] for names in (su_leaves, rail_leaves))
+    if len(mine) < 2 or len(theirs) < 2 or len({len(f) for f in mine + theirs}) != 1:
+        return None
+    name = []
+    for column in zip(*mine, *theirs, strict=True):
+        su, rail = set(column[: len(mine)]), set(column[len(mine) :])
+        if len(su) == 1 and (len(rail) > 1 or su == rail):
+            name.append(column[0])
+        elif len(rail) == 1 and len(su) > 1:
+            name.append(column[-1])
+        else:
+            return None
+    return "".join(name)

@@ -30,7 +30,7 @@ _HINT = "is this the output of iblinkinfo, cut or edited?"
 MAX_HCA_PORTS = 2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Row:
     """One port line, before the remote LID (default format) is resolved."""
 

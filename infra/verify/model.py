@@ -39,7 +39,7 @@ _GUIDS: dict[str, str] = {}  # printed form -> normalized; bounded by _GUID_CACH
 _GUID_CACHE = 200_000
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, slots=True, order=True)
 class Source:
     """Where a record came from: the dump's file name and 1-based line."""
 
@@ -47,7 +47,7 @@ class Source:
     line: int
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, slots=True, order=True)
 class End:
     """One end of a cable: `guid` (switch node GUID or HCA port GUID) and port number."""
 
@@ -67,7 +67,7 @@ class End:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Link:
     """A cable the tool saw, ends in sorted order; None where the tool does not say."""
 
@@ -84,7 +84,7 @@ class Link:
         return (self.a.guid, self.a.port), (self.b.guid, self.b.port)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     """A switch or HCA.
 
@@ -104,7 +104,7 @@ class Node:
     source: Source
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Ignored:
     """Something skipped on purpose, and why."""
 

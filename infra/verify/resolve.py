@@ -58,10 +58,11 @@ def resolve(fabric: Fabric) -> Seen:
     """The seen links of ``fabric`` under the plan's names, and its unnamed HCAs."""
     links: list[SeenLink] = []
     ports: list[SeenPort] = []
-    cables: set[frozenset[tuple[NamedEnd, int]]] = set()
+    cables: set[tuple[tuple[NamedEnd, int], tuple[NamedEnd, int]]] = set()
     for link in fabric.links:
         a, b = named(link.a, fabric.node_for(link.a)), named(link.b, fabric.node_for(link.b))
-        cable = frozenset(((a, link.a.port), (b, link.b.port)))
+        ends = (a, link.a.port), (b, link.b.port)
+        cable = ends if ends[0] <= ends[1] else (ends[1], ends[0])
         if cable in cables:
             # The same ends and port numbers: one cable whose HCA one dump names by its node
             # GUID and another by its port GUID. Other links between the same ends are
@@ -78,4 +79,4 @@ def resolve(fabric: Fabric) -> Seen:
     unnamed = tuple(
         sorted((n.guid, n.description) for n in fabric.nodes if n.kind == "CA" and n.unnamed)
     )
-    return Seen(tuple(links), tuple(ports), unnamed)
+    return Seen(tuple(links), tuple(ports), unnamed, len(cables))

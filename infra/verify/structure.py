@@ -19,11 +19,12 @@ from dataclasses import asdict, dataclass
 
 from infra.verify.compare import Finding, NamedEnd, Place, link_gbps
 from infra.verify.layout import (
-    INDEX,
     Groups,
     Hca,
     View,
     classify,
+    device_name,
+    missing_name,
     mode,
     rail_optimized,
     rails_of,
@@ -221,6 +222,7 @@ def _grid(
             groups.join("leaf:" + hca.leaf, "host:" + host)
     sus = groups.groups([*("leaf:" + leaf for leaf in rails), *("host:" + h for h in servers)])
     everywhere = {rails[leaf][0] for leaf in rails}
+    devices = _devices(servers)
     findings: list[Finding] = []
     leaf_of: dict[tuple[str, int], str] = {}
     for su in sus:
@@ -228,7 +230,10 @@ def _grid(
         hosts = [m[5:] for m in su if m.startswith("host:")]
         leaf_of |= {(h, rail): leaf for h in hosts for rail, leaf in leaves.items()}
         for rail in sorted(everywhere - set(leaves)):
-            findings.append(_su_gap(sorted(leaves.values()), hosts, rail, place))
+            peers = sorted(leaf for leaf, (r, _) in rails.items() if r == rail)
+            name = missing_name(sorted(leaves.values()), peers)
+            gap = _RailGap(rail, devices[rail], name)
+            findings.append(_su_gap(sorted(leaves.values()), hosts, gap, place))
         for host in hosts:
             have = {hca.index for hca in servers[host]}
             device = servers[host][0].device
@@ -237,22 +242,48 @@ def _grid(
     return findings, len(sus), leaf_of
 
 
-def _su_gap(leaves: list[str], hosts: list[str], rail: int, place: Placer) -> Finding:
-    a = place(NamedEnd(leaves[0], ""))
+@dataclass(frozen=True)
+class _RailGap:
+    """A rail an SU has no leaf for: its index, its HCAs' names elsewhere, the leaf's name."""
+
+    rail: int
+    devices: tuple[str, ...]  # ("HCA-5", "mlx5_4"): what the servers call that HCA
+    name: str | None  # the missing leaf's name, read from its peers' names (`missing_name`)
+
+    def text(self) -> str:
+        """``HCA index 4 (HCA-5, mlx5_4)``."""
+        return f"HCA index {self.rail} ({', '.join(self.devices)})"
+
+
+def _devices(servers: dict[str, list[Hca]]) -> dict[int, tuple[str, ...]]:
+    """HCA index -> the device names servers give it (a site may mix ``mlx5_N`` and ``HCA-N``)."""
+    found: dict[int, set[str]] = defaultdict(set)
+    for hcas in servers.values():
+        for hca in hcas:
+            found[hca.index].add(hca.device)
+    return {index: tuple(sorted(names)) for index, names in found.items()}
+
+
+def _su_gap(leaves: list[str], hosts: list[str], gap: _RailGap, place: Placer) -> Finding:
+    """An SU without a leaf for a rail: the leaf named where its peers' names tell it."""
+    a = place(NamedEnd(gap.name or leaves[0], ""))
     named_by = ", ".join(leaves[:3]) + (", ..." if len(leaves) > 3 else "")
+    servers = plural(len(hosts), "server")
+    leaf = f"{gap.name}, the leaf" if gap.name else "the leaf"
+    called = f" (named as its peers are: {gap.name})" if gap.name else ""
     return Finding(
         "grid_gap",
         a,
         Place("", ""),
-        f"a leaf for HCA index {rail}, as the other SUs have",
-        f"none: the SU of {named_by} ({plural(len(hosts), 'server')}) has no leaf for HCA index {rail}",
-        f"power on and cable the leaf for HCA index {rail} of the SU of {named_by}: "
-        f"no HCA index {rail} of its {plural(len(hosts), 'server')} is seen",
+        f"a leaf for {gap.text()}, as the other SUs have{called}",
+        f"none: the SU of {named_by} ({servers}) has no leaf for HCA index {gap.rail}",
+        f"power on and cable {leaf} for HCA index {gap.rail} of the SU of {named_by}: "
+        f"no HCA index {gap.rail} of its {servers} is seen",
     )
 
 
 def _server_gap(host: str, device: str, rail: int, leaf: str, place: Placer) -> Finding:
-    port = INDEX.sub(str(rail), device)  # mlx5_0 -> mlx5_3: the host's own naming
+    port = device_name(device, rail)  # mlx5_0 -> mlx5_3: the host's own naming
     a, z = place(NamedEnd(host, port)), place(NamedEnd(leaf, ""))
     return Finding(
         "grid_gap",
