@@ -167,7 +167,7 @@ def _cli_seconds(*argv: str) -> tuple[float, float, int]:
 
 
 def format_case(findings: int) -> dict[str, float | str]:
-    """Text output of ``findings`` findings on one 300,000-character line (issue 12's trial)."""
+    """``findings`` findings as text on one 300,000-character line, as a hostile trial fed it."""
     from infra.lint.finding import Finding, Severity
     from infra.lint.formats import format_text
 

@@ -1,4 +1,4 @@
-"""Error bands and calibration flags (issue 33): built from held-out rows, used everywhere.
+"""Error bands and calibration flags: built from held-out rows, used everywhere.
 
 The band table (infra/budget/data/bands.json) must be what the data files give; every band
 must cover the held-out rows it came from; the layout search must not sell an extrapolated
@@ -83,7 +83,7 @@ def _a100_answer(**fixed: int) -> object:
 
 
 def test_search_does_not_sell_the_uncalibrated_zero3_layout() -> None:
-    # Issue 33: the search took TP 8 x PP 1 x DP 128 with ZeRO-3 at 191 TFLOP/s (61 % MFU);
+    # The search once took TP 8 x PP 1 x DP 128 with ZeRO-3 at 191 TFLOP/s (61 % MFU);
     # published 175B runs on A100 reach 140-162. Now it takes a calibrated layout and shows
     # the ZeRO-3 one beside it as passed over (its slow edge is not faster).
     answer = _a100_answer()
@@ -194,7 +194,7 @@ CHECKPOINTS = ROOT / "tests" / "data" / "checkpoint-measurements.yaml"
 
 
 def test_published_checkpoints_give_a_band_that_covers_each_held_out_row() -> None:
-    # Issue 33: one published timing (BLOOM) gave no band; the held-out half of the published
+    # One published timing (BLOOM) once gave no band; the held-out half of the published
     # timings with their systems stated does, and covers each of them.
     from infra.budget.checkpoint_table import checkpoint_estimate_s, checkpoint_markdown, held_out
     from infra.budget.storage import checkpoint_band
@@ -271,7 +271,7 @@ def test_checkpoint_rows_are_well_formed() -> None:
 
 
 def test_acceptance_thresholds_come_from_the_band_s_lower_edge() -> None:
-    # Issue 33: the SU threshold was the prediction (229.8 GB/s) x 0.8 = 183.8, so a healthy
+    # The SU threshold once was the prediction (229.8 GB/s) x 0.8 = 183.8, so a healthy
     # SU measuring 180 failed. The rendered expectation is now the band's lower edge, so the
     # role's threshold is that edge minus the tolerance.
     import yaml

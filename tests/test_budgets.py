@@ -168,7 +168,7 @@ def test_predict_cli_tables() -> None:
         "busbw_GBps",
         "algorithm",
         "protocol",
-        "band",  # issue 33: every figure carries its band and calibration flag
+        "band",  # every figure carries its error band and calibration flag
         "calibration",
     }
     low, high = row["band"]["busbw_GBps"]

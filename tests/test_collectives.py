@@ -130,10 +130,10 @@ def _held_out(catalog: Catalog, low: int, high: int) -> list[float]:
 
 
 def test_large_messages_within_target_on_held_out_rows(catalog: Catalog) -> None:
-    # Issue 11 target: large (>= 256 MiB) median |error| <= 5 % on the held-out half (3.2 %);
+    # Target: large (>= 256 MiB) median |error| <= 5 % on the held-out half (3.2 %);
     # 27 of 33 within 10 % (gj-aion's default 4- and 8-node runs plateau near 320 GB/s where
-    # the model says 364). ABCI's SHARP row was +67 % until issue 33 (SHARP streaming
-    # efficiency); the worst is now +23 % (docs/accuracy.md). Bound at 30 %.
+    # the model says 364). ABCI's SHARP row was +67 % until the SHARP streaming
+    # efficiency was fitted; the worst is now +23 % (docs/accuracy.md). Bound at 30 %.
     errors = _held_out(catalog, 256 * 2**20, 2**40)
     assert len(errors) >= 20
     assert statistics.median(errors) <= 0.05
@@ -142,7 +142,7 @@ def test_large_messages_within_target_on_held_out_rows(catalog: Catalog) -> None
 
 
 def test_sharp_held_out_rows_within_target(catalog: Catalog) -> None:
-    # Issue 33: SHARP held-out median |error| <= 15 %. ABCI's held-out 8 B and 1 GiB rows were
+    # Target: SHARP held-out median |error| <= 15 %. ABCI's held-out 8 B and 1 GiB rows were
     # -49.7 % and +66.7 %; with NCCL 2.8's CollNet LL and the fitted SHARP streaming
     # efficiency the four held-out SHARP rows are within 9 % (docs/accuracy.md, SHARP).
     errors = _focus(catalog, is_sharp)
@@ -152,7 +152,7 @@ def test_sharp_held_out_rows_within_target(catalog: Catalog) -> None:
 
 
 def test_medium_messages_within_target_on_held_out_rows(catalog: Catalog) -> None:
-    # Issue 11 target: 1-128 MiB median |error| <= 10 % on held-out rows: 9.9 % on 30 rows
+    # Target: 1-128 MiB median |error| <= 10 % on held-out rows: 9.9 % on 30 rows
     # (docs/accuracy.md), a narrow pass. It was 11.2 % until NVLS Tree's per-channel cap was
     # taken over the NVLS graph's 8 channels, as NCCL does. Fit half: 6.9 %.
     errors = _held_out(catalog, 2**20, 128 * 2**20)
@@ -175,11 +175,11 @@ def _focus(catalog: Catalog, keep: Callable[[Comparison], bool]) -> list[float]:
 
 
 def test_efa_held_out_rows_within_target(catalog: Catalog) -> None:
-    # Issue 24: the held-out 2 x p4de 8-byte all-reduce was +138.8 % (one EFA latency, fitted
+    # The held-out 2 x p4de 8-byte all-reduce was +138.8 % (one EFA latency, fitted
     # on p5, for both aws-ofi-nccl transports). With one per transport the held-out EFA rows
     # are -1.0 %, -24.9 %, -4.8 % and +15.5 % (docs/accuracy.md). Bounds: no row beyond 30 %
-    # (the bar issue 24 sets for single training rows) and a median within 15 %, what the
-    # InfiniBand rows of 1-128 MiB reach (issue 11's medium target is 10 %; these four rows
+    # (the bar single training rows are held to) and a median within 15 %, what the
+    # InfiniBand rows of 1-128 MiB reach (the medium target is 10 %; these four rows
     # include an 8-byte and a 1 MiB one).
     errors = _focus(catalog, is_efa)
     assert len(errors) >= 4
@@ -188,10 +188,10 @@ def test_efa_held_out_rows_within_target(catalog: Catalog) -> None:
 
 
 def test_single_node_small_messages_within_target(catalog: Catalog) -> None:
-    # Issue 24: one node at 1 KiB-4 MiB, held out, was 18.8 % median (A100 alone 72.6 %, up
+    # One node at 1 KiB-4 MiB, held out, was 18.8 % median (A100 alone 72.6 %, up
     # to +200 %): rows measured with nccl-tests -g 8, where one thread launching on eight
     # GPUs is the bottleneck, were compared with a model that has no such floor. Now 10.0 %
-    # and 10.0 % (docs/accuracy.md). Bound at 12 % and 15 %: issue 11's 10 % medium target,
+    # and 10.0 % (docs/accuracy.md). Bound at 12 % and 15 %: the 10 % medium target,
     # loosened for rows whose 1 KiB busbw is printed to 0.01 GB/s (+-12 % by itself).
     errors = _focus(catalog, is_single_node_small)
     a100 = _focus(catalog, lambda c: is_single_node_small(c) and c.row["gpu"].startswith("a100"))
@@ -201,7 +201,7 @@ def test_single_node_small_messages_within_target(catalog: Catalog) -> None:
 
 
 def test_fitted_constants_were_chosen_on_fit_rows_only(catalog: Catalog) -> None:
-    # Issue 24's rule: held-out rows are never fitted. Rows tagged `fitted:` in the data are
+    # The rule: held-out rows are never fitted. Rows tagged `fitted:` in the data are
     # the ones each constant's comment names; all must fall in the fit half.
     fitted = [c for c in compare_rows(MEASUREMENTS, catalog) if c.row.get("fitted")]
     names = {c.row["fitted"] for c in fitted}

@@ -1,4 +1,4 @@
-"""Properties of the collective model that must hold whatever the calibration (issue 11).
+"""Properties of the collective model that must hold whatever the calibration.
 
 Each test varies one input of a communicator and checks the direction of the change: more
 ranks never make a latency-bound collective faster, a slower NIC or switch port never speeds
@@ -145,7 +145,7 @@ def test_sharp_latency_never_falls_with_tree_depth(t: CommTopology, nbytes: int)
     t = dataclasses.replace(t, nodes=max(t.nodes, 2), sharp=True)
     # Per SHARP algorithm (as NCCL_ALGO forces it): a deeper aggregation tree is never faster.
     # The unforced choice may fall: NCCL ranks by its own model, which gives SHARP the NICs'
-    # full rate, and a deeper tree can tip it to an algorithm that really is faster (issue 33).
+    # full rate, and a deeper tree can tip it to an algorithm that really is faster.
     for forced in (("collnet_chain",), ("collnet_direct",)):
         times = [
             predict(dataclasses.replace(t, tiers=tiers), "all_reduce", nbytes, forced).time_us

@@ -214,7 +214,7 @@ RACK_CLASSES = "name: t\nsite:\n  rack_classes:\n    liquid: {power_kw: 80, cool
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@example("liqiud")  # issue 36: lint, render and report raised KeyError on it
+@example("liqiud")  # lint, render and report once raised KeyError on it
 @given(st.sampled_from(["liquid", "default", "liqiud", "Liquid"]) | st.text(max_size=12))
 def test_a_rack_class_reference_resolves_or_is_refused_at_load(name: str) -> None:
     # Every stage looks a group's rack class up; only names the spec defines may reach them.

@@ -1,4 +1,4 @@
-"""Regression tests of issue 12's checks that passed when they must fail, hostnames, output
+"""Regression tests of checks that passed when they must fail, hostnames, output
 injection and formatting cost: one test per cause, each failing before its fix.
 
 The CLI runs in-process (`infra.cli.main` with captured stdout/stderr), not as a subprocess.

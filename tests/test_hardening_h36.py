@@ -1,4 +1,4 @@
-"""Issue 36 (hardening: names, references, layouts): one regression test per break.
+"""Hardening of names, references and layouts: one regression test per break.
 
 1. ``train --tp 8 --pp 1 --virtual 4`` was timed as "PP 1 (x4 interleaved)": Megatron-LM
    refuses interleaved stages without pipeline parallelism (`check_layout` lacked the rule).

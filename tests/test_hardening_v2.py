@@ -1,4 +1,4 @@
-"""Issue 26 (hardening v2), the error contract and cost: regression tests for the attacks.
+"""Hardening v2, the error contract and cost: regression tests for the attacks.
 
 Each test is one attack of the adversarial trial that broke before its fix: layouts that
 left zero data-parallel replicas (exit 3, ZeroDivisionError), a spec that is not UTF-8

@@ -1,4 +1,4 @@
-"""Lint v2 (issue 12): the checks an expert deployer expects, and the fixes to older rules.
+"""Lint v2: the checks an expert deployer expects, and the fixes to older rules.
 
 Each new rule has a failing corpus case (tests/corpus/lint) and a passing twin in
 tests/test_rules.py; this file checks the behaviour in between: boundaries, severities,

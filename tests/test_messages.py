@@ -1,4 +1,4 @@
-"""Regression tests of issue 12's number limits and one-line, located messages (items 4, 9).
+"""Regression tests of number limits and one-line, located messages.
 
 Each test names the cause it guards: a number with no upper bound (OverflowError or Python's
 4,300-digit limit, exit 3), an error with no location, Pydantic's wording, click's usage box,
@@ -54,7 +54,7 @@ def one_error(text: str) -> str:
     return lines[0]
 
 
-# --- item 4: every number has an upper bound -------------------------------------------------
+# --- every number has an upper bound ---------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -163,7 +163,7 @@ def test_huge_numbers_in_options_are_usage_errors(
     assert len(err.splitlines()) == 1 and words in err and len(err) < 300
 
 
-# --- item 9: located messages ----------------------------------------------------------------
+# --- located messages ------------------------------------------------------------------------
 
 
 def test_deep_nesting_is_located_with_a_hint() -> None:
@@ -247,7 +247,7 @@ def test_a_huge_value_is_cut_in_every_message(tmp_path: Path) -> None:
     assert cut_long_values("a " + "z" * 1000 + " b") == "a " + "z" * 60 + "...(1,000 chars) b"
 
 
-# --- item 9: schema errors in the user's words, with their rule id, printed once --------------
+# --- schema errors in the user's words, with their rule id, printed once ----------------------
 
 
 @pytest.mark.parametrize(

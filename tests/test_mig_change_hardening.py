@@ -1,4 +1,4 @@
-"""mig-change.sh under hostile input and kills (issue 26): numbers, globbing, cordon records.
+"""mig-change.sh under hostile input and kills: numbers, globbing, cordon records.
 
 Like tests/test_mig_schedule.py, the script runs for real under every POSIX shell here (sh,
 bash, dash) against tests/fake_kubectl.py, a stand-in `kubectl` keeping nodes and pods in a

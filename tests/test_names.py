@@ -1,4 +1,4 @@
-"""One rule for spec names that other tools take (infra.spec.base.name_pattern), issue 26.
+"""One rule for spec names that other tools take (infra.spec.base.name_pattern).
 
 Group and MIG layout names ending in `_`, `-` or `.` used to pass lint and render, then make
 Kubernetes label values the API server refuses (and that the tree's own topology_labels role

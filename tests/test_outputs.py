@@ -1,6 +1,6 @@
-"""Outputs and inputs against a hostile environment (issue 12, reliability items 1, 2, 4, 7).
+"""Outputs and inputs against a hostile environment: each test one cause.
 
-Each test is one cause: special files as outputs, unbounded reads, exit 3 on a bad
+The causes: special files as outputs, unbounded reads, exit 3 on a bad
 environment, temp files after signals. Most run the real command in a subprocess (as root,
 as in CI); the ENOSPC and signal-during-write cases also run in-process, deterministically.
 """
@@ -56,7 +56,7 @@ def temps(directory: Path) -> list[str]:
     return [p.name for p in directory.iterdir() if ".railplan-" in p.name]
 
 
-# --- item 1: outputs onto special files --------------------------------------------------
+# --- outputs onto special files ----------------------------------------------------------
 
 
 @pytest.mark.parametrize(("option", "device"), [("--cabling", "/dev/full"), ("--bom", "/dev/null")])
@@ -170,7 +170,7 @@ def test_a_directory_output_is_refused(tmp_path: Path) -> None:
     assert "is a directory" in result.stderr and adir.is_dir() and list(adir.iterdir()) == []
 
 
-# --- item 2: unbounded reads -------------------------------------------------------------
+# --- unbounded reads ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
@@ -212,7 +212,7 @@ def test_a_bounded_read_ignores_a_zero_st_size() -> None:
     assert len(read_bounded("/proc/self/status", 1 << 20)) > 16
 
 
-# --- item 4: a bad environment is exit 2, not a railplan bug -------------------------------
+# --- a bad environment is exit 2, not a railplan bug ---------------------------------------
 
 
 def test_lint_onto_a_full_stdout_exits_2_with_one_line() -> None:
@@ -273,7 +273,7 @@ def test_an_unwritable_directory_is_an_output_error(tmp_path: Path) -> None:
         check_outputs({"--bom": ""})
 
 
-# --- item 7: temp files after signals; fsync ---------------------------------------------
+# --- temp files after signals; fsync -----------------------------------------------------
 
 
 def _default_signals() -> None:

@@ -1,4 +1,4 @@
-"""Each command plans each spec once and evaluates its budgets once (issue 23, item 2).
+"""Each command plans each spec once and evaluates its budgets once.
 
 `render` and `report` used to lint (which plans its own copy) and then plan again, and
 `report` evaluated the budgets in lint and again for the page. The counters wrap the one

@@ -1,4 +1,4 @@
-"""Power as stated bounds (issue 33): typical to maximum draw, PSU ratings named, overrides."""
+"""Power as stated bounds: typical to maximum draw, PSU ratings named, overrides."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def _checkpoint_budgets(storage: str) -> tuple[BudgetResult, BudgetResult]:
 
 
 def test_checkpoint_writers_and_per_client_rate_limit_the_write() -> None:
-    # Issue 33: "2.45 TB in 6.1 s" was the filesystem alone, as if every server wrote.
+    # "2.45 TB in 6.1 s" was once the filesystem alone, as if every server wrote.
     # A replica checkpoint (rank 0 of each model shard) writes from one replica's nodes, and
     # fabrics.storage.client_GBps caps what one node writes (here below the serialisation
     # rate, so the client rate is the limit).
@@ -118,7 +118,7 @@ def test_checkpoint_writers_and_per_client_rate_limit_the_write() -> None:
 
 
 def test_checkpoint_writers_serialise_at_the_fitted_per_node_rate() -> None:
-    # Issue 33: a checkpoint's time was its I/O stages alone, so 8 DGX A100 writing 2.45 TB to
+    # A checkpoint's time was once its I/O stages alone, so 8 DGX A100 writing 2.45 TB to
     # a 400 GB/s filesystem took 6.4 s, their 64 storage NICs' rate; published saves from few
     # writers (torch.save of 20 GB from one rank in 32 s on a disk that took it in 3.4 s)
     # take far longer. Each writing node now serialises at the fitted per-node rate.

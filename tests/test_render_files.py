@@ -90,7 +90,7 @@ def _config_lines(text: str) -> list[str]:
         (["x98", "x99", "x100"], "x[98-100]"),
         (["h-01", "h-02", "h-05"], "h-[01-02,05]"),
         (["solo7"], "solo7"),
-        # text after the index: Slurm takes nothing after ']', so one by one (issue 36)
+        # text after the index: Slurm takes nothing after ']', so one by one
         (["dgx001-ib", "dgx002-ib"], "dgx001-ib,dgx002-ib"),
     ],
 )
@@ -107,7 +107,7 @@ class _Named:
 
 
 def test_hostlist_of_names_with_text_after_the_index_is_slurms_and_in_order() -> None:
-    # issue 36: `n{index:03d}x9` rendered n[001-002]x9, which slurmctld refuses. n009x9 also
+    # `n{index:03d}x9` once rendered n[001-002]x9, which slurmctld refuses. n009x9 also
     # ends in digits equal to its index (a range candidate, unlike its neighbours): the list
     # must still expand in the order given, as NodeAddr= pairs addresses by position.
     names = [f"n{i:03d}x9" for i in range(1, 13)]

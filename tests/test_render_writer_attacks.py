@@ -1,7 +1,7 @@
 """The tree writer under hostile state: what someone who can write to the render root plants.
 
 railplan renders as root in CI, into a directory a GitOps repository or a pull request can
-fill. Each test plants one thing the 2026 adversarial trial used (issue 26) and checks the
+fill. Each test plants one thing the 2026 adversarial trial used and checks the
 render refuses with one line (exit 2) or goes on safely, and that nothing outside the root
 changes. The victim is a directory next to the root, standing for /etc.
 """

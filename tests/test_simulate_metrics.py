@@ -1,4 +1,4 @@
-"""What a scheduler engineer reads of a replay (issue 32, item 5), checked by hand.
+"""What a scheduler engineer reads of a replay, checked by hand.
 
 Per-job outcomes, completion times and makespan; FGD's fragmentation (Weng et al., ATC '23)
 of single nodes and over a replay; what fractions hold beyond what they ask; allocation over

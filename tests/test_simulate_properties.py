@@ -1,4 +1,4 @@
-"""Properties of the replay (issue 25's "Done when"), on random small traces (hypothesis).
+"""Properties every replay must have, on random small traces (hypothesis).
 
 - never more GPUs allocated than exist, per GPU and per MIG slice: `Cluster` asserts its
   free counts stay within ``0..total`` on every change, and a replay checks each start;

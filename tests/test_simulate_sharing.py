@@ -1,6 +1,6 @@
 """GPU sharing, CPUs and memory, generic server shapes, placement policies and inflation.
 
-Issue 32 item 3: a fraction shares a GPU where the group's device plugin shares it
+A fraction shares a GPU where the group's device plugin shares it
 (time-slicing or MPS replicas), every node and job has CPUs and memory, a spec may describe
 a server the catalog lacks, placement is first fit, best fit, packing or FGD, and
 ``--inflate`` answers how full the cluster gets. Worked out by hand on one- and two-node

@@ -1,6 +1,6 @@
-"""Every replay ends and conserves GPU-seconds (issue 32, "Termination and accounting").
+"""Every replay ends and conserves GPU-seconds: termination and accounting.
 
-The livelock the issue found (a 12-GPU job admitted on 12 GPUs, charged 16, two tenants
+The livelock once found (a 12-GPU job admitted on 12 GPUs, charged 16, two tenants
 reclaiming from each other at one instant for ever) ends with the schedule worked out by
 hand; a property test over arbitrary job sizes (1 to 3 nodes' GPUs, odd sizes, fractions),
 tenants with random quotas, borrowing and lending, priorities and every preemption setting

@@ -58,7 +58,7 @@ INPUTS = [
         if yaml.safe_load(p.read_text()).get("scheduler", {}).get("kind") == "slurm"
     ),
     "tests/data/slurm/a100-lab-slurm.yaml",
-    "tests/data/slurm/suffix-hostnames.yaml",  # names with text after the index (issue 36)
+    "tests/data/slurm/suffix-hostnames.yaml",  # names with text after the index
 ]
 POWER_SCRIPT = ROOT / "playbooks/roles/slurm/files/railplan-power.sh"
 START_TIMEOUT_S = 60.0

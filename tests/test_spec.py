@@ -159,7 +159,7 @@ def test_design_md_sketch_is_a_valid_spec_and_lints_without_errors() -> None:
     assert {r for r, sev in severities if sev != "info"} == {"RP057"}
     assert ("RP057", "warning") in severities
     # Its GPT-3 budget states no batch: the preset's 1,536, which no layout of 1,120 GPUs
-    # divides, becomes the nearest one that does, and the budget says so (issue 24)
+    # divides, becomes the nearest one that does, and the budget says so
     from infra.budget.evaluate import evaluate_budgets
     from infra.topology import expand
 

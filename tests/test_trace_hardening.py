@@ -1,4 +1,4 @@
-"""Job traces against hostile rows and paths (issue 36, items 6 and 7): each test one cause.
+"""Job traces against hostile rows and paths: each test one cause.
 
 Times and dates out of range are refused when the trace is read, at their row, by every reader
 (one bound, `infra.simulate.traces.common.MAX_TRACE_S`); a budget's trace stays inside the
@@ -54,7 +54,7 @@ def _refused(text: str, where: str, what: str) -> None:
     assert what in line, line
 
 
-# --- item 6: times and durations out of range are refused at their row -----------------------
+# --- times and durations out of range are refused at their row -------------------------------
 
 
 @pytest.mark.parametrize("value", ["1e308", "1e300", "1e12", str(int(MAX_TRACE_S) + 1)])
@@ -164,7 +164,7 @@ def test_a_utilization_budget_over_a_job_at_1e12_s_is_rp061_at_once(tmp_path: Pa
     assert "duration_s '1e12' is more than 10 years" in rp061["message"]
 
 
-# --- item 7: a budget's trace stays in the spec's directory; its text reaches output escaped --
+# --- a budget's trace stays in the spec's directory; its text reaches output escaped ----------
 
 SECRET = "s3cr3t-field-of-a-file-outside-the-spec-directory"
 

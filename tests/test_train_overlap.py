@@ -1,8 +1,8 @@
-"""Issue 24's two overlap gaps. NeMo's tensor-parallel communication overlap (`_tp_exposed`):
-the preset that runs it, the time it hides, the SM share it still costs, and the held-out
-NeMo rows it was meant to bring in. DeepSpeed ZeRO-3's reuse distance (`_regathered`): which
-weights full recomputation makes it gather a third time, and SC21's held-out ZeRO-3 rows.
-GPUs are not needed: the step model is pure arithmetic over the catalog."""
+"""Two overlap gaps the step model had. NeMo's tensor-parallel communication overlap
+(`_tp_exposed`): the preset that runs it, the time it hides, the SM share it still costs, and
+the held-out NeMo rows it was meant to bring in. DeepSpeed ZeRO-3's reuse distance
+(`_regathered`): which weights full recomputation makes it gather a third time, and SC21's
+held-out ZeRO-3 rows. GPUs are not needed: the step model is pure arithmetic over the catalog."""
 
 from __future__ import annotations
 

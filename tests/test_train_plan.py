@@ -163,7 +163,7 @@ def test_cli_text_shows_the_breakdown_and_bad_input_exits_2(tmp_path: Path) -> N
 
 def test_accuracy_section_is_current_and_held_out_within_target(catalog: Catalog) -> None:
     data = load_rows(DATA)
-    # the training section sits between the collectives and the error bands (issue 33)
+    # the training section sits between the collectives and the error bands
     assert training_doc(data, catalog) in (ROOT / "docs" / "accuracy.md").read_text(), (
         "docs/accuracy.md is stale: run `make accuracy`"
     )

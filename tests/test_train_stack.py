@@ -195,7 +195,7 @@ def test_printed_command_reproduces_the_harness(row_id: str) -> None:
 
 
 def test_cli_reproduces_sc21_tables_1_and_2_with_megatron_2021() -> None:
-    """Done-when of issue 24: SC21 Table 1 and Table 2 (PTD-P) within 10 % median."""
+    """SC21 Table 1 and Table 2 (PTD-P) within 10 % median: a target the model must keep."""
     data = load_rows(DATA)
     errors = []
     for row in data["measurements"]:

@@ -2,8 +2,8 @@
 
 No GPU or network exists here: the step model is checked against lower bounds written out
 independently (bytes a node or GPU must receive over its NICs, FLOPs at the dense peak), and
-against the published ZeRO-3 trend of Megatron-LM SC21 Table 2. Also the two layout fixes of
-issue 24: 1F1B without interleaving holds ``L`` layers' activations, and a fixed TP/PP keeps
+against the published ZeRO-3 trend of Megatron-LM SC21 Table 2. Also two layout fixes:
+1F1B without interleaving holds ``L`` layers' activations, and a fixed TP/PP keeps
 context parallelism at 1.
 """
 
@@ -83,7 +83,7 @@ def _job(catalog: Catalog, shape: ModelShape, gpus: int, batch: int, nics: int) 
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
-@example("gpt3-175b", 1, 1, 1536, 1, 1, 1, "full", 3, 8, True)  # issue 24's 202 TFLOP/s case
+@example("gpt3-175b", 1, 1, 1536, 1, 1, 1, "full", 3, 8, True)  # ZeRO-3 DP-only: was 202 TFLOP/s
 @given(
     st.sampled_from(["gpt3-175b", "llama2-70b"]),
     st.sampled_from([1, 2, 4, 8]),
@@ -138,8 +138,8 @@ def test_issue_24_case_is_bound_by_its_nic() -> None:
 def test_sc21_zero3_rows_follow_the_published_trend(catalog: Catalog) -> None:
     # SC21 Table 2, ZeRO-3 without model parallelism (held-out rows): per-GPU throughput
     # falls as GPUs grow at a fixed batch, and every row is within 25 % of the published
-    # TFLOP/s per GPU (issue 24's target). The scaling rows (ratios to the smallest count)
-    # are held to 30 %: with DeepSpeed's reuse distance counted (`_regathered`), 530B's
+    # TFLOP/s per GPU (the target for these rows). The scaling rows (ratios to the smallest
+    # count) are held to 30 %: with DeepSpeed's reuse distance counted (`_regathered`), 530B's
     # fall from 640 GPUs comes out steeper than published (-28.6 % against -20.1 %;
     # docs/accuracy.md, "ZeRO-3 overlap").
     data = load_rows(ROOT / "tests" / "data" / "training-measurements.yaml")

@@ -252,8 +252,9 @@ def search_markdown(root: Path) -> str:
     edges = band.throughput(tflops) if band else None
     lay = r.layout
     text = (
-        f"Issue 33's case, `railplan train {SEARCH_EXAMPLE} --gpus 1024 --model gpt3-175b "
-        f"--global-batch 1536`: TP {lay.tp} x PP {lay.pp} (x{lay.virtual}) x DP {lay.dp}, "
+        f"The case that made the search rank layouts by their bounds, `railplan train "
+        f"{SEARCH_EXAMPLE} --gpus 1024 --model gpt3-175b --global-batch 1536`: "
+        f"TP {lay.tp} x PP {lay.pp} (x{lay.virtual}) x DP {lay.dp}, "
         f"micro-batch {lay.micro_batch}, recompute {lay.recompute}, ZeRO-{lay.zero}: "
         f"{tflops:.1f} TFLOP/s per GPU (MFU {tflops / r.peak_tflops:.1%})"
     )
@@ -272,8 +273,8 @@ def search_markdown(root: Path) -> str:
         )
     text += _unfused_note(spec, request, r)
     text += (
-        ". Before issue 33 the search took TP 8 x PP 1 x DP 128 with ZeRO-3 at 191.2 "
-        "(61 % MFU); published 175B runs on A100 reach about 140 (Megatron-LM 2021) and 52 % "
+        ". Before it ranked by bounds the search took TP 8 x PP 1 x DP 128 with ZeRO-3 at "
+        "191.2 (61 % MFU); published 175B runs on A100 reach about 140 (Megatron-LM 2021) and 52 % "
         "MFU (Korthikanti 2022)."
     )
     return f"### Envelope and layout search\n\n{_ENVELOPE}\n\n{_SEARCH}\n\n{text}\n"

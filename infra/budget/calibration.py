@@ -43,7 +43,7 @@ __all__ = [
 
 LARGE = 256 * 2**20  # "large message": the bandwidth plateau nccl-tests reports
 SMALL = 64 * 2**10
-MEDIUM_TARGET = (2**20, 128 * 2**20)  # issue 11's medium target band, 1 MiB .. 128 MiB
+MEDIUM_TARGET = (2**20, 128 * 2**20)  # 1 MiB .. 128 MiB, the medium target's sizes (10 %)
 PEAK_BYTES = 8 * 2**30  # rows that give only a peak are compared at 8 GiB
 _ALGO = {
     "ring": ("ring",),
@@ -227,7 +227,7 @@ def _summary(comparisons: list[Comparison]) -> list[str]:
             rows = [c for c in half if c.size_class == size]
             lines.append(f"- **{size} messages**: {_stats(rows)}")
         band = [c for c in half if _in_target_band(c)]
-        lines.append(f"- **1-128 MiB (issue 11's medium target)**: {_stats(band)}")
+        lines.append(f"- **1-128 MiB (medium target: median within 10 %)**: {_stats(band)}")
         for nodes in ("1 node", "2 nodes", "3-8 nodes", "9+ nodes"):
             rows = [c for c in half if _node_class(c.row["nodes"]) == nodes]
             lines.append(f"- **{nodes}**: {_stats(rows)}")
@@ -306,8 +306,9 @@ def is_single_node_small(c: Comparison) -> bool:
 
 
 _FOCUS = (
-    "Issue 24 left these rows off: AWS EFA (held-out max +138.8 %, the 2 x p4de 8-byte "
-    "row) and one node at 1 KiB-4 MiB (A100 held-out median +72.6 %, up to +200 %). Two "
+    "Two regimes were far off before the changes below: AWS EFA (held-out max +138.8 %, "
+    "the 2 x p4de 8-byte row) and one node at 1 KiB-4 MiB (A100 held-out median +72.6 %, "
+    "up to +200 %). Two "
     "mechanisms, each with one fitted constant chosen on the rows marked `fitted:` in the "
     "data (all in the fit half; a test checks it). (1) aws-ofi-nccl's transport: p4d/p4de, "
     "whose GPUs share 4 NICs, run its SENDRECV transport (two-sided tagged messages through "
@@ -390,7 +391,7 @@ def is_sharp(c: Comparison) -> bool:
 
 
 _SHARP = (
-    "Issue 33: SHARP all-reduce was the model's worst large-message regime (ABCI's 2 x 8 A100 "
+    "SHARP all-reduce was the model's worst large-message regime (ABCI's 2 x 8 A100 "
     "with 4 HDR NICs per node, NCCL 2.8: +66.7 % at 2 GiB). Two changes. (1) Follow NCCL's own "
     "tables per version: NCCL before 2.14 has one CollNet algorithm (a chain through the "
     "node's GPUs), Direct came with 2.14 (`collnet_direct` gate, src/include/devcomm.h), and "

@@ -1,7 +1,8 @@
 """Power as stated bounds: each device's typical and maximum draw, per rack and for the cluster.
 
-The planner racks devices by their catalog maximum (`infra.topology`); the power budgets
-test a band from typical to maximum draw (issue 33). Per device, the maximum is the catalog's
+The planner racks devices by their catalog maximum (`infra.topology`); the power budgets test a
+band from typical to maximum draw (a PSU rating counted as the draw overstated the cluster's
+power without saying it was an upper bound). Per device, the maximum is the catalog's
 ``max_power_kw`` / ``max_power_w`` (for QM87xx a PSU rating, an upper bound: the datasheet's
 figure was not found); the typical draw is the catalog's ``typical_power_*`` where a source
 states one, else the maximum (the band then has no width for that device, and the budget says

@@ -462,7 +462,7 @@ def training_markdown(data: dict[str, Any], catalog: Catalog, peers: Sequence[st
             "the `nemo-2024` stack began to hide TP collectives behind the GEMMs (NeMo's "
             "`ub_tp_comm_overlap`, `train_layout._tp_exposed`): the share had absorbed the TP "
             "time of the two TP-4 fitting rows, and the TP-1 held-out rows paid for it "
-            '(issue 24; see "Hopper across model sizes" below). The fixed '
+            '(see "Hopper across model sizes" below). The fixed '
             f"per-step cost (launches, optimizer bookkeeping, data loader), "
             f"{train_layout.STEP_FIXED_S:g} s, was fitted (`fit_step_fixed()`) on the same "
             "fitting rows as `fit()`: any positive cost raises their median |error| "

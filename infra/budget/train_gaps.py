@@ -1,4 +1,6 @@
-"""What issue 24's two open training gaps were, what was tried on them and with what result.
+"""Two training regimes the step model once missed, what was tried on them, with what result.
+
+The regimes: small Hopper models at TP 1, and ZeRO-3's overlap of its collectives.
 
 This module owns the text of docs/accuracy.md's "Hopper across model sizes" and "ZeRO-3
 overlap" subsections (`train_accuracy.training_markdown` puts them in the Training section):

@@ -62,14 +62,14 @@ ELEMENTWISE = 1.5
 # assumed 0.75, then 0.85 by this fit; the fit's 3-row median moved to 1.0 (no fp8 penalty)
 # when the Hopper share moved from 0.75 to 0.76 (Megatron-Core's DP buckets), and to 0.73
 # when NeMo's TP overlap (`_tp_exposed`) stopped charging those rows' TP collectives: the
-# 1.0 had absorbed them (issue 24). TE's GEMM profiling guide measures FP8 (delayed
+# 1.0 had absorbed them. TE's GEMM profiling guide measures FP8 (delayed
 # scaling, quantization included) at 1.69x BF16 on a 5B shape on H200 NVL, i.e. 0.85 of
 # the doubled peak (docs/examples/gemm_profiling/gemm_profiling.rst, TransformerEngine
 # commit 8f2e635); 0.73 on H100, with less HBM bandwidth per FLOP, is of that order.
 FP8_SHARE = 0.73
 # Fitted (`train_accuracy.fit_step_fixed`) on `fit`'s rows: seconds every step pays whatever
 # its size (kernel launches, optimizer bookkeeping, the data loader). Those rows choose none:
-# any positive cost raises their median |error| (issue 24; BLOOM's ramp-up row wants ~5 s).
+# any positive cost raises their median |error| (BLOOM's ramp-up row alone wants ~5 s).
 STEP_FIXED_S = 0.0
 # Assumed: Adam reads and writes 16 bytes per parameter (fp32 master weights, momentum,
 # variance; the gradient in, the 16-bit weights out) at full HBM bandwidth.

@@ -1,14 +1,14 @@
 """How the layout search chooses: by the conservative bound, calibrated layouts first.
 
 The step model is least accurate where no published run was measured, and a search that
-maximises its predictions lands there first (issue 33: ZeRO-3 at DP 128 on 1,024 A100, 61 %
+maximises its predictions lands there first (it once chose ZeRO-3 at DP 128 on 1,024 A100, 61 %
 MFU, where published 175B runs reach about 52 %). So the search keeps two bests, each ranked by
 its conservative bound (`TrainBand.conservative_step_s`, the step time the slowest held-out row
 of its regime implies): the best calibrated layout and the best extrapolated one. The
-extrapolated one wins only if it beats the calibrated one by more than its own band, that is
-if even its slow edge is faster than the calibrated layout's central step; the answer then
-carries a warning and the calibrated layout beside it. With no calibrated layout the best
-extrapolated one is the answer, flagged.
+extrapolated one wins only if it beats the calibrated one by more than its own band, that is if
+even its slow edge is faster than the calibrated layout's central step; the answer then carries
+a warning and the calibrated layout beside it. With no calibrated layout the best extrapolated
+one is the answer, flagged.
 
 "Calibrated" here is the layout's (`TrainBand.search_fit`): the stack's own switches, the same
 for every candidate, are left aside, so a stack no published run of the GPU generation used

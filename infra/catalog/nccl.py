@@ -85,7 +85,7 @@ NCCL_FEATURES: Final[dict[str, NcclFeature]] = {
             "PARTLY VERIFIED: NVIDIA/nccl src/device/all_gather.h has no network path for "
             "NVLS in 2.21.5 or 2.26.2 and a '// NVLS + IB SHARP' branch with user-buffer "
             "registration (netRegUsed) in a later tree, so it came after 2.26.2; that 2.27.3 "
-            "is the first such release is issue 11's statement, not read in release notes",
+            "is the first such release is assumed, not read in release notes",
         ),
         NcclFeature(
             "pat",

@@ -333,7 +333,7 @@ def _expected_busbw(
 ) -> dict[str, float]:
     """all_reduce busbw at 1 GiB on one node and across one SU (0 = no test).
 
-    ``acceptance_*_expected_*`` is the lower edge of the prediction's error band (issue 33):
+    ``acceptance_*_expected_*`` is the lower edge of the prediction's error band:
     the slowest a healthy cluster was seen to run against the model in the prediction's
     regime, so the role's threshold, expected x (1 - tolerance), is the band's lower edge
     minus the tolerance and a healthy SU passes. ``acceptance_*_predicted_*`` is the central

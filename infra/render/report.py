@@ -89,7 +89,7 @@ def _budget_row(r: BudgetResult) -> _Budget:
         return _Budget(r.path, r.kind, "", "", "error", "", r.error)
     op = "≤" if r.better == "lower" else "≥"
     predicted = _value(r.predicted, r.unit)
-    if r.has_band:  # issue 33: the band, and the bound the verdict tests
+    if r.has_band:  # the error band, and the edge of it the verdict tests
         predicted += f" (band {_value(r.band_low, r.unit)} – {_value(r.band_high, r.unit)})"
     flag = r.fit.flag if r.fit else "arithmetic"
     detail = f"tests the {r.bound_label} ({_value(r.tested, r.unit)}), {flag}; {r.detail}"
@@ -224,7 +224,7 @@ def _collectives(spec: Spec, catalog: Catalog) -> _Collectives:
 
 
 def _with_band(topo: CommTopology, collective: str, p: Prediction) -> str:
-    """``busbw (band low-high, flag)``: the peak with its error band (issue 33)."""
+    """``busbw (band low-high, flag)``: the peak with its error band."""
     b = collective_bands(topo, collective, p.bytes, p.busbw_GBps, p.time_us)
     return f"{p.busbw_GBps:,.1f} ({b.busbw.low:,.1f}–{b.busbw.high:,.1f}, {b.fit.flag})"
 

@@ -164,7 +164,7 @@ def _band_json(r: BudgetResult) -> dict[str, object] | None:
 def budgets_json(results: Sequence[BudgetResult]) -> str:
     """Budgets as JSON: kind, path, predicted, limit, unit, passed, margin, detail, error.
 
-    Plus (issue 33) ``bound`` (the edge the verdict tests, ``exact`` for arithmetic figures),
+    Plus ``bound`` (the edge the verdict tests, ``exact`` for arithmetic figures),
     ``tested`` (its value), ``band`` and ``calibration`` (null where nothing was fitted).
     """
     doc = {

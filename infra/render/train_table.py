@@ -3,7 +3,7 @@
 The JSON carries DESIGN.md's keys (gpus, nodes, tp, pp, dp, micro_batch, global_batch,
 step_s, tokens_per_s, model/hardware TFLOP/s per GPU, mfu, hfu, scaling_efficiency,
 memory_gb_per_gpu, breakdown) plus cp (context parallelism), the memory by part, the software
-stack and the search's cost, and (issue 33) ``band`` (each figure's interval from the held-out
+stack and the search's cost, and ``band`` (each figure's interval from the held-out
 rows of its regime), ``calibration`` (calibrated or extrapolated, the nearest published row) and
 ``search.ranked_by`` with the layout shown beside the choice; the text shows the layout, a table
 of seconds per component with its share of the step, memory by part, MFU/HFU and the scaling

@@ -2,7 +2,7 @@
 
 A replay ends when time runs past every job (`infra.simulate.engine`), but evictions happen
 without time passing: two tenants that evicted each other at one instant once kept the loop
-at that instant for good (issue 32: a 12-GPU job admitted on 12 GPUs and charged 16).
+at that instant for good (a 12-GPU job was admitted on 12 GPUs and charged 16).
 Admission and charge are one number now (`infra.simulate.cluster.held`), and
 `tests/test_simulate_termination.py` checks replays over arbitrary sizes, tenants,
 priorities and preemption settings end; this budget guards the rest. A job may start at most

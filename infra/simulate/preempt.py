@@ -8,7 +8,7 @@ first, then most recently started; all are lifted at once and, if the head then 
 back one at a time while it still fits, so the fewest are evicted. Admission reads what the
 head would hold where it lands (`infra.simulate.cluster.held`), the number its tenant is then
 charged: a reclaim never leaves the reclaimer borrowing, so the tenant it took from cannot
-take it back at once (issue 32's livelock).
+take it back at once (two tenants once evicted each other for good at one instant).
 """
 
 from __future__ import annotations

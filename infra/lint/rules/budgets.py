@@ -37,7 +37,7 @@ def budget_not_met(ctx: LintContext) -> Iterator[Violation]:
         op = "<=" if r.better == "lower" else ">="
         unit = f" {r.unit}" if r.unit else ""
         text = f"{r.kind}: predicted {_num(r.predicted)}{unit}"
-        if r.has_band:  # the verdict tests the bound the budget asks for (issue 33)
+        if r.has_band:  # the verdict tests the band edge the budget asks for, not the centre
             text += f", {r.bound} bound {_num(r.tested)}{unit}"
         text += f", limit {op} {_num(r.limit)}{unit}"
         claim = f" ({r.claim})" if r.claim else ""
