@@ -1,4 +1,5 @@
-"""Mutation fuzz of `railplan verify`'s dump parsers, in process (issue 36, item 3).
+"""Mutation fuzz of `railplan verify`'s dump parsers, in process: numbers must be ASCII digits in
+InfiniBand's ranges.
 
 Valid dumps of every format (the recorded ones and the lab plan's cabling as ``ibnetdiscover
 -p`` prints it) are mutated where parsers are weakest: digits replaced by non-ASCII digits

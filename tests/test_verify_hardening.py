@@ -1,4 +1,4 @@
-"""`railplan verify` against hostile dumps (issue 36): each test one cause, not one example.
+"""`railplan verify` against hostile dumps: each test one cause, not one example.
 
 Special files and huge inputs reach the one bounded reader (`infra.verify.discovered.read_dump`);
 names from a dump are escaped and cut in every human output; numbers are ASCII; every seen link
@@ -73,7 +73,7 @@ def _refused(result: subprocess.CompletedProcess[str], file: str, what: str) -> 
     assert "Traceback" not in result.stderr
 
 
-# --- item 1: every dump input goes through one bounded reader --------------------------------
+# --- every dump input goes through one bounded reader --------------------------------
 
 
 @pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
@@ -118,7 +118,7 @@ def test_a_dump_given_as_the_spec_is_named_as_such(dump: Path) -> None:
     assert result.stderr.startswith(f"{dump}: error: is a dump, not the spec")
 
 
-# --- item 2: names from the fabric are escaped and cut in every human output -----------------
+# --- names from the fabric are escaped and cut in every human output -----------------
 
 EVIL = "\x1b]0;owned\x07\x1b[31mgpu\u202eevil mlx5_0"  # OSC title, colour, right-to-left override
 HUGE = "A" * 2_000_000  # one word: a NodeDescription nobody checked
@@ -178,7 +178,7 @@ def test_json_keeps_short_names_exact_cuts_long_ones_and_escapes(
     assert "A" * JSON_KEEP_CHARS + "...(2,000,002 chars)" in devices
 
 
-# --- item 3: numbers are ASCII digits in InfiniBand's ranges --------------------------------
+# --- numbers are ASCII digits in InfiniBand's ranges --------------------------------
 
 
 @pytest.mark.parametrize(("old", "new"), [(" 1  1 0x", " 1  ² 0x"), (" 1  1 0x", " ³  1 0x")])
@@ -195,7 +195,7 @@ def test_a_superscript_port_or_lid_is_exit_2_at_its_line(dump: Path, old: str, n
     assert "is not a number from 0 to" in result.stderr and result.stderr.count("\n") == 1
 
 
-# --- item 4: every seen link is compared, a second one between the same ends too -------------
+# --- every seen link is compared, a second one between the same ends too -------------
 
 SECOND = "CA     1  {port} 0x0000000000100000 4x HDR - SW     2  1 0x0000000000100001 ( '{name}' - 'ib0-leaf-01' )"
 
@@ -216,7 +216,7 @@ def test_a_second_link_between_planned_ends_is_reported(dump: Path) -> None:
     assert {finding["a"]["device"], finding["z"]["device"]} == {"ib0-leaf-01", "train01"}
 
 
-def test_the_issues_port_999999_is_refused_as_no_port_number(dump: Path) -> None:
+def test_port_999999_is_refused_as_no_port_number(dump: Path) -> None:
     dump.write_text(dump.read_text() + SECOND.format(port=999999, name="train01 mlx5_0") + "\n")
     result = run_cli("verify", SPEC, str(dump))
     assert result.returncode == 2
@@ -239,7 +239,7 @@ def test_one_cable_in_two_formats_with_two_guids_is_one_link(dump: Path, tmp_pat
         assert again.returncode == 0 and summary["links_seen"] == 32, summary  # distinct cables
 
 
-# --- item 5: a dump with nothing to compare is an error, not "as planned" or "0 servers" -----
+# --- a dump with nothing to compare is an error, not "as planned" or "0 servers" -----
 
 ONE_HCA = (
     "CA     1  1 0x0000000000100000 4x HDR                                    'train01 mlx5_0'\n"
