@@ -128,6 +128,17 @@ def ldflags() -> str:
     return f"-s -w {flags}"
 
 
+def go_binary_name(pkg: str) -> str:
+    """The file ``go build -o DIR`` writes for main package `pkg`: its last path element,
+    or the one before when that is a major-version suffix (etcd's ``server/v3`` is ``server``).
+    """
+    parts = pkg.split("/")
+    last = parts[-1]
+    if len(parts) > 1 and last.startswith("v") and last[1:].isdigit():
+        return parts[-2]
+    return last
+
+
 def build(force: bool = False) -> dict[str, object]:
     """Build the pinned binaries into the cache unless all are there; a summary dict."""
     out_dir = versions.bin_dir()
@@ -158,8 +169,9 @@ def build(force: bool = False) -> dict[str, object]:
         ],
         src,
     )
-    # go build names each binary after its package's last element; etcd's is "v3".
-    (staging_dir / "v3").rename(staging_dir / "etcd")
+    for name, pkg in versions.BINARIES.items():
+        if go_binary_name(pkg) != name:
+            (staging_dir / go_binary_name(pkg)).rename(staging_dir / name)
     shutil.rmtree(out_dir, ignore_errors=True)
     staging_dir.rename(out_dir)
     return {

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -167,6 +168,9 @@ class ControlPlane:
             raise ControlPlaneError(f"{self.workdir} already runs a control plane: `down` it first")
         started = time.monotonic()
         self.workdir.mkdir(parents=True, exist_ok=True)
+        # Every `up` is an empty cluster: a data directory left by an earlier run would
+        # bring its objects back.
+        shutil.rmtree(self.workdir / "etcd-data", ignore_errors=True)
         pki.make_pki(self.workdir / "pki")
         self.ports = {n: free_port() for n in (*COMPONENTS, "etcd-peer")}
         server = f"https://127.0.0.1:{self.ports['kube-apiserver']}"
@@ -232,18 +236,22 @@ class ControlPlane:
             }
         return out
 
-    def down(self, grace_s: float = 15.0) -> list[str]:
-        """Stop the recorded processes (reverse start order); the names still alive (none)."""
+    def down(self, grace_s: float = 20.0) -> list[str]:
+        """Stop the recorded processes in reverse start order, each waited for before the
+        next (the API server shuts down cleanly only while etcd still answers); SIGKILL
+        after `grace_s`. The names still alive afterwards (none)."""
+        started = time.monotonic()
         for name in reversed(list(self.pids)):
-            if self._ours(name):
-                _signal_group(self.pids[name], signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and any(self._ours(n) for n in self.pids):
-            time.sleep(0.1)
-        for name in self.pids:
+            if not self._ours(name):
+                continue
+            _signal_group(self.pids[name], signal.SIGTERM)
+            deadline = time.monotonic() + grace_s
+            while time.monotonic() < deadline and self._ours(name):
+                time.sleep(0.05)
             if self._ours(name):
                 _signal_group(self.pids[name], signal.SIGKILL)
-        time.sleep(0.2)
+                time.sleep(0.2)
+            self.timings[f"{name}_stopped_s"] = round(time.monotonic() - started, 2)
         left = [n for n in self.pids if self._ours(n)]
         if not left and self.state_file.exists():
             self.state_file.unlink()

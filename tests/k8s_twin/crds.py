@@ -24,6 +24,14 @@ from tests.k8s_twin.kubectl import kubectl
 VENDORED = Path(__file__).resolve().parent / "crds"
 
 
+class _CrdLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """YAML 1.1's ``=`` (the "value" tag) read as the string it is in the CRDs' enums (the
+    Prometheus operator's relabel actions list ``=``), which PyYAML's safe loader refuses."""
+
+
+_CrdLoader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: node.value)
+
+
 @dataclass(frozen=True)
 class CrdSource:
     """Where one project's CRDs come from: a Go module's folder, or a vendored folder."""
@@ -87,7 +95,7 @@ def crd_files(src: CrdSource) -> dict[str, Path]:
     """CRD name -> file, for every CustomResourceDefinition in `src`'s folder."""
     found = {}
     for path in sorted(source_dir(src).glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
+        for doc in yaml.load_all(path.read_text(), Loader=_CrdLoader):
             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
                 found[doc["metadata"]["name"]] = path
     return found
