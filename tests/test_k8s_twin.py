@@ -144,6 +144,7 @@ def test_a_broken_queue_is_refused_with_the_servers_message(
     path = tmp_path / "broken.yaml"
     path.write_text(yaml.safe_dump(queue))
     (result,) = apply.apply_file(plane.kubeconfig, path, "broken")
+    print(result.message)  # the server's own words, shown by `make k8s-twin` (-rA)
     assert not result.accepted
     assert "spec.weight" in result.message and "65535" in result.message, result.message
 
@@ -161,6 +162,7 @@ def test_a_hypernode_breaking_its_cel_rule_is_refused(
     path = tmp_path / "broken-hypernode.yaml"
     path.write_text(yaml.safe_dump(node))
     (result,) = apply.apply_file(plane.kubeconfig, path, "broken")
+    print(result.message)
     assert not result.accepted
     assert "Only one of ExactMatch, RegexMatch, or LabelMatch" in result.message, result.message
 
