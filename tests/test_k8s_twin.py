@@ -149,6 +149,22 @@ def test_a_broken_queue_is_refused_with_the_servers_message(
     assert "spec.weight" in result.message and "65535" in result.message, result.message
 
 
+def test_an_unknown_field_is_refused_not_pruned(
+    plane: ControlPlane, volcano_tree: Path, tmp_path: Path
+) -> None:
+    """kubectl's strict field validation: a misspelled field is an error, where the server
+    alone would prune it from a custom resource without a word."""
+    queue = _first(volcano_tree, "13-queue.yaml", "Queue")
+    queue["metadata"] = {"name": "misspelled"}
+    queue["spec"] = {**queue["spec"], "reclaimabel": True}
+    path = tmp_path / "misspelled.yaml"
+    path.write_text(yaml.safe_dump(queue))
+    (result,) = apply.apply_file(plane.kubeconfig, path, "broken")
+    print(result.message)
+    assert not result.accepted
+    assert "reclaimabel" in result.message, result.message
+
+
 def test_a_hypernode_breaking_its_cel_rule_is_refused(
     plane: ControlPlane, volcano_tree: Path, tmp_path: Path
 ) -> None:

@@ -5,7 +5,8 @@ leaves it running (``kubectl --kubeconfig DIR/admin.kubeconfig`` reaches it); ``
 installs the controllers' CRDs; ``apply SPEC...`` renders each spec and applies its
 manifests; ``down`` stops what ``up`` started; ``all SPEC...`` does build, up, crds, apply
 and down in one go, one fresh control plane per spec (each apply starts from an empty
-cluster). Each verb prints one JSON document; exit 1 when an object was refused.
+cluster); ``gomod`` rewrites ``gomod/go.mod`` and ``go.sum`` after a bump in
+``versions.py``. Each verb prints one JSON document; exit 1 when an object was refused.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.k8s_twin import apply, build, crds
+from tests.k8s_twin import apply, build, crds, versions
 from tests.k8s_twin.control_plane import ControlPlane
 
 DEFAULT_WORKDIR = Path("/var/tmp/railplan-k8s-twin/run")
@@ -72,7 +73,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.k8s_twin", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("verb", choices=["build", "up", "crds", "apply", "down", "all"])
+    parser.add_argument("verb", choices=["build", "up", "crds", "apply", "down", "all", "gomod"])
     parser.add_argument("specs", nargs="*", type=Path)
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     args = parser.parse_args(argv)
@@ -80,6 +81,9 @@ def main(argv: list[str]) -> int:
     report: dict[str, object]
     if args.verb == "build":
         report = build.build()
+    elif args.verb == "gomod":
+        build.regenerate_gomod(versions.cache_root() / "regen")
+        report = {"written": [str(build.GOMOD_DIR / "go.mod"), str(build.GOMOD_DIR / "go.sum")]}
     elif args.verb == "up":
         plane = ControlPlane(args.workdir)
         plane.up()
