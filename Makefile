@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-slow lint typecheck unit tools fuzz bench accuracy golden sandbox twin slurm-replay cluster-twin clean
+.PHONY: demo test test-slow lint typecheck unit tools fuzz bench accuracy golden sandbox twin slurm-replay cluster-twin k8s-twin-build k8s-twin clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -134,6 +134,18 @@ TWIN_SPECS ?= lab-jammy,lab-noble,su-jammy,su-noble
 cluster-twin: $(STAMP) tools
 	PATH="$(CURDIR)/$(BIN):$$PATH" RAILPLAN_CLUSTER_TWIN=full RAILPLAN_TWIN_SPECS="$(TWIN_SPECS)" \
 	  $(BIN)/pytest -q -p no:cacheprovider -rA tests/test_cluster_twin.py -k 'not smoke'
+
+# The Kubernetes twin (tests/k8s_twin, docs/kubernetes.md): etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler and kubectl built with Go from their modules at the
+# pinned release into /var/cache/railplan-k8s-twin (RAILPLAN_K8S_TWIN_CACHE; a cold build
+# downloads about 0.1 GB of modules and compiles for many minutes on 2 cores, a warm one
+# finds the binaries); then the controllers' CRDs and the rendered manifests of the default
+# specs applied server-side, each on an empty cluster. Go is this target's build tool only.
+k8s-twin-build: $(STAMP)
+	$(BIN)/python -m tests.k8s_twin build
+
+k8s-twin: k8s-twin-build
+	RAILPLAN_K8S_TWIN=1 $(BIN)/pytest -q -p no:cacheprovider -rA tests/test_k8s_twin.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,48 @@
+"""The Kubernetes twin's pinned versions and where their build output is cached.
+
+One Kubernetes release (``k8s.io/kubernetes``, its staging modules at the matching ``v0.x``)
+and the etcd that release's own integration tests run (``hack/lib/etcd.sh`` of that tag).
+Every version the twin uses is named here and nowhere else, so a bump is one edit; the
+cache directory is keyed by these versions, so a bump builds afresh and never mixes
+binaries of two releases.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+KUBERNETES_VERSION = "v1.37.2"
+# Each staging module (k8s.io/api, k8s.io/apiserver, ...) is published as v0.<minor>.<patch>
+# of the release: kubernetes' own go.mod points them at ./staging, which a dependent
+# module cannot follow, so the wrapper module pins each to this version.
+STAGING_VERSION = "v0.37.2"
+# kubernetes v1.37.2's hack/lib/etcd.sh runs etcd 3.7.0, and its go.mod requires
+# go.etcd.io/etcd/server/v3 v3.7.0: the same module graph builds etcd at no extra download.
+ETCD_VERSION = "v3.7.0"
+
+# The binaries the twin runs: name -> Go package path.
+BINARIES = {
+    "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+    "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+    "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+    "kubectl": "k8s.io/kubernetes/cmd/kubectl",
+    "etcd": "go.etcd.io/etcd/server/v3",
+}
+
+DEFAULT_CACHE = Path("/var/cache/railplan-k8s-twin")
+
+
+def cache_root() -> Path:
+    """The cache outside the checkout (``RAILPLAN_K8S_TWIN_CACHE`` overrides it)."""
+    return Path(os.environ.get("RAILPLAN_K8S_TWIN_CACHE", str(DEFAULT_CACHE)))
+
+
+def bin_dir() -> Path:
+    """Where the binaries of the pinned versions live once built."""
+    return cache_root() / f"kubernetes-{KUBERNETES_VERSION}-etcd-{ETCD_VERSION}" / "bin"
+
+
+def missing_binaries() -> list[str]:
+    """The pinned binaries not (yet) in the cache, in `BINARIES` order."""
+    return [name for name in BINARIES if not (bin_dir() / name).is_file()]
