@@ -282,7 +282,9 @@ def test_failed_node_stays_cordoned_and_stops_the_rollout(tmp_path: Path, shell:
         pod("server", "bad", "nvidia.com/mig-1g.10gb"),
         pod("on-done", "done", "nvidia.com/gpu"),
     ]
-    result, state = run_script(tmp_path, shell, nodes, pods, sus="su1 su2")
+    # the trainer's two refusals cost two stand-in kubectl starts each; on a loaded machine
+    # (load 25 on two cores) that outlasted a 5 s drain timeout and failed "ok" as well
+    result, state = run_script(tmp_path, shell, nodes, pods, sus="su1 su2", drain_timeout=120)
     assert result.returncode == 1, result.stderr
     out = state["nodes"]
     # succeeded: at the config, schedulable again, no failure mark
