@@ -131,7 +131,18 @@ def test_a_forged_journal_is_refused_with_one_line(
 
 
 @pytest.mark.parametrize(
-    "content", [b"not json", b"\xff\xfe\x00binary", b'{"old": 1}', b"[]", b"{}"]
+    "content",
+    [
+        b"not json",
+        b"\xff\xfe\x00binary",
+        b'{"old": 1}',
+        b"[]",
+        b"{}",
+        # nested deeper than json's stack, well inside the size cap (RecursionError before)
+        b"[" * 400_000 + b"]" * 400_000,
+        b'{"a":' * 200_000 + b"1" + b"}" * 200_000,
+    ],
+    ids=["text", "binary", "wrong-key", "array", "empty", "deep-array", "deep-object"],
 )
 def test_a_damaged_journal_is_a_located_error_not_an_internal_one(
     tmp_path: Path, content: bytes
@@ -142,6 +153,21 @@ def test_a_damaged_journal_is_a_located_error_not_an_internal_one(
     with pytest.raises(TreeStateError) as caught:
         write_tree(root, NEW)
     assert caught.value.file == str(root / ".railplan-journal.json")
+
+
+def test_the_sweep_leaves_user_files_that_only_start_like_railplan_names(tmp_path: Path) -> None:
+    """Only railplan's own `.railplan-old-<pid>-<hex>` / `-staging-` names are leftovers."""
+    root = tmp_path / "root"
+    write_tree(root, TREE)
+    (root / ".railplan-oldnotes.txt").write_text("mine\n")
+    (root / ".railplan-staging.bak").mkdir()
+    (root / ".railplan-staging.bak" / "keep").write_text("mine too\n")
+    leftover = root / ".railplan-old-123-0123456789abcdef"
+    leftover.mkdir()
+    write_tree(root, NEW)
+    assert (root / ".railplan-oldnotes.txt").read_text() == "mine\n"
+    assert (root / ".railplan-staging.bak" / "keep").read_text() == "mine too\n"
+    assert not leftover.exists()
 
 
 def test_a_directory_in_place_of_the_journal_is_refused(tmp_path: Path) -> None:
@@ -499,3 +525,16 @@ def test_render_force_names_the_edited_files_it_replaced(tmp_path: Path) -> None
     assert " 1 files written," in done.stdout
     rel = edited.relative_to(root).as_posix()
     assert f"1 edited file replaced (--force): {rel}" in done.stdout
+
+
+@pytest.mark.parametrize("verb", [["render", "examples/a100-lab-mig.yaml"], ["render"]])
+def test_a_root_name_too_long_for_the_file_system_is_one_line_exit_2(
+    tmp_path: Path, verb: list[str]
+) -> None:
+    """A component over NAME_MAX: `Path.exists()` raises ENAMETOOLONG itself (was exit 3)."""
+    root = tmp_path / ("x" * 300)
+    args = [*verb, "--root", str(root)] + (["--recover"] if len(verb) == 1 else [])
+    result = run_cli(*args)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "too long" in result.stderr.lower(), result.stderr

@@ -141,3 +141,15 @@ def test_the_jobs_csv_shows_trace_names_as_text_never_as_formulas() -> None:
         ("'=HYPERLINK(1)", "'@SUM(1)"),
         ("plain", "t"),
     ]
+
+
+def test_the_jobs_csv_escapes_control_characters_from_the_trace() -> None:
+    """ESC, OSC, C1 CSI and U+202E in a trace's ids or tenants reach the CSV as escapes, as in
+    simulate's text and verify's work orders: `cat jobs.csv` must not drive the terminal."""
+    jobs = [job("j\x1b]0;pwn\x07", 0, 10, 8, tenant="t\x9b31m\u202e"), job("plain", 0, 10, 8)]
+    _, result = replay(group_spec(2), jobs, SimPolicy())
+    assert result.job_table is not None
+    text = result.job_table.csv()
+    assert not any(ch in text for ch in "\x1b\x07\x9b\u202e"), repr(text)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert (rows[0]["id"], rows[0]["tenant"]) == ("j\\x1b]0;pwn\\x07", "t\\x9b31m\\u202e")

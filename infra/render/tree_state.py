@@ -135,6 +135,8 @@ def _json_object(path: Path, limit: int) -> dict[str, object] | None:
         document = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise _bad(path, f"not JSON ({exc})") from None
+    except RecursionError:  # arrays nested deeper than the parser's stack, within the size cap
+        raise _bad(path, "not JSON (nested too deeply)") from None
     if not isinstance(document, dict):
         raise _bad(path, "not a JSON object")
     return document

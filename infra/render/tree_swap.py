@@ -34,6 +34,8 @@ from infra.render.tree_state import (
     JOURNAL,
     MANIFEST,
     MANIFEST_LIMIT,
+    OLD_NAME,
+    STAGING_NAME,
     Journal,
     digest,
     journal_text,
@@ -172,7 +174,9 @@ def _sweep(root: Path) -> int:
     names = [
         entry.name
         for entry in os.scandir(root)
-        if entry.name.startswith((STAGING, OLD))
+        # railplan's own names only: a user's `.railplan-oldnotes.txt` is the user's
+        if OLD_NAME.match(entry.name)
+        or STAGING_NAME.match(entry.name)
         or is_temp_name(entry.name)
         # temporary names the tree writer used before it shared `infra.files`'s
         or (entry.name.startswith(".railplan-") and entry.name.endswith(".tmp"))

@@ -171,9 +171,9 @@ def recover_tree(root: Path) -> str:
 
     Returns what it did, in words, for the CLI to print.
     """
-    if not root.is_dir():
-        raise RenderError(f"{root} is not a directory", hint="give --root a rendered tree")
     try:
+        if not root.is_dir():
+            raise RenderError(f"{root} is not a directory", hint="give --root a rendered tree")
         with locked(root):
             return _recover(root)
     except OSError as exc:
@@ -301,9 +301,10 @@ def _checked(path: str) -> str:
 
 
 def _prepared_root(root: Path) -> Path:
-    if root.exists() and not root.is_dir():
-        raise RenderError(f"{root} is not a directory", hint="give --root a directory")
+    # exists() raises too, not only mkdir(): a name over NAME_MAX or a path over PATH_MAX
     try:
+        if root.exists() and not root.is_dir():
+            raise RenderError(f"{root} is not a directory", hint="give --root a directory")
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RenderError(f"cannot create {root}: {exc.strerror or exc}") from None

@@ -16,7 +16,7 @@ import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from infra.errors import spreadsheet_safe
+from infra.errors import escape_controls, spreadsheet_safe
 from infra.simulate.jobs import Job
 
 __all__ = ["CSV_COLUMNS", "OUTCOMES", "JobTable"]
@@ -109,10 +109,11 @@ class JobTable:
 
 
 def _head(job: Job) -> list[str]:
-    return [  # id and tenant come from the trace file: shown as text, never run as formulas
-        spreadsheet_safe(job.id),
+    return [  # id and tenant come from the trace file: shown as text, never run as formulas,
+        # and no raw control character reaches a terminal that `cat`s the file
+        spreadsheet_safe(escape_controls(job.id)),
         str(job.line),
-        spreadsheet_safe(job.tenant),
+        spreadsheet_safe(escape_controls(job.tenant)),
         job.priority,
         str(job.gpus),
         str(job.milli),
