@@ -538,3 +538,15 @@ def test_a_root_name_too_long_for_the_file_system_is_one_line_exit_2(
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert "too long" in result.stderr.lower(), result.stderr
+
+
+def test_a_root_named_with_control_characters_is_shown_escaped(tmp_path: Path) -> None:
+    """Success lines show command-line paths as error lines do: an OSC sequence in --root
+    (it would set the terminal's title) or U+202E never reaches the terminal raw."""
+    root = tmp_path / "r\x1b]0;pwn\x07\u202e"
+    for args in (["render", "examples/a100-lab-mig.yaml"], ["render", "--recover"]):
+        result = run_cli(*args, "--root", str(root))
+        assert result.returncode == 0, result.stderr
+        out = result.stdout + result.stderr
+        assert not any(ch in out for ch in "\x1b\x07\u202e"), repr(out)
+        assert "r\\x1b]0;pwn\\x07" in out, out

@@ -33,7 +33,7 @@ from infra.cli.planning import (
 )
 from infra.cli.progress_bar import _progress_bar, _ProgressBar
 from infra.cli.simulation import replay_variants
-from infra.errors import RailplanError
+from infra.errors import RailplanError, escape_controls
 from infra.files import check_outputs
 from infra.lint import LintContext, lint_context
 from infra.lint.finding import Severity
@@ -126,7 +126,7 @@ def render(
     if not root:
         raise RailplanError("--root needs a directory", hint="e.g. --root deploy")
     if recover:
-        _say(f"{root}: {recover_tree(Path(root))}")
+        _say(f"{escape_controls(root)}: {escape_controls(recover_tree(Path(root)))}")
         return
     if spec is None:
         raise RailplanError("render needs a SPEC", hint="railplan render SPEC --root DIR")
@@ -155,7 +155,7 @@ def render(
         _complain(exc)
         raise typer.Exit(EXIT_FAILED) from None
     _say(
-        f"{root}: {len(report.written)} files written, {len(report.unchanged)} unchanged, "
+        f"{escape_controls(root)}: {len(report.written)} files written, {len(report.unchanged)} unchanged, "
         f"{len(report.removed)} removed (inventory inventories/{loaded.spec.name}, "
         f"playbook playbooks/{loaded.spec.name}.yml)"
     )
@@ -209,7 +209,7 @@ def report(
     _write_output(output, page)
     errors = sum(f.severity is Severity.ERROR for f in findings)
     _say(
-        f"{output}: report of {planned.name} ({len(planned.servers):,} servers, "
+        f"{escape_controls(str(output))}: report of {planned.name} ({len(planned.servers):,} servers, "
         f"{len(planned.racks):,} racks)" + (f"; {plural(errors, 'lint error')}" if errors else "")
     )
     raise typer.Exit(EXIT_FAILED if errors else EXIT_OK)

@@ -12,7 +12,7 @@ import typer
 
 from infra.catalog import load_catalog
 from infra.cli.common import EXIT_FAILED, EXIT_OK, Format, _say, app, mig_app
-from infra.errors import RailplanError, shorten
+from infra.errors import RailplanError, escape_controls, shorten
 from infra.lint import (
     documented_rules,
     find_documented_rule,
@@ -98,7 +98,7 @@ def mig_check(
         configs = data.get("mig-configs") if isinstance(data, dict) else None
         count = len(configs) if isinstance(configs, dict) and config is None else 1
         _say(
-            f"{source.file}: checked {plural(count, 'config')} against "
+            f"{escape_controls(source.file)}: checked {plural(count, 'config')} against "
             f"{plural(1 if gpu else len(gpus), 'catalog GPU')}"
         )
         _say(format_text(findings, {source.file: source.lines}, 1))
