@@ -24,6 +24,7 @@ never removed: the rollback stops with one line naming both, and the journal sta
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -34,8 +35,6 @@ from infra.render.tree_state import (
     JOURNAL,
     MANIFEST,
     MANIFEST_LIMIT,
-    OLD_NAME,
-    STAGING_NAME,
     Journal,
     digest,
     journal_text,
@@ -48,6 +47,9 @@ __all__ = ["OLD", "STAGING", "recover", "swap"]
 
 STAGING = ".railplan-staging"
 OLD = ".railplan-old"
+LEFTOVER_NAME = re.compile(r"^\.railplan-(old|staging)-\d+(-[0-9a-f]{16})?$")
+"""Staging and old directories a killed render may leave: `<name>-<pid>-<hex>`, or
+`<name>-<pid>` as earlier railplans named them."""
 
 
 def swap(
@@ -174,9 +176,9 @@ def _sweep(root: Path) -> int:
     names = [
         entry.name
         for entry in os.scandir(root)
-        # railplan's own names only: a user's `.railplan-oldnotes.txt` is the user's
-        if OLD_NAME.match(entry.name)
-        or STAGING_NAME.match(entry.name)
+        # railplan's own names only (a user's `.railplan-oldnotes.txt` is the user's), the
+        # `<name>-<pid>` of earlier railplans too
+        if LEFTOVER_NAME.match(entry.name)
         or is_temp_name(entry.name)
         # temporary names the tree writer used before it shared `infra.files`'s
         or (entry.name.startswith(".railplan-") and entry.name.endswith(".tmp"))
