@@ -161,3 +161,23 @@ def test_make_trace_load_uses_the_same_generator(tmp_path: Path) -> None:
     drawn = synthetic.generate_load(0.5, gpus=64, seed=1, jobs=2000, mix="measured")
     assert [j.gpu_seconds for j in jobs] == pytest.approx([j.gpu_seconds for j in drawn.jobs])
     assert _offered(out, 64, drawn.window_s) == pytest.approx(0.5, rel=1e-6)
+
+
+def test_a_window_far_past_the_job_cap_is_refused_before_drawing_it() -> None:
+    """`--days 3650 --load 100` took a minute of CPU drawing two million jobs only to refuse:
+    the refusal comes once the first jobs show the window needs far more than the cap."""
+    drawn = 0
+    one = synthetic.Job(id="", submit_s=0.0, duration_s=3600.0, gpus=8, milli=1000)
+
+    def draw() -> synthetic.Job:
+        nonlocal drawn
+        drawn += 1
+        return one
+
+    with pytest.raises(ValueError, match="more than 2,000,000 jobs"):
+        synthetic._until(draw, one.gpu_seconds * synthetic.MAX_JOBS * 100)
+    assert drawn == synthetic._PROBE_JOBS
+    # a window past the probe and within the cap is drawn whole (to the load's tolerance)
+    drawn = 0
+    kept = len(synthetic._until(draw, one.gpu_seconds * 30_000))
+    assert kept == drawn and 30_000 * (1 - synthetic.LOAD_TOLERANCE) <= kept <= 30_000

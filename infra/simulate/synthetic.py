@@ -203,6 +203,7 @@ MAX_WINDOW_S = 10 * 365.25 * DAY_S
 LOAD_TOLERANCE = 0.005
 """How near a window's (``days``) offered load comes to the one asked for, relative."""
 _MAX_REJECTS = 10_000
+_PROBE_JOBS = 10_000  # jobs whose mean work tells a window far past MAX_JOBS
 
 
 @dataclass(frozen=True)
@@ -287,8 +288,11 @@ def _until(draw: Callable[[], Job], target: float) -> list[Job]:
 
     Near the end a job that would overshoot the band is left out and the next one drawn (a
     2,048-GPU week-long job would otherwise stop a day's trace far short of its load); after
-    `_MAX_REJECTS` such draws in a row the trace ends where it is.
+    `_MAX_REJECTS` such draws in a row the trace ends where it is. A window that needs more
+    than `MAX_JOBS` is refused once `_PROBE_JOBS` jobs show it needs twice that on average,
+    not after drawing two million (a minute of CPU only to say no).
     """
+    too_many = ValueError(f"the window would need more than {MAX_JOBS:,} jobs")
     bodies: list[Job] = []
     work, rejects = 0.0, 0
     while work < target * (1 - LOAD_TOLERANCE) and rejects < _MAX_REJECTS:
@@ -298,6 +302,8 @@ def _until(draw: Callable[[], Job], target: float) -> list[Job]:
             continue
         bodies.append(body)
         work, rejects = work + body.gpu_seconds, 0
-        if len(bodies) > MAX_JOBS:
-            raise ValueError(f"the window would need more than {MAX_JOBS:,} jobs")
+        if len(bodies) > MAX_JOBS or (
+            len(bodies) == _PROBE_JOBS and target / work * _PROBE_JOBS > 2 * MAX_JOBS
+        ):
+            raise too_many
     return bodies
