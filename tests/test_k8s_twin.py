@@ -129,6 +129,17 @@ def _first(k8s_dir: Path, filename: str, kind: str) -> dict[str, Any]:
     return dict(docs[0])
 
 
+def _apply_altered(
+    plane: ControlPlane, tmp_path: Path, obj: dict[str, Any], name: str, spec: dict[str, Any]
+) -> apply.ObjectResult:
+    """Apply ``obj`` renamed to ``name`` with ``spec`` through the twin's kubectl."""
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({**obj, "metadata": {"name": name}, "spec": spec}))
+    (result,) = apply.apply_file(plane.kubeconfig, path, "altered")
+    print(result.message)  # the server's own words, shown by `make k8s-twin` (-rA)
+    return result
+
+
 @pytest.fixture(scope="module")
 def volcano_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("render")
@@ -139,12 +150,7 @@ def test_a_broken_queue_is_refused_with_the_servers_message(
     plane: ControlPlane, volcano_tree: Path, tmp_path: Path
 ) -> None:
     queue = _first(volcano_tree, "13-queue.yaml", "Queue")
-    queue["metadata"] = {"name": "broken"}
-    queue["spec"] = {**dict(queue["spec"]), "weight": 70000}
-    path = tmp_path / "broken.yaml"
-    path.write_text(yaml.safe_dump(queue))
-    (result,) = apply.apply_file(plane.kubeconfig, path, "broken")
-    print(result.message)  # the server's own words, shown by `make k8s-twin` (-rA)
+    result = _apply_altered(plane, tmp_path, queue, "broken", {**queue["spec"], "weight": 70000})
     assert not result.accepted
     assert "spec.weight" in result.message and "65535" in result.message, result.message
 
@@ -155,12 +161,8 @@ def test_an_unknown_field_is_refused_not_pruned(
     """kubectl's strict field validation: a misspelled field is an error, where the server
     alone would prune it from a custom resource without a word."""
     queue = _first(volcano_tree, "13-queue.yaml", "Queue")
-    queue["metadata"] = {"name": "misspelled"}
-    queue["spec"] = {**queue["spec"], "reclaimabel": True}
-    path = tmp_path / "misspelled.yaml"
-    path.write_text(yaml.safe_dump(queue))
-    (result,) = apply.apply_file(plane.kubeconfig, path, "broken")
-    print(result.message)
+    spec = {**queue["spec"], "reclaimabel": True}
+    result = _apply_altered(plane, tmp_path, queue, "misspelled", spec)
     assert not result.accepted
     assert "reclaimabel" in result.message, result.message
 
@@ -169,16 +171,9 @@ def test_a_hypernode_breaking_its_cel_rule_is_refused(
     plane: ControlPlane, volcano_tree: Path, tmp_path: Path
 ) -> None:
     node = _first(volcano_tree, "12-hypernode.yaml", "HyperNode")
-    node["metadata"] = {"name": "broken"}
-    spec = dict(node["spec"])
-    spec["members"] = [
-        {"type": "Node", "selector": {"exactMatch": {"name": "a"}, "regexMatch": {"pattern": "b"}}}
-    ]
-    node["spec"] = spec
-    path = tmp_path / "broken-hypernode.yaml"
-    path.write_text(yaml.safe_dump(node))
-    (result,) = apply.apply_file(plane.kubeconfig, path, "broken")
-    print(result.message)
+    selector = {"exactMatch": {"name": "a"}, "regexMatch": {"pattern": "b"}}
+    spec = {**node["spec"], "members": [{"type": "Node", "selector": selector}]}
+    result = _apply_altered(plane, tmp_path, node, "broken", spec)
     assert not result.accepted
     assert "Only one of ExactMatch, RegexMatch, or LabelMatch" in result.message, result.message
 
@@ -187,13 +182,8 @@ def test_the_server_defaults_what_the_manifest_leaves_out(
     plane: ControlPlane, volcano_tree: Path, tmp_path: Path
 ) -> None:
     queue = _first(volcano_tree, "13-queue.yaml", "Queue")
-    queue["metadata"] = {"name": "defaulted"}
-    spec = dict(queue["spec"])
-    del spec["weight"]
-    queue["spec"] = spec
-    path = tmp_path / "queue.yaml"
-    path.write_text(yaml.safe_dump(queue))
-    (result,) = apply.apply_file(plane.kubeconfig, path, "defaulting")
+    spec = {key: value for key, value in queue["spec"].items() if key != "weight"}
+    result = _apply_altered(plane, tmp_path, queue, "defaulted", spec)
     assert result.accepted, result.message
     got = json.loads(kubectl(plane.kubeconfig, ["get", "queue", "defaulted", "-o", "json"]))
     assert got["spec"]["weight"] == 1  # the CRD schema's default, filled in by the server
