@@ -152,7 +152,7 @@ def test_sharp_held_out_rows_within_target(catalog: Catalog) -> None:
 
 
 def test_medium_messages_within_target_on_held_out_rows(catalog: Catalog) -> None:
-    # Target: 1-128 MiB median |error| <= 10 % on held-out rows: 9.9 % on 30 rows
+    # Target: 1-128 MiB median |error| <= 10 % on held-out rows: 9.9 % on 34 rows
     # (docs/accuracy.md), a narrow pass. It was 11.2 % until NVLS Tree's per-channel cap was
     # taken over the NVLS graph's 8 channels, as NCCL does. Fit half: 6.9 %.
     errors = _held_out(catalog, 2**20, 128 * 2**20)
@@ -190,8 +190,8 @@ def test_efa_held_out_rows_within_target(catalog: Catalog) -> None:
 def test_single_node_small_messages_within_target(catalog: Catalog) -> None:
     # One node at 1 KiB-4 MiB, held out, was 18.8 % median (A100 alone 72.6 %, up
     # to +200 %): rows measured with nccl-tests -g 8, where one thread launching on eight
-    # GPUs is the bottleneck, were compared with a model that has no such floor. Now 10.0 %
-    # and 10.0 % (docs/accuracy.md). Bound at 12 % and 15 %: the 10 % medium target,
+    # GPUs is the bottleneck, were compared with a model that has no such floor. Now 10.8 %
+    # and 10.8 % with NVIDIA/nccl#2355's rows (docs/accuracy.md). Bound at 12 % and 15 %: the 10 % medium target,
     # loosened for rows whose 1 KiB busbw is printed to 0.01 GB/s (+-12 % by itself).
     errors = _focus(catalog, is_single_node_small)
     a100 = _focus(catalog, lambda c: is_single_node_small(c) and c.row["gpu"].startswith("a100"))
@@ -216,9 +216,10 @@ def test_fitted_constants_were_chosen_on_fit_rows_only(catalog: Catalog) -> None
 
 
 def test_launch_floor_belongs_to_the_benchmark_not_to_predict(catalog: Catalog) -> None:
-    # `railplan predict` times one process per GPU: 8 A100 all-reduce 64 KiB well under the
-    # floor. Only a row measured with -g 8 is compared against eight launches.
-    assert predict(A100, "all_reduce", 2**16).time_us < 20
+    # `railplan predict` times one process per GPU: 8 A100 all-reduce 64 KiB (Ring/LL on the
+    # two channels NCCL runs, 22.6 us) well under the floor. Only a row measured with -g 8 is
+    # compared against eight launches.
+    assert predict(A100, "all_reduce", 2**16).time_us < 25
     row = next(
         c
         for c in compare_rows(MEASUREMENTS, catalog)

@@ -42,6 +42,7 @@ from infra.budget.collectives_nccl import (
     COLLNET_LL_2_8,
     HW_LAT_NVLINK,
     LL_MAX_BW,
+    MAX_THREADS,
     NET_OVERHEAD,
     NVLS_ALLREDUCE_GAIN,
     NVLS_EFFICIENCY,
@@ -54,6 +55,7 @@ from infra.budget.collectives_nccl import (
     RING_PLATEAU,
     SHARP_MEASURED_MAX_GBPS,
     SHARP_STREAM_EFFICIENCY,
+    THREAD_THRESHOLD,
     TREE_CORRECTION,
 )
 from infra.budget.collectives_p2p import alltoall_time_us, sendrecv_time_us
@@ -69,6 +71,7 @@ __all__ = [
     "CommTopology",
     "Prediction",
     "bus_factor",
+    "channels_run",
     "predict",
     "predict_table",
 ]
@@ -184,34 +187,60 @@ def _nvls_bus_bw(t: CommTopology, collective: Collective, algo: str) -> float:
     return min(intra, inter, cap)
 
 
+def channels_run(t: CommTopology, algo: str, proto: str, nbytes: float) -> float:
+    """Channels NCCL runs a Ring or Tree collective of ``nbytes`` on (src/enqueue.cc).
+
+    getAlgoInfo drops a channel while ``nbytes < nc x threads x threshold``, down to one
+    (`collectives_nccl.THREAD_THRESHOLD`); NVLS, NVLS Tree and CollNet keep theirs. NCCL's
+    count is a whole number, so its times saw-tooth between counts (twice as long just
+    below two channels as at two); the count is kept fractional here, the envelope, so a
+    larger message is never predicted faster. It equals NCCL's at every multiple of the
+    per-channel size (32 KiB, 64 KiB, ... for Ring/LL on 8 GPUs).
+    """
+    if algo not in ("ring", "tree"):
+        return float(t.channels)
+    per_channel = MAX_THREADS[proto] * THREAD_THRESHOLD[proto]
+    if algo == "ring" and proto == "ll":
+        per_channel *= t.ranks
+    return max(1.0, min(float(t.channels), nbytes / per_channel))
+
+
 def _bus_bw(
-    t: CommTopology, collective: Collective, algo: str, proto: str, sharp: float = 1.0
+    t: CommTopology,
+    collective: Collective,
+    algo: str,
+    proto: str,
+    sharp: float = 1.0,
+    run: float = 0.0,
 ) -> float:
     """NCCL's busBw for one (algorithm, protocol), after its per-protocol caps.
 
     ``sharp`` scales CollNet's network rate (`sharp_efficiency`; 1 = NCCL's own model).
+    ``run`` is how many of the channels carry the data (`channels_run`; 0 = all, as NCCL's
+    tuning model assumes): each channel carries an equal share of the topology's rate.
     """
     nch, s = t.channels, t.scale
+    run = run or nch
     if algo in ("nvls", "nvls_tree"):
         return _nvls_bus_bw(t, collective, algo) if proto == "simple" else 0.0
     if algo.startswith("collnet"):
         if proto == "ll" and not nccl_has(t.nccl, "collnet_simple_only"):
             return _collnet_bus_bw(t, algo, sharp) * COLLNET_LL_2_8["bw_share"]
         return _collnet_bus_bw(t, algo, sharp) if proto == "simple" else 0.0
-    bw = _ring_bus_bw(t, algo)
+    bw = _ring_bus_bw(t, algo) * run / nch
     ll_cap = LL_MAX_BW[t.arch if t.nodes == 1 else t.cpu][s]
     if algo == "ring":
         return {
             "ll": min(ll_cap, bw * 0.5),
-            "ll128": min(bw * 0.92, nch * PER_CH_RING_LL128[t.arch][s]),
+            "ll128": min(bw * 0.92, run * PER_CH_RING_LL128[t.arch][s]),
             "simple": bw,
         }[proto]
     if t.nodes == 2:  # NCCL uses bwIntra on <= 2 nodes: each half crosses the network once
-        bw = min(t.intra_gbs, 2 * t.uplink_gbs(t.tree_crossing))
-    tree = min(bw * 0.92, nch * PER_CH_TREE[t.arch][s])
+        bw = min(t.intra_gbs, 2 * t.uplink_gbs(t.tree_crossing)) * run / nch
+    tree = min(bw * 0.92, run * PER_CH_TREE[t.arch][s])
     return {
         "ll": min(tree / 3.8, ll_cap),
-        "ll128": min(tree * 120 / 128, nch * PER_CH_TREE_LL128[t.arch][s]),
+        "ll128": min(tree * 120 / 128, run * PER_CH_TREE_LL128[t.arch][s]),
         "simple": tree,
     }[proto]
 
@@ -273,8 +302,9 @@ def _time_us(
     proto: str,
     nbytes: int,
     sharp: float = 1.0,
+    run: float = 0.0,
 ) -> float:
-    bus = _bus_bw(t, collective, algo, proto, sharp)
+    bus = _bus_bw(t, collective, algo, proto, sharp, run)
     if bus <= 0:
         return math.inf
     n = t.ranks
@@ -364,17 +394,16 @@ def _chosen(
 ) -> tuple[float, str, str]:
     """(time, algorithm, protocol) of what NCCL runs: the fastest by NCCL's own estimate.
 
-    Without CollNet railplan's estimate is NCCL's structure, so it ranks as well as times.
-    With CollNet (IB SHARP) NCCL ranks by its model, which gives SHARP the NICs' full rate,
-    and the run then goes at `sharp_efficiency`: ranked at 1, timed at the fitted share.
+    NCCL ranks every pair as if it ran on all its channels, then runs the winner on the
+    channels the size fills (`channels_run`), so railplan ranks on all and times on those.
+    With CollNet (IB SHARP) NCCL's model gives SHARP the NICs' full rate, and the run then
+    goes at `sharp_efficiency`: ranked at 1, timed at the fitted share.
     """
     pairs = [(a, p) for a in enabled for p in PROTOCOLS]
     sharp = sharp_efficiency(t) if any(a.startswith("collnet") for a in enabled) else 1.0
-    ranked = min((_time_us(t, collective, a, p, nbytes), a, p) for a, p in pairs)
-    if sharp == 1.0:
-        return ranked
-    _, algo, proto = ranked
-    return _time_us(t, collective, algo, proto, nbytes, sharp), algo, proto
+    _, algo, proto = min((_time_us(t, collective, a, p, nbytes), a, p) for a, p in pairs)
+    run = channels_run(t, algo, proto, nbytes)
+    return _time_us(t, collective, algo, proto, nbytes, sharp, run), algo, proto
 
 
 MAX_PREDICT_ROWS = 10_000

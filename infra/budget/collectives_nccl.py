@@ -67,6 +67,16 @@ RING_PLATEAU = 1.4  # "Plateau effect of ring" on Ampere and later
 # NCCL_MAX_DEV_WORK_P2P_PER_BATCH = 8 of them in one work batch (src/include/device.h;
 # ncclP2pSchedule / ncclP2pChannelBaseForRound in src/enqueue.cc, src/include/channel.h).
 P2P_ROUNDS_PER_BATCH = 8
+# How many of its channels NCCL runs a Ring or Tree collective on (src/enqueue.cc,
+# getAlgoInfo, v2.30.7-1): it drops channels while ``nBytes < nc x nt x threadThreshold``,
+# nt being the protocol's thread count (src/include/device.h: NCCL_LL_MAX_NTHREADS 512,
+# NCCL_LL128_MAX_NTHREADS 640, NCCL_SIMPLE_MAX_NTHREADS 512) and the threshold bytes per
+# thread (src/include/comm.h: NCCL_LL_THREAD_THRESHOLD 8, NCCL_LL128_THREAD_THRESHOLD 8,
+# NCCL_SIMPLE_THREAD_THRESHOLD 64), Ring/LL's multiplied by the ranks (src/graph/tuning.cc,
+# ncclTopoTuneModel). So Ring/LL on 8 GPUs takes one channel per 32 KiB. NVLS, NVLS Tree and
+# CollNet keep their own channel counts. Same in v2.18.5-1 (enqueue.cc, getAlgoInfo).
+MAX_THREADS = {"ll": 512, "ll128": 640, "simple": 512}
+THREAD_THRESHOLD = {"ll": 8, "ll128": 8, "simple": 64}
 # Point-to-point sends below this many bytes per channel use LL, larger ones Simple
 # (src/enqueue.cc: NCCL_PARAM(P2pLLThreshold, "P2P_LL_THRESHOLD", 16384); the default is
 # quoted in ROCm/rccl#2032's diff of the shared enqueue.cc).

@@ -1,0 +1,85 @@
+"""The small-message term: NCCL runs a small Ring/Tree collective on fewer channels.
+
+NCCL's getAlgoInfo (src/enqueue.cc) drops channels while ``nBytes < nc x threads x
+threshold``; the collective then moves its bytes over those channels only. Below the size
+that fills every channel the time is latency plus a per-channel transfer that stays the
+same as the message grows (one more channel per 32 KiB for Ring/LL on 8 GPUs), so the
+model must be latency-dominated there and never faster for a larger message.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from infra.budget.calibration import compare_rows, load_measurements
+from infra.budget.collectives import CommTopology, _latency, channels_run, predict
+from infra.catalog import Catalog
+
+from .conftest import TESTS
+
+A100 = CommTopology("ampere", 8, 1, True, 12, 8, 200, "amd", False)
+H100_2 = CommTopology("hopper", 8, 2, True, 18, 8, 400, "intel", False)
+MEASUREMENTS = load_measurements(TESTS / "data" / "nccl-measurements.yaml")
+
+
+def test_ring_ll_takes_one_channel_per_32_kib_on_eight_gpus() -> None:
+    # 512 threads x 8 B x 8 ranks = 32 KiB per channel, up to the communicator's channels.
+    runs = [channels_run(A100, "ring", "ll", 2**k * 1024) for k in range(12)]
+    assert runs == [1, 1, 1, 1, 1, 1, 2, 4, 8, 16, 16, 16]
+    assert channels_run(A100, "ring", "ll", 48 * 1024) == 1.5  # between counts: the envelope
+    assert channels_run(A100, "ring", "simple", 64 * 1024) == 2  # 512 x 64 B = 32 KiB
+    assert channels_run(A100, "ring", "ll128", 20 * 1024) == 4  # 640 x 8 B = 5 KiB
+    assert channels_run(A100, "nvls", "simple", 8) == A100.channels  # NVLS keeps its own
+
+
+WIDE = CommTopology("ampere", 8, 33, True, 12, 4, 100, "intel", False)  # 1 MiB per channel
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(min_value=1000, max_value=2**27), st.sampled_from([A100, H100_2, WIDE]))
+def test_time_never_falls_as_the_message_grows(nbytes: int, t: CommTopology) -> None:
+    # On 264 ranks Ring/LL takes one channel per 1 MiB: NCCL's whole channel counts would
+    # make 2 MiB - 1 B slower than 2 MiB; the model keeps the envelope.
+    for collective in ("all_reduce", "all_gather"):
+        small = predict(t, collective, nbytes)
+        large = predict(t, collective, nbytes * 5 // 4)
+        assert large.time_us >= small.time_us - 0.01
+
+
+def test_small_ring_messages_are_latency_dominated() -> None:
+    # Below 512 KiB (16 channels x 32 KiB) each running channel carries 32 KiB, so the
+    # transfer part is the same at 64, 128 and 256 KiB and NCCL's latency is most of it.
+    lat = _latency(A100, "all_reduce", "ring", "ll")
+    times = [predict(A100, "all_reduce", 2**k * 1024).time_us for k in (6, 7, 8)]
+    assert all(row == times[0] for row in times)
+    assert all(lat / row >= 0.6 for row in times)
+
+
+def test_128_kib_on_one_a100_node_follows_published_rows(catalog: Catalog) -> None:
+    # NVIDIA/nccl#2355 (8 x A100-SXM4-80GB, one process per GPU, NCCL 2.29.7/2.31.2): 8.7 GB/s
+    # busbw at 128 KiB, 17.7 at 256 KiB. With every channel running, the model said 13.0 and
+    # 22.7 (+50 %, +28 %); on the channels NCCL runs it says 10.1 and 20.3.
+    rows = [
+        c
+        for c in compare_rows(MEASUREMENTS, catalog)
+        if c.row["source"] == "nccl-2355" and c.row["bytes"] <= 256 * 1024
+    ]
+    assert len(rows) == 4
+    assert max(abs(c.error) for c in rows) <= 0.20
+
+
+def test_nccl_2355_held_out_rows(catalog: Catalog) -> None:
+    # The published table's held-out half: 128 KiB-4 MiB on one A100 node, median within 15 %,
+    # none beyond 30 % (4 MiB is -25 %: NCCL runs LL128 there, whose pipeline-fill term
+    # railplan fitted on other rows makes it rank below LL).
+    rows = [
+        abs(c.error)
+        for c in compare_rows(MEASUREMENTS, catalog)
+        if c.row["source"] == "nccl-2355" and c.held_out
+    ]
+    assert len(rows) == 6
+    assert statistics.median(rows) <= 0.15
+    assert max(rows) <= 0.30
