@@ -6,6 +6,11 @@ click would turn into a blank line and an Abort). The stack unwinds like any exc
 code that created a temporary file removes it; `infra.cli` then reports the signal in one line
 and exits the conventional way. A signal the parent ignores (``nohup`` ignores SIGHUP) stays
 ignored. SIGKILL cannot be caught: the writers sweep what a killed railplan left instead.
+
+Some work must not stop half way once begun (putting a rendered tree back, removing what a
+render left): inside `deferring_signals` the same signals are only recorded; the code asks for
+them where stopping is safe (`Held.raise_pending`), and whatever is still held is delivered to
+the previous handlers when the block ends.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-__all__ = ["CATCHABLE", "Interrupted", "raising_on_signals"]
+__all__ = ["CATCHABLE", "Held", "Interrupted", "deferring_signals", "raising_on_signals"]
 
 CATCHABLE = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -49,11 +54,54 @@ def raising_on_signals() -> Iterator[None]:
     previous = {}
     for signum in CATCHABLE:
         current = signal.getsignal(signum)
-        if current is _raise or current == signal.SIG_IGN:
-            continue
+        if current is _raise or current == signal.SIG_IGN or isinstance(current, Held):
+            continue  # an outer deferral stays in force: its block must not be cut short
         previous[signum] = signal.signal(signum, _raise)
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+class Held:
+    """The signals that arrived inside `deferring_signals`, oldest first (the handler)."""
+
+    def __init__(self) -> None:
+        self.signals: list[int] = []
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        """The signal handler: record ``signum`` (once) for later."""
+        if signum not in self.signals:
+            self.signals.append(signum)
+
+    def raise_pending(self) -> None:
+        """Raise `Interrupted` for the oldest signal held, if any: it is handled then."""
+        if self.signals:
+            raise Interrupted(self.signals.pop(0))
+
+
+@contextmanager
+def deferring_signals() -> Iterator[Held]:
+    """Hold `CATCHABLE` signals for the duration; deliver the ones still held at its end.
+
+    Delivered to the handlers that were in force before (`raising_on_signals` raises
+    `Interrupted`, the default SIGTERM handler ends the process), after the block, whether it
+    returned or raised. Nests: an inner block hands what it held to the outer one. Ignored
+    signals stay ignored; outside the main thread the block runs unguarded.
+    """
+    held = Held()
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+    previous = {}
+    for signum in CATCHABLE:
+        if signal.getsignal(signum) != signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, held)
+    try:
+        yield held
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for pending in held.signals:
+            signal.raise_signal(pending)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -234,3 +235,36 @@ def test_any_path_is_written_inside_the_root_or_refused(
         pass
     outside = [p for p in base.rglob("*") if root not in (p, *p.parents)]
     assert outside == []
+
+
+@pytest.mark.parametrize("force", [False, True])
+@pytest.mark.parametrize(
+    ("place", "kind", "words"),
+    [
+        ("playbooks/roles/nccl", "file", "is a file where railplan renders a directory"),
+        ("inventories/lab/group_vars", "file", "is a file where railplan renders a directory"),
+        ("ansible.cfg", "directory", "is a directory where railplan renders a file"),
+    ],
+)
+def test_what_stands_in_the_way_of_a_rendered_path_is_named(
+    tmp_path: Path, place: str, kind: str, words: str, force: bool
+) -> None:
+    """Before: "cannot write the tree under ROOT: Not a directory" (or "File exists" with
+    --force), with a hint about free space; the user's entry was kept, but not named."""
+    write_tree(tmp_path, TREE)
+    path = tmp_path / place
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+    if kind == "file":
+        path.write_bytes(b"mine\n")
+    else:
+        path.mkdir()
+        (path / "mine.txt").write_bytes(b"mine\n")
+    before = {p.as_posix() for p in tmp_path.rglob("*")}
+    with pytest.raises(RenderError) as caught:
+        write_tree(tmp_path, TREE, force=force)
+    assert caught.value.message.startswith(f"{path} {words}"), caught.value.message
+    assert caught.value.hint and "move or rename your" in caught.value.hint
+    assert {p.as_posix() for p in tmp_path.rglob("*")} == before  # nothing left, nothing gone

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from infra.errors import RailplanError
 
-__all__ = ["RenderError", "entries", "refuse_symlinks", "remove", "unit_of"]
+__all__ = ["RenderError", "entries", "refuse_in_the_way", "refuse_symlinks", "remove", "unit_of"]
 
 SYMLINK_HINT = "railplan never writes through a symlink inside its root: replace it or move it"
 _SPLIT_UNITS = {"inventories": 2, "playbooks/roles": 3}  # prefix -> depth of its units
@@ -59,10 +59,46 @@ def refuse_symlinks(base: Path, relpaths: Iterable[str]) -> None:
             seen.add(prefix)
             try:
                 mode = os.lstat(base / prefix).st_mode
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):  # nothing is under a file
                 break
             if stat.S_ISLNK(mode) and (depth < len(parts) or rel == unit_of(rel)):
                 raise RenderError(f"{base / prefix} is a symlink", hint=SYMLINK_HINT)
+
+
+def refuse_in_the_way(root: Path, rendered: Iterable[str]) -> None:
+    """RenderError naming what stands where a rendered file or its directory goes.
+
+    A user's file at the name of a directory railplan renders (a role, ``group_vars``), or
+    a directory at the name of a rendered file (``ansible.cfg``): neither can be carried
+    over into the new tree nor replaced without losing it, ``--force`` or not. Links are
+    left to `refuse_symlinks`.
+    """
+    seen: set[str] = set()
+    for rel in rendered:
+        parts = rel.split("/")
+        for depth in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:depth])
+            if prefix in seen:
+                continue
+            seen.add(prefix)
+            try:
+                mode = os.lstat(root / prefix).st_mode
+            except FileNotFoundError:
+                break
+            if stat.S_ISLNK(mode):
+                break
+            if depth < len(parts) and not stat.S_ISDIR(mode):
+                raise RenderError(
+                    f"{root / prefix} is a file where railplan renders a directory (for {rel})",
+                    hint="move or rename your file, then render again; --force replaces "
+                    "edited rendered files, never what stands in the way of a directory",
+                )
+            if depth == len(parts) and stat.S_ISDIR(mode):
+                raise RenderError(
+                    f"{root / prefix} is a directory where railplan renders a file",
+                    hint="move or rename your directory, then render again; --force "
+                    "replaces edited rendered files, never a directory",
+                )
 
 
 def entries(top: Path, prefix: str) -> dict[str, os.stat_result]:

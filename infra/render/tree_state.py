@@ -35,10 +35,12 @@ __all__ = [
     "TreeStateError",
     "checked_path",
     "digest",
+    "forged_journal",
     "journal_text",
     "locked",
     "read_journal",
     "read_manifest",
+    "read_manifest_file",
     "read_regular",
 ]
 
@@ -144,7 +146,11 @@ def _json_object(path: Path, limit: int) -> dict[str, object] | None:
 
 def read_manifest(root: Path) -> dict[str, str]:
     """Rendered path -> SHA-256 of the last render; empty when the root has no manifest."""
-    path = root / MANIFEST
+    return read_manifest_file(root / MANIFEST)
+
+
+def read_manifest_file(path: Path) -> dict[str, str]:
+    """`read_manifest` of the manifest at ``path`` (one a swap staged, say)."""
     document = _json_object(path, MANIFEST_LIMIT)
     if document is None:
         return {}
@@ -169,6 +175,8 @@ def read_journal(root: Path) -> Journal | None:
     if not isinstance(old, str) or not OLD_NAME.match(old):
         raise _bad(path, "'old' is not a railplan directory name")
     units, created = _paths(document, "units", path), _paths(document, "created", path)
+    if not set(created) <= set(units):
+        raise _bad(path, "'created' names a path that is not one of its 'units'")
     if "format" not in document:
         manifest = document.get("manifest")
         if not isinstance(manifest, str) or not _DIGEST.match(manifest):
@@ -179,7 +187,19 @@ def read_journal(root: Path) -> Journal | None:
         raise _bad(path, f"not a railplan journal (format 2, state {SWAPPING} or {COMMITTED})")
     if not isinstance(staging, str) or not STAGING_NAME.match(staging):
         raise _bad(path, "'staging' is not a railplan directory name")
+    if MANIFEST not in units or units.index(MANIFEST) != len(units) - 1:
+        raise _bad(path, f"'units' does not end with {MANIFEST}, as every swap does")
     return Journal(old, staging, units, created, state == COMMITTED)
+
+
+def forged_journal(root: Path, why: str) -> TreeStateError:
+    """The error for a journal no railplan run leaves: nothing was done by its account."""
+    return TreeStateError(
+        why,
+        file=str(root / JOURNAL),
+        hint="no render leaves a journal so: it is forged or damaged, and nothing was "
+        "done; inspect the tree, then remove the journal",
+    )
 
 
 def journal_text(journal: Journal) -> bytes:
@@ -201,6 +221,8 @@ def _paths(document: dict[str, object], key: str, path: Path) -> tuple[str, ...]
         isinstance(u, str) and (checked_path(u) == u or u == MANIFEST) for u in value
     ):
         raise _bad(path, f"'{key}' must be a list of paths inside the root")
+    if len(set(value)) != len(value):
+        raise _bad(path, f"'{key}' names a path twice")
     return tuple(value)
 
 

@@ -15,14 +15,18 @@ unit back (whatever state a kill left it in, each step of the way back can be ki
 and drops the staged one. The journal is untrusted input: its directories and the paths
 under them are used only when no symlink is on the way (`refuse_symlinks`), exactly as for
 the tree itself. A unit that someone made at a unit's name while it was being swapped is
-never removed: the rollback stops with one line naming both, and the journal stays.
+never removed: the rollback stops with one line naming both, and the journal stays. A
+journal no swap leaves (its directories gone, its units in states no swap or rollback
+leaves, or asking to remove a file no render made and the rollback does not put back) is
+refused with one line naming it, and nothing is done.
 """
 
 # The kill-at-call tests count os-level renames and links; lstat, never stat, is the point.
-# ruff: noqa: PTH104, PTH108
+# ruff: noqa: PTH104, PTH108, PTH115
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
@@ -30,17 +34,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 from infra.files import is_temp_name, replace_entry
-from infra.render.tree_fs import SYMLINK_HINT, RenderError, refuse_symlinks, remove
+from infra.render.tree_fs import SYMLINK_HINT, RenderError, entries, refuse_symlinks, remove
 from infra.render.tree_state import (
     JOURNAL,
     MANIFEST,
     MANIFEST_LIMIT,
     Journal,
+    TreeStateError,
     digest,
+    forged_journal,
     journal_text,
     read_journal,
+    read_manifest_file,
     read_regular,
 )
+from infra.signals import deferring_signals
 from infra.wording import plural
 
 __all__ = ["OLD", "STAGING", "recover", "swap"]
@@ -98,10 +106,23 @@ def _move_in(source: Path, target: Path) -> None:
 
 
 def recover(root: Path) -> str:
-    """Finish what a killed render left under ``root``; what it did, in words."""
+    """Finish what a killed render left under ``root``; what it did, in words.
+
+    Signals wait until it is done: a rollback or a sweep cut short would leave half of the
+    previous tree, or a copy of it, in the root with nobody told.
+    """
+    with deferring_signals():
+        return _recover(root)
+
+
+def _recover(root: Path) -> str:
     journal = read_journal(root)
     done = "nothing to recover"
     if journal is not None:
+        for name in (journal.old, journal.staging):
+            # made before the journal is written, removed only after it is: never without it
+            if name is not None and not os.path.lexists(root / name):
+                raise forged_journal(root, f"names {name}, which is not in the root")
         if _committed(root, journal):
             done = "finished a render killed after its commit: the new tree stays"
         else:
@@ -133,8 +154,43 @@ def _roll_back(root: Path, journal: Journal) -> None:
             refuse_symlinks(directory, journal.units)
     refuse_symlinks(root, journal.units)
     created = set(journal.created)
+    if staging is not None:
+        _refuse_out_of_order(root, journal, old, staging)
+    doomed = [u for u in journal.units if _removes(root, old, staging, u, u in created)]
+    if doomed:
+        _refuse_unless_railplans(root, journal, doomed)
     for unit in journal.units:
         _put_back(root, old, staging, unit, unit in created)
+
+
+def _refuse_out_of_order(root: Path, journal: Journal, old: Path, staging: Path) -> None:
+    """TreeStateError unless the units are in states a swap and its rollback leave.
+
+    The swap moves units in in order and the rollback puts them back in the same order, so
+    the units read: those put back, then those moved in (their old one is in ``old``, or
+    they are new and here), then those still staged; the manifest, the last unit, is staged
+    or moved in while anything is left to put back.
+    """
+    created = set(journal.created)
+    phases = []
+    for unit in journal.units:
+        target = root / unit
+        if _separate(staging / unit, target):
+            phases.append(2)  # staged: never moved in
+        elif os.path.lexists(old / unit) or (unit in created and os.path.lexists(target)):
+            phases.append(1)  # moved in, not yet put back
+        else:
+            phases.append(0)  # put back (or there was nothing to move)
+    if phases != sorted(phases):
+        raise forged_journal(root, "its units are in states no swap or rollback leaves them in")
+
+
+def _removes(root: Path, old: Path, staging: Path | None, unit: str, created: bool) -> bool:
+    """Whether `_put_back` removes what is at ``unit`` (the new unit a swap moved in)."""
+    target = root / unit
+    if not os.path.lexists(target) or (staging is not None and _separate(staging / unit, target)):
+        return False  # nothing there, or a unit the swap did not move in
+    return created or os.path.lexists(old / unit)
 
 
 def _put_back(root: Path, old: Path, staging: Path | None, unit: str, created: bool) -> None:
@@ -146,7 +202,7 @@ def _put_back(root: Path, old: Path, staging: Path | None, unit: str, created: b
             raise RenderError(
                 f"{target} was made while a render swapped it; the one it replaced is {saved}",
                 hint="keep the one you want at that name, remove the other, "
-                "then run railplan render --recover",
+                f"then run railplan render --recover --root {root}",
             )
         if here:
             remove(target)
@@ -186,3 +242,74 @@ def _sweep(root: Path) -> int:
     for name in names:
         remove(root / name)
     return len(names)
+
+
+def _refuse_unless_railplans(root: Path, journal: Journal, units: list[str]) -> None:
+    """TreeStateError unless every file in ``units`` is one the rollback may remove.
+
+    A unit a swap moved in holds the files it rendered, each with the digest of the manifest
+    it staged, and copies of the user's files, whose originals are in the old directory and
+    come back. Anything else (a file the journal calls new but no render made, one edited
+    since the render stopped) would be lost: the journal is refused and nothing is done.
+    """
+    manifest = _new_manifest(root, journal)
+    for unit in units:
+        if unit == MANIFEST:
+            continue  # railplan's own file, which the old one replaces
+        saved = root / journal.old / unit
+        for rel, info in sorted(entries(root / unit, unit).items()):
+            found = _content(root / rel, info)
+            inner = rel[len(unit) + 1 :]
+            rendered = manifest.get(rel)
+            if found is not None and found in (
+                rendered and f"file {rendered}",
+                _copy_of(saved, inner),
+            ):
+                continue
+            raise TreeStateError(
+                f"the rollback it asks for would remove {rel}, which no render made "
+                "and which would not be put back",
+                file=str(root / JOURNAL),
+                hint=f"if you saved {rel} after a render stopped, move it out of the tree and "
+                f"run railplan render --recover --root {root}; else the journal is forged "
+                "or damaged and nothing was done: inspect the tree, then remove the journal",
+            )
+
+
+def _new_manifest(root: Path, journal: Journal) -> dict[str, str]:
+    """The manifest of the swap ``journal`` tells of: staged, or moved into the root.
+
+    An earlier railplan's journal did not stage its manifest: the one in the root, which
+    names only what was rendered before, stands in.
+    """
+    if journal.staging is not None:
+        staged = root / journal.staging / MANIFEST
+        if _separate(staged, root / MANIFEST):
+            return read_manifest_file(staged)
+    return read_manifest_file(root / MANIFEST)
+
+
+def _copy_of(saved_unit: Path, inner: str) -> str | None:
+    """`_content` of the entry at ``inner`` in a unit the rollback puts back, if any."""
+    path = saved_unit / inner if inner else saved_unit
+    try:
+        info = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return _content(path, info)
+
+
+def _content(path: Path, info: os.stat_result) -> str | None:
+    """A regular file's SHA-256, a link's target; None for anything else (never read)."""
+    if stat.S_ISLNK(info.st_mode):
+        return "link " + os.readlink(path)
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return "file " + hashlib.file_digest(f, "sha256").hexdigest()

@@ -7,7 +7,10 @@ stages the whole tree in a fresh private directory under the root, then swaps ea
 (`infra.render.tree_swap`). A render killed at any instant leaves either the previous tree or
 the new one once the journal is replayed: every render, and ``railplan render --recover``,
 replays it first, before it reads or writes anything else. No temporary file or directory
-outlives a call that returns or raises; one that cannot be removed is an error.
+outlives a call that returns or raises; one that cannot be removed is an error. A caught
+signal (SIGTERM, SIGINT, SIGHUP) stops a write only between files or units, where the
+rollback puts everything back, and never stops a rollback or clean-up: it is delivered once
+the tree is whole again.
 
 Confinement: nothing inside the root is followed (`infra.render.tree_fs`). A symlink on the
 way to a file railplan writes or reads (``inventories`` -> elsewhere, a symlinked role)
@@ -41,14 +44,20 @@ import secrets
 import shutil
 import stat
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from infra.errors import RailplanError
 from infra.files import user_umask
-from infra.render.tree_fs import RenderError, entries, refuse_symlinks, unit_of
+from infra.render.tree_fs import (
+    RenderError,
+    entries,
+    refuse_in_the_way,
+    refuse_symlinks,
+    unit_of,
+)
 from infra.render.tree_state import (
     MANIFEST,
     Journal,
@@ -59,7 +68,7 @@ from infra.render.tree_state import (
 )
 from infra.render.tree_swap import OLD, STAGING, swap
 from infra.render.tree_swap import recover as _recover
-from infra.signals import raising_on_signals
+from infra.signals import deferring_signals
 from infra.wording import plural
 
 __all__ = [
@@ -142,11 +151,14 @@ def write_tree(root: Path, files: Mapping[str, bytes], *, force: bool = False) -
         with locked(root):
             _recover(root)
             plan = _decide(root, paths, force)
-            try:
-                with raising_on_signals():  # SIGTERM/SIGHUP/SIGINT unwind through the finally
-                    _write(root, plan)
-            finally:
-                _recover(root)  # rolls back a swap that did not commit; drops what is left
+            # From the first staged file on, a signal stops the write only where the clean-up
+            # below can put everything back; the clean-up itself runs to its end, then the
+            # signal is delivered (a clean-up cut short left the previous tree in the root).
+            with deferring_signals() as held:
+                try:
+                    _write(root, plan, held.raise_pending)
+                finally:
+                    _recover(root)  # rolls back a swap that did not commit; drops what is left
     except OSError as exc:  # a read-only or full file system is the user's to fix, not a bug
         raise _os_error(root, exc) from None
     unchanged = sorted(set(paths) - set(plan.written))  # a set: a list was quadratic here
@@ -155,15 +167,24 @@ def write_tree(root: Path, files: Mapping[str, bytes], *, force: bool = False) -
     )
 
 
-def _write(root: Path, plan: _Plan) -> None:
-    """Stage, then swap unit by unit, each checked against the conflict check's record."""
+def _write(root: Path, plan: _Plan, stop_if_asked: Callable[[], None]) -> None:
+    """Stage, then swap unit by unit, each checked against the conflict check's record.
+
+    ``stop_if_asked`` raises `Interrupted` for a signal held meanwhile: called between
+    files and between units, where a rollback can put everything back.
+    """
     tag = f"{os.getpid()}-{secrets.token_hex(8)}"
     staging, old = f"{STAGING}-{tag}", f"{OLD}-{tag}"
-    _stage(root, root / staging, plan)
+    _stage(root, root / staging, plan, stop_if_asked)
     units = (*plan.units, MANIFEST)
     created = (*plan.created, *[MANIFEST] * (not os.path.lexists(root / MANIFEST)))
     journal = Journal(old, staging, units, created, committed=False)
-    swap(root, journal, lambda unit, moved: _unchanged_or_refuse(plan, unit, moved))
+
+    def check(unit: str, moved: Path) -> None:
+        stop_if_asked()
+        _unchanged_or_refuse(plan, unit, moved)
+
+    swap(root, journal, check)
 
 
 def recover_tree(root: Path) -> str:
@@ -191,6 +212,7 @@ def _decide(root: Path, paths: Mapping[str, bytes], force: bool) -> _Plan:
     units = _units(paths)
     owned = set(units)
     mine = sorted(set(paths) | {p for p in old_manifest if unit_of(p) in owned})
+    refuse_in_the_way(root, paths)
     refuse_symlinks(root, [*units, *mine])
     seen = {unit: _look(root, unit, start, set(mine)) for unit in units}
     before = {p: _read_rendered(root, p, seen[unit_of(p)], start) for p in mine}
@@ -326,7 +348,7 @@ def _disk_digest(path: Path) -> tuple[str | None, os.stat_result | None]:
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # nothing is under a file
         return _ABSENT, None
     except OSError:
         return _FOREIGN, None
@@ -342,17 +364,19 @@ def _units(paths: Iterable[str]) -> list[str]:
     return sorted({unit_of(p) for p in paths})
 
 
-def _stage(root: Path, staging: Path, plan: _Plan) -> None:
+def _stage(root: Path, staging: Path, plan: _Plan, stop_if_asked: Callable[[], None]) -> None:
     """Write the new tree under ``staging``, with the user's own files of each unit kept."""
     staging.mkdir(mode=0o700)  # exclusive: an existing name (a planted link) is an error
     mask = user_umask()
     made = {staging}  # directories known to exist: one mkdir each, no stat per file
     for path, data in sorted(plan.paths.items()):
+        stop_if_asked()
         _write_file(staging / path, data, 0o666 & ~mask, _Dirs(made, 0o777 & ~mask))
     for unit in plan.units:
         for rel in sorted(plan.seen[unit]):
             # plan.before holds every file of the unit the last render made or this one makes
             if rel not in plan.before:
+                stop_if_asked()
                 _carry_over(root / rel, staging / rel, _Dirs(made, 0o777 & ~mask))
     _write_file(staging / MANIFEST, plan.manifest.encode(), 0o666 & ~mask, _Dirs(made, 0))
     os.sync()  # one flush for the whole tree: an fsync per file costs minutes at 16,384 hosts
