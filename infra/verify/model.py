@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Literal
 
+from infra.digits import ascii_digits
 from infra.errors import DiscoveredError, Position
 
 Kind = Literal["CA", "SW"]
@@ -151,7 +152,6 @@ def guid(text: str, source: Source) -> str:
     return _GUIDS[text]
 
 
-_DIGITS = frozenset("0123456789")
 # InfiniBand's field widths (IBA vol. 1, 14.2.5): a port number is 8 bits (a switch has at
 # most 254 ports and port 0 is its management port), a LID 16 bits.
 _LARGEST = {"port": 255, "port count": 255, "LID": 0xFFFF}
@@ -165,7 +165,7 @@ def number(text: str, source: Source, what: str) -> int:
     no tool prints them; a dump that holds one was edited, and says where.
     """
     largest = _LARGEST[what]
-    if not text or len(text) > 5 or not _DIGITS.issuperset(text) or int(text) > largest:
+    if len(text) > 5 or not ascii_digits(text) or int(text) > largest:
         shown = text if len(text) <= 20 else text[:20] + "..."
         raise located(f"{what} {shown!r} is not a number from 0 to {largest}", source, None)
     return int(text)
