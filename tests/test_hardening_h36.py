@@ -158,6 +158,7 @@ def test_every_namespace_railplan_renders_into_is_reserved(catalog: Catalog) -> 
         used |= {o["metadata"].get("namespace") or "" for o in built.objects} - {""}
         used |= {o["metadata"]["name"] for o in built.objects if o["kind"] == "Namespace"}
         used |= set(_namespace_peers(built.objects))
+        used |= set(_named_in_text(built.objects))
         used -= {t.name for t in spec.scheduler.tenants}
     assert used - set(KUBERNETES_NAMESPACES) == set(RAILPLAN_NAMESPACES)
     (rule,) = [r for r in all_rules() if r.id == "RP074"]
@@ -190,6 +191,21 @@ def test_controller_namespaces_and_volcano_queues_are_refused(
     )
     if refused and name == "root":
         assert "Volcano" in found[0].message and "root" in found[0].hint
+
+
+# A namespace named inside a value: a PromQL matcher or a Service's DNS name.
+_NAMED = re.compile(r'namespace="([a-z0-9-]+)"|[a-z0-9-]+\.([a-z0-9-]+)\.svc\b')
+
+
+def _named_in_text(tree: object) -> list[str]:
+    """Every namespace a string anywhere in ``tree`` names (queries, addresses, scripts)."""
+    if isinstance(tree, str):
+        return [a or b for a, b in _NAMED.findall(tree)]
+    if isinstance(tree, dict):
+        return [n for v in tree.values() for n in _named_in_text(v)]
+    if isinstance(tree, list):
+        return [n for v in tree for n in _named_in_text(v)]
+    return []
 
 
 def _namespace_peers(tree: object) -> list[str]:
