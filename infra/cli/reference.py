@@ -12,6 +12,7 @@ import typer
 
 from infra.catalog import load_catalog
 from infra.cli.common import EXIT_FAILED, EXIT_OK, Format, _say, app, mig_app
+from infra.digits import ASCII_HINT, ascii_digits
 from infra.errors import RailplanError, escape_controls, shorten
 from infra.lint import (
     documented_rules,
@@ -109,10 +110,13 @@ def mig_check(
 def _driver_branch(driver: str | None) -> int | None:
     if driver is None:
         return None
-    head = driver.split(".")[0]
-    if not head.isdigit() or len(driver) > MAX_VERSION:  # and int() never sees 4,300 digits
+    parts = driver.split(".")
+    # ASCII digits only (isdigit() and int() take "٥٥٠" and "²"); short, so int() never sees
+    # 4,300 digits
+    if len(driver) > MAX_VERSION or not all(ascii_digits(part) for part in parts):
+        hint = "e.g. --driver 550.90.07" if driver.isascii() else f"e.g. 550.90.07: {ASCII_HINT}"
         raise RailplanError(
             f"--driver {shorten(repr(driver))} is not a driver version",
-            hint="e.g. --driver 550.90.07",
+            hint=hint,
         )
-    return int(head)
+    return int(parts[0])

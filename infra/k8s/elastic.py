@@ -33,6 +33,7 @@ __all__ = [
     "gpu_load_query",
     "kueue_preemption",
     "kueue_resource",
+    "owned_by_deployment",
     "quota_ceiling",
     "scaled_objects",
     "volcano_actions",
@@ -215,18 +216,41 @@ _POD_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
 def deployment_pods(deployment: str) -> str:
-    """PromQL regex of exactly the pods of Deployment ``deployment`` (PromQL anchors it).
+    """PromQL regex of the pod names a pod of Deployment ``deployment`` can have.
 
-    ``llm-server-.*`` would also take the pods of ``llm-server-canary`` (and any other
-    Deployment, StatefulSet or Job named from that prefix) into the mean; after the name this
-    allows only the ReplicaSet hash and the pod suffix, neither of which holds a ``-``.
-    A DNS label needs no escaping: ``-`` and alphanumerics are literal in a regex.
+    A prefilter, not the whole selector: ``llm-server-.*`` would also take the pods of
+    ``llm-server-canary``; this allows after the name only a ReplicaSet hash and a pod
+    suffix, neither of which holds a ``-``. Other owners' pods can still have such names (a
+    Job ``llm-server-2``, a CronJob's Job ``llm-server-28976542``, an indexed Job's pod
+    ``llm-server-2-x7k2p``, a StatefulSet ``llm-server-bcd`` at ordinal 24567): the name
+    alone cannot tell them apart, so `owned_by_deployment` decides. A DNS label needs no
+    escaping: ``-`` and alphanumerics are literal in a regex.
 
     >>> deployment_pods("llm")
     'llm-[bcdfghjklmnpqrstvwxz2456789]{1,10}-[bcdfghjklmnpqrstvwxz2456789]{5}'
     """
     chars = f"[{_POD_NAME_ALPHABET}]"
     return f"{deployment}-{chars}{{1,10}}-{chars}{{5}}"
+
+
+def owned_by_deployment(namespace: str, deployment: str) -> str:
+    """PromQL vector of one series per pod of Deployment ``deployment`` (labels namespace, pod).
+
+    kube-state-metrics' ownership series joined: the pods a ReplicaSet owns
+    (``kube_pod_owner``) whose ReplicaSet the Deployment owns (``kube_replicaset_owner``,
+    its ``replicaset`` label copied to ``owner_name`` to match). Only set operations
+    (``and``), so duplicate series (two kube-state-metrics replicas) never make the join
+    many-to-many. The MIG-change alerts rely on kube-state-metrics the same way.
+    """
+    scope = f'namespace="{namespace}"'
+    replicasets = (
+        f'label_replace(kube_replicaset_owner{{{scope},owner_kind="Deployment",'
+        f'owner_name="{deployment}"}}, "owner_name", "$1", "replicaset", "(.*)")'
+    )
+    return (
+        f'kube_pod_owner{{{scope},owner_kind="ReplicaSet"}}'
+        f" and on (namespace, owner_name) {replicasets}"
+    )
 
 
 def gpu_load_query(tenant: Tenant, autoscale: TenantAutoscale, mig: bool) -> tuple[str, str]:
@@ -237,16 +261,16 @@ def gpu_load_query(tenant: Tenant, autoscale: TenantAutoscale, mig: bool) -> tup
     0-1 ratio) is measured per instance and for whole GPUs alike, so a group that is
     MIG-split at any time (day/night schedules too) scales on it, threshold target/100.
     Whole-GPU groups scale on ``DCGM_FI_DEV_GPU_UTIL`` (0-100), threshold the target.
-    Series carry the pod using the GPU (the ServiceMonitor honours its labels); the pod
-    regex is `deployment_pods`, so another Deployment's pods never count.
+    Series carry the pod using the GPU (the ServiceMonitor honours its labels); only those
+    of pods the Deployment owns count (`owned_by_deployment`; `deployment_pods` prefilters
+    by name), so another Deployment's, a Job's or a StatefulSet's pods never do.
     """
     selector = f'namespace="{tenant.name}",pod=~"{deployment_pods(autoscale.deployment)}"'
-    if mig:
-        return (
-            f"avg(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{selector}}})",
-            f"{autoscale.target_pct / 100:g}",
-        )
-    return f"avg(DCGM_FI_DEV_GPU_UTIL{{{selector}}})", f"{autoscale.target_pct:g}"
+    owned = owned_by_deployment(tenant.name, autoscale.deployment)
+    metric = "DCGM_FI_PROF_GR_ENGINE_ACTIVE" if mig else "DCGM_FI_DEV_GPU_UTIL"
+    query = f"avg({metric}{{{selector}}} and on (namespace, pod) ({owned}))"
+    threshold = autoscale.target_pct / 100 if mig else autoscale.target_pct
+    return query, f"{threshold:g}"
 
 
 def scaled_objects(spec: Spec, plan: Plan) -> list[KubeObject]:

@@ -166,7 +166,10 @@ def _keda(k8s: KubernetesObjects) -> str:
     """The README's KEDA prerequisite, when some tenant autoscales (ScaledObjects)."""
     if not any(o["kind"] == "ScaledObject" for o in k8s.objects):
         return ""
-    return ",\n   and KEDA (its ScaledObjects scale the autoscaled tenants' Deployments)"
+    return (
+        ",\n   KEDA (its ScaledObjects scale the autoscaled tenants' Deployments) and"
+        "\n   kube-state-metrics (their queries count only the pods each Deployment owns)"
+    )
 
 
 def _helm_steps(k8s: KubernetesObjects) -> str:

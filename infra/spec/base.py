@@ -7,9 +7,22 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
-__all__ = ["DNS_LABEL", "RESERVED_GROUPS", "Precision", "StrictModel", "name_pattern"]
+from infra.errors import escape_char, is_control, shorten
+
+__all__ = [
+    "DNS_LABEL",
+    "ONE_LINE",
+    "ONE_LINE_OR_EMPTY",
+    "ONE_LINE_RULE",
+    "RESERVED_GROUPS",
+    "Precision",
+    "StrictModel",
+    "TextRule",
+    "name_pattern",
+    "one_line",
+]
 
 # Inventory groups the rendered tree defines itself (Ansible's own and railplan's): a node
 # group of that name would merge into them (lint RP005, render refuses it too).
@@ -47,6 +60,41 @@ def name_pattern(inner: str, *, first: str = "a-z", max_length: int = 63) -> str
 
 # A Kubernetes namespace or object name that is also a safe path and shell word.
 DNS_LABEL = name_pattern("a-z0-9-", max_length=40)
+
+
+# Free text (a budget's claim, a trace path, a MIG layout's description): one rule, two forms.
+# The pattern is what the JSON Schema shows and catches C0 controls and DEL; `one_line` adds the
+# rest of what `infra.errors.is_control` escapes on every echo (C1 controls, the bidirectional
+# overrides such as U+202E, zero-width characters, line separators), since a free-text field
+# also reaches outputs where no terminal escaping applies (the HTML report).
+ONE_LINE = r"^[^\x00-\x1f\x7f]+$"
+"""One line of text without control characters."""
+ONE_LINE_OR_EMPTY = r"^[^\x00-\x1f\x7f]*$"
+"""`ONE_LINE`, or nothing (a field whose default is the empty text)."""
+ONE_LINE_RULE = "must be one line of text, without control characters"
+
+
+def one_line(text: str) -> str:
+    r"""``text`` when no character of it is one `is_control` escapes, else a ValueError.
+
+    >>> one_line("H100 day layout")
+    'H100 day layout'
+    >>> one_line("a\u202eb")
+    Traceback (most recent call last):
+    ValueError: 'a\u202eb' must be one line of text, without control characters (\u202e at character 2)
+    """
+    if text.isprintable():  # the usual case, checked in C (spaces other than ' ' fail it too)
+        return text
+    for at, ch in enumerate(text, start=1):
+        if is_control(ch):
+            raise ValueError(
+                f"{shorten(text)!r} {ONE_LINE_RULE} ({escape_char(ch)} at character {at:,})"
+            )
+    return text
+
+
+TextRule = AfterValidator(one_line)
+"""The validator of a free-text field (annotate ``Annotated[str, TextRule]``)."""
 
 
 class StrictModel(BaseModel):

@@ -14,15 +14,12 @@ from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, TypeGuard
 from pydantic import AfterValidator, BaseModel, Discriminator, Field, Tag, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from infra.spec.base import Precision, StrictModel
+from infra.spec.base import ONE_LINE, Precision, StrictModel, TextRule
 from infra.spec.units import ByteSize, Count
 
 MAX_BUDGET_GPUS = 2**20
 """Most GPUs a budget can name: above any plannable cluster (32,768 servers of 8 GPUs), and
 small enough that memory estimates stay ordinary floats (``10**400`` would overflow them)."""
-
-ONE_LINE = r"^[^\x00-\x1f\x7f]+$"
-"""One line of text without control characters."""
 
 
 MAX_BUDGETS = 100
@@ -44,11 +41,10 @@ class BudgetFields(StrictModel):
         ),
     )
 
-    claim: str | None = Field(
-        None,
+    claim: Annotated[str, Field(pattern=ONE_LINE), TextRule] | None = Field(
+        None,  # one line: it is echoed in every output format
         min_length=1,
         max_length=200,
-        pattern=ONE_LINE,  # it is echoed in every output format
         description=(
             "Whose claim this budget tests (e.g. a vendor article), when it is not a target of "
             "this cluster: a missed claim is reported, as a warning, and fails nothing."
@@ -302,6 +298,7 @@ TracePath = Annotated[
         pattern=ONE_LINE,
         description="Job trace file, relative to the spec's directory (formats: docs/simulate.md).",
     ),
+    TextRule,
     AfterValidator(_inside_spec_directory),
 ]
 

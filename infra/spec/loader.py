@@ -24,7 +24,7 @@ from pydantic_core import ErrorDetails
 
 from infra.errors import SpecError, spelling_hint
 from infra.spec import models
-from infra.spec.budgets import ONE_LINE
+from infra.spec.base import ONE_LINE, ONE_LINE_OR_EMPTY, ONE_LINE_RULE
 from infra.spec.models import Spec
 from infra.spec.yamlpos import (
     SourceMap,
@@ -48,7 +48,8 @@ _PATTERN_RULES = {
     "a part)",
     models.MIG_PROFILE: "must be a MIG profile name such as 1g.10gb, 3g.40gb or 1g.10gb+me",
     r"^[1-9][0-9]{0,5}[smh]$": "must be a duration such as 90s, 30m or 2h (at most 6 digits)",
-    ONE_LINE: "must be one line of text, without control characters",
+    ONE_LINE: ONE_LINE_RULE,
+    ONE_LINE_OR_EMPTY: ONE_LINE_RULE,
 }
 
 

@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from infra.errors import spelling_hint
-from infra.spec.base import StrictModel, name_pattern, repeated
+from infra.spec.base import ONE_LINE_OR_EMPTY, StrictModel, TextRule, name_pattern, repeated
 from infra.spec.budgets import MAX_BUDGETS, Budget
 from infra.spec.cloud import Aws
 from infra.spec.scheduling import Duration, Scheduler, cron_fields_valid, duration_seconds
@@ -737,7 +737,12 @@ class MigLayout(StrictModel):
     profiles: dict[
         Annotated[str, Field(pattern=MIG_PROFILE)], Annotated[int, Field(ge=0, le=64)]
     ] = Field(description='MIG profile name -> instances per GPU, e.g. `{"1g.10gb": 7}`.')
-    description: str = Field("", max_length=200, description="Free text for reviewers.")
+    description: Annotated[str, TextRule] = Field(
+        "",
+        max_length=200,
+        pattern=ONE_LINE_OR_EMPTY,  # it reaches the HTML report and diff's output
+        description="Free text for reviewers: one line, no control characters.",
+    )
 
     @field_validator("profiles")
     @classmethod

@@ -6,7 +6,8 @@ compute fabric's planned cables, and returns one `Finding` per fault a technicia
 a missing cable, an unexpected one, two cables whose far ends are exchanged (one swap, not
 four findings), a server cable on the leaf of another rail, on the right switch but the wrong
 port, or on another switch; a link below the planned rate; a port seen down or polling; a
-device with none of its planned cables; an HCA that reports no name. Each finding carries
+device with none of its planned cables; an HCA that reports no name; a planned cable whose
+rate the dump prints in a form that cannot be read. Each finding carries
 both ends' device, port, rack and rack unit from the plan and the fix as a work order.
 A pure function, linear in the number of cables.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from infra.topology.model import Cable, Plan
 
@@ -48,6 +49,7 @@ KINDS = (
     "down",
     "device_missing",
     "unnamed",
+    "unreadable_rate",
 )
 # Data rate per lane in Gb/s as the IB specification names the speeds (ibnetdiscover prints
 # "4xHDR"): 4x HDR is the 200 Gb/s port, 2x NDR the 200 Gb/s half of a split NDR port.
@@ -88,6 +90,7 @@ class SeenLink:
     speed: str = ""
     state: str = ""
     source: str = ""  # file:line, for the reader
+    unreadable: str = ""  # the width and speed as printed, when the parser could not read them
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,7 +300,7 @@ def _infer_unnamed(index: _Index, seen: Seen) -> tuple[list[SeenLink], list[Find
                 continue
             a, b = _ends(cable)
             planned = a if far == b else b
-            link = SeenLink(planned, far, link.width, link.speed, link.state, link.source)
+            link = replace(link, a=planned, b=far)
             named.add(near.device)
             findings.append(_unnamed(index, near.device, descriptions[near.device], planned))
             break
@@ -344,6 +347,8 @@ def _rate(index: _Index, cable: Cable, link: SeenLink) -> list[Finding]:
     state = link.state.strip()
     if state.lower() not in UP_STATES:
         return [_down(a, z, state)]
+    if link.unreadable:
+        return [_unreadable(a, z, cable, link)]
     gbps = link_gbps(link.width, link.speed)
     if gbps is None or gbps >= cable.gbps:
         return []
@@ -359,6 +364,24 @@ def _rate(index: _Index, cable: Cable, link: SeenLink) -> list[Finding]:
             "replace the cable or its transceivers",
         )
     ]
+
+
+def _unreadable(a: Place, z: Place, cable: Cable, link: SeenLink) -> Finding:
+    """A planned cable whose rate the dump prints in a form no tool prints (`unread_rate`).
+
+    Not passed as planned: the field that would show it degraded (``1x``) is the one that
+    cannot be read, so an edited or damaged dump would otherwise hide a slow link.
+    """
+    where = f" ({link.source})" if link.source else ""
+    return Finding(
+        "unreadable_rate",
+        a,
+        z,
+        f"{cable.gbps:g} Gb/s",
+        f"rate {link.unreadable!r}{where}, which cannot be read",
+        f"read the rate of the cable between {a.text()} and {z.text()} again (iblinkinfo, "
+        "or ibportstate on either port) and verify an unedited dump",
+    )
 
 
 def _down(a: Place, z: Place, state: str) -> Finding:

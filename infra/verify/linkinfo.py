@@ -24,6 +24,7 @@ from infra.verify.model import (
     located,
     number,
     speed_name,
+    unread_rate,
 )
 
 _HINT = "is this the output of iblinkinfo, cut or edited?"
@@ -44,6 +45,7 @@ class _Row:
     remote_port: int
     remote_description: str
     rate: tuple[str | None, str | None, str | None, str | None]  # width, speed, state, phys
+    unreadable: str | None  # the width and speed as printed, when they cannot be read
     source: Source
 
 
@@ -56,10 +58,11 @@ def _numbers(text: str, source: Source) -> tuple[str | None, int, int]:
     return node, number(words[0], source, "LID"), number(words[1], source, "port")
 
 
-def _rate(text: str) -> tuple[str | None, str | None, str | None, str | None]:
-    """``4X 53.125 Gbps Active/  LinkUp`` -> ("4x", "HDR", "Active", "LinkUp").
+def _rate(text: str) -> tuple[tuple[str | None, str | None, str | None, str | None], str | None]:
+    """``4X 53.125 Gbps Active/  LinkUp`` -> (("4x", "HDR", "Active", "LinkUp"), None).
 
-    ``-p`` appends ``) (HOQ:.. VL_Stall:..``; an FDR10 link reads ``10.0 Gbps (FDR10)``.
+    ``-p`` appends ``) (HOQ:.. VL_Stall:..``; an FDR10 link reads ``10.0 Gbps (FDR10)``. The
+    second item is the width and speed as printed when they cannot be read (`unread_rate`).
     """
     head, _, physical = text.partition(") (HOQ")[0].rpartition("/")
     words = head.split()
@@ -69,7 +72,8 @@ def _rate(text: str) -> tuple[str | None, str | None, str | None, str | None]:
     state = words.pop() if words else None
     width = lanes(words[0][:-1]) if words and words[0][-1:] in ("x", "X") else None
     speed = speed_name(words[1]) if len(words) > 1 else None
-    return width, speed, state, physical.strip() or None
+    unread = unread_rate(" ".join(words), width, speed)
+    return (width, speed, state, physical.strip() or None), unread
 
 
 def _row(
@@ -107,7 +111,7 @@ def _row(
         r_lid,
         r_port,
         remote[first + 1 : last],
-        _rate(line[start + 3 : stop]),
+        *_rate(line[start + 3 : stop]),
         source,
     )
 
@@ -195,4 +199,10 @@ def read_linkinfo(lines: list[str], file: str, build: FabricBuilder) -> None:
             continue
         r_kind = kinds.get(remote, "CA")
         ends = (End.seen(kind, row.guid, row.port), End.seen(r_kind, remote, row.remote_port))
-        build.link(ends, (row.description, row.remote_description), row.source, *row.rate)
+        build.link(
+            ends,
+            (row.description, row.remote_description),
+            row.source,
+            *row.rate,
+            unreadable=row.unreadable,
+        )

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Literal
 
+from infra.digits import ascii_digits
 from infra.errors import DiscoveredError, Position
 
 Kind = Literal["CA", "SW"]
@@ -78,6 +79,7 @@ class Link:
     state: str | None  # "Active", "Down", "Polling", "Init", "Armed"
     physical: str | None  # "LinkUp", "Polling", "Disabled", ...
     source: Source
+    unreadable: str | None = None  # the rate as printed when no tool prints it so (`unread_rate`)
 
     def key(self) -> tuple[tuple[str, int], tuple[str, int]]:
         """The cable as ((guid, port), (guid, port)): equal across dump formats."""
@@ -151,7 +153,6 @@ def guid(text: str, source: Source) -> str:
     return _GUIDS[text]
 
 
-_DIGITS = frozenset("0123456789")
 # InfiniBand's field widths (IBA vol. 1, 14.2.5): a port number is 8 bits (a switch has at
 # most 254 ports and port 0 is its management port), a LID 16 bits.
 _LARGEST = {"port": 255, "port count": 255, "LID": 0xFFFF}
@@ -165,7 +166,7 @@ def number(text: str, source: Source, what: str) -> int:
     no tool prints them; a dump that holds one was edited, and says where.
     """
     largest = _LARGEST[what]
-    if not text or len(text) > 5 or not _DIGITS.issuperset(text) or int(text) > largest:
+    if len(text) > 5 or not ascii_digits(text) or int(text) > largest:
         shown = text if len(text) <= 20 else text[:20] + "..."
         raise located(f"{what} {shown!r} is not a number from 0 to {largest}", source, None)
     return int(text)
@@ -180,6 +181,25 @@ def speed_name(text: str) -> str | None:
     """The generation ("HDR") for "HDR" or iblinkinfo's "53.125" (Gbps a lane), else None."""
     upper = text.upper()
     return upper if upper in _SPEEDS else _SPEED_NAMES.get(text)
+
+
+def unread_rate(printed: str, width: str | None, speed: str | None) -> str | None:
+    """The rate as printed when it is there but not read (``¹x``, ``0xHDR``, ``4xXDR9``).
+
+    None when both width and speed were read, when nothing was printed, and for the tools'
+    own word for a value they do not know (ibnetdiscover's ``???``): that says unknown, it
+    is not an edit. `compare` reports an unreadable rate on a planned cable, so an edited
+    or damaged field cannot hide a degraded link.
+
+    >>> unread_rate("0xHDR", None, None), unread_rate("???", None, None)
+    ('0xHDR', None)
+    """
+    words = printed.split()
+    if (width is not None and speed is not None) or not words:
+        return None
+    if any(not word.strip("?") for word in words):
+        return None
+    return " ".join(words)
 
 
 UNEDITED = "give the unedited output of ibnetdiscover [-p] or iblinkinfo [-l]"
@@ -274,6 +294,7 @@ class FabricBuilder:
         speed: str | None,
         state: str | None = None,
         physical: str | None = None,
+        unreadable: str | None = None,
     ) -> None:
         """Add a cable seen from one end; a second sighting of the same cable is dropped."""
         if AGGREGATION_NODE in descriptions[1]:
@@ -289,7 +310,7 @@ class FabricBuilder:
         self.cables += 1
         key = ((a.guid, a.port), (b.guid, b.port))
         if key not in self.links:
-            self.links[key] = Link(a, b, width, speed, state, physical, source)
+            self.links[key] = Link(a, b, width, speed, state, physical, source, unreadable)
 
     def fabric(self) -> Fabric:
         """The collected records, sorted, with node-name-map names applied."""

@@ -18,6 +18,7 @@ from infra.verify.model import (
     located,
     number,
     speed_name,
+    unread_rate,
 )
 
 _KINDS: dict[str, Kind] = {"CA": "CA", "SW": "SW"}
@@ -84,4 +85,5 @@ def read_ports(lines: list[str], file: str, build: FabricBuilder) -> None:
         width = lanes(rate[0][:-1]) if rate and rate[0][-1:] in ("x", "X") else None
         speed = speed_name(rate[1]) if len(rate) > 1 else None
         ends = (End.seen(kind, node, port), End.seen(r_kind, r_node, r_port))
-        build.link(ends, descs, source, width, speed)
+        unread = unread_rate(" ".join(rate), width, speed)
+        build.link(ends, descs, source, width, speed, unreadable=unread)

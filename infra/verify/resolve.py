@@ -75,7 +75,8 @@ def resolve(fabric: Fabric) -> Seen:
             # a port that trains no further than Polling or Init carries no traffic
             ports += [SeenPort(a, state, source), SeenPort(b, state, source)]
             continue
-        links.append(SeenLink(a, b, link.width or "", link.speed or "", "", source))
+        width, speed, unread = link.width or "", link.speed or "", link.unreadable or ""
+        links.append(SeenLink(a, b, width, speed, "", source, unread))
     unnamed = tuple(
         sorted((n.guid, n.description) for n in fabric.nodes if n.kind == "CA" and n.unnamed)
     )

@@ -21,6 +21,7 @@ from infra.verify.model import (
     located,
     number,
     speed_name,
+    unread_rate,
 )
 
 _KINDS: dict[str, Kind] = {"Switch": "SW", "Ca": "CA"}
@@ -88,7 +89,7 @@ def _port(line: str, source: Source, current: _Current, build: FabricBuilder) ->
     remote_id = rest[1 : rest.find('"', 1)]
     remote_port, remote_port_guid, _ = _bracket(rest[len(remote_id) + 2 :], source)
     description, words = _comment(comment)
-    width, speed = _rate(words)
+    width, speed, unread = _rate(words)
     remote_guid = guid(remote_id[2:], source)
     remote_kind: Kind = "SW" if remote_id.startswith("S-") else "CA"
     local = _end(current.kind, current.guid, port, port_guid)
@@ -99,7 +100,8 @@ def _port(line: str, source: Source, current: _Current, build: FabricBuilder) ->
     lid = number(words[words.index("lid") + 1], source, "LID") if "lid" in words[:-1] else None
     r_port_guid = remote_port_guid if remote_kind == "CA" else None
     build.node(remote_kind, remote_guid, description, source, lid=lid, port_guid=r_port_guid)
-    build.link((local, remote), (current.description, description), source, width, speed)
+    descriptions = (current.description, description)
+    build.link((local, remote), descriptions, source, width, speed, unreadable=unread)
 
 
 def _end(kind: Kind | None, node_guid: str, port: int, port_guid: str | None) -> End:
@@ -107,17 +109,25 @@ def _end(kind: Kind | None, node_guid: str, port: int, port_guid: str | None) ->
     return End(identity, port, node_guid, port_guid if kind == "CA" else None)
 
 
-def _rate(words: list[str]) -> tuple[str | None, str | None]:
-    """``lid 3 4xHDR`` -> ("4x", "HDR"); ``???`` -> (None, None).
+def _rate(words: list[str]) -> tuple[str | None, str | None, str | None]:
+    """``lid 3 4xHDR`` -> ("4x", "HDR", None); ``???`` -> (None, None, None).
 
     The rate is the last word of that form: ``-f`` adds ``s=.. w=.. v=..`` and Xsigo ports
-    ``(scp)`` after it.
+    ``(scp)`` after it. The third item is the rate as printed when it cannot be read
+    (`unread_rate`): ``4xXDR9`` (no such speed), or ``0xHDR``/``¹xHDR`` in the rate's place,
+    the word after ``lid N``.
     """
     for word in reversed(words):
         width, x, speed = word.partition("x")
         if x and lanes(width):
-            return lanes(width), speed_name(speed)
-    return None, None
+            return (
+                lanes(width),
+                speed_name(speed),
+                unread_rate(word, lanes(width), speed_name(speed)),
+            )
+    at = words.index("lid") + 2 if "lid" in words else len(words)
+    printed = words[at] if at < len(words) else ""
+    return None, None, unread_rate(printed, None, None)
 
 
 _HINT = "is this ibnetdiscover's default output, cut or edited?"

@@ -14,13 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from infra.catalog.models import Catalog
+from infra.digits import ascii_digits
 from infra.topology.model import Cable, Plan
 from infra.verify.compare import Finding, NamedEnd, Place
 
 __all__ = ["NO_CAGE_LABEL", "Sheet", "sheet"]
 
 NO_CAGE_LABEL = "no cage label in the catalog"
-_DIGITS = frozenset("0123456789")
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Sheet:
     def label(self, place: Place) -> str:
         """``9/1``; ``mlx5_3 (no cage label in the catalog)`` on a server; else ""."""
         port = place.port
-        if place.device in self.labels and port and _DIGITS.issuperset(port) and len(port) < 4:
+        if place.device in self.labels and ascii_digits(port) and len(port) < 4:
             return self.labels[place.device](int(port))
         if place.device in self.servers and port:
             return f"{port} ({NO_CAGE_LABEL})"

@@ -181,7 +181,10 @@ def tenant_namespace_reserved(ctx: LintContext) -> Iterator[Violation]:
     the rendered objects need (kueue-system for Kueue, keda for KEDA), the namespaces every
     cluster has (default, kube-system, kube-public, kube-node-lease), any name starting
     `kube-`, which Kubernetes reserves, and with Volcano its own queues `root` and `default`
-    (a tenant's Queue takes the tenant's name).
+    (a tenant's Queue takes the tenant's name). Not refused: namespaces of software railplan
+    neither installs nor relies on (cert-manager, ingress-nginx, istio-system, Volcano's
+    optional volcano-monitoring, OpenShift's nvidia-gpu-operator; node-feature-discovery,
+    as the GPU Operator runs NFD in gpu-operator): keep clear of those a cluster runs.
     Why: railplan gives each tenant's namespace a default-deny NetworkPolicy and a GPU
     ResourceQuota. In kube-system that cuts cluster DNS and the control-plane add-ons off the
     network; in gpu-operator, monitoring, kueue-system or keda it stops the GPU stack,

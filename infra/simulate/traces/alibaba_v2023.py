@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from infra.digits import plain_ascii
 from infra.simulate.jobs import MILLI_WHOLE, Job
 from infra.simulate.traces.common import MAX_TRACE_S, Row, Rows, csv_rows, excerpt, positions, whole
 
@@ -104,6 +105,9 @@ def _fast(fields: list[str], at: list[int] | None) -> _Pod | str:
     Anything else raises, and `_checked` reads the row again to say what is wrong and where.
     """
     if at is None:
+        raise ValueError
+    numbers = (fields[at[k]] for k in (0, 1, 2, 3, 4, 6, 7))
+    if not plain_ascii("".join(numbers)):  # int() reads "٣" and "1_000": `_checked` refuses
         raise ValueError
     gpus, deleted = int(fields[at[0]]), int(fields[at[1]])
     cpu, mem = int(fields[at[6]] or 0), int(fields[at[7]] or 0)

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 
+from infra.digits import ASCII_HINT, ascii_float, ascii_int, plain_ascii
 from infra.errors import InputError, Position, shorten
 from infra.simulate.jobs import Job
 
@@ -152,14 +153,17 @@ def excerpt(text: str) -> str:
 
 
 def number(row: Row, name: str, *, minimum: float = 0.0, default: str = "") -> float:
-    """A finite number at least ``minimum`` from field ``name``."""
+    """A finite number at least ``minimum`` from field ``name``, written in ASCII.
+
+    float() alone would read ``٣٠`` (Arabic-Indic), ``１２`` (fullwidth) or ``1_000``, which
+    verify's dump parsers refuse: no published trace writes them (`infra.digits`).
+    """
     text = row.get(name, default)
     try:
-        value = float(text)
+        value = ascii_float(text)
     except ValueError:
-        raise row.error(
-            name, f"{name} {excerpt(text)} is not a number", "write seconds as 12 or 12.5"
-        ) from None
+        hint = "write seconds as 12 or 12.5" if plain_ascii(text) else ASCII_HINT
+        raise row.error(name, f"{name} {excerpt(text)} is not a number", hint) from None
     if not math.isfinite(value) or value < minimum:
         raise row.error(
             name, f"{name} {excerpt(text)} must be a finite number of at least {minimum:g}"
@@ -185,7 +189,7 @@ def _too_far(name: str, shown: str) -> tuple[str, str]:
 def whole(row: Row, name: str, *, minimum: int = 0, maximum: int = 10**9, default: str = "") -> int:
     """A whole number in ``[minimum, maximum]`` from field ``name`` (``2.0`` is accepted)."""
     try:  # the common case, an integer's digits, without the float round trip
-        exact = int(row.get(name, default))
+        exact = ascii_int(row.get(name, default))
     except ValueError:
         pass
     else:
