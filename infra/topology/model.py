@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from infra.errors import RailplanError
 from infra.spec import MigAssignment, MigValue
+
+if TYPE_CHECKING:
+    from infra.topology.facts import ClusterFacts
 
 Tier = Literal["node_leaf", "leaf_spine", "spine_core"]
 TIERS: tuple[Tier, ...] = ("node_leaf", "leaf_spine", "spine_core")
@@ -397,7 +400,9 @@ class Plan:
     gpus: int
     pkeys: Mapping[str, str]
     warnings: tuple[PlanWarning, ...]
-    groups: Mapping[str, GroupPlan] = field(default_factory=dict)  # node groups, spec order
+    groups: Mapping[str, GroupPlan]  # node groups, spec order
+    # what the spec means (`infra.topology.facts`): later stages read it, not the spec
+    facts: ClusterFacts
     _by_name: dict[str, object] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
