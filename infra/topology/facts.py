@@ -18,8 +18,7 @@ equal on every example), with no placement facts.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 from infra.catalog import Catalog, Node
 from infra.errors import spelling_hint
@@ -29,14 +28,19 @@ from infra.topology.fabric_geometry import spec_geometry
 from infra.topology.groups import group_migs, plan_groups
 from infra.topology.growth import with_growth
 from infra.topology.model import (
+    ClusterFacts,
+    ControlFacts,
+    FabricFacts,
     FabricGeometry,
-    GroupMig,
+    GroupFacts,
     GroupPlan,
     PlanError,
     ScalableUnit,
     Server,
+    SharpState,
+    SuFacts,
 )
-from infra.topology.power_saving import KeptReason, kept_reasons
+from infra.topology.power_saving import kept_reasons
 from infra.topology.servers import list_servers
 
 __all__ = [
@@ -51,91 +55,6 @@ __all__ = [
     "group_nics",
     "sharp_state",
 ]
-
-SharpState = Literal["off", "asked", "usable"]
-
-
-@dataclass(frozen=True, slots=True)
-class SuFacts:
-    """One scalable unit of a node group: its name and its number in the group (1-based)."""
-
-    name: str
-    number: int
-
-
-@dataclass(frozen=True, slots=True)
-class GroupFacts:
-    """One node group, as every later stage reads it.
-
-    Attributes:
-        name, index, node: the group's name, place in ``node_groups`` and catalog node.
-        nics: compute NICs per server (the group's ``compute_nics.count``, else the node's).
-        nic_gbps: the rate each NIC gets from the compute fabric (`group_nic_gbps`).
-        sus: its scalable units in plan order (empty off the compute fabric).
-        rolling_batch: servers per batch of a rolling change (`infra.topology.groups`).
-        mig: its MIG states now and at each scheduled change.
-        power_off: whether Slurm power saving may power its servers off at all (on, and the
-            group not in ``exclude_groups``); servers may still be kept on one by one.
-    """
-
-    name: str
-    index: int
-    node: str
-    nics: int
-    nic_gbps: float
-    sus: tuple[SuFacts, ...]
-    rolling_batch: int
-    mig: GroupMig
-    power_off: bool
-
-
-@dataclass(frozen=True, slots=True)
-class FabricFacts:
-    """A fabric's meaning: its shape as built (compute only) and SHARP as one value."""
-
-    name: str
-    geometry: FabricGeometry | None
-    sharp: SharpState
-
-
-@dataclass(frozen=True, slots=True)
-class ControlFacts:
-    """Facts that need the planned servers: control hosts and power-off eligibility.
-
-    Empty (every field at its default) when the facts were built without servers.
-
-    Attributes:
-        controller: the slurmctld host (Slurm specs), else None.
-        subnet_managers: OpenSM master then standby (OpenSM fabrics), else empty.
-        kept_on: every server never powered off, with why, in plan order.
-        may_power_off: the servers Slurm may power off, in plan order (none without
-            power saving).
-    """
-
-    controller: str | None = None
-    subnet_managers: tuple[str, ...] = ()
-    kept_on: tuple[tuple[str, KeptReason], ...] = ()
-    may_power_off: tuple[str, ...] = ()
-
-    @property
-    def standby_subnet_manager(self) -> str | None:
-        """The standby OpenSM host, or None."""
-        return self.subnet_managers[1] if len(self.subnet_managers) > 1 else None
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterFacts:
-    """What the spec means: per group, per fabric, and (when planned) the control hosts."""
-
-    groups: Mapping[str, GroupFacts]
-    fabrics: Mapping[str, FabricFacts]
-    control: ControlFacts  # empty when built without planned servers
-    planned: bool  # whether ``control`` comes from planned servers
-
-    def sharp(self, fabric: str = "compute") -> SharpState:
-        """SHARP on ``fabric``: ``off`` when the fabric is absent."""
-        facts = self.fabrics.get(fabric)
-        return facts.sharp if facts is not None else "off"
 
 
 class _Placed(NamedTuple):

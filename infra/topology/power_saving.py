@@ -13,17 +13,11 @@ it there, so the rendered ``SuspendExcNodes`` and the simulator cannot disagree.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from infra.spec import Spec
 from infra.topology.control import Placed, control_hosts, controller_host
-from infra.topology.model import Server
+from infra.topology.model import KeptReason, Server
 
 __all__ = ["KeptReason", "kept_powered", "kept_reasons", "suspendable"]
-
-KeptReason = Literal[
-    "slurm controller", "subnet manager", "excluded group", "no BMC address", "cloud instance"
-]
 
 
 def kept_reasons(plan: Placed, spec: Spec) -> dict[str, KeptReason]:
