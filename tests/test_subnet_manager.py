@@ -70,7 +70,8 @@ def test_guids_make_root_and_compute_node_files_and_pin_the_port(catalog: Catalo
     assert len(roots) == len(plan.switches_in("compute", "spine"))
     assert len(files["cn_guids.conf"].split()) == sum(len(s.hcas) for s in plan.servers)
     assert "defmember=limited" in files["partitions.conf"]
-    group_vars = ansible_files(spec, catalog, plan)[
+    # the plan of the spec with SHARP: the renderer reads SHARP off the plan's facts
+    group_vars = ansible_files(spec, catalog, expand(spec, catalog))[
         "inventories/lab/group_vars/subnet_managers.yml"
     ]
     values = yaml.safe_load(group_vars)
@@ -103,7 +104,8 @@ def test_sharp_am_binds_to_the_sm_port_on_nvidia_opensm(catalog: Catalog) -> Non
     spec, files = _files(yaml.safe_dump(data), catalog)
     master = min(n for n in files if n.startswith("opensm-")).removeprefix("opensm-")[:-5]
     assert f"ib_port_guid 0x{int(guids[master][0], 16):016x}" in files["sharp_am.cfg"]
-    group_vars = ansible_files(spec, catalog, plan)[
+    # the plan of the spec with SHARP: the renderer reads SHARP off the plan's facts
+    group_vars = ansible_files(spec, catalog, expand(spec, catalog))[
         "inventories/lab/group_vars/subnet_managers.yml"
     ]
     values = yaml.safe_load(group_vars)

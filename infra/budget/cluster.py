@@ -24,6 +24,7 @@ from infra.catalog import Catalog, Node
 from infra.errors import RailplanError, spelling_hint
 from infra.spec import NodeGroup, Spec
 from infra.topology.fabric_geometry import spec_geometry
+from infra.topology.facts import group_nic_gbps, group_nics, sharp_state
 from infra.topology.groups import group_migs
 from infra.topology.model import FabricGeometry, GroupMig, PlanError
 
@@ -32,7 +33,6 @@ __all__ = [
     "comm_topology",
     "job_tiers",
     "main_group",
-    "nic_rate",
     "sharp_usable",
 ]
 
@@ -101,11 +101,12 @@ def _mig_summary(spec: Spec, mig: GroupMig) -> str:
 
 
 def sharp_usable(spec: Spec, catalog: Catalog) -> bool:
-    """Whether NCCL could use IB SHARP (CollNet) on this spec's compute fabric."""
-    c = spec.fabrics.compute
-    if c is None or not c.sharp or c.switch not in catalog.switches:
-        return False
-    return c.rail_optimized and c.subnet_manager != "switch" and catalog.switches[c.switch].sharp
+    """Whether NCCL could use IB SHARP (CollNet) on this spec's compute fabric.
+
+    For callers without a plan (lint on an unplannable spec, budgets); a plan carries the
+    same answer as ``plan.facts.sharp()`` (`infra.topology.facts.sharp_state` owns it).
+    """
+    return sharp_state(spec, catalog) == "usable"
 
 
 def comm_topology(
@@ -147,8 +148,8 @@ def comm_topology(
         nodes=nodes,
         nvswitch=node.nvswitches > 0,
         nvlink_links=gpu.nvlink_links,
-        nics=chosen.compute_nics.count if chosen.compute_nics else node.compute_nics,
-        nic_gbps=nic_rate(spec, catalog, node, nodes, chosen),
+        nics=group_nics(chosen, node),
+        nic_gbps=group_nic_gbps(spec, catalog, node, chosen),
         cpu=node.cpu,
         sharp=(sharp_usable(spec, catalog) and bool(node.compute_hcas)) if sharp is None else sharp,
         nccl=spec.software.nccl,
@@ -157,26 +158,6 @@ def comm_topology(
         oversubscription=_uplink_ratio(_geometry(spec, catalog)),
         efa=node.cloud == "aws" or node.compute_nic_model.upper().startswith("EFA"),
     )
-
-
-def nic_rate(
-    spec: Spec, catalog: Catalog, node: Node, nodes: int = 1, group: NodeGroup | None = None
-) -> float:
-    """Gb/s each NIC gets from the compute fabric: the slower of NIC and switch port.
-
-    (A DGX H100 on HDR switches runs at HDR.) The NIC's rate is the group's
-    `compute_nics.gbps` when the spec states it (a server the catalog lacks), else the
-    catalog node's. Oversubscription is not in this rate: the model applies it only to
-    traffic that leaves the job's leaf group (`CommTopology`). ``nodes`` is kept for callers
-    of the earlier signature.
-    """
-    del nodes
-    own = group.compute_nics.gbps if group is not None and group.compute_nics else None
-    rate = own if own is not None else node.compute_nic_gbps
-    fabric = spec.fabrics.compute
-    if fabric is None or fabric.switch not in catalog.switches:
-        return rate
-    return min(rate, catalog.switches[fabric.switch].port_gbps)
 
 
 def _geometry(spec: Spec, catalog: Catalog) -> FabricGeometry | None:

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from infra.budget.bands import collective_bands
-from infra.budget.cluster import comm_topology, nic_rate, sharp_usable
+from infra.budget.cluster import comm_topology
 from infra.budget.collectives import predict
 from infra.catalog import Catalog
 from infra.catalog.distro_slurm import needs_legacy_cgroups
@@ -35,7 +35,7 @@ from infra.render.templating import render_template
 from infra.render.writer import RenderError
 from infra.spec import NodeGroup, Spec
 from infra.spec.base import RESERVED_GROUPS
-from infra.topology.control import control_roll_order, controller_host, uses_opensm
+from infra.topology.control import control_roll_order, uses_opensm
 from infra.topology.migconfig import mig_parted_configs
 from infra.topology.model import Plan, Server
 from infra.wording import plural
@@ -171,8 +171,9 @@ def _hosts_yml(spec: Spec, catalog: Catalog, plan: Plan) -> str:
         groups.update(_node_group_tree(plan, group.name))
     if uses_opensm(spec):
         groups["subnet_managers"] = _members(sm_hosts(plan))
-    if spec.scheduler.kind == "slurm":
-        groups["slurm_controllers"] = _members([controller_host(plan)])
+    controller = plan.facts.control.controller  # Slurm specs only
+    if controller is not None:
+        groups["slurm_controllers"] = _members([controller])
     control = control_roll_order(plan, spec)
     if control:
         groups["control_hosts"] = _members(control)
@@ -302,7 +303,7 @@ def _node_group_vars(spec: Spec, catalog: Catalog, plan: Plan, group: NodeGroup)
         "nccl_ib_hca": hcas,
         "acceptance_gpu_name": gpu.name,
         "acceptance_nvlink_links_per_gpu": gpu.nvlink_links if node.nvswitches else 0,
-        "acceptance_ib_rate_gbps": round(nic_rate(spec, catalog, node, 1, group)) if hcas else 0,
+        "acceptance_ib_rate_gbps": round(plan.facts.groups[group.name].nic_gbps) if hcas else 0,
         # Per group: `auto` depends on the GPU, and the rdma role picks GPUDirect from it.
         "nvidia_driver_kernel_modules": _gpu_kernel_modules(spec, gpu),
     }
@@ -377,7 +378,7 @@ def _subnet_manager_vars(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, 
     compute = spec.fabrics.compute
     guids = compute.guids if compute else {}
     ports = {h: f"0x{int(guids[h][0], 16):016x}" for h in sm_hosts(plan) if h in guids}
-    sharp = sharp_usable(spec, catalog)
+    sharp = plan.facts.sharp() == "usable"
     if ports:
         values["rdma_opensm_port_guids"] = ports
         if sharp:
@@ -455,7 +456,7 @@ def _playbook(spec: Spec, catalog: Catalog, plan: Plan) -> str:
         for g in plan.groups.values()
     ]
     plays = [p for p in plays if p.batches]
-    sharp = sharp_usable(spec, catalog)
+    sharp = plan.facts.sharp() == "usable"
     control_play = _control_play(spec, catalog, plan, control) if control else None
     overview = _overview(plays, sharp, control_play)
     if spec.scheduler.kind == "slurm":

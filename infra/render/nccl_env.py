@@ -22,7 +22,6 @@ systemd/Slurm environment file, so the Ansible variable and the rendered file al
 
 from __future__ import annotations
 
-from infra.budget.cluster import sharp_usable
 from infra.catalog import Catalog
 from infra.spec import Spec
 from infra.topology.model import Plan, Server
@@ -33,8 +32,8 @@ _EFA_SETTINGS = {"FI_EFA_USE_DEVICE_RDMA": "1", "FI_PROVIDER": "efa", "RDMAV_FOR
 
 
 def _sharp(plan: Plan, spec: Spec, catalog: Catalog) -> bool:
-    """SHARP as the predictions see it (`sharp_usable`), on a planned compute fabric."""
-    return "compute" in plan.fabrics and sharp_usable(spec, catalog)
+    """SHARP as the predictions see it (usable, not only asked), on a planned compute fabric."""
+    return "compute" in plan.fabrics and plan.facts.sharp() == "usable"
 
 
 def group_nccl_settings(

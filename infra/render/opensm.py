@@ -185,12 +185,12 @@ def opensm_conf(plan: Plan, spec: Spec, catalog: Catalog, host: str, priority: i
     else:
         lines.append(f"# guid: unset (first active port): add {host}'s port GUIDs to the spec.")
     lines += routing_lines(plan, spec, engine)
-    lines += sharp_lines(spec)
+    lines += sharp_lines(plan, spec)
     lines.append(f"partition_config_file {CONF_DIR}/partitions.conf")
     return "\n".join(lines) + "\n"
 
 
-def sharp_lines(spec: Spec) -> list[str]:
+def sharp_lines(plan: Plan, spec: Spec) -> list[str]:
     """``sharp_enabled 2`` on NVIDIA's OpenSM when the spec asks for SHARP; nothing otherwise.
 
     sharp_am builds its trees from what the SM found, and NVIDIA's OpenSM configures SHARP
@@ -198,8 +198,7 @@ def sharp_lines(spec: Spec) -> list[str]:
     fall back to the host network. The distributions' OpenSM 3.3 has no such key (it logs
     ``Unrecognized token: "sharp_enabled"``), and lint refuses SHARP with it.
     """
-    fabric = spec.fabrics.compute
-    if fabric is None or not fabric.sharp or not nvidia_sm(spec):
+    if plan.facts.sharp() == "off" or not nvidia_sm(spec):
         return []
     return [
         "# SHARP: NVIDIA's OpenSM enables the aggregation nodes of every capable switch for",

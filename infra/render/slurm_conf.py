@@ -25,7 +25,6 @@ from infra.render.slurm import (
 )
 from infra.render.slurm_power import BMC_HOSTS, bmc_hosts, power_saving_lines
 from infra.spec import Spec
-from infra.topology.control import controller_host
 from infra.topology.model import Plan
 from infra.topology.slurm_sched import PROLOG_FAILURE, SCHEDULER_TYPE, backfill_of
 
@@ -33,7 +32,6 @@ __all__ = [
     "CONF_DIR",
     "HEALTH_SCRIPT",
     "cgroup_conf",
-    "controller_host",
     "slurm_conf",
     "slurm_files",
 ]
@@ -71,7 +69,7 @@ def slurm_conf(plan: Plan, spec: Spec, catalog: Catalog) -> str:
         "# The controller is the first server; the slurm role rewrites SlurmctldHost when",
         "# slurm_controller_host is set (docs/ansible.md, Slurm).",
         f"ClusterName={spec.name}",
-        f"SlurmctldHost={controller_host(plan)}",
+        f"SlurmctldHost={plan.facts.control.controller}",
         "AuthType=auth/munge",
         "CredType=cred/munge",
         "SlurmUser=slurm",

@@ -3,8 +3,8 @@
 With ``scheduler.power_saving`` set, slurmctld powers a server off through its BMC after it
 has been idle for ``suspend_time`` and on again when work needs it (slurm.conf(5), SuspendTime
 and ResumeProgram). Never suspended (``SuspendExcNodes``): the servers
-`infra.topology.power_saving.kept_powered` names (the controller, ``exclude_groups``, servers
-without a BMC address). ResumeRate is bounded to one rack's servers a minute unless the spec
+the plan keeps on (``plan.facts.control.kept_on``: the controller, the subnet managers,
+``exclude_groups``, servers without a BMC address). ResumeRate is bounded to one rack's servers a minute unless the spec
 says otherwise: slurm.conf(5) gives it "to prevent power surges" when a large job starts, and
 Slurm picks a job's nodes close together, so the servers it resumes in one minute are
 usually those of the same SU. A bound of one rack's worth keeps a minute's power-on within
@@ -20,8 +20,7 @@ from infra.catalog.distro_slurm import has_suspend_exc_states
 from infra.render.slurm import hostlist
 from infra.spec import Spec
 from infra.spec.scheduling import duration_seconds
-from infra.topology.model import Plan
-from infra.topology.power_saving import kept_powered, suspendable
+from infra.topology.model import Plan, Server
 
 __all__ = [
     "BMC_HOSTS",
@@ -47,7 +46,7 @@ def resume_rate(plan: Plan, spec: Spec) -> int:
     if saving is not None and saving.resume_rate is not None:
         return saving.resume_rate
     per_rack: dict[str, int] = {}
-    for server in suspendable(plan, spec):
+    for server in _may_power_off(plan):
         if server.rack is not None:
             per_rack[server.rack] = per_rack.get(server.rack, 0) + 1
     return max(per_rack.values(), default=1)
@@ -74,7 +73,7 @@ def power_saving_lines(plan: Plan, spec: Spec) -> list[str]:
         f"SuspendRate={saving.suspend_rate}",
         f"ResumeRate={resume_rate(plan, spec)}",
     ]
-    kept = kept_powered(plan, spec)
+    kept = [plan.server(name) for name, _ in plan.facts.control.kept_on]
     if kept:
         lines.append(f"SuspendExcNodes={hostlist(kept)}")
     if has_suspend_exc_states(spec.software.os):
@@ -88,6 +87,11 @@ def bmc_hosts(plan: Plan, spec: Spec) -> str:
     """The power programs' map: ``<server> <BMC address>`` per suspendable server."""
     lines = [
         f"# {plan.name}: the BMC of each server Slurm may power off (railplan; do not edit).",
-        *(f"{s.name} {s.bmc_ip}" for s in suspendable(plan, spec)),
+        *(f"{s.name} {s.bmc_ip}" for s in _may_power_off(plan)),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _may_power_off(plan: Plan) -> list[Server]:
+    """The servers Slurm may power off, in plan order (the plan's facts)."""
+    return [plan.server(name) for name in plan.facts.control.may_power_off]

@@ -71,7 +71,7 @@ def _pkey_table(plan: Plan) -> list[str]:
 
 
 def _ufm_readme(plan: Plan, spec: Spec) -> str:
-    sharp = spec.fabrics.compute is not None and spec.fabrics.compute.sharp
+    sharp = plan.facts.sharp() != "off"  # asked: UFM's README says how, usable or not
     lines = [
         f"# Subnet manager: UFM ({plan.name})",
         "",
@@ -145,7 +145,6 @@ def _ufm_sm_conf(plan: Plan, spec: Spec, catalog: Catalog) -> str:
 
 
 def _opensm_readme(plan: Plan, spec: Spec, catalog: Catalog) -> str:
-    fabric = spec.fabrics.compute
     nvidia = nvidia_sm(spec)
     hosts = sm_hosts(plan)
     lines = [
@@ -172,7 +171,7 @@ def _opensm_readme(plan: Plan, spec: Spec, catalog: Catalog) -> str:
         "each SM binds to its first active port and the default partition isolates",
         "nothing: the conf files and partitions.conf say which GUIDs are missing.",
     ]
-    if fabric is not None and fabric.sharp:
+    if plan.facts.sharp() != "off":
         lines += ["", _ONBOARD_SM_OFF]
     return "\n".join(lines) + "\n"
 
@@ -198,6 +197,6 @@ def subnet_manager_files(plan: Plan, spec: Spec, catalog: Catalog) -> dict[str, 
         return {"README.md": _switch_readme(plan, spec, catalog)}
     files = opensm_files(plan, spec, catalog)
     files["README.md"] = _opensm_readme(plan, spec, catalog)
-    if fabric.sharp:
+    if plan.facts.sharp() != "off":
         files["sharp_am.cfg"] = sharp_am_cfg(plan, spec, catalog)
     return dict(sorted(files.items()))

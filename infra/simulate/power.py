@@ -1,9 +1,10 @@
 """Slurm power saving during a replay, and the energy the cluster draws.
 
 With `scheduler.power_saving` (Slurm) a node idle for `suspend_time` is powered off, if the
-plan lets Slurm power it off (`infra.topology.power_saving.suspendable`, the owner the
-rendered `SuspendExcNodes` reads too: never the Slurm controller, the groups of
-`exclude_groups`, servers without a BMC address or a rack); a job placed on powered-off nodes holds them at once but starts
+plan lets Slurm power it off (``plan.facts.control.may_power_off``, which the rendered
+`SuspendExcNodes` and ``bmc-hosts`` read too: never the Slurm controller or a subnet
+manager, the groups of `exclude_groups`, servers without a BMC address or a rack); a job
+placed on powered-off nodes holds them at once but starts
 its work `resume_timeout` later (Slurm waits that long for the node to boot and register).
 Energy: a node draws ``idle`` kW whenever it is on, plus ``(max - idle) x share of its GPUs
 allocated``; off, nothing (BMC standby is left out). ``max`` is the catalog node's
@@ -24,7 +25,6 @@ from infra.simulate.state import POWER, Events
 from infra.spec import Spec
 from infra.spec.scheduling import duration_seconds
 from infra.topology.model import Plan
-from infra.topology.power_saving import suspendable
 
 __all__ = ["PowerHost", "PowerSaver"]
 
@@ -53,7 +53,7 @@ class PowerSaver:
         )
         self.suspend_s = duration_seconds(settings.suspend_time) if settings else 0
         self.resume_s = duration_seconds(settings.resume_timeout) if settings else 0
-        may = {s.name for s in suspendable(replay.plan, replay.spec)} if self.enabled else set()
+        may = set(replay.plan.facts.control.may_power_off) if self.enabled else set()
         nodes = replay.cluster.nodes
         self.eligible = [n.name in may for n in nodes]
         self.off_since: dict[int, float] = {}  # node -> when it went off

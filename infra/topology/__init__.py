@@ -4,8 +4,9 @@ One module per family, like networkx's generators: `servers` (hostnames, SUs), `
 (each node group's SUs, rolling batch and MIG over time: the one owner of MIG facts),
 `fat_tree` (tier sizing and wiring), `compute` (the rail-optimized compute fabric),
 `networks` (storage, in-band, out-of-band), `racks` (placement), `addressing` (IPs, pkeys),
-`geometry` (cable lengths and media), `finish` (the frozen records), `plan` (the
-orchestration), `graph` (the networkx view, on demand) and `model` (the typed plan).
+`geometry` (cable lengths and media), `finish` (the frozen records), `facts` (what the
+spec means, built once and carried as ``plan.facts``), `plan` (the orchestration), `graph`
+(the networkx view, on demand) and `model` (the typed plan).
 """
 
 from infra.topology.graph import plan_graph

@@ -347,7 +347,8 @@ def _assign_group_devices(
     leaves = max((len(v) for v in compute.su_leaves.values()), default=0)
     for i, group in enumerate(spec.node_groups):
         block, floor = bmc_blocks[i + 1], counts[group.name]
-        sus = sorted({s.su for s in seeds if s.group == group.name and s.su is not None})
+        numbers = {s.su: s.su_number for s in seeds if s.group == group.name and s.su is not None}
+        sus = sorted(numbers)
         if not sus:
             _rack_devices_down(racks, group.name.replace("_", "-"), block, floor, bmc)
             continue
@@ -356,7 +357,7 @@ def _assign_group_devices(
         layout = _layout(spec, catalog, racks, group, leaves, group_nets)
         net_leaves = _network_leaf_offsets(layout, devices)
         for su in sus:
-            number = int(su.rsplit("-su", 1)[1])
+            number = numbers[su] or 0
             base = (number - 1) * layout.stride
             offsets = {n: k for k, n in enumerate(compute.su_leaves.get(su, ()))}
             for rack in (r for r in racks.racks.values() if r.row == su):

@@ -12,10 +12,13 @@ are never down together. Power saving never powers them off (`topology.power_sav
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from infra.spec import Spec
-from infra.topology.model import Plan
+from infra.topology.model import ScalableUnit, Server
 
 __all__ = [
+    "Placed",
     "control_hosts",
     "control_roll_order",
     "controller_host",
@@ -24,7 +27,21 @@ __all__ = [
 ]
 
 
-def controller_host(plan: Plan) -> str:
+class Placed(Protocol):
+    """What the control rules read: the planned servers and SUs (a `Plan` has both)."""
+
+    @property
+    def servers(self) -> tuple[Server, ...]:
+        """The planned servers, in plan order."""
+        ...
+
+    @property
+    def sus(self) -> tuple[ScalableUnit, ...]:
+        """The planned scalable units, in plan order."""
+        ...
+
+
+def controller_host(plan: Placed) -> str:
     """The slurmctld host: the plan's first server."""
     return plan.servers[0].name
 
@@ -35,7 +52,7 @@ def uses_opensm(spec: Spec) -> bool:
     return compute is not None and compute.subnet_manager in ("opensm", "nvidia-opensm")
 
 
-def subnet_manager_hosts(plan: Plan) -> list[str]:
+def subnet_manager_hosts(plan: Placed) -> list[str]:
     """Master then standby OpenSM: the first server of the first two SUs.
 
     A plan with fewer than two SUs takes its first two servers.
@@ -46,7 +63,7 @@ def subnet_manager_hosts(plan: Plan) -> list[str]:
     return firsts
 
 
-def control_hosts(plan: Plan, spec: Spec) -> list[str]:
+def control_hosts(plan: Placed, spec: Spec) -> list[str]:
     """The Slurm controller and the OpenSM hosts this spec runs, in plan order."""
     names = set(subnet_manager_hosts(plan)) if uses_opensm(spec) else set()
     if spec.scheduler.kind == "slurm" and plan.servers:
@@ -54,7 +71,7 @@ def control_hosts(plan: Plan, spec: Spec) -> list[str]:
     return [s.name for s in plan.servers if s.name in names]
 
 
-def control_roll_order(plan: Plan, spec: Spec) -> list[str]:
+def control_roll_order(plan: Placed, spec: Spec) -> list[str]:
     """The control hosts in the order a rolling change takes them, the controller last.
 
     Before it the others in plan order, the standby subnet manager before the master, so

@@ -7,7 +7,8 @@ and unit, medium and length) and racks (class, row, position, power and units ag
 class's budget). Names are stable identities: they follow what a thing is (group and index,
 SU and rail, pod and position), so growing a node group or appending one never renames what
 was planned. Absent facts are ``None``, never a sentinel. The networkx graph is a function of
-the plan (`infra.topology.graph.plan_graph`), built only when asked.
+the plan (`infra.topology.graph.plan_graph`), built only when asked. ``plan.facts`` is what
+the spec means (`ClusterFacts`, built by `infra.topology.facts.cluster_facts`).
 """
 
 from __future__ import annotations
@@ -381,6 +382,96 @@ class FabricSummary:
         return self.leaf + self.spine + self.core
 
 
+KeptReason = Literal[
+    "slurm controller", "subnet manager", "excluded group", "no BMC address", "cloud instance"
+]
+
+SharpState = Literal["off", "asked", "usable"]
+
+
+@dataclass(frozen=True, slots=True)
+class SuFacts:
+    """One scalable unit of a node group: its name and its number in the group (1-based)."""
+
+    name: str
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupFacts:
+    """One node group, as every later stage reads it.
+
+    Attributes:
+        name, index, node: the group's name, place in ``node_groups`` and catalog node.
+        nics: compute NICs per server (the group's ``compute_nics.count``, else the node's).
+        nic_gbps: the rate each NIC gets from the compute fabric (`group_nic_gbps`).
+        sus: its scalable units in plan order (empty off the compute fabric).
+        rolling_batch: servers per batch of a rolling change (`infra.topology.groups`).
+        mig: its MIG states now and at each scheduled change.
+        power_off: whether Slurm power saving may power its servers off at all (on, and the
+            group not in ``exclude_groups``); servers may still be kept on one by one.
+    """
+
+    name: str
+    index: int
+    node: str
+    nics: int
+    nic_gbps: float
+    sus: tuple[SuFacts, ...]
+    rolling_batch: int
+    mig: GroupMig
+    power_off: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FabricFacts:
+    """A fabric's meaning: its shape as built (compute only) and SHARP as one value."""
+
+    name: str
+    geometry: FabricGeometry | None
+    sharp: SharpState
+
+
+@dataclass(frozen=True, slots=True)
+class ControlFacts:
+    """Facts that need the planned servers: control hosts and power-off eligibility.
+
+    Empty (every field at its default) when the facts were built without servers.
+
+    Attributes:
+        controller: the slurmctld host (Slurm specs), else None.
+        subnet_managers: OpenSM master then standby (OpenSM fabrics), else empty.
+        kept_on: every server never powered off, with why, in plan order.
+        may_power_off: the servers Slurm may power off, in plan order (none without
+            power saving).
+    """
+
+    controller: str | None = None
+    subnet_managers: tuple[str, ...] = ()
+    kept_on: tuple[tuple[str, KeptReason], ...] = ()
+    may_power_off: tuple[str, ...] = ()
+
+    @property
+    def standby_subnet_manager(self) -> str | None:
+        """The standby OpenSM host, or None."""
+        return self.subnet_managers[1] if len(self.subnet_managers) > 1 else None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterFacts:
+    """What the spec means: per group, per fabric, and (when planned) the control hosts."""
+
+    groups: Mapping[str, GroupFacts]
+    fabrics: Mapping[str, FabricFacts]
+    control: ControlFacts  # empty when built without planned servers
+    planned: bool  # whether ``control`` comes from planned servers
+
+    def sharp(self, fabric: str = "compute") -> SharpState:
+        """SHARP on ``fabric``: ``off`` when the fabric is absent."""
+        facts = self.fabrics.get(fabric)
+        return facts.sharp if facts is not None else "off"
+
+
 @dataclass(frozen=True)
 class Plan:
     """A planned cluster: ordered, immutable views of everything planned, with lookups."""
@@ -397,7 +488,9 @@ class Plan:
     gpus: int
     pkeys: Mapping[str, str]
     warnings: tuple[PlanWarning, ...]
-    groups: Mapping[str, GroupPlan] = field(default_factory=dict)  # node groups, spec order
+    groups: Mapping[str, GroupPlan]  # node groups, spec order
+    # what the spec means (`infra.topology.facts`): later stages read it, not the spec
+    facts: ClusterFacts
     _by_name: dict[str, object] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -31,6 +31,7 @@ from infra.topology.compute import (
     SuMembers,
     plan_compute_fabric,
 )
+from infra.topology.facts import cluster_facts
 from infra.topology.finish import finish_cables, rack_records, switch_records
 from infra.topology.groups import group_migs, plan_groups
 from infra.topology.growth import natural_key, su_offsets, with_growth
@@ -207,7 +208,7 @@ def _plan_compute(
     for s in members:
         su = s.su or ""
         by_su.setdefault(su, []).append((s.slot or 0, s.name, catalog.nodes[s.node].compute_hcas))
-        position[su] = offsets[s.group] + int(su.rsplit("-su", 1)[1]) - 1
+        position[su] = offsets[s.group] + (s.su_number or 0) - 1
     sus = [SuMembers(name, tuple(servers), position[name]) for name, servers in by_su.items()]
     nic = min(catalog.nodes[s.node].compute_nic_gbps for s in members)
     return plan_compute_fabric(fabric, catalog, sus, rails.pop(), nic)
@@ -406,10 +407,14 @@ def _assemble(
     racked_hosts = tuple(book.host(h, racks.where) for h in hosts)
     rack_list = rack_records(racks)
     summaries: dict[FabricName, FabricSummary] = {n: net.summary for n, net in networks.items()}
+    sus = _scalable_units(seeds, compute, racks)
+    groups = plan_groups(spec, migs, seeds, catalog)
+    geometry = summaries["compute"].geometry if "compute" in summaries else None
+    facts = cluster_facts(spec, catalog, groups=groups, geometry=geometry, servers=servers, sus=sus)
     return Plan(
         spec.name,
         servers,
-        _scalable_units(seeds, compute, racks),
+        sus,
         switch_records(parts, racks.where, book, catalog),
         racked_hosts,
         tuple(book.pdu(p) for p in pdus),  # type: ignore[arg-type]
@@ -419,7 +424,8 @@ def _assemble(
         sum(catalog.nodes[s.node].gpus for s in seeds),
         book.pkeys,
         compute.warnings if compute else (),
-        plan_groups(spec, migs, seeds, catalog),
+        groups,
+        facts,
     )
 
 
@@ -439,7 +445,7 @@ def _scalable_units(
         ScalableUnit(
             su,
             group[0].group,
-            int(su.rsplit("-su", 1)[1]),
+            group[0].su_number or 0,
             compute.su_pod.get(su),
             tuple(s.name for s in group),
             compute.su_leaves.get(su, ()),

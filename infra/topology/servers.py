@@ -33,6 +33,7 @@ class ServerSeed:
     su: str | None
     slot: int | None
     mig: tuple[str | None, ...]
+    su_number: int | None = None  # the SU's number in its group (1-based), as data
 
 
 def su_name(group: str, number: int) -> str:
@@ -66,15 +67,12 @@ def list_servers(spec: Spec, catalog: Catalog, migs: Sequence[GroupMig]) -> list
                     hint="use distinct hostname patterns or disjoint first_index ranges",
                 )
             seen[name] = group.name
-            su, slot = (
-                (su_name(group.name, n // su_size + 1), n % su_size + 1)
-                if on_fabric
-                else (
-                    None,
-                    None,
-                )
-            )
+            number = n // su_size + 1 if on_fabric else None
+            su = su_name(group.name, number) if number is not None else None
+            slot = n % su_size + 1 if on_fabric else None
             seeds.append(
-                ServerSeed(name, group.name, group.node, group.first_index + n, n, su, slot, mig)
+                ServerSeed(
+                    name, group.name, group.node, group.first_index + n, n, su, slot, mig, number
+                )
             )
     return seeds

@@ -8,7 +8,6 @@ from infra.lint.context import LintContext
 from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
 from infra.spec.scheduling import duration_seconds
-from infra.topology.power_saving import kept_powered, suspendable
 from infra.wording import plural
 
 
@@ -93,16 +92,16 @@ def power_saving_suspends_nothing(ctx: LintContext) -> Iterator[Violation]:
     `site.bmc_cidr`), or remove `power_saving`.
     """
     spec, plan = ctx.loaded.spec, ctx.plan
-    if spec.scheduler.power_saving is None or plan is None or suspendable(plan, spec):
+    if spec.scheduler.power_saving is None or plan is None or plan.facts.control.may_power_off:
         return
-    kept = kept_powered(plan, spec)
-    groups = set(spec.scheduler.power_saving.exclude_groups)
-    excluded = sum(1 for s in kept[1:] if s.group in groups)
-    no_bmc = len(kept) - 1 - excluded
+    kept = [why for _, why in plan.facts.control.kept_on]
+    excluded = kept.count("excluded group")
+    no_bmc = kept.count("no BMC address") + kept.count("cloud instance")
+    control = len(kept) - excluded - no_bmc
     yield Violation(
         "scheduler.power_saving",
         f"power saving is on but all {plural(len(kept), 'server')} stay powered: the "
-        f"controller, {excluded:,} in exclude_groups and {no_bmc:,} cloud instances or "
-        "servers without a BMC address",
+        f"{'controller' if control == 1 else 'control hosts'}, {excluded:,} in exclude_groups "
+        f"and {no_bmc:,} cloud instances or servers without a BMC address",
         "shorten exclude_groups, widen site.bmc_cidr, or remove power_saving",
     )
