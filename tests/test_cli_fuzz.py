@@ -20,7 +20,9 @@ environments are left out and the test says so. ``make fuzz`` runs it with more 
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import importlib
 import json
 import os
 import re
@@ -146,9 +148,17 @@ def run_case(case: Case, roots: list[str], scratch: str) -> Result:
     return Result(code, stderr, seconds, changed)
 
 
+def _preload() -> None:
+    """Import, once and before the forks, what every command imports when it runs."""
+    for path in sorted((ROOT / "infra" / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("infra."):
+                importlib.import_module(str(node.module))
+
+
 def _driver() -> None:
     """Read ``{"cases": [...], "roots": [...], "scratch": dir}`` on stdin, print results."""
-    import infra.cli  # noqa: F401  # imported once, before the forks
+    _preload()  # each child starts with it
     from infra.catalog import load_catalog
 
     load_catalog()  # cached: each child starts with it

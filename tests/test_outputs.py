@@ -1,8 +1,11 @@
 """Outputs and inputs against a hostile environment: each test one cause.
 
 The causes: special files as outputs, unbounded reads, exit 3 on a bad
-environment, temp files after signals. Most run the real command in a subprocess (as root,
-as in CI); the ENOSPC and signal-during-write cases also run in-process, deterministically.
+environment, temp files after signals. What concerns the process (its stdin, stdout and
+signals, a read that could hang it) runs the real command in a subprocess (as root, as in
+CI); the checks of output paths run the command in-process (`tests.cli_run.run_cli`, the same
+`main`, without a Python start each), and the ENOSPC and signal-during-write cases run
+in-process too, deterministically.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from infra.files import (
 )
 from infra.signals import Interrupted, raising_on_signals
 
+from .cli_run import run_cli
 from .conftest import ROOT
 
 LAB = str(ROOT / "examples" / "a100-lab-mig.yaml")
@@ -62,7 +66,7 @@ def temps(directory: Path) -> list[str]:
 @pytest.mark.parametrize(("option", "device"), [("--cabling", "/dev/full"), ("--bom", "/dev/null")])
 def test_a_device_output_is_refused_and_stays_a_device(option: str, device: str) -> None:
     before = Path(device).stat()
-    result = railplan("plan", LAB, option, device)
+    result = run_cli("plan", LAB, option, device)
     assert result.returncode == 2
     one_error_line(result.stderr, device)
     assert "is a character device" in result.stderr
@@ -88,7 +92,7 @@ def test_a_symlinked_output_is_written_through_and_stays_a_link(tmp_path: Path) 
     target.chmod(0o640)
     link = tmp_path / "cabling.csv"
     link.symlink_to(target)
-    assert railplan("plan", LAB, "--cabling", str(link)).returncode == 0
+    assert run_cli("plan", LAB, "--cabling", str(link)).returncode == 0
     assert link.is_symlink() and link.readlink() == target
     assert "infer02:mlx5_9,compute" in target.read_text()
     assert stat.S_IMODE(target.stat().st_mode) == 0o640
@@ -101,18 +105,18 @@ def test_an_output_that_is_the_input_spec_is_refused(tmp_path: Path) -> None:
     alias = tmp_path / "alias.yaml"
     alias.symlink_to(spec)
     for out in (spec, alias):
-        result = railplan("plan", str(spec), "--cabling", str(out))
+        result = run_cli("plan", str(spec), "--cabling", str(out))
         assert result.returncode == 2
         one_error_line(result.stderr, str(out))
         assert "is the same file as input" in result.stderr
     assert spec.read_bytes() == Path(LAB).read_bytes()
-    report = railplan("report", str(spec), "-o", str(spec))
+    report = run_cli("report", str(spec), "-o", str(spec))
     assert report.returncode == 2 and spec.read_bytes() == Path(LAB).read_bytes()
 
 
 def test_two_outputs_naming_one_file_are_refused(tmp_path: Path) -> None:
     out = tmp_path / "x"
-    result = railplan("plan", LAB, "--cabling", str(out), "--bom", str(tmp_path / "." / "x"))
+    result = run_cli("plan", LAB, "--cabling", str(out), "--bom", str(tmp_path / "." / "x"))
     assert result.returncode == 2
     one_error_line(result.stderr, str(tmp_path / "." / "x"))
     assert "--bom is the same file as --cabling" in result.stderr
@@ -120,11 +124,11 @@ def test_two_outputs_naming_one_file_are_refused(tmp_path: Path) -> None:
 
 
 def test_an_empty_output_name_is_a_usage_error() -> None:
-    result = railplan("plan", LAB, "--cabling", "")
+    result = run_cli("plan", LAB, "--cabling", "")
     assert result.returncode == 2 and result.stdout == ""
     one_error_line(result.stderr, "railplan")
     assert "--cabling needs a file name" in result.stderr
-    rendered = railplan("render", LAB, "--root", "")
+    rendered = run_cli("render", LAB, "--root", "")
     assert rendered.returncode == 2 and "--root needs a directory" in rendered.stderr
 
 
@@ -134,7 +138,7 @@ def test_an_existing_targets_mode_is_kept_and_new_files_follow_the_umask(tmp_pat
     kept.chmod(0o644)
     old = os.umask(0o077)
     try:
-        assert railplan("plan", LAB, "--hosts", str(kept), "--bom", str(new)).returncode == 0
+        assert run_cli("plan", LAB, "--hosts", str(kept), "--bom", str(new)).returncode == 0
     finally:
         os.umask(old)
     assert stat.S_IMODE(kept.stat().st_mode) == 0o644 and kept.read_text() != "old\n"
@@ -146,7 +150,7 @@ def test_a_read_only_target_is_refused_and_untouched(tmp_path: Path) -> None:
     out = tmp_path / "cabling.csv"
     out.write_text("protected\n")
     out.chmod(0o444)
-    result = railplan("plan", LAB, "--cabling", str(out))
+    result = run_cli("plan", LAB, "--cabling", str(out))
     assert result.returncode == 2
     one_error_line(result.stderr, str(out))
     assert "read-only (mode 0444)" in result.stderr
@@ -155,7 +159,7 @@ def test_a_read_only_target_is_refused_and_untouched(tmp_path: Path) -> None:
 
 def test_a_long_file_name_is_written_and_its_temp_name_fits_name_max(tmp_path: Path) -> None:
     name = "c" * 251 + ".csv"  # 255 bytes: NAME_MAX
-    assert railplan("plan", LAB, "--cabling", str(tmp_path / name)).returncode == 0
+    assert run_cli("plan", LAB, "--cabling", str(tmp_path / name)).returncode == 0
     assert (tmp_path / name).stat().st_size > 0 and temps(tmp_path) == []
     assert len(os.fsencode(temp_name(name, 255))) <= 255
     assert len(os.fsencode(temp_name("é" * 127, 255))) <= 255
@@ -164,7 +168,7 @@ def test_a_long_file_name_is_written_and_its_temp_name_fits_name_max(tmp_path: P
 def test_a_directory_output_is_refused(tmp_path: Path) -> None:
     adir = tmp_path / "adir"
     adir.mkdir()
-    result = railplan("plan", LAB, "--cabling", str(adir))
+    result = run_cli("plan", LAB, "--cabling", str(adir))
     assert result.returncode == 2
     one_error_line(result.stderr, str(adir))
     assert "is a directory" in result.stderr and adir.is_dir() and list(adir.iterdir()) == []

@@ -9,6 +9,7 @@ and SHARP (the aggregation manager rolls with the subnet managers).
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,12 @@ def _plays(tree: Path, spec_file: Path) -> list[dict[str, Any]]:
 
 def _hosts(tree: Path, spec_file: Path, pattern: str) -> list[str]:
     """The hosts a play on ``pattern`` runs on, as Ansible resolves it."""
+    return list(_listed_hosts(tree, spec_file, pattern))
+
+
+@functools.cache
+def _listed_hosts(tree: Path, spec_file: Path, pattern: str) -> tuple[str, ...]:
+    """``ansible --list-hosts``, run once per pattern: the module's tree is only read."""
     name = load_spec(str(spec_file)).spec.name
     out = subprocess.run(
         [str(BIN / "ansible"), "-i", f"inventories/{name}", pattern, "--list-hosts"],
@@ -59,7 +66,7 @@ def _hosts(tree: Path, spec_file: Path, pattern: str) -> list[str]:
         check=True,
         cwd=tree,
     )
-    return [line.strip() for line in out.stdout.splitlines()[1:] if line.strip()]
+    return tuple(line.strip() for line in out.stdout.splitlines()[1:] if line.strip())
 
 
 def _role_steps(play: dict[str, Any]) -> list[str]:

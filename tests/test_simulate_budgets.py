@@ -114,16 +114,16 @@ def test_an_unknown_tenant_is_an_error_with_a_hint(tmp_path: Path, catalog: Cata
 def test_budgets_naming_one_trace_replay_it_once(
     tmp_path: Path, catalog: Catalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import infra.budget.simulation as budget_simulation
+    from infra.simulate import engine  # the budgets import its `simulate` when they replay
 
     calls = []
-    real = budget_simulation.simulate
+    real = engine.simulate
 
     def counted(*args: object, **kwargs: object) -> object:
         calls.append(1)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(budget_simulation, "simulate", counted)
+    monkeypatch.setattr(engine, "simulate", counted)
     spec = _cluster(
         tmp_path,
         "  - utilization: {trace: traces/day.csv, min: 0.01}\n"

@@ -18,12 +18,9 @@ from pathlib import Path
 from typing import Literal, NamedTuple
 
 from infra.budget.cluster import BudgetError
-from infra.budget.sim_policy import sim_policy
 from infra.catalog import Catalog
 from infra.errors import RailplanError, spelling_hint
-from infra.simulate.engine import simulate
 from infra.simulate.result import Delays, SimResult
-from infra.simulate.traces import read_trace
 from infra.spec import Spec
 from infra.spec.budgets import QueueingDelayBudget, UtilizationBudget
 from infra.topology import Plan
@@ -78,6 +75,11 @@ class Replays:
 
 
 def _replay(path: str, spec: Spec, catalog: Catalog, plan: Plan) -> SimResult | RailplanError:
+    # imported here: the engine and the trace readers load only for a spec that names a trace
+    from infra.budget.sim_policy import sim_policy
+    from infra.simulate.engine import simulate
+    from infra.simulate.traces import read_trace
+
     try:
         trace = read_trace(path)
     except RailplanError as exc:

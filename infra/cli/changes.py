@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from infra.catalog import Catalog, load_catalog
 from infra.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -32,26 +31,17 @@ from infra.cli.planning import (
     _with_addresses_file,
 )
 from infra.cli.progress_bar import _progress_bar, _ProgressBar
-from infra.cli.simulation import replay_variants
 from infra.errors import RailplanError, escape_controls
-from infra.files import check_outputs
-from infra.lint import LintContext, lint_context
-from infra.lint.finding import Severity
-from infra.lint.formats import format_text
-from infra.progress import Progress
-from infra.render.diff import diff_json, diff_text, plan_diff
-from infra.render.report import report_html
-from infra.render.tree import render_tree
-from infra.render.writer import RenderConflict, recover_tree, write_tree
-from infra.simulate import Trace
-from infra.simulate.compare import MigComparison
-from infra.simulate.result import SimResult
-from infra.simulate.traces import read_trace
-from infra.simulate.variants import mig_variants, split_groups
-from infra.spec import Spec
-from infra.topology import PlanError
-from infra.topology.model import Plan
 from infra.wording import plural
+
+if TYPE_CHECKING:
+    from infra.catalog import Catalog
+    from infra.progress import Progress
+    from infra.simulate import Trace
+    from infra.simulate.compare import MigComparison
+    from infra.simulate.result import SimResult
+    from infra.spec import LoadedSpec, Spec
+    from infra.topology.model import Plan
 
 
 @app.command()
@@ -65,6 +55,10 @@ def diff(
     Exits 0 when nothing changes, 1 when something does (or a spec cannot be planned), 2 for
     unreadable or invalid input. With --format json stdout holds one document, errors too.
     """
+    from infra.catalog import load_catalog
+    from infra.render.diff import diff_json, diff_text, plan_diff
+    from infra.topology import PlanError
+
     json_errors = output_format is Format.JSON
     try:
         before, after = _load_spec(old), _load_spec(new)
@@ -123,6 +117,8 @@ def render(
     Refuses (exit 1, nothing written) a spec with lint errors, a plan that breaks a rack
     budget, or a tree whose rendered files were edited since the last render (unless --force).
     """
+    from infra.render.writer import RenderConflict, recover_tree, write_tree
+
     if not root:
         raise RailplanError("--root needs a directory", hint="e.g. --root deploy")
     if recover:
@@ -130,6 +126,30 @@ def render(
         return
     if spec is None:
         raise RailplanError("render needs a SPEC", hint="railplan render SPEC --root DIR")
+    loaded, files = _rendered_files(spec, addresses)
+    try:
+        report = write_tree(Path(root), files, force=force)
+    except RenderConflict as exc:
+        _complain(exc)
+        raise typer.Exit(EXIT_FAILED) from None
+    _say(
+        f"{escape_controls(root)}: {len(report.written)} files written, {len(report.unchanged)} unchanged, "
+        f"{len(report.removed)} removed (inventory inventories/{loaded.spec.name}, "
+        f"playbook playbooks/{loaded.spec.name}.yml)"
+    )
+    if report.replaced:
+        shown = ", ".join(report.replaced[:5]) + (" ..." if len(report.replaced) > 5 else "")
+        _say(f"{plural(len(report.replaced), 'edited file')} replaced (--force): {shown}")
+
+
+def _rendered_files(spec: str, addresses: str | None) -> tuple[LoadedSpec, dict[str, bytes]]:
+    """The spec and its rendered tree's files; lint errors are printed and exit 1."""
+    from infra.catalog import load_catalog
+    from infra.lint import LintContext, lint_context
+    from infra.lint.finding import Severity
+    from infra.lint.formats import format_text
+    from infra.render.tree import render_tree
+
     loaded = _load_spec(spec)
     catalog = load_catalog()
     with _progress_bar() as bar:
@@ -149,19 +169,7 @@ def render(
         sys.stderr.write(format_text(errors))
         sys.stderr.write(f"{loaded.file}: not rendered: {plural(len(errors), 'lint error')}\n")
         raise typer.Exit(EXIT_FAILED)
-    try:
-        report = write_tree(Path(root), files, force=force)
-    except RenderConflict as exc:
-        _complain(exc)
-        raise typer.Exit(EXIT_FAILED) from None
-    _say(
-        f"{escape_controls(root)}: {len(report.written)} files written, {len(report.unchanged)} unchanged, "
-        f"{len(report.removed)} removed (inventory inventories/{loaded.spec.name}, "
-        f"playbook playbooks/{loaded.spec.name}.yml)"
-    )
-    if report.replaced:
-        shown = ", ".join(report.replaced[:5]) + (" ..." if len(report.replaced) > 5 else "")
-        _say(f"{plural(len(report.replaced), 'edited file')} replaced (--force): {shown}")
+    return loaded, files
 
 
 @app.command()
@@ -187,6 +195,13 @@ def report(
     overfull rack among them), else 0. An unreadable or invalid spec or trace exits 2 and a
     spec that cannot be planned exits 1, both writing nothing. Same spec, same bytes.
     """
+    from infra.catalog import load_catalog
+    from infra.files import check_outputs
+    from infra.lint import LintContext, lint_context
+    from infra.lint.finding import Severity
+    from infra.render.report import report_html
+    from infra.simulate.traces import read_trace
+
     check_outputs({"--output": output}, inputs=[spec, *([trace] if trace else [])])
     loaded = _load_spec(spec)
     jobs = read_trace(trace) if trace else None  # a bad row is exit 2 before any work
@@ -223,6 +238,10 @@ def _replays(
     The spec as declared is one of its variants: replayed once, its result is both the
     section's and its column of the comparison.
     """
+    from infra.cli.simulation import replay_variants
+    from infra.simulate.compare import MigComparison
+    from infra.simulate.variants import mig_variants, split_groups
+
     variants = mig_variants(spec, catalog)
     if not variants:
         return _replay(spec, plan, catalog, trace, bar.task("simulate")), None
@@ -242,7 +261,6 @@ def _replay(
 
     With the policy `railplan simulate` uses (`sim_policy`: the checkpoint write time from the
     spec's `checkpoint` budget), so the report and `simulate` print the same figures.
-    Imported here: the engine (and its event loop) loads only when a report asks for it.
     """
     from infra.budget.sim_policy import sim_policy
     from infra.simulate.engine import simulate

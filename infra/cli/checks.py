@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from infra.catalog import load_catalog
 from infra.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -26,14 +25,10 @@ from infra.cli.common import (
     app,
 )
 from infra.errors import RailplanError
-from infra.lint import (
-    check_rule_keys,
-    documented_rules,
-    lint_loaded,
-)
-from infra.lint.finding import Finding, Severity
-from infra.lint.formats import format_github, format_json, format_sarif, format_text
-from infra.spec import LoadedSpec
+
+if TYPE_CHECKING:
+    from infra.lint.finding import Finding
+    from infra.spec import LoadedSpec
 
 
 @app.command()
@@ -49,6 +44,11 @@ def lint(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Describe each spec.")] = False,
 ) -> None:
     """Check specs against the catalog and every lint rule (`railplan rules`)."""
+    from infra.catalog import load_catalog
+    from infra.lint import check_rule_keys, documented_rules, lint_loaded
+    from infra.lint.finding import Severity
+    from infra.lint.formats import format_github, format_json, format_sarif, format_text
+
     check_rule_keys(select or (), ignore or ())  # a typo must not select nothing
     findings: list[Finding] = []
     sources: dict[str, Sequence[str]] = {}
@@ -84,6 +84,9 @@ def lint(
 
 def _describe(loaded: LoadedSpec, findings: Sequence[Finding]) -> str:
     """One line saying what a spec describes and how it fared, for `lint --verbose`."""
+    from infra.catalog import load_catalog
+    from infra.lint.finding import Severity
+
     spec, cat = loaded.spec, load_catalog()
     groups = ", ".join(f"{g.name} {g.count} × {g.node}" for g in spec.node_groups)
     gpus = sum(g.count * cat.nodes[g.node].gpus for g in spec.node_groups if g.node in cat.nodes)

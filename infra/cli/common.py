@@ -3,6 +3,10 @@
 The typer app and its `mig` group, the output formats, writing to stdout (a full, closed or
 broken stdout raises instead of failing at exit), and how library errors become lines on
 stderr: one per problem, located in the spec where known, marked RP000 when inside the file.
+
+Every command's options are built on every start (`railplan --help` lists them all), so the
+command modules import at the top only typer and this module; what a command runs (the spec
+loader, lint, the renderer, the simulator) is imported in the command, when it runs.
 """
 
 from __future__ import annotations
@@ -12,18 +16,15 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
-from importlib.metadata import PackageNotFoundError, version
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from infra.errors import RailplanError
-from infra.files import write_atomic
-from infra.lint import (
-    SCHEMA_RULE,
-)
-from infra.lint.finding import Finding, Severity, make_finding
-from infra.spec import LoadedSpec, SpecValidationError, load_spec
+
+if TYPE_CHECKING:
+    from infra.lint.finding import Finding
+    from infra.spec import LoadedSpec
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -87,6 +88,8 @@ class Format(StrEnum):
 
 
 def _tool_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("railplan")
     except PackageNotFoundError:  # running from a source tree without install
@@ -131,9 +134,15 @@ class _Failed(Exception):
         self.error = error
 
 
+def _problems(error: RailplanError) -> list[RailplanError]:
+    """The problems ``error`` stands for: a spec's validation errors each, else itself."""
+    from infra.spec import SpecValidationError
+
+    return list(error.errors) if isinstance(error, SpecValidationError) else [error]
+
+
 def _complain(error: RailplanError) -> None:
-    errors = error.errors if isinstance(error, SpecValidationError) else [error]
-    for e in errors:
+    for e in _problems(error):
         sys.stderr.write(e.one_line() + "\n")
 
 
@@ -142,7 +151,6 @@ def _error_objects(error: RailplanError) -> list[dict[str, object]]:
 
     Each has file, line, column, rule, message, path and hint (null where unknown).
     """
-    errors = error.errors if isinstance(error, SpecValidationError) else [error]
     return [
         {
             "file": e.file,
@@ -153,7 +161,7 @@ def _error_objects(error: RailplanError) -> list[dict[str, object]]:
             "path": e.path,
             "hint": e.hint or "",
         }
-        for e in errors
+        for e in _problems(error)
     ]
 
 
@@ -163,10 +171,13 @@ def _load_spec(path: str) -> LoadedSpec:
     JSON, SARIF and text then name the same rule; a file that cannot be read at all (missing,
     a device) has no rule to break and keeps a plain ``error:``.
     """
+    from infra.lint import SCHEMA_RULE
+    from infra.spec import load_spec
+
     try:
         return load_spec(path)
     except RailplanError as exc:
-        for e in exc.errors if isinstance(exc, SpecValidationError) else [exc]:
+        for e in _problems(exc):
             if e.position is not None:
                 e.rule = e.rule or SCHEMA_RULE.id
         raise
@@ -185,7 +196,9 @@ def _located_in(loaded: LoadedSpec) -> Iterator[None]:
 
 def _schema_findings(error: RailplanError) -> list[Finding]:
     """Spec errors as RP000 findings, so machine formats (SARIF, GitHub) show them too."""
-    errors = error.errors if isinstance(error, SpecValidationError) else [error]
+    from infra.lint import SCHEMA_RULE
+    from infra.lint.finding import Severity, make_finding
+
     return [
         make_finding(
             e.rule or SCHEMA_RULE.id,
@@ -196,12 +209,14 @@ def _schema_findings(error: RailplanError) -> list[Finding]:
             hint=e.hint or "",
             position=e.position,
         )
-        for e in errors
+        for e in _problems(error)
     ]
 
 
 def _write_output(path: str, text: str) -> None:
     """``text`` to the file ``path`` (atomically, see `infra.files`) or to stdout for ``-``."""
+    from infra.files import write_atomic
+
     if path == "-":
         _say(text)
     else:

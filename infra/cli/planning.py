@@ -7,12 +7,10 @@ apply an address file, and check each rack against its class's budget (lint's RP
 from __future__ import annotations
 
 import sys
-from ipaddress import IPv4Network
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from infra.catalog import catalog_for
 from infra.cli.common import (
     EXIT_FAILED,
     Format,
@@ -24,20 +22,21 @@ from infra.cli.common import (
 )
 from infra.cli.progress_bar import _progress_bar
 from infra.errors import InputError
-from infra.files import check_outputs
-from infra.lint import LintContext, rack_budget_findings
-from infra.lint.formats import format_text
 from infra.progress import Progress as ProgressFn
 from infra.progress import quiet
-from infra.render.fabric import plan_json, plan_text
-from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
-from infra.spec import LoadedSpec, join_path, read_yaml_file
-from infra.topology import Plan, PlanError, expand
-from infra.topology.addresses import AddressesError, with_addresses
+
+if TYPE_CHECKING:
+    from ipaddress import IPv4Network
+
+    from infra.lint import LintContext
+    from infra.spec import LoadedSpec
+    from infra.topology import Plan
 
 
 def _plan_or_fail(loaded: LoadedSpec, progress: ProgressFn = quiet) -> Plan:
     """Expand a loaded spec; a PlanError is located in the spec and exits 1."""
+    from infra.topology import PlanError
+
     try:
         return _planned_or_raise(loaded, progress)
     except PlanError as exc:
@@ -49,6 +48,9 @@ def _with_addresses_file(planned: Plan, file: str, subnet: IPv4Network | None = 
 
     ``subnet`` is the spec's management network, which racked servers' addresses must lie in.
     """
+    from infra.spec import join_path, read_yaml_file
+    from infra.topology.addresses import AddressesError, with_addresses
+
     data, source = read_yaml_file(file)
     prefix = ""
     if isinstance(data, dict) and isinstance(data.get("hosts"), dict):
@@ -89,6 +91,13 @@ def plan(
 
     Exits 1 (and writes no file) when a planned rack breaks its class's budget.
     """
+    from infra.catalog import catalog_for
+    from infra.files import check_outputs
+    from infra.lint import rack_budget_findings
+    from infra.lint.formats import format_text
+    from infra.render.fabric import plan_json, plan_text
+    from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
+
     outputs = {"--cabling": cabling, "--bom": bom, "--hosts": hosts}
     chosen = {option: path for option, path in outputs.items() if path is not None}
     check_outputs(chosen, inputs=[spec])
@@ -110,6 +119,9 @@ def plan(
 
 def _planned_or_raise(loaded: LoadedSpec, progress: ProgressFn = quiet) -> Plan:
     """Expand a loaded spec; a PlanError is located in the spec and raised."""
+    from infra.catalog import catalog_for
+    from infra.topology import PlanError, expand
+
     try:
         return expand(loaded.spec, catalog_for(loaded.spec), progress)
     except PlanError as exc:

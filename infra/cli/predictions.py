@@ -10,10 +10,7 @@ from typing import Annotated
 
 import typer
 
-from infra.budget.cluster import comm_topology, main_group
-from infra.budget.collectives import predict_table, table_rows
-from infra.budget.evaluate import evaluate_budgets
-from infra.catalog import load_catalog
+from infra.bounds import MAX_BUDGET_GPUS
 from infra.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -26,9 +23,6 @@ from infra.cli.common import (
 )
 from infra.cli.planning import _plan_or_fail
 from infra.errors import RailplanError
-from infra.render.tables import budgets_json, budgets_text, predict_json, predict_text
-from infra.spec.budgets import MAX_BUDGET_GPUS
-from infra.spec.units import parse_bytes
 
 
 @app.command()
@@ -53,6 +47,11 @@ def predict(
     output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
 ) -> None:
     """Predict nccl-tests results (time, algbw, busbw) for a collective on the cluster."""
+    from infra.budget.cluster import comm_topology, main_group
+    from infra.budget.collectives import predict_table, table_rows
+    from infra.catalog import load_catalog
+    from infra.render.tables import predict_json, predict_text
+
     loaded = _load_spec(spec)
     catalog = load_catalog()
     low, high = _size_option("--min-bytes", min_bytes), _size_option("--max-bytes", max_bytes)
@@ -68,6 +67,8 @@ def predict(
 
 
 def _size_option(option: str, value: str) -> int:
+    from infra.spec.units import parse_bytes
+
     try:
         return parse_bytes(value)
     except ValueError as exc:
@@ -80,6 +81,10 @@ def budget(
     output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
 ) -> None:
     """Evaluate each declared budget: predicted value, limit, pass/fail and headroom."""
+    from infra.budget.evaluate import evaluate_budgets
+    from infra.catalog import load_catalog
+    from infra.render.tables import budgets_json, budgets_text
+
     loaded = _load_spec(spec)
     planned = _plan_or_fail(loaded)
     with _located_in(loaded):

@@ -10,26 +10,17 @@ from typing import Annotated
 
 import typer
 
-from infra.catalog import load_catalog
 from infra.cli.common import EXIT_FAILED, EXIT_OK, Format, _say, app, mig_app
 from infra.digits import ASCII_HINT, ascii_digits
 from infra.errors import RailplanError, escape_controls, shorten
-from infra.lint import (
-    documented_rules,
-    find_documented_rule,
-)
-from infra.lint.finding import Severity
-from infra.lint.formats import format_json, format_text
-from infra.lint.migparted import check_mig_parted
-from infra.spec import read_yaml_file
-from infra.spec.models import MAX_VERSION
-from infra.spec.schema import spec_json_schema_text
 from infra.wording import plural
 
 
 @app.command()
 def rules(output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT) -> None:
     """List every rule: id, name, severity and summary."""
+    from infra.lint import documented_rules
+
     docs = documented_rules()
     if output_format is Format.JSON:
         _say(
@@ -50,6 +41,8 @@ def rules(output_format: Annotated[Format, typer.Option("--format", "-f")] = For
 @app.command()
 def explain(rule_id: Annotated[str, typer.Argument(metavar="RULE", help="Id or name.")]) -> None:
     """Show one rule's documentation: why it matters and how to fix it."""
+    from infra.lint import find_documented_rule
+
     doc = find_documented_rule(rule_id)
     if doc is None:  # one line made like every other error: a long id is cut, not echoed
         raise RailplanError(f"unknown rule {rule_id!r}", hint="`railplan rules` lists them")
@@ -59,12 +52,16 @@ def explain(rule_id: Annotated[str, typer.Argument(metavar="RULE", help="Id or n
 @app.command()
 def schema() -> None:
     """Print the spec's JSON Schema (for yaml-language-server and CI)."""
+    from infra.spec.schema import spec_json_schema_text
+
     _say(spec_json_schema_text())
 
 
 @app.command()
 def catalog(output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT) -> None:
     """List the catalog's GPUs, nodes and switches."""
+    from infra.catalog import load_catalog
+
     cat = load_catalog()
     if output_format is Format.JSON:
         _say(cat.model_dump_json(indent=2))
@@ -89,6 +86,12 @@ def mig_check(
     output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
 ) -> None:
     """Validate a mig-parted config (MIG manager / GPU Operator format) against the catalog."""
+    from infra.catalog import load_catalog
+    from infra.lint.finding import Severity
+    from infra.lint.formats import format_json, format_text
+    from infra.lint.migparted import check_mig_parted
+    from infra.spec import read_yaml_file
+
     gpus = load_catalog().gpus
     branch = _driver_branch(driver)
     data, source = read_yaml_file(file)
@@ -108,6 +111,8 @@ def mig_check(
 
 
 def _driver_branch(driver: str | None) -> int | None:
+    from infra.spec.models import MAX_VERSION
+
     if driver is None:
         return None
     parts = driver.split(".")

@@ -15,26 +15,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from infra.budget.sim_policy import sim_policy
-from infra.catalog import Catalog, catalog_for
 from infra.cli.common import Format, _load_spec, _say, _write_output, app
 from infra.cli.planning import _plan_or_fail
 from infra.cli.progress_bar import _progress_bar, _ProgressBar
 from infra.errors import InputError
 from infra.progress import Progress as ProgressFn
-from infra.simulate.compare import MigComparison, comparison_json, comparison_text
-from infra.simulate.engine import simulate as replay
-from infra.simulate.jobs import Trace
-from infra.simulate.result import SimResult
-from infra.simulate.text import result_json, result_text
-from infra.simulate.traces import read_trace
-from infra.simulate.variants import mig_variants, split_groups
-from infra.spec import LoadedSpec, Spec
-from infra.topology import Plan, expand
+
+if TYPE_CHECKING:
+    from infra.catalog import Catalog
+    from infra.simulate.jobs import Trace
+    from infra.simulate.result import SimResult
+    from infra.spec import LoadedSpec, Spec
+    from infra.topology import Plan
 
 
 class Placement(StrEnum):
@@ -103,6 +99,12 @@ def simulate(
     ] = False,
 ) -> None:
     """Replay a job trace on the planned cluster: allocation, queueing, preemption, MIG changes."""
+    from infra.budget.sim_policy import sim_policy
+    from infra.catalog import catalog_for
+    from infra.simulate.engine import simulate as replay
+    from infra.simulate.text import result_json, result_text
+    from infra.simulate.traces import read_trace
+
     mapping = _gpu_map(map_gpu or [])
     loaded = _load_spec(spec)
     jobs = read_trace(trace, gpu_map=mapping)
@@ -139,6 +141,11 @@ def _compare(
     placement: str | None,
 ) -> None:
     """`simulate --compare-mig`: the trace on each MIG variant, side by side."""
+    from infra.budget.sim_policy import sim_policy
+    from infra.simulate.compare import MigComparison, comparison_json, comparison_text
+    from infra.simulate.engine import simulate as replay
+    from infra.simulate.variants import mig_variants, split_groups
+
     variants = mig_variants(loaded.spec, catalog)
     if not variants:
         raise InputError(
@@ -172,6 +179,8 @@ def replay_variants(
     ``run`` replays the trace with the calling command's policy; one progress bar task per
     variant for its plan and one for its replay.
     """
+    from infra.topology import expand
+
     results = {}
     for name, spec in variants.items():
         plan = (

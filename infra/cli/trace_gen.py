@@ -15,17 +15,19 @@ import math
 import os
 import sys
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from infra.bounds import MAX_JOBS
 from infra.cli.common import _load_spec, _say, app
 from infra.cli.planning import _plan_or_fail
 from infra.errors import InputError
-from infra.files import check_outputs, write_atomic
-from infra.simulate.synthetic import MAX_JOBS, LoadTrace, generate_load, write_csv
-from infra.topology import Plan
 from infra.wording import plural
+
+if TYPE_CHECKING:
+    from infra.simulate.synthetic import LoadTrace
+    from infra.topology import Plan
 
 DEFAULT_JOBS = 1000
 MAX_LOAD = 100.0  # offered load; above 1 is an overloaded cluster, 100 a typo's neighbourhood
@@ -82,6 +84,9 @@ def trace(
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file.")] = False,
 ) -> None:
     """Write a synthetic job trace for the spec's cluster at a chosen load (simulate's CSV)."""
+    from infra.files import write_atomic
+    from infra.simulate.synthetic import generate_load, write_csv
+
     _check_numbers(load, days)
     if jobs is not None and days is not None:
         raise InputError("--jobs and --days do not combine", path="--days", hint="give one of them")
@@ -134,6 +139,8 @@ def _check_numbers(load: float, days: float | None) -> None:
 
 def _check_target(output: str, spec: str, force: bool) -> None:
     """The output is not the spec, and an existing file is replaced only with --force."""
+    from infra.files import check_outputs
+
     check_outputs({"--output": output}, [spec])
     if os.path.lexists(output) and not force:
         raise InputError(f"{output} exists", path="--output", hint="add --force to replace it")

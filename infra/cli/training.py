@@ -11,13 +11,7 @@ from typing import Annotated
 
 import typer
 
-from infra.budget.train_plan import TrainRequest, model_shape, train_request_checks
-from infra.budget.train_plan import train as train_model
-from infra.budget.train_stack import resolve as resolve_stack
-from infra.catalog import load_catalog
 from infra.cli.common import Format, _load_spec, _say, app
-from infra.render.train_table import train_json, train_text
-from infra.spec.base import Precision
 
 
 class RecomputeMode(StrEnum):
@@ -83,6 +77,13 @@ def train(
     output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
 ) -> None:
     """Time a training step of a GPT-style model; without --tp/--pp, search one (conservative bound, calibrated first)."""
+    from infra.budget.train_plan import TrainRequest, model_shape, train_request_checks
+    from infra.budget.train_plan import train as train_model
+    from infra.budget.train_stack import resolve as resolve_stack
+    from infra.catalog import load_catalog
+    from infra.render.train_table import train_json, train_text
+    from infra.spec.base import Precision
+
     shape = model_shape(model, layers, hidden, heads, seq, vocab)
     software = resolve_stack(
         stack,

@@ -11,23 +11,20 @@ a spec that cannot be planned), 2 for unreadable input or no spec without ``--st
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from infra.catalog import load_catalog
 from infra.cli.common import EXIT_FAILED, EXIT_OK, _load_spec, _say, app
 from infra.cli.planning import _plan_or_fail
 from infra.errors import DiscoveredError, InputError, RailplanError
-from infra.spec import LoadedSpec
-from infra.verify import detect, parse_files
-from infra.verify.compare import LISTED, Finding, compare_listed, listed, placer
-from infra.verify.discovered import dump_lines, read_dump
-from infra.verify.formats import Summary, verify_csv, verify_json, verify_text
-from infra.verify.model import Fabric
-from infra.verify.resolve import resolve
-from infra.verify.structure import STRUCTURE_KINDS, check_structure, combine
-from infra.verify.workorder import Sheet, sheet
+
+if TYPE_CHECKING:
+    from infra.spec import LoadedSpec
+    from infra.verify.compare import Finding
+    from infra.verify.formats import Summary
+    from infra.verify.model import Fabric
+    from infra.verify.workorder import Sheet
 
 _SNIFF_CHARS = 64 * 1024  # a dump says what it is in its first lines
 
@@ -46,6 +43,9 @@ def _dump_text(path: str) -> str | None:
     Read once, through the one bounded reader (`read_dump`): a FIFO or device given first is
     refused here, never waited on, and a pipe's text is kept, as it cannot be read again.
     """
+    from infra.verify import detect
+    from infra.verify.discovered import dump_lines, read_dump
+
     text = read_dump(path)
     lines = dump_lines(text[:_SNIFF_CHARS])
     try:
@@ -93,6 +93,13 @@ def _check(
     loaded: LoadedSpec | None, fabric: Fabric, structure: bool
 ) -> tuple[list[Finding], Summary, Sheet | None]:
     """The plan check (with a spec), the structure checks (with --structure), or both."""
+    from infra.catalog import load_catalog
+    from infra.verify.compare import LISTED, compare_listed, listed, placer
+    from infra.verify.formats import Summary
+    from infra.verify.resolve import resolve
+    from infra.verify.structure import STRUCTURE_KINDS, check_structure, combine
+    from infra.verify.workorder import sheet
+
     findings: list[Finding] = []
     not_listed: dict[str, int] = {}
     planned: int | None = None
@@ -157,6 +164,9 @@ def verify(
     as planned, 1 with findings, 2 for unreadable input. With --format json stdout holds one
     document; csv is a work order.
     """
+    from infra.verify import parse_files
+    from infra.verify.formats import verify_csv, verify_json, verify_text
+
     spec, dumps, read = _split(files, structure)
     if not dumps:
         raise InputError("needs at least one dump", hint="give ibnetdiscover or iblinkinfo output")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TextIO
 
+from infra.bounds import MAX_JOBS
 from infra.simulate.jobs import MILLI_WHOLE, Job
 from infra.simulate.traces.alibaba_v2023 import QOS_PRIORITY
 from infra.simulate.traces.railplan_csv import COLUMNS
@@ -195,9 +196,6 @@ def write_csv(jobs: Sequence[Job], out: TextIO) -> None:
 MIXES = ("training", "measured")
 """Job-size mixes of `generate_load`: powers of two up to the largest job (`_PowerSampler`), or
 the Alibaba v2023 pod list's measured sizes (fractions of a GPU, 1-8 GPUs; `_Sampler`)."""
-MAX_JOBS = 2_000_000
-"""The most jobs `generate_load` draws for a window (``days``): a trace it writes stays readable
-by `railplan simulate` in seconds to minutes; a larger one is a --jobs away."""
 MAX_WINDOW_S = 10 * 365.25 * DAY_S
 """The longest window: the trace readers' bound on a submit time (`traces.common.MAX_TRACE_S`)."""
 LOAD_TOLERANCE = 0.005

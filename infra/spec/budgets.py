@@ -14,12 +14,9 @@ from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, TypeGuard
 from pydantic import AfterValidator, BaseModel, Discriminator, Field, Tag, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from infra.bounds import MAX_BUDGET_GPUS
 from infra.spec.base import ONE_LINE, Precision, StrictModel, TextRule
 from infra.spec.units import ByteSize, Count
-
-MAX_BUDGET_GPUS = 2**20
-"""Most GPUs a budget can name: above any plannable cluster (32,768 servers of 8 GPUs), and
-small enough that memory estimates stay ordinary floats (``10**400`` would overflow them)."""
 
 
 MAX_BUDGETS = 100

@@ -12,12 +12,13 @@ evenly (A100: 12 links over 6 chips; H100/H200: 18 over 4, as 5+4+4+5 on DGX H10
 
 from __future__ import annotations
 
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from infra.catalog import Catalog, Node
 from infra.topology.model import Plan
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = ["plan_graph"]
 
@@ -68,6 +69,8 @@ def _add_devices(g: nx.Graph[str], plan: Plan, catalog: Catalog) -> None:
 
 def plan_graph(plan: Plan, catalog: Catalog) -> nx.Graph[str]:
     """The plan as a graph (schema in the module docstring)."""
+    import networkx as nx  # here: planning never needs it, and it is slow to import
+
     g: nx.Graph[str] = nx.Graph()
     _add_devices(g, plan, catalog)
     nics = {(s.name, h) for s in plan.servers for h in s.hcas}

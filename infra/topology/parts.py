@@ -15,8 +15,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import networkx as nx
-
 from infra.topology.model import FabricName, SwitchTier, Tier, TierUse
 
 __all__ = [
@@ -155,6 +153,8 @@ def switch_max_flow(links: Iterable[Link], ports: dict[str, list[int]]) -> int:
     endpoint ports on side A and side B. For fabrics whose wiring is not uniform (link
     counts that differ by one), where `bisection_links`'s merged tiers would overstate.
     """
+    import networkx as nx  # here: only such fabrics need it, and it is slow to import
+
     graph: nx.DiGraph[str] = nx.DiGraph()
     for (a, b), n in Counter((lk.a, lk.b) for lk in links).items():
         graph.add_edge(a, b, capacity=n)
