@@ -56,6 +56,13 @@ class Preemptor:
             return False
         return book.preemption.within_tenant != "never" or book.preemption.reclaim != "never"
 
+    def possible(self) -> bool:
+        """Whether the spec lets any waiting job evict anything (else no key `may_preempt`)."""
+        book = self.replay.book
+        if not book.managed or not book.quota:
+            return False
+        return book.preemption.within_tenant != "never" or book.preemption.reclaim != "never"
+
     def _victims(self, job: Job, rank: tuple[int, int], reclaiming: bool) -> list[int]:
         """Running jobs ``job`` may evict: lowest priority first, then most recently started."""
         out: list[int] = []
