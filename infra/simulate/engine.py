@@ -420,11 +420,29 @@ class Replay:
         self.last_change = now
 
     def _meter(self, job: Job, alloc: Allocation, sign: int) -> None:
+        # `Meter.add` per part, in the same order of additions per key: a key's integral is
+        # closed once per instant (closing again at the same instant adds nothing).
+        now, nodes, groups = self.now, self.cluster.nodes, self.by_group
+        if not alloc:
+            self.steps.set(now, self.alloc)
+            return
+        tenant = self.by_tenant.opened(job.tenant, now)
+        total, group, value = self.alloc, "", 0.0
         for part in alloc:
-            self.by_group.add(self.cluster.nodes[part.node].group, sign * part.held, self.now)
-            self.by_tenant.add(job.tenant, sign * part.held, self.now)
-            self.alloc += sign * part.held
-        self.steps.set(self.now, self.alloc)
+            delta = sign * part.held
+            name = nodes[part.node].group
+            if name != group:
+                if group:
+                    groups.value[group] = value
+                group, value = name, groups.opened(name, now)
+            value += delta
+            tenant += delta
+            total += delta
+        if group:
+            groups.value[group] = value
+        self.by_tenant.value[job.tenant] = tenant
+        self.alloc = total
+        self.steps.set(now, total)
 
     def _release(self, index: int, *, freed: bool = False) -> Run:
         run = self.running.pop(index)

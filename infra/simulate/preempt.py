@@ -102,7 +102,9 @@ class Preemptor:
         """
         job = self.replay.jobs[index]
         victims = self._victims(job, self.replay.rank[index], reclaiming)
-        if not victims or not could_fit(self.replay.cluster, job, self._freed(victims)):
+        running = self.replay.running
+        freed = (part for victim in victims for part in running[victim].alloc)
+        if not victims or not could_fit(self.replay.cluster, job, freed):
             return None
         lifted = self._lift_until_admitted(job, victims, reclaiming)
         if lifted is None:
@@ -174,15 +176,6 @@ class Preemptor:
         if not self.replay.book.admits(job.tenant, share):
             return False
         return not reclaiming or self.replay.book.within_quota(job.tenant, share)
-
-    def _freed(self, victims: list[int]) -> dict[int, tuple[int, int]]:
-        """Per node, the whole GPUs and the largest slice evicting ``victims`` would free."""
-        freed: dict[int, tuple[int, int]] = {}
-        for victim in victims:
-            for part in self.replay.running[victim].alloc:
-                had, largest = freed.get(part.node, (0, 0))
-                freed[part.node] = (had + part.whole, max(largest, part.slice))
-        return freed
 
     def _lift(self, victim: int, sign: int) -> None:
         """Take a running job's GPUs off the cluster (-1) or put them back (+1), tentatively."""
