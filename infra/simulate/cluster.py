@@ -290,12 +290,19 @@ class Cluster:
                 _change(node, part, sign)
                 continue
             g = groups[node.group]
-            g.by_free[node.whole_free].pop(index, None)
+            by_free = g.by_free
+            by_free[node.whole_free].pop(index, None)
             for g_size in node.slices_free:
                 g.by_slice.get(g_size, {}).pop(index, None)
             g.su_full[node.su].pop(index, None)
-            _change(node, part, sign)
-            g.by_free[node.whole_free][index] = None
+            if node.shared or part.slice or part.cpu or part.mem:
+                _change(node, part, sign)
+            else:  # whole GPUs alone: `_change`'s arithmetic, without the call
+                node.whole_free += sign * part.whole
+                node.running -= sign
+                node.stamp += 1
+                assert 0 <= node.whole_free <= node.whole_total, "whole GPUs over-allocated"
+            by_free[node.whole_free][index] = None
             for g_size, free in node.slices_free.items():
                 if free > 0:
                     g.by_slice.setdefault(g_size, {})[index] = None

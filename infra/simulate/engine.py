@@ -7,7 +7,9 @@ Python frame and a callback per job step). At each time: finishes, MIG steps, po
 and submits are applied, then one pass admits what fits. The pass serves queue buckets in
 priority order (tenant's priority, then the job's, then submit time); a bucket whose head does
 not fit is passed over (Kueue's BestEffortFIFO) and, where the spec's preemption allows, its
-head may evict lower-priority jobs of its tenant or reclaim GPUs other tenants borrow. An
+head may evict lower-priority jobs of its tenant or reclaim GPUs other tenants borrow. Where
+nothing can be preempted the pass serves buckets by shape (`infra.simulate.shapes`), so its
+cost follows the shapes waiting, not the jobs. An
 evicted job loses the work since its last completed checkpoint (`SimPolicy`) and waits again
 with its original submit time. Fragmentation integrates the free GPUs while some queue head
 waited for capacity (not for quota). Slurm specs replace the pass with Slurm's main
@@ -39,6 +41,7 @@ from infra.simulate.policy import SimPolicy
 from infra.simulate.power import PowerSaver
 from infra.simulate.preempt import Preemptor
 from infra.simulate.result import NeverRan, SimResult
+from infra.simulate.shapes import ShapeIndex, shape_of
 from infra.simulate.slurm import SlurmScheduler
 from infra.simulate.state import (
     BACKFILL,
@@ -168,6 +171,11 @@ class Replay:
             if spec.scheduler.kind == "slurm"
             else None
         )
+        self.shapes = (
+            ShapeIndex(self, shape_of(self.jobs, self.rank, self.cluster))
+            if self.slurm is None and not self.preemptor.possible()
+            else None
+        )
 
     # --- set-up ------------------------------------------------------------------------
 
@@ -291,16 +299,25 @@ class Replay:
             return
         job = self.jobs[index]
         key = Queues.key(job, *self.rank[index])
-        if key not in self.queues.buckets or self.queues.order(key) > (
+        head = key not in self.queues.buckets or self.queues.order(key) > (
             key[1],
             key[2],
             job.submit_s,
             job.line,
             index,
-        ):
+        )
+        if head:
             self.blocked.pop(key, None)  # a new head: try it
             self.tried_preempt.pop(key, None)
         self.queues.push(key, job, index)
+        if head and self.shapes is not None:
+            self.shapes.pushed(key)
+
+    def unblock_all(self) -> None:
+        """Capacity came back (a job ended, a MIG change ended): every bucket may fit again."""
+        self.blocked.clear()
+        if self.shapes is not None:
+            self.shapes.unblock_all()
 
     def schedule(self) -> None:
         """Admit what fits, in priority order, until a pass starts nothing.
@@ -311,6 +328,11 @@ class Replay:
         if self.slurm is not None:
             self.slurm.main()
             self.starved = self.slurm.blocked
+            return
+        if self.shapes is not None:  # nothing can be preempted: serve shapes, not buckets
+            while self.shapes.run():
+                pass
+            self.starved = self.shapes.starved
             return
         while self._pass():
             pass
@@ -348,19 +370,29 @@ class Replay:
         return due and self.preemptor.may_preempt(key)
 
     def _fit(self, key: BucketKey, index: int) -> Allocation | None:
-        job = self.jobs[index]
         alloc = None
         if key not in self.blocked:
-            least = self.book.admits(job.tenant, least_held(job, self.cluster.replicas))
-            alloc = find(self.cluster, job) if least else None  # not admitted even at its least
+            alloc, for_capacity = self.admit(index)
             if alloc is None:
-                self.blocked[key] = least  # True: waits for GPUs, False: for quota
-            elif not self.book.admits(job.tenant, held_by(job, alloc)):
-                self.blocked[key], alloc = False, None
+                self.blocked[key] = for_capacity
         if alloc is None and self._preempt_due(key):
             self.tried_preempt[key] = self.now
             alloc = self.preemptor.preempt(index)
         return alloc
+
+    def admit(self, index: int) -> tuple[Allocation | None, bool]:
+        """Where waiting job ``index`` starts now, if quota admits it there.
+
+        Else None, and True when it waits for GPUs, False when for quota.
+        """
+        job = self.jobs[index]
+        least = self.book.admits(job.tenant, least_held(job, self.cluster.replicas))
+        alloc = find(self.cluster, job) if least else None  # not admitted even at its least
+        if alloc is None:
+            return None, least
+        if not self.book.admits(job.tenant, held_by(job, alloc)):
+            return None, False
+        return alloc, True
 
     # --- starting, finishing, evicting -------------------------------------------------
 
@@ -388,11 +420,29 @@ class Replay:
         self.last_change = now
 
     def _meter(self, job: Job, alloc: Allocation, sign: int) -> None:
+        # `Meter.add` per part, in the same order of additions per key: a key's integral is
+        # closed once per instant (closing again at the same instant adds nothing).
+        now, nodes, groups = self.now, self.cluster.nodes, self.by_group
+        if not alloc:
+            self.steps.set(now, self.alloc)
+            return
+        tenant = self.by_tenant.opened(job.tenant, now)
+        total, group, value = self.alloc, "", 0.0
         for part in alloc:
-            self.by_group.add(self.cluster.nodes[part.node].group, sign * part.held, self.now)
-            self.by_tenant.add(job.tenant, sign * part.held, self.now)
-            self.alloc += sign * part.held
-        self.steps.set(self.now, self.alloc)
+            delta = sign * part.held
+            name = nodes[part.node].group
+            if name != group:
+                if group:
+                    groups.value[group] = value
+                group, value = name, groups.opened(name, now)
+            value += delta
+            tenant += delta
+            total += delta
+        if group:
+            groups.value[group] = value
+        self.by_tenant.value[job.tenant] = tenant
+        self.alloc = total
+        self.steps.set(now, total)
 
     def _release(self, index: int, *, freed: bool = False) -> Run:
         run = self.running.pop(index)
@@ -406,7 +456,7 @@ class Replay:
         self.classes[(*self.rank[index], job.tenant)].pop(index)
         for part in run.alloc:
             self.node_jobs[part.node].pop(index, None)
-        self.blocked.clear()  # capacity came back: every bucket may fit again
+        self.unblock_all()
         for node in {part.node for part in run.alloc}:
             if self.cluster.nodes[node].empty:
                 self.power.idle(node)

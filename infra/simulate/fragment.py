@@ -80,8 +80,8 @@ def _models(job: Job) -> tuple[str, ...]:
 
 def node_state(node: Node, model: str) -> State:
     """``node``'s free state now (`State`)."""
-    partial = tuple(sorted(u for u in node.shared if 0 < u < node.replicas))
-    slices = tuple((g, f) for g, f in node.slices_free.items() if f)
+    partial = tuple(sorted(u for u in node.shared if 0 < u < node.replicas)) if node.shared else ()
+    slices = tuple((g, f) for g, f in node.slices_free.items() if f) if node.slices_free else ()
     return (model, node.replicas, node.cpu_free, node.whole_free, partial, slices)
 
 

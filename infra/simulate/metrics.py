@@ -76,6 +76,11 @@ class Meter:
         self._close(key, now)
         self.value[key] = self.value.get(key, 0.0) + delta
 
+    def opened(self, key: str, now: float) -> float:
+        """The value of ``key``, its integral closed at ``now`` (the caller sets the next)."""
+        self._close(key, now)
+        return self.value.get(key, 0.0)
+
     def _close(self, key: str, now: float) -> None:
         value = self.value.get(key, 0.0)
         self.area[key] = self.area.get(key, 0.0) + value * (now - self.since.get(key, now))

@@ -22,7 +22,7 @@ from infra.simulate.jobs import Trace
 from infra.simulate.migplan import firings_on_day, local_day, origin_s, reconfigure_s
 from infra.simulate.power import PowerSaver
 from infra.simulate.result import Repartition
-from infra.simulate.state import DAY, MIG, BucketKey, Events
+from infra.simulate.state import DAY, MIG, Events
 from infra.spec import Spec
 from infra.topology.model import GroupPlan, MigState, Plan
 
@@ -40,7 +40,9 @@ class MigHost(Protocol):
     power: PowerSaver
     now: float
     node_jobs: list[dict[int, None]]
-    blocked: dict[BucketKey, bool]
+
+    def unblock_all(self) -> None:
+        """Capacity came back: every waiting bucket may fit again."""
 
     def evict(self, index: int, *, freed: bool = False) -> float:
         """Stop a running job; the GPU-seconds of work it lost."""
@@ -192,7 +194,7 @@ class MigRunner:
         su, members = change.batches[change.batch]
         whole, slices = node_layout(change.target, replay.spec)
         replay.cluster.relayout(members, whole, slices)
-        replay.blocked.clear()
+        replay.unblock_all()
         for node in members:
             replay.power.idle(node)
         self.records.append(

@@ -76,48 +76,60 @@ def _one_node(cluster: Cluster, job: Job, groups: list[GroupIndex]) -> Allocatio
     return found
 
 
-def could_fit(cluster: Cluster, job: Job, freed: Mapping[int, tuple[int, int]]) -> bool:
-    """Whether ``job`` might fit once ``freed`` (per node: whole GPUs, largest slice) is back.
+def could_fit(cluster: Cluster, job: Job, freed: Iterable[Part]) -> bool:
+    """Whether ``job`` might fit once the parts ``freed`` are given back.
 
     A necessary condition only (SUs, quota, CPUs and memory are not looked at), so
     preemption lifts its candidates only when it might help. Jobs that state CPUs or
-    memory, CPU-only jobs and fractions on sharing groups are always worth a try.
+    memory, CPU-only jobs and fractions on sharing groups are always worth a try. What is
+    free already is looked at first; ``freed`` is read lazily and only as far as needed.
     """
     groups = {g.name: g for g in cluster.groups.values() if job.accepts(g.gpu_model)}
     if job.cpu_milli or job.memory_mib or job.gpus == 0:
         return True
     if job.fractional and any(g.replicas > 1 for g in groups.values()):
         return True
-    opened = [(cluster.nodes[n], k, s) for n, (k, s) in freed.items()]
-    opened = [(node, k, s) for node, k, s in opened if node.open and node.group in groups]
-    if job.fractional and _slice_could_fit(job, groups.values(), opened):
+    need = slices_needed(job.milli) if job.fractional else 0
+    if need and any(s >= need and n for g in groups.values() for s, n in g.by_slice.items()):
         return True
-    touched = [(node, k) for node, k, _ in opened]
     for g in groups.values():
-        if job.gpus <= g.per_node:  # one node: free already (quota blocks) or once freed
-            if any(g.by_free[k] for k in range(job.gpus, g.per_node + 1)) or any(
-                node.group == g.name and job.gpus <= node.whole_free + k for node, k in touched
-            ):
+        if job.gpus <= g.per_node:  # one node: free already (quota blocks it)
+            if any(g.by_free[k] for k in range(job.gpus, g.per_node + 1)):
                 return True
-            continue
-        full = sum(len(nodes) for nodes in g.su_full.values())
-        full += sum(
-            1
-            for node, k in touched
-            if node.group == g.name and node.whole_free < node.gpus == node.whole_free + k
-        )
-        if full >= job.gpus // g.per_node:  # the whole nodes; the rest may share a node
+        elif sum(len(nodes) for nodes in g.su_full.values()) >= job.gpus // g.per_node:
             return True
-    return False
+    return _fits_once_freed(cluster, job.gpus, need, groups, freed)
 
 
-def _slice_could_fit(
-    job: Job, groups: Iterable[GroupIndex], opened: list[tuple[Node, int, int]]
+def _fits_once_freed(
+    cluster: Cluster, gpus: int, need: int, groups: Mapping[str, GroupIndex], freed: Iterable[Part]
 ) -> bool:
-    need = slices_needed(job.milli)
-    if any(size >= need for _, _, size in opened):
-        return True
-    return any(size >= need and nodes for g in groups for size, nodes in g.by_slice.items())
+    """`could_fit` counting ``freed`` part by part (what it frees only grows: stop once it fits).
+
+    One node: a node of the job's groups with its GPUs free; a fraction (``need`` slices):
+    such a slice freed; a gang: as many more wholly free nodes as it lacks.
+    """
+    lacking = {
+        name: sum(len(nodes) for nodes in g.su_full.values()) - gpus // g.per_node
+        for name, g in groups.items()
+        if gpus > g.per_node
+    }
+    whole: dict[int, int] = {}
+    for part in freed:
+        node = cluster.nodes[part.node]
+        if not node.open or node.group not in groups:
+            continue
+        if need and part.slice >= need:
+            return True
+        k = whole[part.node] = whole.get(part.node, 0) + part.whole
+        if node.group not in lacking:
+            if gpus <= node.whole_free + k:
+                return True
+        elif part.whole and node.whole_free < node.gpus == node.whole_free + k:
+            lacking[node.group] += 1  # one more node wholly free
+            if lacking[node.group] >= 0:
+                return True
+    return False
 
 
 def _find_slices(

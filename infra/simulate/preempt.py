@@ -56,6 +56,13 @@ class Preemptor:
             return False
         return book.preemption.within_tenant != "never" or book.preemption.reclaim != "never"
 
+    def possible(self) -> bool:
+        """Whether the spec lets any waiting job evict anything (else no key `may_preempt`)."""
+        book = self.replay.book
+        if not book.managed or not book.quota:
+            return False
+        return book.preemption.within_tenant != "never" or book.preemption.reclaim != "never"
+
     def _victims(self, job: Job, rank: tuple[int, int], reclaiming: bool) -> list[int]:
         """Running jobs ``job`` may evict: lowest priority first, then most recently started."""
         out: list[int] = []
@@ -95,7 +102,9 @@ class Preemptor:
         """
         job = self.replay.jobs[index]
         victims = self._victims(job, self.replay.rank[index], reclaiming)
-        if not victims or not could_fit(self.replay.cluster, job, self._freed(victims)):
+        running = self.replay.running
+        freed = (part for victim in victims for part in running[victim].alloc)
+        if not victims or not could_fit(self.replay.cluster, job, freed):
             return None
         lifted = self._lift_until_admitted(job, victims, reclaiming)
         if lifted is None:
@@ -167,15 +176,6 @@ class Preemptor:
         if not self.replay.book.admits(job.tenant, share):
             return False
         return not reclaiming or self.replay.book.within_quota(job.tenant, share)
-
-    def _freed(self, victims: list[int]) -> dict[int, tuple[int, int]]:
-        """Per node, the whole GPUs and the largest slice evicting ``victims`` would free."""
-        freed: dict[int, tuple[int, int]] = {}
-        for victim in victims:
-            for part in self.replay.running[victim].alloc:
-                had, largest = freed.get(part.node, (0, 0))
-                freed[part.node] = (had + part.whole, max(largest, part.slice))
-        return freed
 
     def _lift(self, victim: int, sign: int) -> None:
         """Take a running job's GPUs off the cluster (-1) or put them back (+1), tentatively."""

@@ -39,6 +39,7 @@ class Book:
         self.quota = {t.name: _quota(t) for t in tenants}
         self.rank = {t.name: PRIORITY_RANK[t.priority] for t in tenants}
         self.usage: dict[str, float] = {t.name: 0.0 for t in tenants}
+        self.lendable: dict[str, float] = {}  # per borrower, while usage stays as it is
 
     def tenant_rank(self, tenant: str, job_priority: str) -> int:
         """A job's cross-tenant priority: its tenant's in the spec, else the job's own."""
@@ -49,6 +50,7 @@ class Book:
     def add(self, tenant: str, share: float) -> None:
         """``tenant`` now uses ``share`` more GPUs (negative: fewer)."""
         self.usage[tenant] = self.usage.get(tenant, 0.0) + share
+        self.lendable.clear()
 
     def admits(self, tenant: str, share: float) -> bool:
         """Whether quota and borrowing let ``tenant`` take ``share`` more GPUs now."""
@@ -60,7 +62,10 @@ class Book:
             return True
         if quota.borrow is not None and over > quota.borrow + 1e-9:
             return False
-        return over <= self._lendable(tenant) + 1e-9
+        lendable = self.lendable.get(tenant)
+        if lendable is None:
+            lendable = self.lendable[tenant] = self._lendable(tenant)
+        return over <= lendable + 1e-9
 
     def _lendable(self, borrower: str) -> float:
         idle = borrowed = 0.0
