@@ -18,7 +18,6 @@ from infra.bounds import MAX_BUDGET_GPUS
 from infra.spec.base import ONE_LINE, Precision, StrictModel, TextRule
 from infra.spec.units import ByteSize, Count
 
-
 MAX_BUDGETS = 100
 """Most budgets a spec may declare: each is evaluated by lint, budget, report and diff, and a
 training budget runs a layout search (about 0.3 s); ten times what a real cluster declares."""
