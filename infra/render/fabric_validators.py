@@ -19,14 +19,14 @@ Validation", SHARP support; UFM Cable Validation Tool v1.5.0 "Topo File", "P2P F
 
 from __future__ import annotations
 
-import csv
-import io
+import functools
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 
 from infra.catalog import Catalog
 from infra.render.ibsim_netlist import ibsim_netlist
+from infra.render.sheets import joined_csv
 from infra.spec import Spec
 from infra.topology.model import Cable, Plan
 
@@ -74,36 +74,51 @@ class _Ends:
     """What a cable end is, looked up once per render rather than once per cable end.
 
     ``types``: compute switch -> its ibdm system type (``MQM9700``); anything else is a host.
-    ``labels``: compute switch -> its catalog entry's port labeller. ``rails``: server ->
-    HCA -> 1-based rail (the CVT's HCA/Port number).
+    ``labels``: compute switch -> its catalog entry's port labeller, one remembering
+    labeller per model. ``rails``: server -> HCA -> 1-based rail as text (the CVT's
+    HCA/Port number). ``safe``: names already `_checked`, so a device with hundreds of
+    cables is checked once, not once per cable end.
     """
 
     types: dict[str, str]
-    labels: dict[str, Callable[[int], str]]
-    rails: dict[str, dict[str, int]]
+    labels: dict[str, Callable[[str], str]]
+    rails: dict[str, dict[str, str]]
+    safe: set[str] = field(default_factory=set)
 
     @classmethod
     def of(cls, plan: Plan, catalog: Catalog | None = None) -> _Ends:
         switches = plan.switches_in("compute")
+        label: dict[str, Callable[[str], str]] = {}
+        if catalog is not None:  # a model has tens of ports, a fabric a million cable ends
+            models = {s.model for s in switches}
+            label = {m: _remembered(catalog.switches[m].port_label) for m in models}
         return cls(
             {s.name: "M" + s.model.upper() for s in switches},
-            {s.name: catalog.switches[s.model].port_label for s in switches} if catalog else {},
-            {s.name: {h: i for i, h in enumerate(s.hcas, 1)} for s in plan.servers},
+            {s.name: label[s.model] for s in switches if s.model in label},
+            {s.name: {h: str(i) for i, h in enumerate(s.hcas, 1)} for s in plan.servers},
         )
+
+    def checked(self, name: str) -> str:
+        """`_checked`, remembered."""
+        if name not in self.safe:
+            self.safe.add(_checked(name))
+        return name
 
     def system_type(self, name: str) -> str:
         return self.types.get(name, "HCA")
 
-    def topo_port(self, device: str, port: str) -> str:
-        """Port panel name: ``P<n>`` on switches, ``<device>/P1`` on hosts (one port each)."""
-        return f"P{int(port)}" if device in self.types else f"{_checked(port)}/P1"
-
     def cvt_port(self, device: str, port: str) -> str:
         """The CVT's port: the cage label on a switch, the HCA/Port number on a server."""
-        if device in self.labels:
-            return self.labels[device](int(port))
+        label = self.labels.get(device)
+        if label is not None:
+            return label(port)
         # the UFM appliance's ports keep their planned names (ib0, ib1)
-        return str(self.rails.get(device, {}).get(port, port))
+        return self.rails.get(device, {}).get(port, port)
+
+
+def _remembered(label: Callable[[int], str]) -> Callable[[str], str]:
+    """A port labeller that takes the planned port text and makes each label once."""
+    return functools.cache(lambda port: label(int(port)))
 
 
 def system_type(plan: Plan, name: str) -> str:
@@ -116,19 +131,43 @@ def system_type(plan: Plan, name: str) -> str:
     return _Ends.of(plan).system_type(name)
 
 
-def _links_by_system(plan: Plan, ends: _Ends) -> dict[str, list[tuple[str, str, str]]]:
-    """Every system's links (local port, remote system, remote port), both directions."""
-    links: dict[str, list[tuple[str, str, str]]] = {}
-    for cable in _compute_cables(plan):
-        a_port = ends.topo_port(cable.a, cable.a_port)
-        b_port = ends.topo_port(cable.b, cable.b_port)
-        links.setdefault(_checked(cable.a), []).append((a_port, cable.b, b_port))
-        links.setdefault(_checked(cable.b), []).append((b_port, cable.a, a_port))
+def _topo_ports(ends: _Ends) -> Callable[[str, bool], str]:
+    """``text(port, on_switch)``: a port's panel name, made once per distinct port.
+
+    ``P<n>`` on switches, ``<device>/P1`` on hosts (one port each); a fabric has a few
+    hundred distinct ports and a million cable ends.
+    """
+    seen: dict[tuple[str, bool], str] = {}
+
+    def text(port: str, switch: bool) -> str:
+        key = (port, switch)
+        if key not in seen:
+            seen[key] = f"P{int(port)}" if switch else f"{ends.checked(port)}/P1"
+        return seen[key]
+
+    return text
+
+
+def _links_by_system(cables: Sequence[Cable], ends: _Ends) -> dict[str, list[str]]:
+    """Every system's link lines (``LOCAL -> REM-TYPE REM-SYS REM-PORT``), both directions."""
+    links: dict[str, list[str]] = {}
+    types, checked = ends.types, ends.checked
+    port = _topo_ports(ends)
+    for cable in cables:
+        a, b = cable.a, cable.b
+        a_type, b_type = types.get(a), types.get(b)
+        a_port = port(cable.a_port, a_type is not None)
+        b_port = port(cable.b_port, b_type is not None)
+        links.setdefault(checked(a), []).append(f"{a_port} -> {b_type or 'HCA'} {b} {b_port}")
+        links.setdefault(checked(b), []).append(f"{b_port} -> {a_type or 'HCA'} {a} {a_port}")
     return links
 
 
-def topology_topo(plan: Plan) -> str:
-    """``topology.topo``: one ibdm system section per device, a blank line between them."""
+def topology_topo(plan: Plan, cables: Sequence[Cable] | None = None) -> str:
+    """``topology.topo``: one ibdm system section per device, a blank line between them.
+
+    ``cables``: the plan's compute cables, if already listed.
+    """
     ends = _Ends.of(plan)
     lines = [
         f"# ibdm topology file of {plan.name}'s compute fabric, generated by railplan.",
@@ -137,37 +176,40 @@ def topology_topo(plan: Plan) -> str:
         f"# Switch ports are logical (P1..Pn), hosts' are <rdma device>/P1 ({CVT_TOPO_URL}).",
         "",
     ]
-    for system, links in sorted(_links_by_system(plan, ends).items()):
+    links = _links_by_system(_compute_cables(plan) if cables is None else cables, ends)
+    for system in sorted(links):
         lines.append(f"{ends.system_type(system)} {system}")
-        for local, remote, remote_port in links:
-            lines.append(f"{local} -> {ends.system_type(remote)} {remote} {remote_port}")
+        lines += links[system]
         lines.append("")
     return "\n".join(lines)
 
 
-def cable_validation_csv(plan: Plan, catalog: Catalog) -> str:
+def cable_validation_csv(
+    plan: Plan, catalog: Catalog, cables: Sequence[Cable] | None = None
+) -> str:
     """``cable-validation.csv``: the CVT P2P sheet, one row per compute cable, A end first.
 
-    Each end is Rack, U, Name, Port as the CVT's P2P sheet writes them.
+    Each end is Rack, U, Name, Port as the CVT's P2P sheet writes them. ``cables``: the
+    plan's compute cables, if already listed.
     """
     ends = _Ends.of(plan, catalog)
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CVT_HEADER)
-    for c in _compute_cables(plan):
-        writer.writerow(
-            [
+    port = ends.cvt_port
+    listed = _compute_cables(plan) if cables is None else cables
+
+    def rows() -> Iterator[tuple[str, ...]]:
+        for c in listed:
+            yield (
                 c.a_rack or "",
                 "" if c.a_unit is None else str(c.a_unit),
                 c.a,
-                ends.cvt_port(c.a, c.a_port),
+                port(c.a, c.a_port),
                 c.b_rack or "",
                 "" if c.b_unit is None else str(c.b_unit),
                 c.b,
-                ends.cvt_port(c.b, c.b_port),
-            ]
-        )
-    return out.getvalue()
+                port(c.b, c.b_port),
+            )
+
+    return joined_csv(CVT_HEADER, [",".join(row) for row in rows()], rows)
 
 
 def _hca_layouts(plan: Plan) -> dict[tuple[str, ...], list[str]]:
@@ -228,7 +270,7 @@ def node_name_map(plan: Plan, spec: Spec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _acceptance(plan: Plan, spec: Spec, hca_files: list[str]) -> str:
+def _acceptance(plan: Plan, spec: Spec, hca_files: list[str], cables: int) -> str:
     sharp = spec.fabrics.compute is not None and spec.fabrics.compute.sharp
     tiers = plan.fabrics["compute"].tiers
     command = "ibdiagnet --topo_file topology.topo --rail_validation --ft -r"
@@ -236,7 +278,7 @@ def _acceptance(plan: Plan, spec: Spec, hca_files: list[str]) -> str:
     lines = [
         f"# Fabric acceptance: {plan.name}",
         "",
-        f"Compute fabric: {len(_compute_cables(plan))} cables, {tiers}-tier fat tree.",
+        f"Compute fabric: {cables} cables, {tiers}-tier fat tree.",
         "Run from a host on the fabric, with these files copied beside it.",
         "",
         "## ibdiagnet (IBUtils2)",
@@ -286,14 +328,15 @@ def fabric_files(plan: Plan, spec: Spec, catalog: Catalog) -> dict[str, str]:
     fabric = spec.fabrics.compute
     if fabric is None or catalog.switches[fabric.switch].kind != "infiniband":
         return {}
-    if not _compute_cables(plan):
+    cables = _compute_cables(plan)  # listed once for every file below
+    if not cables:
         return {}
     hca = _hca_files(plan)
     return {
-        "ACCEPTANCE.md": _acceptance(plan, spec, sorted(hca)),
-        "cable-validation.csv": cable_validation_csv(plan, catalog),
+        "ACCEPTANCE.md": _acceptance(plan, spec, sorted(hca), len(cables)),
+        "cable-validation.csv": cable_validation_csv(plan, catalog, cables),
         **hca,
-        "ibsim.net": ibsim_netlist(plan),
+        "ibsim.net": ibsim_netlist(plan, cables),
         "node-name-map.txt": node_name_map(plan, spec),
-        "topology.topo": topology_topo(plan),
+        "topology.topo": topology_topo(plan, cables),
     }

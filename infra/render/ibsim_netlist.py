@@ -19,10 +19,12 @@ tail, the ``-N``/``-S``/``-P`` size limits, 2048 nodes, 256 switches, 13312 port
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 
-from infra.topology.model import Plan
+from infra.topology.model import Cable, Plan
 
 __all__ = ["hca_node", "ibsim_netlist", "link_rate", "sim_limits"]
 
@@ -60,22 +62,41 @@ def _checked(name: str) -> str:
     return name
 
 
-def _links(plan: Plan) -> dict[str, list[tuple[int, str, int, str]]]:
-    """Node -> its (port, remote node, remote port, rate), both directions of every cable."""
+def _links(
+    plan: Plan, cables: Sequence[Cable] | None = None
+) -> dict[str, list[tuple[int, str, int, str]]]:
+    """Node -> its (port, remote node, remote port, rate), both directions of every cable.
+
+    ``cables``: the plan's compute cables, if already listed.
+    """
     switches = {_checked(s.name) for s in plan.switches_in("compute")}
     links: dict[str, list[tuple[int, str, int, str]]] = defaultdict(list)
+    node = _nodes(switches)
+    rate = functools.cache(link_rate)  # a fabric has a rate or two and a million cable ends
+    for cable in plan.cables_in("compute") if cables is None else cables:
+        (a, a_port), (b, b_port) = node(cable.a, cable.a_port), node(cable.b, cable.b_port)
+        gbps = rate(cable.gbps)
+        links[a].append((a_port, b, b_port, gbps))
+        links[b].append((b_port, a, a_port, gbps))
+    return links
+
+
+def _nodes(switches: set[str]) -> Callable[[str, str], tuple[str, int]]:
+    """``node(device, port)``: the netlist node and port of a cable end, names checked once.
+
+    A switch and its port, or the one-port HCA node ``<host> <device>``.
+    """
+    safe: set[str] = set()
 
     def node(device: str, port: str) -> tuple[str, int]:
         if device in switches:
             return device, int(port)
-        return _checked(hca_node(device, port)), 1
+        name = hca_node(device, port)
+        if device not in safe or port not in safe:  # a safe name has safe parts
+            safe.update((_checked(name) and device, port))
+        return name, 1
 
-    for cable in plan.cables_in("compute"):
-        (a, a_port), (b, b_port) = node(cable.a, cable.a_port), node(cable.b, cable.b_port)
-        rate = link_rate(cable.gbps)
-        links[a].append((a_port, b, b_port, rate))
-        links[b].append((b_port, a, a_port, rate))
-    return links
+    return node
 
 
 def sim_limits(
@@ -112,21 +133,34 @@ def _header(plan: Plan, links: dict[str, list[tuple[int, str, int, str]]]) -> li
     ]
 
 
-def ibsim_netlist(plan: Plan) -> str:
-    """The netlist: switches first (by name), then HCAs; ports in order within each node."""
-    links = _links(plan)
+def ibsim_netlist(plan: Plan, cables: Sequence[Cable] | None = None) -> str:
+    """The netlist: switches first (by name), then HCAs; ports in order within each node.
+
+    ``cables``: the plan's compute cables, if already listed.
+    """
+    links = _links(plan, cables)
     radix = {s.name: s.ports for s in plan.switches_in("compute")}
+    head = "\n".join(_header(plan, links))
     records = []
     for node in sorted(links, key=lambda n: (n not in radix, n)):
-        lines = [f'Switch\t{radix[node]} "{node}"' if node in radix else f'Hca\t1 "{node}"']
-        for port, remote, remote_port, rate in sorted(links[node]):
-            # a switch port's tail is '"<remote>" lid <remote lid> <rate>'; an HCA port's
-            # starts with its own 'lid 0 lmc 0' (0: unassigned, the SM assigns LIDs)
-            tail = (
-                f'"{remote}" lid 0 {rate}'
-                if node in radix
-                else f'lid 0 lmc 0 "{remote}" lid 0 {rate}'
-            )
-            lines.append(f'[{port}]\t"{remote}"[{remote_port}]\t\t# {tail}')
+        # a switch port's tail is '"<remote>" lid <remote lid> <rate>'; an HCA port's
+        # starts with its own 'lid 0 lmc 0' (0: unassigned, the SM assigns LIDs)
+        if node in radix:
+            lines = [f'Switch\t{radix[node]} "{node}"']
+            lines += [
+                f'[{port}]\t"{remote}"[{remote_port}]\t\t# "{remote}" lid 0 {rate}'
+                for port, remote, remote_port, rate in sorted(links.pop(node))
+            ]
+        else:
+            lines = [f'Hca\t1 "{node}"']
+            lines += [
+                f'[{port}]\t"{remote}"[{remote_port}]\t\t# lid 0 lmc 0 "{remote}" lid 0 {rate}'
+                for port, remote, remote_port, rate in sorted(links.pop(node))
+            ]
         records.append("\n".join(lines))
-    return "\n".join(_header(plan, links)) + "\n\n".join(records) + "\n"
+    if not records:
+        return head + "\n"
+    # one join, no copy after it: the netlist of a large fabric is tens of megabytes
+    records[0] = head + records[0]
+    records[-1] += "\n"
+    return "\n\n".join(records)

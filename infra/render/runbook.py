@@ -51,7 +51,7 @@ class _Tree:
 
     spec: Spec
     plan: Plan
-    files: Mapping[str, str]
+    files: Mapping[str, bytes]
     plays: list[dict[str, Any]]
     aws: bool
 
@@ -97,8 +97,8 @@ def playbook_roles(plays: list[dict[str, Any]]) -> set[str]:
     return roles
 
 
-def runbook(spec: Spec, catalog: Catalog, plan: Plan, files: Mapping[str, str]) -> str:
-    """The runbook of ``spec``'s tree; ``files`` are the tree's other rendered text files."""
+def runbook(spec: Spec, catalog: Catalog, plan: Plan, files: Mapping[str, bytes]) -> str:
+    """The runbook of ``spec``'s tree; ``files`` are the tree's other rendered files."""
     plays = yaml.safe_load(files[f"playbooks/{spec.name}.yml"])
     aws = any(catalog.nodes[g.node].cloud == "aws" for g in spec.node_groups)
     tree = _Tree(spec, plan, files, plays, aws)

@@ -38,31 +38,47 @@ def render_tree(
     """Every file of the rendered tree of ``spec`` (``progress`` hears `RENDER_STEPS`)."""
     total = len(RENDER_STEPS)
     progress(RENDER_STEPS[0], 0, total)
-    texts = ansible_files(spec, catalog, plan)
+    tree = _Files()
+    tree.add_all("", ansible_files(spec, catalog, plan))
     progress(RENDER_STEPS[1], 1, total)
-    texts[".ansible-lint"] = render_template("ansible/ansible-lint.j2")
-    texts[".gitignore"] = "# Ansible's fact cache and temporary files (ansible.cfg)\n.cache/\n"
+    tree.add(".ansible-lint", render_template("ansible/ansible-lint.j2"))
+    tree.add(".gitignore", "# Ansible's fact cache and temporary files (ansible.cfg)\n.cache/\n")
     files_dir = f"inventories/{spec.name}/files"
-    texts[f"{files_dir}/cabling.csv"] = cabling_csv(plan)
-    texts[f"{files_dir}/bom.csv"] = bom_csv(plan, catalog)
-    texts[f"{files_dir}/hosts.csv"] = hosts_csv(plan)
-    texts[f"{files_dir}/etc-hosts"] = etc_hosts(plan)
+    # the fabric files first: making them needs the most memory besides their text
+    tree.add_all(f"{files_dir}/fabric/", fabric_files(plan, spec, catalog))  # ibdiagnet, UFM CVT
+    tree.add(f"{files_dir}/cabling.csv", cabling_csv(plan))
+    tree.add(f"{files_dir}/bom.csv", bom_csv(plan, catalog))
+    tree.add(f"{files_dir}/hosts.csv", hosts_csv(plan))
+    tree.add(f"{files_dir}/etc-hosts", etc_hosts(plan))
     sections = {
         "nccl": nccl_env_files(plan, spec, catalog),
         "subnet-manager": subnet_manager_files(plan, spec, catalog),
-        "fabric": fabric_files(plan, spec, catalog),  # ibdiagnet / UFM CVT inputs
         "slurm": slurm_files(plan, spec, catalog) if spec.scheduler.kind == "slurm" else {},
         # every cluster: Slurm hosts run dcgm-exporter too, and their Prometheus loads this
         "monitoring": {"railplan-gpu.rules.yml": rules_file(spec)},
     }
     for section, named in sections.items():
-        texts.update((f"{files_dir}/{section}/{name}", text) for name, text in named.items())
+        tree.add_all(f"{files_dir}/{section}/", named)
     progress(RENDER_STEPS[2], 2, total)
     if spec.scheduler.kind == "kubernetes":
-        k8s = k8s_files(build_kubernetes(spec, plan, catalog))
-        texts.update((f"{files_dir}/{name}", text) for name, text in k8s.items())
-    texts[runbook_path(spec.name)] = runbook(spec, catalog, plan, texts)
-    tree = {path: text.encode("utf-8") for path, text in texts.items()}
+        tree.add_all(f"{files_dir}/", k8s_files(build_kubernetes(spec, plan, catalog)))
+    tree.add(runbook_path(spec.name), runbook(spec, catalog, plan, tree))
     tree.update(role_files())
     progress("rendered", total, total)
     return dict(sorted(tree.items()))
+
+
+class _Files(dict[str, bytes]):
+    """The tree as it is rendered, each text encoded as it comes.
+
+    A large cluster's sheets and fabric files are tens of megabytes each; the tree holds
+    each of them once, not as text and bytes both.
+    """
+
+    def add(self, path: str, text: str) -> None:
+        self[path] = text.encode("utf-8")
+
+    def add_all(self, prefix: str, texts: dict[str, str]) -> None:
+        """Add ``texts`` under ``prefix``, letting go of each text once it is encoded."""
+        for name in list(texts):
+            self.add(prefix + name, texts.pop(name))

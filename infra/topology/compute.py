@@ -48,6 +48,9 @@ from infra.topology.parts import (
     SwitchPart,
     bisection_links,
     half_cut,
+    link_ends,
+    make_link,
+    port_text,
     switch_lower_bound,
     switch_max_flow,
     tier_use,
@@ -109,6 +112,17 @@ def plan_compute_fabric(
     return _Builder(fabric, switch, rails, gbps, shape).build(sus)
 
 
+_Upper = tuple[Tier, int, str, int, str]  # tier, lower index and port, upper index and port
+
+
+def _upper_links(shape: TreeShape, down: int) -> list[_Upper]:
+    """`wire_upper_tiers` once for every plane (each plane is the same tree), ports as text."""
+    return [
+        (link.tier, link.lower, port_text(link.lower_port), link.upper, port_text(link.upper_port))
+        for link in wire_upper_tiers(shape, down)
+    ]
+
+
 def _positions(sus: Sequence[SuMembers]) -> int:
     """SU positions the fabric spans: up to the last SU's (kept positions included)."""
     return max((_position(su, i) + 1 for i, su in enumerate(sus)), default=0)
@@ -148,7 +162,7 @@ def _single_switch(
         "compute", fabric.switch, 1, 1, 0, len(sus), switch.ports, gbps, 1, 0, 0,
         {"node_leaf": len(links), "leaf_spine": 0, "spine_core": 0},
         1.0, endpoints * gbps, _one_switch_bisection(sus) * rails * gbps, 1,
-        (tier_use("leaf", [name], links, switch.ports),), None, geometry,
+        (tier_use("leaf", [name], link_ends(links), switch.ports),), None, geometry,
     )  # fmt: skip
     return ComputeFabricPlan(
         (part,),
@@ -186,11 +200,19 @@ class _Builder:
         self.links: list[Link] = []
         self.spine_names: list[list[str]] = []
         self.core_names: list[list[str]] = []
+        # each leaf's name made once, not once per server cabled to it
+        self._leaf_names: dict[tuple[int, str, int], str] = {}
 
     def leaf_name(self, plane: int, su: str, local: int) -> str:
-        if self.fabric.rail_optimized:
-            return f"ib{plane}-leaf-{su}-r{plane * self.per_plane + local}"
-        return f"ib{plane}-leaf-{su}-l{local + 1}"
+        key = (plane, su, local)
+        name = self._leaf_names.get(key)
+        if name is None:
+            if self.fabric.rail_optimized:
+                name = f"ib{plane}-leaf-{su}-r{plane * self.per_plane + local}"
+            else:
+                name = f"ib{plane}-leaf-{su}-l{local + 1}"
+            self._leaf_names[key] = name
+        return name
 
     def leaf_of(self, su: str, slot: int, rail: int) -> tuple[str, int]:
         """(leaf, leaf port) for NIC ``rail`` of the server in ``slot`` of ``su``."""
@@ -208,10 +230,11 @@ class _Builder:
                 for rail, hca in enumerate(hcas):
                     leaf, port = self.leaf_of(su.name, slot, rail)
                     self.links.append(
-                        Link("compute", "node_leaf", server, hca, leaf, str(port), self.gbps)
-                    )
+                        make_link("compute", "node_leaf", server, hca, leaf, port_text(port), self.gbps)
+                    )  # fmt: skip
+        upper = _upper_links(shape, self.down)
         for plane in range(self.fabric.planes):
-            self._wire_plane(plane, shape, sus)
+            self._wire_plane(plane, shape, sus, upper)
         ufm_ports, warnings = self._attach_ufm(sus, shape)
         su_pod = {
             su.name: (
@@ -244,7 +267,9 @@ class _Builder:
         pods = math.ceil(self.fabric.max_sus * self.per_plane / shape.leaves_per_pod)
         return self.fabric.planes * (pods * shape.spines_per_pod + shape.cores)
 
-    def _wire_plane(self, plane: int, shape: TreeShape, sus: Sequence[SuMembers]) -> None:
+    def _wire_plane(
+        self, plane: int, shape: TreeShape, sus: Sequence[SuMembers], upper_links: list[_Upper]
+    ) -> None:
         model = self.fabric.switch
         # By position: a position kept for a group's growth has no leaf (None) and no cable.
         leaves: list[str | None] = [None] * shape.leaves
@@ -270,18 +295,17 @@ class _Builder:
         self.switches += [
             SwitchPart(n, "compute", "core", model, plane, None, None, None, "core") for n in cores
         ]
-        for link in wire_upper_tiers(shape, self.down):
-            lower = leaves if link.tier == "leaf_spine" else spines
-            upper = spines if link.tier == "leaf_spine" else cores
-            below = lower[link.lower]
+        for tier, lower_at, lower_port, upper_at, upper_port in upper_links:
+            lower = leaves if tier == "leaf_spine" else spines
+            upper = spines if tier == "leaf_spine" else cores
+            below = lower[lower_at]
             if below is None:
                 continue  # a kept position: its leaf and uplinks come with the growth
             self.links.append(
-                Link(
-                    "compute", link.tier, below, str(link.lower_port),
-                    upper[link.upper], str(link.upper_port), self.gbps,
+                make_link(
+                    "compute", tier, below, lower_port, upper[upper_at], upper_port, self.gbps
                 )
-            )  # fmt: skip
+            )
 
     def _spine(self, plane: int, shape: TreeShape, i: int) -> str:
         pod, position = divmod(i, shape.spines_per_pod)
@@ -418,10 +442,9 @@ class _Builder:
         by_tier: dict[str, list[str]] = defaultdict(list)
         for part in self.switches:
             by_tier[part.tier].append(part.name)
+        ends = link_ends(self.links)
         use = tuple(
-            tier_use(t, by_tier[t], self.links, self.switch.ports)
-            for t in SWITCH_TIERS
-            if by_tier[t]
+            tier_use(t, by_tier[t], ends, self.switch.ports) for t in SWITCH_TIERS if by_tier[t]
         )
         leaves = len(by_tier["leaf"]) // planes  # kept positions have no leaf
         return FabricSummary(

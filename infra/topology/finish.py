@@ -9,17 +9,22 @@ length and medium from `infra.topology.geometry`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from infra.catalog import Catalog
 from infra.spec import Spec
 from infra.topology.addressing import AddressBook
-from infra.topology.geometry import cable_length, medium, rack_places
+from infra.topology.geometry import measurer, medium, rack_places
 from infra.topology.model import Cable, Rack, Switch
 from infra.topology.parts import Link, SwitchPart
 from infra.topology.racks import RackFill, RackPlanner
+from infra.topology.record_maker import maker
 
 __all__ = ["finish_cables", "rack_records", "row_order", "switch_records"]
+
+_cable = maker(Cable)  # half a million of them in a large plan
+_UNPLACED: tuple[None, None] = (None, None)
 
 
 def row_order(fills: Sequence[RackFill]) -> list[str]:
@@ -105,7 +110,7 @@ def finish_cables(
     spec: Spec,
     catalog: Catalog,
 ) -> tuple[Cable, ...]:
-    """Every link as a cable with id, both ends' rack and unit, medium and length."""
+    """Every link as a cable with both ends' rack and unit, medium and length."""
     places = rack_places(
         ((r.name, r.row, r.position, r.units) for r in rack_list),
         row_order(list(racks.racks.values())),
@@ -114,17 +119,17 @@ def finish_cables(
     heights = {r.name: r.units for r in rack_list}
     ends = _ends(racks, rack_list)
     generation = {f: _generation(spec, catalog, f) for f in ("compute", "storage", "inband", "oob")}
-    layout = spec.site.layout
+    length_of = measurer(places, spec.site.layout)
+    medium_of = functools.cache(medium)  # a few fabrics and lengths, half a million cables
     cables = []
     for link in links:
-        a_rack, a_unit = ends.get(link.a, (None, None))
-        b_rack, b_unit = ends.get(link.b, (None, None))
+        a_rack, a_unit = ends.get(link.a, _UNPLACED)
+        b_rack, b_unit = ends.get(link.b, _UNPLACED)
         # A zero-U PDU's network port sits about half-way up its rack.
         a_len_unit = a_unit if a_unit is not None or a_rack is None else heights[a_rack] // 2
-        length = cable_length((a_rack, a_len_unit), (b_rack, b_unit), places, layout)
+        length = length_of(a_rack, a_len_unit, b_rack, b_unit)
         cables.append(
-            Cable(
-                f"{link.a}:{link.a_port}",
+            _cable(
                 link.fabric,
                 link.tier,
                 link.a,
@@ -136,7 +141,7 @@ def finish_cables(
                 a_unit,
                 b_rack,
                 b_unit,
-                medium(link.fabric, generation[link.fabric], length),
+                medium_of(link.fabric, generation[link.fabric], length),
                 length,
             )
         )

@@ -19,12 +19,12 @@ up to 2 m (HDR) or 3 m (100 GbE) are passive copper (DAC), longer ones active op
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from infra.spec.models import Layout
 from infra.topology.model import FabricName, Medium
 
-__all__ = ["RACK_UNIT_M", "Place", "cable_length", "medium", "rack_places"]
+__all__ = ["RACK_UNIT_M", "Measure", "Place", "cable_length", "measurer", "medium", "rack_places"]
 
 RACK_UNIT_M = 0.04445  # EIA-310: 1.75 in
 DAC_REACH_M = {"hdr": 2.0, "ndr": 2.0, "ethernet": 3.0}
@@ -65,10 +65,6 @@ def rack_places(
     return places
 
 
-def _rise(place: Place, unit: int) -> float:
-    return (place[2] - unit + 1) * RACK_UNIT_M
-
-
 def cable_length(
     a: tuple[str | None, int | None],
     b: tuple[str | None, int | None],
@@ -76,21 +72,42 @@ def cable_length(
     layout: Layout,
 ) -> float | None:
     """Estimated length in metres between two (rack, unit) ends; None if one is unplaced."""
-    (a_rack, a_unit), (b_rack, b_unit) = a, b
-    if a_rack is None or b_rack is None or a_unit is None or b_unit is None:
-        return None
-    if a_rack == b_rack:
-        run = abs(a_unit - b_unit) * RACK_UNIT_M
-    else:
-        pa, pb = places[a_rack], places[b_rack]
-        run = (
-            _rise(pa, a_unit)
-            + _rise(pb, b_unit)
-            + 2 * layout.tray_rise_m
-            + abs(pa[0] - pb[0])
-            + abs(pa[1] - pb[1])
-        )
-    return math.ceil((run + layout.slack_m) * 2) / 2
+    return measurer(places, layout)(*a, *b)
+
+
+Measure = Callable[[str | None, int | None, str | None, int | None], float | None]
+
+
+def measurer(places: dict[str, Place], layout: Layout) -> Measure:
+    """``length(a_rack, a_unit, b_rack, b_unit)``: `cable_length` for many cables of one hall.
+
+    The layout is read once, and equal lengths come back as one float object (a plan of
+    half a million cables has a few hundred distinct lengths).
+    """
+    tray, slack = 2 * layout.tray_rise_m, layout.slack_m
+    seen: dict[float, float] = {}
+
+    def length(
+        a_rack: str | None, a_unit: int | None, b_rack: str | None, b_unit: int | None
+    ) -> float | None:
+        if a_rack is None or b_rack is None or a_unit is None or b_unit is None:
+            return None
+        if a_rack == b_rack:
+            run = abs(a_unit - b_unit) * RACK_UNIT_M
+        else:
+            pa, pb = places[a_rack], places[b_rack]
+            # each end rises to the top of its rack, then the overhead tray
+            run = (
+                (pa[2] - a_unit + 1) * RACK_UNIT_M
+                + (pb[2] - b_unit + 1) * RACK_UNIT_M
+                + tray
+                + abs(pa[0] - pb[0])
+                + abs(pa[1] - pb[1])
+            )
+        metres = math.ceil((run + slack) * 2) / 2
+        return seen.setdefault(metres, metres)
+
+    return length
 
 
 def medium(fabric: FabricName, generation: str, length_m: float | None) -> Medium:

@@ -254,7 +254,6 @@ class Cable:
     positions (`infra.topology.geometry`).
     """
 
-    id: str
     fabric: FabricName
     tier: Tier
     a: str
@@ -268,6 +267,14 @@ class Cable:
     b_unit: int | None
     medium: Medium
     length_m: float | None  # None when an end stands outside the planned racks
+
+    @property
+    def id(self) -> str:
+        """``<a device>:<a port>``, made when asked.
+
+        Not stored: a large plan has half a million cables and few readers of their ids.
+        """
+        return f"{self.a}:{self.a_port}"
 
 
 @dataclass(frozen=True, slots=True)

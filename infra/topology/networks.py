@@ -32,6 +32,9 @@ from infra.topology.parts import (
     SwitchPart,
     bisection_links,
     half_cut,
+    link_ends,
+    make_link,
+    port_text,
     switch_lower_bound,
     tier_use,
 )
@@ -95,20 +98,21 @@ def _leaf_links(tree: _Tree, owners: Sequence[Endpoints]) -> tuple[list[str | No
     """
     leaves: list[str | None] = []
     links: list[Link] = []
+    nics = [f"{tree.fabric}{p}" for p in range(max(map(_ports, owners), default=0))]
     for i, owner in enumerate(owners):
         chunks = math.ceil(len(owner.devices) / tree.down)
         kept = max(chunks, math.ceil(owner.reserve / tree.down))
-        leaves += [
-            f"{tree.prefix}-leaf-{owner.key}-{j + 1:02d}" for j in range(chunks * tree.group)
-        ]
+        names = [f"{tree.prefix}-leaf-{owner.key}-{j + 1:02d}" for j in range(chunks * tree.group)]
+        leaves += names
+        # leaf names and port names made once, not again for every link (group >= ports)
         if i < len(owners) - 1:
             leaves += [None] * ((kept - chunks) * tree.group)
         for i, (device, ports) in enumerate(owner.devices):
             chunk, slot = divmod(i, tree.down)
             for p in range(ports):
-                leaf = f"{tree.prefix}-leaf-{owner.key}-{chunk * tree.group + p + 1:02d}"
+                leaf = names[chunk * tree.group + p]
                 links.append(
-                    Link(tree.fabric, "node_leaf", device, f"{tree.fabric}{p}", leaf, str(slot + 1), tree.gbps)
+                    make_link(tree.fabric, "node_leaf", device, nics[p], leaf, port_text(slot + 1), tree.gbps)
                 )  # fmt: skip
     return leaves, links
 
@@ -141,7 +145,7 @@ def _single(tree: _Tree, owners: Sequence[Endpoints], leaves: int) -> NetworkPla
                 j = p % leaves
                 used[j] += 1
                 links.append(
-                    Link(tree.fabric, "node_leaf", device, f"{tree.fabric}{p}", names[j], str(used[j]), tree.gbps)
+                    make_link(tree.fabric, "node_leaf", device, f"{tree.fabric}{p}", names[j], port_text(used[j]), tree.gbps)
                 )  # fmt: skip
     parts = [
         SwitchPart(n, tree.fabric, "leaf", tree.model, 0, None, None, None, tree.fabric)
@@ -219,7 +223,7 @@ def _tree_plan(
         if below is None:
             continue  # a position kept for a group's growth: no leaf yet
         links.append(
-            Link(tree.fabric, link.tier, below, str(link.lower_port), upper[link.upper], str(link.upper_port), tree.gbps)
+            make_link(tree.fabric, link.tier, below, port_text(link.lower_port), upper[link.upper], port_text(link.upper_port), tree.gbps)
         )  # fmt: skip
     summary = _summary(tree, parts, links, shape.tiers, shape.pods)
     pods = math.ceil(sized / shape.leaves_per_pod) if shape.tiers == 3 else 1
@@ -244,7 +248,8 @@ def _summary(
     for link in links:
         counts[link.tier] += 1
     tiers_of = {t: [p.name for p in parts if p.tier == t] for t in SWITCH_TIERS}
-    use = tuple(tier_use(t, n, links, tree.radix) for t, n in tiers_of.items() if n)
+    ends = link_ends(links)
+    use = tuple(tier_use(t, n, ends, tree.radix) for t, n in tiers_of.items() if n)
     endpoints = [lk for lk in links if lk.tier == "node_leaf"]
     leaves = len(tiers_of["leaf"])
     up = tree.up if tiers > 1 else 0
@@ -358,13 +363,13 @@ def plan_oob(fabric: ManagementFabric, catalog: Catalog, rows: Sequence[OobRow])
                     port += 1
                     if device is not None:
                         links.append(
-                            Link(
+                            make_link(
                                 "oob",
                                 "node_leaf",
                                 device[0],
                                 device[1],
                                 name,
-                                str(port),
+                                port_text(port),
                                 switch.port_gbps,
                             )
                         )

@@ -10,12 +10,15 @@ switches, port use per tier and the bisection across the worst equal split.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 from infra.topology.model import FabricName, SwitchTier, Tier, TierUse
+from infra.topology.record_maker import maker
 
 __all__ = [
     "LeafLoad",
@@ -23,6 +26,9 @@ __all__ = [
     "SwitchPart",
     "bisection_links",
     "half_cut",
+    "link_ends",
+    "make_link",
+    "port_text",
     "switch_lower_bound",
     "switch_max_flow",
     "tier_use",
@@ -57,6 +63,19 @@ class Link:
     gbps: float
 
 
+make_link = maker(Link)  # `Link(...)`, faster: a large plan makes half a million
+
+
+@functools.cache
+def port_text(port: int) -> str:
+    """A port number as a `Link` carries it, one string per number.
+
+    Shared by every cable on that port: a large plan has a million cable ends and a few
+    hundred port numbers.
+    """
+    return str(port)
+
+
 def switch_lower_bound(leaves: int, up: int, radix: int, tiers: int) -> int:
     """The fewest switches any fat tree over ``leaves`` leaves with ``up`` uplinks can have.
 
@@ -72,12 +91,23 @@ def switch_lower_bound(leaves: int, up: int, radix: int, tiers: int) -> int:
 
 
 def tier_use(
-    tier: SwitchTier, switches: Sequence[str], links: Iterable[Link], radix: int
+    tier: SwitchTier, switches: Sequence[str], ends: Mapping[str, int], radix: int
 ) -> TierUse:
-    """Ports in use on ``switches`` (every link end on one of them) against their radix."""
+    """Ports in use on ``switches`` against their radix.
+
+    ``ends``: the `link_ends` of the fabric's links, counted once for every tier.
+    """
     names = set(switches)
-    used = sum((link.a in names) + (link.b in names) for link in links)
+    used = sum(ends.get(name, 0) for name in names)
     return TierUse(tier, len(names), used, len(names) * radix)
+
+
+def link_ends(links: Iterable[Link]) -> Counter[str]:
+    """Device -> how many link ends it has."""
+    links = list(links)
+    ends = Counter(map(attrgetter("a"), links))
+    ends.update(map(attrgetter("b"), links))
+    return ends
 
 
 @dataclass(frozen=True, slots=True)
