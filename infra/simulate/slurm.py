@@ -106,6 +106,7 @@ class SlurmHost(Protocol):
     policy: SimPolicy
     now: float
     start_s: float
+    starts: int  # jobs started so far
 
     def start(self, index: int, alloc: Allocation) -> None:
         """Start job ``index`` on ``alloc`` now."""
@@ -470,7 +471,9 @@ class SlurmScheduler:
         """
         if self.index is None:
             host = self.host
-            self.index = RunningIndex(host.cluster, host.jobs, host.running, self._end)
+            self.index = RunningIndex(
+                host.cluster, host.jobs, host.running, self._end, lambda: host.starts
+            )
         return self.index.view(group, self.host.now)
 
     def _end(self, job: Job, run: Run) -> int:

@@ -6,9 +6,10 @@ partition, and the nodes running a job in its epilog (`infra.simulate.slurm`). W
 afresh for each plan, that walk over every running job was most of a large Slurm replay's
 time. This index keeps each running job's end and parts from the moment it is first seen to
 its end, and per partition the free GPUs and the ends in order, changed by insertion and
-deletion as jobs start and end. It learns what started and ended by comparing the replay's
-running jobs with the ones it holds (a job gets a new `Run` each time it starts), so no
-path that starts, ends or evicts a job has to tell it. Nodes closed or reopened for a MIG
+deletion as jobs start and end. It learns what ended by comparing the replay's running jobs
+with the ones it holds, and what started from the replay's count of starts (a job gets a
+new `Run`, last in the running jobs, each time it starts), so no path that starts, ends or
+evicts a job has to tell it. Nodes closed or reopened for a MIG
 change (`Cluster.layout`) rebuild the partitions' lists. The view is the one a walk from
 scratch gives, to the bit: the same integers, in the same order.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Mapping, Sequence
+from itertools import islice
 
 from infra.simulate.cluster import Cluster, GroupIndex
 from infra.simulate.jobs import Job
@@ -68,8 +70,10 @@ class RunningIndex:
         jobs: Sequence[Job],
         running: Mapping[int, Run],
         end_of: Callable[[Job, Run], int],
+        starts: Callable[[], int],
     ) -> None:
         self.cluster, self.jobs, self.running, self.end_of = cluster, jobs, running, end_of
+        self.starts, self.seen = starts, 0  # the replay's count of starts, and as last seen
         self.known: dict[int, tuple[Run, int, Parts]] = {}  # job -> (its run, end, parts)
         self.epilog_at: dict[int, float] = {}  # job -> when its epilog begins (epilogs only)
         self.parts: dict[str, _Partition] = {}
@@ -101,13 +105,20 @@ class RunningIndex:
         return part
 
     def _sync(self) -> None:
-        """Take in the jobs that started and ended since the last view."""
+        """Take in the jobs that started and ended since the last view.
+
+        A job that starts goes last in the replay's running jobs (it left them, if it ran
+        before, when it ended or was evicted), so the jobs started since the last view are
+        among as many last ones as there were starts.
+        """
         if self.cluster.layout != self.layout:  # nodes closed or reopened: rebuild
             self.layout, self.parts = self.cluster.layout, {}
         known, running = self.known, self.running
         for index in known.keys() - running.keys():
             self._drop(index)
-        for index, run in running.items():
+        starts = self.starts()
+        new, self.seen = starts - self.seen, starts
+        for index, run in islice(reversed(running.items()), new):
             held = known.get(index)
             if held is None or held[0] is not run:
                 if held is not None:
