@@ -17,7 +17,7 @@ scratch gives, to the bit: the same integers, in the same order.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from itertools import islice
 
 from infra.simulate.cluster import Cluster, GroupIndex
@@ -68,7 +68,7 @@ class RunningIndex:
         self,
         cluster: Cluster,
         jobs: Sequence[Job],
-        running: Mapping[int, Run],
+        running: dict[int, Run],
         end_of: Callable[[Job, Run], int],
         starts: Callable[[], int],
     ) -> None:
