@@ -231,6 +231,7 @@ class Cluster:
         self.fgd: Fragmentation | None = None  # the FGD placement's fragmentation (the replay's)
         self.memo: dict[tuple[int, tuple[int, ...]], tuple[int, Scored | None]] = {}
         self.fits: dict[tuple[int, tuple[int, ...]], tuple[int, list[Option]]] = {}
+        self.layout = 0  # counts nodes closed or given a new layout (indexes built on it check)
         for node in self.nodes:
             self._index(node)
 
@@ -318,6 +319,7 @@ class Cluster:
             self._unindex(node)
             node.open = False
             node.stamp += 1
+            self.layout += 1
             if self.watch is not None:
                 self.watch(node)
 
@@ -331,6 +333,7 @@ class Cluster:
             node.slices_free = dict(slices)
             node.open = True
             node.stamp += 1
+            self.layout += 1
             self._index(node)
             if self.watch is not None:
                 self.watch(node)

@@ -56,9 +56,9 @@ from infra.simulate.cluster import Allocation, Cluster, GroupIndex
 from infra.simulate.jobs import Job
 from infra.simulate.place import find, spread
 from infra.simulate.policy import SimPolicy
+from infra.simulate.slurm_running import RunningIndex, RunningView
 from infra.simulate.slurm_willrun import (
     NodeSpace,
-    RunningEnd,
     Wanted,
     floor_to,
     mask_of,
@@ -106,6 +106,7 @@ class SlurmHost(Protocol):
     policy: SimPolicy
     now: float
     start_s: float
+    starts: int  # jobs started so far
 
     def start(self, index: int, alloc: Allocation) -> None:
         """Start job ``index`` on ``alloc`` now."""
@@ -143,7 +144,8 @@ class SlurmScheduler:
         # slurmctld's `_dump_job_sched` lines show, for tests/slurm_replay to compare
         self.plan_log: list[tuple[int, str, int, tuple[int, ...]]] | None = None
         # a cycle's view of running jobs per partition, kept until a job starts
-        self.running_view: dict[str, tuple[dict[int, int], list[RunningEnd], frozenset[int]]] = {}
+        self.running_view: dict[str, RunningView] = {}
+        self.index: RunningIndex | None = None  # running jobs' ends, kept as they start and end
 
     def add(self, index: int) -> None:
         """Job ``index`` waits (submitted, or evicted and requeued).
@@ -458,35 +460,25 @@ class SlurmScheduler:
         res = self.params.resolution_s
         return floor_to(start, res), floor_to(start + limit, res)
 
-    def _running_on(
-        self, group: GroupIndex
-    ) -> tuple[dict[int, int], list[RunningEnd], frozenset[int]]:
+    def _running_on(self, group: GroupIndex) -> RunningView:
         """Free GPUs per open node of ``group``, running jobs' ends, and completing nodes.
 
         Completing: running a job in its epilog (`Job.epilog_s`). A job's end is its start
         plus its time limit in whole seconds (time_t); jobs on other partitions are listed
         too, with no GPUs here: the will-run test skips them but they still end its
         batches. A completing job's GPUs are free and it is not listed: slurmctld released
-        them as it ended.
+        them as it ended. Kept up to date as jobs start and end (`RunningIndex`).
         """
-        host = self.host
-        free = {
-            n.index: n.whole_total for n in host.cluster.nodes if n.group == group.name and n.open
-        }
-        ends: list[tuple[int, int, RunningEnd]] = []
-        completing: set[int] = set()
-        for index, run in host.running.items():
-            job = host.jobs[index]
-            parts = tuple((part.node, part.whole) for part in run.alloc if part.node in free)
-            if job.epilog_s and run.work_from_s + job.duration_s - job.epilog_s <= host.now:
-                completing.update(node for node, _ in parts)
-                continue
-            for node, whole in parts:
-                free[node] -= whole
-            end = self._wall(run.started_s) + round(time_limit_s(job))
-            ends.append((end, index, (end, parts, mask_of(node for node, _ in parts))))
-        ends.sort(key=lambda item: item[:2])
-        return free, [running for _, _, running in ends], frozenset(completing)
+        if self.index is None:
+            host = self.host
+            self.index = RunningIndex(
+                host.cluster, host.jobs, host.running, self._end, lambda: host.starts
+            )
+        return self.index.view(group, self.host.now)
+
+    def _end(self, job: Job, run: Run) -> int:
+        """A running job's end as backfill sees it: start plus time limit, wall seconds."""
+        return self._wall(run.started_s) + round(time_limit_s(job))
 
     def _alloc(self, job: Job, group: GroupIndex, nodes: list[int]) -> Allocation:
         per, cluster = group.per_node, self.host.cluster
