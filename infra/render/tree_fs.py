@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import secrets
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from infra.errors import RailplanError
@@ -49,20 +49,9 @@ def refuse_symlinks(base: Path, relpaths: Iterable[str]) -> None:
     A whole unit that is a symlink is refused too (a link inside a unit is the user's).
     Each directory is looked at once, so this is linear in the tree.
     """
-    seen: set[str] = set()
-    for rel in relpaths:
-        parts = rel.split("/")
-        for depth in range(1, len(parts) + 1):
-            prefix = "/".join(parts[:depth])
-            if prefix in seen:
-                continue
-            seen.add(prefix)
-            try:
-                mode = os.lstat(base / prefix).st_mode
-            except (FileNotFoundError, NotADirectoryError):  # nothing is under a file
-                break
-            if stat.S_ISLNK(mode) and (depth < len(parts) or rel == unit_of(rel)):
-                raise RenderError(f"{base / prefix} is a symlink", hint=SYMLINK_HINT)
+    for rel, prefix, mode in _on_the_way(base, relpaths):
+        if stat.S_ISLNK(mode) and (prefix != rel or rel == unit_of(rel)):
+            raise RenderError(f"{base / prefix} is a symlink", hint=SYMLINK_HINT)
 
 
 def refuse_in_the_way(root: Path, rendered: Iterable[str]) -> None:
@@ -73,8 +62,32 @@ def refuse_in_the_way(root: Path, rendered: Iterable[str]) -> None:
     over into the new tree nor replaced without losing it, ``--force`` or not. Links are
     left to `refuse_symlinks`.
     """
+    for rel, prefix, mode in _on_the_way(root, rendered):
+        if stat.S_ISLNK(mode):
+            continue
+        if prefix != rel and not stat.S_ISDIR(mode):
+            raise RenderError(
+                f"{root / prefix} is a file where railplan renders a directory (for {rel})",
+                hint="move or rename your file, then render again; --force replaces "
+                "edited rendered files, never what stands in the way of a directory",
+            )
+        if prefix == rel and stat.S_ISDIR(mode):
+            raise RenderError(
+                f"{root / prefix} is a directory where railplan renders a file",
+                hint="move or rename your directory, then render again; --force "
+                "replaces edited rendered files, never a directory",
+            )
+
+
+def _on_the_way(base: Path, relpaths: Iterable[str]) -> Iterator[tuple[str, str, int]]:
+    """(path, prefix, lstat mode) for each existing prefix of each path, each prefix once.
+
+    A prefix is looked at once however many paths pass through it, so a walk is linear in
+    the tree; the walk of a path stops at the first prefix that does not exist, and below a
+    file (nothing is under a file) or a link (nothing below it is followed).
+    """
     seen: set[str] = set()
-    for rel in rendered:
+    for rel in relpaths:
         parts = rel.split("/")
         for depth in range(1, len(parts) + 1):
             prefix = "/".join(parts[:depth])
@@ -82,23 +95,12 @@ def refuse_in_the_way(root: Path, rendered: Iterable[str]) -> None:
                 continue
             seen.add(prefix)
             try:
-                mode = os.lstat(root / prefix).st_mode
-            except FileNotFoundError:
+                mode = os.lstat(base / prefix).st_mode
+            except (FileNotFoundError, NotADirectoryError):
                 break
-            if stat.S_ISLNK(mode):
+            yield rel, prefix, mode
+            if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode):
                 break
-            if depth < len(parts) and not stat.S_ISDIR(mode):
-                raise RenderError(
-                    f"{root / prefix} is a file where railplan renders a directory (for {rel})",
-                    hint="move or rename your file, then render again; --force replaces "
-                    "edited rendered files, never what stands in the way of a directory",
-                )
-            if depth == len(parts) and stat.S_ISDIR(mode):
-                raise RenderError(
-                    f"{root / prefix} is a directory where railplan renders a file",
-                    hint="move or rename your directory, then render again; --force "
-                    "replaces edited rendered files, never a directory",
-                )
 
 
 def entries(top: Path, prefix: str) -> dict[str, os.stat_result]:

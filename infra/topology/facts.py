@@ -21,11 +21,10 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from infra.catalog import Catalog, Node
-from infra.errors import spelling_hint
 from infra.spec import NodeGroup, Spec
 from infra.topology.control import controller_host, subnet_manager_hosts, uses_opensm
 from infra.topology.fabric_geometry import spec_geometry
-from infra.topology.groups import group_migs, plan_groups
+from infra.topology.groups import check_nodes, group_migs, plan_groups
 from infra.topology.growth import with_growth
 from infra.topology.model import (
     ClusterFacts,
@@ -34,7 +33,6 @@ from infra.topology.model import (
     FabricGeometry,
     GroupFacts,
     GroupPlan,
-    PlanError,
     ScalableUnit,
     Server,
     SharpState,
@@ -144,13 +142,7 @@ def cluster_facts(
 
 def _plan_groups(spec: Spec, catalog: Catalog) -> dict[str, GroupPlan]:
     """The planner's group records, without planning (the same owners, the same order)."""
-    for i, g in enumerate(spec.node_groups):
-        if g.node not in catalog.nodes:
-            raise PlanError(
-                f"unknown node {g.node!r}",
-                path=f"node_groups[{i}].node",
-                hint=spelling_hint(g.node, catalog.nodes),
-            )
+    check_nodes(spec, catalog)
     grown = with_growth(spec, catalog)
     migs = group_migs(grown, catalog)
     return plan_groups(grown, migs, list_servers(grown, catalog, migs), catalog)

@@ -17,11 +17,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from infra.catalog import Catalog
+from infra.errors import spelling_hint
 from infra.spec import MigAssignment, NodeGroup, Spec, assignments_of
 from infra.spec.cron import daily_minute
 from infra.spec.scheduling import duration_seconds
 from infra.topology.migconfig import mig_config_name
-from infra.topology.model import GroupMig, GroupPlan, MigState, MigTimes
+from infra.topology.model import GroupMig, GroupPlan, MigState, MigTimes, PlanError
 
 if TYPE_CHECKING:
     from infra.topology.servers import ServerSeed
@@ -151,3 +152,14 @@ def plan_groups(
         gpus = catalog.nodes[g.node].gpus
         out[g.name] = GroupPlan(g.name, i, g.node, gpus, g.count, names, batch, mig, deadline)
     return out
+
+
+def check_nodes(spec: Spec, catalog: Catalog) -> None:
+    """PlanError, located, for a node group whose server is not in the catalog."""
+    for i, group in enumerate(spec.node_groups):
+        if group.node not in catalog.nodes:
+            raise PlanError(
+                f"unknown node {group.node!r}",
+                path=f"node_groups[{i}].node",
+                hint=spelling_hint(group.node, catalog.nodes),
+            )

@@ -33,7 +33,7 @@ from infra.topology.compute import (
 )
 from infra.topology.facts import cluster_facts
 from infra.topology.finish import finish_cables, rack_records, switch_records
-from infra.topology.groups import group_migs, plan_groups
+from infra.topology.groups import check_nodes, group_migs, plan_groups
 from infra.topology.growth import natural_key, su_offsets, with_growth
 from infra.topology.model import (
     FabricName,
@@ -97,13 +97,7 @@ def expand(spec: Spec, catalog: Catalog, progress: Progress = quiet) -> Plan:
 
 def _check_references(spec: Spec, catalog: Catalog) -> None:
     """Catalog ids and rack classes must resolve before planning (lint adds context)."""
-    for i, group in enumerate(spec.node_groups):
-        if group.node not in catalog.nodes:
-            raise PlanError(
-                f"unknown node {group.node!r}",
-                path=f"node_groups[{i}].node",
-                hint=spelling_hint(group.node, catalog.nodes),
-            )
+    check_nodes(spec, catalog)
     unresolved = spec.unresolved_references()  # the loader refuses these (a spec built
     if unresolved:  # without it, e.g. by model_validate, still gets a located error here)
         path, message, hint = unresolved[0]
