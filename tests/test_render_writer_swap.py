@@ -586,3 +586,61 @@ def test_forged_created_deletes_nothing(tmp_path: Path, unit: str, how: str) -> 
         )
         after = {k: v for k, v in snapshot(root).items() if not k.startswith(".railplan-")}
         assert after == before
+
+
+def _recovery_killed_at(root: Path, n: int) -> bool:
+    """``recover_tree`` in a child killed right after its ``n``-th rename/replace/link/unlink
+    /rmdir; False if the recovery finished first."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 3
+        try:
+            calls = [0]
+            for name in ("rename", "replace", "link", "unlink", "rmdir"):
+                real = getattr(os, name)
+
+                def step(*args: object, _real: Callable[..., None] = real, **kw: object) -> None:
+                    _real(*args, **kw)
+                    calls[0] += 1
+                    if calls[0] == n:
+                        os.kill(os.getpid(), signal.SIGKILL)
+
+                setattr(os, name, step)
+            recover_tree(root)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFSIGNALED(status)
+
+
+def test_a_kill_during_the_recovery_of_a_killed_render_still_recovers(tmp_path: Path) -> None:
+    """A render killed mid-swap, then its recovery killed mid-rollback (a unit half removed:
+    `remove` had moved its subdirectories up under ``.railplan-rm-*`` names), then recovered:
+    the tree is the old or the new one. The rollback's own leftovers once read as files no
+    render made, and the journal was refused as forged."""
+    deep = {f"inventories/c/files/k8s/d{i}/x.yaml": b"x\n" for i in range(3)}  # a real tree's depth
+    scenario = Scenario(A, {**B, **deep}, force=False)
+    root, reference = tmp_path / "root", tmp_path / "reference"
+    _prepared(reference, scenario)
+    old = snapshot(reference)
+    write_tree(reference, scenario.after)
+    new = snapshot(reference)
+    bad, pairs = [], 0
+    for n in range(1, 40, 2):
+        for m in range(1, 200, 5):
+            _prepared(root, scenario)
+            if not _killed_at(root, scenario.after, scenario.force, n):
+                break
+            if not _recovery_killed_at(root, m):
+                break
+            pairs += 1
+            try:
+                recover_tree(root)
+            except TreeStateError as exc:
+                bad.append(f"render {n}, recovery {m}: {exc}")
+                continue
+            if snapshot(root) not in (old, new):
+                bad.append(f"render {n}, recovery {m}: neither tree")
+    assert pairs >= 20, pairs
+    assert not bad, f"{len(bad)} of {pairs}: {bad[:3]}"

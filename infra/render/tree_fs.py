@@ -22,11 +22,33 @@ from pathlib import Path
 
 from infra.errors import RailplanError
 
-__all__ = ["RenderError", "entries", "refuse_in_the_way", "refuse_symlinks", "remove", "unit_of"]
+__all__ = [
+    "RenderError",
+    "entries",
+    "is_being_removed",
+    "refuse_in_the_way",
+    "refuse_symlinks",
+    "remove",
+    "unit_of",
+]
 
 SYMLINK_HINT = "railplan never writes through a symlink inside its root: replace it or move it"
 _SPLIT_UNITS = {"inventories": 2, "playbooks/roles": 3}  # prefix -> depth of its units
+REMOVING = ".railplan-rm-"
+"""Prefix of the names `remove` gives the subdirectories it moves up while it empties a tree."""
+
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def is_being_removed(rel: str) -> bool:
+    """Whether ``rel`` lies in a directory `remove` had moved up: its removal was under way."""
+    return any(
+        len(part) == len(REMOVING) + 16
+        and part.startswith(REMOVING)
+        and all(c in "0123456789abcdef" for c in part[len(REMOVING) :])
+        for part in rel.split("/")
+    )
 
 
 class RenderError(RailplanError):
@@ -189,7 +211,7 @@ def _flatten(top: int) -> bool:
         try:
             for inner, inner_is_dir in _names(fd):
                 if inner_is_dir:
-                    fresh = f".railplan-rm-{secrets.token_hex(8)}"
+                    fresh = f"{REMOVING}{secrets.token_hex(8)}"
                     os.rename(inner, fresh, src_dir_fd=fd, dst_dir_fd=top)
                     moved = True
                 else:

@@ -34,7 +34,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from infra.files import is_temp_name, replace_entry
-from infra.render.tree_fs import SYMLINK_HINT, RenderError, entries, refuse_symlinks, remove
+from infra.render.tree_fs import (
+    SYMLINK_HINT,
+    RenderError,
+    entries,
+    is_being_removed,
+    refuse_symlinks,
+    remove,
+)
 from infra.render.tree_state import (
     JOURNAL,
     MANIFEST,
@@ -258,6 +265,8 @@ def _refuse_unless_railplans(root: Path, journal: Journal, units: list[str]) -> 
             continue  # railplan's own file, which the old one replaces
         saved = root / journal.old / unit
         for rel, info in sorted(entries(root / unit, unit).items()):
+            if is_being_removed(rel):
+                continue  # an earlier rollback, killed while it removed this unit, moved it
             found = _content(root / rel, info)
             inner = rel[len(unit) + 1 :]
             rendered = manifest.get(rel)
