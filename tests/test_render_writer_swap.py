@@ -118,12 +118,20 @@ def _prepared(root: Path, scenario: Scenario) -> None:
 def _killed_at(root: Path, files: Mapping[str, bytes], force: bool, n: int) -> bool:
     """Render in a child killed right after its ``n``-th rename/replace/link; False if the
     render finished first."""
+    return _killed_in_child(
+        lambda: write_tree(root, files, force=force), ("rename", "replace", "link"), n
+    )
+
+
+def _killed_in_child(work: Callable[[], object], calls_of: tuple[str, ...], n: int) -> bool:
+    """Run ``work`` in a child killed right after its ``n``-th call of the ``os`` functions
+    ``calls_of``; False if it finished first (it must then have succeeded)."""
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         code = 3
         try:
             calls = [0]
-            for name in ("rename", "replace", "link"):
+            for name in calls_of:
                 real = getattr(os, name)
 
                 def step(*args: object, _real: Callable[..., None] = real, **kw: object) -> None:
@@ -133,7 +141,7 @@ def _killed_at(root: Path, files: Mapping[str, bytes], force: bool, n: int) -> b
                         os.kill(os.getpid(), signal.SIGKILL)
 
                 setattr(os, name, step)
-            write_tree(root, files, force=force)
+            work()
             code = 0
         finally:
             os._exit(code)
@@ -141,7 +149,7 @@ def _killed_at(root: Path, files: Mapping[str, bytes], force: bool, n: int) -> b
     if os.WIFSIGNALED(status):
         assert os.WTERMSIG(status) == signal.SIGKILL
         return True
-    assert os.WEXITSTATUS(status) == 0, "the render failed instead of finishing"
+    assert os.WEXITSTATUS(status) == 0, "the work failed instead of finishing"
     return False
 
 
@@ -591,27 +599,9 @@ def test_forged_created_deletes_nothing(tmp_path: Path, unit: str, how: str) -> 
 def _recovery_killed_at(root: Path, n: int) -> bool:
     """``recover_tree`` in a child killed right after its ``n``-th rename/replace/link/unlink
     /rmdir; False if the recovery finished first."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 3
-        try:
-            calls = [0]
-            for name in ("rename", "replace", "link", "unlink", "rmdir"):
-                real = getattr(os, name)
-
-                def step(*args: object, _real: Callable[..., None] = real, **kw: object) -> None:
-                    _real(*args, **kw)
-                    calls[0] += 1
-                    if calls[0] == n:
-                        os.kill(os.getpid(), signal.SIGKILL)
-
-                setattr(os, name, step)
-            recover_tree(root)
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFSIGNALED(status)
+    return _killed_in_child(
+        lambda: recover_tree(root), ("rename", "replace", "link", "unlink", "rmdir"), n
+    )
 
 
 def test_a_kill_during_the_recovery_of_a_killed_render_still_recovers(tmp_path: Path) -> None:
