@@ -217,9 +217,9 @@ def test_fitted_constants_were_chosen_on_fit_rows_only(catalog: Catalog) -> None
 
 def test_launch_floor_belongs_to_the_benchmark_not_to_predict(catalog: Catalog) -> None:
     # `railplan predict` times one process per GPU: 8 A100 all-reduce 64 KiB (Ring/LL on the
-    # two channels NCCL runs, 22.6 us) well under the floor. Only a row measured with -g 8 is
-    # compared against eight launches.
-    assert predict(A100, "all_reduce", 2**16).time_us < 25
+    # two channels NCCL runs of its 24, 26.5 us) well under the floor. Only a row measured
+    # with -g 8 is compared against eight launches.
+    assert predict(A100, "all_reduce", 2**16).time_us < 30
     row = next(
         c
         for c in compare_rows(MEASUREMENTS, catalog)

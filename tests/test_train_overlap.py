@@ -41,7 +41,7 @@ def test_overlap_hides_tp_behind_the_gemms_but_charges_their_sms(catalog: Catalo
     job, layout = row_job(_row(data, "nemo-gpt3-175b-128"), catalog, data["sources"])
     on = train_layout.step(job, layout).breakdown
     off = train_layout.step(replace(job, tp_overlap=False), layout).breakdown
-    # TP 4 on one DGX H100: NCCL's 16 channels out of 132 SMs; 175B's GEMMs outlast the
+    # TP 4 on one DGX H100: userbuffers' 16 SMs out of 132 (not NCCL's 24 channels); 175B's GEMMs outlast the
     # collectives, so all of it hides and only that share is left.
     assert off.tp_comm_s > 0.15 * (off.step_s)
     assert on.tp_comm_s == pytest.approx(off.tp_comm_s * 16 / 132, rel=1e-9)

@@ -46,6 +46,7 @@ from infra.budget.collectives_nccl import (
     NET_OVERHEAD,
     NVLS_ALLREDUCE_GAIN,
     NVLS_EFFICIENCY,
+    NVLS_GAIN_CHANNELS,
     PER_CH_NVLS_TREE,
     PER_CH_RING_LL128,
     PER_CH_TREE,
@@ -171,7 +172,7 @@ def _nvls_bus_bw(t: CommTopology, collective: Collective, algo: str) -> float:
     min(bwIntra, bwInter / 2) per channel on 3+ nodes; like every constant here, the
     2.30.7 form is used whatever the spec's NCCL version.
     """
-    nch = t.channels
+    nch = NVLS_GAIN_CHANNELS
     intra = t.intra_gbs * NVLS_EFFICIENCY[t.arch] * (nch - 1) / nch
     intra *= (
         NVLS_ALLREDUCE_GAIN

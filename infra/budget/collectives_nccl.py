@@ -46,6 +46,17 @@ PER_CH_TREE = {"ampere": (24.0, 23.6, 17.8), "hopper": (38.7, 41.4, 36.0)}
 PER_CH_NVLS_TREE = {"ampere": (24.0, 23.6, 17.8), "hopper": (0.0, 57.7, 45.5)}
 NVLS_EFFICIENCY = {"ampere": 0.0, "hopper": 0.85}
 NVLINK_LINK_BW = {"ampere": 20.0, "hopper": 20.6}  # src/graph/topo.h SM80_NVLINK_BW, SM90
+# Per-channel speeds NCCL's topology search tries inside one node, fastest first
+# (src/graph/search.cc: speedArrayIntra for SM80 and earlier, sm90SpeedArrayIntra).
+INTRA_SPEEDS = {
+    "ampere": (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
+    "hopper": (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
+}
+# The ring search may find at most MAXCHANNELS / 2 channels (src/init.cc, ringGraph), and
+# the communicator runs each found channel twice, up to MAXCHANNELS (src/graph/connect.cc,
+# ncclTopoPostset: "Duplication should be complete now"; src/include/device.h MAXCHANNELS 64).
+MAX_CHANNELS = 64
+RING_SEARCH_MAX_CHANNELS = MAX_CHANNELS // 2
 INTER_SPEEDS = {
     "ampere": (48, 30, 28, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3),
     "hopper": (48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3),
@@ -90,6 +101,11 @@ P2P_LL_THRESHOLD = 16384
 # H100 v5 and ND H200 v5 8G, nccl-tests#290 4G, nccl-tests#309 peak, ml-engineering 16G): the
 # median measured/predicted ratio with the pipeline term below is 1.023 x 1.6 = 1.64.
 NVLS_ALLREDUCE_GAIN = 1.64
+# The channel count in the (n - 1) / n factor the gain above was fitted with: railplan's
+# ring count then, 16. NCCL takes the NVLS graph's own count and per-channel speed there
+# (src/graph/tuning.cc), which railplan does not model; the factor stays the one fitted, so
+# a change in the ring's channel count does not move NVLS.
+NVLS_GAIN_CHANNELS = 16
 # FITTED (two constants). NCCL's model is latency + bytes / bandwidth, but measured LL128 and
 # Simple times between 1 MiB and 256 MiB lie above that line by a term that grows like the
 # square root of the transfer time and then stops growing: the cost of filling a chunked

@@ -14,10 +14,49 @@ from infra.budget.collectives_nccl import (
     EFA_NET_LATENCY_US,
     EFA_SENDRECV_NET_LATENCY_US,
     INTER_SPEEDS,
+    INTRA_SPEEDS,
+    MAX_CHANNELS,
     NVLINK_LINK_BW,
+    RING_SEARCH_MAX_CHANNELS,
 )
 
-__all__ = ["CommTopology"]
+__all__ = ["CommTopology", "intra_ring_search"]
+
+FALLBACK_CHANNELS = 16
+"""Channels assumed where the model does not follow NCCL's search: one node without NVSwitch."""
+
+
+def intra_ring_search(arch: str, total_gbs: float) -> tuple[int, float]:
+    """(channels, GB/s per channel) NCCL's ring search finds in one NVSwitch node.
+
+    src/graph/search.cc, ncclTopoCompute: pass 1 tries the per-channel speeds fastest
+    first and keeps the graph with the most channels x speed; each GPU's NVLinks to the
+    switch carry ``total_gbs``, so ``total // speed`` rings fit. It stops once the rings fill
+    the links, or when the next speed is at most 0.49 of the best found.
+    ncclTopoDupChannels then doubles the rings at half the speed, unless the speed is below
+    25 GB/s or (compute capability above 8.0) below 50 with more than 4 channels. Pass 2
+    raises the speed while the same count still fits. 8 A100 (12 NVLinks x 20 GB/s): 6 x 40,
+    doubled to 12 x 20; 8 H100 (18 x 20.6): 6 x 60, doubled to 12 x 30.
+    """
+    speeds = INTRA_SPEEDS[arch]
+    i = next((k for k, s in enumerate(speeds) if s <= total_gbs), len(speeds) - 1)
+    n, bw = 0, 0.0
+    while True:
+        rings = min(RING_SEARCH_MAX_CHANNELS, int(total_gbs // speeds[i]))
+        if rings * speeds[i] > n * bw:
+            n, bw = rings, speeds[i]
+        last = i == len(speeds) - 1
+        if last or n * bw >= total_gbs or (n and speeds[i + 1] / bw <= 0.49):
+            break
+        i += 1
+    if n and bw >= 25.0 and not (arch != "ampere" and bw < 50.0 and n > 4):
+        dup = min(2 * n, RING_SEARCH_MAX_CHANNELS)
+        n, bw = dup, bw / -(-dup // n)
+    for faster in sorted(s for s in speeds if s > bw):
+        if n * faster > total_gbs:
+            break
+        bw = faster
+    return max(n, 1), bw
 
 
 @dataclass(frozen=True)
@@ -135,9 +174,27 @@ class CommTopology:
         return EFA_SENDRECV_NET_LATENCY_US if self.efa_sendrecv else EFA_NET_LATENCY_US
 
     @property
+    def search_channels(self) -> int:
+        """Channels NCCL's ring search finds (a ring graph's ``nChannels``).
+
+        Between nodes one per NIC: a ring enters and leaves each node through a NIC at the
+        NIC's speed (24 GB/s HDR, 48 NDR), and those speeds are not duplicated (below 25
+        GB/s, or below 50 on Hopper with more than 4 rings). Inside one NVSwitch node what
+        `intra_ring_search` finds; other single-node topologies keep half the fallback.
+        """
+        if self.nodes > 1 and self.nics:
+            return self.nics
+        if not self.nvswitch or self.intra_gbs <= 0:
+            return FALLBACK_CHANNELS // 2
+        return intra_ring_search(self.arch, self.intra_gbs)[0]
+
+    @property
     def channels(self) -> int:
-        """Channels NCCL typically opens: two per NIC between nodes, 16 inside one."""
-        return 2 * self.nics if self.nodes > 1 and self.nics else 16
+        """Channels NCCL opens: each ring the search found, twice (src/graph/connect.cc).
+
+        Two per NIC between nodes; 24 on 8 A100 and 8 H100, 16 on H800's 8 NVLinks.
+        """
+        return min(MAX_CHANNELS, 2 * self.search_channels)
 
     @property
     def nvls_channels(self) -> int:

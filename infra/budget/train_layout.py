@@ -87,6 +87,11 @@ ZERO3_REUSE_DISTANCE = 1_000_000_000
 # speedup compared to attention without the causal mask" (FlashAttention-2, Dao 2023,
 # arXiv:2307.08691, §3.1.1). Model FLOPs still count the full s x s, as Megatron and PaLM do.
 CAUSAL_ATTENTION_TIME = 1 / 1.75
+# SOURCED: SMs Transformer Engine's userbuffers give an overlapped TP all-gather or
+# reduce-scatter by default: ``"num_sm": 1 if method == "ring_exchange" else 16``
+# (transformer_engine/pytorch/module/base.py, initialize_ub's get_default_config). Userbuffers
+# are not NCCL, so the share does not follow NCCL's channel count (`_tp_exposed`).
+UB_COMM_SMS = 16
 # GEMMs that stay BF16 in FP8 training (`_gemm_time`).
 BF16_UNDER_FP8 = frozenset({"attention", "logits"})
 
@@ -305,12 +310,13 @@ def _tp_exposed(job: Job, layout: Layout, tp_s: float, linear_s: float) -> float
     ``ub_tp_comm_overlap``, `train_stack`'s [NEMO-UB]) each all-gather / reduce-scatter is
     split into chunks pipelined with the GEMM that consumes or produces it, so it hides
     behind up to ``linear_s``, the step's linear-layer GEMM seconds. As with DP overlap
-    (`_dp_exposed`), what hides still costs its communication kernels' share of the SMs.
+    (`_dp_exposed`), what hides still costs its communication kernels' share of the SMs:
+    userbuffers' `UB_COMM_SMS`, not NCCL's channels.
     """
     if not job.tp_overlap or layout.tp == 1:
         return tp_s
     hidden = min(tp_s, linear_s)
-    tax = min(1.0, _tp_topology(job.comm, layout.tp).channels / job.gpu.sms)
+    tax = min(1.0, UB_COMM_SMS / job.gpu.sms)
     return tp_s - hidden + tax * hidden
 
 
@@ -459,7 +465,7 @@ def _dp_exposed(
     only the traffic it needs itself: a forward (a third of the compute) hides its own
     gathers, not the backward's. What hides is not free: NCCL runs one thread block per
     channel, so while it overlaps it takes ``channels / SMs`` of the GPU from the GEMMs (16
-    channels on 132 SMs: 12 %).
+    channels between nodes on 132 SMs: 12 %; 24 inside one DGX A100 or H100).
     """
     if not job.dp_overlap:
         return dp.total_s
