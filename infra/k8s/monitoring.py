@@ -19,11 +19,13 @@ from infra.spec import Monitoring, Spec
 
 __all__ = [
     "ALERTS_NAME",
+    "RELEASE_LABEL",
     "checkpoint_storage",
     "exported_metrics",
     "gpu_alert_group",
     "gpu_alert_rules",
     "monitoring",
+    "prometheus_labels",
     "rules_document",
 ]
 
@@ -48,6 +50,14 @@ NVLINK_ERRORS = (
     "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
 )
 WHERE = "GPU {{ $labels.gpu }} on {{ $labels.Hostname }}"  # dcgm-exporter's labels
+# kube-prometheus-stack's Prometheus selects ServiceMonitors, PodMonitors and PrometheusRules
+# by this label, valued as its Helm release (its chart's *SelectorNilUsesHelmValues: true).
+RELEASE_LABEL = "release"
+
+
+def prometheus_labels(spec: Spec) -> dict[str, str]:
+    """The label that has the cluster's kube-prometheus-stack load an object of its operator."""
+    return {RELEASE_LABEL: spec.scheduler.monitoring.prometheus_release}
 
 
 def monitoring(spec: Spec) -> list[KubeObject]:
@@ -77,6 +87,7 @@ def service_monitor(spec: Spec) -> KubeObject:
         spec,
         spec={"selector": {"matchLabels": dict(EXPORTER_SELECTOR)}, "endpoints": [endpoint]},
         namespace=GPU_NAMESPACE,
+        labels=prometheus_labels(spec),
     )
 
 
@@ -90,6 +101,7 @@ def gpu_alerts(spec: Spec) -> KubeObject:
         spec,
         spec={"groups": [group]},
         namespace=GPU_NAMESPACE,
+        labels=prometheus_labels(spec),
     )
 
 

@@ -291,7 +291,7 @@ class Backfill(StrictModel):
 
 
 class Monitoring(StrictModel):
-    """Alert thresholds of the GPU PrometheusRules (dcgm-exporter metrics)."""
+    """GPU alert thresholds (dcgm-exporter metrics) and the Prometheus release that loads them."""
 
     scrape_interval: Duration = Field("15s", description="dcgm-exporter scrape interval.")
     idle_gpu_util_pct: float = Field(
@@ -303,6 +303,14 @@ class Monitoring(StrictModel):
     )
     error_window: Duration = Field(
         "5m", description="Window in which any new XID, NVLink or ECC error alerts."
+    )
+    prometheus_release: str = Field(
+        "kube-prometheus-stack",
+        pattern=r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$",
+        description="Helm release name of the cluster's kube-prometheus-stack. Its Prometheus "
+        "selects only ServiceMonitors and PrometheusRules labelled `release: <name>` (the "
+        "chart's default `serviceMonitorSelectorNilUsesHelmValues` and "
+        "`ruleSelectorNilUsesHelmValues`); railplan labels its objects so.",
     )
 
 
