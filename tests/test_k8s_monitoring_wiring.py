@@ -82,3 +82,37 @@ def test_a_release_name_that_is_no_label_value_is_refused() -> None:
     with pytest.raises(SpecError) as refused:
         load_spec_text(yaml.safe_dump(data))
     assert refused.value.path == "scheduler.monitoring.prometheus_release"
+
+
+def _object(objects: list[KubeObject], kind: str, name: str) -> KubeObject:
+    (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    return found
+
+
+def test_only_the_exporters_labels_say_which_pod_holds_a_gpu() -> None:
+    """The scrape target's pod labels are dropped, the exporter's kept (honorLabels)."""
+    objects = _objects(load_spec(ROOT / "examples" / "a100-lab-mig.yaml").spec)
+    (endpoint,) = _object(objects, "ServiceMonitor", "nvidia-dcgm-exporter")["spec"]["endpoints"]
+    assert endpoint["honorLabels"] is True
+    dropped = [r for r in endpoint["relabelings"] if r["action"] == "labeldrop"]
+    assert {"pod", "namespace", "container"} <= set(dropped[0]["regex"].split("|"))
+
+
+def test_dcgm_exporter_maps_gpus_to_pods() -> None:
+    spec = load_spec(ROOT / "examples" / "a100-lab-mig.yaml").spec
+    catalog = _catalog()
+    (operator,) = [
+        r
+        for r in build_kubernetes(spec, expand(spec, catalog), catalog).releases
+        if r.name == "gpu-operator"
+    ]
+    env = {e["name"]: e["value"] for e in operator.values["dcgmExporter"]["env"]}
+    assert env["DCGM_EXPORTER_KUBERNETES"] == "true"
+
+
+@pytest.mark.parametrize("path", KUBERNETES_EXAMPLES, ids=lambda p: p.stem)
+def test_gpu_idle_reads_only_gpus_something_holds(path: Path) -> None:
+    rules = _object(_objects(load_spec(path).spec), "PrometheusRule", "railplan-gpu-alerts")
+    (idle,) = [r for r in rules["spec"]["groups"][0]["rules"] if r["alert"] == "GPUIdle"]
+    selectors = idle["expr"].count("{")
+    assert selectors == 2 and idle["expr"].count('pod!=""') == selectors

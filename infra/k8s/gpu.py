@@ -166,6 +166,9 @@ def gpu_operator_values(spec: Spec, plan: Plan) -> dict[str, Any]:
         "dcgmExporter": {
             # The same counters as the Ansible dcgm role exports on the hosts.
             "config": {"name": COUNTERS_CONFIGMAP},
+            # Label each GPU's series with the pod holding it (pod, namespace, container):
+            # the KEDA queries and GPUIdle read those. Stated, not left to the image's default.
+            "env": [{"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"}],
             # railplan builds its own ServiceMonitor (infra.k8s.monitoring) with the
             # spec's scrape interval, so the chart's would be a duplicate scrape.
             "serviceMonitor": {"enabled": False},
