@@ -316,16 +316,76 @@ def test_infiniband_brings_the_rdma_device_plugin() -> None:
     config = _object(objects, "ConfigMap", "rdma-devices")
     daemonset = _object(objects, "DaemonSet", "rdma-shared-device-plugin")
     assert config["metadata"]["namespace"] == daemonset["metadata"]["namespace"] == RDMA_NAMESPACE
-    (resource,) = json.loads(config["data"]["config.json"])["configList"]
-    assert resource["resourceName"] == "rdma_shared_device_ib"
-    assert resource["rdmaHcaMax"] == 63
-    assert set(resource["selectors"]) <= RDMA_SELECTORS
-    assert resource["selectors"]["vendors"] == ["15b3"]
-    hcas = config["metadata"]["annotations"]["railplan.dev/compute-hcas"].split(",")
+    hcas = daemonset["metadata"]["annotations"]["railplan.dev/compute-hcas"].split(",")
     assert set(hcas) == {h for s in plan.servers for h in s.hcas}
     pod = daemonset["spec"]["template"]["spec"]
     mounted = {v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v}
     assert mounted == {"rdma-devices"} and pod["hostNetwork"] is True
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"][0]["values"] == sorted({s.group for s in plan.servers})
+
+
+def _dgx_a100_sysfs(root: Path, missing: str = "") -> dict[str, str]:
+    """A DGX A100's RDMA devices and their netdevs: 8 compute rails, 4 storage/in-band ports."""
+    netdevs = {
+        "mlx5_0": "ibp12s0", "mlx5_1": "ibp18s0", "mlx5_2": "ibp75s0", "mlx5_3": "ibp84s0",
+        "mlx5_4": "enp97s0f0", "mlx5_5": "enp97s0f1", "mlx5_6": "ibp141s0", "mlx5_7": "ibp148s0",
+        "mlx5_8": "ibp186s0", "mlx5_9": "ibp204s0", "mlx5_10": "enp225s0f0",
+        "mlx5_11": "enp225s0f1",
+    }  # fmt: skip
+    for hca, netdev in netdevs.items():
+        if hca != missing:
+            (root / "class" / "infiniband" / hca / "device" / "net" / netdev).mkdir(parents=True)
+    return netdevs
+
+
+def _run_rdma_config(objects: list[KubeObject], sysfs: Path, out: Path) -> tuple[int, str]:
+    daemonset = _object(objects, "DaemonSet", "rdma-shared-device-plugin")
+    (init,) = daemonset["spec"]["template"]["spec"]["initContainers"]
+    env = {e["name"]: e["value"] for e in init["env"]}
+    env.update(SYSFS=str(sysfs), OUT=str(out))
+    script = _object(objects, "ConfigMap", "rdma-devices")["data"]["rdma-config.sh"]
+    done = subprocess.run(
+        ["/bin/sh", "-c", script], env=env, capture_output=True, text=True, check=False
+    )
+    return done.returncode, done.stderr
+
+
+def test_rdma_plugin_offers_only_the_compute_hcas(tmp_path: Path) -> None:
+    """The config the node writes names the compute rails' netdevs; storage ports never."""
+    spec, plan = _example(ROOT / "examples" / "dgx-a100-superpod.yaml")
+    objects = gpu_stack(spec, plan)[1]
+    netdevs = _dgx_a100_sysfs(tmp_path / "sys")
+    code, err = _run_rdma_config(objects, tmp_path / "sys", tmp_path / "config.json")
+    assert code == 0, err
+    (resource,) = json.loads((tmp_path / "config.json").read_text())["configList"]
+    assert set(resource["selectors"]) <= RDMA_SELECTORS
+    assert resource["resourceName"] == "rdma_shared_device_ib" and resource["rdmaHcaMax"] == 63
+    compute = {netdevs[h] for s in plan.servers for h in s.hcas}
+    assert set(resource["selectors"]["ifNames"]) == compute and len(compute) == 8
+    assert not {"enp97s0f0", "enp97s0f1", "enp225s0f0", "enp225s0f1"} & compute
+
+
+def test_a_node_missing_a_compute_rail_offers_no_rdma(tmp_path: Path) -> None:
+    spec, plan = _example(ROOT / "examples" / "dgx-a100-superpod.yaml")
+    _dgx_a100_sysfs(tmp_path / "sys", missing="mlx5_6")
+    code, err = _run_rdma_config(gpu_stack(spec, plan)[1], tmp_path / "sys", tmp_path / "c.json")
+    assert code == 1 and "mlx5_6" in err
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_node_models_with_other_hcas_get_their_own_plugin() -> None:
+    data = yaml.safe_load((ROOT / "examples" / "dgx-h100-superpod.yaml").read_text())
+    first = data["node_groups"][0]
+    data["node_groups"].append({**first, "name": "old", "node": "dgx-a100-640gb", "count": 4})
+    data["node_groups"][-1].pop("hostname", None)
+    data["node_groups"][-1]["hostname"] = "old{index:03d}"
+    spec, plan = _from_dict(data)
+    daemonsets = [o for o in gpu_stack(spec, plan)[1] if o["kind"] == "DaemonSet"]
+    hcas = {d["metadata"]["annotations"]["railplan.dev/compute-hcas"] for d in daemonsets}
+    assert len(daemonsets) == 2 and len(hcas) == 2
 
 
 def test_no_infiniband_no_rdma_device_plugin() -> None:

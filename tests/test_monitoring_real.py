@@ -26,6 +26,7 @@ from infra.topology import expand
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = sorted((ROOT / "tests" / "golden" / "inputs").glob("*.yaml"))
 UNIT_TESTS = ROOT / "tests" / "data" / "promtool" / "railplan-gpu.test.yml"
+K8S_UNIT_TESTS = ROOT / "tests" / "data" / "promtool" / "railplan-gpu-k8s.test.yml"
 RULES = "files/monitoring/railplan-gpu.rules.yml"
 
 
@@ -84,6 +85,31 @@ def test_every_alert_fires_as_the_unit_tests_say(tmp_path: Path) -> None:
     cases = yaml.safe_load(UNIT_TESTS.read_text())["tests"]
     tested = {a["alertname"] for case in cases for a in case["alert_rule_test"] if a["exp_alerts"]}
     assert tested == alerts  # every alert has a unit test in which it fires
+
+
+def _promtool_test(promtool: str, rules: str, unit_tests: Path, where: Path) -> str:
+    (where / "railplan-gpu.rules.yml").write_text(rules)
+    shutil.copy(unit_tests, where / unit_tests.name)
+    done = subprocess.run(
+        [promtool, "test", "rules", unit_tests.name],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_gpu_idle_fires_only_on_gpus_a_pod_holds(tmp_path: Path) -> None:
+    """Kubernetes rules: a free idle GPU (no pod label) is quiet, a held idle one alerts."""
+    promtool = _tool("promtool")
+    spec_file = next(p for p in GOLDEN if p.stem == "a100-lab-mig")
+    spec = load_spec(spec_file).spec
+    assert spec.scheduler.kind == "kubernetes"
+    assert spec.scheduler.monitoring.model_fields_set == set()
+    out = _promtool_test(promtool, _rules(spec_file), K8S_UNIT_TESTS, tmp_path)
+    assert "SUCCESS" in out
 
 
 def _scripts(tree: dict[str, str]) -> dict[str, str]:

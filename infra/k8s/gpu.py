@@ -10,8 +10,9 @@ Owns what railplan puts on Kubernetes so pods see GPUs, MIG devices and InfiniBa
   group, time-slicing or MPS replicas, selected by the node label
   ``nvidia.com/device-plugin.config`` the Ansible inventory gives the group's servers);
 * the RDMA shared device plugin (``rdma-device-plugin`` namespace: a ConfigMap and a
-  DaemonSet, built-in kinds) when the plan has InfiniBand HCAs, so pods get the HCAs as
-  ``rdma/rdma_shared_device_ib`` for GPUDirect RDMA. Not through the NVIDIA Network
+  DaemonSet per set of compute HCAs, built-in kinds) when the plan has InfiniBand HCAs, so
+  pods get the compute-fabric HCAs, and only those, as ``rdma/rdma_shared_device_ib`` for
+  GPUDirect RDMA. Not through the NVIDIA Network
   Operator: its chart no longer deploys the plugin from values (``deployCR`` was removed in
   24.10), and its NicClusterPolicy would be the operator's only job here, since Ansible
   installs DOCA-Host and loads nvidia-peermem.
@@ -21,13 +22,13 @@ Every function is a pure function of the spec and plan; nothing here imports Pul
 
 from __future__ import annotations
 
-import json
 from importlib.resources.abc import Traversable
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from infra.k8s.objects import HelmRelease, KubeObject, kube_object
+from infra.k8s.objects import HelmRelease, KubeObject, kube_object, topology_label
 from infra.namespaces import GPU_NAMESPACE, RDMA_NAMESPACE
 from infra.project_data import roles_dir
 from infra.spec import GpuSharing, NodeGroup, Spec
@@ -51,6 +52,7 @@ __all__ = [
     "device_plugin_configmap",
     "gpu_stack",
     "infiniband_hcas",
+    "rdma_hca_sets",
     "uses_mig",
 ]
 
@@ -62,6 +64,11 @@ GPU_OPERATOR_VERSION = "v26.7.0"
 RDMA_PLUGIN_IMAGE = "nvcr.io/nvidia/mellanox/k8s-rdma-shared-dev-plugin:network-operator-v26.4.0"
 RDMA_CONFIGMAP = "rdma-devices"
 RDMA_CONFIG_DIR = "/k8s-rdma-shared-dev-plugin"  # the plugin reads config.json from here
+# The init container's script (beside this module) and image: a shell is all it needs; the
+# same pinned image the MIG schedule's Jobs pull (infra.k8s.mig_schedule.KUBECTL_IMAGE).
+RDMA_SCRIPT_PATH = Path(__file__).resolve().parent / "scripts" / "rdma-config.sh"
+RDMA_SCRIPT_KEY = "rdma-config.sh"
+RDMA_CONFIG_IMAGE = "docker.io/alpine/k8s:1.33.4"
 
 MIG_CONFIGMAP = "railplan-mig-parted"
 MIG_CONFIG_KEY = "config.yaml"  # the key the MIG manager reads (peers.md §4.1)
@@ -166,6 +173,9 @@ def gpu_operator_values(spec: Spec, plan: Plan) -> dict[str, Any]:
         "dcgmExporter": {
             # The same counters as the Ansible dcgm role exports on the hosts.
             "config": {"name": COUNTERS_CONFIGMAP},
+            # Label each GPU's series with the pod holding it (pod, namespace, container):
+            # the KEDA queries and GPUIdle read those. Stated, not left to the image's default.
+            "env": [{"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"}],
             # railplan builds its own ServiceMonitor (infra.k8s.monitoring) with the
             # spec's scrape interval, so the chart's would be a duplicate scrape.
             "serviceMonitor": {"enabled": False},
@@ -248,25 +258,72 @@ def counters_configmap(spec: Spec) -> KubeObject:
 # --- RDMA shared device plugin ------------------------------------------------------------
 
 
+def rdma_hca_sets(plan: Plan) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """(compute HCAs, node groups) per distinct set of compute HCAs, in plan order.
+
+    Node models number their HCAs differently (``mlx5_4`` is a storage port on a DGX A100
+    and a compute rail on a DGX H100), so each set gets its own plugin DaemonSet.
+    """
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for server in plan.servers:
+        if server.hcas and server.group not in groups.setdefault(server.hcas, []):
+            groups[server.hcas].append(server.group)
+    return [(hcas, tuple(names)) for hcas, names in groups.items()]
+
+
 def rdma_device_plugin(spec: Spec, plan: Plan) -> list[KubeObject]:
-    """Namespace, ConfigMap and DaemonSet of Mellanox's k8s-rdma-shared-dev-plugin."""
-    # The plugin cannot select RDMA devices by name (rdma_plugin_config), so the plan's
-    # compute HCAs are recorded for reviewers; NCCL_IB_HCA from the plan picks them in pods.
-    hcas = {"railplan.dev/compute-hcas": ",".join(infiniband_hcas(plan))}
+    """Namespace, script ConfigMap and per HCA set a DaemonSet of the RDMA shared device plugin."""
+    script = RDMA_SCRIPT_PATH.read_text(encoding="utf-8")
     config = kube_object(
         "v1",
         "ConfigMap",
         RDMA_CONFIGMAP,
         spec,
         namespace=RDMA_NAMESPACE,
-        annotations=hcas,
-        data={"config.json": rdma_plugin_config()},
+        data={RDMA_SCRIPT_KEY: script},
     )
-    return [_namespace(RDMA_NAMESPACE, spec), config, _rdma_daemonset(spec)]
+    sets = rdma_hca_sets(plan)
+    daemonsets = [
+        _rdma_daemonset(spec, _rdma_name(index), hcas, groups)
+        for index, (hcas, groups) in enumerate(sets)
+    ]
+    return [_namespace(RDMA_NAMESPACE, spec), config, *daemonsets]
 
 
-def _rdma_daemonset(spec: Spec) -> KubeObject:
-    labels = {"app.kubernetes.io/name": "rdma-shared-device-plugin"}
+def _rdma_name(index: int) -> str:
+    return "rdma-shared-device-plugin" + (f"-{index + 1}" if index else "")
+
+
+def _rdma_config_container(hcas: tuple[str, ...]) -> dict[str, Any]:
+    """The init container writing config.json with the node's compute HCAs' netdevs."""
+    env = {
+        "COMPUTE_HCAS": " ".join(hcas),
+        "RESOURCE": RDMA_RESOURCE,
+        "HCA_MAX": str(RDMA_HCA_MAX),
+        "VENDOR": MELLANOX_VENDOR,
+        "OUT": f"{RDMA_CONFIG_DIR}/config.json",
+        "SYSFS": "/host/sys",
+    }
+    return {
+        "name": "compute-hcas",
+        "image": RDMA_CONFIG_IMAGE,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/bin/sh", f"/scripts/{RDMA_SCRIPT_KEY}"],
+        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False},
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+        "volumeMounts": [
+            {"name": "script", "mountPath": "/scripts", "readOnly": True},
+            {"name": "sys", "mountPath": "/host/sys", "readOnly": True},
+            {"name": "config", "mountPath": RDMA_CONFIG_DIR},
+        ],
+    }
+
+
+def _rdma_daemonset(
+    spec: Spec, name: str, hcas: tuple[str, ...], groups: tuple[str, ...]
+) -> KubeObject:
+    labels = {"app.kubernetes.io/name": name}
     host_paths = {  # what a device plugin needs of the node: kubelet's sockets, /dev/infiniband
         "device-plugins": "/var/lib/kubelet/device-plugins",
         "plugins-registry": "/var/lib/kubelet/plugins_registry",
@@ -283,46 +340,39 @@ def _rdma_daemonset(spec: Spec) -> KubeObject:
         "volumeMounts": [{"name": n, "mountPath": path} for n, path in host_paths.items()]
         + [{"name": "config", "mountPath": RDMA_CONFIG_DIR, "readOnly": True}],
     }
-    volumes = [{"name": n, "hostPath": {"path": path}} for n, path in host_paths.items()]
-    volumes.append({"name": "config", "configMap": {"name": RDMA_CONFIGMAP}})
+    volumes: list[dict[str, Any]] = [
+        {"name": n, "hostPath": {"path": path}}
+        for n, path in [*host_paths.items(), ("sys", "/sys")]
+    ]
+    volumes.append({"name": "config", "emptyDir": {"sizeLimit": "1Mi"}})
+    volumes.append({"name": "script", "configMap": {"name": RDMA_CONFIGMAP, "defaultMode": 0o555}})
+    on_groups = {"key": topology_label("node-group"), "operator": "In", "values": list(groups)}
     pod = {
         # RDMA devices and their netdevs live in the host's network namespace.
         "hostNetwork": True,
         "priorityClassName": "system-node-critical",
-        # On every node: where no HCA matches, the plugin advertises none (a node selector
-        # on an NFD PCI label would depend on NFD's label rules, which the Network Operator
-        # ships and railplan does not install).
+        # Only on the node groups with these compute HCAs (the label the Ansible
+        # topology_labels role gives every server): another model numbers its HCAs otherwise.
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [on_groups]}]
+                }
+            }
+        },
+        "initContainers": [_rdma_config_container(hcas)],
         "containers": [container],
         "volumes": volumes,
     }
     return kube_object(
         "apps/v1",
         "DaemonSet",
-        "rdma-shared-device-plugin",
+        name,
         spec,
         namespace=RDMA_NAMESPACE,
+        annotations={"railplan.dev/compute-hcas": ",".join(hcas)},
         spec={
             "selector": {"matchLabels": labels},
             "template": {"metadata": {"labels": labels}, "spec": pod},
         },
     )
-
-
-def rdma_plugin_config(hca_max: int = RDMA_HCA_MAX) -> str:
-    """k8s-rdma-shared-dev-plugin's ``config.json``: one resource over all IB HCAs.
-
-    Selectors (Mellanox/k8s-rdma-shared-dev-plugin README, "Devices Selectors") are
-    vendors, deviceIDs, drivers, ifNames and linkTypes; ifNames match netdev names
-    (``ib0``), not RDMA device names (``mlx5_0``), so the plan's HCA names cannot be used.
-    The resource takes every NVIDIA NIC, as the documented example does (``vendors:
-    ["15b3"]``, ``rdmaHcaMax: 63``); storage or in-band ports it adds are harmless because
-    NCCL_IB_HCA names the compute rails.
-    """
-    resource = {
-        "resourceName": RDMA_RESOURCE,
-        "rdmaHcaMax": hca_max,
-        "selectors": {"vendors": [MELLANOX_VENDOR]},
-    }
-    # periodicUpdateInterval: seconds between rescans for HCAs that appear or go away.
-    config = {"periodicUpdateInterval": 300, "configList": [resource]}
-    return json.dumps(config, indent=2, sort_keys=True) + "\n"

@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from infra.k8s.monitoring import prometheus_labels
 from infra.k8s.objects import SYSTEM_NAMESPACE, KubeObject, kube_object, topology_label
 from infra.spec import Spec
 from infra.topology.groups import MIG_TIMEOUT_S
@@ -300,5 +301,6 @@ def _alerts(spec: Spec) -> KubeObject:
         RULE_NAME,
         spec,
         namespace=SYSTEM_NAMESPACE,
+        labels=prometheus_labels(spec),
         body={"groups": [{"name": RULE_NAME, "rules": rules}]},
     )

@@ -1,9 +1,10 @@
 """GPU monitoring and checkpoint storage as plain data: ServiceMonitor, alerts, StorageClass.
 
 Owns how Prometheus scrapes dcgm-exporter (a ``ServiceMonitor`` with the spec's interval),
-the GPU alert rules (``PrometheusRule`` ``railplan-gpu-alerts``: idle GPUs, XID, NVLink and
-ECC errors, thermal and power throttling; the same group as a plain Prometheus rule file for
-every cluster, `rules_document`) and the checkpoint ``StorageClass``. Thresholds
+the GPU alert rules (``PrometheusRule`` ``railplan-gpu-alerts``: idle GPUs that a pod or
+job holds, XID, NVLink and ECC errors, thermal and power throttling; the same group as a
+plain Prometheus rule file for every cluster, `rules_document`) and the checkpoint
+``StorageClass``. Thresholds
 come only from ``spec.scheduler.monitoring`` (its defaults are documented there), and every
 rule reads a metric the counters file of the Ansible ``dcgm`` role exports, which is also
 what the GPU Operator's dcgm-exporter exports (infra.k8s.gpu).
@@ -19,11 +20,13 @@ from infra.spec import Monitoring, Spec
 
 __all__ = [
     "ALERTS_NAME",
+    "RELEASE_LABEL",
     "checkpoint_storage",
     "exported_metrics",
     "gpu_alert_group",
     "gpu_alert_rules",
     "monitoring",
+    "prometheus_labels",
     "rules_document",
 ]
 
@@ -32,6 +35,15 @@ ALERTS_NAME = "railplan-gpu-alerts"
 # The Service the GPU Operator creates for dcgm-exporter: its label and port name.
 EXPORTER_SELECTOR = {"app": "nvidia-dcgm-exporter"}
 EXPORTER_PORT = "gpu-metrics"
+TARGET_POD_LABELS = ("pod", "namespace", "container")
+# The label dcgm-exporter puts on the series of a GPU in use: with its Kubernetes pod mapping
+# (DCGM_EXPORTER_KUBERNETES, on in the GPU Operator's values) the pod holding it; with its HPC
+# job mapping (--hpc-job-mapping-dir, files the Slurm prolog writes) the Slurm job.
+ALLOCATED_LABEL = {"kubernetes": "pod", "slurm": "hpc_job"}
+_HOLDER = {
+    "pod": "pod {{ $labels.namespace }}/{{ $labels.pod }}",
+    "hpc_job": "job {{ $labels.hpc_job }}",
+}
 
 # DCGM_CLOCKS_EVENT_REASON_* bits of DCGM_FI_DEV_CLOCKS_EVENT_REASONS (DCGM's dcgm_fields:
 # the same values as NVML's nvmlClocksEventReason*): SW power cap 0x4, HW slowdown 0x8,
@@ -48,6 +60,14 @@ NVLINK_ERRORS = (
     "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
 )
 WHERE = "GPU {{ $labels.gpu }} on {{ $labels.Hostname }}"  # dcgm-exporter's labels
+# kube-prometheus-stack's Prometheus selects ServiceMonitors, PodMonitors and PrometheusRules
+# by this label, valued as its Helm release (its chart's *SelectorNilUsesHelmValues: true).
+RELEASE_LABEL = "release"
+
+
+def prometheus_labels(spec: Spec) -> dict[str, str]:
+    """The label that has the cluster's kube-prometheus-stack load an object of its operator."""
+    return {RELEASE_LABEL: spec.scheduler.monitoring.prometheus_release}
 
 
 def monitoring(spec: Spec) -> list[KubeObject]:
@@ -69,6 +89,11 @@ def service_monitor(spec: Spec) -> KubeObject:
         # dcgm-exporter labels series with the pod using the GPU (pod, namespace,
         # container); honouring them keeps those the workload's instead of exported_*.
         "honorLabels": True,
+        # The operator also gives every series its target's pod, namespace and container
+        # (the exporter's own pod in gpu-operator), which honorLabels keeps wherever the
+        # exporter sets none: on every GPU no pod holds. Dropped, so `pod` on a series means
+        # a workload holds that GPU (GPUIdle and the KEDA queries rely on it).
+        "relabelings": [{"action": "labeldrop", "regex": "|".join(TARGET_POD_LABELS)}],
     }
     return kube_object(
         MONITORING_API,
@@ -77,6 +102,7 @@ def service_monitor(spec: Spec) -> KubeObject:
         spec,
         spec={"selector": {"matchLabels": dict(EXPORTER_SELECTOR)}, "endpoints": [endpoint]},
         namespace=GPU_NAMESPACE,
+        labels=prometheus_labels(spec),
     )
 
 
@@ -90,6 +116,7 @@ def gpu_alerts(spec: Spec) -> KubeObject:
         spec,
         spec={"groups": [group]},
         namespace=GPU_NAMESPACE,
+        labels=prometheus_labels(spec),
     )
 
 
@@ -105,31 +132,38 @@ def rules_document(spec: Spec) -> dict[str, Any]:
 
 def gpu_alert_group(spec: Spec) -> dict[str, Any]:
     """The rule group: one builder for the PrometheusRule and the plain rule file."""
-    return {"name": "railplan-gpu", "rules": gpu_alert_rules(spec.scheduler.monitoring)}
+    allocated = ALLOCATED_LABEL[spec.scheduler.kind]
+    return {"name": "railplan-gpu", "rules": gpu_alert_rules(spec.scheduler.monitoring, allocated)}
 
 
-def _idle_expr(pct: float) -> str:
+def _idle_expr(pct: float, allocated: str) -> str:
     # dcgm-exporter reports no DCGM_FI_DEV_GPU_UTIL for MIG instances (NVIDIA/dcgm-exporter
     # #50, #430): their series carry GPU_I_ID, and the graphics-engine activity (a 0-1
-    # ratio, DCGM_FI_PROF_GR_ENGINE_ACTIVE) is what DCGM measures per instance.
+    # ratio, DCGM_FI_PROF_GR_ENGINE_ACTIVE) is what DCGM measures per instance. Only a GPU
+    # (or instance) something holds counts: a free GPU is idle by design, not a waste.
+    held = f'{allocated}!=""'
     return (
-        f'DCGM_FI_DEV_GPU_UTIL{{GPU_I_ID=""}} < {pct:g}'
-        f' or DCGM_FI_PROF_GR_ENGINE_ACTIVE{{GPU_I_ID!=""}} * 100 < {pct:g}'
+        f'DCGM_FI_DEV_GPU_UTIL{{GPU_I_ID="",{held}}} < {pct:g}'
+        f' or DCGM_FI_PROF_GR_ENGINE_ACTIVE{{GPU_I_ID!="",{held}}} * 100 < {pct:g}'
     )
 
 
-def gpu_alert_rules(m: Monitoring) -> list[dict[str, Any]]:
-    """Alerting rules from the spec's thresholds, one per GPU fault class."""
+def gpu_alert_rules(m: Monitoring, allocated: str = "pod") -> list[dict[str, Any]]:
+    """Alerting rules from the spec's thresholds, one per GPU fault class.
+
+    ``allocated``: the series label naming what holds a GPU (`ALLOCATED_LABEL`); GPUIdle
+    alerts only on GPUs that carry it.
+    """
     window = m.error_window
     return [
         _rule(
             "GPUIdle",
-            _idle_expr(m.idle_gpu_util_pct),
+            _idle_expr(m.idle_gpu_util_pct, allocated),
             m.idle_for,
             "info",
-            f"{WHERE} is idle",
-            f"Utilisation (graphics-engine activity on a MIG instance) has stayed below "
-            f"{m.idle_gpu_util_pct:g}% for {m.idle_for}.",
+            f"{WHERE} is held but idle",
+            f"Utilisation (graphics-engine activity on a MIG instance) of a GPU held by "
+            f"{_HOLDER[allocated]} has stayed below {m.idle_gpu_util_pct:g}% for {m.idle_for}.",
         ),
         _rule(
             "GPUXidError",

@@ -5,7 +5,8 @@
 - a `PriorityClass` per priority some tenant uses (cluster-scoped), ordered
   low < normal < high < critical and far below ``system-cluster-critical`` (2,000,000,000);
 - per tenant a Namespace, a ResourceQuota on GPUs and four NetworkPolicies (deny all,
-  then allow the namespace itself, DNS, and scrapes from the monitoring namespace);
+  then allow the namespace itself, DNS, and scrapes from the monitoring namespace), and a
+  fifth admitting its clients when it serves any (`scheduler.tenants[].clients`);
 - with ``batch: volcano`` a Queue per tenant; with ``batch: kueue`` WorkloadPriorityClasses,
   a ClusterQueue per tenant and a LocalQueue in its namespace.
 
@@ -161,10 +162,10 @@ def mig_quota(spec: Spec, gpus: int) -> dict[str, int]:
 
 
 def network_policies(spec: Spec, tenant: Tenant) -> list[KubeObject]:
-    """Deny all traffic, then allow the namespace, DNS and the monitoring namespace.
+    """Deny all traffic, then allow the namespace, DNS, the monitoring namespace and clients.
 
     NetworkPolicies add up: the deny-all selects every pod with no rule, and each allow
-    policy opens one path. Egress to the API server stays closed (it is not a pod a
+    policy opens one path; ``allow-clients`` only for a tenant that serves clients. Egress to the API server stays closed (it is not a pod a
     selector can name); a tenant whose jobs talk to it needs a policy of its own.
     """
     everyone: dict[str, Any] = {}
@@ -181,6 +182,9 @@ def network_policies(spec: Spec, tenant: Tenant) -> list[KubeObject]:
             "ingress": [{"from": [_namespace_peer(MONITORING_NAMESPACE)]}],
         },
     }
+    clients = _clients_ingress(tenant)
+    if clients is not None:
+        rules["allow-clients"] = {"policyTypes": ["Ingress"], "ingress": [clients]}
     return [
         kube_object(
             "networking.k8s.io/v1",
@@ -193,6 +197,23 @@ def network_policies(spec: Spec, tenant: Tenant) -> list[KubeObject]:
         )
         for name, body in rules.items()
     ]
+
+
+def _clients_ingress(tenant: Tenant) -> dict[str, Any] | None:
+    """The ingress rule admitting the tenant's clients (`Tenant.clients_in_effect`), or None.
+
+    An inference tenant's Deployment serves requests from outside its namespace: without
+    this rule the deny-all drops them all, and KEDA scales a service nobody can reach.
+    """
+    clients = tenant.clients_in_effect()
+    if clients is None or not (clients.namespaces or clients.cidrs):
+        return None
+    peers = [_namespace_peer(n) for n in clients.namespaces]
+    peers += [{"ipBlock": {"cidr": cidr}} for cidr in clients.cidrs]
+    rule: dict[str, Any] = {"from": peers}
+    if clients.ports:
+        rule["ports"] = [{"protocol": "TCP", "port": port} for port in clients.ports]
+    return rule
 
 
 def _namespace_peer(namespace: str) -> dict[str, Any]:

@@ -10,9 +10,10 @@ fields in range (or a macro), and CSI parameters are plain strings.
 from __future__ import annotations
 
 import re
+from ipaddress import ip_network
 from typing import Annotated, Literal, NamedTuple
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from infra.spec.base import DNS_LABEL, StrictModel, repeated
 
@@ -27,6 +28,7 @@ __all__ = [
     "Scheduler",
     "Tenant",
     "TenantAutoscale",
+    "TenantClients",
     "cron_fields_valid",
     "duration_seconds",
 ]
@@ -119,6 +121,40 @@ class TenantAutoscale(StrictModel):
         return self
 
 
+def _network(text: str) -> str:
+    try:
+        return str(ip_network(text, strict=True))
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not a network address in CIDR form ({exc})") from None
+
+
+# The namespace ingress-nginx's own manifests and Helm instructions install the controller in.
+INGRESS_NAMESPACE = "ingress-nginx"
+
+
+class TenantClients(StrictModel):
+    """Where a tenant's clients connect from: let through the tenant's default-deny policy.
+
+    Peers are namespaces (every pod in them, e.g. the ingress controller's) and networks
+    (clients outside the cluster reaching pods directly, e.g. through a LoadBalancer that
+    keeps their source address).
+    """
+
+    namespaces: list[Annotated[str, Field(pattern=DNS_LABEL)]] = Field(
+        default_factory=lambda: [INGRESS_NAMESPACE],
+        description="Namespaces whose pods may connect (default: `ingress-nginx`, where the "
+        "ingress-nginx controller runs); `[]` for none.",
+    )
+    cidrs: list[Annotated[str, AfterValidator(_network)]] = Field(
+        default_factory=list,
+        description="Networks (CIDR, IPv4 or IPv6) whose addresses may connect directly.",
+    )
+    ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(
+        default_factory=list,
+        description="TCP ports clients may reach on the tenant's pods; `[]` for every port.",
+    )
+
+
 class Tenant(StrictModel):
     """A team sharing the cluster: one namespace, one queue and a GPU quota."""
 
@@ -149,6 +185,18 @@ class Tenant(StrictModel):
     autoscale: TenantAutoscale | None = Field(
         None, description="Inference tenants: a KEDA ScaledObject on a MIG-safe GPU metric."
     )
+    clients: TenantClients | None = Field(
+        None,
+        description="Where clients of the tenant's services connect from (a NetworkPolicy "
+        "`allow-clients`). Unset: a tenant with `autoscale` serves clients through the "
+        "ingress controller (`namespaces: [ingress-nginx]`); any other tenant admits none.",
+    )
+
+    def clients_in_effect(self) -> TenantClients | None:
+        """`clients`, or for an autoscaled inference tenant the ingress controller's namespace."""
+        if self.clients is None and self.autoscale is not None:
+            return TenantClients()
+        return self.clients
 
     @model_validator(mode="after")
     def _lends_within_quota(self) -> Tenant:
@@ -291,7 +339,7 @@ class Backfill(StrictModel):
 
 
 class Monitoring(StrictModel):
-    """Alert thresholds of the GPU PrometheusRules (dcgm-exporter metrics)."""
+    """GPU alert thresholds (dcgm-exporter metrics) and the Prometheus release that loads them."""
 
     scrape_interval: Duration = Field("15s", description="dcgm-exporter scrape interval.")
     idle_gpu_util_pct: float = Field(
@@ -303,6 +351,14 @@ class Monitoring(StrictModel):
     )
     error_window: Duration = Field(
         "5m", description="Window in which any new XID, NVLink or ECC error alerts."
+    )
+    prometheus_release: str = Field(
+        "kube-prometheus-stack",
+        pattern=r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$",
+        description="Helm release name of the cluster's kube-prometheus-stack. Its Prometheus "
+        "selects only ServiceMonitors and PrometheusRules labelled `release: <name>` (the "
+        "chart's default `serviceMonitorSelectorNilUsesHelmValues` and "
+        "`ruleSelectorNilUsesHelmValues`); railplan labels its objects so.",
     )
 
 
