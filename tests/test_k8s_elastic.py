@@ -108,16 +108,23 @@ def test_kueue_cohort_limits_and_preemption(catalog: Catalog) -> None:
     assert {q["spec"]["cohortName"] for q in queues.values()} == {"lab"}
 
     def limits(name: str, key: str) -> list[str | None]:
-        flavors = queues[name]["spec"]["resourceGroups"][0]["flavors"]
+        whole, slices = queues[name]["spec"]["resourceGroups"]
+        flavors = whole["flavors"] + slices["flavors"]  # train, infer; infer's 1g.10gb slices
         return [f["resources"][0].get(key) for f in flavors]
 
-    # quota split over the flavors by their GPUs (256 : 32), the limits the same way
-    assert limits("research", "nominalQuota") == ["178", "22"]
-    assert limits("research", "borrowingLimit") == ["36", "4"]
-    assert limits("research", "lendingLimit") == [None, None]  # lends all of it
-    assert limits("serving", "borrowingLimit") == ["0", "0"]  # 0 stays 0: never borrows
-    assert limits("serving", "lendingLimit") == ["21", "3"]
-    assert limits("batch", "borrowingLimit") == [None, None]  # unlimited: omitted
+    # quota placed: serving's on infer (its autoscale group) as far as it reaches (32), batch's
+    # on train; the rest on train, where the GPUs are left. infer is always MIG-split: whole
+    # GPUs 0 there, 7 slices a GPU. A lending limit splits like the quota (serving: 12 + 12),
+    # a borrowing limit over what the others lend per group (research: 28 on train, 12 on
+    # infer: 84 slices)
+    assert limits("research", "nominalQuota") == ["200", "0", "0"]
+    assert limits("research", "borrowingLimit") == ["28", "0", "84"]
+    assert limits("research", "lendingLimit") == [None, None, None]  # lends all of it
+    assert limits("serving", "nominalQuota") == ["32", "0", "224"]
+    assert limits("serving", "borrowingLimit") == ["0", "0", "0"]  # 0 stays 0: never borrows
+    assert limits("serving", "lendingLimit") == ["12", "0", "84"]
+    assert limits("batch", "nominalQuota") == ["16", "0", "0"]
+    assert limits("batch", "borrowingLimit") == [None, None, None]  # unlimited: omitted
     for queue in queues.values():
         assert queue["spec"]["preemption"] == {
             "reclaimWithinCohort": "Any",
@@ -163,18 +170,22 @@ def test_borrowing_raises_the_resource_quota_to_what_may_be_held(catalog: Catalo
 def test_volcano_queues_guarantee_deserve_and_cap(catalog: Catalog) -> None:
     spec, plan = build(catalog, "volcano", ELASTIC)
     queues = {n: q["spec"] for n, q in of_kind(tenants(spec, plan, catalog), "Queue").items()}
+    # per resource: whole GPUs and the 1g.10gb slices of always-MIG infer (7 a GPU), from the
+    # quota placed per group as Kueue's flavors have it (test_kueue_cohort_limits_and_preemption)
     assert queues["research"] == {
         "weight": 200,
         "reclaimable": True,
-        "deserved": {"nvidia.com/gpu": "200"},
-        "capability": {"nvidia.com/gpu": "240"},
+        "deserved": {"nvidia.com/gpu": "200", "nvidia.com/mig-1g.10gb": "0"},
+        # 200 + 28 borrowed on train, 12 borrowed on infer as 84 slices
+        "capability": {"nvidia.com/gpu": "228", "nvidia.com/mig-1g.10gb": "84"},
     }
     assert queues["serving"] == {
         "weight": 64,
         "reclaimable": False,  # never borrows: nothing of it is ever reclaimed
-        "deserved": {"nvidia.com/gpu": "64"},
-        "guarantee": {"resource": {"nvidia.com/gpu": "40"}},  # 64 minus 24 lent
-        "capability": {"nvidia.com/gpu": "64"},
+        "deserved": {"nvidia.com/gpu": "32", "nvidia.com/mig-1g.10gb": "224"},
+        # 64 minus 24 lent, 20 kept on each group: 20 GPUs on train, 140 slices on infer
+        "guarantee": {"resource": {"nvidia.com/gpu": "20", "nvidia.com/mig-1g.10gb": "140"}},
+        "capability": {"nvidia.com/gpu": "32", "nvidia.com/mig-1g.10gb": "224"},
     }
     assert "capability" not in queues["batch"]  # unlimited borrowing: no cap
     assert manifest_problems(list(of_kind(tenants(spec, plan, catalog), "Queue").values())) == []

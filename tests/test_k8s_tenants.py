@@ -251,9 +251,17 @@ def test_kueue_topology_levels_run_coarse_to_fine(catalog: Catalog, layout: str)
     # CEL rules of the CRD (not in the JSON schema): unique, hostname only last.
     assert len(set(levels)) == len(levels) and HOSTNAME_LABEL not in levels[:-1]
     flavors = of_kind(objects, "ResourceFlavor")
-    assert len(flavors) == len(spec.node_groups)
+    # a flavor per group, and after a MIG group's (infer__b: always 7 x 1g.10gb) one for its
+    # slices, on the same nodes
+    mig = [g.name for g in spec.node_groups if g.mig != "disabled"]
+    assert len(flavors) == len(spec.node_groups) + len(mig)
     on_fabric = {s.group for s in plan.servers if s.su is not None}
-    for group, flavor in zip(spec.node_groups, flavors, strict=True):
+    groups = [g for g in spec.node_groups for _ in range(1 + (g.name in mig))]
+    names = [f["metadata"]["name"] for f in flavors]
+    assert [n for n in names if not n.endswith("-flavor")] == [
+        f"lab-{g.replace('_', '-')}-mig" for g in mig
+    ]
+    for group, flavor in zip(groups, flavors, strict=True):
         body = flavor["spec"]
         assert body["nodeLabels"] == {topology_label("node-group"): group.name}
         assert ("topologyName" in body) == (group.name in on_fabric)
@@ -283,7 +291,13 @@ def test_one_queue_per_tenant(catalog: Catalog, batch: str) -> None:
     if batch == "volcano":
         queues = of_kind(objects, "Queue")
         assert [q["metadata"]["name"] for q in queues] == names
-        assert [q["spec"]["capability"]["nvidia.com/gpu"] for q in queues] == ["448", "64", "4"]
+        # research's quota split 369 : 53 : 26 over train_a, infer__b, burst; infer__b is always MIG-split
+        # (7 x 1g.10gb), so its share is capped as slices, not whole GPUs (which it has none of)
+        assert [q["spec"]["capability"] for q in queues] == [
+            {"nvidia.com/gpu": "395", "nvidia.com/mig-1g.10gb": "371"},
+            {"nvidia.com/gpu": "57", "nvidia.com/mig-1g.10gb": "49"},  # 53 : 7 : 4
+            {"nvidia.com/gpu": "3", "nvidia.com/mig-1g.10gb": "7"},  # 3 : 1 : 0
+        ]
         assert all(q["spec"]["reclaimable"] is True for q in queues)
         assert all(1 <= q["spec"]["weight"] <= 65535 for q in queues)
     else:
@@ -307,13 +321,22 @@ def test_kueue_nominal_quota_adds_up_to_the_tenant_gpus(catalog: Catalog) -> Non
         assert body["namespaceSelector"] == {
             "matchLabels": {"kubernetes.io/metadata.name": tenant.name}
         }
-        (group,) = body["resourceGroups"]
-        assert group["coveredResources"] == ["nvidia.com/gpu"]
-        assert {f["name"] for f in group["flavors"]} == flavors
+        whole, slices = body["resourceGroups"]
+        assert whole["coveredResources"] == ["nvidia.com/gpu"]
+        assert slices["coveredResources"] == ["nvidia.com/mig-1g.10gb"]
+        # every flavor in exactly one resource group (Kueue's webhook refuses a repeat)
+        named = [f["name"] for g in (whole, slices) for f in g["flavors"]]
+        assert sorted(named) == sorted(flavors)
+        assert [f["name"] for f in slices["flavors"]] == ["lab-infer--b-mig"]
         # CEL rule: each flavor lists as many resources as the group covers.
-        assert all(len(f["resources"]) == 1 for f in group["flavors"])
-        total = sum(int(f["resources"][0]["nominalQuota"]) for f in group["flavors"])
-        assert total == tenant.gpus
+        for group in (whole, slices):
+            n = len(group["coveredResources"])
+            assert all(len(f["resources"]) == n for f in group["flavors"])
+        # whole GPUs on train_a and burst, 1g.10gb slices (7 a GPU) on always-MIG infer__b:
+        # together exactly the tenant's GPUs
+        gpus = sum(int(f["resources"][0]["nominalQuota"]) for f in whole["flavors"])
+        (mig,) = slices["flavors"]
+        assert gpus + int(mig["resources"][0]["nominalQuota"]) // 7 == tenant.gpus
         assert "cohortName" not in body
 
 

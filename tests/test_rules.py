@@ -19,6 +19,11 @@ SCHEDULED = (
     '        - {at: "0 8 * * *", mig: x}\n        - {at: "0 20 * * *", mig: disabled}\n'
 )
 MIG_X = "mig_layouts:\n  x: {profiles: {1g.10gb: 7}}\n"
+AUTOSCALED = (
+    "scheduler:\n  kind: kubernetes\n  mig_strategy: mixed\n  batch: kueue\n  tenants:\n"
+    "    - {name: serving, gpus: 8,\n"
+    "       autoscale: {deployment: llm, group: infer, min_replicas: 1, max_replicas: 4}}\n"
+)
 TENANTS = (
     "scheduler:\n  batch: kueue\n  tenants:\n"
     "    - {name: research, gpus: 24, priority: high}\n    - {name: serving, gpus: 8}\n"
@@ -140,6 +145,11 @@ PASSING = {
     "RP090": BASE + "scheduler:\n  kind: slurm\n  power_saving: {exclude_groups: [gpu]}\n",
     "RP091": BASE + "scheduler:\n  kind: slurm\n  power_saving: {suspend_time: 20m}\n",
     "RP092": BASE + "scheduler:\n  kind: slurm\n  power_saving: {}\n",
+    # by night GPU 0 of each server stays 7 x 1g.10gb: the slices exist at every hour
+    "RP107": SCHEDULED.replace("mig: disabled}", "mig: [{gpus: [0], layout: x}]}")
+    + "fabrics:\n  compute: {switch: qm8790}\n"
+    + AUTOSCALED
+    + MIG_X,
 }
 
 
@@ -275,3 +285,27 @@ def test_rp035_refuses_proprietary_modules_on_a_gpu_that_needs_open(catalog: Cat
     assert "RP035" in rule_ids(proprietary, needs_open)
     assert "RP035" not in rule_ids(proprietary, catalog)  # H100 only recommends open
     assert "RP035" not in rule_ids(BASE + "software: {gpu_kernel_modules: auto}\n", needs_open)
+
+
+def test_rp107_wants_one_mig_profile_at_every_hour() -> None:
+    fabric = "fabrics:\n  compute: {switch: qm8790}\n"
+    nightly_whole = SCHEDULED + fabric + AUTOSCALED + MIG_X
+    assert "RP107" in rule_ids(nightly_whole)
+    # with the single strategy a slice is nvidia.com/gpu, which whole GPUs serve at night too
+    assert "RP107" not in rule_ids(
+        nightly_whole.replace("mig_strategy: mixed", "mig_strategy: single")
+    )
+    # slices by day and by night, but of no one profile: whichever the pods ask for is gone
+    # at some hours
+    disjoint = (
+        SCHEDULED.replace("mig: disabled}", "mig: y}")
+        + fabric
+        + AUTOSCALED
+        + MIG_X
+        + "  y: {profiles: {3g.40gb: 2}}\n"
+    )
+    (finding,) = [f for f in lint_text(disjoint) if f.rule == "RP107"]
+    assert "no profile is in every scheduled layout" in finding.message
+    # a tenant that does not autoscale asks for nothing around the clock
+    plain = "    - {name: serving, gpus: 8}\n"
+    assert "RP107" not in rule_ids(nightly_whole.replace(AUTOSCALED.split("tenants:\n")[1], plain))

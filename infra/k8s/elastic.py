@@ -10,11 +10,13 @@ changes the tenants' objects: no cohort, Queues and ClusterQueues exactly as bef
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
 
 from infra.k8s.objects import LABEL_PREFIX, KubeObject, kube_object
+from infra.k8s.quota import GroupGpus, Share, totals
 from infra.namespaces import MONITORING_NAMESPACE, VOLCANO_NAMESPACE
 from infra.spec import Spec
 from infra.spec.scheduling import Tenant, TenantAutoscale
@@ -103,10 +105,10 @@ def kueue_preemption(spec: Spec) -> dict[str, Any]:
 
 
 def kueue_resource(
-    nominal: int, borrow: int | None, lend: int | None, cohort: bool
+    nominal: int, borrow: int | None, lend: int | None, cohort: bool, name: str = GPU_RESOURCE
 ) -> dict[str, Any]:
-    """One flavor's `nvidia.com/gpu` quota; limits only in a cohort (None: no limit)."""
-    resource: dict[str, Any] = {"name": GPU_RESOURCE, "nominalQuota": str(nominal)}
+    """One flavor's quota of ``name``; limits only in a cohort (None: no limit)."""
+    resource: dict[str, Any] = {"name": name, "nominalQuota": str(nominal)}
     if cohort:
         if borrow is not None:
             resource["borrowingLimit"] = str(borrow)
@@ -119,29 +121,48 @@ def kueue_resource(
 
 
 def volcano_queue_body(
-    tenant: Tenant, weight: int, cohort: bool, cluster_gpus: int
+    tenant: Tenant,
+    weight: int,
+    cohort: bool,
+    placed: Sequence[Share],
+    groups: Sequence[GroupGpus],
 ) -> dict[str, Any]:
-    """A tenant's Queue spec.
+    """A tenant's Queue spec, per resource: `nvidia.com/gpu` and each `nvidia.com/mig-*`.
 
-    Without borrowing anywhere: capped at its GPUs, reclaimable (as always). With borrowing
-    (the capacity plugin): ``deserved`` is its quota, ``guarantee`` the part it never lends
-    (quota minus ``lending_limit``), ``capability`` quota plus ``borrowing_limit`` (no cap
-    when unlimited), and ``reclaimable`` only for a tenant that borrows: only GPUs beyond
-    a queue's deserved share are ever reclaimed, and a tenant that never borrows has none.
+    ``placed`` is the tenant's share of each of ``groups`` (`infra.k8s.quota.shares`); each
+    field counts what those GPUs give of every resource (`infra.k8s.quota.totals`), so MIG
+    slices are bounded like whole GPUs (a resource a Queue leaves out is not bounded at all).
+    Without borrowing anywhere: capped at its quota, reclaimable (as always). With borrowing
+    (the capacity plugin): ``deserved`` is its quota, ``capability`` quota plus
+    ``borrowing_limit`` (no cap when unlimited), ``reclaimable`` only for a tenant that
+    borrows, and ``guarantee`` the part it never lends (quota minus ``lending_limit``) in
+    what exists at every hour. Volcano reserves a guarantee cluster-wide per resource, not per
+    node group: whole GPUs a group has only by night, guaranteed, would hold as many of
+    another group's GPUs idle by day, so those count as slices only (which exist only in
+    the group's MIG hours, and no other group's time is taken by reserving them).
     """
+    nominal = [s.nominal for s in placed]
     if not cohort:
         return {
             "weight": weight,
             "reclaimable": True,
-            "capability": {GPU_RESOURCE: str(tenant.gpus)},
+            "capability": _quantities(totals(nominal, groups)),
         }
     body: dict[str, Any] = {"weight": weight, "reclaimable": tenant.borrows}
-    body["deserved"] = {GPU_RESOURCE: str(tenant.gpus)}
-    if tenant.lending_limit is not None and tenant.gpus - tenant.lending_limit > 0:
-        body["guarantee"] = {"resource": {GPU_RESOURCE: str(tenant.gpus - tenant.lending_limit)}}
+    body["deserved"] = _quantities(totals(nominal, groups))
+    kept = totals([s.kept for s in placed], groups, fewest=True)
+    if any(kept.values()):
+        body["guarantee"] = {"resource": _quantities({r: n for r, n in kept.items() if n})}
     if tenant.borrowing_limit is not None:
-        body["capability"] = {GPU_RESOURCE: str(quota_ceiling(tenant, cluster_gpus))}
+        reach = [
+            min(g.gpus, s.nominal + (s.borrow or 0)) for s, g in zip(placed, groups, strict=True)
+        ]
+        body["capability"] = _quantities(totals(reach, groups))
     return body
+
+
+def _quantities(amounts: dict[str, int]) -> dict[str, str]:
+    return {resource: str(n) for resource, n in amounts.items()}
 
 
 def volcano_actions(spec: Spec, plan: Plan) -> list[str]:

@@ -8,7 +8,9 @@
   then allow the namespace itself, DNS, and scrapes from the monitoring namespace), and a
   fifth admitting its clients when it serves any (`scheduler.tenants[].clients`);
 - with ``batch: volcano`` a Queue per tenant; with ``batch: kueue`` WorkloadPriorityClasses,
-  a ClusterQueue per tenant and a LocalQueue in its namespace.
+  a ClusterQueue per tenant and a LocalQueue in its namespace. Both count quota in whole
+  GPUs and, with the ``mixed`` MIG strategy, in the MIG slices the tenant's share of each
+  node group gives (`infra.k8s.quota`).
 
 `podgroup_examples` returns example Volcano PodGroups (one gang per tenant) that a renderer
 writes as examples: they are templates for jobs, not objects to apply.
@@ -18,7 +20,7 @@ Whether the tenants' quotas add up to more GPUs than the cluster has is lint's c
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
 from typing import Any
 
 from infra.catalog import Catalog
@@ -32,7 +34,18 @@ from infra.k8s.elastic import (
     volcano_queue_body,
 )
 from infra.k8s.objects import LABEL_PREFIX, KubeObject, kube_object
-from infra.k8s.topology import KUEUE_API, flavor_name
+from infra.k8s.quota import (
+    GroupGpus,
+    Share,
+    amount,
+    group_gpus,
+    mig_resources,
+    per_group,
+    plain_profile,
+    shares,
+    split_quota,
+)
+from infra.k8s.topology import KUEUE_API, flavor_name, mig_flavor_name
 from infra.spec import Spec
 from infra.spec.scheduling import PRIORITIES, Tenant
 from infra.topology import Plan
@@ -57,9 +70,6 @@ TENANT_LABEL = f"{LABEL_PREFIX}/tenant"
 # system-cluster-critical, so no tenant job ever preempts cluster services.
 PRIORITY_VALUES = {"low": 1_000, "normal": 10_000, "high": 100_000, "critical": 1_000_000}
 _VOLCANO_WEIGHT_MAX = 65_535  # the Queue CRD's maximum weight
-# Profiles the device plugin exposes as `nvidia.com/mig-<profile>` (no `+attribute` forms:
-# `+` is not allowed in a resource name, and how those are named is not settled here).
-_PLAIN_MIG_PROFILE = re.compile(r"^([1-7]c\.)?[1-7]g\.[0-9]+gb$")
 
 
 def priority_class_name(spec: Spec, priority: str) -> str:
@@ -78,9 +88,9 @@ def tenants(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
     for tenant in listed:
         objects += [_resource_quota(spec, tenant, gpus), *network_policies(spec, tenant)]
     if spec.scheduler.batch == "volcano":
-        objects += volcano_queues(spec, gpus)
+        objects += volcano_queues(spec, plan)
     elif spec.scheduler.batch == "kueue":
-        objects += kueue_queues(spec, catalog)
+        objects += kueue_queues(spec, plan)
     return objects
 
 
@@ -156,7 +166,7 @@ def mig_quota(spec: Spec, gpus: int) -> dict[str, int]:
     per_gpu: dict[str, int] = {}
     for layout in spec.mig_layouts.values():
         for profile, count in layout.profiles.items():
-            if count and _PLAIN_MIG_PROFILE.match(profile):
+            if count and plain_profile(profile):
                 per_gpu[profile] = max(per_gpu.get(profile, 0), count)
     return {f"nvidia.com/mig-{p}": gpus * n for p, n in sorted(per_gpu.items())}
 
@@ -232,13 +242,17 @@ def _dns_egress() -> dict[str, Any]:
 # --- Volcano -----------------------------------------------------------------------------------
 
 
-def volcano_queues(spec: Spec, cluster: int) -> list[KubeObject]:
+def volcano_queues(spec: Spec, plan: Plan) -> list[KubeObject]:
     """A Queue per tenant, weighted by its GPUs; its quota fields in `volcano_queue_body`."""
     listed = spec.scheduler.tenants
     largest = max(t.gpus for t in listed)
     cohort = borrowing(spec)
+    groups = group_gpus(spec, plan)
+    placed = shares(spec, groups)
     return [
-        _volcano_queue(spec, t, volcano_queue_body(t, _weight(t.gpus, largest), cohort, cluster))
+        _volcano_queue(
+            spec, t, volcano_queue_body(t, _weight(t.gpus, largest), cohort, placed[t.name], groups)
+        )
         for t in listed
     ]
 
@@ -315,10 +329,11 @@ def _podgroup(spec: Spec, plan: Plan, catalog: Catalog, tenant: Tenant) -> KubeO
 # --- Kueue -------------------------------------------------------------------------------------
 
 
-def kueue_queues(spec: Spec, catalog: Catalog) -> list[KubeObject]:
+def kueue_queues(spec: Spec, plan: Plan) -> list[KubeObject]:
     """WorkloadPriorityClasses, then a ClusterQueue and a LocalQueue per tenant.
 
-    Flavors are per node group; their GPUs come from the spec and the catalog.
+    Flavors are per node group (`infra.k8s.topology`), and each tenant's quota is placed on
+    the groups by `infra.k8s.quota.shares`.
     """
     objects = [
         kube_object(
@@ -331,68 +346,71 @@ def kueue_queues(spec: Spec, catalog: Catalog) -> list[KubeObject]:
         )
         for p in _used_priorities(spec)
     ]
-    capacity = [catalog.nodes[g.node].gpus * g.count for g in spec.node_groups]
+    groups = group_gpus(spec, plan)
+    placed = shares(spec, groups)
     for tenant in spec.scheduler.tenants:
-        objects.append(_cluster_queue(spec, tenant, _flavor_resources(spec, tenant, capacity)))
+        objects.append(
+            _cluster_queue(spec, tenant, _resource_groups(spec, placed[tenant.name], groups))
+        )
     objects += [_local_queue(spec, t) for t in spec.scheduler.tenants]
     return objects
 
 
-def split_quota(total: int, capacities: list[int]) -> list[int]:
-    """Split ``total`` over flavors in proportion to their GPUs; the parts add up to ``total``.
+def _resource_groups(
+    spec: Spec, placed: Sequence[Share], groups: Sequence[GroupGpus]
+) -> list[dict[str, Any]]:
+    """Whole GPUs on every group's flavor; MIG slices on the MIG groups' own flavors.
 
-    Largest remainder (ties to the earlier flavor), so the split is exact and stable.
-    """
-    whole = sum(capacities)
-    if whole == 0:
-        return [total, *([0] * (len(capacities) - 1))] if capacities else []
-    parts = [total * c // whole for c in capacities]
-    by_remainder = sorted(
-        range(len(capacities)), key=lambda i: (-(total * capacities[i] % whole), i)
-    )
-    for i in by_remainder[: total - sum(parts)]:
-        parts[i] += 1
-    return parts
-
-
-def _flavor_resources(spec: Spec, tenant: Tenant, capacity: list[int]) -> list[dict[str, Any]]:
-    """Each flavor's GPU quota: nominal, and in a cohort the borrowing and lending limits.
-
-    Each limit is split over the flavors like the quota (`split_quota`), so the tenant's
-    flavors add up to exactly its quota, borrowing and lending limits; None stays None.
+    Kueue admits a pod only if every resource it asks for is covered, each resource by one
+    resource group, and each flavor of a group lists every covered resource in order. So the
+    `nvidia.com/mig-*` resources any group exposes form a second resource group, whose
+    flavors are the MIG groups' (a profile a group never exposes gets 0 there). Quotas are
+    what the tenant's GPUs of the group give at the group's most: whole GPUs in its whole-GPU
+    hours, slices in its MIG hours (`infra.k8s.quota.amount`); limits likewise.
     """
     cohort = borrowing(spec)
-    nominal = split_quota(tenant.gpus, capacity)
-    limits = [tenant.borrowing_limit, tenant.lending_limit]
+    gpu_flavors = [
+        {"name": flavor_name(spec, g.name), "resources": [_quota(GPU_RESOURCE, s, g, cohort)]}
+        for s, g in zip(placed, groups, strict=True)
+    ]
+    found = [{"coveredResources": [GPU_RESOURCE], "flavors": gpu_flavors}]
+    covered = mig_resources(groups)
+    if covered:
+        mig_flavors = [
+            {
+                "name": mig_flavor_name(spec, g.name),
+                "resources": [_quota(r, s, g, cohort) for r in covered],
+            }
+            for s, g in zip(placed, groups, strict=True)
+            if g.slices
+        ]
+        found.append({"coveredResources": covered, "flavors": mig_flavors})
+    return found
+
+
+def _quota(resource: str, share: Share, group: GroupGpus, cohort: bool) -> dict[str, Any]:
+    per = per_group(resource, group)
     borrow, lend = (
-        [None] * len(capacity) if limit is None else split_quota(limit, capacity)
-        for limit in limits
+        None if limit is None else amount(limit, per, group) for limit in (share.borrow, share.lend)
     )
-    return [
-        kueue_resource(n, b, lent, cohort) for n, b, lent in zip(nominal, borrow, lend, strict=True)
-    ]
+    return kueue_resource(amount(share.nominal, per, group), borrow, lend, cohort, resource)
 
 
-def _cluster_queue(spec: Spec, tenant: Tenant, resources: list[dict[str, Any]]) -> KubeObject:
-    # Kueue quota is per flavor, split by each group's share of the cluster so every flavor
-    # is usable. Without a cohort it is hard-isolated: the nominal quotas add up to exactly
-    # the tenant's GPUs, so Kueue never admits a workload whose pods the namespace's
-    # ResourceQuota would then reject, and one job can use at most its flavor's share. When
-    # some tenant borrows, every ClusterQueue joins the cluster's cohort: idle nominal quota
-    # (up to each lender's lendingLimit) is lent within the cohort, up to each borrower's
-    # borrowingLimit, and the ResourceQuota is raised to quota + borrowing limit
-    # (`quota_ceiling`) so admitted pods are not refused. Kueue admits only workloads whose
-    # every requested resource is covered, so its configuration must exclude cpu/memory
-    # (resources.excludeResourcePrefixes) or pods asking for them stay pending.
-    flavors = [
-        {"name": flavor_name(spec, g.name), "resources": [resource]}
-        for g, resource in zip(spec.node_groups, resources, strict=True)
-    ]
+def _cluster_queue(spec: Spec, tenant: Tenant, resource_groups: list[dict[str, Any]]) -> KubeObject:
+    # Without a cohort a ClusterQueue is hard-isolated: the nominal quotas add up to the
+    # tenant's GPUs, so Kueue never admits a workload whose pods the namespace's
+    # ResourceQuota would then reject. When some tenant borrows, every ClusterQueue joins the
+    # cluster's cohort: idle nominal quota (up to each lender's lendingLimit) is lent within
+    # the cohort, up to each borrower's borrowingLimit, and the ResourceQuota is raised to
+    # quota + borrowing limit (`quota_ceiling`) so admitted pods are not refused. Kueue admits
+    # only workloads whose every requested resource is covered, so its configuration must
+    # exclude cpu/memory (resources.excludeResourcePrefixes) or pods asking for them stay
+    # pending.
     body: dict[str, Any] = {}
     if borrowing(spec):
         body["cohortName"] = cohort_name(spec)
     body["namespaceSelector"] = {"matchLabels": {NAMESPACE_NAME_LABEL: tenant.name}}
-    body["resourceGroups"] = [{"coveredResources": [GPU_RESOURCE], "flavors": flavors}]
+    body["resourceGroups"] = resource_groups
     body["preemption"] = kueue_preemption(spec)
     return kube_object(
         KUEUE_API, "ClusterQueue", tenant.name, spec, labels=_tenant_labels(tenant), spec=body

@@ -9,7 +9,9 @@
   2 without pods) is the whole compute fabric. Tier-1 members select nodes by the
   ``railplan.dev/su`` label, so an SU is one entry however many servers it has.
 - ``batch: kueue``: one Topology (levels coarse to fine: pod, SU, hostname) and one
-  ResourceFlavor per node group; only groups on the compute fabric point at the Topology.
+  ResourceFlavor per node group, and a second one for the MIG slices of a group that exposes
+  `nvidia.com/mig-*` at some time (``mixed`` strategy); only groups on the compute fabric
+  point at the Topology.
 - ``batch: none``: nothing.
 
 Names are cluster-scoped, so each starts with the cluster name and ends with a fixed,
@@ -22,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from infra.k8s.objects import KubeObject, kube_object, topology_label
+from infra.k8s.quota import group_gpus
 from infra.spec import Spec
 from infra.topology import Plan, ScalableUnit
 
@@ -33,6 +36,7 @@ __all__ = [
     "flavor_name",
     "hypernodes",
     "kueue_topology",
+    "mig_flavor_name",
     "pod_hypernode_name",
     "scheduler_topology",
     "su_hypernode_name",
@@ -86,6 +90,16 @@ def flavor_name(spec: Spec, group: str) -> str:
     ending in an alphanumeric.
     """
     return f"{spec.name}-{group.replace('_', '-')}-flavor"
+
+
+def mig_flavor_name(spec: Spec, group: str) -> str:
+    """The ResourceFlavor of a node group's MIG slices (`nvidia.com/mig-*`).
+
+    Kueue lets a flavor serve one resource group of a ClusterQueue only, and MIG slices are a
+    resource group of their own, so a MIG group's nodes get a second flavor. Every
+    `flavor_name` ends in ``-flavor`` and this never does, so the two cannot meet.
+    """
+    return f"{spec.name}-{group.replace('_', '-')}-mig"
 
 
 # --- Volcano -----------------------------------------------------------------------------------
@@ -143,8 +157,12 @@ def kueue_topology(spec: Spec, plan: Plan) -> list[KubeObject]:
         objects.append(
             kube_object(KUEUE_API, "Topology", topology_name(spec), spec, spec={"levels": levels})
         )
+    mig = {g.name for g in group_gpus(spec, plan) if g.slices}
     for group in spec.node_groups:
-        objects.append(_flavor(spec, group.name, group.name in on_fabric))
+        fabric = group.name in on_fabric
+        objects.append(_flavor(spec, flavor_name(spec, group.name), group.name, fabric))
+        if group.name in mig:
+            objects.append(_flavor(spec, mig_flavor_name(spec, group.name), group.name, fabric))
     return objects
 
 
@@ -154,10 +172,10 @@ def topology_levels(sus: Sequence[ScalableUnit]) -> list[str]:
     return [*([topology_label("pod")] if pods else []), topology_label("su"), HOSTNAME_LABEL]
 
 
-def _flavor(spec: Spec, group: str, on_fabric: bool) -> KubeObject:
+def _flavor(spec: Spec, name: str, group: str, on_fabric: bool) -> KubeObject:
     # Nodes off the compute fabric carry no su/pod labels: a topology there would leave
     # Kueue's TAS unable to place anything, so their flavor stays plain.
     body: dict[str, Any] = {"nodeLabels": {topology_label("node-group"): group}}
     if on_fabric:
         body["topologyName"] = topology_name(spec)
-    return kube_object(KUEUE_API, "ResourceFlavor", flavor_name(spec, group), spec, spec=body)
+    return kube_object(KUEUE_API, "ResourceFlavor", name, spec, spec=body)

@@ -15,6 +15,7 @@ from infra.namespaces import (
     reserved_queue,
 )
 from infra.spec.scheduling import Tenant
+from infra.topology.model import MigState
 from infra.wording import plural
 
 
@@ -351,3 +352,67 @@ def autoscale_from_zero_on_gpu_load(ctx: LintContext) -> Iterator[Violation]:
                 "from 0 replicas: with no pods there is no load, so it never scales up",
                 "set min_replicas: 1",
             )
+
+
+def _profiles(ctx: LintContext, state: MigState) -> frozenset[str]:
+    """The MIG profiles some GPU of a server has in ``state`` (unknown layouts: RP010's)."""
+    layouts = ctx.loaded.spec.mig_layouts
+    return frozenset(
+        profile
+        for name in state.per_gpu
+        if name is not None and name in layouts
+        for profile, count in layouts[name].profiles.items()
+        if count
+    )
+
+
+@rule(
+    "RP107",
+    "autoscale-on-mig-some-hours",
+    Severity.WARNING,
+    "A tenant autoscales on a node group whose mig_schedule leaves it without MIG slices "
+    "at some hours.",
+)
+def autoscale_on_mig_some_hours(ctx: LintContext) -> Iterator[Violation]:
+    """An autoscaled Deployment on a MIG group needs a MIG slice that exists at every hour.
+
+    Applies with `mig_strategy: mixed`, where each MIG profile is a resource of its own
+    (`nvidia.com/mig-<profile>`) and whole GPUs are `nvidia.com/gpu`. The group's scheduled
+    changes repeat; the rule looks for a profile that every change's layout has.
+
+    Why: the KEDA ScaledObject wants `min_replicas` to `max_replicas` pods of the
+    Deployment around the clock, and on a group that is MIG-split at some time it scales on
+    the MIG-safe metric: its pods run on MIG slices. A change to a layout without their
+    profile (e.g. `mig: disabled` every night) drains the group's nodes, evicting the pods,
+    and then offers no slice they can ask for: every replica sits Pending until the next
+    change back to MIG, and the service is down those hours (weekends too, with a
+    weekday-only change back).
+    Fix: keep some GPUs MIG-split in every change (a per-GPU `mig` list, e.g.
+    `[{gpus: [0], layout: <day layout>}]` at night), or autoscale on a group that is
+    always MIG-split.
+    """
+    spec = ctx.loaded.spec
+    if spec.scheduler.mig_strategy != "mixed":
+        return
+    index = {g.name: i for i, g in enumerate(spec.node_groups)}
+    for k, tenant in enumerate(spec.scheduler.tenants):
+        autoscale = tenant.autoscale
+        if autoscale is None or autoscale.group not in index:
+            continue  # RP077 reports an unknown group
+        changes = ctx.migs[index[autoscale.group]].changes
+        profiles = [_profiles(ctx, state) for state in changes]
+        if not any(profiles) or frozenset.intersection(*profiles):
+            continue
+        when = "no profile is in every scheduled layout"
+        for state, found in zip(changes, profiles, strict=True):
+            if not found:
+                when = f"from {state.at!r} ({state.path}) it has none"
+                break
+        yield Violation(
+            f"scheduler.tenants[{k}].autoscale.group",
+            f"tenant {tenant.name!r} autoscales {autoscale.deployment!r} on node group "
+            f"{autoscale.group!r}, whose MIG slices its pods ask for are gone at some hours: "
+            f"{when}, and its pods sit Pending until a change back to MIG",
+            "keep some GPUs MIG-split in every change (a per-GPU mig list), or autoscale on "
+            "a group that is always MIG-split",
+        )

@@ -1,0 +1,218 @@
+"""Tenants' GPU quotas per node group, in the resources each group exposes over the day.
+
+A tenant's `gpus` is one number; the batch schedulers count quota per resource
+(`nvidia.com/gpu`, and with the ``mixed`` MIG strategy each `nvidia.com/mig-<profile>`), and
+Kueue per flavor (one per node group). `group_gpus` reads what each node group offers over
+all its MIG states (its `mig` and every scheduled change): the most and the fewest whole
+GPUs, and the most slices of each profile. `shares` places each tenant's quota on the groups:
+a tenant that autoscales on a group gets its quota there first (the serving tenant's quota
+lands on the inference group it serves from), the rest is split over the capacity left in
+proportion to it. `amount` turns a share of a group's GPUs into a resource of that group:
+n of its G GPUs give ``n * whole // G`` whole GPUs and ``n * slices // G`` slices.
+Everything here is a pure function of the spec and the plan.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from infra.spec import Spec
+from infra.spec.scheduling import Tenant
+from infra.topology import Plan
+from infra.topology.model import MigState
+
+__all__ = [
+    "GPU_RESOURCE",
+    "GroupGpus",
+    "Share",
+    "amount",
+    "group_gpus",
+    "mig_resource",
+    "mig_resources",
+    "per_group",
+    "plain_profile",
+    "shares",
+    "split_quota",
+    "totals",
+]
+
+GPU_RESOURCE = "nvidia.com/gpu"
+# Profiles the device plugin exposes as `nvidia.com/mig-<profile>` (no `+attribute` forms:
+# `+` is not allowed in a resource name, and how those are named is not settled here).
+_PLAIN_MIG_PROFILE = re.compile(r"^([1-7]c\.)?[1-7]g\.[0-9]+gb$")
+
+
+def plain_profile(profile: str) -> bool:
+    """Whether the device plugin exposes ``profile`` as a resource of its own name."""
+    return _PLAIN_MIG_PROFILE.match(profile) is not None
+
+
+def mig_resource(profile: str) -> str:
+    """The extended resource of a MIG profile under the ``mixed`` strategy."""
+    return f"nvidia.com/mig-{profile}"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupGpus:
+    """What one node group offers the schedulers, over every MIG state it goes through.
+
+    Attributes:
+        name: the node group; gpus: its GPUs (servers x GPUs per server).
+        whole_max, whole_min: whole GPUs (`nvidia.com/gpu`) in its state with most, fewest.
+        slices: per `nvidia.com/mig-*` resource, the most slices any state exposes; empty
+            unless the MIG strategy is ``mixed`` (with ``single`` a slice is `nvidia.com/gpu`).
+    """
+
+    name: str
+    gpus: int
+    whole_max: int
+    whole_min: int
+    slices: dict[str, int]
+
+
+def group_gpus(spec: Spec, plan: Plan) -> list[GroupGpus]:
+    """`GroupGpus` of every node group on the plan, in spec order."""
+    mixed = spec.scheduler.mig_strategy == "mixed"
+    groups = []
+    for group in spec.node_groups:
+        planned = plan.groups[group.name]
+        total = planned.servers * planned.gpus
+        if not mixed:
+            groups.append(GroupGpus(group.name, total, total, total, {}))
+            continue
+        states = planned.mig.states
+        whole = [planned.servers * sum(1 for lay in s.per_gpu if lay is None) for s in states]
+        slices: dict[str, int] = {}
+        for state in states:
+            for resource, count in _state_slices(spec, state).items():
+                slices[resource] = max(slices.get(resource, 0), planned.servers * count)
+        groups.append(GroupGpus(group.name, total, max(whole), min(whole), slices))
+    return groups
+
+
+def _state_slices(spec: Spec, state: MigState) -> dict[str, int]:
+    """Slices per resource on one server in ``state`` (unknown layouts are lint's error)."""
+    slices: dict[str, int] = {}
+    for layout_name in state.per_gpu:
+        layout = spec.mig_layouts.get(layout_name) if layout_name is not None else None
+        if layout is None:
+            continue
+        for profile, count in layout.profiles.items():
+            if count and plain_profile(profile):
+                resource = mig_resource(profile)
+                slices[resource] = slices.get(resource, 0) + count
+    return slices
+
+
+def mig_resources(groups: Sequence[GroupGpus]) -> list[str]:
+    """Every `nvidia.com/mig-*` resource some group exposes at some time, sorted."""
+    return sorted({r for g in groups for r in g.slices})
+
+
+def amount(gpus: int, per_group: int, group: GroupGpus) -> int:
+    """What ``gpus`` of ``group``'s GPUs give of a resource the group has ``per_group`` of."""
+    return gpus * per_group // group.gpus if group.gpus else 0
+
+
+def split_quota(total: int, capacities: list[int]) -> list[int]:
+    """Split ``total`` over flavors in proportion to their GPUs; the parts add up to ``total``.
+
+    Largest remainder (ties to the earlier flavor), so the split is exact and stable.
+    """
+    whole = sum(capacities)
+    if whole == 0:
+        return [total, *([0] * (len(capacities) - 1))] if capacities else []
+    parts = [total * c // whole for c in capacities]
+    by_remainder = sorted(
+        range(len(capacities)), key=lambda i: (-(total * capacities[i] % whole), i)
+    )
+    for i in by_remainder[: total - sum(parts)]:
+        parts[i] += 1
+    return parts
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """A tenant's GPUs on one node group: quota, and the limits (None: no limit)."""
+
+    nominal: int
+    borrow: int | None
+    lend: int | None
+
+    @property
+    def kept(self) -> int:
+        """GPUs of the quota never lent (all of it with no lending limit stated: none)."""
+        return 0 if self.lend is None else self.nominal - self.lend
+
+
+def shares(spec: Spec, groups: Sequence[GroupGpus]) -> dict[str, list[Share]]:
+    """Each tenant's `Share` per group (in ``groups`` order); the parts add up to the spec's.
+
+    Quota first: an autoscaling tenant's goes to its `autoscale.group` as far as the group's
+    GPUs reach (in tenant order); what is left of every tenant's is split over the GPUs no
+    autoscaling tenant took, in proportion (over all GPUs if they took them all). A lending
+    limit splits like the tenant's quota; a borrowing limit over what the other tenants may
+    lend on each group (their lending limit, else their quota), so it is usable where it lies.
+    """
+    listed = spec.scheduler.tenants
+    nominal = _place(listed, groups)
+    lend = [
+        None if t.lending_limit is None else split_quota(t.lending_limit, nominal[t.name])
+        for t in listed
+    ]
+    lendable = [
+        nominal[t.name] if lent is None else lent for t, lent in zip(listed, lend, strict=True)
+    ]
+    result = {}
+    for k, tenant in enumerate(listed):
+        borrow: list[int | None] = [None] * len(groups)
+        if tenant.borrowing_limit is not None:
+            others = [sum(col) for col in zip(*(lendable[:k] + lendable[k + 1 :]), strict=True)]
+            borrow = [*split_quota(tenant.borrowing_limit, others or [0] * len(groups))]
+        lent = lend[k]
+        result[tenant.name] = [
+            Share(n, b, None if lent is None else lent[i])
+            for i, (n, b) in enumerate(zip(nominal[tenant.name], borrow, strict=True))
+        ]
+    return result
+
+
+def _place(listed: Sequence[Tenant], groups: Sequence[GroupGpus]) -> dict[str, list[int]]:
+    index = {g.name: i for i, g in enumerate(groups)}
+    free = [g.gpus for g in groups]
+    placed = {t.name: [0] * len(groups) for t in listed}
+    for tenant in listed:
+        home = index.get(tenant.autoscale.group) if tenant.autoscale is not None else None
+        if home is not None:
+            placed[tenant.name][home] = taken = min(tenant.gpus, free[home])
+            free[home] -= taken
+    base = free if sum(free) else [g.gpus for g in groups]
+    for tenant in listed:
+        rest = tenant.gpus - sum(placed[tenant.name])
+        for i, part in enumerate(split_quota(rest, base)):
+            placed[tenant.name][i] += part
+    return placed
+
+
+def per_group(resource: str, group: GroupGpus, *, fewest: bool = False) -> int:
+    """How much of ``resource`` ``group`` has: at its most, or (whole GPUs) at its fewest."""
+    if resource == GPU_RESOURCE:
+        return group.whole_min if fewest else group.whole_max
+    return group.slices.get(resource, 0)
+
+
+def totals(
+    gpus: Sequence[int], groups: Sequence[GroupGpus], *, fewest: bool = False
+) -> dict[str, int]:
+    """What ``gpus[i]`` GPUs of each ``groups[i]`` give together, per resource.
+
+    `nvidia.com/gpu` first, then the MIG resources any group exposes (`per_group`).
+    """
+    return {
+        r: sum(
+            amount(n, per_group(r, g, fewest=fewest), g) for n, g in zip(gpus, groups, strict=True)
+        )
+        for r in [GPU_RESOURCE, *mig_resources(groups)]
+    }
