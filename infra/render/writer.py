@@ -38,7 +38,6 @@ modes a plain ``open()`` and ``mkdir()`` would (the user's umask), never a tempo
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import secrets
 import shutil
@@ -64,6 +63,7 @@ from infra.render.tree_state import (
     checked_path,
     digest,
     locked,
+    manifest_text,
     read_manifest,
 )
 from infra.render.tree_swap import OLD, STAGING, swap
@@ -433,5 +433,4 @@ def _manifest_text(
     """
     files = {p: d for p, d in old.items() if p not in stale and os.path.lexists(root / p)}
     files.update(new)
-    document = {"format": 1, "files": dict(sorted(files.items()))}
-    return json.dumps(document, indent=1, sort_keys=True) + "\n"
+    return manifest_text(files)
