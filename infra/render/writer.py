@@ -68,7 +68,7 @@ from infra.render.tree_state import (
 )
 from infra.render.tree_swap import OLD, STAGING, swap
 from infra.render.tree_swap import recover as _recover
-from infra.signals import deferring_signals
+from infra.signals import Interrupted, deferring_signals
 from infra.wording import plural
 
 __all__ = [
@@ -147,6 +147,7 @@ def write_tree(root: Path, files: Mapping[str, bytes], *, force: bool = False) -
     """
     paths = {_checked(p): data for p, data in files.items()}
     root = _prepared_root(root)
+    committed = False
     try:
         with locked(root):
             _recover(root)
@@ -157,10 +158,15 @@ def write_tree(root: Path, files: Mapping[str, bytes], *, force: bool = False) -
             with deferring_signals() as held:
                 try:
                     _write(root, plan, held.raise_pending)
+                    committed = True
                 finally:
                     _recover(root)  # rolls back a swap that did not commit; drops what is left
     except OSError as exc:  # a read-only or full file system is the user's to fix, not a bug
         raise _os_error(root, exc) from None
+    except Interrupted as exc:
+        if committed:  # held until the clean-up's end: the new tree is the one in the root
+            raise Interrupted(exc.signum, f"after the new tree was in place at {root}") from None
+        raise
     unchanged = sorted(set(paths) - set(plan.written))  # a set: a list was quadratic here
     return WriteReport(
         plan.written, tuple(unchanged), tuple(sorted(plan.stale)), tuple(plan.conflicts)
