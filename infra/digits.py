@@ -11,11 +11,23 @@ apart.
 
 from __future__ import annotations
 
-__all__ = ["ASCII_DIGITS", "ASCII_HINT", "ascii_digits", "ascii_float", "ascii_int", "plain_ascii"]
+__all__ = [
+    "ASCII_DIGITS",
+    "ASCII_HINT",
+    "ASCII_SPACE",
+    "ascii_digits",
+    "ascii_float",
+    "ascii_int",
+    "plain_ascii",
+]
 
 ASCII_DIGITS = frozenset("0123456789")
 ASCII_HINT = "write numbers with the ASCII digits 0-9, without '_'"
 """The hint of an error about a number written otherwise."""
+ASCII_SPACE = " \t\n\r\v\f"
+"""What a reader strips around a field (``text.strip(ASCII_SPACE)``): ``str.strip()`` alone
+also strips U+00A0 and the other Unicode spaces, and a number written ``3<U+00A0>`` would
+then read as 3 where ``3٣`` is refused."""
 
 
 def ascii_digits(text: str) -> bool:

@@ -30,10 +30,13 @@ class Interrupted(BaseException):
     """A catchable signal arrived; ``signum`` says which.
 
     A BaseException, like KeyboardInterrupt, so ``except Exception`` does not swallow it.
+    ``after`` says what was done when the signal is delivered only once a step is complete
+    ("after the new tree was in place at ..."), for the one line the CLI prints.
     """
 
-    def __init__(self, signum: int) -> None:
+    def __init__(self, signum: int, after: str = "") -> None:
         self.signum = signum
+        self.after = after
         super().__init__(signal.Signals(signum).name)
 
 

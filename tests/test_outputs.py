@@ -473,3 +473,63 @@ def test_sigint_exits_130_with_one_line(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130 and stderr == "railplan: interrupted by SIGINT\n"
+
+
+# A signal the tree writer holds past its commit point: the line says the new tree is in place.
+_SIGNAL_AT_JOURNAL = """
+import os, signal, sys
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+import infra.render.tree_swap as swap
+real = swap.replace_entry
+def replace_entry(path, data):
+    real(path, data)
+    if path.endswith(".railplan-journal.json") and sys.argv[1].encode() in data:
+        os.kill(os.getpid(), int(sys.argv[2]))  # held by the writer until its clean-up ends
+swap.replace_entry = replace_entry
+from infra.cli import main
+main(sys.argv[3:])
+"""
+
+
+@pytest.mark.parametrize(
+    ("state", "signum"),
+    [
+        ("committed", signal.SIGTERM),
+        ("committed", signal.SIGINT),
+        ("swapping", signal.SIGTERM),
+    ],
+)
+def test_a_signal_held_past_the_commit_says_the_new_tree_is_in_place(
+    tmp_path: Path, state: str, signum: int
+) -> None:
+    root = (tmp_path / "tree").resolve()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _SIGNAL_AT_JOURNAL,
+            state,
+            str(signum),
+            "render",
+            LAB,
+            "--root",
+            str(root),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    name = signal.Signals(signum).name
+    assert proc.returncode == (130 if signum == signal.SIGINT else -signum), proc.stderr
+    if state == "committed":  # before: "railplan: interrupted by SIGTERM", nothing more
+        line = f"railplan: interrupted by {name} after the new tree was in place at {root}\n"
+        assert (root / ".railplan-manifest.json").is_file()
+        assert (root / "ansible.cfg").is_file()
+    else:  # stopped before the commit: rolled back, said as before
+        line = f"railplan: interrupted by {name}\n"
+        assert not (root / "ansible.cfg").exists()
+    assert proc.stderr == line
+    assert not (root / ".railplan-journal.json").exists()

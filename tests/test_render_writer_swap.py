@@ -235,12 +235,14 @@ def test_a_forged_journal_with_a_planted_old_directory_linking_out_is_not_follow
     (old / "playbooks").symlink_to(victim)
     journal: dict[str, object] = {"old": old.name, "units": ["inventories/c", "playbooks/c.yml"]}
     journal["created"] = []
+    # as a swap writes it, with its staging directory (an earlier railplan's had the old
+    # directory's tag and was not named): only the links are wrong
+    (root / ".railplan-staging-1-0123456789abcdef").mkdir()
     if state == "legacy":  # the journal of an earlier railplan
         journal["manifest"] = "0" * 64
-    else:  # as a swap writes it, with its staging directory: only the links are wrong
+    else:
         journal.update(format=2, staging=".railplan-staging-1-0123456789abcdef", state=state)
         journal["units"] = [*journal["units"], MANIFEST]  # type: ignore[list-item]
-        (root / ".railplan-staging-1-0123456789abcdef").mkdir()
     (root / ".railplan-journal.json").write_text(json.dumps(journal))
     for attempt in (
         lambda: recover_tree(root),

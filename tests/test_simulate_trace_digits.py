@@ -2,7 +2,7 @@
 
 ``int()`` and ``float()`` read Arabic-Indic (``٣٠``) and fullwidth (``１２``) digits and
 ``1_000``, so every trace reader took them as numbers while verify refused ``١`` as a port
-with a located error. Now each reader refuses them at the field's line and column with a hint
+with a located error; a field's Unicode spaces (``3<U+00A0>``) were stripped before the check. Now each reader refuses them at the field's line and column with a hint
 (one helper, `infra.digits`), and ``mig check --driver ٥٥٠.1`` is a usage error (exit 2).
 """
 
@@ -27,7 +27,8 @@ ALIBABA = (
     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
     "creation_time,deletion_time,scheduled_time\n"
 )
-NOT_ASCII = ["٣٠", "１２", "1_000", "³", "1٠"]
+# Unicode spaces around a number: str.strip() took them away and the digits were read
+NOT_ASCII = ["٣٠", "１２", "1_000", "³", "1٠", "3\u00a0", "\u00a03", "3\u2003", "3\u3000"]
 HINT = "write numbers with the ASCII digits 0-9"
 MIG = str(ROOT / "examples/mig-parted/config-default.yaml")
 
@@ -81,7 +82,9 @@ def test_pai_refuses_them(value: str) -> None:
     _refused(pai, "1:28", "start_time", value)
 
 
-@pytest.mark.parametrize(("text", "expected"), [("12", 12.0), ("12.5", 12.5), ("1e3", 1000.0)])
+@pytest.mark.parametrize(
+    ("text", "expected"), [("12", 12.0), ("12.5", 12.5), ("1e3", 1000.0), (" 12\t", 12.0)]
+)
 def test_ascii_numbers_are_still_read(text: str, expected: float) -> None:
     trace = trace_from_text(_railplan_row(duration_s=text), "t.csv")
     assert trace.jobs[1].duration_s == expected

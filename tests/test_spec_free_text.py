@@ -84,3 +84,52 @@ def test_report_refuses_it_and_writes_no_page(tmp_path: Path) -> None:
     assert result.stderr.startswith(f"{spec}:5:"), result.stderr
     assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
     assert not page.exists()
+
+
+POWER_SOURCE = """\
+name: t
+site:
+  device_power: {{qm8790: {{max_kw: 0.64, source: "{text}"}}}}
+node_groups: [{{name: gpu, node: dgx-a100-640gb, count: 4}}]
+"""
+STORAGE = """\
+name: t
+node_groups: [{{name: gpu, node: dgx-a100-640gb, count: 4}}]
+fabrics:
+  compute: {{switch: qm8790, su_size: 20}}
+  storage: {{switch: qm8790, filesystem_gbps: 80}}
+scheduler:
+  kind: kubernetes
+  checkpoint_storage:
+    provisioner: lustre.csi.hpe.com
+    parameters: {{fsname: "{text}"}}
+"""
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_a_device_power_source_follows_the_same_rule(text: str) -> None:
+    _refused(POWER_SOURCE.format(text=text), "site.device_power.qm8790.source", 3)
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_a_storage_class_parameter_follows_the_same_rule(text: str) -> None:
+    """The value reached the CSI driver raw through the rendered StorageClass."""
+    _refused(STORAGE.format(text=text), "scheduler.checkpoint_storage.parameters.fsname", 10)
+
+
+@pytest.mark.parametrize("text", ["", "ckpt", "10.42.0.10@o2ib", "a b=c,d"])
+def test_ordinary_storage_class_parameters_are_kept(text: str) -> None:
+    spec = load_spec_text(STORAGE.format(text=text)).spec
+    assert spec.scheduler.checkpoint_storage is not None
+    assert spec.scheduler.checkpoint_storage.parameters == {"fsname": text}
+
+
+def test_render_refuses_a_hostile_storage_class_parameter(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(STORAGE.format(text=r"ckpt\e]0;pwn\a"))
+    result = run_cli("render", str(spec), "--root", str(tmp_path / "out"))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith(f"{spec}:10:"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "\x1b" not in result.stderr
+    assert not list((tmp_path / "out").rglob("11-storageclass.yaml"))

@@ -119,3 +119,24 @@ def test_iblinkinfo_keeps_an_unreadable_rate_as_printed(rate: str, unreadable: s
     fabric = parse_text(text, "l.txt")
     found = [k.unreadable for k in fabric.links if k.unreadable]
     assert found == ([unreadable] if unreadable else [])
+
+
+def test_structure_reports_an_unreadable_rate_too(tmp_path: Path) -> None:
+    """``verify --structure`` (no spec) skipped such a link in its rate check: exit 0."""
+    text = (DATA / "ibnetdiscover.txt").read_text()
+    dump = tmp_path / "t.txt"
+    dump.write_text(text.replace('"gpu03-mlx5_0" lid 8 4xSDR', '"gpu03-mlx5_0" lid 8 0xSDR'))
+    result = run_cli("verify", "--structure", str(dump), "--format", "json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    document = json.loads(result.stdout)
+    assert document["summary"]["by_kind"] == {"unreadable_rate": 1}
+    (finding,) = document["findings"]
+    assert finding["a"]["device"] == "gpu03" and finding["expected"].startswith("4xSDR")
+    assert f"'0xSDR' ({dump}:11)" in finding["found"]
+
+
+def test_plan_and_structure_name_an_unreadable_rate_once(plan: Plan, tmp_path: Path) -> None:
+    code, out = _verify(plan, tmp_path, "0x", "HDR", "--structure", "--format", "json")
+    assert code == 1, out
+    # (the as-built dump has no SHARP aggregation nodes: sharp_missing is the other finding)
+    assert json.loads(out)["summary"]["by_kind"]["unreadable_rate"] == 1

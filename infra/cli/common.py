@@ -12,11 +12,12 @@ loader, lint, the renderer, the simulator) is imported in the command, when it r
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -58,6 +59,35 @@ def _options(
     ] = None,
 ) -> None:
     """Turn one YAML cluster spec into a validated, budget-checked NVIDIA GPU cluster plan."""
+
+
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def integer_option(
+    *param_decls: str, min: int | None = None, max: int | None = None, **kwargs: Any
+) -> Any:
+    """`typer.Option` of an integer written in ASCII digits (and a leading '-'), in [min, max].
+
+    typer reads an ``int`` option as Pydantic does, which also takes ``1_0``, ``+5``,
+    ``1.0`` and ``7<U+00A0>``; every integer option is built here, so all of them read
+    numbers alike (a bad one is a usage error, exit 2, as any bad option value is).
+    """
+
+    def parse(value: object) -> int:
+        if isinstance(value, int):  # a default
+            return value
+        text = str(value)
+        if not _INTEGER.fullmatch(text):
+            raise ValueError("not a whole number")
+        number = int(text)
+        if min is not None and number < min:
+            raise ValueError(f"must be at least {min}")
+        if max is not None and number > max:
+            raise ValueError(f"must be at most {max}")
+        return number
+
+    return typer.Option(*param_decls, parser=parse, min=min, max=max, **kwargs)
 
 
 class LintFormat(StrEnum):

@@ -20,6 +20,7 @@ from infra.cli.common import (
     _located_in,
     _say,
     app,
+    integer_option,
 )
 from infra.cli.planning import _plan_or_fail
 from infra.errors import RailplanError
@@ -31,7 +32,7 @@ def predict(
     collective: Annotated[CollectiveName, typer.Option(help="Collective to predict.")],
     gpus: Annotated[
         int,
-        typer.Option(
+        integer_option(
             min=2,
             max=MAX_BUDGET_GPUS,
             help="GPUs in the communicator (sendrecv: between the first and last of them).",

@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
             code = _run(argv)
             _flush_stdout()
     except Interrupted as exc:
-        _die_of_signal(exc.signum)
+        _die_of_signal(exc.signum, exc.after)
     except _BrokenPipe:
         _die_of_signal(signal.SIGPIPE)
     except RailplanError as exc:  # stdout full at the last flush
@@ -180,14 +180,18 @@ def _flush_stdout() -> None:
         raise _stdout_error(exc) from None
 
 
-def _die_of_signal(signum: int) -> NoReturn:
-    """Exit as a signal would: 130 for SIGINT (one line), else by the signal itself."""
+def _die_of_signal(signum: int, after: str = "") -> NoReturn:
+    """Exit as a signal would: 130 for SIGINT (one line), else by the signal itself.
+
+    ``after``: what was done before the signal was delivered, said on that line.
+    """
     if signum != signal.SIGPIPE and sys.stdout is not None:
         with contextlib.suppress(OSError, ValueError):
             sys.stdout.flush()  # what was printed before the signal still arrives
     _detach_stdout()
     if signum != signal.SIGPIPE:
-        sys.stderr.write(f"railplan: interrupted by {signal.Signals(signum).name}\n")
+        done = f" {escape_controls(after)}" if after else ""
+        sys.stderr.write(f"railplan: interrupted by {signal.Signals(signum).name}{done}\n")
         sys.stderr.flush()
     if signum == signal.SIGINT:
         sys.exit(130)

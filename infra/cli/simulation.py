@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from infra.cli.common import Format, _load_spec, _say, _write_output, app
+from infra.cli.common import Format, _load_spec, _say, _write_output, app, integer_option
 from infra.cli.planning import _plan_or_fail
 from infra.cli.progress_bar import _progress_bar, _ProgressBar
 from infra.errors import InputError
@@ -62,7 +62,7 @@ def simulate(
     spec: Annotated[str, typer.Argument(metavar="SPEC", help="Spec file.")],
     trace: Annotated[str, typer.Option("--trace", help="Job trace (CSV or a published format).")],
     output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
-    seed: Annotated[int, typer.Option(help="Seed of the replay's random choices.")] = 0,
+    seed: Annotated[int, integer_option(help="Seed of the replay's random choices.")] = 0,
     map_gpu: Annotated[
         list[str] | None,
         typer.Option("--map-gpu", help="Rename a trace GPU model to a catalog id (SRC=ID)."),

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from infra.bounds import MAX_JOBS
-from infra.cli.common import _load_spec, _say, app
+from infra.cli.common import _load_spec, _say, app, integer_option
 from infra.cli.planning import _plan_or_fail
 from infra.errors import InputError
 from infra.wording import plural
@@ -53,7 +53,7 @@ def trace(
     ] = 0.8,
     jobs: Annotated[
         int | None,
-        typer.Option(
+        integer_option(
             min=1,
             max=MAX_JOBS,
             help="Number of jobs; the window is then what makes them offer --load "
@@ -68,7 +68,7 @@ def trace(
             metavar="D",
         ),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the draws: same seed, same trace.")] = 0,
+    seed: Annotated[int, integer_option(help="Seed of the draws: same seed, same trace.")] = 0,
     mix: Annotated[
         Mix,
         typer.Option(

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from infra.cli.common import Format, _load_spec, _say, app
+from infra.cli.common import Format, _load_spec, _say, app, integer_option
 
 
 class RecomputeMode(StrEnum):
@@ -25,25 +25,25 @@ class RecomputeMode(StrEnum):
 @app.command()
 def train(
     spec: Annotated[str, typer.Argument(metavar="SPEC", help="Spec file.")],
-    gpus: Annotated[int, typer.Option(help="GPUs in the job.")],
-    global_batch: Annotated[int, typer.Option(help="Sequences per step.")],
+    gpus: Annotated[int, integer_option(help="GPUs in the job.")],
+    global_batch: Annotated[int, integer_option(help="Sequences per step.")],
     model: Annotated[str | None, typer.Option(help="Model preset, e.g. gpt3-175b.")] = None,
-    layers: Annotated[int | None, typer.Option(help="Transformer layers.")] = None,
-    hidden: Annotated[int | None, typer.Option(help="Hidden size.")] = None,
-    heads: Annotated[int | None, typer.Option(help="Attention heads.")] = None,
-    seq: Annotated[int | None, typer.Option(help="Sequence length (default 2048).")] = None,
-    vocab: Annotated[int | None, typer.Option(help="Vocabulary (default 50257).")] = None,
-    micro_batch: Annotated[int | None, typer.Option(help="Micro-batch size.")] = None,
-    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size.")] = None,
-    pp: Annotated[int | None, typer.Option(help="Pipeline-parallel size.")] = None,
+    layers: Annotated[int | None, integer_option(help="Transformer layers.")] = None,
+    hidden: Annotated[int | None, integer_option(help="Hidden size.")] = None,
+    heads: Annotated[int | None, integer_option(help="Attention heads.")] = None,
+    seq: Annotated[int | None, integer_option(help="Sequence length (default 2048).")] = None,
+    vocab: Annotated[int | None, integer_option(help="Vocabulary (default 50257).")] = None,
+    micro_batch: Annotated[int | None, integer_option(help="Micro-batch size.")] = None,
+    tp: Annotated[int | None, integer_option(help="Tensor-parallel size.")] = None,
+    pp: Annotated[int | None, integer_option(help="Pipeline-parallel size.")] = None,
     cp: Annotated[
-        int | None, typer.Option(help="Context-parallel size (each sequence split over CP GPUs).")
+        int | None, integer_option(help="Context-parallel size (each sequence split over CP GPUs).")
     ] = None,
     recompute: Annotated[RecomputeMode | None, typer.Option(help="Recomputation.")] = None,
-    zero: Annotated[int | None, typer.Option(help="ZeRO stage 0-3.")] = None,
+    zero: Annotated[int | None, integer_option(help="ZeRO stage 0-3.")] = None,
     precision: Annotated[str, typer.Option(help="Training precision.")] = "bf16",
     virtual: Annotated[
-        int | None, typer.Option(help="Interleaved pipeline stages per GPU (default searched).")
+        int | None, integer_option(help="Interleaved pipeline stages per GPU (default searched).")
     ] = None,
     stack: Annotated[
         str | None,

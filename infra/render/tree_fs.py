@@ -10,10 +10,11 @@ RecursionError); one deeper than a path can name is refused with one line saying
 """
 
 # Descriptor-level opens (O_NOFOLLOW, dir_fd) and lstat are the point here.
-# ruff: noqa: PTH118
+# ruff: noqa: PTH115, PTH118
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import stat
@@ -24,6 +25,8 @@ from infra.errors import RailplanError
 
 __all__ = [
     "RenderError",
+    "content",
+    "content_at",
     "entries",
     "is_being_removed",
     "refuse_in_the_way",
@@ -225,3 +228,29 @@ def _flatten(top: int) -> bool:
 def _names(fd: int) -> list[tuple[str, bool]]:
     with os.scandir(fd) as found:
         return [(e.name, e.is_dir(follow_symlinks=False)) for e in found]
+
+
+def content_at(saved_unit: Path, inner: str) -> str | None:
+    """`content` of the entry at ``inner`` of the unit at ``saved_unit``, if any."""
+    path = saved_unit / inner if inner else saved_unit
+    try:
+        info = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return content(path, info)
+
+
+def content(path: Path, info: os.stat_result) -> str | None:
+    """A regular file's SHA-256, a link's target; None for anything else (never read)."""
+    if stat.S_ISLNK(info.st_mode):
+        return "link " + os.readlink(path)
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return "file " + hashlib.file_digest(f, "sha256").hexdigest()

@@ -38,6 +38,7 @@ __all__ = [
     "forged_journal",
     "journal_text",
     "locked",
+    "manifest_text",
     "read_journal",
     "read_manifest",
     "read_manifest_file",
@@ -70,15 +71,16 @@ class Journal:
     """A swap in progress: where the replaced and the staged units are, the units, the state.
 
     ``committed`` says whether the swap passed its commit point. A journal of an earlier
-    railplan (no ``format``) has neither staging nor state: it named the new manifest's
-    digest (``manifest``) instead, so it committed when the manifest on disk has that digest.
+    railplan (no ``format``, `infra.render.tree_legacy`) has no state and does not name its
+    staging directory, which had the old directory's tag: it named the new manifest's digest
+    (``manifest``) instead, which its swap wrote last.
     """
 
     old: str
-    staging: str | None
+    staging: str
     units: tuple[str, ...]  # the manifest is the last unit of a swap this railplan writes
     created: tuple[str, ...]  # units the swap adds: a rollback removes them
-    committed: bool | None  # None: an earlier railplan's journal, decided by ``manifest``
+    committed: bool | None  # None: an earlier railplan's journal (`tree_legacy` decides)
     manifest: str | None = None
 
 
@@ -181,7 +183,8 @@ def read_journal(root: Path) -> Journal | None:
         manifest = document.get("manifest")
         if not isinstance(manifest, str) or not _DIGEST.match(manifest):
             raise _bad(path, "'manifest' is not a SHA-256 digest")
-        return Journal(old, None, units, created, None, manifest)
+        tag = old.removeprefix(".railplan-old-")  # its staging directory had the same
+        return Journal(old, ".railplan-staging-" + tag, units, created, None, manifest)
     staging, state = document.get("staging"), document.get("state")
     if document["format"] != 2 or state not in (SWAPPING, COMMITTED):
         raise _bad(path, f"not a railplan journal (format 2, state {SWAPPING} or {COMMITTED})")
@@ -200,6 +203,12 @@ def forged_journal(root: Path, why: str) -> TreeStateError:
         hint="no render leaves a journal so: it is forged or damaged, and nothing was "
         "done; inspect the tree, then remove the journal",
     )
+
+
+def manifest_text(files: dict[str, str]) -> str:
+    """The manifest naming ``files`` (rendered path -> SHA-256), as railplan writes it."""
+    document = {"format": 1, "files": dict(sorted(files.items()))}
+    return json.dumps(document, indent=1, sort_keys=True) + "\n"
 
 
 def journal_text(journal: Journal) -> bytes:

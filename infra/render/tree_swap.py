@@ -18,15 +18,15 @@ the tree itself. A unit that someone made at a unit's name while it was being sw
 never removed: the rollback stops with one line naming both, and the journal stays. A
 journal no swap leaves (its directories gone, its units in states no swap or rollback
 leaves, or asking to remove a file no render made and the rollback does not put back) is
-refused with one line naming it, and nothing is done.
+refused with one line naming it, and nothing is done. A journal of an earlier railplan, which
+had no format, is first carried over to this one (`infra.render.tree_legacy`).
 """
 
 # The kill-at-call tests count os-level renames and links; lstat, never stat, is the point.
-# ruff: noqa: PTH104, PTH108, PTH115
+# ruff: noqa: PTH104, PTH108
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
@@ -37,23 +37,23 @@ from infra.files import is_temp_name, replace_entry
 from infra.render.tree_fs import (
     SYMLINK_HINT,
     RenderError,
+    content,
+    content_at,
     entries,
     is_being_removed,
     refuse_symlinks,
     remove,
 )
+from infra.render.tree_legacy import upgrade
 from infra.render.tree_state import (
     JOURNAL,
     MANIFEST,
-    MANIFEST_LIMIT,
     Journal,
     TreeStateError,
-    digest,
     forged_journal,
     journal_text,
     read_journal,
     read_manifest_file,
-    read_regular,
 )
 from infra.signals import deferring_signals
 from infra.wording import plural
@@ -77,7 +77,6 @@ def swap(
     ``check(unit, moved)`` looks at the unit that was in the root once it is at ``moved``
     and raises to stop the swap (the caller's recovery puts everything back).
     """
-    assert journal.staging is not None
     staging, old = root / journal.staging, root / journal.old
     old.mkdir(mode=0o700)  # exclusive: an existing name (a planted link) is an error
     replace_entry(str(root / JOURNAL), journal_text(journal))
@@ -130,7 +129,9 @@ def _recover(root: Path) -> str:
             # made before the journal is written, removed only after it is: never without it
             if name is not None and not os.path.lexists(root / name):
                 raise forged_journal(root, f"names {name}, which is not in the root")
-        if _committed(root, journal):
+        if journal.committed is None:  # an earlier railplan's journal
+            journal = upgrade(root, journal)
+        if journal.committed:
             done = "finished a render killed after its commit: the new tree stays"
         else:
             _roll_back(root, journal)
@@ -140,20 +141,11 @@ def _recover(root: Path) -> str:
     return done + (f"; removed {plural(swept, 'leftover')}" if swept else "")
 
 
-def _committed(root: Path, journal: Journal) -> bool:
-    if journal.committed is not None:
-        return journal.committed
-    # An earlier railplan's journal: committed when the manifest on disk is the new one.
-    manifest = read_regular(root / MANIFEST, MANIFEST_LIMIT)
-    return manifest is not None and digest(manifest) == journal.manifest
-
-
 def _roll_back(root: Path, journal: Journal) -> None:
     """Put every unit of ``journal`` back as it was before the swap; remove the new ones."""
-    old = root / journal.old
-    staging = root / journal.staging if journal.staging else None
+    old, staging = root / journal.old, root / journal.staging
     for directory in (old, staging):
-        if directory is not None and os.path.lexists(directory):
+        if os.path.lexists(directory):
             if not stat.S_ISDIR(os.lstat(directory).st_mode):
                 raise RenderError(
                     f"{directory} is not a directory railplan made", hint=SYMLINK_HINT
@@ -161,8 +153,7 @@ def _roll_back(root: Path, journal: Journal) -> None:
             refuse_symlinks(directory, journal.units)
     refuse_symlinks(root, journal.units)
     created = set(journal.created)
-    if staging is not None:
-        _refuse_out_of_order(root, journal, old, staging)
+    _refuse_out_of_order(root, journal, old, staging)
     doomed = [u for u in journal.units if _removes(root, old, staging, u, u in created)]
     if doomed:
         _refuse_unless_railplans(root, journal, doomed)
@@ -192,18 +183,18 @@ def _refuse_out_of_order(root: Path, journal: Journal, old: Path, staging: Path)
         raise forged_journal(root, "its units are in states no swap or rollback leaves them in")
 
 
-def _removes(root: Path, old: Path, staging: Path | None, unit: str, created: bool) -> bool:
+def _removes(root: Path, old: Path, staging: Path, unit: str, created: bool) -> bool:
     """Whether `_put_back` removes what is at ``unit`` (the new unit a swap moved in)."""
     target = root / unit
-    if not os.path.lexists(target) or (staging is not None and _separate(staging / unit, target)):
+    if not os.path.lexists(target) or _separate(staging / unit, target):
         return False  # nothing there, or a unit the swap did not move in
     return created or os.path.lexists(old / unit)
 
 
-def _put_back(root: Path, old: Path, staging: Path | None, unit: str, created: bool) -> None:
+def _put_back(root: Path, old: Path, staging: Path, unit: str, created: bool) -> None:
     target, saved = root / unit, old / unit
     here = os.path.lexists(target)
-    staged = staging is not None and _separate(staging / unit, target)
+    staged = _separate(staging / unit, target)
     if os.path.lexists(saved):
         if here and staged:  # the staged unit never moved in: this one is someone's
             raise RenderError(
@@ -267,12 +258,12 @@ def _refuse_unless_railplans(root: Path, journal: Journal, units: list[str]) -> 
         for rel, info in sorted(entries(root / unit, unit).items()):
             if is_being_removed(rel):
                 continue  # an earlier rollback, killed while it removed this unit, moved it
-            found = _content(root / rel, info)
+            found = content(root / rel, info)
             inner = rel[len(unit) + 1 :]
             rendered = manifest.get(rel)
             if found is not None and found in (
                 rendered and f"file {rendered}",
-                _copy_of(saved, inner),
+                content_at(saved, inner),
             ):
                 continue
             raise TreeStateError(
@@ -286,39 +277,8 @@ def _refuse_unless_railplans(root: Path, journal: Journal, units: list[str]) -> 
 
 
 def _new_manifest(root: Path, journal: Journal) -> dict[str, str]:
-    """The manifest of the swap ``journal`` tells of: staged, or moved into the root.
-
-    An earlier railplan's journal did not stage its manifest: the one in the root, which
-    names only what was rendered before, stands in.
-    """
-    if journal.staging is not None:
-        staged = root / journal.staging / MANIFEST
-        if _separate(staged, root / MANIFEST):
-            return read_manifest_file(staged)
+    """The manifest of the swap ``journal`` tells of: staged, or moved into the root."""
+    staged = root / journal.staging / MANIFEST
+    if _separate(staged, root / MANIFEST):
+        return read_manifest_file(staged)
     return read_manifest_file(root / MANIFEST)
-
-
-def _copy_of(saved_unit: Path, inner: str) -> str | None:
-    """`_content` of the entry at ``inner`` in a unit the rollback puts back, if any."""
-    path = saved_unit / inner if inner else saved_unit
-    try:
-        info = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return _content(path, info)
-
-
-def _content(path: Path, info: os.stat_result) -> str | None:
-    """A regular file's SHA-256, a link's target; None for anything else (never read)."""
-    if stat.S_ISLNK(info.st_mode):
-        return "link " + os.readlink(path)
-    if not stat.S_ISREG(info.st_mode):
-        return None
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return "file " + hashlib.file_digest(f, "sha256").hexdigest()

@@ -38,7 +38,6 @@ modes a plain ``open()`` and ``mkdir()`` would (the user's umask), never a tempo
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import secrets
 import shutil
@@ -64,11 +63,12 @@ from infra.render.tree_state import (
     checked_path,
     digest,
     locked,
+    manifest_text,
     read_manifest,
 )
 from infra.render.tree_swap import OLD, STAGING, swap
 from infra.render.tree_swap import recover as _recover
-from infra.signals import deferring_signals
+from infra.signals import Interrupted, deferring_signals
 from infra.wording import plural
 
 __all__ = [
@@ -147,6 +147,7 @@ def write_tree(root: Path, files: Mapping[str, bytes], *, force: bool = False) -
     """
     paths = {_checked(p): data for p, data in files.items()}
     root = _prepared_root(root)
+    committed = False
     try:
         with locked(root):
             _recover(root)
@@ -157,10 +158,15 @@ def write_tree(root: Path, files: Mapping[str, bytes], *, force: bool = False) -
             with deferring_signals() as held:
                 try:
                     _write(root, plan, held.raise_pending)
+                    committed = True
                 finally:
                     _recover(root)  # rolls back a swap that did not commit; drops what is left
     except OSError as exc:  # a read-only or full file system is the user's to fix, not a bug
         raise _os_error(root, exc) from None
+    except Interrupted as exc:
+        if committed:  # held until the clean-up's end: the new tree is the one in the root
+            raise Interrupted(exc.signum, f"after the new tree was in place at {root}") from None
+        raise
     unchanged = sorted(set(paths) - set(plan.written))  # a set: a list was quadratic here
     return WriteReport(
         plan.written, tuple(unchanged), tuple(sorted(plan.stale)), tuple(plan.conflicts)
@@ -433,5 +439,4 @@ def _manifest_text(
     """
     files = {p: d for p, d in old.items() if p not in stale and os.path.lexists(root / p)}
     files.update(new)
-    document = {"format": 1, "files": dict(sorted(files.items()))}
-    return json.dumps(document, indent=1, sort_keys=True) + "\n"
+    return manifest_text(files)

@@ -25,7 +25,14 @@ from pydantic import (
 )
 
 from infra.errors import spelling_hint
-from infra.spec.base import ONE_LINE_OR_EMPTY, StrictModel, TextRule, name_pattern, repeated
+from infra.spec.base import (
+    ONE_LINE,
+    ONE_LINE_OR_EMPTY,
+    StrictModel,
+    TextRule,
+    name_pattern,
+    repeated,
+)
 from infra.spec.budgets import MAX_BUDGETS, Budget
 from infra.spec.cloud import Aws
 from infra.spec.scheduling import Duration, Scheduler, cron_fields_valid, duration_seconds
@@ -173,10 +180,11 @@ class DevicePower(StrictModel):
     max_kw: float | None = Field(
         None, gt=0, le=1000, description="Maximum draw, kW (what the conservative bound tests)."
     )
-    source: str | None = Field(
+    source: Annotated[str, TextRule] | None = Field(
         None,
         min_length=1,
         max_length=200,
+        pattern=ONE_LINE,  # free text, shown wherever the figures are
         description="Where the figures come from (a datasheet, a metered reading).",
     )
 

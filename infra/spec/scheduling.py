@@ -4,7 +4,7 @@ The scheduler's kind and MIG strategy, the batch scheduler, tenants, monitoring 
 and checkpoint storage. Everything here reaches Kubernetes objects (names, quotas, cron schedules, alert rules), so
 each value is checked to be something the API server and Prometheus accept: tenant names are
 DNS labels, durations are Prometheus/Go durations in s, m or h, cron expressions have five
-fields in range (or a macro), and CSI parameters are plain strings.
+fields in range (or a macro), and CSI parameters are one line of text each.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Annotated, Literal, NamedTuple
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from infra.spec.base import DNS_LABEL, StrictModel, repeated
+from infra.spec.base import DNS_LABEL, ONE_LINE_OR_EMPTY, StrictModel, TextRule, repeated
 
 __all__ = [
     "Backfill",
@@ -372,7 +372,8 @@ class CheckpointStorage(StrictModel):
     )
     parameters: dict[
         Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")],
-        Annotated[str, Field(max_length=1024)],
+        # values reach the CSI driver as they are, through the rendered StorageClass
+        Annotated[str, Field(max_length=1024, pattern=ONE_LINE_OR_EMPTY), TextRule],
     ] = Field(default_factory=dict, description="The driver's StorageClass parameters.")
     reclaim_policy: Literal["Retain", "Delete"] = Field(
         "Retain", description="Checkpoints outlive their claims unless you say otherwise."

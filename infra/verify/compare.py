@@ -36,6 +36,7 @@ __all__ = [
     "link_gbps",
     "listed",
     "placer",
+    "unreadable",
 ]
 
 KINDS = (
@@ -348,7 +349,7 @@ def _rate(index: _Index, cable: Cable, link: SeenLink) -> list[Finding]:
     if state.lower() not in UP_STATES:
         return [_down(a, z, state)]
     if link.unreadable:
-        return [_unreadable(a, z, cable, link)]
+        return [unreadable(a, z, f"{cable.gbps:g} Gb/s", link.unreadable, link.source)]
     gbps = link_gbps(link.width, link.speed)
     if gbps is None or gbps >= cable.gbps:
         return []
@@ -366,19 +367,21 @@ def _rate(index: _Index, cable: Cable, link: SeenLink) -> list[Finding]:
     ]
 
 
-def _unreadable(a: Place, z: Place, cable: Cable, link: SeenLink) -> Finding:
-    """A planned cable whose rate the dump prints in a form no tool prints (`unread_rate`).
+def unreadable(a: Place, z: Place, expected: str, printed: str, source: str) -> Finding:
+    """A cable whose rate the dump prints in a form no tool prints (`unread_rate`).
 
-    Not passed as planned: the field that would show it degraded (``1x``) is the one that
-    cannot be read, so an edited or damaged dump would otherwise hide a slow link.
+    Not passed, by the plan check or the structure check: the field that would show it
+    degraded (``1x``) is the one that cannot be read, so an edited or damaged dump would
+    otherwise hide a slow link. ``printed``: the rate as the dump prints it; ``source``: its
+    file:line.
     """
-    where = f" ({link.source})" if link.source else ""
+    where = f" ({source})" if source else ""
     return Finding(
         "unreadable_rate",
         a,
         z,
-        f"{cable.gbps:g} Gb/s",
-        f"rate {link.unreadable!r}{where}, which cannot be read",
+        expected,
+        f"rate {printed!r}{where}, which cannot be read",
         f"read the rate of the cable between {a.text()} and {z.text()} again (iblinkinfo, "
         "or ibportstate on either port) and verify an unedited dump",
     )

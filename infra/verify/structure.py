@@ -7,8 +7,9 @@ an SU is a connected group of leaves and the servers cabled to them. It then fin
 HCA indexes (`rail_mixed`), a leaf with another number of links to a spine of its pod
 than its peers (`uplinks_unequal`), an SU without a leaf for a rail the others have or a
 server without one of its SU's rails (`grid_gap`), a switch without the SHARP aggregation
-node its peers (or the plan) have (`sharp_missing`), and a link slower than most of its tier
-(`rate_below_peers`). A pure function, linear in the number of links.
+node its peers (or the plan) have (`sharp_missing`), a link slower than most of its tier
+(`rate_below_peers`), and a link whose rate cannot be read (`unreadable_rate`, as the plan
+check names it). A pure function, linear in the number of links.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
-from infra.verify.compare import Finding, NamedEnd, Place, link_gbps
+from infra.verify.compare import Finding, NamedEnd, Place, link_gbps, unreadable
 from infra.verify.layout import (
     Groups,
     Hca,
@@ -42,6 +43,7 @@ STRUCTURE_KINDS = (
     "grid_gap",
     "sharp_missing",
     "rate_below_peers",
+    "unreadable_rate",
 )
 _UP = frozenset({"", "active", "linkup"})
 Placer = Callable[[NamedEnd], Place]
@@ -337,25 +339,41 @@ def _no_sharp_at_all(switches: int) -> Finding:
 
 
 def _rates(view: View, place: Placer) -> list[Finding]:
-    """Links slower than the rate most links of their tier have."""
+    """Links slower than the rate most links of their tier have, and unreadable rates.
+
+    A rate the dump prints in a form no tool prints is `unreadable_rate`, as the plan check
+    names it: such a field could hide a slow link.
+    """
     tiers: dict[str, list[tuple[Link, int, float]]] = defaultdict(list)
+    unread: list[tuple[Link, tuple[str, int] | None]] = []
     for link in view.fabric.links:
-        near = tier_of(view, link)
-        gbps = link_gbps(link.width or "", link.speed or "")
-        if near is None or gbps is None or (link.state or "").lower() not in _UP:
+        if (link.state or "").lower() not in _UP:
             continue
-        tiers[near[0]].append((link, near[1], gbps))
-    findings = []
+        near = tier_of(view, link)
+        if link.unreadable is not None:
+            unread.append((link, near))
+            continue
+        gbps = link_gbps(link.width or "", link.speed or "")
+        if near is not None and gbps is not None:
+            tiers[near[0]].append((link, near[1], gbps))
+    findings, usual_of = [], {}
     for tier, links in sorted(tiers.items()):
         usual, count = Counter(g for _, _, g in links).most_common(1)[0]
         if 2 * count <= len(links):
             continue  # no rate most links have: a mixed tier by design
         rate = next(f"{x.width}{x.speed}" for x, _, g in links if g == usual)
         expected = f"{rate} ({usual:g} Gb/s), as {count:,} of {len(links):,} {tier} links"
+        usual_of[tier] = expected
         for link, side, gbps in links:
             if gbps < usual:
                 a, z = place(view.end(link, side)), place(view.end(link, 1 - side))
                 findings.append(_slow(a, z, expected, f"{link.width}{link.speed} ({gbps:g} Gb/s)"))
+    for link, near in unread:
+        side = near[1] if near else 0
+        a, z = place(view.end(link, side)), place(view.end(link, 1 - side))
+        expected = usual_of.get(near[0], "a readable rate") if near else "a readable rate"
+        source = f"{link.source.file}:{link.source.line}"
+        findings.append(unreadable(a, z, expected, link.unreadable or "", source))
     return findings
 
 

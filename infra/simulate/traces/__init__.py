@@ -17,6 +17,7 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
+from infra.digits import ASCII_SPACE
 from infra.errors import Position
 from infra.files import read_bounded
 from infra.simulate.jobs import Job, Trace
@@ -158,7 +159,7 @@ def _detect(text: str, source: str) -> str:
     head = next((ln for ln in text.splitlines() if ln.strip()), "")
     if head.lstrip().startswith("["):
         return "philly"
-    columns = {c.strip() for c in head.split(",")}
+    columns = {c.strip(ASCII_SPACE) for c in head.split(",")}
     if set(railplan_csv.REQUIRED) <= columns:
         return "railplan-csv"
     if set(alibaba_v2023.REQUIRED) <= columns:

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 
-from infra.digits import ASCII_HINT, ascii_float, ascii_int, plain_ascii
+from infra.digits import ASCII_HINT, ASCII_SPACE, ascii_float, ascii_int, plain_ascii
 from infra.errors import InputError, Position, shorten
 from infra.simulate.jobs import Job
 
@@ -80,11 +80,11 @@ class Row:
         self.fields, self.line, self.index, self.source = fields, line, index, source
 
     def get(self, name: str, default: str = "") -> str:
-        """The field's text, stripped (``default`` when the column is absent or empty)."""
+        """The field's text, stripped of ASCII spaces (``default`` when absent or empty)."""
         at = self.index.get(name)
         if at is None:
             return default
-        return self.fields[at].strip() or default
+        return self.fields[at].strip(ASCII_SPACE) or default
 
     def column(self, name: str) -> int:
         """1-based column of field ``name`` (counting separators; quotes make it approximate)."""
@@ -130,7 +130,7 @@ def csv_rows(text: str, source: str, header: Sequence[str] | None = None) -> Ite
             if not fields or (len(fields) == 1 and not fields[0].strip()):
                 continue
             if index is None:
-                index = {name.strip(): at for at, name in enumerate(fields)}
+                index = {name.strip(ASCII_SPACE): at for at, name in enumerate(fields)}
                 width = len(fields)
                 continue
             if len(fields) != width:
