@@ -61,6 +61,12 @@ def _modules() -> dict[str, Path]:
     return modules
 
 
+@functools.cache
+def _trees() -> dict[str, ast.Module]:
+    """Each infra module's syntax tree, parsed once for every test here."""
+    return {m: ast.parse(path.read_text(encoding="utf-8")) for m, path in _modules().items()}
+
+
 def _type_checking_nodes(tree: ast.Module) -> set[int]:
     """ids of the import nodes under ``if TYPE_CHECKING:``."""
     ids: set[int] = set()
@@ -96,9 +102,8 @@ def import_graph(*, with_type_only: bool) -> nx.DiGraph[str]:
     """Module -> the infra modules it imports."""
     modules = _modules()
     graph: nx.DiGraph[str] = nx.DiGraph()
-    for module, path in modules.items():
+    for module, tree in _trees().items():
         graph.add_node(module)
-        tree = ast.parse(path.read_text(encoding="utf-8"))
         type_only = set() if with_type_only else _type_checking_nodes(tree)
         for node in ast.walk(tree):
             if id(node) not in type_only:
@@ -242,11 +247,7 @@ def _split_answer(node: ast.AST) -> bool:
 
 
 def test_one_mig_expansion_and_one_split_answer() -> None:
-    copies = [
-        copy
-        for module, path in _modules().items()
-        for copy in _mig_copies(module, ast.parse(path.read_text(encoding="utf-8")))
-    ]
+    copies = [copy for module, tree in _trees().items() for copy in _mig_copies(module, tree)]
     assert copies == []
 
 
