@@ -90,7 +90,7 @@ CLI_FUZZ_EXAMPLES ?= 40
 fuzz: $(STAMP)
 	for run in $$(seq $(FUZZ_RUNS)); do \
 	  HYPOTHESIS_PROFILE=fuzz CLI_FUZZ_EXAMPLES=$(CLI_FUZZ_EXAMPLES) \
-	    $(BIN)/pytest -q $$(grep -l '@given' tests/*.py) || exit 1; \
+	    $(BIN)/pytest -q $$(grep -lE '\bgiven\(' tests/*.py) || exit 1; \
 	done
 
 bench: $(STAMP)
