@@ -1,8 +1,9 @@
 """The import graph of infra/: no import circle, and imports flow one way between stages.
 
-The house rule: spec -> catalog -> topology -> lint/budget/simulate/verify ->
-render/provision/k8s -> cli; a stage may import the stages before it (and the shared helpers:
-errors, files, progress, signals), never one after it. The graph is built from the source with ast (every import,
+The house rule is `STAGE_ORDER` below, written once: a stage may import the stages on the
+floors before it (and the shared helpers: errors, files, progress, signals, ...), never one on
+its own floor or after it. README.md and docs/design.md print the line `stage_order_line()`
+makes of it (a test checks they do). The graph is built from the source with ast (every import,
 including ones inside functions, which are circles all the same), not from sys.modules.
 """
 
@@ -10,29 +11,40 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
+from collections.abc import Iterable
 from pathlib import Path
 
 import networkx as nx
+import pytest
 
 from .conftest import ROOT
 
 INFRA = ROOT / "infra"
 
-STAGES = {
-    "spec": 0,
-    "catalog": 1,
-    "topology": 2,
-    "lint": 3,
-    "budget": 3,
-    "simulate": 3,
-    "verify": 3,
-    "render": 4,
-    "provision": 4,
-    "k8s": 4,
-    "cli": 5,
-    "__main__": 5,
-}
-"""Stage of each top-level part of infra; the others (errors, files, ...) are shared helpers."""
+STAGE_ORDER: tuple[tuple[str, ...], ...] = (
+    ("spec",),
+    ("catalog",),
+    ("topology",),
+    ("simulate", "verify", "k8s"),
+    ("budget",),
+    ("lint",),
+    ("render", "provision"),
+    ("cli",),
+)
+"""The stages of infra, floor by floor. simulate, verify and k8s read the plan and nothing
+after it; budget checks a replay's figures (`infra.budget.simulation`); lint reads budgets
+(RP060); render writes k8s objects, lint's findings and budgets, provision declares the k8s
+objects; only the CLI prints. The other top-level modules are shared helpers."""
+
+STAGES = {stage: floor for floor, names in enumerate(STAGE_ORDER) for stage in names}
+"""Floor of each stage."""
+
+
+def stage_order_line() -> str:
+    """The one-line stage order README.md and docs/design.md print."""
+    return "Data flows one way: " + " → ".join("/".join(f) for f in STAGE_ORDER) + "."
+
 
 TYPE_ONLY_CIRCLES: set[frozenset[str]] = set()
 """Circles closed only by an ``if TYPE_CHECKING:`` import (no runtime import happens): none
@@ -47,6 +59,12 @@ def _modules() -> dict[str, Path]:
             parts.pop()
         modules[".".join(parts)] = path
     return modules
+
+
+@functools.cache
+def _trees() -> dict[str, ast.Module]:
+    """Each infra module's syntax tree, parsed once for every test here."""
+    return {m: ast.parse(path.read_text(encoding="utf-8")) for m, path in _modules().items()}
 
 
 def _type_checking_nodes(tree: ast.Module) -> set[int]:
@@ -84,9 +102,8 @@ def import_graph(*, with_type_only: bool) -> nx.DiGraph[str]:
     """Module -> the infra modules it imports."""
     modules = _modules()
     graph: nx.DiGraph[str] = nx.DiGraph()
-    for module, path in modules.items():
+    for module, tree in _trees().items():
         graph.add_node(module)
-        tree = ast.parse(path.read_text(encoding="utf-8"))
         type_only = set() if with_type_only else _type_checking_nodes(tree)
         for node in ast.walk(tree):
             if id(node) not in type_only:
@@ -94,9 +111,11 @@ def import_graph(*, with_type_only: bool) -> nx.DiGraph[str]:
     return graph
 
 
-def _stage(module: str) -> int | None:
+def _stage(module: str) -> str | None:
+    """The stage a module belongs to (None for a shared helper); ``python -m infra`` is the CLI."""
     parts = module.split(".")
-    return STAGES.get(parts[1]) if len(parts) > 1 else None
+    name = "cli" if parts[1:2] == ["__main__"] else parts[1] if len(parts) > 1 else ""
+    return name if name in STAGES else None
 
 
 def test_the_graph_sees_the_imports() -> None:
@@ -126,38 +145,47 @@ def test_the_lint_engine_imports_no_rule_module() -> None:
     assert not reached & rules, sorted(reached & rules)
 
 
+def _against_the_order(edges: Iterable[tuple[str, str]]) -> list[str]:
+    """The imports of a later stage, or of another stage on the same floor."""
+    wrong = []
+    for a, b in edges:
+        sa, sb = _stage(a), _stage(b)
+        if sa is None or sb is None or sa == sb:
+            continue
+        if STAGES[sb] >= STAGES[sa]:
+            wrong.append(f"{a} -> {b}")
+    return wrong
+
+
 def test_imports_flow_from_spec_to_cli() -> None:
-    graph = import_graph(with_type_only=True)
-    upstream = [
-        f"{a} -> {b}"
-        for a, b in graph.edges
-        if (sa := _stage(a)) is not None and (sb := _stage(b)) is not None and sb > sa
+    assert _against_the_order(import_graph(with_type_only=True).edges) == []
+
+
+def test_the_order_check_sees_imports_against_it() -> None:
+    planted = [
+        ("infra.simulate.engine", "infra.budget.cluster"),  # a later floor
+        ("infra.verify.compare", "infra.simulate.engine"),  # the same floor
+        ("infra.k8s.gpu", "infra.render.k8s_manifests"),
+        ("infra.lint.engine", "infra.budget.cluster"),  # allowed: an earlier floor
+        ("infra.render.tree", "infra.render.writer"),  # allowed: within a stage
+        ("infra.cli.app", "infra.errors"),  # allowed: a shared helper
     ]
-    assert upstream == []
+    assert _against_the_order(planted) == [f"{a} -> {b}" for a, b in planted[:3]]
 
 
-SAME_FLOOR_FORBIDDEN = (
-    ("infra.budget", "infra.lint"),
-    ("infra.simulate", "infra.budget"),
-    ("infra.simulate", "infra.lint"),
-    ("infra.simulate", "infra.verify"),
-    ("infra.k8s", "infra.render"),
-)
-"""Stages on one floor that must not import each other this way: lint reads budgets (RP060),
-never the reverse; budget checks a replay's figures (`infra.budget.simulation`), so the
-simulator reads neither budgets nor lint; render writes k8s objects
-(`infra.render.k8s_manifests`), never the reverse."""
+@pytest.mark.parametrize("doc", ["README.md", "docs/design.md"])
+def test_the_docs_print_the_stage_order(doc: str) -> None:
+    lines = [ln for ln in (ROOT / doc).read_text(encoding="utf-8").splitlines() if "→" in ln]
+    assert stage_order_line() in lines, f"{doc} should have the line: {stage_order_line()}"
 
 
-def test_same_floor_pairs_import_one_way() -> None:
-    graph = import_graph(with_type_only=True)
-    wrong = [
-        f"{a} -> {b}"
-        for a, b in graph.edges
-        for low, high in SAME_FLOOR_FORBIDDEN
-        if a.startswith(low + ".") and (b == high or b.startswith(high + "."))
-    ]
-    assert wrong == []
+def test_the_design_stage_table_follows_the_order() -> None:
+    """docs/design.md's block of stages names every stage once, floor by floor."""
+    text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    block = text.split("## Stages", 1)[1].split("```")[1]
+    named = [m for line in block.splitlines() for m in re.findall(r"infra\.(\w+)", line[:29])]
+    assert sorted(named) == sorted(STAGES)
+    assert [STAGES[m] for m in named] == sorted(STAGES[m] for m in named), named
 
 
 # --- one owner per MIG fact ---------------------------------------------------------------------
@@ -219,11 +247,7 @@ def _split_answer(node: ast.AST) -> bool:
 
 
 def test_one_mig_expansion_and_one_split_answer() -> None:
-    copies = [
-        copy
-        for module, path in _modules().items()
-        for copy in _mig_copies(module, ast.parse(path.read_text(encoding="utf-8")))
-    ]
+    copies = [copy for module, tree in _trees().items() for copy in _mig_copies(module, tree)]
     assert copies == []
 
 

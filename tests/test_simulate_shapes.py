@@ -105,9 +105,7 @@ def _fields(j: Job) -> dict[str, Any]:
     return {name: getattr(j, name) for name in j.__slots__}  # type: ignore[attr-defined]
 
 
-@settings(max_examples=200, deadline=None)
-@given(clusters(), traces(), st.sampled_from(PLACEMENTS), st.integers(0, 3))
-def test_the_shape_pass_replays_exactly_as_the_bucket_pass(
+def _the_shape_pass_replays_exactly_as_the_bucket_pass(
     spec: Spec, trace: list[Job], placement: str, seed: int
 ) -> None:
     policy = SimPolicy(placement=placement, seed=seed, checkpoint_write_s=10)
@@ -119,6 +117,19 @@ def test_the_shape_pass_replays_exactly_as_the_bucket_pass(
     assert fast.evictions == slow.evictions
     assert fast.frag_area == slow.frag_area
     assert fast_result == slow_result
+
+
+# Two replays of up to 40 jobs an example: `make test` replays the first 50 fixed examples,
+# `make test-slow` (and CI) all 200, `make fuzz` 200 fresh ones each run.
+_EXAMPLES = given(clusters(), traces(), st.sampled_from(PLACEMENTS), st.integers(0, 3))
+test_the_shape_pass_replays_exactly_as_the_bucket_pass = settings(max_examples=50, deadline=None)(
+    _EXAMPLES(_the_shape_pass_replays_exactly_as_the_bucket_pass)
+)
+test_the_shape_pass_replays_exactly_as_the_bucket_pass_200_examples = pytest.mark.slow(
+    settings(max_examples=200, deadline=None)(
+        _EXAMPLES(_the_shape_pass_replays_exactly_as_the_bucket_pass)
+    )
+)
 
 
 def test_a_replay_that_may_preempt_keeps_the_bucket_pass() -> None:
