@@ -63,14 +63,21 @@ class Cluster:
                     out[doc["metadata"]["name"]] = doc
         return out
 
-    def flavor_of(self, group: str) -> str:
-        """The rendered ResourceFlavor whose nodeLabels select node group `group`."""
-        (name,) = [
+    def flavor_of(self, group: str, resource: str = "nvidia.com/gpu") -> str:
+        """The rendered ResourceFlavor of node group `group` a ClusterQueue covers `resource` on."""
+        on_group = {
             n
             for n, f in self.rendered("ResourceFlavor").items()
             if f["spec"].get("nodeLabels", {}).get("railplan.dev/node-group") == group
-        ]
-        return name
+        }
+        (name,) = {
+            fl["name"]
+            for cq in self.rendered("ClusterQueue").values()
+            for rg in cq["spec"]["resourceGroups"]
+            for fl in rg["flavors"]
+            if fl["name"] in on_group and resource in rg["coveredResources"]
+        }
+        return str(name)
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +184,7 @@ def test_kueue_admits_a_mig_inference_job_on_the_mig_flavor(clean: Cluster) -> N
     profile = "nvidia.com/mig-1g.10gb"
     jobs.submit(clean.kubeconfig, jobs.job("infer-1", "serving", 1, {profile: "1"}))
     wl = jobs.wait_admitted(clean.kubeconfig, "serving", "infer-1", timeout_s=90)
-    assert jobs.flavors(wl) == {profile: clean.flavor_of("infer")}
+    assert jobs.flavors(wl) == {profile: clean.flavor_of("infer", profile)}
     (pod,) = jobs.wait_for(
         "its pod running", lambda: jobs.running_pods(clean.kubeconfig, "serving", "infer-1")
     )
@@ -187,45 +194,71 @@ def test_kueue_admits_a_mig_inference_job_on_the_mig_flavor(clean: Cluster) -> N
 # --- Kueue: borrowing and reclaim ---------------------------------------------------------------
 
 
-def _borrow_up_to_the_limit(cluster: Cluster) -> dict[str, int]:
-    """Research fills its train quota, then borrows serving's idle train GPUs up to what it may
-    borrow (its borrowingLimit, and no more than serving lends); one pod more waits. Whole
-    nodes per pod, pinned to the train group so only the train flavor is in play."""
-    train = cluster.flavor_of("train")
-    queues = cluster.rendered("ClusterQueue")
-    research, serving = _quota(queues["research"], train), _quota(queues["serving"], train)
-    per_pod = _gpus_per_node(cluster, "train")
-    borrowable = min(
-        research["borrowingLimit"], serving.get("lendingLimit", serving["nominalQuota"])
-    )
-    fill, borrow = research["nominalQuota"] // per_pod, borrowable // per_pod
-    assert fill > 0 and borrow > 0, (research, serving)
-    on_train = {"railplan.dev/node-group": "train"}
-    request = {GPU: str(per_pod)}
+def _lendable(cluster: Cluster) -> dict[str, Any]:
+    """Where research may borrow from serving: the first (flavor, resource) of research's
+    queue with a borrowingLimit, which serving lends and whose nodes have now; pods of a whole
+    node's worth of that resource each."""
+    queues, flavors = cluster.rendered("ClusterQueue"), cluster.rendered("ResourceFlavor")
+    for rg in queues["research"]["spec"]["resourceGroups"]:
+        for fl in rg["flavors"]:
+            group = flavors[fl["name"]]["spec"]["nodeLabels"]["railplan.dev/node-group"]
+            node = next(
+                n
+                for n in cluster.nodes.values()
+                if n["metadata"]["labels"]["railplan.dev/node-group"] == group
+            )
+            for resource in rg["coveredResources"]:
+                research = _quota(queues["research"], fl["name"], resource)
+                serving = _quota(queues["serving"], fl["name"], resource)
+                lends = serving.get("lendingLimit", serving["nominalQuota"])
+                per_pod = int(node["status"]["allocatable"].get(resource, "0"))
+                borrowable = min(research.get("borrowingLimit", lends), lends)
+                if per_pod and borrowable >= per_pod:
+                    return {
+                        "flavor": fl["name"],
+                        "resource": resource,
+                        "group": group,
+                        "per_pod": per_pod,
+                        "research": research["nominalQuota"],
+                        "borrowable": borrowable,
+                        "serving": serving["nominalQuota"],
+                    }
+    raise AssertionError("research can borrow nothing its nodes have now")
+
+
+def _borrow_up_to_the_limit(cluster: Cluster) -> dict[str, Any]:
+    """Research fills its own quota on that flavor, then borrows serving's idle quota up to
+    what it may borrow (its borrowingLimit, and no more than serving lends); one pod more
+    waits. Pods are pinned to the flavor's node group so no other flavor is in play."""
+    got = _lendable(cluster)
+    on_group = {"railplan.dev/node-group": got["group"]}
+    request = {got["resource"]: str(got["per_pod"])}
+    fill, borrow = got["research"] // got["per_pod"], got["borrowable"] // got["per_pod"]
     for name, pods in (("fill", fill), ("borrow", borrow)):
+        if pods == 0:
+            continue
         jobs.submit(
-            cluster.kubeconfig, jobs.job(name, "research", pods, request, node_selector=on_train)
+            cluster.kubeconfig, jobs.job(name, "research", pods, request, node_selector=on_group)
         )
         wl = jobs.wait_admitted(cluster.kubeconfig, "research", name)
-        assert jobs.flavors(wl) == {GPU: train}
+        assert jobs.flavors(wl) == {got["resource"]: got["flavor"]}
     jobs.submit(
-        cluster.kubeconfig, jobs.job("over", "research", 1, request, node_selector=on_train)
+        cluster.kubeconfig, jobs.job("over", "research", 1, request, node_selector=on_group)
     )
     message = jobs.wait_pending(cluster.kubeconfig, "research", "over")
     print("research/over:", message)
     assert "insufficient" in message.lower() or "borrow" in message.lower(), message
-    return {"per_pod": per_pod, "borrowed": borrow * per_pod, "serving": serving["nominalQuota"]}
+    return got
 
 
-def _lender_submits(cluster: Cluster, got: dict[str, int]) -> None:
-    """Serving asks for its whole train quota (at its own priority)."""
-    pods = got["serving"] // got["per_pod"]
+def _lender_submits(cluster: Cluster, got: dict[str, Any]) -> None:
+    """Serving asks for its whole quota on that flavor (at its own priority)."""
     job = jobs.job(
         "lender",
         "serving",
-        pods,
-        {GPU: str(got["per_pod"])},
-        node_selector={"railplan.dev/node-group": "train"},
+        got["serving"] // got["per_pod"],
+        {got["resource"]: str(got["per_pod"])},
+        node_selector={"railplan.dev/node-group": got["group"]},
         priority="h100-shared-critical",
     )
     jobs.submit(cluster.kubeconfig, job)
@@ -262,7 +295,8 @@ def test_the_lender_reclaims_borrowed_gpus_when_reclaim_is_any(
     evicted = jobs.condition(borrow, "Evicted")
     assert evicted is not None and evicted["status"] == "True", borrow
     print("research/borrow evicted:", evicted["reason"], evicted["message"])
-    assert jobs.admitted(jobs.workload(clean.kubeconfig, "research", "fill"))
+    if got["research"]:
+        assert jobs.admitted(jobs.workload(clean.kubeconfig, "research", "fill"))
 
 
 # --- kube-scheduler ------------------------------------------------------------------------------
