@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-slow lint typecheck unit tools fuzz bench accuracy golden sandbox twin slurm-replay cluster-twin k8s-twin-build k8s-twin clean
+.PHONY: demo test test-slow lint typecheck unit tools fuzz bench accuracy golden sandbox twin slurm-replay cluster-twin k8s-twin-build k8s-twin k8s-twin-sched clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -144,13 +144,20 @@ cluster-twin: $(STAMP) tools
 # kube-controller-manager, kube-scheduler and kubectl built with Go from their modules at the
 # pinned release into /var/cache/railplan-k8s-twin (RAILPLAN_K8S_TWIN_CACHE; a cold build
 # downloads about 0.1 GB of modules and compiles for many minutes on 2 cores, a warm one
-# finds the binaries); then the controllers' CRDs and the rendered manifests of the default
-# specs applied server-side, each on an empty cluster. Go is this target's build tool only.
+# finds the binaries; the Kueue and kwok controllers are built beside them); then the
+# controllers' CRDs and the rendered manifests of the default specs applied server-side, each
+# on an empty cluster. Go is this target's build tool only.
 k8s-twin-build: $(STAMP)
 	$(BIN)/python -m tests.k8s_twin build
 
 k8s-twin: k8s-twin-build
 	RAILPLAN_K8S_TWIN=1 $(BIN)/pytest -q -p no:cacheprovider -rA tests/test_k8s_twin.py
+
+# The twin's scheduling scenarios: the Kueue controller (with its webhooks) and kwok (the
+# planned nodes' simulated kubelet), built from their modules by k8s-twin-build too, run
+# against the control plane with the Kueue variant of examples/k8s-tenants.yaml applied.
+k8s-twin-sched: k8s-twin-build
+	RAILPLAN_K8S_TWIN=1 $(BIN)/pytest -q -p no:cacheprovider -rA tests/test_k8s_twin_sched.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

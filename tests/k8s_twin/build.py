@@ -9,6 +9,10 @@ common. Modules and the compile cache live beside the binaries under the cache r
 the checkout, so a second run finds the binaries and takes no time. Go is only this test
 set-up's build tool: nothing in ``infra/`` imports or runs it. Builds run under ``nice -n
 19`` so a build never starves other work on the machine.
+
+The controllers the scheduling scenarios run (Kueue, kwok) are built apart, each by ``go
+install PACKAGE@RELEASE`` in its own module's dependency graph (their client-go releases differ
+from the control plane's), into ``<name>-<release>/bin`` under the same cache root.
 """
 
 from __future__ import annotations
@@ -40,12 +44,12 @@ def go_env() -> dict[str, str]:
     return env
 
 
-def _go(args: list[str], cwd: Path) -> str:
+def _go(args: list[str], cwd: Path, extra_env: dict[str, str] | None = None) -> str:
     """Run one go command niced; its stdout, or TwinBuildError with its stderr's tail."""
     proc = subprocess.run(
         ["nice", "-n", "19", "go", *args],
         cwd=cwd,
-        env=go_env(),
+        env={**go_env(), **(extra_env or {})},
         capture_output=True,
         text=True,
         check=False,
@@ -179,3 +183,39 @@ def build(force: bool = False) -> dict[str, object]:
         "built": list(versions.BINARIES),
         "seconds": round(time.monotonic() - started, 1),
     }
+
+
+def build_controller(name: str, force: bool = False) -> dict[str, object]:
+    """Build controller `name` of `versions.CONTROLLERS` into the cache unless it is there."""
+    target = versions.controller_bin(name)
+    if target.is_file() and not force:
+        return {"binary": str(target), "built": False, "seconds": 0.0}
+    if shutil.which("go") is None:
+        raise TwinBuildError("the Go toolchain (`go`) is needed to build the twin's controllers")
+    module, release, pkg, version_var = versions.CONTROLLERS[name]
+    started = time.monotonic()
+    partial = target.parent.with_name("bin.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    flags = f"-s -w -X {version_var}={release}"
+    _go(
+        ["install", "-trimpath", "-ldflags", flags, f"{pkg}@{release}"],
+        Path("/"),
+        {"GOBIN": str(partial)},
+    )
+    built = partial / go_binary_name(pkg)
+    if built.name != name:
+        built.rename(partial / name)
+    shutil.rmtree(target.parent, ignore_errors=True)
+    partial.rename(target.parent)
+    return {
+        "binary": str(target),
+        "module": f"{module}@{release}",
+        "built": True,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def build_controllers(force: bool = False) -> dict[str, dict[str, object]]:
+    """Every controller of `versions.CONTROLLERS`, built or found cached."""
+    return {name: build_controller(name, force) for name in versions.CONTROLLERS}

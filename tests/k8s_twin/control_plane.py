@@ -192,7 +192,11 @@ class ControlPlane:
         self._save()
 
     def _start(self, name: str, args: list[str]) -> None:
-        cmd = [str(versions.bin_dir() / name), *args]
+        self.start_process(name, [str(versions.bin_dir() / name), *args])
+
+    def start_process(self, name: str, cmd: list[str]) -> None:
+        """Start `cmd` as process `name` beside the control plane (a controller run against
+        it): recorded like the four, so `down` stops it first, and logged to ``NAME.log``."""
         with (self.workdir / f"{name}.log").open("ab") as log:
             proc = subprocess.Popen(
                 cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.k8s_twin import build
+from tests.k8s_twin import build, versions
 from tests.k8s_twin.kubectl import kubectl
 
 VENDORED = Path(__file__).resolve().parent / "crds"
@@ -49,7 +49,8 @@ class CrdSource:
 
 
 SOURCES = (
-    CrdSource("kueue", "sigs.k8s.io/kueue", "v0.17.0", "config/components/crd/bases"),
+    # The CRDs of the Kueue release the scheduling scenarios run.
+    CrdSource("kueue", "sigs.k8s.io/kueue", versions.KUEUE_VERSION, "config/components/crd/bases"),
     CrdSource(
         "prometheus-operator",
         "github.com/prometheus-operator/prometheus-operator",

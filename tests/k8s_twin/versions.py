@@ -1,7 +1,9 @@
 """The Kubernetes twin's pinned versions and where their build output is cached.
 
 One Kubernetes release (``k8s.io/kubernetes``, its staging modules at the matching ``v0.x``)
-and the etcd that release's own integration tests run (``hack/lib/etcd.sh`` of that tag).
+and the etcd that release's own integration tests run (``hack/lib/etcd.sh`` of that tag); the
+controllers the scheduling scenarios run against it (Kueue, and kwok as the nodes' simulated
+kubelet), each built from its own module at its release tag with that module's own go.mod.
 Every version the twin uses is named here and nowhere else, so a bump is one edit; the
 cache directory is keyed by these versions, so a bump builds afresh and never mixes
 binaries of two releases.
@@ -30,6 +32,27 @@ BINARIES = {
     "etcd": "go.etcd.io/etcd/server/v3",
 }
 
+# The controllers: name -> (module, release, main package, the variable its release build
+# stamps with the version). Each is built by ``go install PACKAGE@RELEASE``, with the module's
+# own dependency graph (Kueue v0.17.0 requires k8s.io/api v0.35.3, kwok v0.8.0 v0.36.1: neither
+# could share the control plane's v1.37.2 graph, nor needs to).
+KUEUE_VERSION = "v0.17.0"
+KWOK_VERSION = "v0.8.0"
+CONTROLLERS = {
+    "kueue": (
+        "sigs.k8s.io/kueue",
+        KUEUE_VERSION,
+        "sigs.k8s.io/kueue/cmd/kueue",
+        "sigs.k8s.io/kueue/pkg/version.GitVersion",
+    ),
+    "kwok": (
+        "sigs.k8s.io/kwok",
+        KWOK_VERSION,
+        "sigs.k8s.io/kwok/cmd/kwok",
+        "sigs.k8s.io/kwok/pkg/consts.Version",
+    ),
+}
+
 DEFAULT_CACHE = Path("/var/cache/railplan-k8s-twin")
 
 
@@ -46,3 +69,14 @@ def bin_dir() -> Path:
 def missing_binaries() -> list[str]:
     """The pinned binaries not (yet) in the cache, in `BINARIES` order."""
     return [name for name in BINARIES if not (bin_dir() / name).is_file()]
+
+
+def controller_bin(name: str) -> Path:
+    """The cached binary of controller `name` (a key of `CONTROLLERS`) at its release."""
+    version = CONTROLLERS[name][1]
+    return cache_root() / f"{name}-{version}" / "bin" / name
+
+
+def missing_controllers() -> list[str]:
+    """The controllers whose binary is not (yet) in the cache, in `CONTROLLERS` order."""
+    return [name for name in CONTROLLERS if not controller_bin(name).is_file()]

@@ -1,0 +1,320 @@
+"""Kueue and kube-scheduler on the planned nodes: the Kubernetes twin's scheduling scenarios.
+
+On one control plane (tests/k8s_twin): the CRDs; Kueue's controller with its release's
+webhooks (the README's prerequisite, installed first); the rendered manifests of the Kueue
+variant of examples/k8s-tenants.yaml applied in the README's order; a Node per planned server,
+labelled and sized as NFD, the GPU Operator and railplan's Ansible would leave it, kept Ready
+by kwok, which also runs the pods bound to them. Then Jobs as the tenants' users submit them
+(``batch/v1`` with ``kueue.x-k8s.io/queue-name``) and what Kueue admitted, on which flavor, and
+where the twin's kube-scheduler put the pods. ``make k8s-twin-sched`` runs this module
+(RAILPLAN_K8S_TWIN=1); elsewhere it skips, saying why.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.k8s_twin import apply, crds, jobs, kueue, kwok, nodes, versions
+from tests.k8s_twin.control_plane import ControlPlane
+from tests.k8s_twin.kubectl import kubectl
+
+_missing = versions.missing_binaries() + versions.missing_controllers()
+if os.environ.get("RAILPLAN_K8S_TWIN") != "1":
+    pytest.skip(
+        "the Kubernetes twin runs under `make k8s-twin-sched` (RAILPLAN_K8S_TWIN=1)",
+        allow_module_level=True,
+    )
+if _missing and os.environ.get("CI") != "true":
+    pytest.skip(
+        f"Kubernetes twin binaries not built ({', '.join(_missing)}): run `make k8s-twin-build`",
+        allow_module_level=True,
+    )
+
+SPEC = Path("kueue:examples/k8s-tenants.yaml")
+GPU = "nvidia.com/gpu"
+TENANTS = ["research", "serving"]
+
+
+@dataclass
+class Cluster:
+    plane: ControlPlane
+    spec: Path  # the materialised Kueue spec
+    k8s_dir: Path
+    planned: nodes.Planned
+    nodes: dict[str, dict[str, Any]]  # name -> the Node as created
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.plane.kubeconfig
+
+    def rendered(self, kind: str, k8s_dir: Path | None = None) -> dict[str, dict[str, Any]]:
+        """Name -> rendered object of `kind`, from the tree applied (or `k8s_dir`)."""
+        out = {}
+        for path in sorted((k8s_dir or self.k8s_dir).glob("*.yaml")):
+            for doc in yaml.safe_load_all(path.read_text()):
+                if isinstance(doc, dict) and doc.get("kind") == kind:
+                    out[doc["metadata"]["name"]] = doc
+        return out
+
+    def flavor_of(self, group: str, resource: str = "nvidia.com/gpu") -> str:
+        """The rendered ResourceFlavor of node group `group` a ClusterQueue covers `resource` on."""
+        on_group = {
+            n
+            for n, f in self.rendered("ResourceFlavor").items()
+            if f["spec"].get("nodeLabels", {}).get("railplan.dev/node-group") == group
+        }
+        (name,) = {
+            fl["name"]
+            for cq in self.rendered("ClusterQueue").values()
+            for rg in cq["spec"]["resourceGroups"]
+            for fl in rg["flavors"]
+            if fl["name"] in on_group and resource in rg["coveredResources"]
+        }
+        return str(name)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    assert not _missing, f"binaries not built: {_missing}"
+    workdir = tmp_path_factory.mktemp("k8s-twin-sched")
+    plane = ControlPlane(workdir / "plane")
+    plane.up()
+    try:
+        crds.install(plane.kubeconfig)
+        kueue.start(plane)
+        spec = apply.materialise(SPEC, workdir)
+        k8s_dir = apply.render(spec, workdir / "root")
+        refused = [
+            r.as_dict() for r in apply.apply_tree(plane.kubeconfig, k8s_dir) if not r.accepted
+        ]
+        assert refused == [], refused
+        planned = nodes.Planned.load(spec)
+        objects = nodes.node_objects(planned)
+        kwok.start(plane)
+        kwok.create_nodes(plane, objects)
+        kwok.wait_ready(plane, [o["metadata"]["name"] for o in objects])
+        yield Cluster(plane, spec, k8s_dir, planned, {o["metadata"]["name"]: o for o in objects})
+    finally:
+        left = plane.down()
+    assert left == [], f"still running after down: {left}"
+
+
+@pytest.fixture
+def clean(cluster: Cluster) -> Iterator[Cluster]:
+    """The cluster with no tenant Job before and after the test, and the rendered queues."""
+    jobs.delete_all(cluster.kubeconfig, TENANTS)
+    use_cluster_queues(cluster, cluster.k8s_dir)
+    yield cluster
+    jobs.delete_all(cluster.kubeconfig, TENANTS)
+
+
+def use_cluster_queues(cluster: Cluster, k8s_dir: Path) -> None:
+    """Server-side apply the ClusterQueues rendered into `k8s_dir` (railplan's field manager)."""
+    (path,) = k8s_dir.glob("*-clusterqueue.yaml")
+    kubectl(
+        cluster.kubeconfig,
+        ["apply", "--server-side", f"--field-manager={apply.FIELD_MANAGER}", "-f", str(path)],
+    )
+
+
+def _quota(cq: dict[str, Any], flavor: str, resource: str = GPU) -> dict[str, int]:
+    """nominalQuota / borrowingLimit / lendingLimit of `resource` on `flavor` in a ClusterQueue."""
+    for group in cq["spec"]["resourceGroups"]:
+        for fl in group["flavors"]:
+            if fl["name"] == flavor:
+                for res in fl["resources"]:
+                    if res["name"] == resource:
+                        return {k: int(v) for k, v in res.items() if k != "name"}
+    raise KeyError(f"{cq['metadata']['name']}: no {resource} on {flavor}")
+
+
+def _gpus_per_node(cluster: Cluster, group: str) -> int:
+    return cluster.planned.catalog.nodes[cluster.planned.plan.groups[group].node].gpus
+
+
+def _node_of(cluster: Cluster, pod: dict[str, Any]) -> dict[str, Any]:
+    return cluster.nodes[pod["spec"]["nodeName"]]
+
+
+# --- the nodes ---------------------------------------------------------------------------------
+
+
+def test_planned_nodes_are_ready_with_their_labels_and_capacity(cluster: Cluster) -> None:
+    ready = kwok.ready_nodes(cluster.plane)
+    assert set(ready) == {s.name for s in cluster.planned.plan.servers}
+    train, infer = ready["train001"], ready["infer001"]
+    assert train["metadata"]["labels"]["railplan.dev/node-group"] == "train"
+    assert train["metadata"]["labels"]["railplan.dev/su"] == "train-su01"
+    assert train["status"]["allocatable"][GPU] == "8"
+    assert train["status"]["allocatable"]["rdma/rdma_shared_device_ib"] == "63"
+    # The inference group is MIG-split now (infer-day: seven 1g.10gb per GPU), mixed strategy.
+    assert infer["metadata"]["labels"]["nvidia.com/mig.config"] == "infer-day"
+    assert infer["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] == "56"
+    assert infer["status"]["allocatable"][GPU] == "0"
+    # kwok renews each node's Lease, as a kubelet does.
+    leases = kubectl(cluster.kubeconfig, ["get", "leases", "-n", "kube-node-lease", "-o", "name"])
+    assert len(leases.split()) == len(ready)
+
+
+# --- Kueue: flavors -----------------------------------------------------------------------------
+
+
+def test_kueue_admits_a_whole_gpu_training_job_on_the_gpu_flavor(clean: Cluster) -> None:
+    gpus = _gpus_per_node(clean, "train")
+    jobs.submit(clean.kubeconfig, jobs.job("train-1", "research", 1, {GPU: str(gpus)}))
+    wl = jobs.wait_admitted(clean.kubeconfig, "research", "train-1")
+    assert wl["status"]["admission"]["clusterQueue"] == "research"
+    assert jobs.flavors(wl) == {GPU: clean.flavor_of("train")}
+    (pod,) = jobs.wait_for(
+        "its pod running", lambda: jobs.running_pods(clean.kubeconfig, "research", "train-1")
+    )
+    assert _node_of(clean, pod)["metadata"]["labels"]["railplan.dev/node-group"] == "train"
+
+
+def test_kueue_admits_a_mig_inference_job_on_the_mig_flavor(clean: Cluster) -> None:
+    """A serving pod asking for one 1g.10gb slice (the group's layout now) is admitted on
+    the inference group's flavor and runs on an inference node."""
+    profile = "nvidia.com/mig-1g.10gb"
+    jobs.submit(clean.kubeconfig, jobs.job("infer-1", "serving", 1, {profile: "1"}))
+    wl = jobs.wait_admitted(clean.kubeconfig, "serving", "infer-1", timeout_s=90)
+    assert jobs.flavors(wl) == {profile: clean.flavor_of("infer", profile)}
+    (pod,) = jobs.wait_for(
+        "its pod running", lambda: jobs.running_pods(clean.kubeconfig, "serving", "infer-1")
+    )
+    assert _node_of(clean, pod)["metadata"]["labels"]["railplan.dev/node-group"] == "infer"
+
+
+# --- Kueue: borrowing and reclaim ---------------------------------------------------------------
+
+
+def _lendable(cluster: Cluster) -> dict[str, Any]:
+    """Where research may borrow from serving: the first (flavor, resource) of research's
+    queue with a borrowingLimit, which serving lends and whose nodes have now; pods of a whole
+    node's worth of that resource each."""
+    queues, flavors = cluster.rendered("ClusterQueue"), cluster.rendered("ResourceFlavor")
+    for rg in queues["research"]["spec"]["resourceGroups"]:
+        for fl in rg["flavors"]:
+            group = flavors[fl["name"]]["spec"]["nodeLabels"]["railplan.dev/node-group"]
+            node = next(
+                n
+                for n in cluster.nodes.values()
+                if n["metadata"]["labels"]["railplan.dev/node-group"] == group
+            )
+            for resource in rg["coveredResources"]:
+                research = _quota(queues["research"], fl["name"], resource)
+                serving = _quota(queues["serving"], fl["name"], resource)
+                lends = serving.get("lendingLimit", serving["nominalQuota"])
+                per_pod = int(node["status"]["allocatable"].get(resource, "0"))
+                borrowable = min(research.get("borrowingLimit", lends), lends)
+                if per_pod and borrowable >= per_pod:
+                    return {
+                        "flavor": fl["name"],
+                        "resource": resource,
+                        "group": group,
+                        "per_pod": per_pod,
+                        "research": research["nominalQuota"],
+                        "borrowable": borrowable,
+                        "serving": serving["nominalQuota"],
+                    }
+    raise AssertionError("research can borrow nothing its nodes have now")
+
+
+def _borrow_up_to_the_limit(cluster: Cluster) -> dict[str, Any]:
+    """Research fills its own quota on that flavor, then borrows serving's idle quota up to
+    what it may borrow (its borrowingLimit, and no more than serving lends); one pod more
+    waits. Pods are pinned to the flavor's node group so no other flavor is in play."""
+    got = _lendable(cluster)
+    on_group = {"railplan.dev/node-group": got["group"]}
+    request = {got["resource"]: str(got["per_pod"])}
+    fill, borrow = got["research"] // got["per_pod"], got["borrowable"] // got["per_pod"]
+    for name, pods in (("fill", fill), ("borrow", borrow)):
+        if pods == 0:
+            continue
+        jobs.submit(
+            cluster.kubeconfig, jobs.job(name, "research", pods, request, node_selector=on_group)
+        )
+        wl = jobs.wait_admitted(cluster.kubeconfig, "research", name)
+        assert jobs.flavors(wl) == {got["resource"]: got["flavor"]}
+    jobs.submit(
+        cluster.kubeconfig, jobs.job("over", "research", 1, request, node_selector=on_group)
+    )
+    message = jobs.wait_pending(cluster.kubeconfig, "research", "over")
+    print("research/over:", message)
+    assert "insufficient" in message.lower() or "borrow" in message.lower(), message
+    return got
+
+
+def _lender_submits(cluster: Cluster, got: dict[str, Any]) -> None:
+    """Serving asks for its whole quota on that flavor (at its own priority)."""
+    job = jobs.job(
+        "lender",
+        "serving",
+        got["serving"] // got["per_pod"],
+        {got["resource"]: str(got["per_pod"])},
+        node_selector={"railplan.dev/node-group": got["group"]},
+        priority="h100-shared-critical",
+    )
+    jobs.submit(cluster.kubeconfig, job)
+
+
+def test_borrowing_is_bounded_and_kept_when_reclaim_is_never(clean: Cluster) -> None:
+    """The reference spec says `reclaim: never` (reclaimWithinCohort: Never): the lender waits
+    for research's borrowed GPUs to come back by themselves; nothing is evicted."""
+    queues = clean.rendered("ClusterQueue")
+    assert queues["research"]["spec"]["preemption"]["reclaimWithinCohort"] == "Never"
+    got = _borrow_up_to_the_limit(clean)
+    _lender_submits(clean, got)
+    message = jobs.wait_pending(clean.kubeconfig, "serving", "lender")
+    print("serving/lender:", message)
+    borrow = jobs.workload(clean.kubeconfig, "research", "borrow")
+    assert jobs.admitted(borrow) and jobs.condition(borrow, "Evicted") is None
+
+
+def test_the_lender_reclaims_borrowed_gpus_when_reclaim_is_any(
+    clean: Cluster, tmp_path: Path
+) -> None:
+    """With `reclaim: any` (reclaimWithinCohort: Any) the lender's Job evicts research's
+    borrowing Job and is admitted on its own quota; research's nominal Job keeps running."""
+    variant = tmp_path / "reclaim-any.yaml"
+    variant.write_text(clean.spec.read_text().replace("reclaim: never", "reclaim: any"))
+    k8s_dir = apply.render(variant, tmp_path / "root")
+    queues = clean.rendered("ClusterQueue", k8s_dir)
+    assert queues["research"]["spec"]["preemption"]["reclaimWithinCohort"] == "Any"
+    use_cluster_queues(clean, k8s_dir)
+    got = _borrow_up_to_the_limit(clean)
+    _lender_submits(clean, got)
+    jobs.wait_admitted(clean.kubeconfig, "serving", "lender")
+    borrow = jobs.workload(clean.kubeconfig, "research", "borrow")
+    evicted = jobs.condition(borrow, "Evicted")
+    assert evicted is not None and evicted["status"] == "True", borrow
+    print("research/borrow evicted:", evicted["reason"], evicted["message"])
+    if got["research"]:
+        assert jobs.admitted(jobs.workload(clean.kubeconfig, "research", "fill"))
+
+
+# --- kube-scheduler ------------------------------------------------------------------------------
+
+
+def test_the_scheduler_places_an_admitted_jobs_pods_on_fitting_nodes(clean: Cluster) -> None:
+    """A 4-node training Job (a node's GPUs per pod): Kueue admits it, the twin's
+    kube-scheduler binds each pod to its own train node, kwok runs it."""
+    per_pod = _gpus_per_node(clean, "train")
+    jobs.submit(clean.kubeconfig, jobs.job("gang", "research", 4, {GPU: str(per_pod)}))
+    jobs.wait_admitted(clean.kubeconfig, "research", "gang")
+
+    def four_running() -> list[dict[str, Any]] | None:
+        pods = jobs.running_pods(clean.kubeconfig, "research", "gang")
+        return pods if len(pods) == 4 else None
+
+    placed = [_node_of(clean, p) for p in jobs.wait_for("4 pods running", four_running)]
+    assert len({n["metadata"]["name"] for n in placed}) == 4
+    for node in placed:
+        assert node["metadata"]["labels"]["railplan.dev/node-group"] == "train"
+        assert int(node["status"]["allocatable"][GPU]) >= per_pod
