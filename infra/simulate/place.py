@@ -109,11 +109,7 @@ def _fits_once_freed(
     One node: a node of the job's groups with its GPUs free; a fraction (``need`` slices):
     such a slice freed; a gang: as many more wholly free nodes as it lacks.
     """
-    lacking = {
-        name: g.full - gpus // g.per_node
-        for name, g in groups.items()
-        if gpus > g.per_node
-    }
+    lacking = {name: g.full - gpus // g.per_node for name, g in groups.items() if gpus > g.per_node}
     whole: dict[int, int] = {}
     for part in freed:
         node = cluster.nodes[part.node]
