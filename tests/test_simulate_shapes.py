@@ -1,13 +1,16 @@
 """Scheduling passes by shape (`infra.simulate.shapes`): the engine's own pass, only cheaper.
 
-Where nothing can be preempted the engine serves shapes instead of buckets. Replays of random
-traces with both passes must agree exactly (every start, end and figure), and the placement
-searches must stay a few per job as the queue grows: a trace of fractions of hundreds of sizes
-used to search once per waiting bucket after every job that ended.
+Where nothing can be evicted in a pass the engine serves shapes instead of buckets. Replays of
+random traces with both passes must agree exactly (every start, end and figure), with
+preemption on or off and tenants with or without a quota, and the placement searches must stay
+a few per job as the queue grows: a trace of fractions of hundreds of sizes used to search once
+per waiting bucket after every job that ended (with preemption on, or one tenant per job).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -29,6 +32,18 @@ class Buckets(Replay):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.shapes = None
+
+
+class Shapes(Replay):
+    """Shapes served from the first waiting bucket on (the engine waits for a few dozen)."""
+
+    FEW_BUCKETS = 0
+
+
+class SomeShapes(Replay):
+    """Shapes served from 4 waiting buckets on, handed back below 2."""
+
+    FEW_BUCKETS = 4
 
 
 MIX = 'mig_layouts: {mix: {profiles: {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}}}\n'
@@ -53,10 +68,12 @@ def clusters(draw: st.DrawFn) -> Spec:
                 f"    - {{name: {name}, gpus: {quota}, priority: {priority}, "
                 f"borrowing_limit: {borrow}}}\n"
             )
+        reclaim = draw(st.sampled_from(("any", "lower_priority", "never")))
+        within = draw(st.sampled_from(("lower_priority", "never")))
         tenants = (
             "  tenants:\n"
             + "".join(rows)
-            + "  preemption: {reclaim: never, within_tenant: never}\n"
+            + f"  preemption: {{reclaim: {reclaim}, within_tenant: {within}}}\n"
         )
     kind = draw(st.sampled_from(("whole", "split", "day-night", "shared")))
     if kind == "shared":
@@ -92,7 +109,7 @@ def traces(draw: st.DrawFn) -> list[Job]:
             draw(st.integers(1, 100)) * (900 if long else 4),
             1 if fraction else draw(st.integers(1, 24)),
             milli=draw(st.sampled_from(NEAR) | st.integers(1, 999)) if fraction else 1000,
-            tenant=draw(st.sampled_from(("a", "b", "c"))),
+            tenant=draw(st.sampled_from(("a", "b", "c", "d"))),  # c, d: no quota
             priority=draw(st.sampled_from(("low", "normal", "high", "critical"))),
         )
         if draw(st.integers(0, 5)) == 0:
@@ -106,10 +123,10 @@ def _fields(j: Job) -> dict[str, Any]:
 
 
 def _the_shape_pass_replays_exactly_as_the_bucket_pass(
-    spec: Spec, trace: list[Job], placement: str, seed: int
+    spec: Spec, trace: list[Job], placement: str, seed: int, cls: type[Replay]
 ) -> None:
     policy = SimPolicy(placement=placement, seed=seed, checkpoint_write_s=10)
-    fast, fast_result = replay(spec, trace, policy)
+    fast, fast_result = replay(spec, trace, policy, cls=cls)
     slow, slow_result = replay(spec, trace, policy, cls=Buckets)
     assert fast.shapes is not None and slow.shapes is None
     assert fast.first_start == slow.first_start
@@ -120,22 +137,42 @@ def _the_shape_pass_replays_exactly_as_the_bucket_pass(
 
 
 # Two replays of up to 40 jobs an example: `make test` replays the first 50 fixed examples,
-# `make test-slow` (and CI) all 200, `make fuzz` 200 fresh ones each run.
-_EXAMPLES = given(clusters(), traces(), st.sampled_from(PLACEMENTS), st.integers(0, 3))
+# `make test-slow` (and CI) 300, and `make fuzz` both with fresh random examples each run.
+_EXAMPLES = given(
+    clusters(),
+    traces(),
+    st.sampled_from(PLACEMENTS),
+    st.integers(0, 3),
+    st.sampled_from((Shapes, SomeShapes)),
+)
 test_the_shape_pass_replays_exactly_as_the_bucket_pass = settings(max_examples=50, deadline=None)(
     _EXAMPLES(_the_shape_pass_replays_exactly_as_the_bucket_pass)
 )
-test_the_shape_pass_replays_exactly_as_the_bucket_pass_200_examples = pytest.mark.slow(
-    settings(max_examples=200, deadline=None)(
+test_the_shape_pass_replays_exactly_as_the_bucket_pass_300_examples = pytest.mark.slow(
+    settings(max_examples=300, deadline=None)(
         _EXAMPLES(_the_shape_pass_replays_exactly_as_the_bucket_pass)
     )
 )
 
 
-def test_a_replay_that_may_preempt_keeps_the_bucket_pass() -> None:
-    spec = group_spec(1, "scheduler:\n  tenants:\n    - {name: a, gpus: 8}\n")
-    run, _ = replay(spec, [job("j", 0, 10, 1, tenant="a")])
-    assert run.shapes is None
+def test_a_pass_that_may_evict_serves_buckets_and_the_shapes_resume_after() -> None:
+    # b borrows a's idle GPUs; a's job then reclaims them: that pass is the engine's own
+    spec = group_spec(
+        1,
+        "scheduler:\n  tenants:\n    - {name: a, gpus: 4, priority: high}\n"
+        "    - {name: b, gpus: 4, priority: low, borrowing_limit: 4}\n"
+        "  preemption: {reclaim: any, within_tenant: never}\n",
+    )
+    jobs = [
+        job("b1", 0, 100, 4, tenant="b"),
+        job("b2", 0, 100, 4, tenant="b"),
+        job("a1", 10, 50, 4, tenant="a"),
+    ]
+    fast, fast_result = replay(spec, jobs, cls=Shapes)
+    slow, slow_result = replay(spec, jobs, cls=Buckets)
+    assert fast.shapes is not None and fast.shapes.synced
+    assert fast.preemptions == slow.preemptions == 1
+    assert fast_result == slow_result
 
 
 def _fractions(count: int) -> list[Job]:
@@ -146,17 +183,34 @@ def _fractions(count: int) -> list[Job]:
     ]
 
 
-FRACTIONS = group_spec(
-    2,
-    "scheduler:\n  mig_strategy: mixed\n  tenants:\n    - {name: a, gpus: 6}\n"
-    "  preemption: {reclaim: never, within_tenant: never}\n" + MIX,
-    ", mig: [{gpus: [0, 1, 2, 3, 4, 5, 6, 7], layout: mix}]",
-)
+def _spec(preemption: str) -> Spec:
+    """Two DGX A100 split by MIG; tenant a's quota 6 GPUs."""
+    return group_spec(
+        2,
+        "scheduler:\n  mig_strategy: mixed\n  tenants:\n    - {name: a, gpus: 6}\n"
+        f"  preemption: {preemption}\n" + MIX,
+        ", mig: [{gpus: [0, 1, 2, 3, 4, 5, 6, 7], layout: mix}]",
+    )
+
+
+FRACTIONS = _spec("{reclaim: never, within_tenant: never}")
+PREEMPTING = _spec("{reclaim: any, within_tenant: lower_priority}")
+"""`FRACTIONS` with preemption on (Kueue's default): one tenant and priority evict nobody."""
+
+
+def _one_tenant_each(count: int) -> list[Job]:
+    """`_fractions`, each job of a tenant of its own without a quota: most wait for GPUs."""
+    return [replace(j, tenant=f"u{i}") for i, j in enumerate(_fractions(count))]
 
 
 @pytest.mark.parametrize("count", [300, 1200])
+@pytest.mark.parametrize(
+    "spec, trace",
+    [(FRACTIONS, _fractions), (PREEMPTING, _fractions), (FRACTIONS, _one_tenant_each)],
+    ids=["no-preemption", "preemption", "tenant-per-job"],
+)
 def test_placement_searches_stay_a_few_per_job_as_the_queue_grows(
-    count: int, monkeypatch: pytest.MonkeyPatch
+    count: int, spec: Spec, trace: Callable[[int], list[Job]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     searches = 0
     least_held = engine.least_held
@@ -167,7 +221,7 @@ def test_placement_searches_stay_a_few_per_job_as_the_queue_grows(
         return least_held(*args)
 
     monkeypatch.setattr(engine, "least_held", counted)
-    _, result = replay(FRACTIONS, _fractions(count))
+    _, result = replay(spec, trace(count))
     assert result.trace.jobs == count
     assert searches <= 8 * count  # was a search per waiting bucket per job that ended
 
@@ -185,7 +239,7 @@ def test_buckets_of_one_shape_waiting_for_quota_do_not_count_as_waiting_for_gpus
         job("y", 1, 100, 1, milli=500, tenant="a"),
         job("z", 1, 100, 1, milli=510, tenant="a"),
     ]
-    fast, fast_result = replay(spec, jobs)
+    fast, fast_result = replay(spec, jobs, cls=Shapes)
     slow, slow_result = replay(spec, jobs, cls=Buckets)
     assert fast.shapes is not None
     assert fast.frag_area == slow.frag_area == 0.0

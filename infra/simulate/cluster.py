@@ -212,6 +212,7 @@ class GroupIndex:
     su_pod: dict[int, int]
     replicas: int = 1  # GPU sharing: replicas per GPU; 1: none
     members: list[int] = field(default_factory=list)  # its nodes, in plan order
+    full: int = 0  # open nodes with every GPU unsplit and free: the sizes of ``su_full``
 
 
 class Cluster:
@@ -260,6 +261,7 @@ class Cluster:
                 g.by_slice.setdefault(size, {})[node.index] = None
         if node.whole_free == node.gpus:
             g.su_full[node.su][node.index] = None
+            g.full += 1
 
     def _unindex(self, node: Node) -> None:
         if not node.open:
@@ -269,6 +271,7 @@ class Cluster:
         for size in node.slices_free:
             g.by_slice.get(size, {}).pop(node.index, None)
         g.su_full[node.su].pop(node.index, None)
+        g.full -= node.whole_free == node.gpus
 
     # --- changes -----------------------------------------------------------------------
 
@@ -292,6 +295,7 @@ class Cluster:
                 continue
             g = groups[node.group]
             by_free = g.by_free
+            g.full -= node.whole_free == node.gpus
             by_free[node.whole_free].pop(index, None)
             for g_size in node.slices_free:
                 g.by_slice.get(g_size, {}).pop(index, None)
@@ -309,6 +313,7 @@ class Cluster:
                     g.by_slice.setdefault(g_size, {})[index] = None
             if node.whole_free == node.gpus:
                 g.su_full[node.su][index] = None
+                g.full += 1
             if watch is not None:
                 watch(node)
 

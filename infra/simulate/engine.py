@@ -8,8 +8,9 @@ and submits are applied, then one pass admits what fits. The pass serves queue b
 priority order (tenant's priority, then the job's, then submit time); a bucket whose head does
 not fit is passed over (Kueue's BestEffortFIFO) and, where the spec's preemption allows, its
 head may evict lower-priority jobs of its tenant or reclaim GPUs other tenants borrow. Where
-nothing can be preempted the pass serves buckets by shape (`infra.simulate.shapes`), so its
-cost follows the shapes waiting, not the jobs. An
+nothing can be evicted in a pass (no head has a possible victim among the jobs running or
+waiting) the pass serves buckets by shape (`infra.simulate.shapes`), so its cost follows the
+shapes waiting, not the jobs. An
 evicted job loses the work since its last completed checkpoint (`SimPolicy`) and waits again
 with its original submit time. Fragmentation integrates the free GPUs while some queue head
 waited for capacity (not for quota). Slurm specs replace the pass with Slurm's main
@@ -41,6 +42,7 @@ from infra.simulate.policy import SimPolicy
 from infra.simulate.power import PowerSaver
 from infra.simulate.preempt import Preemptor
 from infra.simulate.result import NeverRan, SimResult
+from infra.simulate.retry import retry_due
 from infra.simulate.shapes import ShapeIndex, shape_of
 from infra.simulate.slurm import SlurmScheduler
 from infra.simulate.state import (
@@ -100,6 +102,9 @@ def simulate(
 
 class Replay:
     """One replay's state and the handlers of its events."""
+
+    FEW_BUCKETS = 64
+    """Waiting buckets from which passes may serve shapes (`_shape_pass`)."""
 
     def __init__(
         self,
@@ -172,8 +177,13 @@ class Replay:
             else None
         )
         self.shapes = (
-            ShapeIndex(self, shape_of(self.jobs, self.rank, self.cluster))
-            if self.slurm is None and not self.preemptor.possible()
+            ShapeIndex(
+                self,
+                shape_of(self.jobs, self.rank, self.cluster, self.book.quota),
+                self.preemptor.may_preempt,
+                policy.preempt_retry_s,
+            )
+            if self.slurm is None
             else None
         )
 
@@ -329,14 +339,31 @@ class Replay:
             self.slurm.main()
             self.starved = self.slurm.blocked
             return
-        if self.shapes is not None:  # nothing can be preempted: serve shapes, not buckets
-            while self.shapes.run():
+        if self.shapes is not None:
+            while self._shape_pass(self.shapes):
                 pass
-            self.starved = self.shapes.starved
-            return
-        while self._pass():
-            pass
+            if self.shapes.synced:
+                self.starved = self.shapes.starved
+                return
+        else:
+            while self._pass():
+                pass
         self.starved = any(self.blocked.get(k, False) for k in self.queues.buckets)
+
+    def _shape_pass(self, shapes: ShapeIndex) -> bool:
+        """A pass by shape where nothing can be evicted in it, else the pass over buckets.
+
+        Over a few buckets the engine's pass is as cheap, without the check: the shapes take
+        over from `FEW_BUCKETS` waiting and hand back below half as many.
+        """
+        few = self.FEW_BUCKETS // 2 if shapes.synced else self.FEW_BUCKETS
+        if len(self.queues.buckets) >= few and self.preemptor.quiet(self.queues):
+            if not shapes.synced:
+                shapes.resync(self.blocked, self.tried_preempt)
+            return shapes.run(self.now)
+        if shapes.synced:
+            self.blocked, self.tried_preempt = shapes.export()
+        return self._pass()
 
     def _pass(self) -> bool:
         q = self.queues
@@ -363,10 +390,7 @@ class Replay:
 
     def _preempt_due(self, key: BucketKey) -> bool:
         """Whether the bucket's head may try preemption now (once per `preempt_retry_s`)."""
-        last = self.tried_preempt.get(key)
-        due = last is None or self.now - last >= self.policy.preempt_retry_s
-        if due and last == self.now and self.policy.preempt_retry_s > 0:
-            return False
+        due = retry_due(self.tried_preempt.get(key), self.now, self.policy.preempt_retry_s)
         return due and self.preemptor.may_preempt(key)
 
     def _fit(self, key: BucketKey, index: int) -> Allocation | None:

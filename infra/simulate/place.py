@@ -96,7 +96,7 @@ def could_fit(cluster: Cluster, job: Job, freed: Iterable[Part]) -> bool:
         if job.gpus <= g.per_node:  # one node: free already (quota blocks it)
             if any(g.by_free[k] for k in range(job.gpus, g.per_node + 1)):
                 return True
-        elif sum(len(nodes) for nodes in g.su_full.values()) >= job.gpus // g.per_node:
+        elif g.full >= job.gpus // g.per_node:
             return True
     return _fits_once_freed(cluster, job.gpus, need, groups, freed)
 
@@ -109,11 +109,7 @@ def _fits_once_freed(
     One node: a node of the job's groups with its GPUs free; a fraction (``need`` slices):
     such a slice freed; a gang: as many more wholly free nodes as it lacks.
     """
-    lacking = {
-        name: sum(len(nodes) for nodes in g.su_full.values()) - gpus // g.per_node
-        for name, g in groups.items()
-        if gpus > g.per_node
-    }
+    lacking = {name: g.full - gpus // g.per_node for name, g in groups.items() if gpus > g.per_node}
     whole: dict[int, int] = {}
     for part in freed:
         node = cluster.nodes[part.node]
@@ -258,6 +254,8 @@ def _remainder(
 
 
 def _find_nodes(cluster: Cluster, g: GroupIndex, n: int, job: Job) -> list[int] | None:
+    if g.full < n:  # most gangs that wait: fewer wholly free nodes than they need, anywhere
+        return None
     if n <= g.su_size:
         su = _tightest_su(g, n)
         return None if su is None else _whole_nodes(cluster, g, [su], n, job)

@@ -19,10 +19,16 @@ from infra.simulate.cluster import Allocation, Cluster, held_by, least_held
 from infra.simulate.jobs import Job
 from infra.simulate.livelock import EventBudget
 from infra.simulate.place import could_fit, find
-from infra.simulate.state import BucketKey, Run
-from infra.simulate.tenants import Book
+from infra.simulate.state import BucketKey, Queues, Run
+from infra.simulate.tenants import PRIORITY_RANK, Book
 
 __all__ = ["PreemptHost", "Preemptor"]
+
+_RANKS = range(len(PRIORITY_RANK))
+"""Every job rank (`infra.simulate.tenants.PRIORITY_RANK`; unknown priorities rank normal)."""
+
+_Counts = tuple[str, int, list[int], list[int]]
+"""A spec tenant, its rank, its waiting buckets and its running jobs per job rank."""
 
 
 class PreemptHost(Protocol):
@@ -48,6 +54,17 @@ class Preemptor:
 
     def __init__(self, replay: PreemptHost) -> None:
         self.replay = replay
+        book = replay.book
+        # per spec tenant that may preempt: its rank, its keys in the queues' and the
+        # running jobs' classes per job rank (none when nothing may be preempted)
+        self.tenants = (
+            [
+                (t, r, [(t, -r, -j) for j in _RANKS], [(r, j, t) for j in _RANKS])
+                for t, r in book.rank.items()
+            ]
+            if self.possible()
+            else []
+        )
 
     def may_preempt(self, key: BucketKey) -> bool:
         """Whether the head of ``key`` may evict anything under the spec's preemption."""
@@ -62,6 +79,57 @@ class Preemptor:
         if not book.managed or not book.quota:
             return False
         return book.preemption.within_tenant != "never" or book.preemption.reclaim != "never"
+
+    def quiet(self, queues: Queues) -> bool:
+        """Whether no waiting head can evict anything in a pass that starts now.
+
+        A pass changes what runs only by starting waiting jobs until something is evicted,
+        so a head's victims in it are among the jobs running or waiting now: of its own
+        tenant at a lower priority, or (reclaim) of another tenant that borrows or may come
+        to (it has jobs waiting), of a lower tenant priority under ``lower_priority``. Only
+        the spec's tenants preempt; the others are counted in aggregate, so the cost is the
+        spec's tenants and priorities, not the trace's tenants or jobs.
+        """
+        if not self.tenants:
+            return True
+        waiting, running = queues.classes, self.replay.classes
+        counts, heads, waits_all, runs_all = [], False, 0, 0
+        for tenant, rank, wkeys, rkeys in self.tenants:
+            waits = [waiting.get(k, 0) for k in wkeys]
+            runs = [len(running.get(k, ())) for k in rkeys]
+            waits_all, runs_all = waits_all + sum(waits), runs_all + sum(runs)
+            heads = heads or any(waits)
+            counts.append((tenant, rank, waits, runs))
+        if not heads:
+            return True
+        unmanaged = len(queues.buckets) > waits_all or len(self.replay.running) > runs_all
+        return not any(self._may_find(at, counts, unmanaged) for at in range(len(counts)))
+
+    def _may_find(self, at: int, counts: list[_Counts], unmanaged: bool) -> bool:
+        """Whether a head of the tenant ``counts[at]`` describes may find a victim (`quiet`).
+
+        ``counts``: per spec tenant, its rank and its buckets waiting and jobs running per
+        job rank; ``unmanaged``: jobs of tenants without a quota wait or run (they always
+        borrow, and rank ``normal``).
+        """
+        tenant, rank, waits, runs = counts[at]
+        if not any(waits):
+            return False
+        book = self.replay.book
+        top = max(j for j in _RANKS if waits[j])  # its highest-ranked waiting head
+        if book.preemption.within_tenant == "lower_priority" and (
+            any(waits[:top]) or any(runs[:top])
+        ):
+            return True
+        reclaim = book.preemption.reclaim
+        if reclaim == "never":
+            return False
+        for other, other_rank, other_waits, other_runs in counts:
+            if other == tenant or (reclaim == "lower_priority" and other_rank >= rank):
+                continue
+            if any(other_waits) or (any(other_runs) and book.borrowing(other)):
+                return True
+        return unmanaged and (reclaim == "any" or PRIORITY_RANK["normal"] < rank)
 
     def _victims(self, job: Job, rank: tuple[int, int], reclaiming: bool) -> list[int]:
         """Running jobs ``job`` may evict: lowest priority first, then most recently started."""

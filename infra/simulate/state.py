@@ -71,6 +71,8 @@ class Queues:
 
     def __init__(self) -> None:
         self.buckets: dict[BucketKey, list[tuple[float, int, int]]] = {}
+        # waiting buckets per (tenant, -tenant rank, -job rank): who may start, or preempt
+        self.classes: dict[tuple[str, int, int], int] = {}
 
     @staticmethod
     def key(job: Job, tenant_rank: int, job_rank: int) -> BucketKey:
@@ -89,7 +91,12 @@ class Queues:
 
     def push(self, key: BucketKey, job: Job, index: int) -> None:
         """``job`` (trace index ``index``) waits in bucket ``key``."""
-        heapq.heappush(self.buckets.setdefault(key, []), (job.submit_s, job.line, index))
+        bucket = self.buckets.get(key)
+        if bucket is None:
+            bucket = self.buckets[key] = []
+            rank = key[:3]
+            self.classes[rank] = self.classes.get(rank, 0) + 1
+        heapq.heappush(bucket, (job.submit_s, job.line, index))
 
     def head(self, key: BucketKey) -> int:
         """Index of the first job of a non-empty bucket."""
@@ -101,6 +108,10 @@ class Queues:
         heapq.heappop(bucket)
         if not bucket:
             del self.buckets[key]
+            rank = key[:3]
+            self.classes[rank] -= 1
+            if not self.classes[rank]:
+                del self.classes[rank]
 
     def order(self, key: BucketKey) -> tuple[int, int, float, int, int]:
         """Service order of a bucket: its priority ranks, then its head's submit time and line."""
