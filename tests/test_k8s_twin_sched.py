@@ -242,9 +242,9 @@ def test_kueue_counts_a_mig_pods_cpu_and_memory_on_its_mig_groups_flavor(clean: 
 
 
 def _lendable(cluster: Cluster) -> dict[str, Any]:
-    """Where research may borrow from serving: the first (flavor, resource) of research's
-    queue with a borrowingLimit, which serving lends and whose nodes have now; pods of a whole
-    node's worth of that resource each."""
+    """Where research may borrow from serving: the first (flavor, GPU or MIG resource) of
+    research's queue with a borrowingLimit, which serving lends and whose nodes have now;
+    pods of a whole node's worth of that resource each."""
     queues, flavors = cluster.rendered("ClusterQueue"), cluster.rendered("ResourceFlavor")
     for rg in queues["research"]["spec"]["resourceGroups"]:
         for fl in rg["flavors"]:
@@ -254,7 +254,9 @@ def _lendable(cluster: Cluster) -> dict[str, Any]:
                 for n in cluster.nodes.values()
                 if n["metadata"]["labels"]["railplan.dev/node-group"] == group
             )
-            for resource in rg["coveredResources"]:
+            # GPUs and slices only: the CPUs, memory and RDMA devices on the same flavors
+            # follow them in proportion
+            for resource in (r for r in rg["coveredResources"] if r.startswith("nvidia.com/")):
                 research = _quota(queues["research"], fl["name"], resource)
                 serving = _quota(queues["serving"], fl["name"], resource)
                 lends = serving.get("lendingLimit", serving["nominalQuota"])
