@@ -99,6 +99,9 @@ def test_without_borrowing_queues_are_as_before(catalog: Catalog, batch: str) ->
     assert not of_kind(elastic_objects(spec, plan), "ScaledObject")  # no tenant autoscales
 
 
+MIG_1G = "nvidia.com/mig-1g.10gb"
+
+
 # --- Kueue ---------------------------------------------------------------------------------------
 
 
@@ -108,9 +111,11 @@ def test_kueue_cohort_limits_and_preemption(catalog: Catalog) -> None:
     assert {q["spec"]["cohortName"] for q in queues.values()} == {"lab"}
 
     def limits(name: str, key: str) -> list[str | None]:
-        whole, slices = queues[name]["spec"]["resourceGroups"]
-        flavors = whole["flavors"] + slices["flavors"]  # train, infer; infer's 1g.10gb slices
-        return [f["resources"][0].get(key) for f in flavors]
+        # whole GPUs on train and infer, then infer's 1g.10gb slices (one resource group)
+        (group,) = queues[name]["spec"]["resourceGroups"]
+        gpu, mig = (group["coveredResources"].index(r) for r in ("nvidia.com/gpu", MIG_1G))
+        train, infer = (f["resources"] for f in group["flavors"])
+        return [train[gpu].get(key), infer[gpu].get(key), infer[mig].get(key)]
 
     # quota placed: serving's on infer (its autoscale group) as far as it reaches (32), batch's
     # on train; the rest on train, where the GPUs are left. infer is always MIG-split: whole

@@ -1,4 +1,4 @@
-"""Tenants' quotas on MIG node groups: Kueue's MIG flavor, Volcano's per-resource queue fields.
+"""Tenants' quotas on MIG node groups: Kueue's flavors (CPUs and memory too), Volcano's per-resource queue fields.
 
 The example `examples/k8s-tenants.yaml` (Volcano, and its Kueue variant as the Kubernetes twin
 builds it: ``batch: kueue`` in place of ``batch: volcano``) has 56 training nodes and 8
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.catalog import Catalog
-from infra.k8s.quota import GroupGpus, group_gpus, shares
+from infra.k8s.quota import GroupGpus, group_gpus, host_resources, shares
 from infra.k8s.tenants import tenants
 from infra.k8s.topology import scheduler_topology
 from infra.spec import Spec, load_spec_text
@@ -26,6 +26,7 @@ from .k8s_validation import manifest_problems
 EXAMPLE = (ROOT / "examples" / "k8s-tenants.yaml").read_text(encoding="utf-8")
 MIG = "nvidia.com/mig-1g.10gb"
 GPU = "nvidia.com/gpu"
+RDMA = "rdma/rdma_shared_device_ib"
 _plans: dict[str, Plan] = {}
 
 
@@ -76,13 +77,16 @@ def _flavor_for(queue: dict[str, Any], resource: str) -> list[tuple[str, int]]:
     return found
 
 
-def test_kueue_admits_mig_slices_on_the_mig_flavor(catalog: Catalog) -> None:
+def test_kueue_admits_mig_slices_on_the_mig_groups_flavor(catalog: Catalog) -> None:
     spec, plan = example(catalog, "kueue")
     objects = tenants(spec, plan, catalog)
     queues = by_name(objects, "ClusterQueue")
     # a pod asking for a 1g.10gb slice has a flavor with quota in serving's queue (before:
     # no resource group covered it, so Kueue never admitted it)
-    assert _flavor_for(queues["serving"], MIG) == [("h100-shared-infer-mig", 448)]
+    assert _flavor_for(queues["serving"], MIG) == [
+        ("h100-shared-train-flavor", 0),
+        ("h100-shared-infer-flavor", 448),
+    ]
     # whole GPUs by night on the inference group, all 64 of serving's quota (before: 8)
     assert _flavor_for(queues["serving"], GPU) == [
         ("h100-shared-train-flavor", 0),
@@ -92,14 +96,58 @@ def test_kueue_admits_mig_slices_on_the_mig_flavor(catalog: Catalog) -> None:
         ("h100-shared-train-flavor", 448),
         ("h100-shared-infer-flavor", 0),
     ]
-    assert _flavor_for(queues["research"], MIG) == [("h100-shared-infer-mig", 0)]
+    assert _flavor_for(queues["research"], MIG)[1] == ("h100-shared-infer-flavor", 0)
     # serving lends at most 32 GPUs: 32 whole by night, their 224 slices by day
-    (_, slices) = queues["serving"]["spec"]["resourceGroups"]
-    assert slices["flavors"][0]["resources"][0]["lendingLimit"] == "224"
+    (group,) = queues["serving"]["spec"]["resourceGroups"]
+    infer = group["flavors"][1]["resources"]
+    assert infer[group["coveredResources"].index(MIG)]["lendingLimit"] == "224"
+    assert infer[group["coveredResources"].index(GPU)]["lendingLimit"] == "32"
     flavors = by_name(scheduler_topology(spec, plan), "ResourceFlavor")
-    mig_flavor = flavors["h100-shared-infer-mig"]["spec"]
-    assert mig_flavor["nodeLabels"] == flavors["h100-shared-infer-flavor"]["spec"]["nodeLabels"]
+    assert sorted(flavors) == ["h100-shared-infer-flavor", "h100-shared-train-flavor"]
     assert manifest_problems([*queues.values(), *flavors.values()]) == []
+
+
+def test_kueue_covers_cpu_memory_and_rdma_in_proportion_to_gpus(catalog: Catalog) -> None:
+    """A training pod asks for CPUs, memory and the RDMA device besides GPUs, and Kueue admits
+    nothing asking for a resource its ClusterQueue leaves out (before: only GPUs and slices
+    were covered). A DGX H100 has 224 logical CPUs and 2048 GiB: pods get 95 %, 212 CPUs and
+    1945 GiB a node, and each tenant the share its GPUs hold of each group."""
+    spec, plan = example(catalog, "kueue")
+    queues = by_name(tenants(spec, plan, catalog), "ClusterQueue")
+    for queue in queues.values():
+        (group,) = queue["spec"]["resourceGroups"]
+        assert group["coveredResources"] == ["cpu", "memory", GPU, RDMA, MIG]
+    # research: all 56 train nodes; serving: the 8 inference nodes
+    assert _flavor_for(queues["research"], "cpu") == [
+        ("h100-shared-train-flavor", 56 * 212),
+        ("h100-shared-infer-flavor", 0),
+    ]
+    assert _flavor_for(queues["serving"], "cpu") == [
+        ("h100-shared-train-flavor", 0),
+        ("h100-shared-infer-flavor", 8 * 212),
+    ]
+    (group,) = queues["research"]["spec"]["resourceGroups"]
+    train, infer = ({r["name"]: r for r in f["resources"]} for f in group["flavors"])
+    assert train["memory"]["nominalQuota"] == f"{56 * 1945}Gi"
+    assert train[RDMA]["nominalQuota"] == str(56 * 63)  # the plugin's rdmaHcaMax per node
+    # research may borrow 64 GPUs of serving's infer group: a node's CPUs and memory per 8 GPUs
+    assert infer["cpu"]["borrowingLimit"] == str(8 * 212)
+    assert infer["memory"]["borrowingLimit"] == f"{8 * 1945}Gi"
+    (group,) = queues["serving"]["spec"]["resourceGroups"]
+    serving_infer = {r["name"]: r for r in group["flavors"][1]["resources"]}
+    assert serving_infer["cpu"]["lendingLimit"] == str(4 * 212)  # 32 of its 64 GPUs
+
+
+def test_kueue_host_resources_follow_the_catalog(catalog: Catalog) -> None:
+    spec, plan = example(catalog, "kueue")
+    host = catalog.nodes["dgx-h100"].host
+    train, infer = host_resources(spec, plan, catalog)
+    assert train == {
+        "cpu": 56 * (host.cpus * 95 // 100),
+        "memory": 56 * (host.memory_gib * 95 // 100),
+        RDMA: 56 * 63,
+    }
+    assert infer["cpu"] == 8 * (host.cpus * 95 // 100)
 
 
 def test_every_kueue_flavor_serves_one_resource_group(catalog: Catalog) -> None:

@@ -251,17 +251,13 @@ def test_kueue_topology_levels_run_coarse_to_fine(catalog: Catalog, layout: str)
     # CEL rules of the CRD (not in the JSON schema): unique, hostname only last.
     assert len(set(levels)) == len(levels) and HOSTNAME_LABEL not in levels[:-1]
     flavors = of_kind(objects, "ResourceFlavor")
-    # a flavor per group, and after a MIG group's (infer__b: always 7 x 1g.10gb) one for its
-    # slices, on the same nodes
-    mig = [g.name for g in spec.node_groups if g.mig != "disabled"]
-    assert len(flavors) == len(spec.node_groups) + len(mig)
+    # a flavor per group, MIG groups too (infer__b: always 7 x 1g.10gb): its slices are
+    # counted on the same flavor as the CPUs and memory of its nodes
+    assert len(flavors) == len(spec.node_groups)
     on_fabric = {s.group for s in plan.servers if s.su is not None}
-    groups = [g for g in spec.node_groups for _ in range(1 + (g.name in mig))]
     names = [f["metadata"]["name"] for f in flavors]
-    assert [n for n in names if not n.endswith("-flavor")] == [
-        f"lab-{g.replace('_', '-')}-mig" for g in mig
-    ]
-    for group, flavor in zip(groups, flavors, strict=True):
+    assert all(n.endswith("-flavor") for n in names)
+    for group, flavor in zip(spec.node_groups, flavors, strict=True):
         body = flavor["spec"]
         assert body["nodeLabels"] == {topology_label("node-group"): group.name}
         assert ("topologyName" in body) == (group.name in on_fabric)
@@ -321,22 +317,22 @@ def test_kueue_nominal_quota_adds_up_to_the_tenant_gpus(catalog: Catalog) -> Non
         assert body["namespaceSelector"] == {
             "matchLabels": {"kubernetes.io/metadata.name": tenant.name}
         }
-        whole, slices = body["resourceGroups"]
-        assert whole["coveredResources"] == ["nvidia.com/gpu"]
-        assert slices["coveredResources"] == ["nvidia.com/mig-1g.10gb"]
-        # every flavor in exactly one resource group (Kueue's webhook refuses a repeat)
-        named = [f["name"] for g in (whole, slices) for f in g["flavors"]]
-        assert sorted(named) == sorted(flavors)
-        assert [f["name"] for f in slices["flavors"]] == ["lab-infer--b-mig"]
+        (group,) = body["resourceGroups"]
+        covered = group["coveredResources"]
+        assert covered[:3] == ["cpu", "memory", "nvidia.com/gpu"]
+        assert covered[-1] == "nvidia.com/mig-1g.10gb"
+        # every flavor in the one resource group (Kueue's webhook refuses a repeat)
+        assert sorted(f["name"] for f in group["flavors"]) == sorted(flavors)
         # CEL rule: each flavor lists as many resources as the group covers.
-        for group in (whole, slices):
-            n = len(group["coveredResources"])
-            assert all(len(f["resources"]) == n for f in group["flavors"])
+        assert all(len(f["resources"]) == len(covered) for f in group["flavors"])
         # whole GPUs on train_a and burst, 1g.10gb slices (7 a GPU) on always-MIG infer__b:
         # together exactly the tenant's GPUs
-        gpus = sum(int(f["resources"][0]["nominalQuota"]) for f in whole["flavors"])
-        (mig,) = slices["flavors"]
-        assert gpus + int(mig["resources"][0]["nominalQuota"]) // 7 == tenant.gpus
+        quota = [
+            {r["name"]: int(r["nominalQuota"].removesuffix("Gi")) for r in f["resources"]}
+            for f in group["flavors"]
+        ]
+        gpus = sum(q["nvidia.com/gpu"] for q in quota)
+        assert gpus + sum(q["nvidia.com/mig-1g.10gb"] for q in quota) // 7 == tenant.gpus
         assert "cohortName" not in body
 
 

@@ -39,6 +39,7 @@ if _missing and os.environ.get("CI") != "true":
 
 SPEC = Path("kueue:examples/k8s-tenants.yaml")
 GPU = "nvidia.com/gpu"
+RDMA = "rdma/rdma_shared_device_ib"
 TENANTS = ["research", "serving"]
 
 
@@ -178,6 +179,31 @@ def test_kueue_admits_a_whole_gpu_training_job_on_the_gpu_flavor(clean: Cluster)
     assert _node_of(clean, pod)["metadata"]["labels"]["railplan.dev/node-group"] == "train"
 
 
+def test_kueue_admits_a_training_job_that_asks_for_cpu_memory_and_rdma(clean: Cluster) -> None:
+    """A real NCCL training pod asks for its node's GPUs and also CPUs, memory and the RDMA
+    shared device (docs/kubernetes.md): Kueue admits a workload only if its ClusterQueue
+    covers every resource it requests, so all of them must be on the GPU's flavor."""
+    gpus = _gpus_per_node(clean, "train")
+    request = {GPU: str(gpus), "cpu": "96", "memory": "1024Gi", RDMA: "1"}
+    jobs.submit(clean.kubeconfig, jobs.job("nccl-1", "research", 2, request))
+    try:
+        wl = jobs.wait_admitted(clean.kubeconfig, "research", "nccl-1", timeout_s=90)
+    finally:
+        print(
+            "research/nccl-1:",
+            jobs.why_waiting(jobs.workload(clean.kubeconfig, "research", "nccl-1")),
+        )
+    flavor = clean.flavor_of("train")
+    assert jobs.flavors(wl) == {r: flavor for r in request}
+
+    def two_running() -> list[dict[str, Any]] | None:
+        pods = jobs.running_pods(clean.kubeconfig, "research", "nccl-1")
+        return pods if len(pods) == 2 else None
+
+    for pod in jobs.wait_for("2 pods running", two_running):
+        assert _node_of(clean, pod)["metadata"]["labels"]["railplan.dev/node-group"] == "train"
+
+
 def test_kueue_admits_a_mig_inference_job_on_the_mig_flavor(clean: Cluster) -> None:
     """A serving pod asking for one 1g.10gb slice (the group's layout now) is admitted on
     the inference group's flavor and runs on an inference node."""
@@ -191,13 +217,34 @@ def test_kueue_admits_a_mig_inference_job_on_the_mig_flavor(clean: Cluster) -> N
     assert _node_of(clean, pod)["metadata"]["labels"]["railplan.dev/node-group"] == "infer"
 
 
+def test_kueue_counts_a_mig_pods_cpu_and_memory_on_its_mig_groups_flavor(clean: Cluster) -> None:
+    """A serving pod asking for a 1g.10gb slice with CPUs and memory: every resource it asks
+    for is counted on the inference group's flavor, and the pod runs on an inference node
+    (CPUs counted on another group's flavor would pin it to two node groups at once)."""
+    profile = "nvidia.com/mig-1g.10gb"
+    request = {profile: "1", "cpu": "4", "memory": "32Gi"}
+    jobs.submit(clean.kubeconfig, jobs.job("infer-cpu", "serving", 1, request))
+    try:
+        wl = jobs.wait_admitted(clean.kubeconfig, "serving", "infer-cpu", timeout_s=90)
+    finally:
+        print(
+            "serving/infer-cpu:",
+            jobs.why_waiting(jobs.workload(clean.kubeconfig, "serving", "infer-cpu")),
+        )
+    assert set(jobs.flavors(wl).values()) == {clean.flavor_of("infer", profile)}
+    (pod,) = jobs.wait_for(
+        "its pod running", lambda: jobs.running_pods(clean.kubeconfig, "serving", "infer-cpu")
+    )
+    assert _node_of(clean, pod)["metadata"]["labels"]["railplan.dev/node-group"] == "infer"
+
+
 # --- Kueue: borrowing and reclaim ---------------------------------------------------------------
 
 
 def _lendable(cluster: Cluster) -> dict[str, Any]:
-    """Where research may borrow from serving: the first (flavor, resource) of research's
-    queue with a borrowingLimit, which serving lends and whose nodes have now; pods of a whole
-    node's worth of that resource each."""
+    """Where research may borrow from serving: the first (flavor, GPU or MIG resource) of
+    research's queue with a borrowingLimit, which serving lends and whose nodes have now;
+    pods of a whole node's worth of that resource each."""
     queues, flavors = cluster.rendered("ClusterQueue"), cluster.rendered("ResourceFlavor")
     for rg in queues["research"]["spec"]["resourceGroups"]:
         for fl in rg["flavors"]:
@@ -207,7 +254,9 @@ def _lendable(cluster: Cluster) -> dict[str, Any]:
                 for n in cluster.nodes.values()
                 if n["metadata"]["labels"]["railplan.dev/node-group"] == group
             )
-            for resource in rg["coveredResources"]:
+            # GPUs and slices only: the CPUs, memory and RDMA devices on the same flavors
+            # follow them in proportion
+            for resource in (r for r in rg["coveredResources"] if r.startswith("nvidia.com/")):
                 research = _quota(queues["research"], fl["name"], resource)
                 serving = _quota(queues["serving"], fl["name"], resource)
                 lends = serving.get("lendingLimit", serving["nominalQuota"])

@@ -9,6 +9,8 @@ a tenant that autoscales on a group gets its quota there first (the serving tena
 lands on the inference group it serves from), the rest is split over the capacity left in
 proportion to it. `amount` turns a share of a group's GPUs into a resource of that group:
 n of its G GPUs give ``n * whole // G`` whole GPUs and ``n * slices // G`` slices.
+`host_resources` reads what the group's hosts offer besides GPUs (CPUs, memory, the RDMA shared
+device), which `amount` shares the same way, so CPUs and memory follow GPUs.
 Everything here is a pure function of the spec and the plan.
 """
 
@@ -18,17 +20,24 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from infra.catalog import Catalog
+from infra.k8s.gpu import RDMA_HCA_MAX, RDMA_RESOURCE
 from infra.spec import Spec
 from infra.spec.scheduling import Tenant
 from infra.topology import Plan
 from infra.topology.model import MigState
 
 __all__ = [
+    "CPU_RESOURCE",
     "GPU_RESOURCE",
+    "HOST_SHARE_PCT",
+    "MEMORY_RESOURCE",
+    "RDMA_QUOTA_RESOURCE",
     "GroupGpus",
     "Share",
     "amount",
     "group_gpus",
+    "host_resources",
     "mig_resource",
     "mig_resources",
     "per_group",
@@ -39,6 +48,14 @@ __all__ = [
 ]
 
 GPU_RESOURCE = "nvidia.com/gpu"
+CPU_RESOURCE = "cpu"
+MEMORY_RESOURCE = "memory"  # counted in GiB here; rendered with a ``Gi`` suffix
+RDMA_QUOTA_RESOURCE = f"rdma/{RDMA_RESOURCE}"
+# Share of a node's CPUs and memory pods may be given: the kubelet's reservations, the
+# container runtime and the node's DaemonSets (GPU Operator, DCGM exporter, RDMA plugin,
+# monitoring agents) take the rest; the OS also sees a little less memory than the DIMMs
+# hold. The same 95 % Slurm's RealMemory takes of the installed memory.
+HOST_SHARE_PCT = 95
 # Profiles the device plugin exposes as `nvidia.com/mig-<profile>` (no `+attribute` forms:
 # `+` is not allowed in a resource name, and how those are named is not settled here).
 _PLAIN_MIG_PROFILE = re.compile(r"^([1-7]c\.)?[1-7]g\.[0-9]+gb$")
@@ -104,6 +121,30 @@ def _state_slices(spec: Spec, state: MigState) -> dict[str, int]:
                 resource = mig_resource(profile)
                 slices[resource] = slices.get(resource, 0) + count
     return slices
+
+
+def host_resources(spec: Spec, plan: Plan, catalog: Catalog) -> list[dict[str, int]]:
+    """Per node group (spec order): CPUs, memory (GiB) and RDMA devices its servers offer pods.
+
+    CPUs and memory are `HOST_SHARE_PCT` of each host's (logical CPUs, installed GiB), rounded
+    down per node. `rdma/rdma_shared_device_ib` counts what the RDMA shared device plugin
+    advertises on each server with compute-fabric HCAs (its ``rdmaHcaMax``), and appears only
+    when some server has them (the plugin is rendered only then).
+    """
+    rdma = any(server.hcas for server in plan.servers)
+    found = []
+    for group in spec.node_groups:
+        host = catalog.nodes[group.node].host
+        servers = plan.groups[group.name].servers
+        on_fabric = sum(1 for s in plan.servers if s.group == group.name and s.hcas)
+        per_group = {
+            CPU_RESOURCE: servers * (host.cpus * HOST_SHARE_PCT // 100),
+            MEMORY_RESOURCE: servers * (host.memory_gib * HOST_SHARE_PCT // 100),
+        }
+        if rdma:
+            per_group[RDMA_QUOTA_RESOURCE] = on_fabric * RDMA_HCA_MAX
+        found.append(per_group)
+    return found
 
 
 def mig_resources(groups: Sequence[GroupGpus]) -> list[str]:

@@ -10,7 +10,9 @@
 - with ``batch: volcano`` a Queue per tenant; with ``batch: kueue`` WorkloadPriorityClasses,
   a ClusterQueue per tenant and a LocalQueue in its namespace. Both count quota in whole
   GPUs and, with the ``mixed`` MIG strategy, in the MIG slices the tenant's share of each
-  node group gives (`infra.k8s.quota`).
+  node group gives (`infra.k8s.quota`); Kueue's ClusterQueues also in the CPUs, memory and
+  RDMA devices that share gives, since Kueue admits nothing asking for a resource they
+  leave out.
 
 `podgroup_examples` returns example Volcano PodGroups (one gang per tenant) that a renderer
 writes as examples: they are templates for jobs, not objects to apply.
@@ -35,17 +37,21 @@ from infra.k8s.elastic import (
 )
 from infra.k8s.objects import LABEL_PREFIX, KubeObject, kube_object
 from infra.k8s.quota import (
+    CPU_RESOURCE,
+    MEMORY_RESOURCE,
+    RDMA_QUOTA_RESOURCE,
     GroupGpus,
     Share,
     amount,
     group_gpus,
+    host_resources,
     mig_resources,
     per_group,
     plain_profile,
     shares,
     split_quota,
 )
-from infra.k8s.topology import KUEUE_API, flavor_name, mig_flavor_name
+from infra.k8s.topology import KUEUE_API, flavor_name
 from infra.spec import Spec
 from infra.spec.scheduling import PRIORITIES, Tenant
 from infra.topology import Plan
@@ -70,6 +76,7 @@ TENANT_LABEL = f"{LABEL_PREFIX}/tenant"
 # system-cluster-critical, so no tenant job ever preempts cluster services.
 PRIORITY_VALUES = {"low": 1_000, "normal": 10_000, "high": 100_000, "critical": 1_000_000}
 _VOLCANO_WEIGHT_MAX = 65_535  # the Queue CRD's maximum weight
+_HOST_RESOURCES = (CPU_RESOURCE, MEMORY_RESOURCE, RDMA_QUOTA_RESOURCE)
 
 
 def priority_class_name(spec: Spec, priority: str) -> str:
@@ -90,7 +97,7 @@ def tenants(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
     if spec.scheduler.batch == "volcano":
         objects += volcano_queues(spec, plan)
     elif spec.scheduler.batch == "kueue":
-        objects += kueue_queues(spec, plan)
+        objects += kueue_queues(spec, plan, catalog)
     return objects
 
 
@@ -329,7 +336,7 @@ def _podgroup(spec: Spec, plan: Plan, catalog: Catalog, tenant: Tenant) -> KubeO
 # --- Kueue -------------------------------------------------------------------------------------
 
 
-def kueue_queues(spec: Spec, plan: Plan) -> list[KubeObject]:
+def kueue_queues(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
     """WorkloadPriorityClasses, then a ClusterQueue and a LocalQueue per tenant.
 
     Flavors are per node group (`infra.k8s.topology`), and each tenant's quota is placed on
@@ -347,53 +354,56 @@ def kueue_queues(spec: Spec, plan: Plan) -> list[KubeObject]:
         for p in _used_priorities(spec)
     ]
     groups = group_gpus(spec, plan)
+    hosts = host_resources(spec, plan, catalog)
     placed = shares(spec, groups)
     for tenant in spec.scheduler.tenants:
-        objects.append(
-            _cluster_queue(spec, tenant, _resource_groups(spec, placed[tenant.name], groups))
-        )
+        body = _resource_groups(spec, placed[tenant.name], groups, hosts)
+        objects.append(_cluster_queue(spec, tenant, body))
     objects += [_local_queue(spec, t) for t in spec.scheduler.tenants]
     return objects
 
 
 def _resource_groups(
-    spec: Spec, placed: Sequence[Share], groups: Sequence[GroupGpus]
+    spec: Spec,
+    placed: Sequence[Share],
+    groups: Sequence[GroupGpus],
+    hosts: Sequence[dict[str, int]],
 ) -> list[dict[str, Any]]:
-    """Whole GPUs on every group's flavor; MIG slices on the MIG groups' own flavors.
+    """One resource group: every resource a pod asks for, on one flavor per node group.
 
-    Kueue admits a pod only if every resource it asks for is covered, each resource by one
-    resource group, and each flavor of a group lists every covered resource in order. So the
-    `nvidia.com/mig-*` resources any group exposes form a second resource group, whose
-    flavors are the MIG groups' (a profile a group never exposes gets 0 there). Quotas are
-    what the tenant's GPUs of the group give at the group's most: whole GPUs in its whole-GPU
-    hours, slices in its MIG hours (`infra.k8s.quota.amount`); limits likewise.
+    Kueue admits a workload only if its ClusterQueue covers every resource the pods request,
+    and counts each resource in exactly one resource group, picking a flavor per group. So
+    CPUs, memory, whole GPUs, the RDMA shared device and the `nvidia.com/mig-*` slices share
+    one group whose flavors are the node groups: a pod's resources are all counted on the
+    group it runs on (a resource a group never has gets 0 there). Quotas are what the
+    tenant's GPUs of the group give of each (`infra.k8s.quota.amount`): whole GPUs in the
+    group's whole-GPU hours, slices in its MIG hours, CPUs and memory in proportion to GPUs
+    (`infra.k8s.quota.host_resources`); limits likewise.
     """
     cohort = borrowing(spec)
-    gpu_flavors = [
-        {"name": flavor_name(spec, g.name), "resources": [_quota(GPU_RESOURCE, s, g, cohort)]}
-        for s, g in zip(placed, groups, strict=True)
+    rdma = [RDMA_QUOTA_RESOURCE] if any(RDMA_QUOTA_RESOURCE in h for h in hosts) else []
+    covered = [CPU_RESOURCE, MEMORY_RESOURCE, GPU_RESOURCE, *rdma, *mig_resources(groups)]
+    flavors = [
+        {
+            "name": flavor_name(spec, g.name),
+            "resources": [_quota(r, s, g, host, cohort) for r in covered],
+        }
+        for s, g, host in zip(placed, groups, hosts, strict=True)
     ]
-    found = [{"coveredResources": [GPU_RESOURCE], "flavors": gpu_flavors}]
-    covered = mig_resources(groups)
-    if covered:
-        mig_flavors = [
-            {
-                "name": mig_flavor_name(spec, g.name),
-                "resources": [_quota(r, s, g, cohort) for r in covered],
-            }
-            for s, g in zip(placed, groups, strict=True)
-            if g.slices
-        ]
-        found.append({"coveredResources": covered, "flavors": mig_flavors})
-    return found
+    return [{"coveredResources": covered, "flavors": flavors}]
 
 
-def _quota(resource: str, share: Share, group: GroupGpus, cohort: bool) -> dict[str, Any]:
-    per = per_group(resource, group)
+def _quota(
+    resource: str, share: Share, group: GroupGpus, host: dict[str, int], cohort: bool
+) -> dict[str, Any]:
+    per = host.get(resource, 0) if resource in _HOST_RESOURCES else per_group(resource, group)
     borrow, lend = (
         None if limit is None else amount(limit, per, group) for limit in (share.borrow, share.lend)
     )
-    return kueue_resource(amount(share.nominal, per, group), borrow, lend, cohort, resource)
+    found = kueue_resource(amount(share.nominal, per, group), borrow, lend, cohort, resource)
+    if resource == MEMORY_RESOURCE:
+        found.update({k: f"{v}Gi" for k, v in found.items() if k != "name"})
+    return found
 
 
 def _cluster_queue(spec: Spec, tenant: Tenant, resource_groups: list[dict[str, Any]]) -> KubeObject:
@@ -402,10 +412,7 @@ def _cluster_queue(spec: Spec, tenant: Tenant, resource_groups: list[dict[str, A
     # ResourceQuota would then reject. When some tenant borrows, every ClusterQueue joins the
     # cluster's cohort: idle nominal quota (up to each lender's lendingLimit) is lent within
     # the cohort, up to each borrower's borrowingLimit, and the ResourceQuota is raised to
-    # quota + borrowing limit (`quota_ceiling`) so admitted pods are not refused. Kueue admits
-    # only workloads whose every requested resource is covered, so its configuration must
-    # exclude cpu/memory (resources.excludeResourcePrefixes) or pods asking for them stay
-    # pending.
+    # quota + borrowing limit (`quota_ceiling`) so admitted pods are not refused.
     body: dict[str, Any] = {}
     if borrowing(spec):
         body["cohortName"] = cohort_name(spec)

@@ -9,9 +9,8 @@
   2 without pods) is the whole compute fabric. Tier-1 members select nodes by the
   ``railplan.dev/su`` label, so an SU is one entry however many servers it has.
 - ``batch: kueue``: one Topology (levels coarse to fine: pod, SU, hostname) and one
-  ResourceFlavor per node group, and a second one for the MIG slices of a group that exposes
-  `nvidia.com/mig-*` at some time (``mixed`` strategy); only groups on the compute fabric
-  point at the Topology.
+  ResourceFlavor per node group, which counts every resource of the group's nodes (MIG
+  slices included); only groups on the compute fabric point at the Topology.
 - ``batch: none``: nothing.
 
 Names are cluster-scoped, so each starts with the cluster name and ends with a fixed,
@@ -24,7 +23,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from infra.k8s.objects import KubeObject, kube_object, topology_label
-from infra.k8s.quota import group_gpus
 from infra.spec import Spec
 from infra.topology import Plan, ScalableUnit
 
@@ -36,7 +34,6 @@ __all__ = [
     "flavor_name",
     "hypernodes",
     "kueue_topology",
-    "mig_flavor_name",
     "pod_hypernode_name",
     "scheduler_topology",
     "su_hypernode_name",
@@ -90,16 +87,6 @@ def flavor_name(spec: Spec, group: str) -> str:
     ending in an alphanumeric.
     """
     return f"{spec.name}-{group.replace('_', '-')}-flavor"
-
-
-def mig_flavor_name(spec: Spec, group: str) -> str:
-    """The ResourceFlavor of a node group's MIG slices (`nvidia.com/mig-*`).
-
-    Kueue lets a flavor serve one resource group of a ClusterQueue only, and MIG slices are a
-    resource group of their own, so a MIG group's nodes get a second flavor. Every
-    `flavor_name` ends in ``-flavor`` and this never does, so the two cannot meet.
-    """
-    return f"{spec.name}-{group.replace('_', '-')}-mig"
 
 
 # --- Volcano -----------------------------------------------------------------------------------
@@ -157,12 +144,9 @@ def kueue_topology(spec: Spec, plan: Plan) -> list[KubeObject]:
         objects.append(
             kube_object(KUEUE_API, "Topology", topology_name(spec), spec, spec={"levels": levels})
         )
-    mig = {g.name for g in group_gpus(spec, plan) if g.slices}
     for group in spec.node_groups:
         fabric = group.name in on_fabric
         objects.append(_flavor(spec, flavor_name(spec, group.name), group.name, fabric))
-        if group.name in mig:
-            objects.append(_flavor(spec, mig_flavor_name(spec, group.name), group.name, fabric))
     return objects
 
 
