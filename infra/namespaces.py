@@ -14,6 +14,7 @@ from __future__ import annotations
 __all__ = [
     "DEPENDENCY_NAMESPACES",
     "GPU_NAMESPACE",
+    "INGRESS_NAMESPACE",
     "KEDA_NAMESPACE",
     "KUBERNETES_NAMESPACES",
     "KUBERNETES_PREFIX",
@@ -52,8 +53,12 @@ the tenants' NetworkPolicies admit and KEDA queries), besides the tenants' own."
 # KEDA"). Tenant quotas and default-deny policies there would stop admission and scaling.
 KUEUE_NAMESPACE = "kueue-system"
 KEDA_NAMESPACE = "keda"
-DEPENDENCY_NAMESPACES = (KUEUE_NAMESPACE, KEDA_NAMESPACE)
-"""Namespaces of the batch scheduler and autoscaler the rendered objects rely on."""
+# Where an autoscaled tenant's clients come from unless its `clients` says otherwise: the
+# namespace ingress-nginx's own manifests and Helm instructions install the controller in.
+# A tenant of that name would put the ingress controller under a default-deny policy.
+INGRESS_NAMESPACE = "ingress-nginx"
+DEPENDENCY_NAMESPACES = (KUEUE_NAMESPACE, KEDA_NAMESPACE, INGRESS_NAMESPACE)
+"""Namespaces of the batch scheduler, autoscaler and ingress the rendered objects rely on."""
 
 # Volcano's own queues: `root`, the parent of every queue (hierarchical queues), and `default`,
 # where jobs without a queue go. A tenant's Volcano Queue takes the tenant's name.

@@ -34,6 +34,7 @@ from infra.lint.engine import all_rules
 from infra.lint.finding import Severity
 from infra.namespaces import (
     DEPENDENCY_NAMESPACES,
+    INGRESS_NAMESPACE,
     KUBERNETES_NAMESPACES,
     RAILPLAN_NAMESPACES,
     reserved_namespace,
@@ -160,7 +161,7 @@ def test_every_namespace_railplan_renders_into_is_reserved(catalog: Catalog) -> 
         used |= set(_namespace_peers(built.objects))
         used |= set(_named_in_text(built.objects))
         used -= {t.name for t in spec.scheduler.tenants}
-    assert used - set(KUBERNETES_NAMESPACES) == set(RAILPLAN_NAMESPACES)
+    assert used - set(KUBERNETES_NAMESPACES) == {*RAILPLAN_NAMESPACES, INGRESS_NAMESPACE}
     (rule,) = [r for r in all_rules() if r.id == "RP074"]
     assert all(
         n in rule.doc

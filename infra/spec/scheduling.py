@@ -15,6 +15,7 @@ from typing import Annotated, Literal, NamedTuple
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from infra.namespaces import INGRESS_NAMESPACE
 from infra.spec.base import DNS_LABEL, ONE_LINE_OR_EMPTY, StrictModel, TextRule, repeated
 
 __all__ = [
@@ -126,10 +127,6 @@ def _network(text: str) -> str:
         return str(ip_network(text, strict=True))
     except ValueError as exc:
         raise ValueError(f"{text!r} is not a network address in CIDR form ({exc})") from None
-
-
-# The namespace ingress-nginx's own manifests and Helm instructions install the controller in.
-INGRESS_NAMESPACE = "ingress-nginx"
 
 
 class TenantClients(StrictModel):

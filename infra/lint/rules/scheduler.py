@@ -179,11 +179,12 @@ def tenant_namespace_reserved(ctx: LintContext) -> Iterator[Violation]:
 
     Refused: the namespaces railplan renders into or relies on (`infra.namespaces`: gpu-operator,
     rdma-device-plugin, monitoring, volcano-system, railplan-system), those of the controllers
-    the rendered objects need (kueue-system for Kueue, keda for KEDA), the namespaces every
+    the rendered objects need (kueue-system for Kueue, keda for KEDA, ingress-nginx where an
+    autoscaled tenant's clients come from by default), the namespaces every
     cluster has (default, kube-system, kube-public, kube-node-lease), any name starting
     `kube-`, which Kubernetes reserves, and with Volcano its own queues `root` and `default`
     (a tenant's Queue takes the tenant's name). Not refused: namespaces of software railplan
-    neither installs nor relies on (cert-manager, ingress-nginx, istio-system, Volcano's
+    neither installs nor relies on (cert-manager, istio-system, Volcano's
     optional volcano-monitoring, OpenShift's nvidia-gpu-operator; node-feature-discovery,
     as the GPU Operator runs NFD in gpu-operator): keep clear of those a cluster runs.
     Why: railplan gives each tenant's namespace a default-deny NetworkPolicy and a GPU
