@@ -143,7 +143,7 @@ cluster-twin: $(STAMP) tools
 # The Kubernetes twin (tests/k8s_twin, docs/kubernetes.md): etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler and kubectl built with Go from their modules at the
 # pinned release into /var/cache/railplan-k8s-twin (RAILPLAN_K8S_TWIN_CACHE; a cold build
-# downloads about 0.1 GB of modules and compiles for many minutes on 2 cores, a warm one
+# downloads about 1.5 GB of modules and compiles for many minutes on 2 cores, a warm one
 # finds the binaries; the Kueue and kwok controllers are built beside them); then the
 # controllers' CRDs and the rendered manifests of the default specs applied server-side, each
 # on an empty cluster, and the scheduling scenarios (below). Go is this target's build tool only.
