@@ -12,7 +12,6 @@ loader, lint, the renderer, the simulator) is imported in the command, when it r
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from infra.digits import ascii_digits
 from infra.errors import RailplanError
 
 if TYPE_CHECKING:
@@ -61,9 +61,6 @@ def _options(
     """Turn one YAML cluster spec into a validated, budget-checked NVIDIA GPU cluster plan."""
 
 
-_INTEGER = re.compile(r"-?[0-9]+")
-
-
 def integer_option(
     *param_decls: str, min: int | None = None, max: int | None = None, **kwargs: Any
 ) -> Any:
@@ -78,7 +75,7 @@ def integer_option(
         if isinstance(value, int):  # a default
             return value
         text = str(value)
-        if not _INTEGER.fullmatch(text):
+        if not ascii_digits(text.removeprefix("-")):
             raise ValueError("not a whole number")
         number = int(text)
         if min is not None and number < min:
