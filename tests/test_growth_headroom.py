@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infra.catalog import load_catalog
-from infra.render.diff import PlanDiff, plan_diff
-from infra.render.recabling import SPINE_STEP
+from infra.day2.diff import PlanDiff, plan_diff
+from infra.day2.recabling import SPINE_STEP
 from infra.spec import load_spec_text
 from infra.topology import Plan, expand
 from infra.topology.addressing import _growth_order

@@ -29,13 +29,14 @@ STAGE_ORDER: tuple[tuple[str, ...], ...] = (
     ("simulate", "verify", "k8s"),
     ("budget",),
     ("lint",),
-    ("render", "provision"),
+    ("render", "provision", "day2"),
     ("cli",),
 )
 """The stages of infra, floor by floor. simulate, verify and k8s read the plan and nothing
 after it; budget checks a replay's figures (`infra.budget.simulation`); lint reads budgets
 (RP060); render writes k8s objects, lint's findings and budgets, provision declares the k8s
-objects; only the CLI prints. The other top-level modules are shared helpers."""
+objects, day2 compares two plans and their budgets (none of them reads another); only the
+CLI prints. The other top-level modules are shared helpers."""
 
 STAGES = {stage: floor for floor, names in enumerate(STAGE_ORDER) for stage in names}
 """Floor of each stage."""
@@ -116,6 +117,12 @@ def _stage(module: str) -> str | None:
     parts = module.split(".")
     name = "cli" if parts[1:2] == ["__main__"] else parts[1] if len(parts) > 1 else ""
     return name if name in STAGES else None
+
+
+def test_every_package_under_infra_is_a_stage() -> None:
+    """A new package gets a floor here; a stage whose package went away leaves the order."""
+    packages = {path.parent.name for path in INFRA.glob("*/__init__.py")}
+    assert packages == set(STAGES)
 
 
 def test_the_graph_sees_the_imports() -> None:

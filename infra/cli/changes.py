@@ -56,7 +56,7 @@ def diff(
     unreadable or invalid input. With --format json stdout holds one document, errors too.
     """
     from infra.catalog import load_catalog
-    from infra.render.diff import diff_json, diff_text, plan_diff
+    from infra.day2.diff import diff_json, diff_text, plan_diff
     from infra.topology import PlanError
 
     json_errors = output_format is Format.JSON

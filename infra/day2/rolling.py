@@ -3,7 +3,7 @@
 Units are scalable units (racks for servers without an SU, the node group for servers with
 neither) holding changed, added or removed servers, in plan order: group by group, SU by
 SU, which is row order on the floor. `with_cables` gives each step the cables it takes out
-and puts in (`infra.render.recabling`) and an estimate of its time, and adds a last step
+and puts in (`infra.day2.recabling`) and an estimate of its time, and adds a last step
 for the cables above the leaves.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from infra.render.recabling import SPINE_STEP, step_minutes, unit_cables
+from infra.day2.recabling import SPINE_STEP, step_minutes, unit_cables
 from infra.topology import Cable, Plan, Server
 from infra.topology.growth import natural_key
 from infra.wording import plural

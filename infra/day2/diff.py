@@ -7,10 +7,10 @@ stable identities in the plan, and a cable's ``id`` (``<a device>:<a port>``) is
 but matching by both ends also reports a cable whose far end moved (same id, new peer) as
 one removed and one added, which is what a technician has to do with it.
 
-The rolling order (`infra.render.rolling`) lists the scalable units (or racks, for servers
+The rolling order (`infra.day2.rolling`) lists the scalable units (or racks, for servers
 without an SU; the node group for servers without either) that hold changed, added or
 removed servers, in plan order, servers whose leaves' uplinks move counting as changed
-(`infra.render.recabling`, of every group); each step drains the unit (when it holds
+(`infra.day2.recabling`, of every group); each step drains the unit (when it holds
 servers in service), removes and uncables what goes, recables, cables what comes, applies
 the change, joins the added servers and undrains, with its cable counts and an estimate of
 its time.
@@ -26,9 +26,9 @@ from typing import Any, Literal
 
 from infra.budget.evaluate import BudgetResult, evaluate_budgets
 from infra.catalog import Catalog
-from infra.render.recabling import affected_servers
-from infra.render.rolling import RollingStep, rolling_order, with_cables
-from infra.render.setting_changes import SettingChange, setting_changes
+from infra.day2.recabling import affected_servers
+from infra.day2.rolling import RollingStep, rolling_order, with_cables
+from infra.day2.setting_changes import SettingChange, setting_changes
 from infra.spec import NodeGroup, Spec
 from infra.topology import Cable, Plan
 from infra.topology.growth import natural_key
