@@ -34,11 +34,11 @@ STAGES += ("infra.simulate",)
 """What every command that reads a spec loads."""
 
 WORK = ("infra.render", "infra.provision", "infra.verify", "infra.k8s", "infra.simulate.engine")
-WORK += ("infra.day2", "pulumi", "networkx", "jinja2")
+WORK += ("infra.day2", "infra.report", "pulumi", "networkx", "jinja2")
 """What a command that reads a spec loads only if it is that command's work."""
 
-NOT_RENDER = ("infra.provision", "infra.verify", "infra.day2", "pulumi")
-"""What `railplan render` does not load (the Pulumi program, verify, diff)."""
+NOT_RENDER = ("infra.provision", "infra.verify", "infra.day2", "infra.report", "pulumi")
+"""What `railplan render` does not load (the Pulumi program, verify, diff, the report)."""
 
 SPEC = str(ROOT / "examples" / "a100-lab-mig.yaml")
 

@@ -30,13 +30,14 @@ STAGE_ORDER: tuple[tuple[str, ...], ...] = (
     ("budget",),
     ("lint",),
     ("render", "provision", "day2"),
+    ("report",),
     ("cli",),
 )
 """The stages of infra, floor by floor. simulate, verify and k8s read the plan and nothing
 after it; budget checks a replay's figures (`infra.budget.simulation`); lint reads budgets
 (RP060); render writes k8s objects, lint's findings and budgets, provision declares the k8s
-objects, day2 compares two plans and their budgets (none of them reads another); only the
-CLI prints. The other top-level modules are shared helpers."""
+objects, day2 compares two plans and their budgets (none of them reads another); the report
+shows the tree's bill of materials with its templates; only the CLI prints. The other top-level modules are shared helpers."""
 
 STAGES = {stage: floor for floor, names in enumerate(STAGE_ORDER) for stage in names}
 """Floor of each stage."""

@@ -22,7 +22,7 @@ from infra.catalog import Catalog, load_catalog
 from infra.k8s.mig_schedule import mig_schedule
 from infra.lint.context import LintContext
 from infra.render import nccl_env
-from infra.render.report_mig import mig_groups
+from infra.report.mig import mig_groups
 from infra.spec import Spec, load_spec_text
 from infra.spec.cron import daily_minute
 from infra.topology import Plan, expand

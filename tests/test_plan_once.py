@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import infra.lint.context
-import infra.render.report
+import infra.report.report
 import infra.topology.plan
 
 from .cli_run import run_cli
@@ -50,7 +50,7 @@ def plans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def budget_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """One entry per evaluation of a spec's budgets, by the module that asked."""
     calls: list[str] = []
-    for module in (infra.lint.context, infra.render.report):
+    for module in (infra.lint.context, infra.report.report):
         original = module.evaluate_budgets
         monkeypatch.setattr(module, "evaluate_budgets", _counting(calls, module.__name__, original))
     return calls

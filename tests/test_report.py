@@ -18,9 +18,9 @@ import pytest
 from infra.budget.evaluate import evaluate_budgets
 from infra.catalog import Catalog
 from infra.lint import lint_loaded
-from infra.render.report import report_html
-from infra.render.report_fabric import DETAIL_MAX_SERVERS
-from infra.render.report_racks import unit_y
+from infra.report.fabric import DETAIL_MAX_SERVERS
+from infra.report.racks import unit_y
+from infra.report.report import report_html
 from infra.spec import LoadedSpec, load_spec, load_spec_text
 from infra.topology import Plan, expand
 

@@ -22,8 +22,8 @@ import pytest
 
 from infra.catalog import Catalog
 from infra.lint import lint_loaded
-from infra.render.report import report_html
-from infra.render.report_simulate import REPARTITION_ROWS, simulation_section
+from infra.report.report import report_html
+from infra.report.simulation import REPARTITION_ROWS, simulation_section
 from infra.simulate import Trace
 from infra.simulate.compare import MigComparison
 from infra.simulate.policy import SimPolicy

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.render.report import report_html
+from infra.report.report import report_html
 from infra.simulate.compare import TENANT_ROWS, MigComparison, comparison_rows
 from infra.simulate.policy import SimPolicy
 from infra.simulate.result import Delays, SimResult

@@ -199,7 +199,7 @@ def report(
     from infra.files import check_outputs
     from infra.lint import LintContext, lint_context
     from infra.lint.finding import Severity
-    from infra.render.report import report_html
+    from infra.report.report import report_html
     from infra.simulate.traces import read_trace
 
     check_outputs({"--output": output}, inputs=[spec, *([trace] if trace else [])])

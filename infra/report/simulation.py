@@ -3,7 +3,7 @@
 `simulation_section` turns a `SimResult` (`infra.simulate.result`) into one HTML
 ``<section>``: a summary table (allocation, fragmentation, preemptions and reclaims, lost
 GPU-hours, energy, the trace's rows used and skipped per reason), three plots
-(`report_simulate_svg`: allocated GPUs over time with the repartitions, queueing delay per
+(`simulation_svg`: allocated GPUs over time with the repartitions, queueing delay per
 tenant, the 24 h profile), the repartitions (the first `REPARTITION_ROWS`, then a count),
 the jobs that never ran grouped by reason, and queueing per tenant and per job size. Given
 the same trace replayed on the spec's MIG variants (`infra.simulate.compare.MigComparison`),
@@ -20,14 +20,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from infra.render.report_simulate_svg import (
+from infra.render.templating import render_html
+from infra.report.simulation_svg import (
     allocation_chart,
     clock,
     duration,
     hourly_chart,
     queueing_chart,
 )
-from infra.render.templating import render_html
 from infra.simulate.compare import MigComparison, comparison_rows
 from infra.simulate.result import Delays, NeverRan, Repartition, SimResult
 

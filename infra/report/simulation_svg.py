@@ -1,6 +1,6 @@
 """The simulation's plots for the HTML report: allocation over time, queueing, a 24 h profile.
 
-Built from `report_svg`'s escaped elements, so tenant names and MIG layouts from user files
+Built from `svg`'s escaped elements, so tenant names and MIG layouts from user files
 cannot open a tag; no ``<defs>`` or ``id`` either, so the same plots can appear twice on one
 page (several replays side by side). Times are seconds from the trace's start, which the
 replay takes as midnight (UTC, or the MIG schedule's zone), so ticks read "day 2 06:00".
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
-from infra.render.report_svg import el, line, nice_step, num, rect, svg, text, title
+from infra.report.svg import el, line, nice_step, num, rect, svg, text, title
 from infra.simulate.result import Delays, Repartition
 
 __all__ = ["allocation_chart", "clock", "duration", "hourly_chart", "queueing_chart"]

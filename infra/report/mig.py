@@ -19,7 +19,7 @@ from markupsafe import Markup
 
 from infra.catalog import Catalog, Gpu
 from infra.catalog.mig import check_layout
-from infra.render.report_svg import rect, svg, text
+from infra.report.svg import rect, svg, text
 from infra.spec import MigValue, Spec
 from infra.topology.model import GroupPlan, MigState, Plan
 

@@ -6,13 +6,13 @@ no external reference: CSS and SVG are inline, so it opens offline, reads on a l
 prints on A4 or Letter (each section starts a page; no SVG is split).
 
 Sections: summary (servers, GPUs, racks, power and its bound, fabrics), bill of materials
-(`infra.render.sheets.bom_rows`), rack elevations by row (`report_racks`), the compute
-fabric (`report_fabric`), MIG per node group and schedule (`report_mig`), budgets
+(`infra.render.sheets.bom_rows`), rack elevations by row (`racks`), the compute
+fabric (`fabric`), MIG per node group and schedule (`mig`), budgets
 (`infra.budget.evaluate`), predicted nccl-tests busbw per collective against the NIC and
 NVLink ceilings, the training step of each `scaling_efficiency` budget, the replay of a job
-trace when one is given (`report_simulate`), lint findings.
+trace when one is given (`simulation`), lint findings.
 The template, ``templates/report/report.html.j2``, renders with autoescape; the SVG comes
-from `report_svg`, which escapes every string it is given.
+from `svg`, which escapes every string it is given.
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ from infra.budget.train_plan import TrainAnswer
 from infra.budget.training import StepEstimate
 from infra.catalog import Catalog
 from infra.lint.finding import Finding, Severity
-from infra.render.report_fabric import DETAIL_MAX_SERVERS, fabric_diagram, tier_label
-from infra.render.report_mig import mig_groups
-from infra.render.report_racks import rack_rows
-from infra.render.report_simulate import simulation_section
-from infra.render.report_svg import Ceiling, Series, line_chart, rect, svg, text
 from infra.render.sheets import BOM_COLUMNS, bom_rows
 from infra.render.templating import render_html
+from infra.report.fabric import DETAIL_MAX_SERVERS, fabric_diagram, tier_label
+from infra.report.mig import mig_groups
+from infra.report.racks import rack_rows
+from infra.report.simulation import simulation_section
+from infra.report.svg import Ceiling, Series, line_chart, rect, svg, text
 from infra.simulate.compare import MigComparison
 from infra.simulate.result import SimResult
 from infra.spec import Spec

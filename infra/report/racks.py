@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from markupsafe import Markup
 
 from infra.catalog import Catalog
-from infra.render.report_svg import el, line, rect, svg, text
+from infra.report.svg import el, line, rect, svg, text
 from infra.topology.model import Pdu, Plan, Rack
 
 __all__ = ["RACKS_PER_LINE", "U_PX", "RackRow", "rack_rows", "unit_y"]

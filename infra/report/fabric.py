@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from markupsafe import Markup
 
-from infra.render.report_svg import el, line, rect, svg, text
+from infra.report.svg import el, line, rect, svg, text
 from infra.topology.model import FabricSummary, Plan, ScalableUnit, SwitchTier, TierUse
 
 __all__ = ["DETAIL_MAX_SERVERS", "fabric_diagram", "tier_label"]
