@@ -1,7 +1,7 @@
 """No stage after topology works out again a fact the plan carries (``plan.facts``).
 
-`infra.topology.facts.cluster_facts` owns what the spec means; render, k8s, simulate,
-verify, lint and budget read ``plan.facts``. This scan walks those packages' source for the
+`infra.topology.facts.cluster_facts` owns what the spec means; render, day2, report, k8s,
+simulate, verify, lint and budget read ``plan.facts``. This scan walks those packages' source for the
 patterns that re-derive a planned fact: calling a topology owner of one (MIG states, control
 hosts, power-off, fabric geometry, the SHARP and NIC rules, group records), reading the
 spec's SHARP flag (``fabrics.compute.sharp``), NIC fields (``compute_nics``,
@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from .conftest import ROOT
+from .test_imports import STAGES as FLOORS
 
-STAGES = ("render", "k8s", "simulate", "verify", "lint", "budget")
+STAGES = ("render", "day2", "report", "k8s", "simulate", "verify", "lint", "budget")
+NOT_SCANNED = {"provision": "declares infra.k8s objects", "cli": "reads options, not facts"}
 
 # Calls of a topology owner: the plan already holds their answer.
 OWNER_CALLS = {
@@ -200,6 +202,11 @@ def test_the_allow_list_is_small() -> None:
 
 def _module_path(module: str) -> Path:
     return ROOT / "infra" / module
+
+
+def test_every_stage_after_topology_is_scanned() -> None:
+    after = {stage for stage, floor in FLOORS.items() if floor > FLOORS["topology"]}
+    assert set(STAGES) == after - set(NOT_SCANNED)
 
 
 def test_every_allowed_module_exists() -> None:
