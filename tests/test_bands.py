@@ -166,7 +166,7 @@ def test_budget_tests_the_bound_it_states(bound: str, tested: float, passed: boo
 
 def test_budget_json_says_which_bound_it_tests(tmp_path: Path) -> None:
     from infra.budget.evaluate import evaluate_budgets
-    from infra.render.tables import budgets_json, budgets_text
+    from infra.budget.tables import budgets_json, budgets_text
 
     text = A100_SPEC + (
         "budgets:\n"

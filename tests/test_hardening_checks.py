@@ -121,7 +121,7 @@ def test_predict_step_factor_must_be_finite_and_above_one(
 
 def test_budget_json_never_holds_infinity_or_nan() -> None:
     from infra.budget.evaluate import BudgetResult
-    from infra.render.tables import budgets_json
+    from infra.budget.tables import budgets_json
 
     result = BudgetResult(0, "cluster_power", "budgets[0]", float("inf"), 1.0, "kW", "lower", "")
     text = budgets_json([result])

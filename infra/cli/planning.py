@@ -95,8 +95,8 @@ def plan(
     from infra.files import check_outputs
     from infra.lint import rack_budget_findings
     from infra.lint.formats import format_text
-    from infra.render.fabric import plan_json, plan_text
     from infra.render.sheets import bom_csv, cabling_csv, hosts_csv
+    from infra.topology.plan_output import plan_json, plan_text
 
     outputs = {"--cabling": cabling, "--bom": bom, "--hosts": hosts}
     chosen = {option: path for option, path in outputs.items() if path is not None}

@@ -50,8 +50,8 @@ def predict(
     """Predict nccl-tests results (time, algbw, busbw) for a collective on the cluster."""
     from infra.budget.cluster import comm_topology, main_group
     from infra.budget.collectives import predict_table, table_rows
+    from infra.budget.tables import predict_json, predict_text
     from infra.catalog import load_catalog
-    from infra.render.tables import predict_json, predict_text
 
     loaded = _load_spec(spec)
     catalog = load_catalog()
@@ -83,8 +83,8 @@ def budget(
 ) -> None:
     """Evaluate each declared budget: predicted value, limit, pass/fail and headroom."""
     from infra.budget.evaluate import evaluate_budgets
+    from infra.budget.tables import budgets_json, budgets_text
     from infra.catalog import load_catalog
-    from infra.render.tables import budgets_json, budgets_text
 
     loaded = _load_spec(spec)
     planned = _plan_or_fail(loaded)

@@ -1,7 +1,7 @@
 """`railplan train`: the training step of a GPT-style model on the planned cluster.
 
 Argument checks, the layout search and the formatting live in `infra.budget.train_plan` and
-`infra.render.train_table`; this module only maps options to a `TrainRequest` and prints.
+`infra.budget.train_table`; this module only maps options to a `TrainRequest` and prints.
 """
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ def train(
     from infra.budget.train_plan import TrainRequest, model_shape, train_request_checks
     from infra.budget.train_plan import train as train_model
     from infra.budget.train_stack import resolve as resolve_stack
+    from infra.budget.train_table import train_json, train_text
     from infra.catalog import load_catalog
-    from infra.render.train_table import train_json, train_text
     from infra.spec.base import Precision
 
     shape = model_shape(model, layers, hidden, heads, seq, vocab)
