@@ -39,8 +39,8 @@ test: lint
 	@$(MAKE) --no-print-directory -j2 typecheck unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check infra tests bench __main__.py setup.py
-	$(BIN)/ruff format --check infra tests bench __main__.py setup.py
+	$(BIN)/ruff check infra tools tests bench __main__.py setup.py
+	$(BIN)/ruff format --check infra tools tests bench __main__.py setup.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -99,14 +99,15 @@ bench: $(STAMP)
 # Regenerate the error-band table infra/budget/data/bands.json (held-out rows of both data
 # files), then docs/accuracy.md: collectives from tests/data/nccl-measurements.yaml, the
 # "## Training" section from tests/data/training-measurements.yaml, and the "## Error bands"
-# section from the table (tests check every part).
+# section from the table (tests check every part). The generators are tools/accuracy, run
+# from the checkout (`python -m` puts it on the path); the wheel does not carry them.
 MEASUREMENTS := tests/data/nccl-measurements.yaml tests/data/training-measurements.yaml \
   tests/data/checkpoint-measurements.yaml
 accuracy: $(STAMP)
-	$(BIN)/python -m infra.budget.band_table json $(MEASUREMENTS) > infra/budget/data/bands.json
-	{ $(BIN)/python -m infra.budget.calibration tests/data/nccl-measurements.yaml; echo; \
-	  $(BIN)/python -m infra.budget.accuracy_doc tests/data/training-measurements.yaml; echo; \
-	  $(BIN)/python -m infra.budget.band_table markdown $(MEASUREMENTS); } > docs/accuracy.md
+	$(BIN)/python -m tools.accuracy.band_table json $(MEASUREMENTS) > infra/budget/data/bands.json
+	{ $(BIN)/python -m tools.accuracy.calibration tests/data/nccl-measurements.yaml; echo; \
+	  $(BIN)/python -m tools.accuracy.accuracy_doc tests/data/training-measurements.yaml; echo; \
+	  $(BIN)/python -m tools.accuracy.band_table markdown $(MEASUREMENTS); } > docs/accuracy.md
 
 # railplan's Slurm model against real Slurm: slurmctld and one slurmd per node in network
 # namespaces replay two compressed traces (tests/slurm_replay; about 40 minutes, root only).

@@ -26,7 +26,7 @@ sys.path.insert(0, os.environ["CALCULON_DIR"])
 import calculon  # type: ignore[import-not-found]
 from calculon.llm import Llm  # type: ignore[import-not-found]
 
-from infra.budget.train_accuracy import _shape
+from tools.accuracy.train_accuracy import _shape
 
 RECOMPUTE = {"full": "full", "selective": "attn_only", "none": "none"}
 

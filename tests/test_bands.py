@@ -16,16 +16,16 @@ import pytest
 
 from infra.budget import bands
 from infra.budget.band_regimes import collective_levels, fabric_of
-from infra.budget.band_table import band_document
 from infra.budget.budget_result import BudgetResult
-from infra.budget.calibration import PEAK_BYTES, compare_rows, load_measurements
-from infra.budget.train_accuracy import compare, load_rows
 from infra.budget.train_bands import TrainBand
 from infra.budget.train_plan import TrainRequest, model_shape, train
 from infra.budget.train_search import Candidate, Ranking
 from infra.budget.train_stack import resolve as resolve_stack
 from infra.catalog import load_catalog
 from infra.spec import load_spec_text
+from tools.accuracy.band_table import band_document
+from tools.accuracy.calibration import PEAK_BYTES, compare_rows, load_measurements
+from tools.accuracy.train_accuracy import compare, load_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 NCCL = load_measurements(ROOT / "tests" / "data" / "nccl-measurements.yaml")
@@ -183,7 +183,7 @@ def test_budget_json_says_which_bound_it_tests(tmp_path: Path) -> None:
 
 
 def test_accuracy_doc_carries_the_band_table_and_the_search_example() -> None:
-    from infra.budget.band_table import bands_markdown, search_markdown
+    from tools.accuracy.band_table import bands_markdown, search_markdown
 
     doc = (ROOT / "docs" / "accuracy.md").read_text()
     assert bands_markdown(bands.table()) in doc, "docs/accuracy.md is stale: run `make accuracy`"
@@ -196,8 +196,8 @@ CHECKPOINTS = ROOT / "tests" / "data" / "checkpoint-measurements.yaml"
 def test_published_checkpoints_give_a_band_that_covers_each_held_out_row() -> None:
     # One published timing (BLOOM) once gave no band; the held-out half of the published
     # timings with their systems stated does, and covers each of them.
-    from infra.budget.checkpoint_table import checkpoint_estimate_s, checkpoint_markdown, held_out
     from infra.budget.storage import checkpoint_band
+    from tools.accuracy.checkpoint_table import checkpoint_estimate_s, checkpoint_markdown, held_out
 
     checkpoints = load_rows(CHECKPOINTS)
     rows = checkpoints["measurements"]
@@ -215,8 +215,8 @@ def test_published_checkpoints_give_a_band_that_covers_each_held_out_row() -> No
 def test_serialisation_rate_is_fitted_on_the_fit_half_only() -> None:
     # The checkpoint model's one fitted constant: refitting it on the fit half gives the
     # shipped value, and the rows marked `fitted` are exactly that half (none held out).
-    from infra.budget.checkpoint_table import fitted_rate, held_out
     from infra.budget.checkpoint_term import SERIALISATION_GBPS_PER_NODE
+    from tools.accuracy.checkpoint_table import fitted_rate, held_out
 
     checkpoints = load_rows(CHECKPOINTS)
     rows = checkpoints["measurements"]
@@ -276,9 +276,9 @@ def test_acceptance_thresholds_come_from_the_band_s_lower_edge() -> None:
     # role's threshold is that edge minus the tolerance.
     import yaml
 
-    from infra.budget.band_table import acceptance_markdown
     from infra.render.ansible import ansible_files
     from infra.topology import expand
+    from tools.accuracy.band_table import acceptance_markdown
 
     doc = (ROOT / "docs" / "accuracy.md").read_text()
     assert acceptance_markdown(ROOT) in doc, "docs/accuracy.md is stale: run `make accuracy`"

@@ -10,8 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.budget import calibration, collectives_nccl
-from infra.budget.calibration import (
+from infra.budget import collectives_nccl
+from infra.budget.collectives import (
+    COLLECTIVES,
+    CommTopology,
+    _latency,
+    bus_factor,
+    predict,
+    predict_table,
+)
+from infra.catalog import Catalog
+from tools.accuracy import calibration
+from tools.accuracy.calibration import (
     NCCL_TESTS_LAUNCH_US_PER_GPU,
     Comparison,
     accuracy_markdown,
@@ -25,15 +35,6 @@ from infra.budget.calibration import (
     load_measurements,
     split,
 )
-from infra.budget.collectives import (
-    COLLECTIVES,
-    CommTopology,
-    _latency,
-    bus_factor,
-    predict,
-    predict_table,
-)
-from infra.catalog import Catalog
 
 from .conftest import ROOT, TESTS
 

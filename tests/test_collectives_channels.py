@@ -14,10 +14,10 @@ import statistics
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.budget.calibration import compare_rows, load_measurements
 from infra.budget.collectives import CommTopology, _latency, channels_run, predict
 from infra.budget.communicator import intra_ring_search
 from infra.catalog import Catalog
+from tools.accuracy.calibration import compare_rows, load_measurements
 
 from .conftest import TESTS
 

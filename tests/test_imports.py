@@ -126,6 +126,37 @@ def test_every_package_under_infra_is_a_stage() -> None:
     assert packages == set(STAGES)
 
 
+def _top_level_names(node: ast.AST) -> list[str]:
+    """The top-level packages an import statement names (``from tools.x import y``: tools)."""
+    if isinstance(node, ast.Import):
+        return [a.name.split(".")[0] for a in node.names]
+    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        return [node.module.split(".")[0]]
+    return []
+
+
+CHECKOUT_ONLY = {"tools", "tests", "bench"}
+"""Top-level directories of the checkout that no install carries (the wheel is `infra` only)."""
+
+
+def checkout_imports(trees: dict[str, ast.Module]) -> list[str]:
+    """``module: package`` for each import of a checkout-only package."""
+    return sorted(
+        f"{module}: {name}"
+        for module, tree in trees.items()
+        for node in ast.walk(tree)
+        for name in _top_level_names(node)
+        if name in CHECKOUT_ONLY
+    )
+
+
+def test_the_package_imports_nothing_the_wheel_leaves_out() -> None:
+    """`tools.accuracy` writes docs/accuracy.md; an installed railplan has no `tools`."""
+    assert checkout_imports(_trees()) == []
+    planted = {"infra.budget.bands": ast.parse("from tools.accuracy.band_table import x\n")}
+    assert checkout_imports(planted) == ["infra.budget.bands: tools"]
+
+
 def test_the_graph_sees_the_imports() -> None:
     graph = import_graph(with_type_only=True)
     assert graph.has_edge("infra.lint.rules.mig", "infra.lint.engine")

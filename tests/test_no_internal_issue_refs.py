@@ -16,8 +16,9 @@ import pytest
 
 from .conftest import ROOT
 
-SCANNED = ("infra", "templates", "playbooks", "docs", "bench", "README.md")
-"""What railplan ships or publishes: code, rendered templates, playbooks, docs and the README."""
+SCANNED = ("infra", "tools", "templates", "playbooks", "docs", "bench", "README.md")
+"""What railplan ships or publishes: code (and its tools), rendered templates, playbooks, docs and
+the README."""
 
 INTERNAL = re.compile(r"\b[Ii]ssues?\s*(?:no\.\s*)?#?\s*\d+")
 """``issue 33``, ``Issue 24's``, ``issues 11``, ``issue #12``, ``issue no. 5``."""

@@ -57,8 +57,6 @@ ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("budget/cluster.py", "nic"): (2, "no plan: group_nics and group_nic_gbps"),
     ("budget/cluster.py", "mig"): (1, "no plan: which groups are MIG-split"),
     ("budget/evaluate.py", "sharp"): (1, "budgets are evaluated without a plan"),
-    # a calibration row names its own NIC count; the catalog node's is the fallback
-    ("budget/train_accuracy.py", "nic"): (1, "published rows, not the spec"),
     # lint judges the spec as written and must work when it cannot be planned
     ("lint/context.py", "mig"): (1, "MIG states of a spec that cannot be planned"),
     ("lint/rules/fabric.py", "sharp"): (3, "says why SHARP is not usable, at the spec key"),

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -84,7 +85,13 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 def test_an_installed_wheel_renders_and_reports_outside_the_checkout(tmp_path: Path) -> None:
-    bin_dir = _venv_with(_wheel(tmp_path), tmp_path / "venv")
+    wheel = _wheel(tmp_path)
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for module in ("render/tree.py", "report/report.py", "day2/diff.py", "budget/bands.py"):
+        assert f"infra/{module}" in names, f"the wheel lacks infra/{module}"
+    assert "infra/budget/data/bands.json" in names  # read at runtime by infra.budget.bands
+    assert not [n for n in names if n.split("/")[0] in ("tools", "tests", "bench")]
+    bin_dir = _venv_with(wheel, tmp_path / "venv")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -98,6 +105,7 @@ def test_an_installed_wheel_renders_and_reports_outside_the_checkout(tmp_path: P
     assert rendered == _files(ROOT / "playbooks" / "roles")
     assert (elsewhere / "tree" / "ansible.cfg").is_file()  # from templates/ansible/
 
+    _run(bin_dir / "railplan", "diff", EXAMPLE, EXAMPLE, cwd=elsewhere, env=env)  # infra.day2
     _run(bin_dir / "railplan", "report", EXAMPLE, "-o", "x.html", cwd=elsewhere, env=env)
     page = (elsewhere / "x.html").read_text(encoding="utf-8")
     css = (ROOT / "templates" / "report" / "report.css").read_text(encoding="utf-8")

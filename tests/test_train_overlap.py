@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from infra.budget import train_layout
-from infra.budget.train_accuracy import compare, load_rows, row_job
 from infra.budget.train_layout import ZERO3_REUSE_DISTANCE, _regathered
 from infra.budget.train_stack import STACKS, resolve
 from infra.catalog import Catalog
+from tools.accuracy.train_accuracy import compare, load_rows, row_job
 
 from .conftest import ROOT
 

@@ -1,5 +1,5 @@
 """The peer comparison in docs/accuracy.md: Calculon's figures against railplan's step
-model on the same published runs (infra/budget/train_peer.py)."""
+model on the same published runs (tools/accuracy/train_peer.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import copy
 
 import pytest
 
-from infra.budget.train_accuracy import compare, load_rows
-from infra.budget.train_peer import peer_markdown, peer_rows
 from infra.catalog import Catalog
+from tools.accuracy.train_accuracy import compare, load_rows
+from tools.accuracy.train_peer import peer_markdown, peer_rows
 
 from .conftest import ROOT
 

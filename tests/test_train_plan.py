@@ -11,9 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.budget.accuracy_doc import training_doc
 from infra.budget.cluster import BudgetError
-from infra.budget.train_accuracy import (
+from infra.budget.train_layout import ELEMENTWISE, FP8_SHARE, HALF_DIM, PEAK_SHARE, STEP_FIXED_S
+from infra.budget.train_model import PRESETS
+from infra.budget.train_plan import TrainRequest, model_shape, train, train_request_checks
+from infra.catalog import Catalog
+from infra.errors import InputError
+from infra.spec import load_spec_text
+from tools.accuracy.accuracy_doc import training_doc
+from tools.accuracy.train_accuracy import (
     compare,
     fit,
     fit_fp8_share,
@@ -21,12 +27,6 @@ from infra.budget.train_accuracy import (
     load_rows,
     split,
 )
-from infra.budget.train_layout import ELEMENTWISE, FP8_SHARE, HALF_DIM, PEAK_SHARE, STEP_FIXED_S
-from infra.budget.train_model import PRESETS
-from infra.budget.train_plan import TrainRequest, model_shape, train, train_request_checks
-from infra.catalog import Catalog
-from infra.errors import InputError
-from infra.spec import load_spec_text
 
 from .conftest import ROOT
 from .test_cli import railplan

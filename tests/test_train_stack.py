@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from infra.budget.evaluate import BudgetResult, evaluate_budgets
-from infra.budget.train_accuracy import compare, load_rows, row_command
 from infra.budget.train_plan import TrainRequest, train
 from infra.budget.train_stack import DEFAULT_STACK, STACKS, resolve
 from infra.catalog import Catalog
@@ -20,6 +19,7 @@ from infra.errors import InputError
 from infra.spec import load_spec_text
 from infra.spec.budgets import StackName
 from infra.topology import expand
+from tools.accuracy.train_accuracy import compare, load_rows, row_command
 
 from .conftest import ROOT
 from .test_cli import railplan

@@ -17,13 +17,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from infra.budget.collectives import CommTopology
-from infra.budget.train_accuracy import compare, load_rows
 from infra.budget.train_layout import Job, Layout, step
 from infra.budget.train_model import PRESETS, ModelShape, memory_per_gpu
 from infra.budget.train_plan import TrainRequest, stages_fit, train
 from infra.catalog import Catalog
 from infra.spec import load_spec_text
 from infra.spec.base import Precision
+from tools.accuracy.train_accuracy import compare, load_rows
 
 from .conftest import ROOT
 from .test_train_plan import cluster

@@ -3,7 +3,7 @@
 A prediction's band comes from the held-out rows of its regime (`infra.budget.bands`). A
 regime is a tuple of labelled fields, finest first; when the finest has too few held-out rows
 the band falls back to a coarser one, down to every row. Both the table generator
-(`infra.budget.band_table`, which reads the published rows) and the runtime (which classifies
+(`tools.accuracy.band_table`, which reads the published rows) and the runtime (which classifies
 a request) call these functions, so a row and a request that describe the same thing land in
 the same regime.
 

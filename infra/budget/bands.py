@@ -11,7 +11,7 @@ outside it.
 A prediction is ``calibrated`` when the published rows cover it (same GPU generation and kind
 of setup, and its size within their span: `collective_fit`, `training_fit`), otherwise
 ``extrapolated``, with the nearest published row and how far it is. The table behind both is
-``infra/budget/data/bands.json``, generated from the data files by `infra.budget.band_table`
+``infra/budget/data/bands.json``, generated from the data files by `tools.accuracy.band_table`
 (`make accuracy`); a test checks it is current.
 
 >>> ratios = Ratios(0.9, 1.25, "example", 4)

@@ -1,9 +1,9 @@
 """The "## Training" section of docs/accuracy.md: the model's rows and the peer's beside them.
 
-`training_doc` joins `infra.budget.train_accuracy` (every published row against the model)
-and `infra.budget.train_peer` (Calculon's figures on the same rows), which builds on the
+`training_doc` joins `tools.accuracy.train_accuracy` (every published row against the model)
+and `tools.accuracy.train_peer` (Calculon's figures on the same rows), which builds on the
 first; this module sits above both so neither imports the other back. Regenerate with
-``make accuracy`` (``python -m infra.budget.accuracy_doc tests/data/training-measurements.yaml``).
+``make accuracy`` (``python -m tools.accuracy.accuracy_doc tests/data/training-measurements.yaml``).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from infra.budget.train_accuracy import load_rows, training_markdown
-from infra.budget.train_peer import peer_markdown
 from infra.catalog import Catalog, load_catalog
+from tools.accuracy.train_accuracy import load_rows, training_markdown
+from tools.accuracy.train_peer import peer_markdown
 
 __all__ = ["training_doc"]
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.budget import train_layout
-from infra.budget.train_accuracy import TrainComparison, compare, row_job
 from infra.catalog import Catalog
+from tools.accuracy.train_accuracy import TrainComparison, compare, row_job
 
 __all__ = ["PeerRow", "peer_markdown", "peer_rows"]
 
