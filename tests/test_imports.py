@@ -157,6 +157,26 @@ def test_the_package_imports_nothing_the_wheel_leaves_out() -> None:
     assert checkout_imports(planted) == ["infra.budget.bands: tools"]
 
 
+def private_imports(trees: dict[str, ast.Module]) -> list[str]:
+    """``module: name`` for each private name (``_x``) imported from another infra module."""
+    return sorted(
+        f"{module}: {node.module}.{alias.name}"
+        for module, tree in trees.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("infra")
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    )
+
+
+def test_the_cli_shares_public_names_only() -> None:
+    """What CLI modules share is public in `infra.cli.common`; none takes another's `_name`."""
+    cli = {m: tree for m, tree in _trees().items() if m.startswith("infra.cli")}
+    assert private_imports(cli) == []
+    planted = {"infra.cli.changes": ast.parse("from infra.cli.planning import _plan_or_fail\n")}
+    assert private_imports(planted) == ["infra.cli.changes: infra.cli.planning._plan_or_fail"]
+
+
 def test_the_graph_sees_the_imports() -> None:
     graph = import_graph(with_type_only=True)
     assert graph.has_edge("infra.lint.rules.mig", "infra.lint.engine")

@@ -18,19 +18,18 @@ from infra.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     Format,
-    _complain,
-    _error_objects,
-    _load_spec,
-    _say,
-    _write_output,
+    ProgressBar,
     app,
+    complain,
+    error_objects,
+    lint_plan_or_fail,
+    planned_or_raise,
+    progress_bar,
+    read_spec,
+    say,
+    with_addresses_file,
+    write_output,
 )
-from infra.cli.planning import (
-    _lint_plan_or_fail,
-    _planned_or_raise,
-    _with_addresses_file,
-)
-from infra.cli.progress_bar import _progress_bar, _ProgressBar
 from infra.errors import RailplanError, escape_controls
 from infra.wording import plural
 
@@ -61,30 +60,30 @@ def diff(
 
     json_errors = output_format is Format.JSON
     try:
-        before, after = _load_spec(old), _load_spec(new)
+        before, after = read_spec(old), read_spec(new)
     except RailplanError as exc:
         _fail_diff(exc, EXIT_USAGE, json_errors)
     try:
         catalog = load_catalog()
-        with _progress_bar() as bar:
-            old_plan = _planned_or_raise(before, bar.task(f"plan {old}"))
-            new_plan = _planned_or_raise(after, bar.task(f"plan {new}"))
+        with progress_bar() as bar:
+            old_plan = planned_or_raise(before, bar.task(f"plan {old}"))
+            new_plan = planned_or_raise(after, bar.task(f"plan {new}"))
             result = plan_diff(
                 before.spec, old_plan, after.spec, new_plan, catalog, files=(old, new)
             )
     except PlanError as exc:
         _fail_diff(exc, EXIT_FAILED, json_errors)
-    _say(diff_json(result) if json_errors else diff_text(result))
+    say(diff_json(result) if json_errors else diff_text(result))
     raise typer.Exit(EXIT_FAILED if result.changed else EXIT_OK)
 
 
 def _fail_diff(error: RailplanError, code: int, json_errors: bool) -> NoReturn:
     """One line per problem on stderr, or for JSON the problems as the document (once, as lint)."""
     if not json_errors:
-        _complain(error)
+        complain(error)
     else:
-        problems = _error_objects(error)
-        _say(json.dumps({"changed": None, "errors": problems}, indent=2, sort_keys=True))
+        problems = error_objects(error)
+        say(json.dumps({"changed": None, "errors": problems}, indent=2, sort_keys=True))
     raise typer.Exit(code)
 
 
@@ -122,7 +121,7 @@ def render(
     if not root:
         raise RailplanError("--root needs a directory", hint="e.g. --root deploy")
     if recover:
-        _say(f"{escape_controls(root)}: {escape_controls(recover_tree(Path(root)))}")
+        say(f"{escape_controls(root)}: {escape_controls(recover_tree(Path(root)))}")
         return
     if spec is None:
         raise RailplanError("render needs a SPEC", hint="railplan render SPEC --root DIR")
@@ -130,16 +129,16 @@ def render(
     try:
         report = write_tree(Path(root), files, force=force)
     except RenderConflict as exc:
-        _complain(exc)
+        complain(exc)
         raise typer.Exit(EXIT_FAILED) from None
-    _say(
+    say(
         f"{escape_controls(root)}: {len(report.written)} files written, {len(report.unchanged)} unchanged, "
         f"{len(report.removed)} removed (inventory inventories/{loaded.spec.name}, "
         f"playbook playbooks/{loaded.spec.name}.yml)"
     )
     if report.replaced:
         shown = ", ".join(report.replaced[:5]) + (" ..." if len(report.replaced) > 5 else "")
-        _say(f"{plural(len(report.replaced), 'edited file')} replaced (--force): {shown}")
+        say(f"{plural(len(report.replaced), 'edited file')} replaced (--force): {shown}")
 
 
 def _rendered_files(spec: str, addresses: str | None) -> tuple[LoadedSpec, dict[str, bytes]]:
@@ -150,9 +149,9 @@ def _rendered_files(spec: str, addresses: str | None) -> tuple[LoadedSpec, dict[
     from infra.lint.formats import format_text
     from infra.render.tree import render_tree
 
-    loaded = _load_spec(spec)
+    loaded = read_spec(spec)
     catalog = load_catalog()
-    with _progress_bar() as bar:
+    with progress_bar() as bar:
         lint_step = bar.task("lint")
         lint_step("rules", 0, 1)
         context = LintContext(loaded, catalog, progress=bar.task("plan"))  # lint plans once
@@ -160,10 +159,10 @@ def _rendered_files(spec: str, addresses: str | None) -> tuple[LoadedSpec, dict[
         lint_step("done", 1, 1)
         files = None
         if not errors:  # lint planned, and found no error (an overfull rack is RP055)
-            planned = _lint_plan_or_fail(loaded, context)
+            planned = lint_plan_or_fail(loaded, context)
             if addresses is not None:
                 subnet = loaded.spec.site.management_cidr
-                planned = _with_addresses_file(planned, addresses, subnet)
+                planned = with_addresses_file(planned, addresses, subnet)
             files = render_tree(loaded.spec, catalog, planned, bar.task("render"))
     if errors or files is None:
         sys.stderr.write(format_text(errors))
@@ -203,16 +202,16 @@ def report(
     from infra.simulate.traces import read_trace
 
     check_outputs({"--output": output}, inputs=[spec, *([trace] if trace else [])])
-    loaded = _load_spec(spec)
+    loaded = read_spec(spec)
     jobs = read_trace(trace) if trace else None  # a bad row is exit 2 before any work
     catalog = load_catalog()
-    with _progress_bar() as bar:
+    with progress_bar() as bar:
         step = bar.task("report")
         step("lint", 0, 3)
         context = LintContext(loaded, catalog)  # the plan and budgets lint builds, reused
         findings = lint_context(context)
         step("plan", 1, 3)
-        planned = _lint_plan_or_fail(loaded, context)
+        planned = lint_plan_or_fail(loaded, context)
         step("page", 2, 3)
         simulation, comparison = None, None
         if jobs is not None:
@@ -221,9 +220,9 @@ def report(
             loaded.spec, catalog, planned, findings, context.budgets, simulation, comparison
         )
         step("written", 3, 3)
-    _write_output(output, page)
+    write_output(output, page)
     errors = sum(f.severity is Severity.ERROR for f in findings)
-    _say(
+    say(
         f"{escape_controls(str(output))}: report of {planned.name} ({len(planned.servers):,} servers, "
         f"{len(planned.racks):,} racks)" + (f"; {plural(errors, 'lint error')}" if errors else "")
     )
@@ -231,7 +230,7 @@ def report(
 
 
 def _replays(
-    spec: Spec, plan: Plan, catalog: Catalog, trace: Trace, bar: _ProgressBar
+    spec: Spec, plan: Plan, catalog: Catalog, trace: Trace, bar: ProgressBar
 ) -> tuple[SimResult, MigComparison | None]:
     """The trace on the spec as declared and, for a spec with MIG, on each of its MIG variants.
 

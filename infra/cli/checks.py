@@ -17,12 +17,12 @@ from infra.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     LintFormat,
-    _complain,
-    _load_spec,
-    _say,
-    _schema_findings,
-    _tool_version,
     app,
+    complain,
+    read_spec,
+    say,
+    schema_findings,
+    tool_version,
 )
 from infra.errors import RailplanError
 
@@ -55,29 +55,29 @@ def lint(
     unreadable = False
     for path in specs:
         try:
-            loaded = _load_spec(path)
+            loaded = read_spec(path)
         except RailplanError as exc:
             unreadable = True
             if output_format is LintFormat.TEXT:
-                _complain(exc)  # machine formats carry it in the document, once
-            findings += _schema_findings(exc)
+                complain(exc)  # machine formats carry it in the document, once
+            findings += schema_findings(exc)
             continue
         sources[loaded.file] = loaded.source.lines
         found = lint_loaded(loaded, load_catalog(), select or (), ignore or ())
         findings += found
         if verbose and output_format is LintFormat.TEXT:
-            _say(_describe(loaded, found))
+            say(_describe(loaded, found))
     if output_format is LintFormat.TEXT:
         if sources:  # RP000 problems are already on stderr, one line each
             shown = [f for f in findings if f.rule != "RP000"]
-            _say(format_text(shown, sources, len(sources)))
+            say(format_text(shown, sources, len(sources)))
     elif output_format is LintFormat.JSON:
-        _say(format_json(findings))
+        say(format_json(findings))
     elif output_format is LintFormat.SARIF:
         # absolute spec paths become %SRCROOT%-relative URIs for code scanning
-        _say(format_sarif(findings, documented_rules(), _tool_version(), root=str(Path.cwd())))
+        say(format_sarif(findings, documented_rules(), tool_version(), root=str(Path.cwd())))
     elif findings:
-        _say(format_github(findings))
+        say(format_github(findings))
     failed = any(f.severity is Severity.ERROR for f in findings)
     raise typer.Exit(EXIT_USAGE if unreadable else EXIT_FAILED if failed else EXIT_OK)
 

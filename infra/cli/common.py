@@ -1,8 +1,12 @@
-"""What every command shares: the app, exit codes, formats, stdout and error lines.
+"""What every command shares: the app, exit codes, formats, stdout and error lines, planning.
 
 The typer app and its `mig` group, the output formats, writing to stdout (a full, closed or
 broken stdout raises instead of failing at exit), and how library errors become lines on
 stderr: one per problem, located in the spec where known, marked RP000 when inside the file.
+Then the planning steps several commands take (expand a spec and locate its errors, take the
+plan lint built, apply an address file) and the progress bars on stderr for long work. This
+is the CLI's one shared module: command modules import public names from it and nothing
+from each other (tests/test_imports.py).
 
 Every command's options are built on every start (`railplan --help` lists them all), so the
 command modules import at the top only typer and this module; what a command runs (the spec
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
@@ -21,11 +26,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from infra.digits import ascii_digits
-from infra.errors import RailplanError
+from infra.errors import InputError, RailplanError
+from infra.progress import Progress as ProgressFn
+from infra.progress import quiet
 
 if TYPE_CHECKING:
+    from ipaddress import IPv4Network
+
+    from infra.lint import LintContext
     from infra.lint.finding import Finding
     from infra.spec import LoadedSpec
+    from infra.topology import Plan
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -47,7 +58,7 @@ app.add_typer(mig_app, name="mig")
 
 def _print_version(value: bool) -> None:
     if value:
-        _say(f"railplan {_tool_version()}")
+        say(f"railplan {tool_version()}")
         raise typer.Exit(EXIT_OK)
 
 
@@ -114,7 +125,8 @@ class Format(StrEnum):
     JSON = "json"
 
 
-def _tool_version() -> str:
+def tool_version() -> str:
+    """The installed railplan's version (0.0.0 from a source tree without install)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -123,11 +135,11 @@ def _tool_version() -> str:
         return "0.0.0"
 
 
-class _BrokenPipe(Exception):
+class BrokenPipe(Exception):
     """Standard output's reader has gone (``railplan rules | head -1``)."""
 
 
-def _say(text: str) -> None:
+def say(text: str) -> None:
     """Write ``text`` (and a newline) to stdout; a full, closed or broken stdout raises."""
     out = sys.stdout
     if out is None:  # started with stdout closed (`railplan lint x >&-`)
@@ -139,13 +151,14 @@ def _say(text: str) -> None:
     try:
         out.write(text if text.endswith("\n") else text + "\n")
     except BrokenPipeError:
-        raise _BrokenPipe from None
+        raise BrokenPipe from None
     except OSError as exc:
-        raise _stdout_error(exc) from None
+        raise stdout_error(exc) from None
 
 
-def _stdout_error(exc: OSError) -> RailplanError:
-    _detach_stdout()  # what stdout could not take must not fail again at exit
+def stdout_error(exc: OSError) -> RailplanError:
+    """The located error for a stdout that failed with ``exc``; stdout is detached first."""
+    detach_stdout()  # what stdout could not take must not fail again at exit
     return RailplanError(
         f"cannot write: {exc.strerror or exc}",
         file="<stdout>",
@@ -153,7 +166,7 @@ def _stdout_error(exc: OSError) -> RailplanError:
     )
 
 
-class _Failed(Exception):
+class Failed(Exception):
     """A located problem that fails a check (exit 1); `process._run` reports it as asked."""
 
     def __init__(self, error: RailplanError) -> None:
@@ -168,12 +181,13 @@ def _problems(error: RailplanError) -> list[RailplanError]:
     return list(error.errors) if isinstance(error, SpecValidationError) else [error]
 
 
-def _complain(error: RailplanError) -> None:
+def complain(error: RailplanError) -> None:
+    """One line on stderr per problem ``error`` stands for."""
     for e in _problems(error):
         sys.stderr.write(e.one_line() + "\n")
 
 
-def _error_objects(error: RailplanError) -> list[dict[str, object]]:
+def error_objects(error: RailplanError) -> list[dict[str, object]]:
     """The problems of ``error`` as JSON objects, for ``--format json`` instead of stderr.
 
     Each has file, line, column, rule, message, path and hint (null where unknown).
@@ -192,7 +206,7 @@ def _error_objects(error: RailplanError) -> list[dict[str, object]]:
     ]
 
 
-def _load_spec(path: str) -> LoadedSpec:
+def read_spec(path: str) -> LoadedSpec:
     """`load_spec`; a problem inside the file (not YAML, not the schema) is marked RP000.
 
     JSON, SARIF and text then name the same rule; a file that cannot be read at all (missing,
@@ -211,7 +225,7 @@ def _load_spec(path: str) -> LoadedSpec:
 
 
 @contextmanager
-def _located_in(loaded: LoadedSpec) -> Iterator[None]:
+def located_in(loaded: LoadedSpec) -> Iterator[None]:
     """Errors naming a spec path (not an option such as ``--gpus``) get the spec's location."""
     try:
         yield
@@ -221,7 +235,7 @@ def _located_in(loaded: LoadedSpec) -> Iterator[None]:
         raise
 
 
-def _schema_findings(error: RailplanError) -> list[Finding]:
+def schema_findings(error: RailplanError) -> list[Finding]:
     """Spec errors as RP000 findings, so machine formats (SARIF, GitHub) show them too."""
     from infra.lint import SCHEMA_RULE
     from infra.lint.finding import Severity, make_finding
@@ -240,17 +254,17 @@ def _schema_findings(error: RailplanError) -> list[Finding]:
     ]
 
 
-def _write_output(path: str, text: str) -> None:
+def write_output(path: str, text: str) -> None:
     """``text`` to the file ``path`` (atomically, see `infra.files`) or to stdout for ``-``."""
     from infra.files import write_atomic
 
     if path == "-":
-        _say(text)
+        say(text)
     else:
         write_atomic(path, text.encode("utf-8"))
 
 
-def _detach_stdout() -> None:
+def detach_stdout() -> None:
     """Point stdout at /dev/null so Python's flush at exit has nothing to fail on."""
     if sys.stdout is None:
         return
@@ -260,3 +274,126 @@ def _detach_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError):
         pass  # no file descriptor (a test's capture): nothing to fail at exit
+
+
+# --- planning steps the commands share ---------------------------------------------------
+
+
+def planned_or_raise(loaded: LoadedSpec, progress: ProgressFn = quiet) -> Plan:
+    """Expand a loaded spec; a PlanError is located in the spec and raised."""
+    from infra.catalog import catalog_for
+    from infra.topology import PlanError, expand
+
+    try:
+        return expand(loaded.spec, catalog_for(loaded.spec), progress)
+    except PlanError as exc:
+        exc.file = loaded.file
+        exc.position = loaded.source.position(exc.path)
+        raise
+
+
+def plan_or_fail(loaded: LoadedSpec, progress: ProgressFn = quiet) -> Plan:
+    """Expand a loaded spec; a PlanError is located in the spec and exits 1."""
+    from infra.topology import PlanError
+
+    try:
+        return planned_or_raise(loaded, progress)
+    except PlanError as exc:
+        raise Failed(exc) from None
+
+
+def lint_plan_or_fail(loaded: LoadedSpec, context: LintContext) -> Plan:
+    """The plan lint built (or is handed), else its PlanError located in the spec (exit 1)."""
+    if context.plan is None:
+        error = context.plan_error
+        assert error is not None  # a context without a plan holds the reason
+        error.file, error.position = loaded.file, loaded.source.position(error.path)
+        raise Failed(error)
+    return context.plan
+
+
+def with_addresses_file(planned: Plan, file: str, subnet: IPv4Network | None = None) -> Plan:
+    """The plan with the addresses in ``file`` (a bare mapping or the whole stack output).
+
+    ``subnet`` is the spec's management network, which racked servers' addresses must lie in.
+    """
+    from infra.spec import join_path, read_yaml_file
+    from infra.topology.addresses import AddressesError, with_addresses
+
+    data, source = read_yaml_file(file)
+    prefix = ""
+    if isinstance(data, dict) and isinstance(data.get("hosts"), dict):
+        data, prefix = data["hosts"], "hosts"  # `pulumi stack output --json`: every output
+    if not isinstance(data, dict):
+        raise InputError(
+            "expected a mapping of hostname to IPv4 address",
+            file=file,
+            hint="write it with: pulumi stack output hosts --json > hosts.json",
+        )
+    try:
+        return with_addresses(planned, data, subnet)
+    except AddressesError as exc:
+        where = join_path(prefix, exc.path) if prefix else join_path("", exc.path)
+        exc.file, exc.position, exc.path = file, source.position(where), where
+        raise
+
+
+# --- progress bars on stderr for long work (plan, render, report) ---------------------------
+
+PROGRESS_DELAY_S = 1.0  # work shorter than this shows no bar at all
+
+
+class ProgressBar:
+    """Rich progress bars on stderr for long work; silent unless stderr is a terminal.
+
+    Off in CI (``CI`` set), on a dumb terminal and when stderr is not a tty;
+    ``RAILPLAN_PROGRESS=always|never`` overrides. The bar appears only once the work has
+    run for `PROGRESS_DELAY_S` and is gone when it ends (transient), so output stays clean.
+    """
+
+    def __init__(self) -> None:
+        mode = os.environ.get("RAILPLAN_PROGRESS", "auto")
+        tty = sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
+        self.enabled = mode == "always" or (mode == "auto" and tty and "CI" not in os.environ)
+        self.bars: Any = None
+        self.timer: threading.Timer | None = None
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
+
+            columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn())
+            console = Console(file=sys.stderr, force_terminal=mode == "always")
+            self.bars = Progress(*columns, console=console, transient=True)
+            delay = 0.0 if mode == "always" else PROGRESS_DELAY_S
+            self.timer = threading.Timer(delay, self.bars.start)
+            self.timer.daemon = True
+            self.timer.start()
+
+    def task(self, title: str) -> ProgressFn:
+        """A progress callback that drives one bar titled ``title``."""
+        if self.bars is None:
+            return quiet
+        bars, task = self.bars, self.bars.add_task(title, total=None)
+
+        def report(what: str, done: int, total: int) -> None:
+            bars.update(task, description=f"{title}: {what}", completed=done, total=total)
+
+        return report
+
+    def close(self) -> None:
+        """Stop the timer and the bars (the bars vanish: they are transient)."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer.join()
+        if self.bars is not None:
+            self.bars.stop()
+
+
+@contextmanager
+def progress_bar() -> Iterator[ProgressBar]:
+    """A `ProgressBar` for the ``with`` block, closed when it ends (also on an error)."""
+    bar = ProgressBar()
+    try:
+        yield bar
+    finally:
+        bar.close()

@@ -16,13 +16,13 @@ from infra.cli.common import (
     EXIT_OK,
     CollectiveName,
     Format,
-    _load_spec,
-    _located_in,
-    _say,
     app,
     integer_option,
+    located_in,
+    plan_or_fail,
+    read_spec,
+    say,
 )
-from infra.cli.planning import _plan_or_fail
 from infra.errors import RailplanError
 
 
@@ -53,18 +53,18 @@ def predict(
     from infra.budget.tables import predict_json, predict_text
     from infra.catalog import load_catalog
 
-    loaded = _load_spec(spec)
+    loaded = read_spec(spec)
     catalog = load_catalog()
     low, high = _size_option("--min-bytes", min_bytes), _size_option("--max-bytes", max_bytes)
     table_rows(low, high, step_factor)  # finite factor, bounded rows: refuse before planning
-    with _located_in(loaded):
+    with located_in(loaded):
         topo = comm_topology(loaded.spec, catalog, gpus, path="--gpus", group=group)
         rows = predict_table(topo, collective.value, low, high, step_factor)
         chosen, node = main_group(loaded.spec, catalog, group)
     if output_format is Format.JSON:
-        _say(predict_json(collective.value, topo, rows))
+        say(predict_json(collective.value, topo, rows))
     else:
-        _say(predict_text(collective.value, f"{chosen.name} ({node.name})", topo, rows))
+        say(predict_text(collective.value, f"{chosen.name} ({node.name})", topo, rows))
 
 
 def _size_option(option: str, value: str) -> int:
@@ -86,9 +86,9 @@ def budget(
     from infra.budget.tables import budgets_json, budgets_text
     from infra.catalog import load_catalog
 
-    loaded = _load_spec(spec)
-    planned = _plan_or_fail(loaded)
-    with _located_in(loaded):
+    loaded = read_spec(spec)
+    planned = plan_or_fail(loaded)
+    with located_in(loaded):
         results = evaluate_budgets(loaded.spec, load_catalog(), planned, spec_file=loaded.file)
-    _say(budgets_json(results) if output_format is Format.JSON else budgets_text(results))
+    say(budgets_json(results) if output_format is Format.JSON else budgets_text(results))
     raise typer.Exit(EXIT_FAILED if any(r.fails for r in results) else EXIT_OK)

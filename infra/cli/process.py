@@ -23,14 +23,14 @@ from infra.cli.common import (
     EXIT_INTERNAL,
     EXIT_OK,
     EXIT_USAGE,
-    _BrokenPipe,
-    _complain,
-    _detach_stdout,
-    _error_objects,
-    _Failed,
-    _say,
-    _stdout_error,
+    BrokenPipe,
+    Failed,
     app,
+    complain,
+    detach_stdout,
+    error_objects,
+    say,
+    stdout_error,
 )
 from infra.errors import RailplanError, cut_long_values, escape_controls
 from infra.signals import Interrupted, raising_on_signals
@@ -92,10 +92,10 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
             _flush_stdout()
     except Interrupted as exc:
         _die_of_signal(exc.signum, exc.after)
-    except _BrokenPipe:
+    except BrokenPipe:
         _die_of_signal(signal.SIGPIPE)
     except RailplanError as exc:  # stdout full at the last flush
-        _complain(exc)
+        complain(exc)
         code = EXIT_USAGE
     sys.exit(code)
 
@@ -113,12 +113,12 @@ def _run(argv: Sequence[str] | None) -> int:
         return exc.exit_code
     except RailplanError as exc:
         return _report(args, exc)
-    except _Failed as exc:
+    except Failed as exc:
         return _report(args, exc.error, EXIT_FAILED)
     except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write("railplan: aborted\n")
         return 130
-    except _BrokenPipe:
+    except BrokenPipe:
         raise  # main ends the process by SIGPIPE
     except Exception as exc:
         if _is_usage_error(exc):  # bad option or argument: one line, exit 2
@@ -158,14 +158,14 @@ def _report(args: Sequence[str], error: RailplanError, code: int = EXIT_USAGE) -
     exactly one JSON document, errors included). A problem with stdout goes to stderr.
     """
     if not _wants_json(args) or error.file == "<stdout>" or sys.stdout is None:
-        _complain(error)
+        complain(error)
         return code
-    doc = {"errors": _error_objects(error), "exit_code": code}
+    doc = {"errors": error_objects(error), "exit_code": code}
     try:
-        _say(json.dumps(doc, indent=2, sort_keys=True))
+        say(json.dumps(doc, indent=2, sort_keys=True))
     except RailplanError as exc:  # stdout failed now: say both on stderr
-        _complain(error)
-        _complain(exc)
+        complain(error)
+        complain(exc)
     return code
 
 
@@ -175,9 +175,9 @@ def _flush_stdout() -> None:
     try:
         sys.stdout.flush()
     except BrokenPipeError:
-        raise _BrokenPipe from None
+        raise BrokenPipe from None
     except OSError as exc:
-        raise _stdout_error(exc) from None
+        raise stdout_error(exc) from None
 
 
 def _die_of_signal(signum: int, after: str = "") -> NoReturn:
@@ -188,7 +188,7 @@ def _die_of_signal(signum: int, after: str = "") -> NoReturn:
     if signum != signal.SIGPIPE and sys.stdout is not None:
         with contextlib.suppress(OSError, ValueError):
             sys.stdout.flush()  # what was printed before the signal still arrives
-    _detach_stdout()
+    detach_stdout()
     if signum != signal.SIGPIPE:
         done = f" {escape_controls(after)}" if after else ""
         sys.stderr.write(f"railplan: interrupted by {signal.Signals(signum).name}{done}\n")

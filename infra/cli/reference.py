@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from infra.cli.common import EXIT_FAILED, EXIT_OK, Format, _say, app, mig_app
+from infra.cli.common import EXIT_FAILED, EXIT_OK, Format, app, mig_app, say
 from infra.digits import ASCII_HINT, ascii_digits
 from infra.errors import RailplanError, escape_controls, shorten
 from infra.wording import plural
@@ -23,7 +23,7 @@ def rules(output_format: Annotated[Format, typer.Option("--format", "-f")] = For
 
     docs = documented_rules()
     if output_format is Format.JSON:
-        _say(
+        say(
             json.dumps(
                 [
                     {"id": r.id, "name": r.name, "severity": str(r.severity), "summary": r.summary}
@@ -35,7 +35,7 @@ def rules(output_format: Annotated[Format, typer.Option("--format", "-f")] = For
         return
     width = max(len(r.name) for r in docs)
     for r in docs:
-        _say(f"{r.id}  {r.name:<{width}}  {r.severity!s:<7}  {r.summary}")
+        say(f"{r.id}  {r.name:<{width}}  {r.severity!s:<7}  {r.summary}")
 
 
 @app.command()
@@ -46,7 +46,7 @@ def explain(rule_id: Annotated[str, typer.Argument(metavar="RULE", help="Id or n
     doc = find_documented_rule(rule_id)
     if doc is None:  # one line made like every other error: a long id is cut, not echoed
         raise RailplanError(f"unknown rule {rule_id!r}", hint="`railplan rules` lists them")
-    _say(f"{doc.id} {doc.name} ({doc.severity})\n\n{doc.summary}\n\n{doc.doc}")
+    say(f"{doc.id} {doc.name} ({doc.severity})\n\n{doc.summary}\n\n{doc.doc}")
 
 
 @app.command()
@@ -54,7 +54,7 @@ def schema() -> None:
     """Print the spec's JSON Schema (for yaml-language-server and CI)."""
     from infra.spec.schema import spec_json_schema_text
 
-    _say(spec_json_schema_text())
+    say(spec_json_schema_text())
 
 
 @app.command()
@@ -64,17 +64,17 @@ def catalog(output_format: Annotated[Format, typer.Option("--format", "-f")] = F
 
     cat = load_catalog()
     if output_format is Format.JSON:
-        _say(cat.model_dump_json(indent=2))
+        say(cat.model_dump_json(indent=2))
         return
     for key, gpu in cat.gpus.items():
-        _say(f"gpu     {key:<20} {gpu.name}, {gpu.memory_gb:g} GB, {gpu.tdp_w:g} W")
+        say(f"gpu     {key:<20} {gpu.name}, {gpu.memory_gb:g} GB, {gpu.tdp_w:g} W")
     for key, node in cat.nodes.items():
-        _say(
+        say(
             f"node    {key:<20} {node.name}: {node.gpus}x {node.gpu}, {node.compute_nics}x "
             f"{node.compute_nic_gbps:g} Gb/s"
         )
     for key, sw in cat.switches.items():
-        _say(f"switch  {key:<20} {sw.name}: {sw.ports}x {sw.port_gbps:g} Gb/s {sw.kind}")
+        say(f"switch  {key:<20} {sw.name}: {sw.ports}x {sw.port_gbps:g} Gb/s {sw.kind}")
 
 
 @mig_app.command("check")
@@ -97,15 +97,15 @@ def mig_check(
     data, source = read_yaml_file(file)
     findings = check_mig_parted(data, source, gpus, gpu_id=gpu, config=config, driver_branch=branch)
     if output_format is Format.JSON:
-        _say(format_json(findings))
+        say(format_json(findings))
     else:
         configs = data.get("mig-configs") if isinstance(data, dict) else None
         count = len(configs) if isinstance(configs, dict) and config is None else 1
-        _say(
+        say(
             f"{escape_controls(source.file)}: checked {plural(count, 'config')} against "
             f"{plural(1 if gpu else len(gpus), 'catalog GPU')}"
         )
-        _say(format_text(findings, {source.file: source.lines}, 1))
+        say(format_text(findings, {source.file: source.lines}, 1))
     failed = any(f.severity is Severity.ERROR for f in findings)
     raise typer.Exit(EXIT_FAILED if failed else EXIT_OK)
 

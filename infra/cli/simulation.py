@@ -19,9 +19,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from infra.cli.common import Format, _load_spec, _say, _write_output, app, integer_option
-from infra.cli.planning import _plan_or_fail
-from infra.cli.progress_bar import _progress_bar, _ProgressBar
+from infra.cli.common import (
+    Format,
+    ProgressBar,
+    app,
+    integer_option,
+    plan_or_fail,
+    progress_bar,
+    read_spec,
+    say,
+    write_output,
+)
 from infra.errors import InputError
 from infra.progress import Progress as ProgressFn
 
@@ -106,7 +114,7 @@ def simulate(
     from infra.simulate.traces import read_trace
 
     mapping = _gpu_map(map_gpu or [])
-    loaded = _load_spec(spec)
+    loaded = read_spec(spec)
     jobs = read_trace(trace, gpu_map=mapping)
     catalog = catalog_for(loaded.spec)
     if compare_mig and inflate is not None:
@@ -118,8 +126,8 @@ def simulate(
     if compare_mig:
         _compare(loaded, catalog, jobs, output_format, seed, placement and placement.value)
         return
-    with _progress_bar() as bar:
-        planned = _plan_or_fail(loaded, bar.task("plan"))
+    with progress_bar() as bar:
+        planned = plan_or_fail(loaded, bar.task("plan"))
         policy = sim_policy(
             loaded.spec, catalog, planned, seed=seed, placement=placement and placement.value
         )
@@ -128,8 +136,8 @@ def simulate(
             loaded.spec, planned, catalog, jobs, policy=policy, progress=bar.task("simulate")
         )
     if jobs_csv is not None and result.job_table is not None:
-        _write_output(jobs_csv, result.job_table.csv())
-    _say(result_json(result) if output_format is Format.JSON else result_text(result))
+        write_output(jobs_csv, result.job_table.csv())
+    say(result_json(result) if output_format is Format.JSON else result_text(result))
 
 
 def _compare(
@@ -154,8 +162,8 @@ def _compare(
             path="node_groups",
             hint="give a group `mig: <layout>` or a `mig_schedule`, or drop --compare-mig",
         )
-    with _progress_bar() as bar:
-        plan = _plan_or_fail(loaded, bar.task("plan"))
+    with progress_bar() as bar:
+        plan = plan_or_fail(loaded, bar.task("plan"))
 
         def run(variant: Spec, planned: Plan, progress: ProgressFn) -> SimResult:
             policy = sim_policy(variant, catalog, planned, seed=seed, placement=placement)
@@ -164,13 +172,13 @@ def _compare(
         results = replay_variants(variants, catalog, bar, (loaded.spec, plan), run)
     comparison = MigComparison(results, split_groups(loaded.spec, catalog))
     text = comparison_json if output_format is Format.JSON else comparison_text
-    _say(text(comparison))
+    say(text(comparison))
 
 
 def replay_variants(
     variants: dict[str, Spec],
     catalog: Catalog,
-    bar: _ProgressBar,
+    bar: ProgressBar,
     declared: tuple[Spec, Plan],
     run: Callable[[Spec, Plan, ProgressFn], SimResult],
 ) -> dict[str, SimResult]:

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from infra.bounds import MAX_JOBS
-from infra.cli.common import _load_spec, _say, app, integer_option
-from infra.cli.planning import _plan_or_fail
+from infra.cli.common import app, integer_option, plan_or_fail, read_spec, say
 from infra.errors import InputError
 from infra.wording import plural
 
@@ -92,8 +91,8 @@ def trace(
         raise InputError("--jobs and --days do not combine", path="--days", hint="give one of them")
     if output != "-":
         _check_target(output, spec, force)
-    loaded = _load_spec(spec)
-    plan = _plan_or_fail(loaded)
+    loaded = read_spec(spec)
+    plan = plan_or_fail(loaded)
     tenants = [t.name for t in loaded.spec.scheduler.tenants] or ["default"]
     try:
         drawn = generate_load(
@@ -115,7 +114,7 @@ def trace(
     buffer = io.StringIO()
     write_csv(drawn.jobs, buffer)
     if output == "-":
-        _say(buffer.getvalue().rstrip("\n"))
+        say(buffer.getvalue().rstrip("\n"))
     else:
         write_atomic(output, buffer.getvalue().encode("utf-8"))
     sys.stderr.write(_summary(drawn) + "\n")

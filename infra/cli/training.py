@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from infra.cli.common import Format, _load_spec, _say, app, integer_option
+from infra.cli.common import Format, app, integer_option, read_spec, say
 
 
 class RecomputeMode(StrEnum):
@@ -108,5 +108,5 @@ def train(
         stack=software,
     )
     train_request_checks(request, precision)
-    answer = train_model(_load_spec(spec).spec, load_catalog(), request)
-    _say(train_json(answer) if output_format is Format.JSON else train_text(answer, shape.name))
+    answer = train_model(read_spec(spec).spec, load_catalog(), request)
+    say(train_json(answer) if output_format is Format.JSON else train_text(answer, shape.name))

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from infra.cli.common import EXIT_FAILED, EXIT_OK, _load_spec, _say, app
-from infra.cli.planning import _plan_or_fail
+from infra.cli.common import EXIT_FAILED, EXIT_OK, app, plan_or_fail, read_spec, say
 from infra.errors import DiscoveredError, InputError, RailplanError
 
 if TYPE_CHECKING:
@@ -78,7 +77,7 @@ def _split(files: list[str], structure: bool) -> tuple[str | None, list[str], di
 def _load_the_spec(path: str) -> LoadedSpec:
     """The spec; a dump given in its place is named as such (not as a spec that is invalid)."""
     try:
-        return _load_spec(path)
+        return read_spec(path)
     except RailplanError:
         try:
             dump = _dump_text(path) is not None
@@ -108,7 +107,7 @@ def _check(
     work: Sheet | None = None
     seen = resolve(fabric)
     if loaded is not None:
-        plan = _plan_or_fail(loaded)
+        plan = plan_or_fail(loaded)
         compared = compare_listed(plan, seen)
         findings, not_listed = compared.findings, compared.not_listed
         planned = len(plan.cables_in("compute"))
@@ -174,9 +173,9 @@ def verify(
     fabric = parse_files([*dumps, *([names] if names else [])], read)
     findings, summary, work = _check(loaded, fabric, structure)
     if output_format is VerifyFormat.JSON:
-        _say(verify_json(findings, summary, fabric.ignored))
+        say(verify_json(findings, summary, fabric.ignored))
     elif output_format is VerifyFormat.CSV:
-        _say(verify_csv(findings, summary, work).rstrip("\n"))
+        say(verify_csv(findings, summary, work).rstrip("\n"))
     else:
-        _say(verify_text(findings, summary, fabric.ignored).rstrip("\n"))
+        say(verify_text(findings, summary, fabric.ignored).rstrip("\n"))
     raise typer.Exit(EXIT_FAILED if findings else EXIT_OK)
