@@ -6,7 +6,8 @@ One module per family, like networkx's generators: `servers` (hostnames, SUs), `
 `networks` (storage, in-band, out-of-band), `racks` (placement), `addressing` (IPs, pkeys),
 `geometry` (cable lengths and media), `finish` (the frozen records), `facts` (what the
 spec means, built once and carried as ``plan.facts``), `plan` (the orchestration), `graph`
-(the networkx view, on demand) and `model` (the typed plan).
+(the networkx view, on demand), `model` (the typed plan) and `plan_output` (`railplan
+plan`'s JSON and text).
 """
 
 from infra.topology.graph import plan_graph
