@@ -237,3 +237,22 @@ def test_budget_text_shows_the_worst_tenant_escaped(tmp_path: Path) -> None:
     result = run_cli("budget", str(spec))
     assert "\x1b" not in result.stdout and "\u202e" not in result.stdout
     assert "tenant \\x1b]0;owned\\x07ten\\u202eant, p95 of 3 jobs 200 s" in result.stdout
+
+
+def test_a_pai_job_table_beside_a_budget_trace_that_links_out_is_not_read(tmp_path: Path) -> None:
+    """The trace itself is inside the spec's directory; the job table its reader adds is not."""
+    outside = tmp_path / "outside.csv"
+    outside.write_text(
+        f"job_name,inst_id,user,status,start_time,end_time\njob1,i,u,Terminated,{SECRET},700\n"
+    )
+    specs = tmp_path / "specs"
+    (specs / "pai").mkdir(parents=True)
+    (specs / "pai/pai_task_table.csv").write_text(
+        "job1,worker,1.0,Terminated,100,700,600.0,29.3,100.0,V100\n"
+    )
+    (specs / "pai/pai_job_table.csv").symlink_to(outside)
+    spec = _spec_with_budget(specs, "pai/pai_task_table.csv")
+    result = run_cli("lint", str(spec), "--format", "json")
+    (rp061,) = [f for f in json.loads(result.stdout)["findings"] if f["rule"] == "RP061"]
+    assert "pai_job_table.csv beside the trace leads out of" in rp061["message"]
+    assert SECRET not in result.stdout + result.stderr
