@@ -256,3 +256,27 @@ def test_a_pai_job_table_beside_a_budget_trace_that_links_out_is_not_read(tmp_pa
     (rp061,) = [f for f in json.loads(result.stdout)["findings"] if f["rule"] == "RP061"]
     assert "pai_job_table.csv beside the trace leads out of" in rp061["message"]
     assert SECRET not in result.stdout + result.stderr
+
+
+# --- --inflate draws a bounded number of jobs ----------------------------------------------
+
+
+def test_an_inflation_of_tiny_fractions_is_refused_before_it_draws_without_end() -> None:
+    """Before: --inflate 100 of 1/1000-GPU jobs on 32 GPUs drew 3.2 million jobs (past 120 s)."""
+    from infra.errors import InputError
+    from infra.simulate.inflate import MAX_INFLATED_JOBS, inflate
+
+    trace = trace_from_text(RAILPLAN + "a,0,10,1,1,t,low,,\n", "t.csv")
+    assert MAX_INFLATED_JOBS < 16 * 32 * 1000  # 512,000 draws without the bound
+    with pytest.raises(InputError) as caught:
+        inflate(trace, 32, 16.0, seed=0)
+    assert f"would draw more than {MAX_INFLATED_JOBS:,} jobs" in caught.value.one_line()
+    assert len(inflate(trace, 32, 1.0, seed=0).jobs) == 32_000  # within the bound: as before
+
+
+def test_simulate_inflate_100_of_tiny_jobs_is_exit_2_at_once(tmp_path: Path) -> None:
+    trace = tmp_path / "jobs.csv"
+    trace.write_text(RAILPLAN + "a,0,10,1,1,research,low,,\n")
+    result = railplan("simulate", TENANTS, "--trace", str(trace), "--inflate", "100")
+    assert result.returncode == 2, result.stderr
+    assert "[--inflate]" in result.stderr and "Traceback" not in result.stderr
