@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from infra.cli.common import Format, _load_spec, _say, app, integer_option
+from infra.cli.common import Format, _load_spec, _located_in, _say, app, integer_option
 
 
 class RecomputeMode(StrEnum):
@@ -108,5 +108,7 @@ def train(
         stack=software,
     )
     train_request_checks(request, precision)
-    answer = train_model(_load_spec(spec).spec, load_catalog(), request)
+    loaded = _load_spec(spec)
+    with _located_in(loaded):  # an error naming a spec path points into the spec
+        answer = train_model(loaded.spec, load_catalog(), request)
     _say(train_json(answer) if output_format is Format.JSON else train_text(answer, shape.name))
