@@ -12,7 +12,7 @@ a `--compare-mig` spec without MIG.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
@@ -22,7 +22,7 @@ import typer
 from infra.cli.common import Format, _load_spec, _say, _write_output, app, integer_option
 from infra.cli.planning import _plan_or_fail
 from infra.cli.progress_bar import _progress_bar, _ProgressBar
-from infra.errors import InputError
+from infra.errors import InputError, spelling_hint
 from infra.progress import Progress as ProgressFn
 
 if TYPE_CHECKING:
@@ -55,6 +55,18 @@ def _gpu_map(pairs: list[str]) -> dict[str, str]:
             )
         out[source] = target
     return out
+
+
+def _known_targets(mapping: dict[str, str], gpus: Iterable[str]) -> None:
+    """InputError for a ``--map-gpu`` target that is not a catalog GPU id."""
+    known = sorted(gpus)
+    for source, target in mapping.items():
+        if target not in known:
+            raise InputError(
+                f"--map-gpu {source}={target}: {target!r} is not a catalog GPU id",
+                path="--map-gpu",
+                hint=spelling_hint(target, known) or "one of " + ", ".join(known),
+            )
 
 
 @app.command()
@@ -107,8 +119,9 @@ def simulate(
 
     mapping = _gpu_map(map_gpu or [])
     loaded = _load_spec(spec)
-    jobs = read_trace(trace, gpu_map=mapping)
     catalog = catalog_for(loaded.spec)
+    _known_targets(mapping, catalog.gpus)  # a typo would leave every mapped job never run
+    jobs = read_trace(trace, gpu_map=mapping)
     if compare_mig and inflate is not None:
         raise InputError(
             "--inflate and --compare-mig do not combine",
