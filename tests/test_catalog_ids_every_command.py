@@ -54,3 +54,12 @@ def test_an_unknown_node_is_a_located_error(tmp_path: Path, command: list[str]) 
 def test_known_ids_still_answer(tmp_path: Path, command: list[str]) -> None:
     result = run_cli(command[0], _spec(tmp_path), *command[1:])
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("command", [["lint"], ["plan"], TRAIN], ids=["lint", "plan", "train"])
+def test_an_id_in_upper_case_gets_the_catalog_spelling(tmp_path: Path, command: list[str]) -> None:
+    """`DGX-H100` as printed on the box: the hint named every node instead of `dgx-h100`."""
+    spec = _spec(tmp_path, node="DGX-H100")
+    result = run_cli(command[0], spec, *command[1:])
+    assert result.returncode in (1, 2), result.stdout
+    assert "did you mean 'dgx-h100'?" in result.stdout + result.stderr
