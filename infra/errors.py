@@ -197,16 +197,26 @@ def spelling_hint(word: str, choices: Iterable[str], what: str = "known") -> str
     "did you mean 'dgx-a100-320gb' or 'dgx-a100-640gb'?"
     >>> spelling_hint("liqiud", ["default", "liquid"])
     "did you mean 'liquid'?"
+
+    Case does not count against a choice: ids are lower case, and ``DGX-H100`` as printed on
+    the box is ``dgx-h100``.
+
+    >>> spelling_hint("DGX-H100", ["dgx-h100", "dgx-h200"])
+    "did you mean 'dgx-h100'?"
     """
     options = sorted(set(choices))
-    started = [o for o in options if word and o.startswith(word)]
+    same = [o for o in options if o.casefold() == word.casefold()]
+    if same:
+        return f"did you mean {same[0]!r}?"
+    started = [o for o in options if word and o.casefold().startswith(word.casefold())]
     if 0 < len(started) <= MAX_PREFIX_MATCHES:
         named = [repr(o) for o in started]
         listed = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} or {named[-1]}"
         return f"did you mean {listed}?"
-    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    folded = {o.casefold(): o for o in options}
+    close = difflib.get_close_matches(word.casefold(), list(folded), n=1, cutoff=0.6)
     if close:
-        return f"did you mean {close[0]!r}?"
+        return f"did you mean {folded[close[0]]!r}?"
     return f"{what}: {', '.join(options)}" if options else ""
 
 

@@ -25,7 +25,9 @@ __all__ = [
     "SYSTEM_NAMESPACE",
     "VOLCANO_NAMESPACE",
     "VOLCANO_QUEUES",
+    "priority_class_name",
     "reserved_namespace",
+    "reserved_priority_class",
     "reserved_queue",
 ]
 
@@ -85,6 +87,28 @@ def reserved_namespace(name: str) -> str | None:
         return "Kubernetes creates it in every cluster for its own objects"
     if name.startswith(KUBERNETES_PREFIX):
         return f"Kubernetes reserves names starting {KUBERNETES_PREFIX} for its own namespaces"
+    return None
+
+
+# PriorityClass names Kubernetes keeps for its own (system-cluster-critical,
+# system-node-critical): the API server refuses any other PriorityClass whose name starts so
+# ("priority class names with 'system-' prefix are reserved for system use only").
+SYSTEM_PRIORITY_PREFIX = "system-"
+
+
+def priority_class_name(cluster: str, priority: str) -> str:
+    """The PriorityClass (and Kueue WorkloadPriorityClass) railplan renders for a priority."""
+    return f"{cluster}-{priority}"
+
+
+def reserved_priority_class(cluster: str, priority: str) -> str | None:
+    """Why the PriorityClass of ``priority`` on cluster ``cluster`` cannot be created, or None.
+
+    >>> reserved_priority_class("system", "high")
+    "Kubernetes reserves PriorityClass names starting 'system-'"
+    """
+    if priority_class_name(cluster, priority).startswith(SYSTEM_PRIORITY_PREFIX):
+        return f"Kubernetes reserves PriorityClass names starting {SYSTEM_PRIORITY_PREFIX!r}"
     return None
 
 

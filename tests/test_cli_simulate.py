@@ -188,3 +188,15 @@ def test_inflate_with_compare_mig_is_one_clear_error(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "--inflate and --compare-mig do not combine" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_map_gpu_target_that_is_no_catalog_id_is_a_usage_error(tmp_path: Path) -> None:
+    """Before: accepted, and every mapped job 'never ran' (model a100-sxm4-40g not in the
+    cluster) with exit 0."""
+    result = run_cli(
+        "simulate", str(SPEC), "--trace", str(_trace(tmp_path)),
+        "--map-gpu", "V100=a100-sxm4-40g",
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout
+    assert "'a100-sxm4-40g' is not a catalog GPU id [--map-gpu]" in result.stderr
+    assert "did you mean 'a100-sxm4-40gb'?" in result.stderr

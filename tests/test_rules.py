@@ -118,6 +118,11 @@ PASSING = {
     "RP074": BASE + "fabrics:\n  compute: {switch: qm9700}\nscheduler:\n  batch: kueue\n"
     "  tenants:\n    - {name: kube, gpus: 8}\n    - {name: monitoring-team, gpus: 8}\n"
     "    - {name: defaults, gpus: 8}\n",
+    # a cluster whose name only contains "system", and one named system with no tenants
+    "RP075": "name: gpu-system\n"
+    + BASE.split("\n", 1)[1]
+    + "fabrics:\n  compute: {switch: qm9700}\nscheduler:\n  batch: kueue\n"
+    "  tenants:\n    - {name: research, gpus: 8, priority: high}\n",
     # Volcano with HyperNodes and tenants, neither preempt nor reclaim rendered
     "RP076": BASE + "fabrics:\n  compute: {switch: qm9700}\nscheduler:\n  batch: volcano\n"
     "  preemption: {reclaim: never, within_tenant: never}\n  tenants:\n"

@@ -237,3 +237,46 @@ def test_budget_text_shows_the_worst_tenant_escaped(tmp_path: Path) -> None:
     result = run_cli("budget", str(spec))
     assert "\x1b" not in result.stdout and "\u202e" not in result.stdout
     assert "tenant \\x1b]0;owned\\x07ten\\u202eant, p95 of 3 jobs 200 s" in result.stdout
+
+
+def test_a_pai_job_table_beside_a_budget_trace_that_links_out_is_not_read(tmp_path: Path) -> None:
+    """The trace itself is inside the spec's directory; the job table its reader adds is not."""
+    outside = tmp_path / "outside.csv"
+    outside.write_text(
+        f"job_name,inst_id,user,status,start_time,end_time\njob1,i,u,Terminated,{SECRET},700\n"
+    )
+    specs = tmp_path / "specs"
+    (specs / "pai").mkdir(parents=True)
+    (specs / "pai/pai_task_table.csv").write_text(
+        "job1,worker,1.0,Terminated,100,700,600.0,29.3,100.0,V100\n"
+    )
+    (specs / "pai/pai_job_table.csv").symlink_to(outside)
+    spec = _spec_with_budget(specs, "pai/pai_task_table.csv")
+    result = run_cli("lint", str(spec), "--format", "json")
+    (rp061,) = [f for f in json.loads(result.stdout)["findings"] if f["rule"] == "RP061"]
+    assert "pai_job_table.csv beside the trace leads out of" in rp061["message"]
+    assert SECRET not in result.stdout + result.stderr
+
+
+# --- --inflate draws a bounded number of jobs ----------------------------------------------
+
+
+def test_an_inflation_of_tiny_fractions_is_refused_before_it_draws_without_end() -> None:
+    """Before: --inflate 100 of 1/1000-GPU jobs on 32 GPUs drew 3.2 million jobs (past 120 s)."""
+    from infra.errors import InputError
+    from infra.simulate.inflate import MAX_INFLATED_JOBS, inflate
+
+    trace = trace_from_text(RAILPLAN + "a,0,10,1,1,t,low,,\n", "t.csv")
+    assert MAX_INFLATED_JOBS < 16 * 32 * 1000  # 512,000 draws without the bound
+    with pytest.raises(InputError) as caught:
+        inflate(trace, 32, 16.0, seed=0)
+    assert f"would draw more than {MAX_INFLATED_JOBS:,} jobs" in caught.value.one_line()
+    assert len(inflate(trace, 32, 1.0, seed=0).jobs) == 32_000  # within the bound: as before
+
+
+def test_simulate_inflate_100_of_tiny_jobs_is_exit_2_at_once(tmp_path: Path) -> None:
+    trace = tmp_path / "jobs.csv"
+    trace.write_text(RAILPLAN + "a,0,10,1,1,research,low,,\n")
+    result = railplan("simulate", TENANTS, "--trace", str(trace), "--inflate", "100")
+    assert result.returncode == 2, result.stderr
+    assert "[--inflate]" in result.stderr and "Traceback" not in result.stderr

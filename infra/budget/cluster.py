@@ -46,8 +46,12 @@ def main_group(
 ) -> tuple[NodeGroup, Node]:
     """The node group ``name``, else the largest one not split by MIG (first on a tie).
 
+    Every catalog id of the spec is checked first, as planning does: ``predict`` and
+    ``train`` do not plan, and a node or switch the catalog lacks must not give numbers.
+
     Raises:
-        BudgetError: no such group, or it is MIG-partitioned, or there is no whole-GPU group.
+        BudgetError: an unknown node or switch, no such group, or it is MIG-partitioned, or
+            there is no whole-GPU group.
     """
     for i, g in enumerate(spec.node_groups):
         if g.node not in catalog.nodes:  # skipping it would blame MIG or the group name
@@ -55,6 +59,13 @@ def main_group(
                 f"unknown node {g.node!r}",
                 path=f"node_groups[{i}].node",
                 hint=spelling_hint(g.node, catalog.nodes),
+            )
+    for switch_path, switch, _ in spec.fabrics.switch_references():
+        if switch not in catalog.switches:  # a typo must not fall back on a default fabric
+            raise BudgetError(
+                f"unknown switch {switch!r}",
+                path=switch_path,
+                hint=spelling_hint(switch, catalog.switches),
             )
     known = list(spec.node_groups)
     # A group MIG-split by day is no place for a job that needs whole GPUs at any time.

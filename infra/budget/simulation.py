@@ -1,8 +1,9 @@
 """The trace-replay budgets: `utilization` and `queueing_delay`, answered by `infra.simulate`.
 
 Both name a job trace (a path relative to the spec's directory, which it must not leave: the
-spec refuses an absolute path or ``..``, `Replays.path` a symlink out of the directory, so a
-spec cannot make lint read ``/etc/shadow``); the trace is read once and
+spec refuses an absolute path or ``..``, `Replays.path` a symlink out of the directory, and
+`read_trace` a file its reader adds, such as a PAI job table beside the trace, that links out,
+so a spec cannot make lint read ``/etc/shadow``); the trace is read once and
 replayed once per evaluation of a spec's budgets, however many budgets name it, with the
 policy `railplan simulate` uses (`sim_policy`: the checkpoint write time from the spec's
 `checkpoint` budget). `utilization` compares the time-weighted allocated share (of the
@@ -67,21 +68,24 @@ class Replays:
         """The replay of ``trace`` on ``plan``; raises what reading or replaying it raised."""
         path = self.path(trace)
         if path not in self.done:
-            self.done[path] = _replay(path, spec, catalog, plan)
+            base = Path(self.spec_file).parent if self.spec_file else Path()
+            self.done[path] = _replay(path, spec, catalog, plan, str(base))
         answer = self.done[path]
         if isinstance(answer, RailplanError):
             raise answer
         return answer
 
 
-def _replay(path: str, spec: Spec, catalog: Catalog, plan: Plan) -> SimResult | RailplanError:
+def _replay(
+    path: str, spec: Spec, catalog: Catalog, plan: Plan, within: str
+) -> SimResult | RailplanError:
     # imported here: the engine and the trace readers load only for a spec that names a trace
     from infra.budget.sim_policy import sim_policy
     from infra.simulate.engine import simulate
     from infra.simulate.traces import read_trace
 
     try:
-        trace = read_trace(path)
+        trace = read_trace(path, within=within)
     except RailplanError as exc:
         return BudgetError(exc.one_line(), hint="budgets name a trace relative to the spec")
     return simulate(spec, plan, catalog, trace, policy=sim_policy(spec, catalog, plan))

@@ -137,6 +137,7 @@ class Job:
     dp_overlap: bool = True  # gradient reduction overlaps the last backward pass
     flash_attention: bool = True  # fused attention: no s x s scores in memory
     tp_overlap: bool = False  # TP collectives pipelined with their GEMMs (`_tp_exposed`)
+    pipeline_zero: int = 3  # the highest ZeRO stage the framework runs with PP > 1
 
 
 @dataclass(frozen=True)

@@ -278,6 +278,7 @@ def stack_job(request: TrainRequest, gpu: Gpu, comm: CommTopology) -> Job:
         dp_overlap=stack.dp_overlap,
         flash_attention=stack.fused_attention,
         tp_overlap=stack.tp_overlap,
+        pipeline_zero=stack.pipeline_zero,
     )
 
 
@@ -368,10 +369,45 @@ def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
             ),
             _SEARCH_HINT,
         ),
+        _interleaving_rule(job, layout),
+        (
+            layout.pp == 1 or layout.zero <= job.pipeline_zero,
+            "--zero",
+            (
+                f"ZeRO-{layout.zero} with PP {layout.pp}: the software stack runs at most "
+                f'ZeRO-{job.pipeline_zero} with pipeline parallelism (DeepSpeed: "ZeRO-2 and '
+                'ZeRO-3 are incompatible with pipeline parallelism")'
+            ),
+            f"use --zero {job.pipeline_zero} or lower with --pp 2 or more, or --pp 1, "
+            + _SEARCH_HINT,
+        ),
     ]
     for ok, path, message, hint in rules:
         if not ok:
             raise InputError(message, path=path, hint=hint)
+
+
+def _interleaving_rule(job: Job, layout: Layout) -> tuple[bool, str, str, str]:
+    """Megatron-LM's interleaved 1F1B needs at least PP micro-batches a step.
+
+    Megatron-Core runs the interleaved schedule's micro-batches in groups of N, from PP up to
+    the step's m, and refuses a step with fewer than PP ("The number of contiguous
+    micro-batches in a virtual pipeline stage should range in [PP, M]",
+    megatron/core/pipeline_parallel/schedules.py); earlier releases (Megatron-LM 2021,
+    Megatron-Core v0.7.0) asked for m divisible by PP, which m < PP never is. A step of
+    m >= PP runs with N = m whatever the remainder, so the step model allows it.
+    """
+    m = max(1, -(-job.global_batch // max(1, layout.dp * layout.micro_batch)))
+    return (
+        layout.virtual == 1 or m >= layout.pp,
+        "--virtual",
+        (
+            f"{layout.virtual} interleaved stages need at least PP {layout.pp} micro-batches a "
+            f"step, and global batch {job.global_batch} / DP {layout.dp} / micro-batch "
+            f"{layout.micro_batch} gives {m} (Megatron-LM refuses the interleaved schedule)"
+        ),
+        "use --virtual 1, or a larger global batch or smaller micro-batch, " + _SEARCH_HINT,
+    )
 
 
 def stages_fit(layers: int, pp: int, virtual: int) -> bool:

@@ -73,6 +73,10 @@ class Stack:
     source: str
     overrides: tuple[str, ...] = ()  # the switches the user set against the preset
     tp_overlap: bool = False  # TP collectives pipelined with the GEMMs (userbuffers)
+    # The highest ZeRO stage the framework runs with pipeline parallelism: DeepSpeed's
+    # PipelineEngine asserts stage < 2 ("ZeRO-2 and ZeRO-3 are incompatible with pipeline
+    # parallelism", deepspeed/runtime/pipe/engine.py); Megatron shards with PP too.
+    pipeline_zero: int = 3
 
     @property
     def label(self) -> str:
@@ -127,7 +131,9 @@ STACKS: dict[str, Stack] = {
             fp8=False,
             recompute="full",
             zero_stages=(1, 2, 3),
-            source="[DS] DeepSpeed config-json 'ZeRO Optimizations', activation checkpointing",
+            source="[DS] DeepSpeed config-json 'ZeRO Optimizations', activation checkpointing; "
+            "deepspeed/runtime/pipe/engine.py (ZeRO-2/3 refused with pipeline parallelism)",
+            pipeline_zero=1,
         ),
     )
 }

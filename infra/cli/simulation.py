@@ -12,7 +12,7 @@ a `--compare-mig` spec without MIG.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
@@ -30,7 +30,7 @@ from infra.cli.common import (
     say,
     write_output,
 )
-from infra.errors import InputError
+from infra.errors import InputError, spelling_hint
 from infra.progress import Progress as ProgressFn
 
 if TYPE_CHECKING:
@@ -63,6 +63,18 @@ def _gpu_map(pairs: list[str]) -> dict[str, str]:
             )
         out[source] = target
     return out
+
+
+def _known_targets(mapping: dict[str, str], gpus: Iterable[str]) -> None:
+    """InputError for a ``--map-gpu`` target that is not a catalog GPU id."""
+    known = sorted(gpus)
+    for source, target in mapping.items():
+        if target not in known:
+            raise InputError(
+                f"--map-gpu {source}={target}: {target!r} is not a catalog GPU id",
+                path="--map-gpu",
+                hint=spelling_hint(target, known) or "one of " + ", ".join(known),
+            )
 
 
 @app.command()
@@ -115,8 +127,9 @@ def simulate(
 
     mapping = _gpu_map(map_gpu or [])
     loaded = read_spec(spec)
-    jobs = read_trace(trace, gpu_map=mapping)
     catalog = catalog_for(loaded.spec)
+    _known_targets(mapping, catalog.gpus)  # a typo would leave every mapped job never run
+    jobs = read_trace(trace, gpu_map=mapping)
     if compare_mig and inflate is not None:
         raise InputError(
             "--inflate and --compare-mig do not combine",

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from infra.cli.common import Format, app, integer_option, read_spec, say
+from infra.cli.common import Format, app, integer_option, located_in, read_spec, say
 
 
 class RecomputeMode(StrEnum):
@@ -108,5 +108,7 @@ def train(
         stack=software,
     )
     train_request_checks(request, precision)
-    answer = train_model(read_spec(spec).spec, load_catalog(), request)
+    loaded = read_spec(spec)
+    with located_in(loaded):  # an error naming a spec path points into the spec
+        answer = train_model(loaded.spec, load_catalog(), request)
     say(train_json(answer) if output_format is Format.JSON else train_text(answer, shape.name))

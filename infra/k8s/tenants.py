@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from infra import namespaces
 from infra.catalog import Catalog
 from infra.k8s.elastic import (
     MONITORING_NAMESPACE,
@@ -80,8 +81,11 @@ _HOST_RESOURCES = (CPU_RESOURCE, MEMORY_RESOURCE, RDMA_QUOTA_RESOURCE)
 
 
 def priority_class_name(spec: Spec, priority: str) -> str:
-    """The PriorityClass (and Kueue WorkloadPriorityClass) of a tenant priority."""
-    return f"{spec.name}-{priority}"
+    """The PriorityClass (and Kueue WorkloadPriorityClass) of a tenant priority.
+
+    One name for render and lint (`infra.namespaces`: lint RP075 refuses a reserved one).
+    """
+    return namespaces.priority_class_name(spec.name, priority)
 
 
 def tenants(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:

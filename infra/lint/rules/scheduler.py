@@ -11,7 +11,10 @@ from infra.namespaces import (
     DEPENDENCY_NAMESPACES,
     KUBERNETES_NAMESPACES,
     RAILPLAN_NAMESPACES,
+    SYSTEM_PRIORITY_PREFIX,
+    priority_class_name,
     reserved_namespace,
+    reserved_priority_class,
     reserved_queue,
 )
 from infra.spec.scheduling import Tenant
@@ -218,6 +221,38 @@ def tenant_namespace_reserved(ctx: LintContext) -> Iterator[Violation]:
                 "the tenant's Queue would replace it",
                 "rename the tenant; Volcano's own queues are root and default",
             )
+
+
+@rule(
+    "RP075",
+    "priority-class-reserved",
+    Severity.ERROR,
+    "A tenant priority's PriorityClass would get a name Kubernetes reserves (system-*).",
+)
+def priority_class_reserved(ctx: LintContext) -> Iterator[Violation]:
+    """Each tenant priority becomes a cluster-wide PriorityClass named `<cluster>-<priority>`.
+
+    Why: Kubernetes keeps PriorityClass names starting `system-` for its own
+    (system-cluster-critical, system-node-critical) and its API server refuses to create any
+    other: a cluster named `system` (or `system-...`) with tenants renders PriorityClasses
+    `system-high`, `system-low`, ... that no cluster accepts, and the tenants' pods, which
+    name them, are never admitted.
+    Fix: rename the cluster (`name:`), e.g. `gpu-system` or `prod`.
+    """
+    spec = ctx.loaded.spec
+    if spec.scheduler.kind != "kubernetes":
+        return
+    for priority in sorted({t.priority for t in spec.scheduler.tenants}):
+        why = reserved_priority_class(spec.name, priority)
+        if why is not None:
+            yield Violation(
+                "name",
+                f"cluster {spec.name!r} would render PriorityClass "
+                f"{priority_class_name(spec.name, priority)!r} for its tenants' priority "
+                f"{priority!r}, but {why}: the API server refuses it",
+                f"rename the cluster so that its name does not start {SYSTEM_PRIORITY_PREFIX!r}",
+            )
+            return  # one finding: every priority's class starts the same way
 
 
 @rule(

@@ -11,6 +11,7 @@ with the jobs in submit order and the rows skipped per reason. Formats (docs/sim
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
@@ -48,18 +49,41 @@ PAI_JOB_TABLE = "pai_job_table.csv"
 
 
 def read_trace(
-    path: str, *, gpu_map: Mapping[str, str] | None = None, trace_format: str | None = None
+    path: str,
+    *,
+    gpu_map: Mapping[str, str] | None = None,
+    trace_format: str | None = None,
+    within: str | None = None,
 ) -> Trace:
-    """The trace in ``path``; ``gpu_map`` renames the trace's GPU models to catalog ids."""
+    """The trace in ``path``; ``gpu_map`` renames the trace's GPU models to catalog ids.
+
+    ``within``: a directory every file read must stay inside once symlinks are resolved (a
+    budget's trace and the PAI job table beside it stay in the spec's directory); the caller
+    has checked ``path`` itself, this checks what the reader adds to it.
+    """
     text = _text(path)
     name, reader = _format(text, path, trace_format)
     if name == "pai-task":
         sibling = Path(path).parent / PAI_JOB_TABLE
         if sibling.is_file() and sibling.resolve() != Path(path).resolve():
+            _inside(sibling, within)
             jobs = alibaba_pai.read_pai_jobs(_text(str(sibling)), str(sibling))
             reader = partial(alibaba_pai.read_pai_tasks, jobs=jobs)
     with _no_gc():
         return _trace(name, reader(text, path), path, gpu_map or {})
+
+
+def _inside(path: Path, within: str | None) -> None:
+    """TraceError if ``path`` leads out of ``within`` (None: anywhere is fine)."""
+    if within is None:
+        return
+    inside = os.path.realpath(within)
+    if os.path.commonpath([inside, os.path.realpath(path)]) != inside:
+        raise TraceError(
+            f"{path.name} beside the trace leads out of {within!r} (a symlink), and is not read",
+            file=str(path),
+            hint="copy the job table into that directory instead of linking to it",
+        )
 
 
 def trace_from_text(

@@ -1,0 +1,58 @@
+"""What the README and docs/verify.md show a command printing is what it prints today.
+
+The third hostile trial found four drifted figures: the plan's first line (1,411.9 kW, the
+CLI now says 1,412.0 kW and which part is a typical draw), the render's file count (350,
+now 361), the claims example's scaling paragraph (0.687 from 250 pipelines of 7
+micro-batches; the budget prints 0.725 from 125 pipelines of 13) and docs/verify.md's
+render (236 files, now 244). Each command is run here and compared with the text.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .cli_run import run_cli
+from .conftest import ROOT
+
+README = (ROOT / "README.md").read_text()
+PROSE = " ".join(README.split())  # prose wraps anywhere
+
+
+def test_the_plan_example_prints_the_readme_lines(tmp_path: Path) -> None:
+    spec = str(ROOT / "examples/dgx-h100-superpod.yaml")
+    result = run_cli("plan", spec, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    for line in result.stdout.splitlines()[:3]:
+        assert line in README, line
+
+
+def test_the_render_example_prints_the_readme_count(tmp_path: Path) -> None:
+    spec = str(ROOT / "examples/dgx-a100-superpod.yaml")
+    result = run_cli("render", spec, "--root", "deploy", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() in README, result.stdout
+
+
+def test_the_claims_paragraph_quotes_the_budget() -> None:
+    result = run_cli("budget", str(ROOT / "examples/claims-h100-8k.yaml"))
+    scaling = result.stdout.split("budgets[0].scaling_efficiency: ", 1)[1]
+    bound = scaling.split(" ", 1)[0]
+    layout = re.search(
+        r"x DP (\d+), (\d+) micro-batches .*bubble (\d+)%, exposed DP (\d+)%", scaling
+    )
+    assert layout is not None, scaling
+    pipelines, micro, bubble, exposed = layout.groups()
+    assert f"{bound} (the conservative bound) against the claimed 0.89" in PROSE
+    assert f"each of the {pipelines} pipelines {micro} micro-batches" in PROSE
+    assert f"exposed gradient traffic ({exposed} % of the step)" in PROSE
+    assert f"pipeline bubble ({bubble} %)" in PROSE
+
+
+def test_the_verify_walkthrough_render_prints_its_count(tmp_path: Path) -> None:
+    """docs/verify.md's bring-up session starts with this render (it said 236 files)."""
+    docs = (ROOT / "docs/verify.md").read_text()
+    spec = str(ROOT / "tests/data/twin/dgx-a100-su.yaml")
+    result = run_cli("render", spec, "--root", "tree", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() in docs, result.stdout
