@@ -35,7 +35,7 @@ from infra.simulate.fragment import FgdMeter, typical_shapes
 from infra.simulate.inflate import inflate
 from infra.simulate.jobs import MILLI_WHOLE, Job, Trace
 from infra.simulate.livelock import EventBudget
-from infra.simulate.metrics import Meter, Steps, Window
+from infra.simulate.metrics import Meter, Steps, Window, meter
 from infra.simulate.migrun import MigRunner
 from infra.simulate.place import find
 from infra.simulate.policy import SimPolicy
@@ -205,7 +205,8 @@ class Replay:
             self.evictions.append(0)
             self.tokens.append(0)
             self.rank.append(self._ranks(job))
-            self.events.push(job.submit_s, SUBMIT, index)
+            self.events.arrive(job.submit_s, index)
+        self.events.seal()
         self.active = self.unsubmitted = len(self.jobs)
         self.start_s = min((j.submit_s for j in self.jobs), default=0.0)
         self.window_end = max((j.submit_s for j in self.jobs), default=0.0)
@@ -216,14 +217,14 @@ class Replay:
 
     def run(self, progress: Progress) -> None:
         """Process events until every job has finished (or the horizon)."""
-        heap, done, every = self.events.heap, 0, self.policy.progress_every
+        events, done, every = self.events, 0, self.policy.progress_every
         total = 3 * len(self.jobs) + 1
         horizon = self.policy.horizon_s
         if horizon is None:  # serial execution bounds any sane schedule; past it, a livelock
             last = max((j.submit_s for j in self.jobs), default=0.0)
             horizon = last + sum(j.duration_s for j in self.jobs) + STUCK_S
-        while heap and (self.active or self.mig.busy) and not self._stuck():
-            at = heap[0][0]
+        while events and (self.active or self.mig.busy) and not self._stuck():
+            at = events.next_at()
             if horizon is not None and at > horizon:
                 self._advance(horizon)
                 break
@@ -231,8 +232,8 @@ class Replay:
                 self._advance(self.window_end)
                 self.window = self._snapshot()
             self._advance(at)
-            while heap and heap[0][0] == at:
-                _, kind, payload = self.events.pop()
+            while events.next_at() == at:
+                _, kind, payload = events.pop()
                 self._handle(kind, payload)
                 done += 1
             self.schedule()
@@ -430,7 +431,8 @@ class Replay:
         share = held(alloc)
         self.cluster.take(alloc)
         self.book.add(job.tenant, share)
-        delay = self.power.wake({part.node for part in alloc})
+        # power saving off: nothing is ever off, so waking is a no-op
+        delay = self.power.wake({part.node for part in alloc}) if self.power.enabled else 0.0
         self.tokens[index] += 1
         self.running[index] = Run(alloc, share, now, now + delay, self.tokens[index])
         if self.first_start[index] is None:
@@ -438,35 +440,10 @@ class Replay:
         for part in alloc:
             self.node_jobs[part.node][index] = None
         self.classes.setdefault((*self.rank[index], job.tenant), {})[index] = None
-        self._meter(job, alloc, +1)
+        meter(self, job.tenant, alloc, +1)
         self.events.push(now + delay + self.remaining[index], FINISH, index, self.tokens[index])
         self.starts += 1
         self.last_change = now
-
-    def _meter(self, job: Job, alloc: Allocation, sign: int) -> None:
-        # `Meter.add` per part, in the same order of additions per key: a key's integral is
-        # closed once per instant (closing again at the same instant adds nothing).
-        now, nodes, groups = self.now, self.cluster.nodes, self.by_group
-        if not alloc:
-            self.steps.set(now, self.alloc)
-            return
-        tenant = self.by_tenant.opened(job.tenant, now)
-        total, group, value = self.alloc, "", 0.0
-        for part in alloc:
-            delta = sign * part.held
-            name = nodes[part.node].group
-            if name != group:
-                if group:
-                    groups.value[group] = value
-                group, value = name, groups.opened(name, now)
-            value += delta
-            tenant += delta
-            total += delta
-        if group:
-            groups.value[group] = value
-        self.by_tenant.value[job.tenant] = tenant
-        self.alloc = total
-        self.steps.set(now, total)
 
     def _release(self, index: int, *, freed: bool = False) -> Run:
         run = self.running.pop(index)
@@ -476,7 +453,7 @@ class Replay:
         if not freed:
             self.cluster.give(run.alloc)
             self.book.add(job.tenant, -run.share)
-        self._meter(job, run.alloc, -1)
+        meter(self, job.tenant, run.alloc, -1)
         self.classes[(*self.rank[index], job.tenant)].pop(index)
         for part in run.alloc:
             self.node_jobs[part.node].pop(index, None)

@@ -14,16 +14,20 @@ import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
+from infra.simulate.cluster import Allocation, Cluster
 from infra.simulate.result import Delays
 
 __all__ = [
     "SERIES_POINTS",
     "SIZE_BUCKETS",
     "Meter",
+    "Metered",
     "Steps",
     "Window",
     "delays",
+    "meter",
     "nearest_rank",
     "size_bucket",
 ]
@@ -163,3 +167,43 @@ class Window:
     by_tenant: dict[str, float]
     frag_area: float
     fgd_area: float = 0.0
+
+
+class Metered(Protocol):
+    """What `meter` reads and changes of the replay (`infra.simulate.engine.Replay`)."""
+
+    now: float
+    alloc: float  # GPUs held in the cluster now
+    steps: Steps
+    by_group: Meter
+    by_tenant: Meter
+    cluster: Cluster
+
+
+def meter(replay: Metered, tenant: str, alloc: Allocation, sign: int) -> None:
+    """A job of ``tenant`` takes (``sign`` +1) or gives back (-1) ``alloc`` now.
+
+    `Meter.add` per part, in the same order of additions per key: a key's integral is
+    closed once per instant (closing again at the same instant adds nothing).
+    """
+    now, nodes, groups = replay.now, replay.cluster.nodes, replay.by_group
+    if not alloc:
+        replay.steps.set(now, replay.alloc)
+        return
+    held = replay.by_tenant.opened(tenant, now)
+    total, group, value = replay.alloc, "", 0.0
+    for part in alloc:
+        delta = sign * part.held
+        name = nodes[part.node].group
+        if name != group:
+            if group:
+                groups.value[group] = value
+            group, value = name, groups.opened(name, now)
+        value += delta
+        held += delta
+        total += delta
+    if group:
+        groups.value[group] = value
+    replay.by_tenant.value[tenant] = held
+    replay.alloc = total
+    replay.steps.set(now, total)

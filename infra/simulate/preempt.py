@@ -18,7 +18,7 @@ from typing import Protocol
 from infra.simulate.cluster import Allocation, Cluster, held_by, least_held
 from infra.simulate.jobs import Job
 from infra.simulate.livelock import EventBudget
-from infra.simulate.place import could_fit, find
+from infra.simulate.place import could_fit, find, gang_fails_once_freed
 from infra.simulate.state import BucketKey, Queues, Run
 from infra.simulate.tenants import PRIORITY_RANK, Book
 
@@ -174,6 +174,8 @@ class Preemptor:
         freed = (part for victim in victims for part in running[victim].alloc)
         if not victims or not could_fit(self.replay.cluster, job, freed):
             return None
+        if self._settled_unlifted(job, victims):
+            return None
         lifted = self._lift_until_admitted(job, victims, reclaiming)
         if lifted is None:
             return None
@@ -189,6 +191,25 @@ class Preemptor:
                 alloc, searched = found, searched_now
         self._evict_for(job, evicted[::-1])
         return alloc if searched else self._admitted(job, reclaiming) or alloc
+
+    def _settled_unlifted(self, job: Job, victims: list[int]) -> bool:
+        """Settle, without lifting, a try that surely fails even with every victim lifted.
+
+        `_lift_until_admitted` would lift them all, find no place, and put them all back;
+        where `gang_fails_once_freed` knows that, its effects are made directly: the same
+        quota changes in the same order (float sums stay bit for bit) and each node's place
+        in the cluster's indexes as the put-backs leave it (`Cluster.lift_and_return`).
+        """
+        cluster, running = self.replay.cluster, self.replay.running
+        freed = (part for victim in victims for part in running[victim].alloc)
+        if not gang_fails_once_freed(cluster, job, freed):
+            return False
+        book, jobs = self.replay.book, self.replay.jobs
+        for sign in (-1, +1):
+            for victim in victims:
+                book.add(jobs[victim].tenant, sign * running[victim].share)
+        cluster.lift_and_return([running[victim].alloc for victim in victims])
+        return True
 
     def _lift_until_admitted(
         self, job: Job, victims: list[int], reclaiming: bool
