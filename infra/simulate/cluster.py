@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -233,6 +233,9 @@ class Cluster:
         self.memo: dict[tuple[int, tuple[int, ...]], tuple[int, Scored | None]] = {}
         self.fits: dict[tuple[int, tuple[int, ...]], tuple[int, list[Option]]] = {}
         self.layout = 0  # counts nodes closed or given a new layout (indexes built on it check)
+        # placement's memo: (partition, GPUs, GPU model, models) -> the groups that accept
+        # such a job, and those of them a node of which can hold it (`infra.simulate.place`)
+        self.accepting: dict[Hashable, tuple[list[GroupIndex], list[GroupIndex]]] = {}
         for node in self.nodes:
             self._index(node)
 

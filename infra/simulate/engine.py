@@ -191,6 +191,7 @@ class Replay:
 
     def _load(self) -> None:
         reasons = never_reasons(self.spec, self.plan, self.catalog, self.trace.jobs)
+        ranks: dict[tuple[int, int], tuple[int, int]] = {}  # one tuple per rank, not per job
         for at, job in enumerate(self.trace.jobs):
             reason = reasons.get(at, "")
             if reason:
@@ -204,7 +205,8 @@ class Replay:
             self.end_at.append(None)
             self.evictions.append(0)
             self.tokens.append(0)
-            self.rank.append(self._ranks(job))
+            rank = self._ranks(job)
+            self.rank.append(ranks.setdefault(rank, rank))
             self.events.arrive(job.submit_s, index)
         self.events.seal()
         self.active = self.unsubmitted = len(self.jobs)
@@ -232,9 +234,8 @@ class Replay:
                 self._advance(self.window_end)
                 self.window = self._snapshot()
             self._advance(at)
-            while events.next_at() == at:
-                _, kind, payload = events.pop()
-                self._handle(kind, payload)
+            while (event := events.pop_at(at)) is not None:
+                self._handle(*event)
                 done += 1
             self.schedule()
             if done // every != (done - 1) // every:
@@ -367,8 +368,13 @@ class Replay:
         return self._pass()
 
     def _pass(self) -> bool:
-        q = self.queues
-        heap = [(q.order(k), k) for k in q.buckets if self._worth_trying(k)]
+        q, blocked = self.queues, self.blocked
+        # `Queues.order` of each bucket not blocked, or whose head may try preemption now
+        heap = [
+            ((k[1], k[2], *bucket[0]), k)
+            for k, bucket in q.buckets.items()
+            if k not in blocked or self._preempt_due(k)
+        ]
         heapq.heapify(heap)
         started = False
         while heap:
@@ -383,11 +389,6 @@ class Replay:
             if key in q.buckets:
                 heapq.heappush(heap, (q.order(key), key))
         return started
-
-    def _worth_trying(self, key: BucketKey) -> bool:
-        if key not in self.blocked:
-            return True
-        return self._preempt_due(key)
 
     def _preempt_due(self, key: BucketKey) -> bool:
         """Whether the bucket's head may try preemption now (once per `preempt_retry_s`)."""

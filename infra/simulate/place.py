@@ -43,12 +43,16 @@ def find(cluster: Cluster, job: Job, *, only: str | None = None) -> Allocation |
 
     ``only``: in that node group alone (a Slurm partition).
     """
-    groups = [
-        g
-        for g in cluster.groups.values()
-        if (only is None or g.name == only) and (job.gpus == 0 or job.accepts(g.gpu_model))
-    ]
-    one = [g for g in groups if job.gpus <= g.per_node]
+    key = (only, job.gpus, job.gpu_model, job.gpu_models)
+    chosen = cluster.accepting.get(key)
+    if chosen is None:  # the groups of such jobs, and those a node of which holds one
+        groups = [
+            g
+            for g in cluster.groups.values()
+            if (only is None or g.name == only) and (job.gpus == 0 or job.accepts(g.gpu_model))
+        ]
+        chosen = cluster.accepting[key] = (groups, [g for g in groups if job.gpus <= g.per_node])
+    groups, one = chosen
     if one:
         found = _one_node(cluster, job, one)
         if found is not None or job.fractional or job.gpus == 0:

@@ -54,6 +54,7 @@ class Preemptor:
 
     def __init__(self, replay: PreemptHost) -> None:
         self.replay = replay
+        self._nodes_of: tuple[Allocation, set[int]] = ((), set())  # a placement, its nodes
         book = replay.book
         # per spec tenant that may preempt: its rank, its keys in the queues' and the
         # running jobs' classes per job rank (none when nothing may be preempted)
@@ -241,7 +242,9 @@ class Preemptor:
         read again; `_preempt_as` then searches once more at the end, so the job lands where
         a search over the final cluster puts it, as when every put-back searched.
         """
-        nodes = {part.node for part in alloc}
+        if alloc is not self._nodes_of[0]:  # put-backs read one placement's nodes many times
+            self._nodes_of = (alloc, {part.node for part in alloc})
+        nodes = self._nodes_of[1]
         if any(part.node in nodes for part in self.replay.running[victim].alloc):
             return self._admitted(job, reclaiming), True
         return (alloc if self._quota_admits(job, alloc, reclaiming) else None), False

@@ -94,6 +94,21 @@ class Events:
             return min(arrival, heap[0][0]) if heap else arrival
         return heap[0][0] if heap else float("inf")
 
+    def pop_at(self, at: float) -> tuple[int, tuple[int, ...]] | None:
+        """The next event if it is at ``at``, as (kind, payload); else None, nothing popped."""
+        heap, i = self.heap, self.next_arrival
+        if (
+            i < len(self.arrivals_at)
+            and self.arrivals_at[i] == at
+            and (not heap or (at, SUBMIT) <= heap[0][:2])
+        ):
+            self.next_arrival = i + 1
+            return SUBMIT, (self.arrivals[i],)
+        if heap and heap[0][0] == at:
+            _, kind, _, payload = heapq.heappop(heap)
+            return kind, payload
+        return None
+
     def pop(self) -> tuple[float, int, tuple[int, ...]]:
         """The next event: (time, kind, payload)."""
         heap, at = self.heap, self.next_arrival
