@@ -139,7 +139,6 @@ class Replay:
         self.end_at: list[float | None] = []  # when each job finished
         self.evictions: list[int] = []  # times each job was evicted
         self.running: dict[int, Run] = {}
-        self.node_jobs: list[dict[int, None]] = [{} for _ in self.cluster.nodes]
         self.tokens: list[int] = []
         self.rank: list[tuple[int, int]] = []
         self.classes: dict[tuple[int, int, str], dict[int, None]] = {}  # running, by priority
@@ -350,7 +349,12 @@ class Replay:
         else:
             while self._pass():
                 pass
-        self.starved = any(self.blocked.get(k, False) for k in self.queues.buckets)
+        self.starved = self._blocked_for_capacity()
+
+    def _blocked_for_capacity(self) -> bool:
+        """Whether some waiting bucket is blocked for GPUs (not quota)."""
+        buckets = self.queues.buckets
+        return any(capacity and key in buckets for key, capacity in self.blocked.items())
 
     def _shape_pass(self, shapes: ShapeIndex) -> bool:
         """A pass by shape where nothing can be evicted in it, else the pass over buckets.
@@ -438,8 +442,6 @@ class Replay:
         self.running[index] = Run(alloc, share, now, now + delay, self.tokens[index])
         if self.first_start[index] is None:
             self.first_start[index] = now + delay
-        for part in alloc:
-            self.node_jobs[part.node][index] = None
         self.classes.setdefault((*self.rank[index], job.tenant), {})[index] = None
         meter(self, job.tenant, alloc, +1)
         self.events.push(now + delay + self.remaining[index], FINISH, index, self.tokens[index])
@@ -456,8 +458,6 @@ class Replay:
             self.book.add(job.tenant, -run.share)
         meter(self, job.tenant, run.alloc, -1)
         self.classes[(*self.rank[index], job.tenant)].pop(index)
-        for part in run.alloc:
-            self.node_jobs[part.node].pop(index, None)
         self.unblock_all()
         for node in {part.node for part in run.alloc}:
             if self.cluster.nodes[node].empty:
