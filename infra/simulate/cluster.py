@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -233,6 +233,9 @@ class Cluster:
         self.memo: dict[tuple[int, tuple[int, ...]], tuple[int, Scored | None]] = {}
         self.fits: dict[tuple[int, tuple[int, ...]], tuple[int, list[Option]]] = {}
         self.layout = 0  # counts nodes closed or given a new layout (indexes built on it check)
+        # placement's memo: (partition, GPUs, GPU model, models) -> the groups that accept
+        # such a job, and those of them a node of which can hold it (`infra.simulate.place`)
+        self.accepting: dict[Hashable, tuple[list[GroupIndex], list[GroupIndex]]] = {}
         for node in self.nodes:
             self._index(node)
 
@@ -285,7 +288,9 @@ class Cluster:
 
     def _apply(self, alloc: Allocation, sign: int) -> None:
         # `_unindex`, the change and `_index` fused (the hottest loop of preemption): the
-        # same dict operations in the same order, so every insertion order stays as it was.
+        # same operations on each dict in the same order, so every insertion order stays as
+        # it was. A node is in ``su_full`` exactly while it is open with every GPU free, so
+        # only such a node is looked up there; nodes without MIG slices skip ``by_slice``.
         nodes, groups, watch = self.nodes, self.groups, self.watch
         for part in alloc:
             index = part.node
@@ -295,27 +300,64 @@ class Cluster:
                 continue
             g = groups[node.group]
             by_free = g.by_free
-            g.full -= node.whole_free == node.gpus
-            by_free[node.whole_free].pop(index, None)
-            for g_size in node.slices_free:
-                g.by_slice.get(g_size, {}).pop(index, None)
-            g.su_full[node.su].pop(index, None)
+            before = node.whole_free
+            if before == node.gpus:
+                g.full -= 1
+                g.su_full[node.su].pop(index, None)
+            by_free[before].pop(index, None)
+            sliced = node.slices_free
+            if sliced:
+                _unslice(g, index, sliced)
             if node.shared or part.slice or part.cpu or part.mem:
                 _change(node, part, sign)
+                after = node.whole_free
             else:  # whole GPUs alone: `_change`'s arithmetic, without the call
-                node.whole_free += sign * part.whole
+                after = node.whole_free = before + sign * part.whole
                 node.running -= sign
                 node.stamp += 1
-                assert 0 <= node.whole_free <= node.whole_total, "whole GPUs over-allocated"
-            by_free[node.whole_free][index] = None
-            for g_size, free in node.slices_free.items():
-                if free > 0:
-                    g.by_slice.setdefault(g_size, {})[index] = None
-            if node.whole_free == node.gpus:
+                assert 0 <= after <= node.whole_total, "whole GPUs over-allocated"
+            by_free[after][index] = None
+            if sliced:
+                _reslice(g, index, sliced)
+            if after == node.gpus:
                 g.su_full[node.su][index] = None
                 g.full += 1
             if watch is not None:
                 watch(node)
+
+    def lift_and_return(self, allocs: Sequence[Allocation]) -> None:
+        """What giving back every allocation of ``allocs`` and taking them again leaves.
+
+        `give` of each in order, then `take` of each in order, without the changes in
+        between: free counts end as they were, but each node's place in the indexes is its
+        last touch's (dicts keep insertion order), its ``stamp`` counts both changes and
+        ``watch`` hears of both. Whole-GPU parts only, on nodes that share no GPU: a
+        preemption that lifts its candidates, finds nothing and puts them back settles with
+        this.
+        """
+        nodes, groups, watch = self.nodes, self.groups, self.watch
+        for _ in range(2):  # give, then take
+            for alloc in allocs:
+                for part in alloc:
+                    node = nodes[part.node]
+                    node.stamp += 1
+                    if node.open and watch is not None:
+                        watch(node)
+        for alloc in allocs:  # the takes' index moves, in their order
+            for part in alloc:
+                index = part.node
+                node = nodes[index]
+                if not node.open:
+                    continue
+                g = groups[node.group]
+                bucket = g.by_free[node.whole_free]
+                bucket.pop(index, None)
+                bucket[index] = None
+                for g_size, free in node.slices_free.items():
+                    if free > 0:
+                        slot = g.by_slice.setdefault(g_size, {})
+                        slot.pop(index, None)
+                        slot[index] = None
 
     def close(self, indices: Iterable[int]) -> None:
         """Stop nodes taking new jobs (a MIG change drains them)."""
@@ -344,13 +386,31 @@ class Cluster:
                 self.watch(node)
 
 
+def _unslice(g: GroupIndex, index: int, slices: Mapping[int, int]) -> None:
+    """Take node ``index`` out of its group's slice index (``slices``: its free slices)."""
+    for g_size in slices:
+        g.by_slice.get(g_size, {}).pop(index, None)
+
+
+def _reslice(g: GroupIndex, index: int, slices: Mapping[int, int]) -> None:
+    """Put node ``index`` back in its group's slice index, under each size it has free."""
+    for g_size, free in slices.items():
+        if free > 0:
+            g.by_slice.setdefault(g_size, {})[index] = None
+
+
 def whole_part(node: Node, gpus: int, cpu: int = 0, mem: int = 0) -> Part:
     """``gpus`` whole GPUs of ``node``: on a sharing node the first wholly free ones."""
     chosen: tuple[int, ...] = ()
     if node.shared:
         free = [i for i, u in enumerate(node.shared) if u == node.replicas]
         chosen = tuple(free[:gpus])
-    return Part(node.index, whole=gpus, gpus=chosen, cpu=cpu, mem=mem, held=float(gpus))
+    # `Part(node.index, whole=gpus, gpus=chosen, cpu=cpu, mem=mem, held=float(gpus))`
+    # without the keyword call: every placement of whole GPUs makes its parts here
+    return _new_part(Part, (node.index, gpus, 0, 0, chosen, cpu, mem, float(gpus)))
+
+
+_new_part = tuple.__new__
 
 
 def _change(node: Node, part: Part, sign: int) -> None:

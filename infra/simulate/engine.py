@@ -35,7 +35,7 @@ from infra.simulate.fragment import FgdMeter, typical_shapes
 from infra.simulate.inflate import inflate
 from infra.simulate.jobs import MILLI_WHOLE, Job, Trace
 from infra.simulate.livelock import EventBudget
-from infra.simulate.metrics import Meter, Steps, Window
+from infra.simulate.metrics import Meter, Steps, Window, meter
 from infra.simulate.migrun import MigRunner
 from infra.simulate.place import find
 from infra.simulate.policy import SimPolicy
@@ -139,7 +139,6 @@ class Replay:
         self.end_at: list[float | None] = []  # when each job finished
         self.evictions: list[int] = []  # times each job was evicted
         self.running: dict[int, Run] = {}
-        self.node_jobs: list[dict[int, None]] = [{} for _ in self.cluster.nodes]
         self.tokens: list[int] = []
         self.rank: list[tuple[int, int]] = []
         self.classes: dict[tuple[int, int, str], dict[int, None]] = {}  # running, by priority
@@ -191,6 +190,7 @@ class Replay:
 
     def _load(self) -> None:
         reasons = never_reasons(self.spec, self.plan, self.catalog, self.trace.jobs)
+        ranks: dict[tuple[int, int], tuple[int, int]] = {}  # one tuple per rank, not per job
         for at, job in enumerate(self.trace.jobs):
             reason = reasons.get(at, "")
             if reason:
@@ -204,8 +204,10 @@ class Replay:
             self.end_at.append(None)
             self.evictions.append(0)
             self.tokens.append(0)
-            self.rank.append(self._ranks(job))
-            self.events.push(job.submit_s, SUBMIT, index)
+            rank = self._ranks(job)
+            self.rank.append(ranks.setdefault(rank, rank))
+            self.events.arrive(job.submit_s, index)
+        self.events.seal()
         self.active = self.unsubmitted = len(self.jobs)
         self.start_s = min((j.submit_s for j in self.jobs), default=0.0)
         self.window_end = max((j.submit_s for j in self.jobs), default=0.0)
@@ -216,14 +218,14 @@ class Replay:
 
     def run(self, progress: Progress) -> None:
         """Process events until every job has finished (or the horizon)."""
-        heap, done, every = self.events.heap, 0, self.policy.progress_every
+        events, done, every = self.events, 0, self.policy.progress_every
         total = 3 * len(self.jobs) + 1
         horizon = self.policy.horizon_s
         if horizon is None:  # serial execution bounds any sane schedule; past it, a livelock
             last = max((j.submit_s for j in self.jobs), default=0.0)
             horizon = last + sum(j.duration_s for j in self.jobs) + STUCK_S
-        while heap and (self.active or self.mig.busy) and not self._stuck():
-            at = heap[0][0]
+        while events and (self.active or self.mig.busy) and not self._stuck():
+            at = events.next_at()
             if horizon is not None and at > horizon:
                 self._advance(horizon)
                 break
@@ -231,9 +233,8 @@ class Replay:
                 self._advance(self.window_end)
                 self.window = self._snapshot()
             self._advance(at)
-            while heap and heap[0][0] == at:
-                _, kind, payload = self.events.pop()
-                self._handle(kind, payload)
+            while (event := events.pop_at(at)) is not None:
+                self._handle(*event)
                 done += 1
             self.schedule()
             if done // every != (done - 1) // every:
@@ -348,7 +349,12 @@ class Replay:
         else:
             while self._pass():
                 pass
-        self.starved = any(self.blocked.get(k, False) for k in self.queues.buckets)
+        self.starved = self._blocked_for_capacity()
+
+    def _blocked_for_capacity(self) -> bool:
+        """Whether some waiting bucket is blocked for GPUs (not quota)."""
+        buckets = self.queues.buckets
+        return any(capacity and key in buckets for key, capacity in self.blocked.items())
 
     def _shape_pass(self, shapes: ShapeIndex) -> bool:
         """A pass by shape where nothing can be evicted in it, else the pass over buckets.
@@ -366,8 +372,13 @@ class Replay:
         return self._pass()
 
     def _pass(self) -> bool:
-        q = self.queues
-        heap = [(q.order(k), k) for k in q.buckets if self._worth_trying(k)]
+        q, blocked = self.queues, self.blocked
+        # `Queues.order` of each bucket not blocked, or whose head may try preemption now
+        heap = [
+            ((k[1], k[2], *bucket[0]), k)
+            for k, bucket in q.buckets.items()
+            if k not in blocked or self._preempt_due(k)
+        ]
         heapq.heapify(heap)
         started = False
         while heap:
@@ -382,11 +393,6 @@ class Replay:
             if key in q.buckets:
                 heapq.heappush(heap, (q.order(key), key))
         return started
-
-    def _worth_trying(self, key: BucketKey) -> bool:
-        if key not in self.blocked:
-            return True
-        return self._preempt_due(key)
 
     def _preempt_due(self, key: BucketKey) -> bool:
         """Whether the bucket's head may try preemption now (once per `preempt_retry_s`)."""
@@ -430,43 +436,17 @@ class Replay:
         share = held(alloc)
         self.cluster.take(alloc)
         self.book.add(job.tenant, share)
-        delay = self.power.wake({part.node for part in alloc})
+        # power saving off: nothing is ever off, so waking is a no-op
+        delay = self.power.wake({part.node for part in alloc}) if self.power.enabled else 0.0
         self.tokens[index] += 1
         self.running[index] = Run(alloc, share, now, now + delay, self.tokens[index])
         if self.first_start[index] is None:
             self.first_start[index] = now + delay
-        for part in alloc:
-            self.node_jobs[part.node][index] = None
         self.classes.setdefault((*self.rank[index], job.tenant), {})[index] = None
-        self._meter(job, alloc, +1)
+        meter(self, job.tenant, alloc, +1)
         self.events.push(now + delay + self.remaining[index], FINISH, index, self.tokens[index])
         self.starts += 1
         self.last_change = now
-
-    def _meter(self, job: Job, alloc: Allocation, sign: int) -> None:
-        # `Meter.add` per part, in the same order of additions per key: a key's integral is
-        # closed once per instant (closing again at the same instant adds nothing).
-        now, nodes, groups = self.now, self.cluster.nodes, self.by_group
-        if not alloc:
-            self.steps.set(now, self.alloc)
-            return
-        tenant = self.by_tenant.opened(job.tenant, now)
-        total, group, value = self.alloc, "", 0.0
-        for part in alloc:
-            delta = sign * part.held
-            name = nodes[part.node].group
-            if name != group:
-                if group:
-                    groups.value[group] = value
-                group, value = name, groups.opened(name, now)
-            value += delta
-            tenant += delta
-            total += delta
-        if group:
-            groups.value[group] = value
-        self.by_tenant.value[job.tenant] = tenant
-        self.alloc = total
-        self.steps.set(now, total)
 
     def _release(self, index: int, *, freed: bool = False) -> Run:
         run = self.running.pop(index)
@@ -476,10 +456,8 @@ class Replay:
         if not freed:
             self.cluster.give(run.alloc)
             self.book.add(job.tenant, -run.share)
-        self._meter(job, run.alloc, -1)
+        meter(self, job.tenant, run.alloc, -1)
         self.classes[(*self.rank[index], job.tenant)].pop(index)
-        for part in run.alloc:
-            self.node_jobs[part.node].pop(index, None)
         self.unblock_all()
         for node in {part.node for part in run.alloc}:
             if self.cluster.nodes[node].empty:

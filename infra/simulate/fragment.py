@@ -167,8 +167,18 @@ class FgdMeter:
     def flush(self) -> float:
         """Re-value the nodes changed since the last flush; the cluster's total."""
         if self.dirty:
-            for index in self.dirty:
-                self.update(self.nodes[index])
+            nodes, models, memo, values = self.nodes, self.models, self.memo, self.value
+            total = self.total
+            for index in self.dirty:  # `update` of each, inline
+                node = nodes[index]
+                value = 0.0
+                if node.open and self.shapes:
+                    state = node_state(node, models[node.group])
+                    found = memo.get(state)
+                    value = self.of(state) if found is None else found
+                total += value - values[index]
+                values[index] = value
+            self.total = total
             self.dirty.clear()
         return self.total
 

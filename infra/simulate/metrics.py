@@ -10,20 +10,25 @@ Job-size buckets: ``<=1`` GPU (fractions included), ``2-8``, ``9-64``, ``65-512`
 
 from __future__ import annotations
 
+import itertools
 import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
+from infra.simulate.cluster import Allocation, Cluster
 from infra.simulate.result import Delays
 
 __all__ = [
     "SERIES_POINTS",
     "SIZE_BUCKETS",
     "Meter",
+    "Metered",
     "Steps",
     "Window",
     "delays",
+    "meter",
     "nearest_rank",
     "size_bucket",
 ]
@@ -111,25 +116,22 @@ class Steps:
     def segments(self, start: float, end: float) -> list[tuple[float, float]]:
         """``(value, duration)`` of each constant piece within [start, end]."""
         out = []
-        for i, t in enumerate(self.t):
-            nxt = self.t[i + 1] if i + 1 < len(self.t) else end
+        ends = itertools.chain(itertools.islice(self.t, 1, None), (end,))
+        for t, nxt, value in zip(self.t, ends, self.v, strict=True):
             lo, hi = max(t, start), min(nxt, end)
             if hi > lo:
-                out.append((self.v[i], hi - lo))
+                out.append((value, hi - lo))
         return out
 
     def weighted_pct(self, start: float, end: float, pct: float) -> float:
         """Time-weighted ``pct`` percentile of the value over [start, end]."""
+        return self.weighted_pcts(start, end, (pct,))[0]
+
+    def weighted_pcts(self, start: float, end: float, pcts: Sequence[float]) -> list[float]:
+        """`weighted_pct` of each of ``pcts``, the pieces sorted once."""
         pieces = sorted(self.segments(start, end))
         total = sum(d for _, d in pieces)
-        if total <= 0:
-            return 0.0
-        acc = 0.0
-        for value, duration in pieces:
-            acc += duration
-            if acc >= pct / 100 * total - 1e-9:
-                return value
-        return pieces[-1][0]
+        return [_weighted(pieces, total, pct) for pct in pcts]
 
     def at(self, times: Sequence[float]) -> list[float]:
         """The value at each of the sorted ``times``."""
@@ -143,15 +145,28 @@ class Steps:
     def profile(self, start: float, end: float, offset_s: float) -> list[float]:
         """Mean value per hour of the day (``offset_s``: seconds past local midnight at t=0)."""
         area, span = [0.0] * 24, [0.0] * 24
-        for i, t in enumerate(self.t):
-            lo, hi = max(t, start), min(self.t[i + 1] if i + 1 < len(self.t) else end, end)
+        ends = itertools.chain(itertools.islice(self.t, 1, None), (end,))
+        for t, nxt, value in zip(self.t, ends, self.v, strict=True):
+            lo, hi = max(t, start), min(nxt, end)
             while hi > lo:
                 hour = int(((lo + offset_s) % 86_400) // 3600)
                 cut = min(hi, lo + 3600 - (lo + offset_s) % 3600)
-                area[hour] += self.v[i] * (cut - lo)
+                area[hour] += value * (cut - lo)
                 span[hour] += cut - lo
                 lo = cut
         return [a / s if s else 0.0 for a, s in zip(area, span, strict=True)]
+
+
+def _weighted(pieces: list[tuple[float, float]], total: float, pct: float) -> float:
+    """The ``pct`` percentile of sorted ``(value, duration)`` pieces lasting ``total``."""
+    if total <= 0:
+        return 0.0
+    acc, bar = 0.0, pct / 100 * total - 1e-9
+    for value, duration in pieces:
+        acc += duration
+        if acc >= bar:
+            return value
+    return pieces[-1][0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,3 +178,43 @@ class Window:
     by_tenant: dict[str, float]
     frag_area: float
     fgd_area: float = 0.0
+
+
+class Metered(Protocol):
+    """What `meter` reads and changes of the replay (`infra.simulate.engine.Replay`)."""
+
+    now: float
+    alloc: float  # GPUs held in the cluster now
+    steps: Steps
+    by_group: Meter
+    by_tenant: Meter
+    cluster: Cluster
+
+
+def meter(replay: Metered, tenant: str, alloc: Allocation, sign: int) -> None:
+    """A job of ``tenant`` takes (``sign`` +1) or gives back (-1) ``alloc`` now.
+
+    `Meter.add` per part, in the same order of additions per key: a key's integral is
+    closed once per instant (closing again at the same instant adds nothing).
+    """
+    now, nodes, groups = replay.now, replay.cluster.nodes, replay.by_group
+    if not alloc:
+        replay.steps.set(now, replay.alloc)
+        return
+    held = replay.by_tenant.opened(tenant, now)
+    total, group, value = replay.alloc, "", 0.0
+    for part in alloc:
+        delta = sign * part.held
+        name = nodes[part.node].group
+        if name != group:
+            if group:
+                groups.value[group] = value
+            group, value = name, groups.opened(name, now)
+        value += delta
+        held += delta
+        total += delta
+    if group:
+        groups.value[group] = value
+    replay.by_tenant.value[tenant] = held
+    replay.alloc = total
+    replay.steps.set(now, total)

@@ -22,7 +22,7 @@ from infra.simulate.jobs import Trace
 from infra.simulate.migplan import firings_on_day, local_day, origin_s, reconfigure_s
 from infra.simulate.power import PowerSaver
 from infra.simulate.result import Repartition
-from infra.simulate.state import DAY, MIG, Events
+from infra.simulate.state import DAY, MIG, Events, Run
 from infra.spec import Spec
 from infra.topology.model import GroupPlan, MigState, Plan
 
@@ -39,7 +39,7 @@ class MigHost(Protocol):
     events: Events
     power: PowerSaver
     now: float
-    node_jobs: list[dict[int, None]]
+    running: dict[int, Run]
 
     def unblock_all(self) -> None:
         """Capacity came back: every waiting bucket may fit again."""
@@ -179,7 +179,10 @@ class MigRunner:
         replay = self.replay
         change.draining = False
         change.drained_s = replay.now - change.t0
-        victims = sorted({j for n in sorted(change.nodes) for j in replay.node_jobs[n]})
+        nodes = change.nodes  # the running jobs with a part on the batch's nodes
+        victims = sorted(
+            j for j, run in replay.running.items() if any(p.node in nodes for p in run.alloc)
+        )
         for victim in victims:
             change.lost_s += replay.evict(victim)
         change.evicted = len(victims)

@@ -32,7 +32,7 @@ from infra.simulate.cluster import (
 from infra.simulate.jobs import Job
 from infra.simulate.score import scan
 
-__all__ = ["INDEXED", "could_fit", "find", "spread"]
+__all__ = ["INDEXED", "could_fit", "find", "gang_fails_once_freed", "spread"]
 
 INDEXED = ("best-fit", "first-fit", "random")
 """Placements the group indexes answer for jobs that state no CPUs or memory."""
@@ -43,12 +43,16 @@ def find(cluster: Cluster, job: Job, *, only: str | None = None) -> Allocation |
 
     ``only``: in that node group alone (a Slurm partition).
     """
-    groups = [
-        g
-        for g in cluster.groups.values()
-        if (only is None or g.name == only) and (job.gpus == 0 or job.accepts(g.gpu_model))
-    ]
-    one = [g for g in groups if job.gpus <= g.per_node]
+    key = (only, job.gpus, job.gpu_model, job.gpu_models)
+    chosen = cluster.accepting.get(key)
+    if chosen is None:  # the groups of such jobs, and those a node of which holds one
+        groups = [
+            g
+            for g in cluster.groups.values()
+            if (only is None or g.name == only) and (job.gpus == 0 or job.accepts(g.gpu_model))
+        ]
+        chosen = cluster.accepting[key] = (groups, [g for g in groups if job.gpus <= g.per_node])
+    groups, one = chosen
     if one:
         found = _one_node(cluster, job, one)
         if found is not None or job.fractional or job.gpus == 0:
@@ -99,6 +103,58 @@ def could_fit(cluster: Cluster, job: Job, freed: Iterable[Part]) -> bool:
         elif g.full >= job.gpus // g.per_node:
             return True
     return _fits_once_freed(cluster, job.gpus, need, groups, freed)
+
+
+def gang_fails_once_freed(cluster: Cluster, job: Job, freed: Iterable[Part]) -> bool:
+    """Whether `find` surely places ``job`` nowhere once the parts ``freed`` are given back.
+
+    Answers True only where that is exact and the search is pure: a job of whole GPUs
+    stating no CPUs or memory, larger than a node of every group it accepts and a multiple
+    of their node size (whole nodes, no remainder), and ``freed`` whole-GPU parts alone
+    (no slice, replica, CPU or memory; no node that shares GPUs). Such a gang fits a group
+    iff enough of its nodes are wholly free: ``n`` in one SU when ``n`` is at most an SU,
+    else ``n`` anywhere in the group (`_find_nodes`). False: it may fit, or not answered.
+    ``freed`` is read lazily, and only until the job may fit.
+    """
+    if job.fractional or job.gpus == 0 or job.cpu_milli or job.memory_mib:
+        return False
+    groups = {g.name: g for g in cluster.groups.values() if job.accepts(g.gpu_model)}
+    if any(job.gpus <= g.per_node or job.gpus % g.per_node for g in groups.values()):
+        return False
+    if any(_gang_room(g, job.gpus // g.per_node, g.full, 0) for g in groups.values()):
+        return False  # it fits already (quota holds it back)
+    nodes = cluster.nodes
+    whole: dict[int, int] = {}
+    full = {name: g.full for name, g in groups.items()}
+    in_su: dict[tuple[str, int], int] = {}  # wholly free nodes per (group, SU), as freed
+    for part in freed:
+        node = nodes[part.node]
+        if part.whole <= 0 or part.slice or part.units or part.cpu or part.mem or node.shared:
+            return False
+        g = groups.get(node.group)
+        if g is None or not node.open:
+            continue
+        k = whole[part.node] = whole.get(part.node, 0) + part.whole
+        if node.whole_free < node.gpus == node.whole_free + k:  # wholly free once freed
+            where = (g.name, node.su)
+            count = in_su[where] = in_su.get(where, len(g.su_full[node.su])) + 1
+            full[g.name] += 1
+            if _gang_room(g, job.gpus // g.per_node, full[g.name], count):
+                return False
+    return True
+
+
+def _gang_room(g: GroupIndex, n: int, full: int, in_su: int) -> bool:
+    """Whether ``n`` whole nodes of ``g`` may be found.
+
+    ``full``: its wholly free nodes; ``in_su``: those of the SU that just gained one (0:
+    read every SU's own count).
+    """
+    if full < n:
+        return False
+    if n > g.su_size:
+        return True
+    return in_su >= n or (not in_su and any(len(free) >= n for free in g.su_full.values()))
 
 
 def _fits_once_freed(
@@ -193,6 +249,8 @@ def spread(job: Job, nodes: list[tuple[Node, int]]) -> Allocation:
     Each node's part is rounded up (a gang over n nodes may hold up to n thousandths of a
     CPU and n MiB more than it stated).
     """
+    if not job.cpu_milli and not job.memory_mib:  # nothing to share out
+        return tuple(whole_part(node, k) for node, k in nodes)
     return tuple(
         whole_part(node, k, _share(job.cpu_milli, k, job.gpus), _share(job.memory_mib, k, job.gpus))
         for node, k in nodes

@@ -18,7 +18,7 @@ from typing import Protocol
 from infra.simulate.cluster import Allocation, Cluster, held_by, least_held
 from infra.simulate.jobs import Job
 from infra.simulate.livelock import EventBudget
-from infra.simulate.place import could_fit, find
+from infra.simulate.place import could_fit, find, gang_fails_once_freed
 from infra.simulate.state import BucketKey, Queues, Run
 from infra.simulate.tenants import PRIORITY_RANK, Book
 
@@ -54,6 +54,7 @@ class Preemptor:
 
     def __init__(self, replay: PreemptHost) -> None:
         self.replay = replay
+        self._nodes_of: tuple[Allocation, set[int]] = ((), set())  # a placement, its nodes
         book = replay.book
         # per spec tenant that may preempt: its rank, its keys in the queues' and the
         # running jobs' classes per job rank (none when nothing may be preempted)
@@ -174,6 +175,8 @@ class Preemptor:
         freed = (part for victim in victims for part in running[victim].alloc)
         if not victims or not could_fit(self.replay.cluster, job, freed):
             return None
+        if self._settled_unlifted(job, victims):
+            return None
         lifted = self._lift_until_admitted(job, victims, reclaiming)
         if lifted is None:
             return None
@@ -189,6 +192,25 @@ class Preemptor:
                 alloc, searched = found, searched_now
         self._evict_for(job, evicted[::-1])
         return alloc if searched else self._admitted(job, reclaiming) or alloc
+
+    def _settled_unlifted(self, job: Job, victims: list[int]) -> bool:
+        """Settle, without lifting, a try that surely fails even with every victim lifted.
+
+        `_lift_until_admitted` would lift them all, find no place, and put them all back;
+        where `gang_fails_once_freed` knows that, its effects are made directly: the same
+        quota changes in the same order (float sums stay bit for bit) and each node's place
+        in the cluster's indexes as the put-backs leave it (`Cluster.lift_and_return`).
+        """
+        cluster, running = self.replay.cluster, self.replay.running
+        freed = (part for victim in victims for part in running[victim].alloc)
+        if not gang_fails_once_freed(cluster, job, freed):
+            return False
+        book, jobs = self.replay.book, self.replay.jobs
+        for sign in (-1, +1):
+            for victim in victims:
+                book.add(jobs[victim].tenant, sign * running[victim].share)
+        cluster.lift_and_return([running[victim].alloc for victim in victims])
+        return True
 
     def _lift_until_admitted(
         self, job: Job, victims: list[int], reclaiming: bool
@@ -220,7 +242,9 @@ class Preemptor:
         read again; `_preempt_as` then searches once more at the end, so the job lands where
         a search over the final cluster puts it, as when every put-back searched.
         """
-        nodes = {part.node for part in alloc}
+        if alloc is not self._nodes_of[0]:  # put-backs read one placement's nodes many times
+            self._nodes_of = (alloc, {part.node for part in alloc})
+        nodes = self._nodes_of[1]
         if any(part.node in nodes for part in self.replay.running[victim].alloc):
             return self._admitted(job, reclaiming), True
         return (alloc if self._quota_admits(job, alloc, reclaiming) else None), False

@@ -5,12 +5,16 @@ GPU model), each ordered by submit time then trace line: jobs of one bucket are 
 its head does not fit none does (BestEffortFIFO tries the next bucket instead). `Events` is a
 heap of ``(time, kind, sequence)``: at one time finishes come first, then MIG steps, power
 steps and submits, then Slurm's backfill cycles, each in the order they were scheduled, so
-ties never depend on hash order.
+ties never depend on hash order. The trace's submits, known before the replay starts, wait in
+a sorted array beside the heap (`Events.arrive`, `Events.seal`) and are merged with it as if
+they had been pushed first: the heap holds what runs and its timers, not every job of the
+trace (a heap of a million submits cost a cache miss per level of every pop, and 130 MB).
 """
 
 from __future__ import annotations
 
 import heapq
+from array import array
 from dataclasses import dataclass
 
 from infra.simulate.cluster import Allocation
@@ -49,21 +53,72 @@ class Run:
 
 
 class Events:
-    """The event heap."""
+    """The event heap, and the trace's submits in time order beside it."""
 
     def __init__(self) -> None:
         self.heap: list[tuple[float, int, int, tuple[int, ...]]] = []
         self.seq = 0
+        self.arrivals_at = array("d")  # submit times, sorted once sealed
+        self.arrivals = array("q")  # the jobs submitted then
+        self.next_arrival = 0  # the first arrival not yet popped
 
     def push(self, at: float, kind: int, *payload: int) -> None:
         """Schedule an event of ``kind`` at ``at`` with integer ``payload``."""
         self.seq += 1
         heapq.heappush(self.heap, (at, kind, self.seq, payload))
 
+    def arrive(self, at: float, index: int) -> None:
+        """Job ``index`` is submitted at ``at`` (before `seal`, and before any `push`).
+
+        It pops as ``(at, SUBMIT, (index,))`` would had it been pushed now: submits are
+        pushed before anything else, so their sequence numbers are the lowest.
+        """
+        self.arrivals_at.append(at)
+        self.arrivals.append(index)
+
+    def seal(self) -> None:
+        """Every submit has arrived: order them by time (a stable sort keeps trace order)."""
+        times = self.arrivals_at
+        order = sorted(range(len(times)), key=times.__getitem__)
+        self.arrivals_at = array("d", (times[i] for i in order))
+        self.arrivals = array("q", (self.arrivals[i] for i in order))
+
+    def __bool__(self) -> bool:
+        return bool(self.heap) or self.next_arrival < len(self.arrivals)
+
+    def next_at(self) -> float:
+        """The time of the next event (infinity when there is none)."""
+        heap, at = self.heap, self.next_arrival
+        if at < len(self.arrivals_at):
+            arrival = self.arrivals_at[at]
+            return min(arrival, heap[0][0]) if heap else arrival
+        return heap[0][0] if heap else float("inf")
+
+    def pop_at(self, at: float) -> tuple[int, tuple[int, ...]] | None:
+        """The next event if it is at ``at``, as (kind, payload); else None, nothing popped."""
+        heap, i = self.heap, self.next_arrival
+        if (
+            i < len(self.arrivals_at)
+            and self.arrivals_at[i] == at
+            and (not heap or (at, SUBMIT) <= heap[0][:2])
+        ):
+            self.next_arrival = i + 1
+            return SUBMIT, (self.arrivals[i],)
+        if heap and heap[0][0] == at:
+            _, kind, _, payload = heapq.heappop(heap)
+            return kind, payload
+        return None
+
     def pop(self) -> tuple[float, int, tuple[int, ...]]:
         """The next event: (time, kind, payload)."""
-        at, kind, _, payload = heapq.heappop(self.heap)
-        return at, kind, payload
+        heap, at = self.heap, self.next_arrival
+        if at < len(self.arrivals_at):
+            arrival = self.arrivals_at[at]
+            if not heap or (arrival, SUBMIT) <= heap[0][:2]:
+                self.next_arrival = at + 1
+                return arrival, SUBMIT, (self.arrivals[at],)
+        when, kind, _, payload = heapq.heappop(heap)
+        return when, kind, payload
 
 
 class Queues:

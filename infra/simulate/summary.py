@@ -108,6 +108,7 @@ def summarise(replay: Finished) -> SimResult:
     horizon = max(replay.end_s - start, 1e-9)
     energy, saved = _energy(replay, horizon)
     trace, table = replay.trace, _table(replay)
+    p50, p95 = steps.weighted_pcts(start, end, (50, 95))
     return SimResult(
         trace=TraceSummary(
             trace.source,
@@ -122,8 +123,8 @@ def summarise(replay: Finished) -> SimResult:
         horizon_s=round(horizon, 3),
         window_s=round(span, 3),
         allocation_mean=round(total / (gpus * span), 6) if gpus else 0.0,
-        allocation_p50=round(steps.weighted_pct(start, end, 50) / gpus, 6) if gpus else 0.0,
-        allocation_p95=round(steps.weighted_pct(start, end, 95) / gpus, 6) if gpus else 0.0,
+        allocation_p50=round(p50 / gpus, 6) if gpus else 0.0,
+        allocation_p95=round(p95 / gpus, 6) if gpus else 0.0,
         allocation_by_group=by_group,
         allocation_by_tenant=by_tenant,
         queueing=_delays_by(replay, lambda j: replay.jobs[j].tenant),

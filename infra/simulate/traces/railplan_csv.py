@@ -17,6 +17,8 @@ CPU-only job (its ``gpu_milli`` empty or 0). Rows with no GPU, CPU or memory are
 
 from __future__ import annotations
 
+import sys
+
 from infra.simulate.jobs import MILLI_WHOLE, Job
 from infra.simulate.traces.common import Row, Rows, csv_rows, excerpt, seconds, whole
 from infra.spec.scheduling import PRIORITIES
@@ -62,8 +64,8 @@ def _job(row: Row, gpus: int, cpu: int, mem: int) -> Job:
         duration_s=_duration(row),
         gpus=gpus,
         milli=milli,
-        tenant=row.get("tenant", "default"),
-        priority=priority,
+        tenant=sys.intern(row.get("tenant", "default")),  # one string per tenant, not per row
+        priority=sys.intern(priority),
         gpu_model=row.get("gpu_model") or None,
         line=row.line,
         limit_s=_limit(row),
