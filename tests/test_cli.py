@@ -154,6 +154,16 @@ def test_usage_errors_exit_2() -> None:
     assert railplan("no-such-command").returncode == 2
 
 
+@pytest.mark.parametrize("group", [[], ["mig"]], ids=["railplan", "railplan mig"])
+def test_a_bare_group_prints_its_help_and_one_line(group: list[str]) -> None:
+    """A new user's first command, `railplan` alone, once ended in a traceback (exit 1)."""
+    result = railplan(*group)
+    assert result.returncode == 2
+    assert "Usage:" in result.stdout
+    command = " ".join(["railplan", *group])
+    assert result.stderr.splitlines()[-1].endswith(f"no command given (see {command} --help)")
+
+
 def test_mig_check_nvidia_default_passes_and_broken_files_fail() -> None:
     ok = railplan("mig", "check", str(MIG_DATA / "config-default.yaml"))
     assert ok.returncode == 0, ok.stdout

@@ -8,6 +8,7 @@ on SIGINT, SIGTERM or SIGHUP or when stdout's reader has gone.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -53,7 +54,8 @@ def _usage_line(exc: Exception) -> str:
     for theirs, ours in _USAGE_WORDS:
         problem = problem.replace(theirs, ours)
     problem = _BOUND.sub(lambda m: f"{m[1]}{int(m[2]):,}", problem)  # 1048576 -> 1,048,576
-    problem = problem.rstrip(".")
+    # a group run bare (`railplan`, `railplan mig`) prints its help and raises no words
+    problem = problem.rstrip(".") or "no command given"
     if problem[1:2].islower():  # "No such option" -> "no such option", keep "SPEC ..."
         problem = problem[:1].lower() + problem[1:]
     command = " ".join(["railplan", *words])
@@ -135,10 +137,10 @@ def _run(argv: Sequence[str] | None) -> int:
 
 def _wants_json(args: Sequence[str]) -> bool:
     """Whether the command line asks for ``--format json`` (``-f json``, ``--format=json``)."""
-    pairs = zip(args, [*args[1:], ""], strict=True)
+    # each argument with the next ("" after the last); none at all for a bare `railplan`
     return any(
         (a in ("--format", "-f") and b == "json") or a in ("--format=json", "-fjson")
-        for a, b in pairs
+        for a, b in itertools.pairwise([*args, ""])
     )
 
 
