@@ -200,3 +200,16 @@ def test_a_map_gpu_target_that_is_no_catalog_id_is_a_usage_error(tmp_path: Path)
     assert result.returncode == 2, result.stdout
     assert "'a100-sxm4-40g' is not a catalog GPU id [--map-gpu]" in result.stderr
     assert "did you mean 'a100-sxm4-40gb'?" in result.stderr
+
+
+def test_jobs_csv_never_replaces_the_trace_or_the_spec(tmp_path: Path) -> None:
+    """Before: `--jobs-csv` naming the trace (or the spec) overwrote it, exit 0."""
+    trace = _trace(tmp_path)
+    spec = tmp_path / "spec.yaml"
+    spec.write_bytes(SPEC.read_bytes())
+    before = {p: p.read_bytes() for p in (trace, spec)}
+    for target, what in ((trace, "trace.csv"), (spec, "spec.yaml")):
+        result = run_cli("simulate", str(spec), "--trace", str(trace), "--jobs-csv", str(target))
+        assert result.returncode == 2, result.stdout
+        assert f"--jobs-csv is the same file as input {tmp_path / what}" in result.stderr
+    assert {p: p.read_bytes() for p in (trace, spec)} == before

@@ -121,11 +121,14 @@ def simulate(
     """Replay a job trace on the planned cluster: allocation, queueing, preemption, MIG changes."""
     from infra.budget.sim_policy import sim_policy
     from infra.catalog import catalog_for
+    from infra.files import check_outputs
     from infra.simulate.engine import simulate as replay
     from infra.simulate.text import result_json, result_text
     from infra.simulate.traces import read_trace
 
     mapping = _gpu_map(map_gpu or [])
+    if jobs_csv is not None:  # before any work: the CSV must not replace the spec or trace
+        check_outputs({"--jobs-csv": jobs_csv}, [spec, trace])
     loaded = read_spec(spec)
     catalog = catalog_for(loaded.spec)
     _known_targets(mapping, catalog.gpus)  # a typo would leave every mapped job never run
