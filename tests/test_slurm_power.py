@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from infra.catalog import Catalog
+from infra.errors import SpecError
 from infra.render import slurm_conf, slurm_power
 from infra.render.tree import render_tree
 from infra.spec import Spec, load_spec_text
@@ -149,6 +150,29 @@ def test_resume_rate_is_one_racks_servers_a_minute_unless_set(catalog: Catalog) 
     conf = _conf_values(spec, expand(spec, catalog), catalog)
     assert conf["ResumeRate"] == "7" and conf["SuspendRate"] == "5"
     assert conf["SuspendExcNodes"] == "train01"  # no exclude_groups: only the controller
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "ok"),
+    [
+        ("resume_timeout", "20h", False),  # rendered ResumeTimeout=72000: slurmctld refuses
+        ("suspend_timeout", "19h", False),
+        ("resume_timeout", "999999s", False),
+        ("resume_timeout", "65536s", False),
+        ("resume_timeout", "65535s", True),
+        ("suspend_timeout", "18h", True),
+    ],
+)
+def test_slurm_timeouts_fit_slurms_sixteen_bits(key: str, value: str, ok: bool) -> None:
+    """slurm.conf reads SuspendTimeout and ResumeTimeout as 16-bit seconds (at most 65535)."""
+    text = _spec_text(f"power_saving: {{{key}: {value}}}")
+    if ok:
+        assert load_spec_text(text).spec.scheduler.power_saving is not None
+        return
+    with pytest.raises(SpecError) as error:
+        load_spec_text(text, "lab.yaml")
+    line = error.value.one_line()
+    assert line.startswith("lab.yaml:") and "65535" in line and key in line, line
 
 
 def test_cloud_instances_are_never_powered_off_and_lint_says_nothing_would_be(

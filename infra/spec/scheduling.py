@@ -287,6 +287,15 @@ class PowerSaving(StrictModel):
         description="Servers powered off per minute at most (`SuspendRate`; Slurm's default).",
     )
 
+    @field_validator("suspend_timeout", "resume_timeout")
+    @classmethod
+    def _sixteen_bits(cls, value: str) -> str:
+        # slurm.conf's parser reads SuspendTimeout and ResumeTimeout as 16-bit counts of
+        # seconds (s_p_get_uint16: "value ... is greater than 65535"): slurmctld refuses more.
+        if duration_seconds(value) > 65_535:
+            raise ValueError("Slurm reads it in seconds up to 65535 (18h 12m 15s): write e.g. 18h")
+        return value
+
 
 class Backfill(StrictModel):
     """Slurm's backfill scheduler (`sched/backfill`): the `SchedulerParameters` it reads.
