@@ -11,6 +11,7 @@ import pytest
 
 from infra.catalog import Catalog
 from infra.spec.cron import closest_firings, dst_shift_minutes
+from infra.spec.scheduling import cron_fields_valid
 
 from .conftest import lint_text
 
@@ -90,3 +91,38 @@ def test_rolling_batch_sus_shortens_the_gap_changes_need(
     found = [f for f in lint_text(spec(needed - 1), catalog) if f.rule == "RP019"]
     assert [f.path for f in found] == ["node_groups[0].mig_schedule.changes[1].at"]
     assert (f" of {batch} SUs x" in found[0].message) == (batch > 1)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "0 7 * * 7",  # robfig/cron v3: day-of-week 0-6, "end of range (7) above maximum (6)"
+        "0 12 * * 6-7",
+        "0 7 * * 0,7",
+        "0 7 * * 5-1",  # "beginning of range (5) beyond end of range (1)"
+        "0 7 * * fri-mon",
+        "0 12-1 * * *",
+        "30 20-6 * * *",  # once an IndexError (exit 3) in the firing calculation
+        "59-0 21 * * *",
+        "@daily ",  # "unrecognized descriptor"
+        " @daily",  # "expected exactly 5 fields"
+    ],
+)
+def test_schedules_kubernetes_refuses_are_refused(expression: str) -> None:
+    """kube-apiserver validates a CronJob's schedule with robfig/cron v3's ParseStandard."""
+    assert not cron_fields_valid(expression)
+
+
+@pytest.mark.parametrize(
+    "expression", ["0 7 * * 0", "0 7 * * sun-sat", "0 20-23 * * *", "@daily", " 0 7 * * 1 "]
+)
+def test_schedules_kubernetes_takes_are_taken(expression: str) -> None:
+    assert cron_fields_valid(expression)
+
+
+def test_a_stepped_star_is_not_starred() -> None:
+    """robfig clears the star bit for `*/n` with n > 1: day-of-month and day-of-week then
+    combine with OR. `0 7 */2 * 1` fires on odd dates and on Mondays, so 30 minutes before
+    `30 7 * * 2` on an odd-dated Tuesday (AND would never bring them onto one day)."""
+    assert closest_firings(["0 7 */2 * 1", "30 7 * * 2"]) == (30, 0, 1)
+    assert closest_firings(["0 7 */1 * 1", "30 7 * * 2"]) == (1470, 0, 1)  # */1 stays starred

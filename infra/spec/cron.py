@@ -3,9 +3,9 @@
 `closest_firings` answers "can two of these CronJobs run at once": the shortest time between a
 firing of one schedule and a firing of another, over every calendar day. It reads expressions
 `cron_fields_valid` accepted, with the semantics of robfig/cron (the parser Kubernetes
-CronJobs use): a field of ``*`` or ``*/n`` is "starred", and day-of-month and day-of-week
-combine with AND when either is starred, OR otherwise (Vixie cron's rule); ``a/n`` runs from
-``a`` to the field's maximum; day-of-week 7 is Sunday. Times are wall-clock minutes in the
+CronJobs use): a field with an item ``*`` (or ``*/1``) is "starred", ``*/n`` with n > 1 is not,
+and day-of-month and day-of-week combine with AND when either is starred, OR otherwise
+(robfig's `dayMatches`); ``a/n`` runs from ``a`` to the field's maximum. Times are wall-clock minutes in the
 schedule's time zone: a daylight-saving switch can move two firings up to an hour closer,
 which callers add as a margin (`dst_shift_minutes`). Weekdays and dates repeat every 28 years
 between 2001 and 2099, so 29 years from 2001-01-01 hold every combination, the wrap included.
@@ -50,7 +50,16 @@ def _field(text: str, index: int) -> frozenset[int]:
         if step is not None and base != "*" and "-" not in base:
             last = high  # `a/n`: from a to the field's end
         values.update(range(first, last + 1, int(step[1:]) if step else 1))
-    return frozenset(0 if v == 7 else v for v in values) if index == 4 else frozenset(values)
+    return frozenset(values)
+
+
+def _starred(text: str) -> bool:
+    """Whether robfig sets the star bit: an item ``*`` or ``*/1`` (a step > 1 clears it)."""
+    for item in text.lower().split(","):
+        match = _CRON_ITEM.match(item)
+        if match is not None and match.group(1) == "*" and match.group(3) in (None, "/1"):
+            return True
+    return False
 
 
 @cache
@@ -58,7 +67,7 @@ def _schedule(expression: str) -> tuple[tuple[int, ...], tuple[bool, ...]]:
     """(sorted minutes of the day it fires at, whether it fires on each day of the window)."""
     fields = _MACROS.get(expression.strip(), expression).split()
     minute, hour, dom, month, dow = (_field(f, i) for i, f in enumerate(fields))
-    either = fields[2].startswith("*") or fields[4].startswith("*")
+    either = _starred(fields[2]) or _starred(fields[4])
     times = tuple(sorted(h * 60 + m for h in hour for m in minute))
     days = tuple(
         m in month and ((d in dom and w in dow) if either else (d in dom or w in dow))

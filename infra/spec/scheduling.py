@@ -44,7 +44,9 @@ Duration = Annotated[
 _UNIT_S = {"s": 1, "m": 60, "h": 3600}
 # Kubernetes CronJobs (robfig/cron) accept these macros besides five fields.
 CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
-_CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))  # minute hour dom month dow
+# minute hour dom month dow; robfig/cron v3 (kube-apiserver's parser) takes day-of-week 0-6
+# ("end of range (7) above maximum (6)"), unlike Vixie cron's 7 for Sunday
+_CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
 _CRON_NAMES: tuple[dict[str, int], ...] = (
     {},
     {},
@@ -84,14 +86,20 @@ def _cron_field_valid(text: str, field: int) -> bool:
         if base == "*":
             continue
         ends = [_cron_value(part, field) for part in base.split("-")]
-        if any(v is None or not low <= v <= high for v in ends):
+        known = [v for v in ends if v is not None and low <= v <= high]
+        # robfig refuses a reversed range: "beginning of range ... beyond end of range"
+        if len(known) != len(ends) or known[0] > known[-1]:
             return False
     return True
 
 
 def cron_fields_valid(expression: str) -> bool:
-    """Whether ``expression`` is a cron schedule a Kubernetes CronJob accepts (no CRON_TZ)."""
-    if expression.strip() in CRON_MACROS:
+    """Whether ``expression`` is a cron schedule a Kubernetes CronJob accepts (no CRON_TZ).
+
+    A macro stands alone: robfig/cron reads ``@daily `` as an unknown descriptor and
+    `` @daily`` as one field of five.
+    """
+    if expression in CRON_MACROS:
         return True
     fields = expression.split()
     return len(fields) == 5 and all(_cron_field_valid(f, i) for i, f in enumerate(fields))
