@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from infra.errors import is_control
 from infra.lint.finding import Finding, Severity
 from infra.lint.formats import (
     INFORMATION_URI,
@@ -373,6 +374,24 @@ def test_github_escapes_data_and_properties() -> None:
     )
 
 
+def test_github_shows_control_characters_escaped() -> None:
+    """An OSC title escape in a trace tenant or a file name once reached the log raw."""
+    f = finding(
+        file="spec\x1b]0;pwned\x07.yaml",
+        message="tenant 'a\x1b]0;x\x07' unknown\u202e",
+        hint="",
+        path="",
+        line=0,
+        column=0,
+    )
+    out = format_github([f])
+    assert out == (
+        "::error file=spec\\x1b]0;pwned\\x07.yaml,title=RP001::"
+        "tenant 'a\\x1b]0;x\\x07' unknown\\u202e\n"
+    )
+    assert not any(is_control(c) for c in out.rstrip("\n"))
+
+
 def test_github_title_without_rule_names_and_no_findings() -> None:
     out = format_github([finding(hint="", path="")])
     assert out == "::error file=examples/pod.yaml,line=3,col=5,title=RP001::" + (
@@ -501,6 +520,7 @@ def test_arbitrary_text_never_breaks_any_format(findings: list[Finding], root: s
     for line in lines[:-1]:
         assert "\r" not in line
         assert line.startswith(("::error", "::warning", "::notice"))
+        assert not any(is_control(c) for c in line), line
 
     sources = {f.file: [f.message, f.hint, f.path] for f in findings}
     text = format_text(findings, sources, len(findings))

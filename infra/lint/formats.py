@@ -263,6 +263,11 @@ _COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO:
 # re-escaped. Property names (file, line, col, title) are those of `toCommandProperties` in
 # packages/core/src/utils.ts; see also "Workflow commands for GitHub Actions" in GitHub's docs.
 def _escape_data(text: str) -> str:
+    # Other control characters (ESC, BEL, ...) as the text format shows them: a raw one from
+    # an input string would reach the terminal of whoever reads the log. CR and LF are the
+    # toolkit's own %0D and %0A, which GitHub shows as line breaks.
+    if not text.isprintable():
+        text = "".join(escape_char(c) if is_control(c) and c not in "\r\n" else c for c in text)
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
