@@ -280,3 +280,23 @@ def test_simulate_inflate_100_of_tiny_jobs_is_exit_2_at_once(tmp_path: Path) -> 
     result = railplan("simulate", TENANTS, "--trace", str(trace), "--inflate", "100")
     assert result.returncode == 2, result.stderr
     assert "[--inflate]" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_header_alone_and_a_column_given_twice_are_errors(tmp_path: Path) -> None:
+    """Before: a header-only trace replayed as "0 jobs", exit 0; a header naming
+    `duration_s` twice used the last column silently."""
+    header = "id,submit_s,duration_s,gpus,gpu_milli,tenant,priority,gpu_model\n"
+    alone = tmp_path / "alone.csv"
+    alone.write_text(header, encoding="utf-8")
+    result = railplan("simulate", TENANTS, "--trace", str(alone))
+    assert result.returncode == 2, result.stdout
+    assert "the trace has no rows, only its header" in result.stderr
+    twice = tmp_path / "twice.csv"
+    twice.write_text(
+        header.replace("gpu_model", "duration_s") + "a,0,60,8,1000,t,normal,7200\n",
+        encoding="utf-8",
+    )
+    result = railplan("simulate", TENANTS, "--trace", str(twice))
+    assert result.returncode == 2, result.stdout
+    assert f"{twice}:1:1: " in result.stderr
+    assert "column 'duration_s' appears twice in the header" in result.stderr

@@ -134,6 +134,12 @@ def _trace(name: str, rows: Rows, source: str, gpu_map: Mapping[str, str]) -> Tr
     used = len(jobs) if rows.used is None else rows.used
     if used + sum(rows.skipped.values()) != rows.rows:  # every reader counts in rows
         raise AssertionError(f"{name} reader: {rows.rows} rows read as {used} + {rows.skipped}")
+    if rows.rows == 0:  # a header alone, as a truncated file leaves it: no replay of nothing
+        raise TraceError(
+            "the trace has no rows, only its header",
+            file=source,
+            hint="give the trace's rows (a truncated copy?)",
+        )
     return Trace(
         source,
         name,

@@ -130,7 +130,7 @@ def csv_rows(text: str, source: str, header: Sequence[str] | None = None) -> Ite
             if not fields or (len(fields) == 1 and not fields[0].strip()):
                 continue
             if index is None:
-                index = {name.strip(ASCII_SPACE): at for at, name in enumerate(fields)}
+                index = _header_index(fields, source, reader.line_num)
                 width = len(fields)
                 continue
             if len(fields) != width:
@@ -145,6 +145,22 @@ def csv_rows(text: str, source: str, header: Sequence[str] | None = None) -> Ite
         raise TraceError(
             f"the CSV cannot be read: {err}", file=source, position=Position(reader.line_num, 1)
         ) from None
+
+
+def _header_index(fields: Sequence[str], source: str, line: int) -> dict[str, int]:
+    """Each column name's index; a name given twice is an error (which one is meant?)."""
+    index: dict[str, int] = {}
+    for at, text in enumerate(fields):
+        name = text.strip(ASCII_SPACE)
+        if name and name in index:
+            raise TraceError(
+                f"column {excerpt(name)} appears twice in the header",
+                file=source,
+                position=Position(line, 1),
+                hint="give each column once",
+            )
+        index[name] = at
+    return index
 
 
 def excerpt(text: str) -> str:
