@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from infra.catalog import Catalog
+from infra.errors import SpecError
 from infra.k8s.mig_schedule import (
     FAILED_LABEL,
     MIG_TIMEOUT_S,
@@ -551,3 +552,13 @@ def test_a_sound_rolling_batch_sus_lints(tmp_path: Path) -> None:
         "rolling_batch_sus:" not in done.stderr
         and "[node_groups[1].mig_schedule" not in done.stdout
     )
+
+
+@pytest.mark.parametrize("zone", ["localtime", "posixrules"])
+def test_a_host_zoneinfo_file_is_no_time_zone(zone: str) -> None:
+    """Before: `timezone: localtime` passed lint and rendered `timeZone: localtime`, which
+    Go's time zone database (the API server's) does not have."""
+    text = SPEC.replace("timezone: Europe/Berlin", f"timezone: {zone}")
+    assert text != SPEC
+    with pytest.raises(SpecError, match="not an IANA time zone name"):
+        load_spec_text(text)

@@ -346,7 +346,10 @@ class MigSchedule(StrictModel):
 
 @functools.cache
 def _time_zones() -> frozenset[str]:
-    return frozenset(zoneinfo.available_timezones())
+    # `localtime` and `posixrules` are files of a host's zoneinfo directory, not IANA zones:
+    # a CronJob's timeZone is read from Go's own database, which has neither, and lint would
+    # judge daylight saving by the host running it.
+    return frozenset(zoneinfo.available_timezones()) - {"localtime", "posixrules"}
 
 
 GPU_LABEL = r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"
