@@ -40,8 +40,7 @@ from infra.namespaces import (
     reserved_namespace,
 )
 from infra.spec import SpecValidationError, load_spec_text
-from infra.spec.base import DNS_LABEL
-from infra.spec.models import GROUP_NAME
+from infra.spec.base import DNS_LABEL, GROUP_NAME
 from infra.topology import expand
 
 from .conftest import ROOT, lint_text

@@ -22,7 +22,7 @@ import pytest
 
 from infra.k8s.mig_schedule import FAILED_LABEL, SCRIPT_PATH
 from infra.spec import SpecValidationError, load_spec_text
-from infra.spec.models import MAX_DRAIN_S
+from infra.spec.mig import MAX_DRAIN_S
 from tests.test_mig_schedule import (
     CONFIG_LABEL,
     CORDONED,

@@ -24,8 +24,7 @@ from infra.catalog import Catalog
 from infra.k8s.mig_schedule import SCRIPT_PATH
 from infra.render.ansible import ansible_files
 from infra.spec import SpecValidationError, load_spec, load_spec_text
-from infra.spec.base import DNS_LABEL
-from infra.spec.models import CLUSTER_NAME, GROUP_NAME, LAYOUT_NAME
+from infra.spec.base import CLUSTER_NAME, DNS_LABEL, GROUP_NAME, LAYOUT_NAME
 from infra.topology import expand
 
 # k8s.io/apimachinery validation.IsValidLabelValue (at most 63 characters)

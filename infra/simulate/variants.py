@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from infra.catalog import Catalog, load_catalog
 from infra.spec import Spec
-from infra.spec.models import MigValue, NodeGroup
+from infra.spec.mig import MigValue
+from infra.spec.models import NodeGroup
 from infra.topology.groups import group_migs
 from infra.topology.model import GroupMig
 

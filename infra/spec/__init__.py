@@ -13,17 +13,8 @@ from infra.spec.loader import (
     load_spec_text,
     validate_spec,
 )
-from infra.spec.models import (
-    GpuSharing,
-    MigAssignment,
-    MigChange,
-    MigSchedule,
-    MigValue,
-    NodeGroup,
-    NodeShape,
-    Spec,
-    assignments_of,
-)
+from infra.spec.mig import MigAssignment, MigChange, MigSchedule, MigValue, assignments_of
+from infra.spec.models import GpuSharing, NodeGroup, NodeShape, Spec
 from infra.spec.scheduling import (
     CheckpointStorage,
     Monitoring,

@@ -131,3 +131,9 @@ def repeated(values: Iterable[_Item]) -> list[_Item]:
     ['a', 'b']
     """
     return sorted(v for v, n in Counter(values).items() if n > 1)
+
+
+# Names other tools take (label values, hostnames, Slurm, Ansible, files): see name_pattern.
+CLUSTER_NAME = name_pattern("a-z0-9-")  # a DNS label (and a label value)
+GROUP_NAME = name_pattern("a-z0-9_", max_length=32)  # an Ansible group: no '-'
+LAYOUT_NAME = name_pattern("a-z0-9._-", first="a-z0-9")  # a mig-parted config name

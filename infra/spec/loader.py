@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from infra.errors import SpecError, spelling_hint
-from infra.spec import models
+from infra.spec import base, mig, models
 from infra.spec.base import ONE_LINE, ONE_LINE_OR_EMPTY, ONE_LINE_RULE
 from infra.spec.models import Spec
 from infra.spec.yamlpos import (
@@ -36,17 +36,17 @@ from infra.spec.yamlpos import (
 
 # Pattern-mismatch errors say which rule the value broke instead of echoing a regex.
 _PATTERN_RULES = {
-    models.CLUSTER_NAME: "must be a lowercase DNS label: a-z, 0-9 and '-', starting with a "
+    base.CLUSTER_NAME: "must be a lowercase DNS label: a-z, 0-9 and '-', starting with a "
     "letter, not ending with '-'",
-    models.GROUP_NAME: "must be at most 32 lowercase letters, digits and '_' (Ansible group "
+    base.GROUP_NAME: "must be at most 32 lowercase letters, digits and '_' (Ansible group "
     "names cannot contain '-'), starting with a letter and ending with a letter or digit (it "
     "becomes a Kubernetes label value)",
-    models.LAYOUT_NAME: "must be at most 63 lowercase letters, digits, '.', '_' and '-', "
+    base.LAYOUT_NAME: "must be at most 63 lowercase letters, digits, '.', '_' and '-', "
     "starting and ending with a letter or digit (it becomes a Kubernetes label value)",
     models.VERSION: "must be a dotted version such as 550.90.07 (at most 8 digits a part)",
     models.OFED_VERSION: "must be a MLNX_OFED version such as 23.10-1.1.9.0 (at most 8 digits "
     "a part)",
-    models.MIG_PROFILE: "must be a MIG profile name such as 1g.10gb, 3g.40gb or 1g.10gb+me",
+    mig.MIG_PROFILE: "must be a MIG profile name such as 1g.10gb, 3g.40gb or 1g.10gb+me",
     r"^[1-9][0-9]{0,5}[smh]$": "must be a duration such as 90s, 30m or 2h (at most 6 digits)",
     ONE_LINE: ONE_LINE_RULE,
     ONE_LINE_OR_EMPTY: ONE_LINE_RULE,

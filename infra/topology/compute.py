@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 
 from infra.catalog import Catalog
 from infra.catalog import Switch as CatalogSwitch
-from infra.spec.models import ComputeFabric
+from infra.spec.fabrics import ComputeFabric
 from infra.topology.fabric_geometry import UFM_PORTS, ComputeShape, fabric_shape
 from infra.topology.fat_tree import TreeShape, wire_upper_tiers
 from infra.topology.model import (

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from infra.catalog import Catalog
 from infra.spec import Spec
-from infra.spec.models import ComputeFabric
+from infra.spec.fabrics import ComputeFabric
 from infra.topology.fat_tree import TreeShape, fat_tree_shape
 from infra.topology.growth import su_offsets, with_growth
 from infra.topology.model import FabricGeometry, PlanError

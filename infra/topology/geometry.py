@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from infra.spec.models import Layout
+from infra.spec.site import Layout
 from infra.topology.model import FabricName, Medium
 
 __all__ = ["RACK_UNIT_M", "Measure", "Place", "cable_length", "measurer", "medium", "rack_places"]

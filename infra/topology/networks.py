@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from infra.catalog import Catalog
-from infra.spec.models import ManagementFabric, StorageFabric
+from infra.spec.fabrics import ManagementFabric, StorageFabric
 from infra.topology.fat_tree import fat_tree_shape, wire_upper_tiers
 from infra.topology.model import SWITCH_TIERS, FabricName, FabricSummary, PlanError, Tier
 from infra.topology.parts import (

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from infra.catalog import Catalog
 from infra.spec import Spec
-from infra.spec.models import Rack as RackClass
+from infra.spec.site import Rack as RackClass
 from infra.topology.model import Feed, Pdu, RackKind
 
 __all__ = ["OOB_UNITS", "RackFill", "RackPlanner", "pdu_records", "servers_per_rack"]

@@ -1,0 +1,155 @@
+"""The spec's MIG sections: layouts, a group's assignments and its time-based schedule.
+
+A MIG layout is a set of instances created on one GPU (it becomes a mig-parted config); a node
+group assigns layouts to some or all of its GPUs, and may change them on a cron schedule (one
+Kubernetes CronJob per change, draining an SU at a time). The bounds here are the ones the
+rendered `mig-change.sh` checks before it cordons anything.
+"""
+
+from __future__ import annotations
+
+import functools
+import zoneinfo
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from infra.spec.base import ONE_LINE_OR_EMPTY, StrictModel, TextRule, repeated
+from infra.spec.scheduling import Duration, cron_fields_valid, duration_seconds
+
+MIG_PROFILE = r"^([1-7]c\.)?[1-7]g\.[0-9]+gb(\+me|\+me\.all|\+gfx|-me)?$"
+# A MIG change's drain timeout: the bound mig-change.sh checks DRAIN_TIMEOUT against.
+MAX_DRAIN_S = 86_400
+# mig-change.sh refuses a ROLLING_BATCH_SUS above this before it cordons anything
+MAX_ROLLING_BATCH_SUS = 1024
+
+
+class MigAssignment(StrictModel):
+    """One MIG layout applied to some GPUs of every node in a group."""
+
+    gpus: Literal["all"] | list[Annotated[int, Field(ge=0, le=15)]] = Field(
+        "all", description="GPU indices on the node, or `all`."
+    )
+    layout: str = Field(
+        description="A key of `mig_layouts`, or `disabled` to leave these GPUs MIG-disabled."
+    )
+
+    @field_validator("gpus")
+    @classmethod
+    def _unique_gpus(cls, v: Literal["all"] | list[int]) -> Literal["all"] | list[int]:
+        if isinstance(v, list) and len(set(v)) != len(v):
+            raise ValueError("GPU indices must be unique")
+        return v
+
+
+MigValue = str | list[MigAssignment]
+
+
+class MigChange(StrictModel):
+    """One change of a MIG schedule: at a cron time, the group's GPUs take a new `mig` value."""
+
+    at: str = Field(
+        max_length=100,
+        description='Cron schedule (five fields, or a macro such as `@daily`), e.g. `"0 8 * * *"`.',
+    )
+    mig: MigValue = Field(
+        description="MIG from then on: a key of `mig_layouts`, `disabled`, or per-GPU list."
+    )
+
+    @field_validator("at")
+    @classmethod
+    def _valid_cron(cls, v: str) -> str:
+        if not cron_fields_valid(v):
+            raise ValueError(
+                f"{v!r} is not a cron schedule: five fields (minute hour day-of-month month "
+                'day-of-week), e.g. "0 20 * * *", or a macro such as @daily'
+            )
+        return v
+
+
+class MigSchedule(StrictModel):
+    """Time-based re-partitioning of a group's GPUs (Kubernetes: one CronJob per change)."""
+
+    timezone: str = Field(
+        "Etc/UTC",
+        max_length=64,
+        description="IANA time zone the cron times are in, e.g. `Europe/Berlin`.",
+    )
+    drain_timeout: Duration = Field(
+        "30m", description="How long GPU pods get to finish before a change goes ahead."
+    )
+    changes: list[MigChange] = Field(
+        min_length=1, max_length=48, description="The changes, each at its own time."
+    )
+    rolling_batch_sus: int = Field(
+        1,
+        ge=1,
+        le=MAX_ROLLING_BATCH_SUS,
+        description="How many of the group's SUs one change drains and re-partitions at once, "
+        "in plan order (default 1: one SU's jobs and leaf domain down at a time). A change "
+        "of n SUs runs ceil(n / rolling_batch_sus) batches of drain_timeout + 15 min MIG "
+        "reconfiguration + 10 min margin each.",
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, v: str) -> str:
+        if v not in _time_zones():
+            raise ValueError(f"{v!r} is not an IANA time zone name (e.g. Europe/Berlin, Etc/UTC)")
+        return v
+
+    @field_validator("drain_timeout")
+    @classmethod
+    def _drain_within_a_day(cls, v: str) -> str:
+        # mig-change.sh refuses DRAIN_TIMEOUT above 86400 s before it cordons anything
+        if duration_seconds(v) > MAX_DRAIN_S:
+            raise ValueError(f"drain_timeout {v} is longer than {MAX_DRAIN_S // 3600}h")
+        return v
+
+    @field_validator("changes")
+    @classmethod
+    def _distinct_times(cls, changes: list[MigChange]) -> list[MigChange]:
+        times = [" ".join(c.at.split()) for c in changes]
+        twice = repeated(times)
+        if twice:
+            raise ValueError(f"two changes at the same time: {', '.join(twice)}")
+        return changes
+
+
+@functools.cache
+def _time_zones() -> frozenset[str]:
+    # `localtime` and `posixrules` are files of a host's zoneinfo directory, not IANA zones:
+    # a CronJob's timeZone is read from Go's own database, which has neither, and lint would
+    # judge daylight saving by the host running it.
+    return frozenset(zoneinfo.available_timezones()) - {"localtime", "posixrules"}
+
+
+def assignments_of(value: MigValue) -> list[MigAssignment]:
+    """A `mig` value as a list of assignments (a plain name covers all GPUs)."""
+    if isinstance(value, str):
+        return [MigAssignment(gpus="all", layout=value)]
+    return list(value)
+
+
+# --- MIG layouts ----------------------------------------------------------------------------
+
+
+class MigLayout(StrictModel):
+    """A set of MIG instances created on one GPU (becomes a mig-parted config)."""
+
+    profiles: dict[
+        Annotated[str, Field(pattern=MIG_PROFILE)], Annotated[int, Field(ge=0, le=64)]
+    ] = Field(description='MIG profile name -> instances per GPU, e.g. `{"1g.10gb": 7}`.')
+    description: Annotated[str, TextRule] = Field(
+        "",
+        max_length=200,
+        pattern=ONE_LINE_OR_EMPTY,  # it reaches the HTML report and diff's output
+        description="Free text for reviewers: one line, no control characters.",
+    )
+
+    @field_validator("profiles")
+    @classmethod
+    def _some_instance(cls, v: dict[str, int]) -> dict[str, int]:
+        if not any(v.values()):
+            raise ValueError("a MIG layout needs at least one profile with a count above 0")
+        return v
