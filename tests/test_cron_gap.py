@@ -10,8 +10,7 @@ from __future__ import annotations
 import pytest
 
 from infra.catalog import Catalog
-from infra.spec.cron import closest_firings, dst_shift_minutes
-from infra.spec.scheduling import cron_fields_valid
+from infra.spec.cron import closest_firings, cron_fields_valid, dst_shift_minutes
 
 from .conftest import lint_text
 

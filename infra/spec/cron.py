@@ -1,28 +1,36 @@
-"""When cron schedules fire, and how close two of a set of schedules ever come to each other.
+"""Cron schedules as Kubernetes reads them: which are valid, when they fire, how close they come.
 
-`closest_firings` answers "can two of these CronJobs run at once": the shortest time between a
-firing of one schedule and a firing of another, over every calendar day. It reads expressions
-`cron_fields_valid` accepted, with the semantics of robfig/cron (the parser Kubernetes
-CronJobs use): a field with an item ``*`` (or ``*/1``) is "starred", ``*/n`` with n > 1 is not,
-and day-of-month and day-of-week combine with AND when either is starred, OR otherwise
-(robfig's `dayMatches`); ``a/n`` runs from ``a`` to the field's maximum. Times are wall-clock minutes in the
-schedule's time zone: a daylight-saving switch can move two firings up to an hour closer,
-which callers add as a margin (`dst_shift_minutes`). Weekdays and dates repeat every 28 years
-between 2001 and 2099, so 29 years from 2001-01-01 hold every combination, the wrap included.
+`cron_fields_valid` is the grammar of robfig/cron v3, the parser kube-apiserver checks a
+CronJob with (five fields or a macro, no CRON_TZ). `closest_firings` answers "can two of these
+CronJobs run at once": the shortest time between a firing of one schedule and a firing of
+another, over every calendar day. It reads expressions `cron_fields_valid` accepted, with the
+semantics of robfig/cron (the parser Kubernetes CronJobs use): a field with an item ``*`` (or
+``*/1``) is "starred", ``*/n`` with n > 1 is not, and day-of-month and day-of-week combine with
+AND when either is starred, OR otherwise (robfig's `dayMatches`); ``a/n`` runs from ``a`` to
+the field's maximum. Times are wall-clock minutes in the schedule's time zone: a daylight-
+saving switch can move two firings up to an hour closer, which callers add as a margin
+(`dst_shift_minutes`). Weekdays and dates repeat every 28 years between 2001 and 2099, so 29
+years from 2001-01-01 hold every combination, the wrap included.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import itertools
+import re
 import zoneinfo
 from collections.abc import Sequence
 from functools import cache
 
-from infra.spec.scheduling import _CRON_ITEM, _CRON_RANGES, _cron_value
+__all__ = [
+    "closest_firings",
+    "cron_fields_valid",
+    "daily_minute",
+    "dst_shift_minutes",
+    "minutes_on",
+]
 
-__all__ = ["closest_firings", "daily_minute", "dst_shift_minutes", "minutes_on"]
-
+# Kubernetes CronJobs (robfig/cron) accept these macros besides five fields.
 _MACROS = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -32,6 +40,22 @@ _MACROS = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
+# minute hour dom month dow; robfig/cron v3 (kube-apiserver's parser) takes day-of-week 0-6
+# ("end of range (7) above maximum (6)"), unlike Vixie cron's 7 for Sunday
+_CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
+_CRON_NAMES: tuple[dict[str, int], ...] = (
+    {},
+    {},
+    {},
+    {
+        m: i + 1
+        for i, m in enumerate(
+            ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+        )
+    },
+    {d: i for i, d in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])},
+)
+_CRON_ITEM = re.compile(r"^(\*|[0-9a-z]+(-[0-9a-z]+)?)(/[0-9]+)?$")
 _START = dt.date(2001, 1, 1)
 _DAYS = (dt.date(2030, 1, 1) - _START).days
 _DAY = 1440  # minutes
@@ -146,3 +170,40 @@ def dst_shift_minutes(timezone: str) -> int:
     offsets = {dt.datetime(2025, month, 1, 12, tzinfo=zone).utcoffset() for month in range(1, 13)}
     known = [o.total_seconds() for o in offsets if o is not None]
     return int(max(known) - min(known)) // 60
+
+
+def _cron_value(text: str, field: int) -> int | None:
+    if text.isdigit() and len(text) <= 2:
+        return int(text)
+    return _CRON_NAMES[field].get(text)
+
+
+def _cron_field_valid(text: str, field: int) -> bool:
+    low, high = _CRON_RANGES[field]
+    for item in text.lower().split(","):
+        match = _CRON_ITEM.match(item)
+        if match is None:
+            return False
+        base, step = match.group(1), match.group(3)
+        if step is not None and not 1 <= int(step[1:]) <= high:
+            return False
+        if base == "*":
+            continue
+        ends = [_cron_value(part, field) for part in base.split("-")]
+        known = [v for v in ends if v is not None and low <= v <= high]
+        # robfig refuses a reversed range: "beginning of range ... beyond end of range"
+        if len(known) != len(ends) or known[0] > known[-1]:
+            return False
+    return True
+
+
+def cron_fields_valid(expression: str) -> bool:
+    """Whether ``expression`` is a cron schedule a Kubernetes CronJob accepts (no CRON_TZ).
+
+    A macro stands alone: robfig/cron reads ``@daily `` as an unknown descriptor and
+    `` @daily`` as one field of five.
+    """
+    if expression in _MACROS:
+        return True
+    fields = expression.split()
+    return len(fields) == 5 and all(_cron_field_valid(f, i) for i, f in enumerate(fields))

@@ -15,7 +15,8 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 
 from infra.spec.base import ONE_LINE_OR_EMPTY, StrictModel, TextRule, repeated
-from infra.spec.scheduling import Duration, cron_fields_valid, duration_seconds
+from infra.spec.cron import cron_fields_valid
+from infra.spec.scheduling import Duration, duration_seconds
 
 MIG_PROFILE = r"^([1-7]c\.)?[1-7]g\.[0-9]+gb(\+me|\+me\.all|\+gfx|-me)?$"
 # A MIG change's drain timeout: the bound mig-change.sh checks DRAIN_TIMEOUT against.

@@ -9,7 +9,6 @@ fields in range (or a macro), and CSI parameters are one line of text each.
 
 from __future__ import annotations
 
-import re
 from ipaddress import ip_network
 from typing import Annotated, Literal, NamedTuple
 
@@ -30,7 +29,6 @@ __all__ = [
     "Tenant",
     "TenantAutoscale",
     "TenantClients",
-    "cron_fields_valid",
     "duration_seconds",
 ]
 
@@ -42,67 +40,12 @@ Duration = Annotated[
     ),
 ]
 _UNIT_S = {"s": 1, "m": 60, "h": 3600}
-# Kubernetes CronJobs (robfig/cron) accept these macros besides five fields.
-CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
-# minute hour dom month dow; robfig/cron v3 (kube-apiserver's parser) takes day-of-week 0-6
-# ("end of range (7) above maximum (6)"), unlike Vixie cron's 7 for Sunday
-_CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
-_CRON_NAMES: tuple[dict[str, int], ...] = (
-    {},
-    {},
-    {},
-    {
-        m: i + 1
-        for i, m in enumerate(
-            ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
-        )
-    },
-    {d: i for i, d in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])},
-)
-_CRON_ITEM = re.compile(r"^(\*|[0-9a-z]+(-[0-9a-z]+)?)(/[0-9]+)?$")
 PRIORITIES = ("low", "normal", "high", "critical")
 
 
 def duration_seconds(value: str) -> int:
     """Seconds in a `Duration` string (``30m`` -> 1800)."""
     return int(value[:-1]) * _UNIT_S[value[-1]]
-
-
-def _cron_value(text: str, field: int) -> int | None:
-    if text.isdigit() and len(text) <= 2:
-        return int(text)
-    return _CRON_NAMES[field].get(text)
-
-
-def _cron_field_valid(text: str, field: int) -> bool:
-    low, high = _CRON_RANGES[field]
-    for item in text.lower().split(","):
-        match = _CRON_ITEM.match(item)
-        if match is None:
-            return False
-        base, step = match.group(1), match.group(3)
-        if step is not None and not 1 <= int(step[1:]) <= high:
-            return False
-        if base == "*":
-            continue
-        ends = [_cron_value(part, field) for part in base.split("-")]
-        known = [v for v in ends if v is not None and low <= v <= high]
-        # robfig refuses a reversed range: "beginning of range ... beyond end of range"
-        if len(known) != len(ends) or known[0] > known[-1]:
-            return False
-    return True
-
-
-def cron_fields_valid(expression: str) -> bool:
-    """Whether ``expression`` is a cron schedule a Kubernetes CronJob accepts (no CRON_TZ).
-
-    A macro stands alone: robfig/cron reads ``@daily `` as an unknown descriptor and
-    `` @daily`` as one field of five.
-    """
-    if expression in CRON_MACROS:
-        return True
-    fields = expression.split()
-    return len(fields) == 5 and all(_cron_field_valid(f, i) for i, f in enumerate(fields))
 
 
 class TenantAutoscale(StrictModel):
