@@ -34,6 +34,7 @@ from infra.budget.train_model import (
     memory_per_gpu,
     stage_params,
 )
+from infra.budget.train_stack import MEGATRON_CORE_PIPELINE, PipelineRules
 from infra.catalog.models import Gpu
 from infra.spec.base import Precision
 
@@ -138,6 +139,7 @@ class Job:
     flash_attention: bool = True  # fused attention: no s x s scores in memory
     tp_overlap: bool = False  # TP collectives pipelined with their GEMMs (`_tp_exposed`)
     pipeline_zero: int = 3  # the highest ZeRO stage the framework runs with PP > 1
+    pipeline: PipelineRules = MEGATRON_CORE_PIPELINE  # what the stack's pipeline code refuses
 
 
 @dataclass(frozen=True)
