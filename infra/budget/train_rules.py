@@ -94,8 +94,8 @@ def _even_stages(job: Job, layout: Layout) -> Rule:
             f"cuts {layers} layers into uneven stages ({rules.source}: "
             '"num_layers must be divisible by pipeline_model_parallel_size")'
         ),
-        (f"nearest PP that divides them: {found}, " if found else "")
-        + f"or a stack with uneven stages (--stack megatron-core-2024), {SEARCH_HINT}",
+        (f"nearest PP that divides them: {found}, or " if found else "use ")
+        + f"a stack with uneven stages (--stack megatron-core-2024), {SEARCH_HINT}",
     )
 
 
