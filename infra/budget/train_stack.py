@@ -64,7 +64,7 @@ them to a layout the user fixes and to every layout the search times):
     (``--decoder-first/last-pipeline-num-layers``, commit fa8bb592, 2024-09-05;
     ``--num-virtual-stages-per-pipeline-rank`` or ``--pipeline-model-parallel-layout`` with
     interleaving at core_v0.19.0).
-[NEMO-PP] NeMo 24.07 (branch r2.0.0rc1, commit 579983fb) on its pinned Megatron-Core
+[NEMO-PP] NeMo 24.07 (tag r2.0.0rc1, commit 579983fb) on its pinned Megatron-Core
     commit 338af514 (2024-07-23, Dockerfile.ci ``MCORE_TAG``): megatron_gpt_model.py:2041
     (``build_transformer_config``) raises unless ``num_layers %
     pipeline_model_parallel_size == 0``; Megatron-Core's schedules.py:566 raises unless the
