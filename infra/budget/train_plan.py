@@ -25,6 +25,7 @@ from infra.budget.memory import TRAINING_PRECISIONS
 from infra.budget.train_bands import TrainBand, train_band
 from infra.budget.train_layout import Job, Layout, StepResult
 from infra.budget.train_model import PRESETS, ModelShape, Recompute
+from infra.budget.train_rules import pipeline_rules
 from infra.budget.train_search import Candidate, Ranking
 from infra.budget.train_stack import DEFAULT_STACK, STACKS, Stack
 from infra.catalog import Catalog
@@ -279,6 +280,7 @@ def stack_job(request: TrainRequest, gpu: Gpu, comm: CommTopology) -> Job:
         flash_attention=stack.fused_attention,
         tp_overlap=stack.tp_overlap,
         pipeline_zero=stack.pipeline_zero,
+        pipeline=stack.pipeline,
     )
 
 
@@ -293,12 +295,17 @@ _SEARCH_HINT = "or leave --tp/--pp out to search"  # the search keeps to every r
 
 
 def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
-    """Raise InputError unless ``layout`` is one Megatron-LM could run.
+    """Raise InputError unless ``layout`` is one the job's software stack could run.
+
+    Megatron's rules for every stack, then the stack's own pipeline rules
+    (`train_rules.pipeline_rules`: interleaving at all, its least PP, even stages, the
+    micro-batches interleaving needs).
 
     Raises:
         InputError: the first rule the layout breaks, with a hint.
     """
     shape, per_node = job.shape, job.comm.gpus_per_node
+    stack_rules = pipeline_rules(job, layout)  # `train_rules`: what the job's stack refuses
     rules: list[tuple[bool, str, str, str]] = [
         (
             per_node % layout.tp == 0,
@@ -318,6 +325,7 @@ def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
             ),
             _SEARCH_HINT,
         ),
+        stack_rules.no_interleaving,  # DeepSpeed's pipeline has no interleaved schedule
         (
             # Megatron-LM's parallel_state refuses a virtual pipeline size without PP > 1
             # ("pipeline-model-parallel size should be greater than 1 with interleaved
@@ -331,6 +339,8 @@ def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
             ),
             "use --virtual 1 with --pp 1, or --pp 2 or more to interleave",
         ),
+        stack_rules.interleave_min_pp,
+        stack_rules.even_stages,
         (
             stages_fit(shape.layers, layout.pp, layout.virtual),
             "--pp",
@@ -369,7 +379,7 @@ def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
             ),
             _SEARCH_HINT,
         ),
-        _interleaving_rule(job, layout),
+        stack_rules.micro_batches,  # interleaving needs PP micro-batches a step
         (
             layout.pp == 1 or layout.zero <= job.pipeline_zero,
             "--zero",
@@ -385,29 +395,6 @@ def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
     for ok, path, message, hint in rules:
         if not ok:
             raise InputError(message, path=path, hint=hint)
-
-
-def _interleaving_rule(job: Job, layout: Layout) -> tuple[bool, str, str, str]:
-    """Megatron-LM's interleaved 1F1B needs at least PP micro-batches a step.
-
-    Megatron-Core runs the interleaved schedule's micro-batches in groups of N, from PP up to
-    the step's m, and refuses a step with fewer than PP ("The number of contiguous
-    micro-batches in a virtual pipeline stage should range in [PP, M]",
-    megatron/core/pipeline_parallel/schedules.py); earlier releases (Megatron-LM 2021,
-    Megatron-Core v0.7.0) asked for m divisible by PP, which m < PP never is. A step of
-    m >= PP runs with N = m whatever the remainder, so the step model allows it.
-    """
-    m = max(1, -(-job.global_batch // max(1, layout.dp * layout.micro_batch)))
-    return (
-        layout.virtual == 1 or m >= layout.pp,
-        "--virtual",
-        (
-            f"{layout.virtual} interleaved stages need at least PP {layout.pp} micro-batches a "
-            f"step, and global batch {job.global_batch} / DP {layout.dp} / micro-batch "
-            f"{layout.micro_batch} gives {m} (Megatron-LM refuses the interleaved schedule)"
-        ),
-        "use --virtual 1, or a larger global batch or smaller micro-batch, " + _SEARCH_HINT,
-    )
 
 
 def stages_fit(layers: int, pp: int, virtual: int) -> bool:

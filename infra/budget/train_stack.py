@@ -41,6 +41,40 @@ Sources:
     overlaps gradient reduction with the backward pass (on for ZeRO-3); activation
     checkpointing (deepspeed.ai/docs/activation-checkpointing) recomputes whole layers;
     ZeRO itself fuses no attention and has no sequence parallelism or FP8 GEMMs.
+
+Pipeline rules (`PipelineRules`, what each stack's own code refuses; `check_layout` applies
+them to a layout the user fixes and to every layout the search times):
+
+[MLM21] Megatron-LM tag v2.6 (commit 3860e995, 2021-08-27; interleaving since commit
+    182841f7, 2021-03-20): megatron/arguments.py:126 asserts
+    ``pipeline_model_parallel_size > 2`` with the interleaved schedule;
+    megatron/model/transformer.py:545 asserts ``num_layers %
+    pipeline_model_parallel_size == 0``; megatron/schedules.py:34 asserts
+    ``get_num_microbatches() % pipeline_model_parallel_size == 0`` when interleaving.
+[MCORE-PP] Megatron-Core, checked at tags core_v0.8.0 and core_v0.10.0 to core_v0.19.0:
+    interleaving needs PP > 1 when ``overlap_p2p_comm`` is on, which is the default
+    (``--no-overlap-p2p-communication`` is ``store_false``; commit 3ee489d9, 2024-05-31,
+    "Enable virtual pipelining and P2P communication overlap at PP=2",
+    megatron/training/arguments.py:255 at core_v0.8.0). The interleaved schedule runs its
+    micro-batches in groups of N (``--microbatch-group-size-per-virtual-pipeline-stage``,
+    default PP) and raises unless PP <= N <= M and M % N is 0 or at least PP
+    (megatron/core/pipeline_parallel/schedules.py, commit 4295be1a of 2024-11-01, first
+    released in core_v0.10.0): some N exists exactly when M >= PP (N = M). The releases
+    before it (core_v0.9.0 and earlier) raised unless M % PP == 0. Stages may be uneven
+    (``--decoder-first/last-pipeline-num-layers``, commit fa8bb592, 2024-09-05;
+    ``--num-virtual-stages-per-pipeline-rank`` or ``--pipeline-model-parallel-layout`` with
+    interleaving at core_v0.19.0).
+[NEMO-PP] NeMo 24.07 (tag r2.0.0rc1, commit 579983fb) on its pinned Megatron-Core
+    commit 338af514 (2024-07-23, Dockerfile.ci ``MCORE_TAG``): megatron_gpt_model.py:2041
+    (``build_transformer_config``) raises unless ``num_layers %
+    pipeline_model_parallel_size == 0``; Megatron-Core's schedules.py:566 raises unless the
+    micro-batches are a multiple of PP when interleaving; parallel_state.py:447 needs PP > 1
+    (NeMo does not go through Megatron-LM's arguments.py and its PP > 2 check).
+[DS-PP] DeepSpeed tags v0.14.0 and v0.16.4: ``PipelineEngine.train_batch``
+    (deepspeed/runtime/pipe/engine.py:386 at v0.16.4) always runs
+    ``schedule.TrainSchedule``, plain 1F1B over one contiguous block of layers per stage
+    (``PipelineModule._partition_layers``, deepspeed/runtime/pipe/module.py:405-424, which
+    partitions uniformly or by parameters, so stages may be uneven): no interleaved schedule.
 """
 
 from __future__ import annotations
@@ -50,7 +84,54 @@ from dataclasses import dataclass, replace
 from infra.budget.train_model import Recompute
 from infra.errors import InputError, spelling_hint
 
-__all__ = ["DEFAULT_STACK", "STACKS", "Stack", "resolve"]
+__all__ = [
+    "DEFAULT_STACK",
+    "MEGATRON_CORE_PIPELINE",
+    "STACKS",
+    "PipelineRules",
+    "Stack",
+    "resolve",
+]
+
+
+@dataclass(frozen=True)
+class PipelineRules:
+    """What one stack's pipeline code refuses (module docstring, "Pipeline rules").
+
+    ``interleaving``: whether it has an interleaved (virtual-stage) schedule at all;
+    ``interleave_min_pp``: the smallest PP it interleaves; ``even_stages``: every stage must
+    hold the same number of layers (``layers % pp == 0``); ``micro_batches_divisible``:
+    interleaving needs the step's micro-batches to be a multiple of PP (else at least PP).
+    ``stack`` and ``source`` name the stack and the code each rule is read from.
+    """
+
+    stack: str = "megatron-core-2024"
+    interleaving: bool = True
+    interleave_min_pp: int = 2
+    even_stages: bool = False
+    micro_batches_divisible: bool = False
+    source: str = "[MCORE-PP] Megatron-Core core_v0.10.0+ schedules.py, arguments.py"
+
+
+MEGATRON_CORE_PIPELINE = PipelineRules()
+MEGATRON_2021_PIPELINE = PipelineRules(
+    "megatron-2021",
+    interleave_min_pp=3,
+    even_stages=True,
+    micro_batches_divisible=True,
+    source="[MLM21] Megatron-LM v2.6",
+)
+NEMO_2024_PIPELINE = PipelineRules(
+    "nemo-2024",
+    even_stages=True,
+    micro_batches_divisible=True,
+    source="[NEMO-PP] NeMo 24.07 on Megatron-Core 338af514",
+)
+DEEPSPEED_PIPELINE = PipelineRules(
+    "deepspeed-zero",
+    interleaving=False,
+    source="[DS-PP] DeepSpeed v0.16.4 PipelineEngine",
+)
 
 
 @dataclass(frozen=True)
@@ -77,6 +158,7 @@ class Stack:
     # PipelineEngine asserts stage < 2 ("ZeRO-2 and ZeRO-3 are incompatible with pipeline
     # parallelism", deepspeed/runtime/pipe/engine.py); Megatron shards with PP too.
     pipeline_zero: int = 3
+    pipeline: PipelineRules = MEGATRON_CORE_PIPELINE  # what its pipeline code refuses
 
     @property
     def label(self) -> str:
@@ -96,7 +178,9 @@ STACKS: dict[str, Stack] = {
             fp8=False,
             recompute="full",
             zero_stages=(0,),
-            source="[SC21] Narayanan et al. 2021 (arXiv:2104.04473) §2.2, §3.5, Table 1",
+            source="[SC21] Narayanan et al. 2021 (arXiv:2104.04473) §2.2, §3.5, Table 1; "
+            "[MLM21] Megatron-LM v2.6 (pipeline rules)",
+            pipeline=MEGATRON_2021_PIPELINE,
         ),
         Stack(
             "megatron-core-2024",
@@ -107,7 +191,7 @@ STACKS: dict[str, Stack] = {
             fp8=True,
             recompute=None,
             zero_stages=(1, 3),
-            source="[MCORE] Megatron-Core developer guide, 2024",
+            source="[MCORE] Megatron-Core developer guide, 2024; [MCORE-PP] pipeline rules",
         ),
         Stack(
             "nemo-2024",
@@ -119,8 +203,9 @@ STACKS: dict[str, Stack] = {
             recompute="selective",
             zero_stages=(1,),
             source="[NEMO] NeMo Framework 24.07 user guide, Parallelisms; Performance Benchmarks; "
-            "[NEMO-UB] gpt3/175b.yaml ub_tp_comm_overlap",
+            "[NEMO-UB] gpt3/175b.yaml ub_tp_comm_overlap; [NEMO-PP] NeMo 24.07 (pipeline rules)",
             tp_overlap=True,
+            pipeline=NEMO_2024_PIPELINE,
         ),
         Stack(
             "deepspeed-zero",
@@ -132,8 +217,10 @@ STACKS: dict[str, Stack] = {
             recompute="full",
             zero_stages=(1, 2, 3),
             source="[DS] DeepSpeed config-json 'ZeRO Optimizations', activation checkpointing; "
-            "deepspeed/runtime/pipe/engine.py (ZeRO-2/3 refused with pipeline parallelism)",
+            "deepspeed/runtime/pipe/engine.py (ZeRO-2/3 refused with pipeline parallelism); "
+            "[DS-PP] no interleaved schedule",
             pipeline_zero=1,
+            pipeline=DEEPSPEED_PIPELINE,
         ),
     )
 }

@@ -466,7 +466,13 @@ def training_markdown(data: dict[str, Any], catalog: Catalog, peers: Sequence[st
             f"per-step cost (launches, optimizer bookkeeping, data loader), "
             f"{train_layout.STEP_FIXED_S:g} s, was fitted (`fit_step_fixed()`) on the same "
             "fitting rows as `fit()`: any positive cost raises their median |error| "
-            "(0.05 s: 2.6 % to 3.0 %; jointly with `fit()`'s grid too), so none is added."
+            "(0.05 s: 2.6 % to 3.0 %; jointly with `fit()`'s grid too), so none was added "
+            "until one correction: `megatron-39.1b`'s assumed interleaving became 1, not 2 "
+            "(2026-12-06), since the Megatron-LM of 2021 interleaves only with PP > 2 "
+            "(`train_stack` [MLM21]). On the corrected row the grid moved the ampere share "
+            "from 0.77 to 0.78 (fitting rows' median |error| 3.4 % at 0.77, 3.0 % at 0.78) and "
+            "the fixed cost from 0 to 0.02 s (2.98 % to 2.90 %); fitting the three again from "
+            "there changes none of them."
         ),
         "",
         (
