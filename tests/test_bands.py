@@ -91,7 +91,10 @@ def test_search_does_not_sell_the_uncalibrated_zero3_layout() -> None:
     model = r.tflops_per_gpu(False)
     assert band is not None and band.search_fit.status == "calibrated"
     assert (r.layout.zero, r.layout.pp > 1) == (1, True)
-    assert model <= 165
+    # the envelope: at most 160 TFLOP/s per GPU, or flagged extrapolated with a band
+    # that covers the published 140-160 (the fused-attention stack is flagged: next test)
+    assert model <= 160 or band.fit.status == "extrapolated"
+    assert model < 170  # far from the 191 the ZeRO-3 layout was sold at
     edges = band.throughput(model)
     assert edges.low <= 140 and edges.high >= 160  # the band covers the published 140-160
     assert answer.other is not None and not answer.other.calibrated
