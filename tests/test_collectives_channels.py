@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import statistics
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.budget.collectives import CommTopology, _latency, channels_run, predict
+from infra.budget.collectives import CommTopology, _bus_bw, _latency, channels_run, predict
 from infra.budget.communicator import intra_ring_search
 from infra.catalog import Catalog
 from tools.accuracy.calibration import compare_rows, load_measurements
@@ -100,3 +101,41 @@ def test_channel_count_follows_nccls_search_per_generation() -> None:
     assert CommTopology("hopper", 8, 1, True, 18, 8, 400, "intel", False).channels == 24
     assert CommTopology("hopper", 8, 1, True, 8, 8, 400, "intel", False).channels == 16
     assert H100_2.channels == 16 and WIDE.channels == 8
+
+
+A100_2 = CommTopology("ampere", 8, 2, True, 12, 8, 200, "amd", False)  # 8 HDR NICs
+
+
+def test_per_channel_caps_rank_over_nccls_search_graph_channels() -> None:
+    # src/graph/tuning.cc: busBw caps are graphs[a]->nChannels x perChMax*Bw, the search
+    # graph's channels (one per HDR NIC: 8), half the 16 the communicator runs. Tree on 2 x 8
+    # A100: min(240 x 0.92, 8 x 23.6) = 188.8 GB/s in NCCL's ranking; the time of what runs
+    # caps over the 16 running channels, so 220.8 binds there.
+    assert (A100_2.search_channels, A100_2.channels) == (8, 16)
+    ranked = _bus_bw(A100_2, "all_reduce", "tree", "simple", ranking=True)
+    timed = _bus_bw(A100_2, "all_reduce", "tree", "simple")
+    assert ranked == pytest.approx(8 * 23.6)
+    assert timed == pytest.approx(240 * 0.92)
+    ring_ll128 = _bus_bw(H100_2, "all_reduce", "ring", "ll128", ranking=True)
+    assert ring_ll128 == pytest.approx(8 * 36.7)  # below 384 x 0.92 = 353.3
+    # One A100 node: 0.92 x 240 binds before 12 search channels x 20 GB/s, either way.
+    assert _bus_bw(A100, "all_reduce", "ring", "ll128", ranking=True) == pytest.approx(220.8)
+
+
+def test_large_all_reduce_on_two_a100_nodes_ranks_as_nccl() -> None:
+    # NCCL's own model on 2 x 8 A100 HDR at 1 GiB: Ring/Simple 192 GB/s busBw beats Tree/LL128,
+    # capped at 8 x 20 = 160 GB/s over the search graph; railplan ranked Tree/LL128 first
+    # with the caps over the 16 running channels (mscclpp-ndmv4 and gcm-check-nccl rows).
+    row = predict(A100_2, "all_reduce", 2**30)
+    assert (row.algorithm, row.protocol) == ("ring", "simple")
+
+
+def test_inter_node_channels_duplicate_as_ncclTopoDupChannels() -> None:
+    # src/graph/search.cc: graphs at >= 25 GB/s per channel double, except on Hopper below 50
+    # with more than 4 rings. 8 NDR NICs: 16 on Ampere, 8 on Hopper; HDR (24 GB/s): never.
+    a100_ndr = CommTopology("ampere", 8, 2, True, 12, 8, 400, "amd", False)
+    h100_ndr4 = CommTopology("hopper", 8, 2, True, 18, 4, 400, "intel", False)
+    assert a100_ndr.search_channels == 16
+    assert H100_2.search_channels == 8
+    assert h100_ndr4.search_channels == 8  # 4 rings at 48 GB/s: not above 4, so doubled
+    assert A100_2.search_channels == 8

@@ -107,7 +107,10 @@ def test_a_group_can_state_its_nics(catalog: Catalog) -> None:
     topo = comm_topology(four, catalog, 128, sharp=False)
     assert (topo.nics, topo.nic_gbps) == (4, 200)
     ratio = busbw(four, catalog, 128) / busbw(eight, catalog, 128)
-    assert 0.45 < ratio < 0.55
+    # 0.556: at 1 GiB on 16 nodes both now run Ring/Simple, as NCCL ranks with its
+    # per-channel LL128 cap over its 8 search-graph channels (it was 0.518 with the 8-NIC
+    # server on Ring/LL128), and Simple's fixed latency narrows the ratio a little.
+    assert 0.45 < ratio < 0.57
     slow = spec("qm8790", [{**base, "compute_nics": {"count": 8, "gbps": 100}}], su_size=20)
     assert comm_topology(slow, catalog, 128).nic_gbps == 100  # below the HDR port: the NIC's
 

@@ -213,15 +213,22 @@ def _bus_bw(
     proto: str,
     sharp: float = 1.0,
     run: float = 0.0,
+    ranking: bool = False,
 ) -> float:
     """NCCL's busBw for one (algorithm, protocol), after its per-protocol caps.
 
     ``sharp`` scales CollNet's network rate (`sharp_efficiency`; 1 = NCCL's own model).
     ``run`` is how many of the channels carry the data (`channels_run`; 0 = all, as NCCL's
     tuning model assumes): each channel carries an equal share of the topology's rate.
+    ``ranking``: the per-channel caps (Ring LL128, Tree, Tree LL128) as NCCL's tuning model
+    applies them, over its search graph's channels (``graphs[a]->nChannels`` in
+    src/graph/tuning.cc, `CommTopology.search_channels`), half the channels the
+    communicator runs; that is how NCCL chooses. Otherwise over the running channels, each
+    of them a thread block with its own cap: the time of what runs (`_chosen`).
     """
     nch, s = t.channels, t.scale
     run = run or nch
+    capped = run * t.search_channels / nch if ranking else run
     if algo in ("nvls", "nvls_tree"):
         return _nvls_bus_bw(t, collective, algo) if proto == "simple" else 0.0
     if algo.startswith("collnet"):
@@ -233,15 +240,15 @@ def _bus_bw(
     if algo == "ring":
         return {
             "ll": min(ll_cap, bw * 0.5),
-            "ll128": min(bw * 0.92, run * PER_CH_RING_LL128[t.arch][s]),
+            "ll128": min(bw * 0.92, capped * PER_CH_RING_LL128[t.arch][s]),
             "simple": bw,
         }[proto]
     if t.nodes == 2:  # NCCL uses bwIntra on <= 2 nodes: each half crosses the network once
         bw = min(t.intra_gbs, 2 * t.uplink_gbs(t.tree_crossing)) * run / nch
-    tree = min(bw * 0.92, run * PER_CH_TREE[t.arch][s])
+    tree = min(bw * 0.92, capped * PER_CH_TREE[t.arch][s])
     return {
         "ll": min(tree / 3.8, ll_cap),
-        "ll128": min(tree * 120 / 128, run * PER_CH_TREE_LL128[t.arch][s]),
+        "ll128": min(tree * 120 / 128, capped * PER_CH_TREE_LL128[t.arch][s]),
         "simple": tree,
     }[proto]
 
@@ -304,8 +311,9 @@ def _time_us(
     nbytes: int,
     sharp: float = 1.0,
     run: float = 0.0,
+    ranking: bool = False,
 ) -> float:
-    bus = _bus_bw(t, collective, algo, proto, sharp, run)
+    bus = _bus_bw(t, collective, algo, proto, sharp, run, ranking)
     if bus <= 0:
         return math.inf
     n = t.ranks
@@ -398,11 +406,14 @@ def _chosen(
     NCCL ranks every pair as if it ran on all its channels, then runs the winner on the
     channels the size fills (`channels_run`), so railplan ranks on all and times on those.
     With CollNet (IB SHARP) NCCL's model gives SHARP the NICs' full rate, and the run then
-    goes at `sharp_efficiency`: ranked at 1, timed at the fitted share.
+    goes at `sharp_efficiency`: ranked at 1, timed at the fitted share. Likewise the
+    per-channel caps: ranked over NCCL's search-graph channels as its tuning model applies
+    them, timed over the channels that run (`_bus_bw`'s ``ranking``).
     """
     pairs = [(a, p) for a in enabled for p in PROTOCOLS]
     sharp = sharp_efficiency(t) if any(a.startswith("collnet") for a in enabled) else 1.0
-    _, algo, proto = min((_time_us(t, collective, a, p, nbytes), a, p) for a, p in pairs)
+    ranked = ((_time_us(t, collective, a, p, nbytes, ranking=True), a, p) for a, p in pairs)
+    _, algo, proto = min(ranked)
     run = channels_run(t, algo, proto, nbytes)
     return _time_us(t, collective, algo, proto, nbytes, sharp, run), algo, proto
 

@@ -178,12 +178,17 @@ class CommTopology:
         """Channels NCCL's ring search finds (a ring graph's ``nChannels``).
 
         Between nodes one per NIC: a ring enters and leaves each node through a NIC at the
-        NIC's speed (24 GB/s HDR, 48 NDR), and those speeds are not duplicated (below 25
-        GB/s, or below 50 on Hopper with more than 4 rings). Inside one NVSwitch node what
-        `intra_ring_search` finds; other single-node topologies keep half the fallback.
+        NIC's speed (24 GB/s HDR, 48 NDR), and ncclTopoDupChannels (src/graph/search.cc)
+        doubles them as inside a node: not below 25 GB/s (HDR), nor on Hopper below 50 with
+        more than 4 rings (8 NDR NICs), but 8 NDR NICs on Ampere give 16. Inside one NVSwitch
+        node what `intra_ring_search` finds; other single-node topologies keep half the
+        fallback.
         """
         if self.nodes > 1 and self.nics:
-            return self.nics
+            speed, rings = self.nic_gbs, self.nics
+            if speed >= 25.0 and not (self.arch != "ampere" and speed < 50.0 and rings > 4):
+                return min(2 * rings, RING_SEARCH_MAX_CHANNELS)
+            return rings
         if not self.nvswitch or self.intra_gbs <= 0:
             return FALLBACK_CHANNELS // 2
         return intra_ring_search(self.arch, self.intra_gbs)[0]

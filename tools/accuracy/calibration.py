@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import statistics
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
-from infra.budget.collectives import CommTopology, Prediction, predict
+from infra.budget.collectives import CommTopology, Prediction, bus_factor, predict
+from infra.budget.nccl_tests_launch import NCCL_TESTS_LAUNCH_US_PER_GPU, as_measured
+from infra.budget.nccl_tests_launch import launch_floor_us as _thread_floor_us
 from infra.catalog import Catalog, load_catalog
+from tools.accuracy.calibration_notes import CAPS as _CAPS
 from tools.accuracy.calibration_notes import CHANNELS as _CHANNELS
 from tools.accuracy.calibration_notes import FOCUS as _FOCUS
 from tools.accuracy.calibration_notes import LAUNCH_MODE as _LAUNCH_MODE
@@ -35,16 +38,19 @@ from tools.accuracy.calibration_notes import METHOD as _METHOD
 from tools.accuracy.calibration_notes import SHARP as _SHARP
 
 __all__ = [
+    "NCCL_TESTS_LAUNCH_US_PER_GPU",
     "Comparison",
     "accuracy_markdown",
     "comparable",
     "compare_rows",
+    "gpus_per_thread",
     "is_efa",
     "is_harness_bound",
     "is_one_node_1mib",
     "is_sharp",
     "is_single_node_small",
     "launch_floor_us",
+    "launch_stated",
     "load_measurements",
     "split",
 ]
@@ -64,14 +70,6 @@ _GPU_ALIAS = {"a100-sxm4-unknown": "a100-sxm4-80gb"}  # same NVLink; memory does
 # When a multi-node source names the InfiniBand generation but not the NIC count or rate,
 # assume the rail-optimized norm: one NIC per GPU at the generation's rate.
 _IB_RATE = {"hdr": 200, "ndr": 400}
-# FITTED (one constant, the benchmark's, not the cluster's). CPU time per GPU to launch one
-# collective when one thread drives all of a node's GPUs (nccl-tests -g 8); an iteration takes
-# at least 8 of them. sjeaugey puts "the CUDA launch time and some overhead" at about 5 us
-# (NVIDIA/nccl-tests#123). Fitted on the fit half's -g 8 rows at or below 256 KiB, where
-# every GPU finishes before the thread has launched the last: azure-abg-nd-a100-v4 64 KiB
-# (42.5 us), azure-abg-nd-h100-v5 64 KiB (42.2 us) and ml-engineering-network 32 KiB
-# (43.8 us); median 42.5 us / 8 GPUs = 5.3 us. Held-out -g 8 rows are the test.
-NCCL_TESTS_LAUNCH_US_PER_GPU = 5.3
 
 
 @dataclass(frozen=True)
@@ -158,26 +156,38 @@ def _size_class(nbytes: int) -> Literal["small", "medium", "large"]:
     return "large" if nbytes >= LARGE else "small" if nbytes <= SMALL else "medium"
 
 
+def gpus_per_thread(row: dict[str, Any]) -> int:
+    """GPUs one nccl-tests thread drove for this row (``-g``; the row's ``gpus_per_process``).
+
+    Rows without it were run one process per GPU, as their source says or, where it says
+    nothing, as assumed (`launch_stated`).
+    """
+    return int(row.get("gpus_per_process") or 1)
+
+
+def launch_stated(row: dict[str, Any], sources: dict[str, Any]) -> bool:
+    """Whether the source states how nccl-tests was run for this row.
+
+    Else one process per GPU is assumed. A row's ``gpus_per_process`` is always the
+    source's; without it the source's ``launch_stated`` says.
+    """
+    return bool(row.get("gpus_per_process") or sources[row["source"]].get("launch_stated"))
+
+
+def _launch_cell(row: dict[str, Any], sources: dict[str, Any]) -> str:
+    """The ``-g`` column: GPUs per nccl-tests thread, ``1 (assumed)`` where not stated."""
+    return f"{gpus_per_thread(row)}" + ("" if launch_stated(row, sources) else " (assumed)")
+
+
 def launch_floor_us(row: dict[str, Any]) -> float:
     """The least time per iteration of a row measured with one thread driving several GPUs.
 
-    nccl-tests' ``-g N`` makes one thread launch the collective on all N GPUs, one after
-    another, every iteration; when the GPUs finish sooner, the CPU is the bottleneck
-    (NVIDIA/nccl-tests#123) and an iteration takes N launches. Rows run one process per GPU
-    (no ``gpus_per_process``) have no such floor, and neither do real jobs, so `predict`
-    never adds it: it belongs to the benchmark, not to the cluster.
+    `infra.budget.nccl_tests_launch`: nccl-tests' ``-g N`` makes one thread launch the
+    collective on all N GPUs, one after another, every iteration; when the GPUs finish
+    sooner, the thread sets the pace (NVIDIA/nccl-tests#123). Rows run one process per GPU
+    have no such floor, and neither do real jobs, so `predict` never adds it.
     """
-    return float(row.get("gpus_per_process") or 0) * NCCL_TESTS_LAUNCH_US_PER_GPU
-
-
-def _measured_prediction(row: dict[str, Any], model: Prediction) -> Prediction:
-    """The model's row as nccl-tests would print it: no faster than its launch floor."""
-    floor = launch_floor_us(row)
-    if model.time_us >= floor:
-        return model
-    algbw = model.bytes / (floor * 1000)
-    busbw = algbw * model.busbw_GBps / model.algbw_GBps if model.algbw_GBps else 0.0
-    return replace(model, time_us=floor, algbw_GBps=round(algbw, 2), busbw_GBps=round(busbw, 2))
+    return _thread_floor_us(gpus_per_thread(row))
 
 
 def compare_rows(data: dict[str, Any], catalog: Catalog) -> list[Comparison]:
@@ -188,7 +198,8 @@ def compare_rows(data: dict[str, Any], catalog: Catalog) -> list[Comparison]:
         nbytes = row["bytes"] or PEAK_BYTES
         algos = _ALGO.get(str(row.get("algo")), ())
         model = predict(_topology(row, catalog), row["collective"], nbytes, algos)
-        predicted = _measured_prediction(row, model)
+        factor = bus_factor(row["collective"], row["nodes"] * row["gpus_per_node"])
+        predicted = as_measured(model, gpus_per_thread(row), factor)
         anomalous = str(row.get("note") or "").startswith("ANOMALOUS")
         busbw = float(row.get("busbw_GBps") or 0)
         time_us = float(row.get("time_us") or 0)
@@ -243,13 +254,13 @@ def _summary(comparisons: list[Comparison]) -> list[str]:
     return lines
 
 
-def _table(comparisons: list[Comparison]) -> list[str]:
+def _table(comparisons: list[Comparison], sources: dict[str, Any]) -> list[str]:
     lines = [
         (
-            "| half | source | GPU | nodes x GPUs | network | collective | bytes | algo (source) "
-            "| measured | predicted | model algo | error |"
+            "| half | source | GPU | nodes x GPUs | network | -g | collective | bytes "
+            "| algo (source) | measured | predicted | model algo | error |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in comparisons:
         r = c.row
@@ -262,7 +273,7 @@ def _table(comparisons: list[Comparison]) -> list[str]:
             measured, predicted = f"{c.measured_time_us:g} us", f"{c.predicted.time_us:g} us"
         lines.append(
             f"| {'held out' if c.held_out else 'fit'} | {r['source']} | {r['gpu']} | "
-            f"{r['nodes']} x {r['gpus_per_node']} | {network} | "
+            f"{r['nodes']} x {r['gpus_per_node']} | {network} | {_launch_cell(r, sources)} | "
             f"{r['collective']} | {r['bytes'] or 'peak'} | {r.get('algo')} | "
             f"{measured} | {predicted} | "
             f"{c.predicted.algorithm}/{c.predicted.protocol} | {c.error:+.1%}{flag} |"
@@ -316,13 +327,14 @@ def _target_1mib(comparisons: list[Comparison]) -> list[str]:
         + _stats(counted),
         "- **1 MiB one node, held out, nccl-tests -g 8 (reported, not in the target)**: "
         + _stats(harness),
+        "- **1 MiB one node, held out, both launch modes**: " + _stats(held),
     ]
 
 
-def _focus(comparisons: list[Comparison]) -> list[str]:
+def _focus(comparisons: list[Comparison], sources: dict[str, Any]) -> list[str]:
     """The EFA and single-node small-message rows, with their statistics per half."""
     lines = ["### EFA and single-node small messages", "", _FOCUS, "", _CHANNELS, ""]
-    lines += [_LAUNCH_MODE, "", *_target_1mib(comparisons), "", _LL128_RANK, ""]
+    lines += [_LAUNCH_MODE, "", *_target_1mib(comparisons), "", _LL128_RANK, "", _CAPS, ""]
     groups = (
         ("EFA", is_efa),
         ("one node, <= 4 MiB", is_single_node_small),
@@ -343,7 +355,7 @@ def _focus(comparisons: list[Comparison]) -> list[str]:
             lines.append(
                 f"| {'held out' if c.held_out else 'fit'} | {r['source']} | {r['gpu']} | "
                 f"{r['nodes']} x {r['gpus_per_node']} | {r['collective']} | {r['bytes']} | "
-                f"{r.get('gpus_per_process') or '-'} | {c.error:+.1%} | {r.get('fitted') or ''} |"
+                f"{_launch_cell(r, sources)} | {c.error:+.1%} | {r.get('fitted') or ''} |"
             )
     return [*lines, ""]
 
@@ -391,7 +403,7 @@ def accuracy_markdown(data: dict[str, Any], catalog: Catalog) -> str:
         _METHOD,
         "",
         *_summary(comparisons),
-        *_focus(comparisons),
+        *_focus(comparisons, data["sources"]),
         *_sharp_focus(comparisons),
         (
             f"{len(skipped)} rows are not compared: multi-node rows on RoCE or EFA whose "
@@ -400,7 +412,7 @@ def accuracy_markdown(data: dict[str, Any], catalog: Catalog) -> str:
         "",
         "### Rows",
         "",
-        *_table(comparisons),
+        *_table(comparisons, data["sources"]),
         "",
         "### Sources",
         "",
