@@ -13,11 +13,15 @@ the new one, never half of one. Decisions, each enforced here:
 - ``-`` is standard output (the CLI writes it); any other non-regular target (a device such as
   ``/dev/null``, a directory, a FIFO, a socket) is refused, and so are ``/dev/stdout``,
   ``/dev/fd/N`` and ``/proc``/``/sys`` paths: replacing them would break the machine.
-- A symlink is written *through*: its target is replaced and the link stays a link.
+- A symlink is written *through*: its target is replaced and the link stays a link; but a
+  link the kernel's ``fs.protected_symlinks`` rule would not follow (another user's link in a
+  sticky world-writable directory such as ``/tmp``) is refused (`_resolve`).
 - An existing target keeps its permission bits (and, for root, its owner); a new file gets
   0666 less the umask. A read-only target (no write bit, or not writable by the user) is
   refused: railplan does not replace a file someone protected.
-- An output that is also an input, or that two options name, is refused (before any work).
+- An output that is also an input, or that two options name, or whose directory is missing or
+  not writable, is refused before any work (`check_outputs`), so no output is written when
+  another cannot be.
 - The temp file, ``.NAME.railplan-PID-XXXXXXXX.tmp`` next to the target (``NAME`` shortened so
   the whole stays within NAME_MAX), is removed on any error and on SIGINT, SIGTERM and SIGHUP
   (`infra.signals`). Temp files of that shape whose PID is no longer running (left by a
@@ -26,7 +30,7 @@ the new one, never half of one. Decisions, each enforced here:
 
 # This module works on file descriptors and os-level names (bytes from scandir included), where
 # os.* is the precise tool; pathlib would hide the flags (O_NOFOLLOW, O_EXCL) this relies on.
-# ruff: noqa: PTH100, PTH104, PTH108, PTH116, PTH118, PTH120
+# ruff: noqa: PTH100, PTH104, PTH108, PTH109, PTH112, PTH115, PTH116, PTH118, PTH120
 
 from __future__ import annotations
 
@@ -61,6 +65,9 @@ _TEMP = re.compile(rb"^\..*\.railplan-(\d+)-[0-9a-f]{8}\.tmp$", re.DOTALL)
 _FD_ALIASES = ("/dev/stdin", "/dev/stdout", "/dev/stderr")
 _KERNEL_TREES = ("/dev/fd/", "/proc/", "/sys/")
 _OUT_HINT = "name a regular file, or '-' for standard output"
+_NOOP = ("", ".")
+_MAX_LINKS = 40  # the kernel's MAXSYMLINKS: ELOOP beyond
+_STICKY_SHARED = stat.S_ISVTX | stat.S_IWOTH
 
 
 class OutputError(RailplanError):
@@ -164,9 +171,13 @@ def check_outputs(outputs: Mapping[str, str], inputs: Iterable[str] = ()) -> Non
 
     ``outputs`` maps an option (``--cabling``) to its path; ``-`` is standard output.
 
+    Every output is checked before the caller writes the first, so an error leaves no half
+    set of outputs behind.
+
     Raises:
-        OutputError: an empty path, a target `write_atomic` would refuse, an output that is
-            an input, or two outputs naming the same file.
+        OutputError: an empty path, a target `write_atomic` would refuse, a directory that
+            does not exist or is not writable, an output that is an input, or two outputs
+            naming the same file.
     """
     seen: dict[object, str] = {}
     for path in inputs:
@@ -177,7 +188,7 @@ def check_outputs(outputs: Mapping[str, str], inputs: Iterable[str] = ()) -> Non
         if not path:
             raise OutputError(f"{option} needs a file name", hint=_OUT_HINT)
         if path != "-":
-            _target(path)
+            _check_directory(path, _target(path)[0])
         key = _identity(path)
         if key in seen:
             raise OutputError(
@@ -206,7 +217,10 @@ def _identity(path: str) -> object:
 def _target(path: str) -> tuple[str, os.stat_result | None]:
     """The real path to replace (symlinks followed) and its stat, if it exists; or refuse."""
     absolute = os.path.abspath(path)
-    real = os.path.realpath(path)
+    try:
+        real = _resolve(path)
+    except OSError as exc:
+        raise OutputError(f"cannot write: {exc.strerror or exc}", file=path) from None
     if absolute in _FD_ALIASES or any(p.startswith(_KERNEL_TREES) for p in (absolute, real)):
         raise OutputError(
             "names a kernel or file-descriptor path; railplan will not replace it",
@@ -232,6 +246,78 @@ def _target(path: str) -> tuple[str, os.stat_result | None]:
             hint="make it writable (chmod u+w) or choose another file",
         )
     return real, st
+
+
+def _resolve(path: str) -> str:
+    """``os.path.realpath(path)``, following each symlink only where the kernel would.
+
+    The kernel's ``fs.protected_symlinks`` rule (Documentation/admin-guide/sysctl/fs.rst; on
+    by default in the distributions): a symlink in a sticky world-writable directory (``/tmp``)
+    is followed only by its owner, or when the directory's owner owns it. railplan replaces
+    the target by a rename in the target's directory, which that rule never sees, so it
+    applies the rule itself, to every link on the path, whatever the sysctl says.
+
+    Raises:
+        OutputError: a link the rule refuses.
+        OSError: a link loop, a file used as a directory, an unreadable directory.
+    """
+    pending = [p for p in reversed(os.path.join(os.getcwd(), path).split("/")) if p not in _NOOP]
+    resolved, links = "/", 0
+    while pending:
+        part = pending.pop()
+        if part == "..":
+            resolved = os.path.dirname(resolved)
+            continue
+        candidate = os.path.join(resolved, part)
+        try:
+            st = os.lstat(candidate)
+        except FileNotFoundError:  # the rest is created (or refused) by the write itself
+            return os.path.normpath(os.path.join(candidate, *reversed(pending)))
+        if not stat.S_ISLNK(st.st_mode):
+            resolved = candidate
+            continue
+        links += 1
+        if links > _MAX_LINKS:
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
+        _may_follow(path, resolved, candidate, st)
+        target = os.readlink(candidate)
+        resolved = "/" if target.startswith("/") else resolved
+        pending += [p for p in reversed(target.split("/")) if p not in _NOOP]
+    return resolved
+
+
+def _may_follow(path: str, directory: str, link: str, st: os.stat_result) -> None:
+    """Refuse ``link`` (in ``directory``) as fs.protected_symlinks does (fs/namei.c)."""
+    parent = os.stat(directory)
+    if parent.st_mode & _STICKY_SHARED != _STICKY_SHARED:
+        return
+    if st.st_uid in (os.geteuid(), parent.st_uid):
+        return
+    what = "is" if link == os.path.abspath(path) else f"goes through {link},"
+    raise OutputError(
+        f"{what} a symbolic link of another user (uid {st.st_uid}) in the sticky "
+        f"world-writable directory {directory}; railplan does not follow it "
+        "(the kernel's fs.protected_symlinks rule)",
+        file=path,
+        hint="name the file the link points to, or write outside the shared directory",
+    )
+
+
+def _check_directory(path: str, real: str) -> None:
+    """Refuse an output whose directory is missing or not writable (before any output)."""
+    directory = os.path.dirname(real)
+    if not os.path.isdir(directory):
+        raise OutputError(
+            f"cannot write: directory {directory} does not exist",
+            file=path,
+            hint=_WRITE_HINTS[errno.ENOENT],
+        )
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise OutputError(
+            f"cannot write: directory {directory} is not writable",
+            file=path,
+            hint=_WRITE_HINTS[errno.EACCES],
+        )
 
 
 def write_atomic(path: str, data: bytes) -> None:

@@ -10,7 +10,13 @@ from __future__ import annotations
 import pytest
 
 from infra.catalog import Catalog
-from infra.spec.cron import closest_firings, cron_fields_valid, dst_shift_minutes
+from infra.spec.cron import (
+    closest_firings,
+    cron_fields,
+    cron_fields_valid,
+    daily_minute,
+    dst_shift_minutes,
+)
 
 from .conftest import lint_text
 
@@ -105,6 +111,13 @@ def test_rolling_batch_sus_shortens_the_gap_changes_need(
         "59-0 21 * * *",
         "@daily ",  # "unrecognized descriptor"
         " @daily",  # "expected exactly 5 fields"
+        # Go's strings.Fields does not split on U+001C..U+001F (Python's str.split() does):
+        # "expected exactly 5 fields, found 4"
+        "0\x1c21 * * *",
+        "0\x1d21 * * *",
+        "0 21\x1e* * *",
+        "0 21 * *\x1f*",
+        "0 21 * * *\x1c1",
     ],
 )
 def test_schedules_kubernetes_refuses_are_refused(expression: str) -> None:
@@ -113,7 +126,19 @@ def test_schedules_kubernetes_refuses_are_refused(expression: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "expression", ["0 7 * * 0", "0 7 * * sun-sat", "0 20-23 * * *", "@daily", " 0 7 * * 1 "]
+    "expression",
+    [
+        "0 7 * * 0",
+        "0 7 * * sun-sat",
+        "0 20-23 * * *",
+        "@daily",
+        " 0 7 * * 1 ",
+        # Go's unicode.IsSpace beyond ASCII: U+0085, U+00A0, U+1680, U+2000-U+200A, U+3000
+        "0\x857 * * *",
+        "0\xa07 * * *",
+        "0\u16807\u2000*\u200a*\u3000*",
+        "0\t7\v*\f*\r*",
+    ],
 )
 def test_schedules_kubernetes_takes_are_taken(expression: str) -> None:
     assert cron_fields_valid(expression)
@@ -125,3 +150,29 @@ def test_a_stepped_star_is_not_starred() -> None:
     `30 7 * * 2` on an odd-dated Tuesday (AND would never bring them onto one day)."""
     assert closest_firings(["0 7 */2 * 1", "30 7 * * 2"]) == (30, 0, 1)
     assert closest_firings(["0 7 */1 * 1", "30 7 * * 2"]) == (1470, 0, 1)  # */1 stays starred
+
+
+def test_fields_are_split_as_go_strings_fields_splits_them() -> None:
+    """Go's unicode.IsSpace: '\\t' '\\n' '\\v' '\\f' '\\r' ' ' U+0085 U+00A0, and the White_Space
+    table (U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000); not U+001C-U+001F."""
+    go_space = "\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000"
+    go_space += "".join(chr(c) for c in range(0x2000, 0x200B))
+    for char in go_space:
+        assert cron_fields(f"0{char}7") == ["0", "7"], hex(ord(char))
+    for char in "\x1c\x1d\x1e\x1f\u200b\u180e\ufeff":
+        assert cron_fields(f"0{char}7") == [f"0{char}7"], hex(ord(char))
+    assert cron_fields("  0 \xa0 7\u3000") == ["0", "7"]
+
+
+def test_the_firing_model_reads_fields_as_the_validator_does() -> None:
+    assert daily_minute("30\xa07 * * *") == 7 * 60 + 30
+    assert closest_firings(["0\u30008 * * *", "1 8\x85* * *"]) == (1, 0, 1)
+
+
+def test_a_change_at_a_file_separator_is_refused_by_the_loader(catalog: Catalog) -> None:
+    """repro CR00: lint exited 0 and render wrote a CronJob kube-apiserver refuses."""
+    from infra.errors import RailplanError
+
+    with pytest.raises(RailplanError, match="is not a cron schedule"):
+        lint_text(_spec("0\\x1c21 * * *"), catalog)  # YAML escapes
+    assert _rp019(_spec("0\\xa021 * * *"), catalog) == []

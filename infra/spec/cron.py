@@ -11,6 +11,10 @@ the field's maximum. Times are wall-clock minutes in the schedule's time zone: a
 saving switch can move two firings up to an hour closer, which callers add as a margin
 (`dst_shift_minutes`). Weekdays and dates repeat every 28 years between 2001 and 2099, so 29
 years from 2001-01-01 hold every combination, the wrap included.
+
+Fields are split as robfig/cron splits them, with Go's ``strings.Fields`` (`cron_fields`): on
+runs of the characters Go's ``unicode.IsSpace`` accepts, not Python's ``str.split()``, which
+also splits on U+001C..U+001F (a schedule robfig reads as fewer than five fields).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from functools import cache
 
 __all__ = [
     "closest_firings",
+    "cron_fields",
     "cron_fields_valid",
     "daily_minute",
     "dst_shift_minutes",
@@ -56,9 +61,24 @@ _CRON_NAMES: tuple[dict[str, int], ...] = (
     {d: i for i, d in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])},
 )
 _CRON_ITEM = re.compile(r"^(\*|[0-9a-z]+(-[0-9a-z]+)?)(/[0-9]+)?$")
+# Go's unicode.IsSpace (src/unicode/graphic.go: in Latin-1 '\t', '\n', '\v', '\f', '\r', ' ',
+# U+0085, U+00A0; above, the White_Space table of src/unicode/tables.go: U+1680, U+2000-U+200A,
+# U+2028, U+2029, U+202F, U+205F, U+3000), which strings.Fields splits on. Python's isspace()
+# has these and U+001C-U+001F besides (bidi class B/S), which Go does not split on.
+_GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_GO_FIELDS = re.compile(f"[^{_GO_SPACE}]+")  # U+2000-U+200A: a range of the class
 _START = dt.date(2001, 1, 1)
 _DAYS = (dt.date(2030, 1, 1) - _START).days
 _DAY = 1440  # minutes
+
+
+def cron_fields(expression: str) -> list[str]:
+    r"""The fields of ``expression`` as Go's ``strings.Fields`` gives them to robfig/cron.
+
+    Split on runs of Go's ``unicode.IsSpace`` characters only: ``"0\x1c21 * * *"`` is four
+    fields (Python's ``str.split()`` makes five of it).
+    """
+    return _GO_FIELDS.findall(expression)
 
 
 def _field(text: str, index: int) -> frozenset[int]:
@@ -89,7 +109,7 @@ def _starred(text: str) -> bool:
 @cache
 def _schedule(expression: str) -> tuple[tuple[int, ...], tuple[bool, ...]]:
     """(sorted minutes of the day it fires at, whether it fires on each day of the window)."""
-    fields = _MACROS.get(expression.strip(), expression).split()
+    fields = cron_fields(_MACROS.get(expression, expression))
     minute, hour, dom, month, dow = (_field(f, i) for i, f in enumerate(fields))
     either = _starred(fields[2]) or _starred(fields[4])
     times = tuple(sorted(h * 60 + m for h in hour for m in minute))
@@ -205,5 +225,5 @@ def cron_fields_valid(expression: str) -> bool:
     """
     if expression in _MACROS:
         return True
-    fields = expression.split()
+    fields = cron_fields(expression)
     return len(fields) == 5 and all(_cron_field_valid(f, i) for i, f in enumerate(fields))

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 
 from infra.spec.base import ONE_LINE_OR_EMPTY, StrictModel, TextRule, repeated
-from infra.spec.cron import cron_fields_valid
+from infra.spec.cron import cron_fields, cron_fields_valid
 from infra.spec.scheduling import Duration, duration_seconds
 
 MIG_PROFILE = r"^([1-7]c\.)?[1-7]g\.[0-9]+gb(\+me|\+me\.all|\+gfx|-me)?$"
@@ -110,7 +110,7 @@ class MigSchedule(StrictModel):
     @field_validator("changes")
     @classmethod
     def _distinct_times(cls, changes: list[MigChange]) -> list[MigChange]:
-        times = [" ".join(c.at.split()) for c in changes]
+        times = [" ".join(cron_fields(c.at)) for c in changes]
         twice = repeated(times)
         if twice:
             raise ValueError(f"two changes at the same time: {', '.join(twice)}")
