@@ -18,9 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infra.catalog import load_catalog
-from infra.render.ansible import ACCEPTANCE_BYTES, RESERVED_GROUPS, ansible_files
+from infra.render.ansible import ACCEPTANCE_BYTES, ansible_files
 from infra.render.tree import render_tree
 from infra.spec import load_spec, load_spec_text
+from infra.spec.base import reserved_group
 from infra.topology import expand
 
 from .cli_run import run_cli
@@ -257,7 +258,7 @@ def test_a_node_group_named_like_a_reserved_group_is_refused(tmp_path: Path) -> 
 
 
 _NAMES = st.from_regex(r"[a-z]([a-z0-9_]{0,7}[a-z0-9])?", fullmatch=True).filter(
-    lambda n: n not in RESERVED_GROUPS
+    lambda n: not reserved_group(n)
 )
 
 

@@ -12,6 +12,7 @@ and rolls disruptive steps one SU at a time. Acceptance thresholds come from
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import textwrap
@@ -34,7 +35,7 @@ from infra.render.opensm import guid_files, sm_hosts
 from infra.render.templating import render_template
 from infra.render.writer import RenderError
 from infra.spec import NodeGroup, Spec
-from infra.spec.base import RESERVED_GROUPS
+from infra.spec.base import RESERVED_GROUP_HINT, RESERVED_GROUPS, inventory_group, reserved_group
 from infra.topology.control import control_roll_order, uses_opensm
 from infra.topology.migconfig import mig_parted_configs
 from infra.topology.model import Plan, Server
@@ -99,7 +100,7 @@ class _ControlPlay:
 
 def group_name(kind: str, name: str) -> str:
     """An inventory group name for an SU or a rack: ``su_train_su01``, ``rack_train_su01_c1``."""
-    return f"{kind}_{name.replace('-', '_')}"
+    return inventory_group(kind, name)
 
 
 def ansible_files(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, str]:
@@ -134,12 +135,12 @@ def ansible_files(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, str]:
 
 def _check_names(spec: Spec, plan: Plan) -> None:
     """Names become inventory groups and file names: refuse what Ansible or a path can't hold."""
-    for group in spec.node_groups:
-        if group.name in RESERVED_GROUPS:
+    for i, group in enumerate(spec.node_groups):
+        if reserved_group(group.name):
             raise RenderError(
                 f"node group name {group.name!r} is an inventory group railplan reserves",
-                path="node_groups",
-                hint=f"rename the group; reserved: {', '.join(sorted(RESERVED_GROUPS))}",
+                path=f"node_groups[{i}].name",
+                hint=RESERVED_GROUP_HINT,
             )
     for server in plan.servers:
         if not _HOSTNAME.match(server.name):
@@ -161,24 +162,43 @@ def _hosts_yml(spec: Spec, catalog: Catalog, plan: Plan) -> str:
     order of a group's own host list but not of its children's, so a node group lists its
     servers itself rather than through its SUs.
     """
-    groups: dict[str, dict[str, Any]] = {
-        "gpu_servers": {"children": {g.name: {} for g in spec.node_groups}}
-    }
+    groups: dict[str, dict[str, Any]] = {}
+    add = functools.partial(_add_group, groups)
+    add("gpu_servers", {"children": {g.name: {} for g in spec.node_groups}})
     nvswitch = [g.name for g in spec.node_groups if catalog.nodes[g.node].nvswitches > 0]
-    groups["nvswitch_servers"] = {"children": {name: {} for name in nvswitch}}
-    groups["mig_servers"] = {"children": {g.name: {} for g in plan.groups.values() if g.mig_split}}
+    add("nvswitch_servers", {"children": {name: {} for name in nvswitch}})
+    add("mig_servers", {"children": {g.name: {} for g in plan.groups.values() if g.mig_split}})
     for group in spec.node_groups:
-        groups.update(_node_group_tree(plan, group.name))
+        for name, body in _node_group_tree(plan, group.name).items():
+            add(name, body, node_group=name == group.name)
     if uses_opensm(spec):
-        groups["subnet_managers"] = _members(sm_hosts(plan))
+        add("subnet_managers", _members(sm_hosts(plan)))
     controller = plan.facts.control.controller  # Slurm specs only
     if controller is not None:
-        groups["slurm_controllers"] = _members([controller])
+        add("slurm_controllers", _members([controller]))
     control = control_roll_order(plan, spec)
     if control:
-        groups["control_hosts"] = _members(control)
+        add("control_hosts", _members(control))
     document = {"all": {"children": groups}}
     return json.dumps(document, indent=1) + "\n"
+
+
+def _add_group(
+    groups: dict[str, dict[str, Any]], name: str, body: dict[str, Any], node_group: bool = False
+) -> None:
+    """Define one inventory group: a node group, a reserved role group, or an SU or rack group.
+
+    Ansible merges groups of the same name, so a second definition is refused, and a group
+    that is not a node group must be one `reserved_group` knows (lint RP005 refuses node
+    groups of those names): the names cannot drift apart from the check.
+    """
+    if name in groups or not (node_group or reserved_group(name)):
+        raise RenderError(
+            f"inventory group {name!r} would be defined twice or is not reserved",
+            path="node_groups",
+            hint=RESERVED_GROUP_HINT,
+        )
+    groups[name] = body
 
 
 def _node_group_tree(plan: Plan, name: str) -> dict[str, dict[str, Any]]:

@@ -13,19 +13,24 @@ from infra.errors import escape_char, is_control, shorten
 
 __all__ = [
     "DNS_LABEL",
+    "GENERATED_GROUP_KINDS",
     "ONE_LINE",
     "ONE_LINE_OR_EMPTY",
     "ONE_LINE_RULE",
     "RESERVED_GROUPS",
+    "RESERVED_GROUP_HINT",
     "Precision",
     "StrictModel",
     "TextRule",
+    "inventory_group",
     "name_pattern",
     "one_line",
+    "reserved_group",
 ]
 
 # Inventory groups the rendered tree defines itself (Ansible's own and railplan's): a node
-# group of that name would merge into them (lint RP005, render refuses it too).
+# group of that name would merge into them (lint RP005, render refuses it too). The renderer
+# (infra.render.ansible) names its role groups from this set and refuses to define a group twice.
 RESERVED_GROUPS = frozenset(
     {
         "all",
@@ -35,8 +40,38 @@ RESERVED_GROUPS = frozenset(
         "mig_servers",
         "subnet_managers",
         "slurm_controllers",
+        "control_hosts",
     }
 )
+
+# Kinds of the inventory groups railplan derives from SU and rack names (`inventory_group`):
+# `su_<group>_suNN`, `rack_<group>_suNN_cN`. A node group named `<kind>_...` could take the
+# name of one of them (group `su_train_su01` beside group `train`), and Ansible merges
+# same-named groups, so each kind's prefix is reserved as a whole.
+GENERATED_GROUP_KINDS = ("su", "rack")
+
+RESERVED_GROUP_HINT = (
+    f"rename the group; reserved: {', '.join(sorted(RESERVED_GROUPS))}, and names starting "
+    + " or ".join(f"'{kind}_'" for kind in GENERATED_GROUP_KINDS)
+    + " (railplan's SU and rack groups, e.g. su_train_su01, rack_train_su01_c1)"
+)
+
+
+def inventory_group(kind: str, name: str) -> str:
+    """The inventory group of an SU or a rack: ``su_train_su01``, ``rack_train_su01_c1``."""
+    assert kind in GENERATED_GROUP_KINDS, kind
+    return f"{kind}_{name.replace('-', '_')}"
+
+
+def reserved_group(name: str) -> bool:
+    """Whether a node group of this name would meet an inventory group railplan makes itself.
+
+    >>> [reserved_group(n) for n in ("control_hosts", "su_train_su01", "rack_a", "train")]
+    [True, True, True, False]
+    """
+    return name in RESERVED_GROUPS or name.startswith(
+        tuple(f"{kind}_" for kind in GENERATED_GROUP_KINDS)
+    )
 
 
 def name_pattern(inner: str, *, first: str = "a-z", max_length: int = 63) -> str:

@@ -138,7 +138,7 @@ def validate_spec(data: Any, source: SourceMap) -> LoadedSpec:
             hint=hint or None,
             rule=SCHEMA_RULE,
         )
-        for path, message, hint in spec.unresolved_references()
+        for path, message, hint in [*spec.name_clashes(), *spec.unresolved_references()]
     ]
     if unresolved:
         raise SpecValidationError(unresolved)
@@ -209,7 +209,8 @@ def _one_error(path: str, items: list[tuple[ErrorDetails, bool]], source: Source
     err = items[0][0]
     if len(items) > 1 and any(skipped for _, skipped in items):
         forms = " or ".join(dict.fromkeys(_expected(e) for e, _ in items))
-        message, hint = f"must be {forms}, {_got(err)}", None
+        wants_text = any(e["type"] == "string_type" for e, _ in items)
+        message, hint = f"must be {forms}, {_got(err)}", _quote_hint(err) if wants_text else None
     else:
         message, hint = _describe(err), _hint(err, path)
     position = source.position(path)
@@ -349,6 +350,8 @@ def _got(err: ErrorDetails) -> str:
 
 def _hint(err: ErrorDetails, path: str) -> str | None:
     kind, ctx = err["type"], err.get("ctx") or {}
+    if kind == "string_type":
+        return _quote_hint(err)
     if kind == "extra_forbidden":
         allowed = _allowed_keys(err["loc"][:-1])
         return spelling_hint(str(err["loc"][-1]), allowed, "allowed keys") or None
@@ -359,6 +362,31 @@ def _hint(err: ErrorDetails, path: str) -> str | None:
             if s.strip()
         ]
         return spelling_hint(str(err["input"]), expected, "allowed values") or None
+    return None
+
+
+def _quote_hint(err: ErrorDetails) -> str | None:
+    """How to write a string YAML read as another type: quote it (YAML 1.1's surprises)."""
+    value, loc = err["input"], err["loc"]
+    key = f"{loc[-1]}: " if loc and isinstance(loc[-1], str) else ""
+    if isinstance(value, bool):
+        word = "yes" if value else "no"
+        return (
+            "YAML reads an unquoted yes/no/on/off/true/false as a boolean: quote the value "
+            f'as written (e.g. {key}"{word}")'
+        )
+    if isinstance(value, int | float):
+        return (
+            f"YAML reads an unquoted {_shown(value)} as a number (12.10 even becomes 12.1): "
+            f'quote the value as written (e.g. {key}"{_shown(value)}")'
+        )
+    if isinstance(value, dict):
+        return (
+            "an unquoted value starting with '{' is a YAML mapping: quote the value "
+            f'(e.g. {key}"{{...}}")'
+        )
+    if isinstance(value, list):
+        return "an unquoted value starting with '[' is a YAML list: quote the value"
     return None
 
 

@@ -24,6 +24,33 @@ MAX_DRAIN_S = 86_400
 # mig-change.sh refuses a ROLLING_BATCH_SUS above this before it cordons anything
 MAX_ROLLING_BATCH_SUS = 1024
 
+# The mig-parted configs railplan names itself (infra.topology.migconfig): NVIDIA's
+# `all-disabled` for `disabled`, and `group-<group>[-change<N>]` for a group's per-GPU list.
+# A layout keeps its own name as a config, so a layout of one of these names would share a
+# config name with another body (in the ConfigMap, a node label, an Ansible variable): the
+# loader refuses such a layout name (`reserved_layout`).
+DISABLED_CONFIG = "all-disabled"  # NVIDIA's name for it in config-default.yaml
+GROUP_CONFIG_PREFIX = "group-"
+RESERVED_LAYOUT_HINT = (
+    f"rename the layout; railplan names its own mig-parted configs {DISABLED_CONFIG} (for "
+    f"`disabled`) and {GROUP_CONFIG_PREFIX}<node group>[-change<N>] (for a per-GPU list)"
+)
+
+
+def group_config_name(group: str, change: int | None = None) -> str:
+    """The config of a group's per-GPU list: ``group-infer``, ``group-infer-change2``."""
+    suffix = "" if change is None else f"-change{change + 1}"
+    return f"{GROUP_CONFIG_PREFIX}{group.replace('_', '-')}{suffix}"
+
+
+def reserved_layout(name: str) -> bool:
+    """Whether a layout of this name could meet a config railplan names itself.
+
+    >>> [reserved_layout(n) for n in ("all-disabled", "group-infer", "infer-day")]
+    [True, True, False]
+    """
+    return name == DISABLED_CONFIG or name.startswith(GROUP_CONFIG_PREFIX)
+
 
 class MigAssignment(StrictModel):
     """One MIG layout applied to some GPUs of every node in a group."""

@@ -30,12 +30,15 @@ from infra.spec.budgets import MAX_BUDGETS, Budget
 from infra.spec.cloud import Aws
 from infra.spec.fabrics import Fabrics
 from infra.spec.mig import (
+    RESERVED_LAYOUT_HINT,
     MigLayout,
     MigSchedule,
     MigValue,
+    reserved_layout,
 )
 from infra.spec.scheduling import Scheduler
 from infra.spec.site import Site
+from infra.spec.yamlpos import join_path
 
 MAX_SERVERS = 32_768  # keeps planning a spec within seconds and a few GB (make bench)
 VERSION = r"^[0-9]{1,8}(\.[0-9]{1,8}){1,3}$"
@@ -376,6 +379,21 @@ class Spec(StrictModel):
                 "with `scheduler.kind: slurm` leave it out"
             )
         return self
+
+    def name_clashes(self) -> list[tuple[str, str, str]]:
+        """``(path, message, hint)`` of each MIG layout named like a config railplan makes.
+
+        The loader reports each at its key, as `unresolved_references`.
+        """
+        return [
+            (
+                join_path("mig_layouts", name),
+                f"MIG layout name {name!r} is a mig-parted config name railplan makes itself",
+                RESERVED_LAYOUT_HINT,
+            )
+            for name in self.mig_layouts
+            if reserved_layout(name)
+        ]
 
     def unresolved_references(self) -> list[tuple[str, str, str]]:
         """``(path, message, hint)`` of each reference inside the spec that names nothing.

@@ -6,7 +6,8 @@ same), `disabled`, or a list of per-GPU assignments. Each distinct value becomes
 label or an Ansible variable reads the same as the spec), `disabled` becomes NVIDIA's
 `all-disabled`, and a per-GPU list is named after its group (`group-<name>`, and
 `group-<name>-change<N>` for the N-th scheduled change). The same configs serve the Ansible `mig` role and,
-later, the GPU Operator's MIG manager, so both partition a GPU the same way.
+later, the GPU Operator's MIG manager, so both partition a GPU the same way. The generated
+names come from infra.spec.mig, whose loader refuses a layout named like one of them.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 from infra.spec import MigAssignment, MigValue, NodeGroup, Spec, assignments_of
+from infra.spec.mig import DISABLED_CONFIG, group_config_name
 
 __all__ = ["DISABLED", "mig_config_name", "mig_parted_configs"]
 
-DISABLED = "all-disabled"  # NVIDIA's name for it in config-default.yaml
+DISABLED = DISABLED_CONFIG  # NVIDIA's name; layouts cannot take it (infra.spec.mig)
 
 
 def mig_config_name(group: NodeGroup, change: int | None = None) -> str:
@@ -25,8 +27,7 @@ def mig_config_name(group: NodeGroup, change: int | None = None) -> str:
     value = group.mig if change is None or group.mig_schedule is None else _change(group, change)
     if isinstance(value, str):
         return DISABLED if value == "disabled" else value
-    suffix = "" if change is None else f"-change{change + 1}"
-    return f"group-{group.name.replace('_', '-')}{suffix}"
+    return group_config_name(group.name, change)
 
 
 def _change(group: NodeGroup, change: int) -> MigValue:

@@ -10,7 +10,7 @@ from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
 from infra.lint.rules._util import group_path, mig_uses
 from infra.spec import NodeGroup
-from infra.spec.base import RESERVED_GROUPS
+from infra.spec.base import RESERVED_GROUP_HINT, reserved_group
 
 
 @rule("RP001", "unknown-node", Severity.ERROR, "Node group names a node the catalog lacks.")
@@ -149,18 +149,21 @@ def group_name_clash(ctx: LintContext) -> Iterator[Violation]:
     namespace: with a group `g` (hostnames `g1`, `g2`) and a group `g1` (hostnames `x1`,
     `x2`), the play "roll out g1" targets the host `g1`, and `x1`, `x2` never get the
     driver, RDMA or MIG. Ansible only warns ("Found both group and host with same name").
-    A group named like a role group (`gpu_servers`, `all`, ...) merges with it.
+    A group named like a role group (`gpu_servers`, `control_hosts`, `all`, ...) merges with
+    it, and one named `su_...` or `rack_...` can take the name of another group's SU or rack
+    group (`su_train_su01` beside `train`): the rolling batch `--limit su_train_su01` then runs
+    on the wrong servers.
     Fix: rename the group, or give the other group a hostname pattern that does not make
     its name.
     """
     servers = ctx.plan.servers if ctx.plan is not None else []
     hosts = {s.name: s.group for s in servers}
     for i, group in enumerate(ctx.loaded.spec.node_groups):
-        if group.name in RESERVED_GROUPS:
+        if reserved_group(group.name):
             yield Violation(
                 group_path(i, "name"),
                 f"node group name {group.name!r} is an inventory group railplan reserves",
-                f"rename the group; reserved: {', '.join(sorted(RESERVED_GROUPS))}",
+                RESERVED_GROUP_HINT,
             )
         elif group.name in hosts:
             other = hosts[group.name]
