@@ -110,3 +110,24 @@ def test_with_a_spec_a_planned_hcas_second_switch_port_is_named_once(
     assert finding["kind"] == "unexpected" and finding["found"].endswith(f"{dump}:33")
     assert {finding["a"]["device"], finding["z"]["device"]} == {"train01", "ib0-leaf-01"}
     assert finding["z"]["port"] == "40"
+
+
+# --- the sibling in a node-name map: one GUID given two names -------------------------------
+
+
+def test_a_guid_named_twice_differently_in_the_maps_is_a_located_error(tmp_path: Path) -> None:
+    """The map's last name won silently; which one names the switch is the map's to say."""
+    names = tmp_path / "names.txt"
+    names.write_text('0x0000000000200002 "leaf-01"\n# note\n0x0000000000200002 "leaf-09"\n')
+    result = run_cli("verify", "--structure", str(LAB), "--names", str(names))
+    assert result.returncode == 2, result.stdout
+    assert result.stderr.startswith(f"{names}:3:1: error: "), result.stderr
+    assert "'leaf-09'" in result.stderr and f"{names}:1" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    again = tmp_path / "again.txt"  # the same name twice, or in a second map: as one
+    again.write_text('0x0000000000200002 "leaf-01"\n0x0000000000200002 "leaf-01"\n')
+    assert run_cli("verify", "--structure", str(LAB), "--names", str(again)).returncode == 0
+    other = tmp_path / "other.txt"
+    other.write_text('0x0000000000200002 "leaf-07"\n')
+    both = run_cli("verify", "--structure", str(LAB), str(again), "--names", str(other))
+    assert both.returncode == 2 and both.stderr.startswith(f"{other}:1:1: error: "), both.stderr

@@ -257,6 +257,7 @@ class FabricBuilder:
     ignored: list[Ignored] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)  # GUID -> node-name map name
+    named_at: dict[str, Source] = field(default_factory=dict)  # GUID -> the map line naming it
     sharp: set[str] = field(default_factory=set)  # switches with an aggregation node
     cables: int = 0  # sightings of a cable between two nodes, repeats included
     peers: dict[tuple[str, int], Link] = field(default_factory=dict)  # (guid, port) -> its link
