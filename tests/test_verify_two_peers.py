@@ -131,3 +131,19 @@ def test_a_guid_named_twice_differently_in_the_maps_is_a_located_error(tmp_path:
     other.write_text('0x0000000000200002 "leaf-07"\n')
     both = run_cli("verify", "--structure", str(LAB), str(again), "--names", str(other))
     assert both.returncode == 2 and both.stderr.startswith(f"{other}:1:1: error: "), both.stderr
+
+
+def test_a_remote_lid_two_nodes_hold_is_not_guessed(tmp_path: Path) -> None:
+    """iblinkinfo names a remote by LID; two nodes with LID 9 made leaf-02 port 2's cable
+    gpu03's (the last one read). The cable is left out with the reason, never guessed."""
+    dump = tmp_path / "links.txt"
+    text = (DATA / "iblinkinfo.txt").read_text()
+    text = text.replace("0x0000000000100007      8    1", "0x0000000000100007      9    1")
+    text = text.replace('==>       8    1[  ] "gpu03', '==>       9    1[  ] "gpu03')
+    dump.write_text(text)
+    fabric = parse_files([dump])
+    assert fabric.conflicts == ()
+    reasons = [i.reason for i in fabric.ignored if "LID 9" in i.reason]
+    assert len(reasons) == 2 and all("2 nodes" in r for r in reasons), fabric.ignored
+    result = run_cli("verify", "--structure", str(dump), "--format", "json")
+    assert json.loads(result.stdout)["summary"]["links_seen"] == 9  # each HCA's own line
