@@ -1,4 +1,5 @@
-"""What the README and docs/verify.md show a command printing is what it prints today.
+"""What the README, docs/verify.md and examples/traces/README.md show a command printing is
+what it prints today.
 
 The third hostile trial found four drifted figures: the plan's first line (1,411.9 kW, the
 CLI now says 1,412.0 kW and which part is a typical draw), the render's file count (350,
