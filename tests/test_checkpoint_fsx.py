@@ -103,8 +103,17 @@ def test_per_client_rate_limits_few_writers(catalog: Catalog) -> None:
         "spec.yaml",
     ).spec
     est = checkpoint_estimate(10**12, spec, catalog, expand(spec, catalog))
-    assert est.stages_gbs["FSx per client"] == pytest.approx(12.5)
+    assert est.stages_gbs["1 FSx client"] == pytest.approx(12.5)
     assert est.stages_gbs["FSx file system"] == pytest.approx(93.75)
+
+
+def test_the_clients_stage_says_it_is_all_of_them_together(catalog: Catalog) -> None:
+    """It said "FSx per client 200 GB/s" for 16 clients of 100 Gbit/s (12.5 GB/s) each."""
+    result = _budget(_spec(), catalog)
+    rate = catalog.nodes["aws-p5.48xlarge"].fsx_client_gbps
+    assert rate == 100  # the catalog's fact: a client without EFA, 100 Gbit/s
+    assert f"16 FSx clients {16 * rate / 8:,.0f} GB/s" in result.detail, result.detail
+    assert "per client" not in result.detail
 
 
 def test_a_checkpoint_larger_than_the_fsx_never_lands(catalog: Catalog) -> None:

@@ -172,6 +172,40 @@ def test_mig_check_nvidia_default_passes_and_broken_files_fail() -> None:
     assert {f["rule"] for f in json.loads(bad.stdout)["findings"]} == {"RP104"}
 
 
+@pytest.mark.parametrize("text", ["", "\n\n", "# a comment, no document\n", "---\n"])
+def test_mig_check_of_an_empty_file_is_a_located_error(tmp_path: Path, text: str) -> None:
+    """As the spec loader says of an empty spec: one located line, exit 2 (not "1 config")."""
+    empty = tmp_path / "mig.yaml"
+    empty.write_text(text)
+    result = railplan("mig", "check", str(empty))
+    assert result.returncode == 2, result.stdout
+    where = "2:1" if text == "---\n" else "1:1"  # where the spec loader puts it too
+    assert result.stderr.startswith(f"{empty}:{where}: error: the file is empty"), result.stderr
+    assert result.stderr.count("\n") == 1 and not result.stdout
+    document = railplan("mig", "check", "--format", "json", str(empty))
+    assert document.returncode == 2
+    assert json.loads(document.stdout)["errors"][0]["message"] == "the file is empty"
+
+
+@pytest.mark.parametrize(
+    ("text", "config", "checked"),
+    [
+        ("- 1\n", None, "0 configs"),  # not a mapping: no config in it
+        ("version: v1\n", None, "0 configs"),
+        ("version: v1\nmig-configs: {}\n", None, "0 configs"),
+        ("version: v1\nmig-configs: {a: []}\n", "nosuch", "0 configs"),
+        ("version: v1\nmig-configs: {a: [], b: []}\n", "b", "1 config"),
+    ],
+)
+def test_mig_check_counts_the_configs_it_checked(
+    tmp_path: Path, text: str, config: str | None, checked: str
+) -> None:
+    mig = tmp_path / "mig.yaml"
+    mig.write_text(text)
+    result = railplan("mig", "check", str(mig), *(["--config", config] if config else []))
+    assert result.stdout.startswith(f"{mig}: checked {checked} against"), result.stdout
+
+
 def test_mig_check_options() -> None:
     default = str(MIG_DATA / "config-default.yaml")
     missing = railplan("mig", "check", "--config", "all-balansed", default)

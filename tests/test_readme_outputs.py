@@ -1,4 +1,5 @@
-"""What the README and docs/verify.md show a command printing is what it prints today.
+"""What the README, docs/verify.md and examples/traces/README.md show a command printing is
+what it prints today.
 
 The third hostile trial found four drifted figures: the plan's first line (1,411.9 kW, the
 CLI now says 1,412.0 kW and which part is a typical draw), the render's file count (350,
@@ -9,6 +10,7 @@ render (236 files, now 244). Each command is run here and compared with the text
 
 from __future__ import annotations
 
+import csv
 import re
 from pathlib import Path
 
@@ -71,3 +73,30 @@ def test_the_training_accuracy_line_quotes_docs_accuracy() -> None:
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     assert f"compares it with {len(data['measurements'])} published rows" in readme
     assert f"median error {held[1]} % over {held[2]} figures, worst {worst[1]} %" in readme
+
+
+def test_the_8k_trace_readme_quotes_the_simulation_and_the_offered_load() -> None:
+    """examples/traces/README.md said the 8k trace "offers 89 %": the data offer 101.3 % (docs/
+    simulate.md's offered load) and the command it shows prints "allocation mean 38.5 %"."""
+    readme = (ROOT / "examples/traces/README.md").read_text(encoding="utf-8")
+    trace = ROOT / "examples/traces/synthetic-training-8k.csv"
+    command = readme.split("$ railplan simulate ", 1)[1].split("\n", 1)[0].split()
+    assert command == ["examples/claims-h100-8k.yaml", "--trace", str(trace.relative_to(ROOT))]
+    result = run_cli("simulate", *command, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    for line in result.stdout.splitlines()[:3]:
+        assert line in readme, line
+    allocated = re.search(r"allocation mean ([\d.]+) %", result.stdout)
+    assert allocated is not None
+    prose = " ".join(readme.split())
+    assert f"only {allocated[1]} % of the day's GPU-time" in prose
+    assert f"tests that {allocated[1]} %" in prose
+    rows = list(csv.DictReader(trace.open(encoding="utf-8")))
+    window_s = max(float(r["submit_s"]) for r in rows) - min(float(r["submit_s"]) for r in rows)
+    gpu_s = sum(float(r["gpus"]) * float(r["duration_s"]) for r in rows)
+    cluster = re.search(r"cluster (\d+) GPUs", result.stdout)
+    assert cluster is not None
+    gpus = int(cluster[1])
+    assert abs(window_s - 86_400) < 60  # the day: the window the offered load is over
+    offered = f"{gpu_s / (gpus * 86_400):.1%}".replace("%", " %")
+    assert f"{gpu_s / 3600:,.0f} GPU-hours, {offered} of the cluster's" in prose

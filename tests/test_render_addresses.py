@@ -52,6 +52,27 @@ def test_something_not_a_mapping_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 2 and "mapping of hostname" in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("", "1:1: error: the file is empty"),
+        ("# nothing yet\n", "1:1: error: the file is empty"),
+        ('["10.0.0.1"]\n', "1:1: error: expected a mapping of hostname"),
+    ],
+)
+def test_an_empty_or_wrong_addresses_file_is_one_located_line(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    """As every other loader says of an empty file: file:line:column, exit 2, one line."""
+    (tmp_path / "out.json").write_text(text)
+    done = railplan(
+        "render", str(P4D), "--root", str(tmp_path / "t"), "--addresses", "out.json", cwd=tmp_path
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"out.json:{said}"), done.stderr
+    assert done.stderr.count("\n") == 1 and not (tmp_path / "t").exists()
+
+
 @settings(max_examples=40, deadline=None)
 @given(value=st.one_of(st.text(max_size=20), st.integers(), st.none(), st.floats()))
 def test_only_ipv4_addresses_are_accepted(value: object) -> None:

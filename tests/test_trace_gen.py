@@ -181,3 +181,71 @@ def test_a_window_far_past_the_job_cap_is_refused_before_drawing_it() -> None:
     drawn = 0
     kept = len(synthetic._until(draw, one.gpu_seconds * 30_000))
     assert kept == drawn and 30_000 * (1 - synthetic.LOAD_TOLERANCE) <= kept <= 30_000
+
+
+class _Grid:
+    """A stand-in for random.Random whose random() walks an even grid of [0, 1)."""
+
+    def __init__(self, points: int) -> None:
+        self.points, self.at = points, 0
+
+    def random(self) -> float:
+        self.at += 1
+        return (self.at - 0.5) / self.points
+
+
+@pytest.mark.parametrize("cap", [3600.0, 7 * synthetic.DAY_S, 1e9])
+def test_the_mean_run_time_is_the_integral_of_the_drawn_ones(cap: float) -> None:
+    """`_mean_duration` is what `_duration` gives on average over every quantile."""
+    grid = _Grid(200_000)
+    drawn = [synthetic._duration(grid, cap) for _ in range(grid.points)]  # type: ignore[arg-type]
+    assert synthetic._mean_duration(cap) == pytest.approx(sum(drawn) / len(drawn), rel=2e-3)
+
+
+@pytest.mark.parametrize("mix", synthetic.MIXES)
+def test_the_mean_size_is_what_the_samplers_draw(mix: str) -> None:
+    import random
+
+    rng = random.Random(3)
+    sizes = synthetic._sizes(mix, rng, 64)
+    drawn = [sizes.draw() for _ in range(100_000)]
+    mean = sum(g * m / 1000 for g, m in drawn) / len(drawn)
+    assert sizes.mean_gpus() == pytest.approx(mean, rel=0.03)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--jobs", "2000000"], "the jobs would need a window of about"),
+        (["--days", "3650", "--load", "100"], "more than 2,000,000 jobs"),
+    ],
+)
+def test_a_limit_a_trace_would_pass_is_refused_before_a_job_is_drawn(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], words: str
+) -> None:
+    """`--jobs 2000000` on a 32-GPU lab drew two million jobs (61 s) before refusing a window
+    of 69 years; the mean work a job does foretells it, so nothing is drawn."""
+    drawn = 0
+    body = synthetic._body
+
+    def counted(*a: object) -> synthetic.Job:
+        nonlocal drawn
+        drawn += 1
+        return body(*a)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(synthetic, "_body", counted)
+    result = run_cli("trace", LAB, *args)
+    assert result.returncode == 2 and words in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert drawn == 0
+
+
+def test_a_window_near_the_limit_is_still_drawn_and_checked_exactly() -> None:
+    """Below the estimate's margin the jobs are drawn and the window checked as drawn."""
+    gpus, jobs = 32, synthetic._ESTIMATED
+    mean = synthetic._sizes("training", None, gpus).mean_gpus() * synthetic._mean_duration(
+        7 * synthetic.DAY_S
+    )
+    load = jobs * mean / (gpus * synthetic.MAX_WINDOW_S) * 1.2  # about 0.83 of the limit
+    drawn = synthetic.generate_load(load, gpus=gpus, seed=0, jobs=jobs)
+    assert len(drawn.jobs) == jobs and drawn.window_s <= synthetic.MAX_WINDOW_S

@@ -274,6 +274,32 @@ def test_an_inflation_of_tiny_fractions_is_refused_before_it_draws_without_end()
     assert len(inflate(trace, 32, 1.0, seed=0).jobs) == 32_000  # within the bound: as before
 
 
+def test_an_inflation_past_the_bound_is_foretold_before_a_draw(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--inflate 100 of the 3k example on 8,000 GPUs drew 500,000 jobs (6 s of CPU) before
+    refusing; the trace's mean ask says it needs about 933,000, so nothing is drawn."""
+    import random
+
+    from infra.errors import InputError
+    from infra.simulate import inflate as module
+
+    draws = 0
+
+    class Counted(random.Random):
+        def randrange(self, *args: int) -> int:  # type: ignore[override]
+            nonlocal draws
+            draws += 1
+            return super().randrange(*args)
+
+    monkeypatch.setattr(module.random, "Random", Counted)
+    trace = trace_from_text(RAILPLAN + "a,0,10,1,500,t,low,,\nb,0,10,1,1000,t,low,,\n", "t.csv")
+    with pytest.raises(InputError) as caught:
+        module.inflate(trace, 8000, 100.0, seed=0)  # 800,000 GPUs at 0.75 a job
+    assert "would draw more than 500,000 jobs (about 1,066,667)" in caught.value.one_line()
+    assert draws == 0
+
+
 def test_simulate_inflate_100_of_tiny_jobs_is_exit_2_at_once(tmp_path: Path) -> None:
     trace = tmp_path / "jobs.csv"
     trace.write_text(RAILPLAN + "a,0,10,1,1,research,low,,\n")

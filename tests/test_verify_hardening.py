@@ -201,7 +201,11 @@ SECOND = "CA     1  {port} 0x0000000000100000 4x HDR - SW     2  1 0x00000000001
 
 
 def test_a_second_link_between_planned_ends_is_reported(dump: Path) -> None:
-    """The HCA of a planned cable reports another port on the same leaf port: 33 links, not 32."""
+    """The HCA of a planned cable reports another port on the same leaf port: a finding.
+
+    The leaf port holds one cable: the second peer is a finding, not a 33rd link
+    (tests/test_verify_two_peers.py has the cause).
+    """
     planned = dump.read_text()
     assert "( 'train01 mlx5_0' - 'ib0-leaf-01' )" in planned.split("\n")[0]
     dump.write_text(planned + SECOND.format(port=2, name="train01 mlx5_0") + "\n")
@@ -209,7 +213,7 @@ def test_a_second_link_between_planned_ends_is_reported(dump: Path) -> None:
     assert result.returncode == 1, result.stdout
     document = json.loads(result.stdout)
     assert document["summary"]["as_planned"] is False
-    assert document["summary"]["links_seen"] == 33 and document["summary"]["cables_planned"] == 32
+    assert document["summary"]["links_seen"] == 32 and document["summary"]["cables_planned"] == 32
     (finding,) = document["findings"]
     assert finding["kind"] == "unexpected" and finding["expected"] == "one cable"
     assert finding["found"] == f"a second link (4xHDR) at {dump}:33"

@@ -29,6 +29,7 @@ from infra.catalog import Catalog
 from infra.catalog.fsx import FsxLustre, provisioned_fsx
 from infra.spec import Spec
 from infra.topology import Plan, Server
+from infra.wording import plural
 
 __all__ = [
     "CHECKPOINT_LEVELS",
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 NIC_EFFICIENCY = 0.96
-FSX_CLIENT_STAGE = "FSx per client"
+FSX_CLIENT = "FSx client"  # a stage of the writers' client rates added up: "16 FSx clients"
 FSX_STAGE = "FSx file system"
 FSX_CAPACITY_STAGE = "FSx capacity"
 
@@ -77,7 +78,7 @@ def checkpoint_estimate(
     stages = {"writers' storage NICs": node_ports * rate}
     stages[STAGE] = serialisation_gbs(len(servers))
     if storage.client_GBps:
-        stages["filesystem per client"] = len(servers) * storage.client_GBps
+        stages[clients(len(servers), "filesystem client")] = len(servers) * storage.client_GBps
     uplinks = len(plan.cables_in("storage", "leaf_spine"))
     if uplinks:
         stages["storage fabric uplinks"] = uplinks * rate
@@ -86,6 +87,14 @@ def checkpoint_estimate(
     if storage.filesystem_gbps:
         stages["filesystem"] = storage.filesystem_gbps
     return _narrowest(nbytes, stages, len(servers))
+
+
+def clients(count: int, noun: str) -> str:
+    """The stage of ``count`` writers' client rates added up, named so: "16 FSx clients".
+
+    Not "per client": the stage's GB/s is all of them together (16 x 12.5 GB/s = 200 GB/s).
+    """
+    return plural(count, noun)
 
 
 def _narrowest(
@@ -116,7 +125,7 @@ def _fsx_estimate(
         also = "; aws.fsx is for AWS instance types only" if spec.aws.fsx else ""
         raise ValueError(f"no storage fabric in the spec (fabrics.storage){also}")
     stages = {STAGE: serialisation_gbs(len(servers))}
-    stages[FSX_CLIENT_STAGE] = sum(rate / 8 for rate in rates if rate is not None)
+    stages[clients(len(rates), FSX_CLIENT)] = sum(rate / 8 for rate in rates if rate is not None)
     stages[FSX_STAGE] = round(fsx.write_GBps, 6)
     if nbytes > fsx.capacity_bytes:  # it never lands: no time is long enough
         held = f"{fsx.capacity_bytes / 1e9:,.0f} GB, less than the checkpoint"

@@ -30,7 +30,7 @@ from infra.cli.common import (
     with_addresses_file,
     write_output,
 )
-from infra.errors import RailplanError, escape_controls
+from infra.errors import InputError, RailplanError, escape_controls
 from infra.wording import plural
 
 if TYPE_CHECKING:
@@ -121,6 +121,7 @@ def render(
     if not root:
         raise RailplanError("--root needs a directory", hint="e.g. --root deploy")
     if recover:
+        _recover_alone(spec, force, addresses)
         say(f"{escape_controls(root)}: {escape_controls(recover_tree(Path(root)))}")
         return
     if spec is None:
@@ -139,6 +140,20 @@ def render(
     if report.replaced:
         shown = ", ".join(report.replaced[:5]) + (" ..." if len(report.replaced) > 5 else "")
         say(f"{plural(len(report.replaced), 'edited file')} replaced (--force): {shown}")
+
+
+def _recover_alone(spec: str | None, force: bool, addresses: str | None) -> None:
+    """--recover renders nothing: a SPEC, --force or --addresses with it would be ignored."""
+    given = {"SPEC": spec is not None, "--force": force, "--addresses": addresses is not None}
+    ignored = [name for name, present in given.items() if present]
+    if ignored:
+        raise InputError(
+            f"--recover takes no {' or '.join(ignored)}: it only finishes what a killed render "
+            "left under --root, and renders nothing",
+            path="--recover",
+            hint="railplan render --recover --root DIR; or railplan render SPEC --root DIR, "
+            "which recovers first",
+        )
 
 
 def _rendered_files(spec: str, addresses: str | None) -> tuple[LoadedSpec, dict[str, bytes]]:

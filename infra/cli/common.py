@@ -326,8 +326,11 @@ def with_addresses_file(planned: Plan, file: str, subnet: IPv4Network | None = N
         data, prefix = data["hosts"], "hosts"  # `pulumi stack output --json`: every output
     if not isinstance(data, dict):
         raise InputError(
-            "expected a mapping of hostname to IPv4 address",
+            "the file is empty"
+            if data is None
+            else "expected a mapping of hostname to IPv4 address",
             file=file,
+            position=source.position(prefix),
             hint="write it with: pulumi stack output hosts --json > hosts.json",
         )
     try:

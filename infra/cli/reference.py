@@ -12,7 +12,7 @@ import typer
 
 from infra.cli.common import EXIT_FAILED, EXIT_OK, Format, app, mig_app, say
 from infra.digits import ASCII_HINT, ascii_digits
-from infra.errors import RailplanError, escape_controls, shorten
+from infra.errors import InputError, RailplanError, escape_controls, shorten
 from infra.wording import plural
 
 
@@ -95,12 +95,19 @@ def mig_check(
     gpus = load_catalog().gpus
     branch = _driver_branch(driver)
     data, source = read_yaml_file(file)
+    if data is None:  # as the spec loader says of an empty spec: nothing was checked
+        raise InputError(
+            "the file is empty",
+            file=source.file,
+            position=source.position(""),
+            hint="a mig-parted file holds `version: v1` and `mig-configs:`, "
+            "as NVIDIA's default config does",
+        )
     findings = check_mig_parted(data, source, gpus, gpu_id=gpu, config=config, driver_branch=branch)
     if output_format is Format.JSON:
         say(format_json(findings))
     else:
-        configs = data.get("mig-configs") if isinstance(data, dict) else None
-        count = len(configs) if isinstance(configs, dict) and config is None else 1
+        count = _configs_checked(data, config)
         say(
             f"{escape_controls(source.file)}: checked {plural(count, 'config')} against "
             f"{plural(1 if gpu else len(gpus), 'catalog GPU')}"
@@ -108,6 +115,14 @@ def mig_check(
         say(format_text(findings, {source.file: source.lines}, 1))
     failed = any(f.severity is Severity.ERROR for f in findings)
     raise typer.Exit(EXIT_FAILED if failed else EXIT_OK)
+
+
+def _configs_checked(data: object, config: str | None) -> int:
+    """How many of the file's configs were checked: all, the one --config names, or none."""
+    configs = data.get("mig-configs") if isinstance(data, dict) else None
+    if not isinstance(configs, dict):
+        return 0
+    return len(configs) if config is None else int(config in configs)
 
 
 def _driver_branch(driver: str | None) -> int | None:

@@ -127,18 +127,14 @@ def simulate(
     from infra.simulate.traces import read_trace
 
     mapping = _gpu_map(map_gpu or [])
+    if compare_mig:  # before any work: what the side-by-side replay would ignore
+        _compare_alone(inflate, jobs_csv)
     if jobs_csv is not None:  # before any work: the CSV must not replace the spec or trace
         check_outputs({"--jobs-csv": jobs_csv}, [spec, trace])
     loaded = read_spec(spec)
     catalog = catalog_for(loaded.spec)
     _known_targets(mapping, catalog.gpus)  # a typo would leave every mapped job never run
     jobs = read_trace(trace, gpu_map=mapping)
-    if compare_mig and inflate is not None:
-        raise InputError(
-            "--inflate and --compare-mig do not combine",
-            path="--inflate",
-            hint="inflate one cluster at a time: drop --compare-mig",
-        )
     if compare_mig:
         _compare(loaded, catalog, jobs, output_format, seed, placement and placement.value)
         return
@@ -154,6 +150,23 @@ def simulate(
     if jobs_csv is not None and result.job_table is not None:
         write_output(jobs_csv, result.job_table.csv())
     say(result_json(result) if output_format is Format.JSON else result_text(result))
+
+
+def _compare_alone(inflate: float | None, jobs_csv: str | None) -> None:
+    """--compare-mig replays several clusters: --inflate and --jobs-csv are one cluster's."""
+    if inflate is not None:
+        raise InputError(
+            "--inflate and --compare-mig do not combine",
+            path="--inflate",
+            hint="inflate one cluster at a time: drop --compare-mig",
+        )
+    if jobs_csv is not None:
+        raise InputError(
+            "--jobs-csv and --compare-mig do not combine: the comparison replays one cluster "
+            "per MIG variant and writes no job table",
+            path="--jobs-csv",
+            hint="write one cluster's jobs without --compare-mig",
+        )
 
 
 def _compare(

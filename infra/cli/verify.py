@@ -119,7 +119,8 @@ def _check(
     shape = None
     if structure:
         found = check_structure(fabric, sharp=sharp, place=place)
-        capped = listed(list(found.findings), STRUCTURE_KINDS, LISTED)
+        # "unexpected": a port with two peers, which the structure check names without a plan
+        capped = listed(list(found.findings), (*STRUCTURE_KINDS, "unexpected"), LISTED)
         findings, shape = combine(findings, capped.findings), found.shape
         not_listed |= capped.not_listed
     return findings, Summary(planned, seen.cables, fabric.sources, shape, not_listed), work

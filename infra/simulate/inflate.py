@@ -12,6 +12,7 @@ the placed tasks ask for, at 130 % of the capacity requested).
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, replace
 
@@ -25,6 +26,7 @@ MAX_INFLATED_JOBS = 500_000
 """Most jobs an inflation draws. The FGD paper's 130 % of the openb cluster is about 10,000;
 a job of one thousandth of a GPU inflated 100 times on 131,072 GPUs would be 13 billion (the
 replay costs some 40 us and 1 KB a drawn job: 500,000 is about 20 s and 0.5 GB)."""
+_MARGIN = 1.1  # foretold draws past this times the bound are refused before drawing
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,7 @@ def inflate(trace: Trace, gpus: int, factor: float, seed: int) -> Trace:
     total = sum(_asked(job) for job in jobs)
     while jobs and total > target:
         total -= _asked(jobs.pop(rng.randrange(len(jobs))))
+    _foretell(trace, gpus, factor, len(jobs), target - total)
     draws = 0
     while trace.jobs:
         pick = trace.jobs[rng.randrange(len(trace.jobs))]
@@ -88,7 +91,9 @@ def inflate(trace: Trace, gpus: int, factor: float, seed: int) -> Trace:
         draws += 1
         total += _asked(pick)
         if len(jobs) >= MAX_INFLATED_JOBS:
-            raise _too_many(factor, gpus, target - total)
+            raise _too_many(
+                factor, gpus, f"{(target - total) / MILLI_WHOLE:,.1f} GPUs still to ask for"
+            )
         jobs.append(replace(pick, id=f"{pick.id}~{draws}"))
     n = len(jobs)
     out = tuple(
@@ -98,10 +103,26 @@ def inflate(trace: Trace, gpus: int, factor: float, seed: int) -> Trace:
     return replace(trace, jobs=out, used_rows=trace.used)  # the file's rows add up as read
 
 
-def _too_many(factor: float, gpus: int, left: float) -> InputError:
+def _foretell(trace: Trace, gpus: int, factor: float, kept: int, left: float) -> None:
+    """Refuse before drawing when the trace's mean ask says the draws pass the bound by far.
+
+    Uniform draws with replacement ask for the trace's mean each: ``left / mean`` of them are
+    to come, and past `_MARGIN` times the bound (hundreds of thousands of draws, so their sum
+    is within a per cent of its mean) the draw is refused without drawing half a million jobs.
+    """
+    if not trace.jobs or left <= 0:
+        return
+    mean = sum(_asked(job) for job in trace.jobs) / len(trace.jobs)
+    coming = math.inf if mean == 0 else left / mean
+    if kept + coming > _MARGIN * MAX_INFLATED_JOBS:
+        about = "without end" if math.isinf(coming) else f"about {kept + coming:,.0f}"
+        raise _too_many(factor, gpus, about)
+
+
+def _too_many(factor: float, gpus: int, detail: str) -> InputError:
     return InputError(
         f"--inflate {factor:g} on {plural(gpus, 'GPU')} would draw more than "
-        f"{MAX_INFLATED_JOBS:,} jobs ({left / MILLI_WHOLE:,.1f} GPUs still to ask for)",
+        f"{MAX_INFLATED_JOBS:,} jobs ({detail})",
         path="--inflate",
         hint="a smaller --inflate: the trace's jobs ask for small fractions of a GPU",
     )

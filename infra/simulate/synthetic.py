@@ -21,6 +21,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from itertools import pairwise
 from typing import TextIO
 
 from infra.bounds import MAX_JOBS
@@ -118,6 +119,16 @@ class _Sampler:
         self.multis = [n for n in MULTI_GPU_COUNTS if n <= gpus] or [1]
         self.multi_weights = [MULTI_GPU_COUNTS.get(n, 1) for n in self.multis]
 
+    def mean_gpus(self) -> float:
+        """The GPUs a drawn job asks for on average (a fraction counts its part)."""
+        fractions = sum(m * n for m, n in FRACTION_COUNTS.items()) / sum(FRACTION_COUNTS.values())
+        multi = sum(g * w for g, w in zip(self.multis, self.multi_weights, strict=True))
+        return (
+            self.fractional * fractions / MILLI_WHOLE
+            + self.multi * multi / sum(self.multi_weights)
+            + (1 - self.fractional - self.multi)
+        )
+
     def draw(self) -> tuple[int, int]:
         pick = self.rng.random()
         if pick < self.fractional:
@@ -140,8 +151,19 @@ class _PowerSampler:
         self.sizes = [1 << k for k in range(max(1, cap).bit_length())]
         self.weights = [1.0 / size for size in self.sizes]
 
+    def mean_gpus(self) -> float:
+        """The GPUs a drawn job asks for on average: each size weighs 1/size."""
+        return len(self.sizes) / sum(self.weights)
+
     def draw(self) -> tuple[int, int]:
         return self.rng.choices(self.sizes, self.weights)[0], MILLI_WHOLE
+
+
+def _sizes(mix: str, rng: random.Random, cap: int) -> _Sampler | _PowerSampler:
+    """The size sampler of a `MIXES` mix (drawing nothing yet)."""
+    if mix == "training":
+        return _PowerSampler(rng, cap)
+    return _Sampler(rng, FRACTIONAL_SHARE, MULTI_GPU_SHARE, cap)
 
 
 def _duration(rng: random.Random, cap: float) -> float:
@@ -151,6 +173,26 @@ def _duration(rng: random.Random, cap: float) -> float:
     (p0, v0), (p1, v1) = DURATION_QUANTILES[at - 1], DURATION_QUANTILES[at]
     share = (q - p0) / (p1 - p0)
     return round(min(cap, math.exp(math.log(v0) + share * (math.log(v1) - math.log(v0)))), 1)
+
+
+def _mean_duration(cap: float) -> float:
+    """The mean of `_duration` (before its rounding to 0.1 s).
+
+    The log-linear quantile function integrated between each pair of neighbours, a run time
+    above ``cap`` counted as ``cap``.
+    """
+    total = 0.0
+    for (p0, v0), (p1, v1) in pairwise(DURATION_QUANTILES):
+        rate = math.log(v1 / v0)  # v(t) = v0 * exp(rate * t) for t in [0, 1]
+        if cap <= v0:
+            part = cap
+        elif cap >= v1:
+            part = (v1 - v0) / rate
+        else:
+            below = math.log(cap / v0) / rate  # where v(t) reaches the cap
+            part = (cap - v0) / rate + (1 - below) * cap
+        total += (p1 - p0) * part
+    return total
 
 
 def _job(
@@ -200,6 +242,11 @@ MAX_WINDOW_S = 10 * 365.25 * DAY_S
 """The longest window: the trace readers' bound on a submit time (`traces.common.MAX_TRACE_S`)."""
 LOAD_TOLERANCE = 0.005
 """How near a window's (``days``) offered load comes to the one asked for, relative."""
+_ESTIMATED = 100_000
+"""From this many jobs their mean work (`_mean_duration` x the sizes' mean) foretells the
+total to a few per cent: a window (``jobs``) or a job count (``days``) past `_MARGIN` times
+its limit by that estimate is refused before a job is drawn (two million draws take a minute)."""
+_MARGIN = 1.5
 _MAX_REJECTS = 10_000
 _PROBE_JOBS = 10_000  # jobs whose mean work tells a window far past MAX_JOBS
 
@@ -242,12 +289,8 @@ def generate_load(
     """
     _check_load_args(load, gpus, jobs, days, mix, tenants)
     rng = random.Random(seed)
-    cap = largest or gpus
-    sizes = (
-        _PowerSampler(rng, cap)
-        if mix == "training"
-        else _Sampler(rng, FRACTIONAL_SHARE, MULTI_GPU_SHARE, cap)
-    )
+    sizes = _sizes(mix, rng, largest or gpus)
+    _foretell(load * gpus, jobs, days, sizes.mean_gpus() * _mean_duration(max_duration_s))
     draw = partial(_body, rng, sizes, tenants, max_duration_s)
     if jobs is not None:
         bodies = [draw() for _ in range(jobs)]
@@ -266,6 +309,25 @@ def generate_load(
         window_s=window,
         gpus=gpus,
     )
+
+
+def _foretell(gpus_busy: float, jobs: int | None, days: float | None, mean_work: float) -> None:
+    """Refuse, before drawing, a trace whose mean work puts it far past a limit (`_ESTIMATED`).
+
+    ``gpus_busy`` is the load times the GPUs; ``mean_work`` a job's mean GPU-seconds.
+    """
+    if jobs is not None and jobs >= _ESTIMATED:
+        window = jobs * mean_work / gpus_busy
+        if window > _MARGIN * MAX_WINDOW_S:
+            raise ValueError(
+                f"the jobs would need a window of about {window:.3g} s (at most 10 years)"
+            )
+    if days is not None:
+        needed = gpus_busy * days * DAY_S / mean_work
+        if needed >= _ESTIMATED and needed > _MARGIN * MAX_JOBS:
+            raise ValueError(
+                f"the window would need more than {MAX_JOBS:,} jobs (about {needed:,.0f})"
+            )
 
 
 def _check_load_args(

@@ -29,6 +29,7 @@ __all__ = [
     "NamedEnd",
     "Place",
     "Seen",
+    "SeenConflict",
     "SeenLink",
     "SeenPort",
     "compare",
@@ -36,6 +37,7 @@ __all__ = [
     "link_gbps",
     "listed",
     "placer",
+    "second_peer",
     "unreadable",
 ]
 
@@ -103,6 +105,19 @@ class SeenPort:
     source: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class SeenConflict:
+    """A port the dumps show cabled to two peers (`infra.verify.model.Conflict`), named.
+
+    ``link`` is the second sighting (``a`` the port, ``b`` its second peer, ``source`` where);
+    ``first`` the peer the first sighting gave it, seen at ``first_source``. Not a link.
+    """
+
+    link: SeenLink
+    first: NamedEnd
+    first_source: str
+
+
 @dataclass(frozen=True)
 class Seen:
     """What discovery saw: links, lonely ports, and HCAs without a name (their description)."""
@@ -111,6 +126,7 @@ class Seen:
     ports: tuple[SeenPort, ...] = ()
     unnamed: tuple[tuple[str, str], ...] = ()  # (GUID, NodeDescription)
     cables: int = 0  # distinct cables seen (a link, or a port down on one), each counted once
+    conflicts: tuple[SeenConflict, ...] = ()  # ports seen with a second peer
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,20 +281,22 @@ def compare_listed(plan: Plan, seen: Seen, most: int | None = LISTED) -> Compare
         for key, link in links.items()
         if key not in used and not ({link.a.device, link.b.device} & absent)
     ]
-    first, more = _first(index, [*strays, *((link, True) for link in extra)], most)
+    doubled = [(conflict.link, conflict) for conflict in seen.conflicts]
+    first, more = _first(index, [*strays, *((link, True) for link in extra), *doubled], most)
     findings += [_unexpected(index, link, again=again) for link, again in first]
     found = listed(sorted(findings, key=Finding.sort_key), ("unnamed",), most)
     return Compared(found.findings, {**found.not_listed, **({"unexpected": more} if more else {})})
 
 
-def _first(
-    index: _Index, strays: list[tuple[SeenLink, bool]], most: int | None
-) -> tuple[list[tuple[SeenLink, bool]], int]:
+Stray = tuple[SeenLink, bool | SeenConflict]  # a link, and: a second one / a port's second peer
+
+
+def _first(index: _Index, strays: list[Stray], most: int | None) -> tuple[list[Stray], int]:
     """The ``most`` unexpected links first in walking order, and how many more there are."""
     if most is None or len(strays) <= most:
         return strays, 0
 
-    def near(stray: tuple[SeenLink, bool]) -> tuple[str, int, str, str]:
+    def near(stray: Stray) -> tuple[str, int, str, str]:
         place = index.place(min(stray[0].a, stray[0].b))
         return (place.rack or "~", place.rack_unit or 0, place.device, place.port)
 
@@ -502,8 +520,13 @@ def _missing(index: _Index, cable: Cable) -> Finding:
     )
 
 
-def _unexpected(index: _Index, link: SeenLink, *, again: bool = False) -> Finding:
-    """A seen link the plan does not have; ``again``: a second one between the same two ends."""
+def _unexpected(index: _Index, link: SeenLink, *, again: bool | SeenConflict = False) -> Finding:
+    """A seen link the plan does not have; ``again``: a second one between the same two ends.
+
+    A `SeenConflict` for ``again``: the link gives a port a second peer (`second_peer`).
+    """
+    if isinstance(again, SeenConflict):
+        return second_peer(index.place, again)
     a, b = sorted((link.a, link.b))
     pa, pb = index.place(a), index.place(b)
     rate = f" ({link.width}{link.speed})" if link.width else ""
@@ -525,6 +548,23 @@ def _unexpected(index: _Index, link: SeenLink, *, again: bool = False) -> Findin
         "no cable",
         f"a link{rate}",
         f"remove the cable between {pa.text()} and {pb.text()} (not in the plan)",
+    )
+
+
+def second_peer(place: Callable[[NamedEnd], Place], conflict: SeenConflict) -> Finding:
+    """A port the dumps give two peers: one `unexpected` finding naming both dump lines."""
+    link = conflict.link
+    port, second, first = place(link.a), place(link.b), place(conflict.first)
+    rate = f" ({link.width}{link.speed})" if link.width else ""
+    return Finding(
+        "unexpected",
+        port,
+        second,
+        "one cable",
+        f"a second link{rate} at {link.source}",
+        f"{port.text()} holds one cable, and the dumps give it two peers: {first.text()} at "
+        f"{conflict.first_source} and {second.text()} at {link.source}; see which one is "
+        "cabled there, move or remove the other, and discover again",
     )
 
 

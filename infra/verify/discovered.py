@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Literal
 
-from infra.errors import DiscoveredError, InputError, Position
+from infra.errors import DiscoveredError, InputError, Position, shorten
 from infra.files import read_bounded
 from infra.verify.linkinfo import read_linkinfo
 from infra.verify.model import Fabric, FabricBuilder, Source, guid, located
@@ -71,8 +71,16 @@ def detect(lines: list[str], file: str) -> Format:
     )
 
 
-def read_name_map(lines: list[str], file: str, names: dict[str, str]) -> None:
-    """Add ``0x<guid> "name"`` lines (``# comments`` allowed) to `names`."""
+def read_name_map(
+    lines: list[str], file: str, names: dict[str, str], seen: dict[str, Source] | None = None
+) -> None:
+    """Add ``0x<guid> "name"`` lines (``# comments`` allowed) to `names`.
+
+    A GUID listed again with another name (in this map or an earlier one, whose lines
+    ``seen`` keeps) is an error at the second line: which name is the device's, only the
+    map's author knows. The same name again is harmless.
+    """
+    seen = {} if seen is None else seen
     for index, raw in enumerate(lines, 1):
         line = raw.strip()
         if _noise(line):
@@ -85,7 +93,17 @@ def read_name_map(lines: list[str], file: str, names: dict[str, str]) -> None:
                 source,
                 "a node-name map line is a GUID and a quoted name",
             )
-        names[guid(key, source)] = rest[1 : rest.rfind('"')]
+        node, name = guid(key, source), rest[1 : rest.rfind('"')]
+        if names.get(node, name) != name:
+            first = seen[node]
+            raise located(
+                f"{node} is named {shorten(repr(name))} here and {shorten(repr(names[node]))} at "
+                f"{first.file}:{first.line}",
+                source,
+                "a node-name map gives each GUID one name: keep the right one",
+            )
+        names[node] = name
+        seen.setdefault(node, source)
 
 
 _READERS = {
@@ -109,7 +127,7 @@ def add_text(text: str, file: str, build: FabricBuilder) -> Format:
     lines = dump_lines(text)
     kind = detect(lines, file)
     if kind == "node-name-map":
-        read_name_map(lines, file, build.names)
+        read_name_map(lines, file, build.names, build.named_at)
     else:
         cables, ignored = build.cables, len(build.ignored)
         _READERS[kind](lines, file, build)

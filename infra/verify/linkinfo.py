@@ -168,12 +168,26 @@ def _kinds(rows: list[_Row], unconnected: dict[str, set[int]]) -> dict[str, Kind
     return kinds
 
 
+def _lids(rows: list[_Row]) -> dict[int, tuple[str, ...]]:
+    """LID -> the GUIDs that hold it.
+
+    A LID names one port in a subnet: a LID two nodes hold (an edited dump, or LIDs before
+    the subnet manager assigned them) names neither, and a cable found by it is not guessed
+    (the last one read used to win).
+    """
+    held: dict[int, dict[str, None]] = defaultdict(dict)
+    for row in rows:
+        if row.guid is not None:
+            held[row.lid][row.guid] = None
+    return {lid: tuple(guids) for lid, guids in held.items()}
+
+
 def read_linkinfo(lines: list[str], file: str, build: FabricBuilder) -> None:
     """Add every node and cable of an iblinkinfo dump (either layout) to `build`."""
     unconnected: dict[str, set[int]] = defaultdict(set)
     rows = _rows(lines, file, build, unconnected)
     kinds = _kinds(rows, unconnected)
-    by_lid = {row.lid: row.guid for row in rows if row.guid is not None}
+    by_lid = _lids(rows)
     for row in rows:
         if row.guid is None:
             raise located("a port line before any Switch: or CA: group", row.source, _HINT)
@@ -189,11 +203,13 @@ def read_linkinfo(lines: list[str], file: str, build: FabricBuilder) -> None:
         if AGGREGATION_NODE in row.remote_description:
             build.aggregation_node(End.seen(kind, row.guid, row.port), row.source)
             continue
-        remote = row.remote_guid or by_lid.get(row.remote_lid)
+        holders = by_lid.get(row.remote_lid, ()) if row.remote_guid is None else ()
+        remote = row.remote_guid or (holders[0] if len(holders) == 1 else None)
         if remote is None:
+            where = f"held by {len(holders)} nodes" if holders else "not listed"
             build.ignore(
                 row.source,
-                f"remote LID {row.remote_lid} is not listed in this dump "
+                f"remote LID {row.remote_lid} is {where} in this dump "
                 "(iblinkinfo -l names it by GUID)",
             )
             continue

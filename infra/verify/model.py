@@ -7,7 +7,9 @@ An end is identified the way railplan's spec `guids:` and OpenSM's guid files id
 hardware: a switch by its node GUID, an HCA port by its port GUID (by its node GUID only when
 the dump prints no port GUID). The parsers feed a `FabricBuilder`, which merges what several
 lines or files say about one node, drops the second sighting of a cable (every tool prints a
-cable from both ends) and records the ignored ones with a reason.
+cable from both ends) and records the ignored ones with a reason. A port holds one cable: a
+port seen with a second, different peer (an edited dump, or dumps taken while a cable moved)
+is a `Conflict`, kept apart from the links, for verify to report.
 """
 
 from __future__ import annotations
@@ -115,6 +117,23 @@ class Ignored:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """A port seen cabled to two different peers: `first` is kept as the link, `second` not."""
+
+    port: End  # the port both sightings name
+    first: Link
+    second: Link
+
+    def peers(self) -> tuple[End, End]:
+        """The port's peer in the first sighting and in the second."""
+        return _far(self.first, self.port), _far(self.second, self.port)
+
+
+def _far(link: Link, near: End) -> End:
+    return link.b if (link.a.guid, link.a.port) == (near.guid, near.port) else link.a
+
+
 @dataclass(frozen=True)
 class Fabric:
     """Everything the dumps said, sorted: nodes by GUID, links by their ends."""
@@ -124,6 +143,7 @@ class Fabric:
     ignored: tuple[Ignored, ...]
     sources: tuple[str, ...]
     sharp: tuple[str, ...] = ()  # node GUIDs of the switches a SHARP aggregation node sits on
+    conflicts: tuple[Conflict, ...] = ()  # ports seen with two peers, in dump order
 
     @cached_property
     def _by_guid(self) -> dict[str, Node]:
@@ -237,8 +257,11 @@ class FabricBuilder:
     ignored: list[Ignored] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)  # GUID -> node-name map name
+    named_at: dict[str, Source] = field(default_factory=dict)  # GUID -> the map line naming it
     sharp: set[str] = field(default_factory=set)  # switches with an aggregation node
     cables: int = 0  # sightings of a cable between two nodes, repeats included
+    peers: dict[tuple[str, int], Link] = field(default_factory=dict)  # (guid, port) -> its link
+    conflicts: list[Conflict] = field(default_factory=list)
 
     def ignore(self, source: Source, reason: str) -> None:
         """Record something skipped on purpose."""
@@ -296,7 +319,11 @@ class FabricBuilder:
         physical: str | None = None,
         unreadable: str | None = None,
     ) -> None:
-        """Add a cable seen from one end; a second sighting of the same cable is dropped."""
+        """Add a cable seen from one end; a second sighting of the same cable is dropped.
+
+        A cable that gives one of its ports a second, different peer is a `Conflict`, not a
+        link: a port holds one cable, so one of the two sightings is wrong.
+        """
         if AGGREGATION_NODE in descriptions[1]:
             self.aggregation_node(ends[0], source)
             return
@@ -309,8 +336,40 @@ class FabricBuilder:
             return
         self.cables += 1
         key = ((a.guid, a.port), (b.guid, b.port))
-        if key not in self.links:
-            self.links[key] = Link(a, b, width, speed, state, physical, source, unreadable)
+        if key in self.links:
+            return  # the same cable from its other end, or from another dump
+        link = Link(a, b, width, speed, state, physical, source, unreadable)
+        for at, end, other in ((key[0], a, b), (key[1], b, a)):
+            first = self.peers.get(at)
+            if first is not None and not self._same_port(_far(first, end), other):
+                self.conflicts.append(Conflict(end, first, link))
+                return
+        self.links[key] = link
+        self.peers.setdefault(key[0], link)  # the key's tuples: no new objects per end
+        self.peers.setdefault(key[1], link)
+
+    def _same_port(self, one: End, two: End) -> bool:
+        """Whether two ends may be one HCA port under two GUIDs (the same end otherwise).
+
+        ibnetdiscover's topology file without port GUIDs names an HCA port by its node GUID,
+        ``-p`` and iblinkinfo by its port GUID: which of these name one port, the names tell
+        (`resolve`), not the GUIDs. Two switch ports, or two ends that each print the same
+        kind of GUID, are never one.
+        """
+        if (one.guid, one.port) == (two.guid, two.port):
+            return True
+        if one.port != two.port:
+            return False
+        for by_node, by_port in ((one, two), (two, one)):
+            node = self.nodes.get(by_node.guid)
+            if (
+                by_node.port_guid is None
+                and by_port.node_guid in (None, by_node.guid)
+                and node is not None
+                and node.kind == "CA"
+            ):
+                return True
+        return False
 
     def fabric(self) -> Fabric:
         """The collected records, sorted, with node-name-map names applied."""
@@ -322,5 +381,10 @@ class FabricBuilder:
             nodes.append(replace(node, name=name, unnamed=False) if name else node)
         links = tuple(sorted(self.links.values(), key=Link.key))
         return Fabric(
-            tuple(nodes), links, tuple(self.ignored), tuple(self.sources), tuple(sorted(self.sharp))
+            tuple(nodes),
+            links,
+            tuple(self.ignored),
+            tuple(self.sources),
+            tuple(sorted(self.sharp)),
+            tuple(self.conflicts),
         )

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 
-from infra.verify.compare import NamedEnd, Seen, SeenLink, SeenPort
+from infra.verify.compare import NamedEnd, Seen, SeenConflict, SeenLink, SeenPort
 from infra.verify.model import End, Fabric, Link, Node
 
-__all__ = ["hca_name", "named", "resolve"]
+__all__ = ["conflicts", "hca_name", "named", "resolve"]
 
 # "<host> <device>": the device is the last word, an RDMA device name such as mlx5_3, or
 # HCA-<n> as some sites set it (``node019 HCA-1``).
@@ -80,4 +80,19 @@ def resolve(fabric: Fabric) -> Seen:
     unnamed = tuple(
         sorted((n.guid, n.description) for n in fabric.nodes if n.kind == "CA" and n.unnamed)
     )
-    return Seen(tuple(links), tuple(ports), unnamed, len(cables))
+    return Seen(tuple(links), tuple(ports), unnamed, len(cables), conflicts(fabric))
+
+
+def conflicts(fabric: Fabric) -> tuple[SeenConflict, ...]:
+    """The ports ``fabric`` saw with two peers (`Fabric.conflicts`), under the plan's names."""
+    found = []
+    for conflict in fabric.conflicts:
+        first, second = conflict.peers()
+        link = conflict.second
+        port = named(conflict.port, fabric.node_for(conflict.port))
+        source = f"{link.source.file}:{link.source.line}"
+        width, speed = link.width or "", link.speed or ""
+        seen = SeenLink(port, named(second, fabric.node_for(second)), width, speed, "", source)
+        where = f"{conflict.first.source.file}:{conflict.first.source.line}"
+        found.append(SeenConflict(seen, named(first, fabric.node_for(first)), where))
+    return tuple(found)

@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
-from infra.verify.compare import Finding, NamedEnd, Place, link_gbps, unreadable
+from infra.verify.compare import Finding, NamedEnd, Place, link_gbps, second_peer, unreadable
 from infra.verify.layout import (
     Groups,
     Hca,
@@ -33,6 +33,7 @@ from infra.verify.layout import (
     tier_of,
 )
 from infra.verify.model import Fabric, Link
+from infra.verify.resolve import conflicts
 from infra.wording import plural
 
 __all__ = ["STRUCTURE_KINDS", "Shape", "Structure", "check_structure", "combine"]
@@ -396,7 +397,10 @@ def check_structure(
 
     `sharp` is the plan's word (True: every switch needs an aggregation node; None: no plan,
     compare switches of one tier); `place` puts a device in its rack (`compare.placer`).
+    Without a plan (`place` None) a port the dumps give two peers is an `unexpected` finding
+    here; with one, the plan check names it.
     """
+    doubled = [second_peer(_bare, c) for c in conflicts(fabric)] if place is None else []
     place = place or _bare
     view = classify(fabric)
     findings, bands = _uplinks(view, place)
@@ -407,7 +411,7 @@ def check_structure(
         findings += _rail_mixed(servers, rails, leaf_of, place) + grid
     else:
         sus = 0
-    findings += _sharp(view, sharp, place) + _rates(view, place)
+    findings += _sharp(view, sharp, place) + _rates(view, place) + doubled
     tiers = Counter(view.tier.values())
     shape = Shape(
         leaves=tiers["leaf"],
