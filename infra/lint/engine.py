@@ -16,6 +16,7 @@ The engine imports no rule module: rule modules import the engine and register i
 
 from __future__ import annotations
 
+import gc
 import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -164,6 +165,18 @@ def run_only(subject: S, rules: Iterable[Rule[S]]) -> list[Finding]:
 
 
 def _run(subject: S, rules: Iterable[Rule[S]]) -> list[Finding]:
+    # The plan rules read a plan of millions of objects: a full collection meanwhile walks
+    # all of them (`infra.topology.expand` plans with the collector paused too).
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _findings(subject, rules)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _findings(subject: S, rules: Iterable[Rule[S]]) -> list[Finding]:
     source = subject.source
     return [
         make_finding(
