@@ -16,12 +16,12 @@ The engine imports no rule module: rule modules import the engine and register i
 
 from __future__ import annotations
 
-import gc
 import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
+from infra.gc_pause import paused_gc
 from infra.lint.context import LintContext
 from infra.lint.finding import Finding, Severity, Violation, make_finding
 from infra.spec.yamlpos import SourceMap
@@ -165,15 +165,8 @@ def run_only(subject: S, rules: Iterable[Rule[S]]) -> list[Finding]:
 
 
 def _run(subject: S, rules: Iterable[Rule[S]]) -> list[Finding]:
-    # The plan rules read a plan of millions of objects: a full collection meanwhile walks
-    # all of them (`infra.topology.expand` plans with the collector paused too).
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc():  # the plan rules read a plan of millions of objects
         return _findings(subject, rules)
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _findings(subject: S, rules: Iterable[Rule[S]]) -> list[Finding]:

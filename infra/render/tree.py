@@ -11,9 +11,8 @@ catalog give the same bytes.
 
 from __future__ import annotations
 
-import gc
-
 from infra.catalog import Catalog
+from infra.gc_pause import paused_gc
 from infra.k8s import build_kubernetes
 from infra.progress import Progress, quiet
 from infra.render.ansible import ansible_files
@@ -38,16 +37,8 @@ def render_tree(
     spec: Spec, catalog: Catalog, plan: Plan, progress: Progress = quiet
 ) -> dict[str, bytes]:
     """Every file of the rendered tree of ``spec`` (``progress`` hears `RENDER_STEPS`)."""
-    # A large cluster's files are built from millions of short-lived lists and tuples beside
-    # a plan of millions of objects: each full collection would walk the whole plan again
-    # (as in `infra.topology.expand`). Reference counting frees all of it as usual.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc():  # millions of short-lived lists and tuples beside a large plan
         return _render_tree(spec, catalog, plan, progress)
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _render_tree(spec: Spec, catalog: Catalog, plan: Plan, progress: Progress) -> dict[str, bytes]:

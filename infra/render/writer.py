@@ -51,6 +51,7 @@ from typing import NamedTuple
 
 from infra.errors import RailplanError
 from infra.files import user_umask
+from infra.gc_pause import paused_gc
 from infra.render.tree_fs import (
     RenderError,
     entries,
@@ -146,6 +147,11 @@ def write_tree(root: Path, files: Mapping[str, bytes], *, force: bool = False) -
         TreeStateError: the root's manifest or journal is forged or damaged, or another
             render holds the root's lock.
     """
+    with paused_gc():  # a large tree's listings and digests beside a large plan
+        return _write_tree(root, files, force)
+
+
+def _write_tree(root: Path, files: Mapping[str, bytes], force: bool) -> WriteReport:
     paths = {_checked(p): data for p, data in files.items()}
     root = _prepared_root(root)
     committed = False
