@@ -131,35 +131,53 @@ def system_type(plan: Plan, name: str) -> str:
     return _Ends.of(plan).system_type(name)
 
 
-def _topo_ports(ends: _Ends) -> Callable[[str, bool], str]:
-    """``text(port, on_switch)``: a port's panel name, made once per distinct port.
+class _PortTexts(dict[str, str]):
+    """Planned port -> its panel name in the topo file, each made once (on first lookup).
 
     ``P<n>`` on switches, ``<device>/P1`` on hosts (one port each); a fabric has a few
     hundred distinct ports and a million cable ends.
     """
-    seen: dict[tuple[str, bool], str] = {}
 
-    def text(port: str, switch: bool) -> str:
-        key = (port, switch)
-        if key not in seen:
-            seen[key] = f"P{int(port)}" if switch else f"{ends.checked(port)}/P1"
-        return seen[key]
+    def __init__(self, ends: _Ends, switch: bool) -> None:
+        super().__init__()
+        self.ends, self.switch = ends, switch
 
-    return text
+    def __missing__(self, port: str) -> str:
+        text = self[port] = f"P{int(port)}" if self.switch else f"{self.ends.checked(port)}/P1"
+        return text
 
 
 def _links_by_system(cables: Sequence[Cable], ends: _Ends) -> dict[str, list[str]]:
-    """Every system's link lines (``LOCAL -> REM-TYPE REM-SYS REM-PORT``), both directions."""
+    """Every system's link lines (``LOCAL -> REM-TYPE REM-SYS REM-PORT``), both directions.
+
+    A device's first cable is written as every cable was (port texts, then names checked);
+    after that its lines, its `` -> TYPE NAME `` text and its port texts are known, and
+    each further cable end is a few lookups and one concatenation.
+    """
     links: dict[str, list[str]] = {}
     types, checked = ends.types, ends.checked
-    port = _topo_ports(ends)
+    hosts, switches = _PortTexts(ends, switch=False), _PortTexts(ends, switch=True)
+    known: dict[str, tuple[list[str], str, _PortTexts]] = {}  # device -> lines, arrow, ports
     for cable in cables:
         a, b = cable.a, cable.b
-        a_type, b_type = types.get(a), types.get(b)
-        a_port = port(cable.a_port, a_type is not None)
-        b_port = port(cable.b_port, b_type is not None)
-        links.setdefault(checked(a), []).append(f"{a_port} -> {b_type or 'HCA'} {b} {b_port}")
-        links.setdefault(checked(b), []).append(f"{b_port} -> {a_type or 'HCA'} {a} {a_port}")
+        a_end, b_end = known.get(a), known.get(b)
+        if a_end is None or b_end is None:  # a device's first cable
+            a_type, b_type = types.get(a), types.get(b)
+            a_ports = hosts if a_type is None else switches
+            b_ports = hosts if b_type is None else switches
+            a_port, b_port = a_ports[cable.a_port], b_ports[cable.b_port]
+            for device, kind, ports in (
+                (checked(a), a_type, a_ports),
+                (checked(b), b_type, b_ports),
+            ):
+                if device not in known:
+                    lines = links.setdefault(device, [])
+                    known[device] = (lines, f" -> {kind or 'HCA'} {device} ", ports)
+            a_end, b_end = known[a], known[b]
+        else:
+            a_port, b_port = a_end[2][cable.a_port], b_end[2][cable.b_port]
+        a_end[0].append(a_port + b_end[1] + b_port)
+        b_end[0].append(b_port + a_end[1] + a_port)
     return links
 
 

@@ -19,10 +19,9 @@ tail, the ``-N``/``-S``/``-P`` size limits, 2048 nodes, 256 switches, 13312 port
 
 from __future__ import annotations
 
-import functools
 import re
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from infra.topology.model import Cable, Plan
 
@@ -67,36 +66,49 @@ def _links(
 ) -> dict[str, list[tuple[int, str, int, str]]]:
     """Node -> its (port, remote node, remote port, rate), both directions of every cable.
 
+    A switch end is the switch and its port; any other end is the one-port HCA node
+    ``<host> <device>`` (`hca_node`), its name checked once per host and device.
     ``cables``: the plan's compute cables, if already listed.
     """
     switches = {_checked(s.name) for s in plan.switches_in("compute")}
     links: dict[str, list[tuple[int, str, int, str]]] = defaultdict(list)
-    node = _nodes(switches)
-    rate = functools.cache(link_rate)  # a fabric has a rate or two and a million cable ends
+    numbers = _Numbers()  # a switch has tens of ports, a fabric a million cable ends
+    rates = _Rates()
+    safe: set[str] = set()
     for cable in plan.cables_in("compute") if cables is None else cables:
-        (a, a_port), (b, b_port) = node(cable.a, cable.a_port), node(cable.b, cable.b_port)
-        gbps = rate(cable.gbps)
+        a, b, a_text, b_text = cable.a, cable.b, cable.a_port, cable.b_port
+        if a in switches:
+            a_port = numbers[a_text]
+        else:
+            a, a_port = hca_node(a, a_text), 1
+            if cable.a not in safe or a_text not in safe:  # a safe name has safe parts
+                safe.update((_checked(a) and cable.a, a_text))
+        if b in switches:
+            b_port = numbers[b_text]
+        else:
+            b, b_port = hca_node(b, b_text), 1
+            if cable.b not in safe or b_text not in safe:
+                safe.update((_checked(b) and cable.b, b_text))
+        gbps = rates[cable.gbps]
         links[a].append((a_port, b, b_port, gbps))
         links[b].append((b_port, a, a_port, gbps))
     return links
 
 
-def _nodes(switches: set[str]) -> Callable[[str, str], tuple[str, int]]:
-    """``node(device, port)``: the netlist node and port of a cable end, names checked once.
+class _Numbers(dict[str, int]):
+    """Port text -> its number, each converted once."""
 
-    A switch and its port, or the one-port HCA node ``<host> <device>``.
-    """
-    safe: set[str] = set()
+    def __missing__(self, text: str) -> int:
+        number = self[text] = int(text)
+        return number
 
-    def node(device: str, port: str) -> tuple[str, int]:
-        if device in switches:
-            return device, int(port)
-        name = hca_node(device, port)
-        if device not in safe or port not in safe:  # a safe name has safe parts
-            safe.update((_checked(name) and device, port))
-        return name, 1
 
-    return node
+class _Rates(dict[float, str]):
+    """Planned rate -> `link_rate`, each worked out once (a fabric has a rate or two)."""
+
+    def __missing__(self, gbps: float) -> str:
+        rate = self[gbps] = link_rate(gbps)
+        return rate
 
 
 def sim_limits(
@@ -142,21 +154,31 @@ def ibsim_netlist(plan: Plan, cables: Sequence[Cable] | None = None) -> str:
     radix = {s.name: s.ports for s in plan.switches_in("compute")}
     head = "\n".join(_header(plan, links))
     records = []
-    for node in sorted(links, key=lambda n: (n not in radix, n)):
+    # switches first, then HCAs, each by name
+    switches = sorted(n for n in links if n in radix)
+    for node in switches:
         # a switch port's tail is '"<remote>" lid <remote lid> <rate>'; an HCA port's
         # starts with its own 'lid 0 lmc 0' (0: unassigned, the SM assigns LIDs)
-        if node in radix:
-            lines = [f'Switch\t{radix[node]} "{node}"']
-            lines += [
-                f'[{port}]\t"{remote}"[{remote_port}]\t\t# "{remote}" lid 0 {rate}'
-                for port, remote, remote_port, rate in sorted(links.pop(node))
-            ]
-        else:
-            lines = [f'Hca\t1 "{node}"']
-            lines += [
+        lines = [f'Switch\t{radix[node]} "{node}"']
+        lines += [
+            f'[{port}]\t"{remote}"[{remote_port}]\t\t# "{remote}" lid 0 {rate}'
+            for port, remote, remote_port, rate in sorted(links.pop(node))
+        ]
+        records.append("\n".join(lines))
+    for node in sorted(links):  # the HCAs: most have one cable, written in one go
+        ends = links.pop(node)
+        if len(ends) == 1:
+            ((port, remote, remote_port, rate),) = ends
+            records.append(
+                f'Hca\t1 "{node}"\n'
                 f'[{port}]\t"{remote}"[{remote_port}]\t\t# lid 0 lmc 0 "{remote}" lid 0 {rate}'
-                for port, remote, remote_port, rate in sorted(links.pop(node))
-            ]
+            )
+            continue
+        lines = [f'Hca\t1 "{node}"']
+        lines += [
+            f'[{port}]\t"{remote}"[{remote_port}]\t\t# lid 0 lmc 0 "{remote}" lid 0 {rate}'
+            for port, remote, remote_port, rate in sorted(ends)
+        ]
         records.append("\n".join(lines))
     if not records:
         return head + "\n"

@@ -12,6 +12,7 @@ catalog give the same bytes.
 from __future__ import annotations
 
 from infra.catalog import Catalog
+from infra.gc_pause import paused_gc
 from infra.k8s import build_kubernetes
 from infra.progress import Progress, quiet
 from infra.render.ansible import ansible_files
@@ -36,6 +37,11 @@ def render_tree(
     spec: Spec, catalog: Catalog, plan: Plan, progress: Progress = quiet
 ) -> dict[str, bytes]:
     """Every file of the rendered tree of ``spec`` (``progress`` hears `RENDER_STEPS`)."""
+    with paused_gc():  # millions of short-lived lists and tuples beside a large plan
+        return _render_tree(spec, catalog, plan, progress)
+
+
+def _render_tree(spec: Spec, catalog: Catalog, plan: Plan, progress: Progress) -> dict[str, bytes]:
     total = len(RENDER_STEPS)
     progress(RENDER_STEPS[0], 0, total)
     tree = _Files()

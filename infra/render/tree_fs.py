@@ -37,6 +37,7 @@ __all__ = [
 
 SYMLINK_HINT = "railplan never writes through a symlink inside its root: replace it or move it"
 _SPLIT_UNITS = {"inventories": 2, "playbooks/roles": 3}  # prefix -> depth of its units
+_SPLIT_PREFIXES = tuple((f"{prefix}/", depth) for prefix, depth in _SPLIT_UNITS.items())
 REMOVING = ".railplan-rm-"
 """Prefix of the names `remove` gives the subdirectories it moves up while it empties a tree."""
 
@@ -60,9 +61,9 @@ class RenderError(RailplanError):
 
 def unit_of(path: str) -> str:
     """The unit a rendered path belongs to: its inventory, its role, or the file itself."""
-    for prefix, depth in _SPLIT_UNITS.items():
-        if path.startswith(prefix + "/"):
-            parts = path.split("/")
+    for prefix, depth in _SPLIT_PREFIXES:
+        if path.startswith(prefix):
+            parts = path.split("/", depth)
             if len(parts) > depth:
                 return "/".join(parts[:depth])
     return path
@@ -112,15 +113,22 @@ def _on_the_way(base: Path, relpaths: Iterable[str]) -> Iterator[tuple[str, str,
     file (nothing is under a file) or a link (nothing below it is followed).
     """
     seen: set[str] = set()
+    top = os.path.join(os.fspath(base), "")  # plain strings: a tree has 100,000 prefixes
     for rel in relpaths:
-        parts = rel.split("/")
-        for depth in range(1, len(parts) + 1):
-            prefix = "/".join(parts[:depth])
+        # ``seen`` holds every prefix of a prefix it holds: once a path's directory is in
+        # it, the path itself is the only prefix left to look at
+        parent = rel.rpartition("/")[0]
+        if parent in seen:
+            prefixes = [rel]
+        else:
+            parts = rel.split("/")
+            prefixes = ["/".join(parts[:depth]) for depth in range(1, len(parts) + 1)]
+        for prefix in prefixes:
             if prefix in seen:
                 continue
             seen.add(prefix)
             try:
-                mode = os.lstat(base / prefix).st_mode
+                mode = os.lstat(top + prefix).st_mode
             except (FileNotFoundError, NotADirectoryError):
                 break
             yield rel, prefix, mode

@@ -32,8 +32,9 @@ modes a plain ``open()`` and ``mkdir()`` would (the user's umask), never a tempo
 0600.
 """
 
-# Descriptor-level opens (O_NOFOLLOW, O_EXCL) and lstat are the point here.
-# ruff: noqa: PTH115, PTH211
+# Descriptor-level opens (O_NOFOLLOW, O_EXCL) and lstat are the point here; plain string
+# paths in the loops over every file (pathlib's parsing was most of a write's CPU).
+# ruff: noqa: PTH102, PTH115, PTH118, PTH211
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ from typing import NamedTuple
 
 from infra.errors import RailplanError
 from infra.files import user_umask
+from infra.gc_pause import paused_gc
 from infra.render.tree_fs import (
     RenderError,
     entries,
@@ -145,6 +147,11 @@ def write_tree(root: Path, files: Mapping[str, bytes], *, force: bool = False) -
         TreeStateError: the root's manifest or journal is forged or damaged, or another
             render holds the root's lock.
     """
+    with paused_gc():  # a large tree's listings and digests beside a large plan
+        return _write_tree(root, files, force)
+
+
+def _write_tree(root: Path, files: Mapping[str, bytes], force: bool) -> WriteReport:
     paths = {_checked(p): data for p, data in files.items()}
     root = _prepared_root(root)
     committed = False
@@ -221,7 +228,8 @@ def _decide(root: Path, paths: Mapping[str, bytes], force: bool) -> _Plan:
     refuse_in_the_way(root, paths)
     refuse_symlinks(root, [*units, *mine])
     seen = {unit: _look(root, unit, start, set(mine)) for unit in units}
-    before = {p: _read_rendered(root, p, seen[unit_of(p)], start) for p in mine}
+    top = os.path.join(root, "")  # plain strings below: a tree has tens of thousands of files
+    before = {p: _read_rendered(top + p, p, seen[unit_of(p)], start) for p in mine}
     new = {p: digest(data) for p, data in paths.items()}  # each rendered file hashed once
     conflicts = [
         p
@@ -256,12 +264,12 @@ def _look(root: Path, unit: str, start: int, rendered: set[str]) -> dict[str, _S
     return found
 
 
-def _read_rendered(root: Path, rel: str, seen: dict[str, _Seen], start: int) -> str | None:
-    """The digest of a file railplan renders (or `_ABSENT`, `_FOREIGN`).
+def _read_rendered(path: str, rel: str, seen: dict[str, _Seen], start: int) -> str | None:
+    """The digest of the file railplan renders at ``rel`` (``path``), or `_ABSENT`, `_FOREIGN`.
 
     Recorded in ``seen`` with the status of the very descriptor it was read from.
     """
-    found, info = _disk_digest(root / rel)
+    found, info = _disk_digest(path)
     if info is not None and stat.S_ISREG(info.st_mode):
         seen[rel] = _Seen(_stat_key(info), found, _is_racy(info, start))
     return found
@@ -298,7 +306,7 @@ def _unchanged_or_refuse(plan: _Plan, unit: str, moved: Path) -> None:
         for rel in was.keys() | now.keys()
         if rel not in was
         or rel not in now
-        or not _same(was[rel], now[rel], moved / rel[len(unit) + 1 :], whole=rel == unit)
+        or not _same(was[rel], now[rel], moved, rel[len(unit) + 1 :])
     )
     if changed:
         raise RenderError(
@@ -308,16 +316,19 @@ def _unchanged_or_refuse(plan: _Plan, unit: str, moved: Path) -> None:
         )
 
 
-def _same(was: _Seen, info: os.stat_result, path: Path, *, whole: bool) -> bool:
-    """Whether an entry is as it was.
+def _same(was: _Seen, info: os.stat_result, moved: Path, inner: str) -> bool:
+    """Whether an entry of the unit now at ``moved`` (``inner`` below it) is as it was.
 
-    A unit that is a single file changed its ctime by being moved: that ctime is not compared.
+    A unit that is a single file (``inner`` empty) changed its ctime by being moved: that
+    ctime is not compared.
     """
     now = _stat_key(info)
-    if was.stat[:4] != now[:4] or (not whole and was.stat[4] != now[4]):
+    if was.stat[:4] != now[:4] or (inner and was.stat[4] != now[4]):
         return False
     # A link cannot change in place (a new one is a new inode): its content need not be known.
-    return not was.racy or was.content is None or _content(path, info) == was.content
+    if not was.racy or was.content is None:
+        return True
+    return _content(moved / inner if inner else moved, info) == was.content
 
 
 def _checked(path: str) -> str:
@@ -346,7 +357,7 @@ def _os_error(root: Path, exc: OSError) -> RenderError:
     )
 
 
-def _disk_digest(path: Path) -> tuple[str | None, os.stat_result | None]:
+def _disk_digest(path: str | Path) -> tuple[str | None, os.stat_result | None]:
     """The SHA-256 of a regular file, `_ABSENT`, or `_FOREIGN` for anything else.
 
     With the status of the descriptor it was read from (None when nothing was opened).
@@ -374,24 +385,28 @@ def _stage(root: Path, staging: Path, plan: _Plan, stop_if_asked: Callable[[], N
     """Write the new tree under ``staging``, with the user's own files of each unit kept."""
     staging.mkdir(mode=0o700)  # exclusive: an existing name (a planted link) is an error
     mask = user_umask()
-    made = {staging}  # directories known to exist: one mkdir each, no stat per file
+    top = os.fspath(staging)
+    dirs = _Dirs(top, {top}, 0o777 & ~mask)  # plain strings: tens of thousands of files
     for path, data in sorted(plan.paths.items()):
         stop_if_asked()
-        _write_file(staging / path, data, 0o666 & ~mask, _Dirs(made, 0o777 & ~mask))
+        _write_file(dirs, path, data, 0o666 & ~mask)
     for unit in plan.units:
         for rel in sorted(plan.seen[unit]):
             # plan.before holds every file of the unit the last render made or this one makes
             if rel not in plan.before:
                 stop_if_asked()
-                _carry_over(root / rel, staging / rel, _Dirs(made, 0o777 & ~mask))
-    _write_file(staging / MANIFEST, plan.manifest.encode(), 0o666 & ~mask, _Dirs(made, 0))
+                _carry_over(root / rel, dirs, rel)
+    _write_file(dirs, MANIFEST, plan.manifest.encode(), 0o666 & ~mask)
     os.sync()  # one flush for the whole tree: an fsync per file costs minutes at 16,384 hosts
 
 
-def _carry_over(source: Path, destination: Path, dirs: _Dirs) -> None:
-    """Copy one of the user's files into the new unit: a file by content, a link as a link."""
+def _carry_over(source: Path, dirs: _Dirs, rel: str) -> None:
+    """Copy one of the user's files into the new unit at ``rel``.
+
+    A file by content, a link as a link.
+    """
     mode = os.lstat(source).st_mode
-    dirs.parents_of(destination)
+    destination = dirs.parents_of(rel)
     if stat.S_ISLNK(mode):
         os.symlink(os.readlink(source), destination)
     elif stat.S_ISREG(mode):
@@ -405,29 +420,45 @@ def _carry_over(source: Path, destination: Path, dirs: _Dirs) -> None:
 
 @dataclass(frozen=True)
 class _Dirs:
-    """Creates the directories of the staging tree, each once (``made``: known to exist)."""
+    """Creates the directories of the staging tree at ``top``, each once.
 
-    made: set[Path]
+    ``made``: directories known to exist (``top`` and those made), as plain strings.
+    """
+
+    top: str
+    made: set[str]
     mode: int
 
-    def parents_of(self, path: Path) -> None:
+    def parents_of(self, rel: str) -> str:
+        """The path of ``rel`` (a checked path) under ``top``, its directories made."""
+        path = f"{self.top}/{rel}"
         missing = []
-        parent = path.parent
+        parent = path.rpartition("/")[0]
         while parent not in self.made:
-            if parent == parent.parent:  # not under the staging tree: never for a checked path
+            if len(parent) <= len(self.top):  # not under the staging tree: never for a checked path
                 raise RenderError(f"{path} is outside the staging tree")
             missing.append(parent)
-            parent = parent.parent
+            parent = parent.rpartition("/")[0]
         for directory in reversed(missing):
-            directory.mkdir(mode=self.mode)
+            os.mkdir(directory, self.mode)
             self.made.add(directory)
+        return path
 
 
-def _write_file(path: Path, data: bytes, mode: int, dirs: _Dirs) -> None:
-    dirs.parents_of(path)
-    with path.open("xb") as f:  # staging is fresh: each file is created, never reopened
-        f.write(data)
-        os.fchmod(f.fileno(), mode)
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC  # open(path, "xb")'s flags
+
+
+def _write_file(dirs: _Dirs, rel: str, data: bytes, mode: int) -> None:
+    # staging is fresh: each file is created (exclusively), never reopened
+    fd = os.open(dirs.parents_of(rel), _CREATE, 0o666)
+    try:
+        with memoryview(data) as view:
+            written = 0
+            while written < len(view):  # a write may stop short of a large file's end
+                written += os.write(fd, view[written:])
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
 
 
 def _manifest_text(
@@ -437,6 +468,7 @@ def _manifest_text(
 
     ``new``: rendered path -> SHA-256.
     """
-    files = {p: d for p, d in old.items() if p not in stale and os.path.lexists(root / p)}
+    top = os.path.join(root, "")
+    files = {p: d for p, d in old.items() if p not in stale and os.path.lexists(top + p)}
     files.update(new)
     return manifest_text(files)
