@@ -16,12 +16,12 @@ function of the finished plan (`infra.topology.graph.plan_graph`).
 
 from __future__ import annotations
 
-import gc
 import math
 from collections.abc import Callable, Iterator, Sequence
 
 from infra.catalog import Catalog
 from infra.errors import spelling_hint
+from infra.gc_pause import paused_gc
 from infra.progress import Progress, quiet
 from infra.spec import Spec
 from infra.topology.addressing import AddressBook, assign_addresses
@@ -84,15 +84,10 @@ def expand(spec: Spec, catalog: Catalog, progress: Progress = quiet) -> Plan:
     _check_references(spec, catalog)
     # A plan allocates millions of small objects that all live until the end; the cyclic
     # GC would rescan them again and again (superlinear time), and they form no cycles.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc():
         plan = _expand(spec, catalog, progress)
         progress("planned", len(PLAN_STEPS), len(PLAN_STEPS))
         return plan
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _check_references(spec: Spec, catalog: Catalog) -> None:

@@ -10,10 +10,8 @@ with the jobs in submit order and the rows skipped per reason. Formats (docs/sim
 
 from __future__ import annotations
 
-import gc
 import os
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -21,6 +19,7 @@ from pathlib import Path
 from infra.digits import ASCII_SPACE
 from infra.errors import Position
 from infra.files import read_bounded
+from infra.gc_pause import paused_gc
 from infra.simulate.jobs import Job, Trace
 from infra.simulate.traces import alibaba_pai, alibaba_v2023, helios, railplan_csv
 from infra.simulate.traces.common import Rows, TraceError, check_times, excerpt
@@ -69,7 +68,7 @@ def read_trace(
             _inside(sibling, within)
             jobs = alibaba_pai.read_pai_jobs(_text(str(sibling)), str(sibling))
             reader = partial(alibaba_pai.read_pai_tasks, jobs=jobs)
-    with _no_gc():
+    with paused_gc():
         return _trace(name, reader(text, path), path, gpu_map or {})
 
 
@@ -95,25 +94,8 @@ def trace_from_text(
 ) -> Trace:
     """The trace in ``text`` (named ``source`` in messages)."""
     name, reader = _format(text, source, trace_format)
-    with _no_gc():
+    with paused_gc():
         return _trace(name, reader(text, source), source, gpu_map or {})
-
-
-@contextmanager
-def _no_gc() -> Iterator[None]:
-    """Pause the cyclic collector while a reader builds a million acyclic objects.
-
-    Each collection walks every live object; a reader allocating rows and jobs triggers
-    thousands of them, which took a third of a million-row read. Nothing a reader builds
-    is cyclic, so reference counting frees all of it as usual.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _text(path: str) -> str:
