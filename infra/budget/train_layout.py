@@ -17,7 +17,6 @@ docs/accuracy.md ("Training"); everything else is a formula from [Megatron-2021]
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass, replace
 
 from infra.budget.collectives import CommTopology, predict
@@ -47,6 +46,7 @@ __all__ = [
     "Layout",
     "StepResult",
     "gemm_efficiency",
+    "micro_batches",
     "step",
 ]
 
@@ -502,12 +502,20 @@ def _optimizer_seconds(job: Job, layout: Layout) -> float:
     return local * ADAM_BYTES / (job.gpu.hbm_bandwidth_gbs * 1e9)
 
 
+def micro_batches(job: Job, layout: Layout) -> int:
+    """Micro-batches a step runs per pipeline: ``B / (dp·b)`` rounded up, at least 1.
+
+    Also 1 for a layout with no replica (DP 0), which `check_layout` refuses by name.
+    """
+    return max(1, -(-job.global_batch // max(1, layout.dp * layout.micro_batch)))
+
+
 def step(job: Job, layout: Layout, optimizer_s: float | None = None) -> StepResult:
     """Time one iteration of ``job`` on ``layout`` (``optimizer_s`` overrides the Adam time).
 
     The global batch is split into ``B / (dp·b)`` micro-batches per pipeline (rounded up).
     """
-    m = max(1, math.ceil(job.global_batch / (layout.dp * layout.micro_batch)))
+    m = micro_batches(job, layout)
     blocks_s, attention_s, logit_s = _gemm_seconds(job, layout)
     recompute_share = {"none": 0.0, "selective": attention_s, "full": blocks_s}
     compute_s = m * 3 * (blocks_s + logit_s)

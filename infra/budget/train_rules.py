@@ -12,19 +12,14 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from infra.budget.train_layout import Job, Layout
+from infra.budget.train_layout import Job, Layout, micro_batches
 
-__all__ = ["Rule", "StackRules", "micro_batches", "pipeline_rules"]
+__all__ = ["Rule", "StackRules", "pipeline_rules"]
 
 Rule = tuple[bool, str, str, str]
 """Whether the layout passes, the option at fault, the message, the hint."""
 
 SEARCH_HINT = "or leave --tp/--pp out to search"
-
-
-def micro_batches(job: Job, layout: Layout) -> int:
-    """Micro-batches a step runs per pipeline (at least 1, even for a layout with no replica)."""
-    return max(1, -(-job.global_batch // max(1, layout.dp * layout.micro_batch)))
 
 
 class StackRules(NamedTuple):

@@ -41,7 +41,7 @@ from infra.topology.migconfig import mig_parted_configs
 from infra.topology.model import Plan, Server
 from infra.wording import plural
 
-__all__ = ["ACCEPTANCE_BYTES", "RESERVED_GROUPS", "ansible_files", "group_name"]
+__all__ = ["ACCEPTANCE_BYTES", "RESERVED_GROUPS", "ansible_files"]
 
 ACCEPTANCE_BYTES = 1 << 30  # the acceptance role's nccl-tests size (1G): bandwidth-bound
 MAX_FAIL_PERCENTAGE = 10
@@ -96,11 +96,6 @@ class _ControlPlay:
     hosts: list[str]
     fabric_manager_groups: list[str]
     mig_groups: list[str]
-
-
-def group_name(kind: str, name: str) -> str:
-    """An inventory group name for an SU or a rack: ``su_train_su01``, ``rack_train_su01_c1``."""
-    return inventory_group(kind, name)
 
 
 def ansible_files(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, str]:
@@ -210,12 +205,12 @@ def _node_group_tree(plan: Plan, name: str) -> dict[str, dict[str, Any]]:
         racks = [r for r in su.racks if plan.rack(r).servers]
         in_racks = {h for r in racks for h in plan.rack(r).servers}
         entry: dict[str, Any] = {
-            "children": {group_name("rack", r): {} for r in racks},
+            "children": {inventory_group("rack", r): {} for r in racks},
             **_members(h for h in su.servers if h not in in_racks),
         }
-        tree[group_name("su", su.name)] = {k: v for k, v in entry.items() if v}
+        tree[inventory_group("su", su.name)] = {k: v for k, v in entry.items() if v}
         for rack in racks:
-            tree[group_name("rack", rack)] = _members(plan.rack(rack).servers)
+            tree[inventory_group("rack", rack)] = _members(plan.rack(rack).servers)
     return tree
 
 

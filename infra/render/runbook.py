@@ -20,10 +20,10 @@ from typing import Any
 import yaml
 
 from infra.catalog import Catalog
-from infra.render.ansible import group_name
 from infra.render.opensm import sm_hosts
 from infra.render.runbook_data import PULUMI_CONFIG, SITE_VALUES, VAULT_SECRETS
 from infra.spec import Spec
+from infra.spec.base import inventory_group
 from infra.topology.control import control_roll_order, uses_opensm
 from infra.topology.model import Plan
 from infra.wording import plural
@@ -438,7 +438,7 @@ def _canary(tree: _Tree) -> str:
 
 def _day2(tree: _Tree) -> str:
     sus = tree.plan.sus
-    su = group_name("su", sus[0].name) if sus else tree.spec.node_groups[0].name
+    su = inventory_group("su", sus[0].name) if sus else tree.spec.node_groups[0].name
     return "\n".join(
         [
             "Day 2: change the cluster with a rolling update",
