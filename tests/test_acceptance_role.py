@@ -312,10 +312,12 @@ def test_ib_write_bw_runs_per_rail_on_gpu_memory_and_fails_a_slow_rail(tmp_path)
     )
     servers = [c for c in _calls(tmp_path, "ib_write_bw") if c[-1].startswith("-")]
     assert len(servers) == 4, servers
-    # one rail at a time: a server lives acceptance_ib_bw_timeout from its start, so no
-    # rail's server may start before the clients of the rail before it have run
-    rails = [(c[c.index("-d") + 1], c[-1].startswith("-")) for c in _calls(tmp_path, "ib_write_bw")]
-    assert rails == [(dev, server) for dev in ("mlx5_0", "mlx5_1") for server in (1, 1, 0, 0)]
+    # One rail at a time: a server lives acceptance_ib_bw_timeout from its start, so no
+    # rail's server may start before the clients of the rail before it have run. Within a
+    # rail the order is not fixed: the servers start async (poll 0), so a client may log
+    # before the other host's forked server does (the client's retries cover that).
+    rails = [c[c.index("-d") + 1] for c in _calls(tmp_path, "ib_write_bw")]
+    assert rails == ["mlx5_0"] * 4 + ["mlx5_1"] * 4, rails
 
 
 @pytest.mark.slow
