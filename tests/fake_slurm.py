@@ -8,13 +8,17 @@ per read (``jobs: -1`` never finish), and a rebooted node answers ``*`` (not res
 ``down_reads`` reads. Every call is appended to ``calls``.
 
 State: {"nodes": {name: {"jobs": int, "drain": bool, "down": bool, "reason": str,
-"down_reads": int}}, "calls": [[prog, argv...]]}.
+"down_reads": int}}, "calls": [[prog, argv...]]}, and optionally "version" (what `scontrol --version` prints;
+default "slurm 21.08.5"), "no_slurm" (true: not installed, every call exits 127) and
+"suspend_exc_nodes" (the names slurmctld excludes from power saving, run-time updates
+included; only Slurm 23.02 and later take `scontrol update SuspendExcNodes+=/-=`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,6 +39,8 @@ def _state_name(node: dict[str, Any]) -> str:
 
 
 def sinfo(state: dict[str, Any], argv: list[str]) -> str:
+    if argv == ["--noheader", "--Node", "--format=%N"]:
+        return "".join(f"{name}\n" for name in state["nodes"])
     head = argv[:4]
     if head[:3] != ["--noheader", "--Node", "--nodes"] or len(argv) != 5:
         raise SystemExit(99)
@@ -49,7 +55,40 @@ def sinfo(state: dict[str, Any], argv: list[str]) -> str:
     return line + "\n"
 
 
+def _hostnames(expression: str) -> list[str]:
+    """Slurm's hostlist, as far as the tests write it: a,b and gpu[01-03,05]."""
+    names: list[str] = []
+    for prefix, ranges, plain in re.findall(r"([^,\[]+)\[([^\]]+)\]|([^,\[\]]+)", expression):
+        if plain:
+            names.append(plain)
+            continue
+        for part in ranges.split(","):
+            low, _, high = part.partition("-")
+            names += [f"{prefix}{k:0{len(low)}d}" for k in range(int(low), int(high or low) + 1)]
+    return names
+
+
+def _suspend_exc_nodes(state: dict[str, Any], argv: list[str]) -> str:
+    """`update SuspendExcNodes+=` / `-=`: Slurm 23.02's hostset insert and delete."""
+    major, minor = (int(p) for p in state.get("version", "slurm 21.08.5").split()[1].split(".")[:2])
+    (arg,) = argv[1:]
+    key, _, value = arg.partition("=")
+    if (major, minor) < (23, 2) or key not in ("SuspendExcNodes+", "SuspendExcNodes-"):
+        sys.stderr.write(f"Update failed: invalid keyword {key}\n")
+        raise SystemExit(1)
+    held = set(state.setdefault("suspend_exc_nodes", []))
+    held = held | set(_hostnames(value)) if key.endswith("+") else held - set(_hostnames(value))
+    state["suspend_exc_nodes"] = sorted(held)
+    return ""
+
+
 def scontrol(state: dict[str, Any], argv: list[str]) -> str:
+    if argv == ["--version"]:
+        return state.setdefault("version", "slurm 21.08.5") + "\n"
+    if argv[:2] == ["show", "hostnames"] and len(argv) == 3:
+        return "".join(f"{name}\n" for name in _hostnames(argv[2]))
+    if argv[:1] == ["update"] and argv[1:2] and argv[1].startswith("SuspendExcNodes"):
+        return _suspend_exc_nodes(state, argv)
     opts = dict(a.split("=", 1) for a in argv[1:])
     if argv[:1] != ["update"] or set(opts) - {"nodename", "state", "reason"}:
         raise SystemExit(99)
@@ -74,6 +113,9 @@ def main(argv: list[str]) -> int:
     state = json.loads(STATE.read_text())
     prog = os.environ["FAKE_SLURM_PROG"]
     state["calls"].append([prog, *argv[1:]])
+    if state.get("no_slurm"):
+        STATE.write_text(json.dumps(state, indent=1))
+        return 127  # command not found: a green field, no Slurm yet
     out = ""
     if argv[1:2] == ["--test-reboot"]:
         reboot(state, argv[2])

@@ -139,6 +139,40 @@ def test_fresh_install_then_a_second_run_changes_nothing(installed: Installed) -
     assert first.rc == 0 and not first.failed_hosts(), first.problems()
     assert set(first.doc["stats"]) == set(twin.hosts)
     assert second.rc == 0 and second.changed() == {}, _changed_tasks(second)
+    _assert_power_held_and_given_back(twin, second)
+
+
+def _ran(result: PlayResult, task_name: str) -> bool:
+    """Whether a task of that name ran (not skipped) on some host of the run."""
+    return any(
+        task["task"]["name"].endswith(task_name) and not r.get("skipped")
+        for play in result.doc.get("plays", [])
+        for task in play.get("tasks", [])
+        for r in task["hosts"].values()
+    )
+
+
+def _assert_power_held_and_given_back(twin: ClusterTwin, run: PlayResult) -> None:
+    """The second run finds Slurm running with power saving: on Slurm 23.02 and later each play
+    held its hosts off power saving and the last play gave back all but slurm.conf's own
+    SuspendExcNodes; before 23.02 the run said it could not hold them (run 26 lost 20 hosts
+    to power saving 30 minutes into this run)."""
+    controller = twin.controller()
+    version = twin.ssh(controller, "scontrol --version").stdout
+    release = [int(p) for p in re.findall(r"\d+", version)[:2]]
+    if release >= [23, 2]:
+        assert _ran(run, "Exclude the play's hosts from power saving for this run.")
+        assert _ran(run, "Remove the run's hosts from the exclusion list.")
+        conf = twin.ssh(controller, "sed -n 's/^SuspendExcNodes=//p' /etc/slurm/slurm.conf").stdout
+        live = twin.ssh(controller, "scontrol show config").stdout
+        (now,) = re.findall(r"^SuspendExcNodes\s*=\s*(\S+)", live, re.MULTILINE)
+
+        def names(hostlist: str) -> set[str]:
+            return set(twin.ssh(controller, f"scontrol show hostnames '{hostlist}'").stdout.split())
+
+        assert names(now) == names(conf.strip()), (now, conf)
+    else:
+        assert _ran(run, "Say that this Slurm cannot hold power saving off a run's hosts.")
 
 
 def _changed_tasks(result: PlayResult) -> str:
@@ -412,3 +446,44 @@ def test_power_saving_suspends_idle_nodes_through_their_bmcs_and_resumes_them(
         _wait(lambda job=job: "JobState=COMPLETED" in _job(twin, job), 600, f"job {job}", 5)  # type: ignore[misc]
     ons = sorted(twin.power_on_times(h, since=started) for h in compute)
     assert all(_resume_count(ons[:i], t) < rate - 0.5 for i, t in enumerate(ons)), (ons, rate)
+
+
+def _slurm_release(twin: ClusterTwin) -> list[int]:
+    version = twin.ssh(twin.controller(), "scontrol --version").stdout
+    return [int(p) for p in re.findall(r"\d+", version)[:2]]
+
+
+@full
+def test_a_run_longer_than_suspend_time_keeps_its_hosts_then_gives_them_back(
+    installed: Installed,
+) -> None:
+    """Run 26 lost 20 idle hosts 30 minutes into a re-run: Slurm powered them off under it.
+    With SuspendTime=120 (the scenario before this one), a configuration run of several
+    minutes: each play holds its hosts off power saving (Slurm 23.02+), so none is powered off
+    during the run and it passes; the last play gives them back, and the idle compute hosts
+    are powered off after it."""
+    twin, _ = installed
+    controller = twin.controller()
+    if "SuspendTime=120" not in twin.ssh(controller, "cat /etc/slurm/slurm.conf").stdout:
+        pytest.skip("needs SuspendTime=120 from the power-saving scenario before it")
+    if _slurm_release(twin) < [23, 2]:
+        pytest.skip("Slurm before 23.02 cannot hold a run's hosts off power saving (RP093)")
+    compute = [h for h in twin.hosts if h not in twin.control_hosts()]
+    # start from every compute host off: the run powers them on (each play holds its hosts
+    # first), so without the hold each would be off again SuspendTime after its power-on
+    _wait(lambda: not any(twin.powered(h) for h in compute), 600, "idle hosts off", 5)
+    started = time.time()
+    run = twin.playbook(*GREEN_FIELD, "--skip-tags", "acceptance", name="held")
+    ended = time.time()
+    assert run.rc == 0 and not run.failed_hosts(), run.problems()
+    assert all(twin.power_on_times(h, since=started) for h in compute)
+    powered_on = max(twin.power_on_times(h, since=started) for h in compute)
+    # the window below must hold a whole SuspendTime after the last power-on; its last 30 s
+    # are left out, since the last play gives the hosts back
+    assert ended - 30 > powered_on + 120 + 2 * POWER_SCAN_S, (started, powered_on, ended)
+    log = twin.ssh(
+        controller,
+        f"journalctl -t railplan-power --no-pager --since @{started:.0f} --until @{ended - 30:.0f}",
+    ).stdout
+    assert not re.search(r"chassis power (soft|off)", log), log
+    _wait(lambda: not any(twin.powered(h) for h in compute), 600, "idle hosts given back", 5)

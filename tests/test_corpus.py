@@ -92,7 +92,10 @@ def test_examples_are_lint_clean(path: Path) -> None:
         ]
     else:
         assert errors == []
-    assert all(f.rule == "RP060" for f in findings if f.severity is Severity.INFO)
+    # RP093: the SuperPOD example runs Ubuntu 22.04, whose Slurm 21.08 cannot hold a run's
+    # hosts off power saving
+    infos = {f.rule for f in findings if f.severity is Severity.INFO}
+    assert infos <= ({"RP060", "RP093"} if path.stem == "dgx-h100-superpod" else {"RP060"})
 
 
 def test_every_rule_has_a_failing_corpus_case() -> None:

@@ -50,7 +50,12 @@ def _stand_in(bin_dir: Path, name: str, script: str) -> None:
 
 
 def _run(
-    tmp_path: Path, scheduler: str, state: dict[str, Any], *more: str, **extra: Any
+    tmp_path: Path,
+    scheduler: str,
+    state: dict[str, Any],
+    *more: str,
+    playbook: str = PLAYBOOK,
+    **extra: Any,
 ) -> dict[str, Any]:
     """Run the playbook on the nodes of ``state`` and hosts ``more``; the json report."""
     bin_dir = tmp_path / "bin"
@@ -64,7 +69,7 @@ def _run(
         "nodes": {"hosts": {n: host for n in [*state["nodes"], *more]}, "vars": group_vars}
     }
     (tmp_path / "hosts.yml").write_text(json.dumps(inventory))
-    (tmp_path / "site.yml").write_text(PLAYBOOK)
+    (tmp_path / "site.yml").write_text(playbook)
     (tmp_path / "state.json").write_text(json.dumps({"calls": [], **state}))
     env = {
         **os.environ,
@@ -209,3 +214,79 @@ def test_a_green_field_build_needs_no_scheduler(tmp_path: Path) -> None:
         railplan_green_field=True,
     )
     assert _failed(green) == {} and green["state"]["calls"] == []
+
+
+# The rendered playbook's shape around power saving: each play powers its hosts on (and holds
+# them off power saving) before facts; the last play gives them back.
+POWER_PLAYBOOK = """\
+- name: Configure the nodes.
+  hosts: nodes
+  gather_facts: false
+  pre_tasks:
+    - name: Power on and hold.
+      ansible.builtin.import_role: {name: drain, tasks_from: power_on}
+  tasks:
+    - name: What slurmctld excludes while the run works on the nodes.
+      ansible.builtin.command: cp state.json during.json
+      run_once: true
+      changed_when: false
+- name: Give the hosts back.
+  hosts: nodes
+  gather_facts: false
+  tasks:
+    - name: Release.
+      ansible.builtin.import_role: {name: drain, tasks_from: power_release}
+"""
+
+
+def _power_run(tmp_path: Path, version: str | None) -> dict[str, Any]:
+    """Nodes a, b, c (slurm.conf keeps c on) and a host Slurm does not know."""
+    (tmp_path / "slurm.conf").write_text("SuspendTime=1800\nSuspendExcNodes=c\n")
+    nodes = {n: _slurm_node() for n in ("a", "b", "c")}
+    state: dict[str, Any] = {"nodes": nodes, "suspend_exc_nodes": ["c"]}
+    state |= {"version": version} if version else {"no_slurm": True}
+    return _run(
+        tmp_path,
+        "slurm",
+        state,
+        "not-in-slurm",
+        playbook=POWER_PLAYBOOK,
+        drain_slurm_conf=str(tmp_path / "slurm.conf"),
+    )
+
+
+def _exc_updates(report: dict[str, Any]) -> list[str]:
+    return [c[2] for c in report["state"]["calls"] if c[:2] == ["scontrol", "update"] and
+            c[2].startswith("SuspendExcNodes")]  # fmt: skip
+
+
+def test_a_run_holds_its_hosts_off_power_saving_and_gives_back_only_what_it_held(
+    tmp_path: Path,
+) -> None:
+    """Slurm 23.02+: the run's Slurm nodes are excluded while it runs (a host Slurm does not
+    know is left out: one unknown name makes slurmctld ignore the whole list); at the end
+    only what the run added is removed, so slurm.conf's own exclusion (c) stays."""
+    report = _power_run(tmp_path, "slurm 23.11.4")
+    assert report["stats"]["a"]["failures"] == 0 and not _failed(report), report["stats"]
+    assert _exc_updates(report) == ["SuspendExcNodes+=a,b,c", "SuspendExcNodes-=a,b"]
+    during = json.loads((tmp_path / "during.json").read_text())
+    assert during["suspend_exc_nodes"] == ["a", "b", "c"]
+    assert report["state"]["suspend_exc_nodes"] == ["c"]
+    # a hold is not a change: a re-run that changed nothing still says changed=0
+    assert all(s["changed"] == 0 for s in report["stats"].values()), report["stats"]
+
+
+def test_slurm_before_23_02_holds_nothing_and_says_so(tmp_path: Path) -> None:
+    """Slurm 21.08 has no run-time SuspendExcNodes: no update is tried, the run goes on and
+    says a long run may lose idle hosts."""
+    report = _power_run(tmp_path, "slurm-wlm 21.08.5")
+    assert not _failed(report), report["stats"]
+    assert _exc_updates(report) == []
+    said = [r.get("msg", "") for t in report["plays"][0]["tasks"] for r in t["hosts"].values()]
+    assert any("cannot exclude nodes from power saving" in m and "21.08" in m for m in said), said
+
+
+def test_a_green_field_has_no_slurm_to_hold_anything(tmp_path: Path) -> None:
+    report = _power_run(tmp_path, None)
+    assert not _failed(report), report["stats"]
+    assert _exc_updates(report) == []

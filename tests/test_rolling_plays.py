@@ -9,6 +9,7 @@ and SHARP (the aggregation manager rolls with the subnet managers).
 
 from __future__ import annotations
 
+import configparser
 import functools
 import subprocess
 import sys
@@ -186,3 +187,22 @@ def test_without_opensm_the_node_groups_roll_every_host(tree: Path) -> None:
     rolling = [p["hosts"] for p in plays if "serial" in p]
     covered = {h for pattern in rolling for h in _hosts(tree, KUBERNETES, pattern)}
     assert covered == set(_hosts(tree, KUBERNETES, "gpu_servers"))
+
+
+def test_every_play_is_linear_so_an_unreachable_host_cannot_crash_the_run(tree: Path) -> None:
+    """ansible-core 2.19's free strategy raised IndexError when hosts Slurm powered off became
+    unreachable mid-run (ansible#87027, cluster twin run 26): the tree defaults to linear."""
+    config = configparser.ConfigParser()
+    config.read(tree / "ansible.cfg")
+    assert config["defaults"]["strategy"] == "linear"
+    for spec_file in (KUBERNETES, SLURM_OPENSM):
+        assert all(p.get("strategy", "linear") == "linear" for p in _plays(tree, spec_file))
+
+
+def test_a_slurm_run_gives_the_hosts_it_held_back_to_power_saving_last(tree: Path) -> None:
+    """Each play holds its hosts off power saving (drain, power_on); the last play, tagged
+    always, gives them back. Kubernetes has no power saving and no such play."""
+    last = _plays(tree, SLURM_OPENSM)[-1]
+    assert last["tags"] == ["always"] and last["hosts"] == "gpu_servers"
+    assert last["tasks"][0]["ansible.builtin.import_role"]["tasks_from"] == "power_release"
+    assert not any("power_release" in str(p) for p in _plays(tree, KUBERNETES))

@@ -150,6 +150,7 @@ PASSING = {
     "RP090": BASE + "scheduler:\n  kind: slurm\n  power_saving: {exclude_groups: [gpu]}\n",
     "RP091": BASE + "scheduler:\n  kind: slurm\n  power_saving: {suspend_time: 20m}\n",
     "RP092": BASE + "scheduler:\n  kind: slurm\n  power_saving: {}\n",
+    "RP093": BASE + "software: {os: ubuntu-24.04}\nscheduler:\n  kind: slurm\n  power_saving: {}\n",
     # by night GPU 0 of each server stays 7 x 1g.10gb: the slices exist at every hour
     "RP107": SCHEDULED.replace("mig: disabled}", "mig: [{gpus: [0], layout: x}]}")
     + "fabrics:\n  compute: {switch: qm8790}\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from infra.catalog.distro_slurm import distro_slurm, has_suspend_exc_states
 from infra.lint.context import LintContext
 from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
@@ -104,4 +105,41 @@ def power_saving_suspends_nothing(ctx: LintContext) -> Iterator[Violation]:
         f"{'controller' if control == 1 else 'control hosts'}, {excluded:,} in exclude_groups "
         f"and {no_bmc:,} cloud instances or servers without a BMC address",
         "shorten exclude_groups, widen site.bmc_cidr, or remove power_saving",
+    )
+
+
+@rule(
+    "RP093",
+    "power-saving-no-run-hold",
+    Severity.INFO,
+    "The OS's Slurm cannot hold a playbook run's hosts off power saving (before 23.02).",
+    needs_plan=True,
+)
+def power_saving_no_run_hold(ctx: LintContext) -> Iterator[Violation]:
+    """Power saving on an OS whose Slurm predates 23.02 can power hosts off under a playbook run.
+
+    Each play of the rendered playbook holds its hosts off power saving until the run's last
+    play gives them back, with `scontrol update SuspendExcNodes+=` (Slurm 23.02 and later).
+    Slurm 21.08 (Ubuntu 22.04's) reads SuspendExcNodes only from slurm.conf.
+    Why: a host left idle for `suspend_time` while the run configures it is powered off
+    through its BMC mid-task and drops out of the run (the cluster twin's SU on Ubuntu 22.04
+    lost 20 hosts 30 minutes into a re-run). Drained hosts are safe: the suspend program
+    leaves a host the roll-out drained on.
+    Fix: an OS with Slurm 23.02 or later (ubuntu-24.04), or turn power saving off for long
+    runs (SuspendTime=-1 in slurm.conf, `scontrol reconfigure`, and back after).
+    """
+    spec, plan = ctx.loaded.spec, ctx.plan
+    saving = spec.scheduler.power_saving
+    slurm = distro_slurm(spec.software.os)
+    if saving is None or slurm is None or has_suspend_exc_states(spec.software.os):
+        return
+    if plan is None or not plan.facts.control.may_power_off:
+        return  # nothing is ever powered off (RP092 says so)
+    yield Violation(
+        "scheduler.power_saving",
+        f"{spec.software.os}'s Slurm {slurm.version} cannot hold a playbook run's hosts off "
+        f"power saving (scontrol update SuspendExcNodes needs 23.02): a host idle for "
+        f"suspend_time {saving.suspend_time} during a run may be powered off under it",
+        "use ubuntu-24.04 (Slurm 23.11), or switch power saving off for runs longer than "
+        "suspend_time (SuspendTime=-1, scontrol reconfigure)",
     )
