@@ -223,6 +223,9 @@ class Cluster:
         self.groups = {g.name: g for g in groups}
         self.gpus = sum(n.gpus for n in nodes)
         self.watch: Callable[[Node], None] | None = None  # told of every node that changed
+        # the FGD meter's changed nodes (`FgdMeter.dirty`), marked in place: what ``watch``
+        # would be told, without a call per part on the hot path
+        self.dirty: dict[int, None] | None = None
         self.placement = "best-fit"  # a `PLACEMENTS` name: how a one-node job picks its node
         self.rng = random.Random(0)  # random placement's generator (the replay seeds it)
         self.rank = list(range(len(self.nodes)))  # score ties: the lowest rank wins
@@ -291,7 +294,7 @@ class Cluster:
         # same operations on each dict in the same order, so every insertion order stays as
         # it was. A node is in ``su_full`` exactly while it is open with every GPU free, so
         # only such a node is looked up there; nodes without MIG slices skip ``by_slice``.
-        nodes, groups, watch = self.nodes, self.groups, self.watch
+        nodes, groups, watch, dirty = self.nodes, self.groups, self.watch, self.dirty
         for part in alloc:
             index = part.node
             node = nodes[index]
@@ -322,6 +325,8 @@ class Cluster:
             if after == node.gpus:
                 g.su_full[node.su][index] = None
                 g.full += 1
+            if dirty is not None:
+                dirty[index] = None
             if watch is not None:
                 watch(node)
 
@@ -335,14 +340,17 @@ class Cluster:
         preemption that lifts its candidates, finds nothing and puts them back settles with
         this.
         """
-        nodes, groups, watch = self.nodes, self.groups, self.watch
+        nodes, groups, watch, dirty = self.nodes, self.groups, self.watch, self.dirty
         for _ in range(2):  # give, then take
             for alloc in allocs:
                 for part in alloc:
                     node = nodes[part.node]
                     node.stamp += 1
-                    if node.open and watch is not None:
-                        watch(node)
+                    if node.open:
+                        if dirty is not None:
+                            dirty[part.node] = None
+                        if watch is not None:
+                            watch(node)
         for alloc in allocs:  # the takes' index moves, in their order
             for part in alloc:
                 index = part.node
@@ -367,8 +375,7 @@ class Cluster:
             node.open = False
             node.stamp += 1
             self.layout += 1
-            if self.watch is not None:
-                self.watch(node)
+            self._heard(node)
 
     def relayout(self, indices: Iterable[int], whole: int, slices: Mapping[int, int]) -> None:
         """Give empty, closed nodes a new MIG layout and open them again."""
@@ -382,8 +389,14 @@ class Cluster:
             node.stamp += 1
             self.layout += 1
             self._index(node)
-            if self.watch is not None:
-                self.watch(node)
+            self._heard(node)
+
+    def _heard(self, node: Node) -> None:
+        """Tell ``dirty`` and ``watch`` that ``node`` changed."""
+        if self.dirty is not None:
+            self.dirty[node.index] = None
+        if self.watch is not None:
+            self.watch(node)
 
 
 def _unslice(g: GroupIndex, index: int, slices: Mapping[int, int]) -> None:

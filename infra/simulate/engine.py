@@ -166,7 +166,7 @@ class Replay:
         models = {name: g.gpu_model for name, g in self.cluster.groups.items()}
         shapes = typical_shapes(self.jobs if workload is None else workload, self.cluster.max_gpus)
         self.fgd = FgdMeter(self.cluster.nodes, models, shapes)
-        self.cluster.watch = self.fgd.mark
+        self.cluster.dirty = self.fgd.dirty
         self.cluster.fgd = self.fgd
         self.budget = EventBudget(self, policy.preemptions_per_job)
         self.preemptor = Preemptor(self)
