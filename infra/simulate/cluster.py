@@ -111,6 +111,8 @@ def held(alloc: Allocation) -> float:
     The one number a job is admitted on, charged to its tenant and metered as allocated:
     a 12-GPU job on two 8-GPU nodes holds 16, a fraction on an unshared GPU holds 1.
     """
+    if len(alloc) == 1:  # most jobs: one part (the sum's 0 + x is x)
+        return alloc[0].held
     return sum(part.held for part in alloc)
 
 
@@ -175,6 +177,8 @@ class Node:
     mem_total: int = 0  # MiB
     mem_free: int = 0
     stamp: int = 0  # counts changes: placement's per-node memo is valid while it holds
+    # `whole_part`'s parts of whole GPUs alone, by GPUs (one tuple each, shared by the jobs)
+    parts: dict[int, Part] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def empty(self) -> bool:
@@ -340,17 +344,9 @@ class Cluster:
         preemption that lifts its candidates, finds nothing and puts them back settles with
         this.
         """
-        nodes, groups, watch, dirty = self.nodes, self.groups, self.watch, self.dirty
         for _ in range(2):  # give, then take
-            for alloc in allocs:
-                for part in alloc:
-                    node = nodes[part.node]
-                    node.stamp += 1
-                    if node.open:
-                        if dirty is not None:
-                            dirty[part.node] = None
-                        if watch is not None:
-                            watch(node)
+            self._touch(allocs)
+        nodes, groups = self.nodes, self.groups
         for alloc in allocs:  # the takes' index moves, in their order
             for part in alloc:
                 index = part.node
@@ -366,6 +362,19 @@ class Cluster:
                         slot = g.by_slice.setdefault(g_size, {})
                         slot.pop(index, None)
                         slot[index] = None
+
+    def _touch(self, allocs: Sequence[Allocation]) -> None:
+        """Count a change on every node of ``allocs`` (and tell ``dirty`` and ``watch``)."""
+        nodes, watch, dirty = self.nodes, self.watch, self.dirty
+        for alloc in allocs:
+            for part in alloc:
+                node = nodes[part.node]
+                node.stamp += 1
+                if node.open:
+                    if dirty is not None:
+                        dirty[part.node] = None
+                    if watch is not None:
+                        watch(node)
 
     def close(self, indices: Iterable[int]) -> None:
         """Stop nodes taking new jobs (a MIG change drains them)."""
@@ -418,6 +427,13 @@ def whole_part(node: Node, gpus: int, cpu: int = 0, mem: int = 0) -> Part:
     if node.shared:
         free = [i for i, u in enumerate(node.shared) if u == node.replicas]
         chosen = tuple(free[:gpus])
+    elif not cpu and not mem:  # the same part every time: made once per node and size
+        part = node.parts.get(gpus)
+        if part is None:
+            part = node.parts[gpus] = _new_part(
+                Part, (node.index, gpus, 0, 0, (), 0, 0, float(gpus))
+            )
+        return part
     # `Part(node.index, whole=gpus, gpus=chosen, cpu=cpu, mem=mem, held=float(gpus))`
     # without the keyword call: every placement of whole GPUs makes its parts here
     return _new_part(Part, (node.index, gpus, 0, 0, chosen, cpu, mem, float(gpus)))

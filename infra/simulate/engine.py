@@ -374,11 +374,18 @@ class Replay:
     def _pass(self) -> bool:
         q, blocked = self.queues, self.blocked
         # `Queues.order` of each bucket not blocked, or whose head may try preemption now
-        heap = [
-            ((k[1], k[2], *bucket[0]), k)
-            for k, bucket in q.buckets.items()
-            if k not in blocked or self._preempt_due(k)
-        ]
+        # (`_preempt_due`, inline: most waiting buckets are blocked, every pass reads them)
+        tried, now, retry_s = self.tried_preempt, self.now, self.policy.preempt_retry_s
+        preempting = self.preemptor.preempting
+        heap = []
+        for k, bucket in q.buckets.items():
+            if k in blocked:
+                if k[0] not in preempting:
+                    continue
+                last = tried.get(k)
+                if last is not None and (now - last < retry_s or (last == now and retry_s > 0)):
+                    continue
+            heap.append(((k[1], k[2], *bucket[0]), k))
         heapq.heapify(heap)
         started = False
         while heap:
@@ -396,8 +403,9 @@ class Replay:
 
     def _preempt_due(self, key: BucketKey) -> bool:
         """Whether the bucket's head may try preemption now (once per `preempt_retry_s`)."""
-        due = retry_due(self.tried_preempt.get(key), self.now, self.policy.preempt_retry_s)
-        return due and self.preemptor.may_preempt(key)
+        if key[0] not in self.preemptor.preempting:  # `Preemptor.may_preempt`
+            return False
+        return retry_due(self.tried_preempt.get(key), self.now, self.policy.preempt_retry_s)
 
     def _fit(self, key: BucketKey, index: int) -> Allocation | None:
         alloc = None

@@ -58,7 +58,8 @@ def find(cluster: Cluster, job: Job, *, only: str | None = None) -> Allocation |
         if found is not None or job.fractional or job.gpus == 0:
             return found
     for g in groups:
-        if job.gpus > g.per_node:
+        # fewer wholly free nodes than the gang needs: `_find_nodes` answers None at once
+        if job.gpus > g.per_node and g.full >= job.gpus // g.per_node:
             found = _find_gang(cluster, g, job)
             if found is not None:
                 return found
