@@ -217,6 +217,9 @@ class GroupIndex:
     replicas: int = 1  # GPU sharing: replicas per GPU; 1: none
     members: list[int] = field(default_factory=list)  # its nodes, in plan order
     full: int = 0  # open nodes with every GPU unsplit and free: the sizes of ``su_full``
+    # [k]: SUs with k such nodes (``su_full``'s sizes counted), so a gang that no SU holds
+    # is told so without reading every SU (`infra.simulate.place`)
+    su_counts: list[int] = field(default_factory=list)
 
 
 class Cluster:
@@ -243,6 +246,10 @@ class Cluster:
         # placement's memo: (partition, GPUs, GPU model, models) -> the groups that accept
         # such a job, and those of them a node of which can hold it (`infra.simulate.place`)
         self.accepting: dict[Hashable, tuple[list[GroupIndex], list[GroupIndex]]] = {}
+        for g in groups:
+            g.su_counts = [0] * (max(g.su_size, *map(len, g.su_full.values()), 0) + 1)
+            for free in g.su_full.values():
+                g.su_counts[len(free)] += 1
         for node in self.nodes:
             self._index(node)
 
@@ -270,7 +277,7 @@ class Cluster:
             if free > 0:
                 g.by_slice.setdefault(size, {})[node.index] = None
         if node.whole_free == node.gpus:
-            g.su_full[node.su][node.index] = None
+            _su_free(g, node.su, node.index, +1)
             g.full += 1
 
     def _unindex(self, node: Node) -> None:
@@ -280,7 +287,7 @@ class Cluster:
         g.by_free[node.whole_free].pop(node.index, None)
         for size in node.slices_free:
             g.by_slice.get(size, {}).pop(node.index, None)
-        g.su_full[node.su].pop(node.index, None)
+        _su_free(g, node.su, node.index, -1)
         g.full -= node.whole_free == node.gpus
 
     # --- changes -----------------------------------------------------------------------
@@ -310,7 +317,10 @@ class Cluster:
             before = node.whole_free
             if before == node.gpus:
                 g.full -= 1
-                g.su_full[node.su].pop(index, None)
+                free = g.su_full[node.su]  # `_su_free`, inline
+                g.su_counts[len(free)] -= 1
+                free.pop(index, None)
+                g.su_counts[len(free)] += 1
             by_free[before].pop(index, None)
             sliced = node.slices_free
             if sliced:
@@ -327,7 +337,10 @@ class Cluster:
             if sliced:
                 _reslice(g, index, sliced)
             if after == node.gpus:
-                g.su_full[node.su][index] = None
+                free = g.su_full[node.su]
+                g.su_counts[len(free)] -= 1
+                free[index] = None
+                g.su_counts[len(free)] += 1
                 g.full += 1
             if dirty is not None:
                 dirty[index] = None
@@ -406,6 +419,17 @@ class Cluster:
             self.dirty[node.index] = None
         if self.watch is not None:
             self.watch(node)
+
+
+def _su_free(g: GroupIndex, su: int, index: int, sign: int) -> None:
+    """Add (+1) or drop (-1) node ``index`` in ``su``'s wholly free nodes, counted by size."""
+    free = g.su_full[su]
+    g.su_counts[len(free)] -= 1
+    if sign > 0:
+        free[index] = None
+    else:
+        free.pop(index, None)
+    g.su_counts[len(free)] += 1
 
 
 def _unslice(g: GroupIndex, index: int, slices: Mapping[int, int]) -> None:

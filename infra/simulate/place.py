@@ -340,6 +340,9 @@ def _tightest_su(g: GroupIndex, n: int) -> int | None:
     One pass without building tuples: the common multi-node search, run per candidate put
     back during preemption.
     """
+    counts = g.su_counts
+    if not any(counts[n:]):  # no SU holds it: the common answer for a gang that waits
+        return None
     best_free, best_su = 0, None
     for su, nodes in g.su_full.items():
         free = len(nodes)
