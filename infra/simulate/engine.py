@@ -224,7 +224,10 @@ class Replay:
         if horizon is None:  # serial execution bounds any sane schedule; past it, a livelock
             last = max((j.submit_s for j in self.jobs), default=0.0)
             horizon = last + sum(j.duration_s for j in self.jobs) + STUCK_S
-        while events and (self.active or self.mig.busy) and not self._stuck():
+        mig_changes = self.mig.changes  # `MigRunner.busy`: a change is under way
+        while events and (self.active or mig_changes):
+            if not self.running and self._stuck():
+                break
             at = events.next_at()
             if horizon is not None and at > horizon:
                 self._advance(horizon)
@@ -271,8 +274,7 @@ class Replay:
             self.frag_area += (self.cluster.gpus - self.alloc) * (at - self.now)
         if at > self.now:
             self.fgd_area += self.fgd.flush() * (at - self.now)
-        self.power.advance(at)
-        self.now = at
+        self.now = at  # power saving integrates nothing per step (`PowerSaver.close`)
 
     def _handle(self, kind: int, payload: tuple[int, ...]) -> None:
         if kind == FINISH:
@@ -467,10 +469,11 @@ class Replay:
         meter(self, job.tenant, run.alloc, -1)
         self.classes[(*self.rank[index], job.tenant)].pop(index)
         self.unblock_all()
-        for node in {part.node for part in run.alloc}:
-            if self.cluster.nodes[node].empty:
-                self.power.idle(node)
-                self.mig.node_emptied(node)
+        if self.power.enabled or self.mig.changes:  # else an emptied node changes nothing
+            for node in {part.node for part in run.alloc}:
+                if self.cluster.nodes[node].empty:
+                    self.power.idle(node)
+                    self.mig.node_emptied(node)
         return run
 
     def evict(self, index: int, *, freed: bool = False) -> float:
