@@ -58,8 +58,12 @@ def find(cluster: Cluster, job: Job, *, only: str | None = None) -> Allocation |
         if found is not None or job.fractional or job.gpus == 0:
             return found
     for g in groups:
-        # fewer wholly free nodes than the gang needs: `_find_nodes` answers None at once
-        if job.gpus > g.per_node and g.full >= job.gpus // g.per_node:
+        if job.gpus <= g.per_node:
+            continue
+        n = job.gpus // g.per_node
+        # fewer wholly free nodes than the gang needs, in the group or (at most an SU) in
+        # any one SU: `_find_nodes` answers None at once, so the search is not made
+        if g.full >= n and (n > g.su_size or any(g.su_counts[n:])):
             found = _find_gang(cluster, g, job)
             if found is not None:
                 return found
