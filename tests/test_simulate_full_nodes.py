@@ -3,7 +3,9 @@
 A gang of n whole nodes fits only where its group has n wholly free nodes, so placement
 refuses it at once when the count says fewer (most waiting gangs, searched again after every
 job that ends). The count must equal the SU indexes' sizes after every take, give (preemption's
-tentative lifts included), MIG drain and re-layout, or a gang that fits would be refused.
+tentative lifts included), MIG drain and re-layout, or a gang that fits would be refused;
+so must the SUs counted by their wholly free nodes (`GroupIndex.su_counts`), which refuse a
+gang no SU holds without reading every SU.
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ def test_the_count_of_wholly_free_nodes_follows_every_change(
             change(self, *args)
             for g in self.groups.values():
                 assert g.full == sum(len(nodes) for nodes in g.su_full.values()), g.name
+                counts = [0] * len(g.su_counts)
+                for nodes in g.su_full.values():
+                    counts[len(nodes)] += 1
+                assert g.su_counts == counts, g.name
             checked += 1
 
         return checked_change

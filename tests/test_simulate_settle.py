@@ -159,6 +159,7 @@ def _state(cluster: Cluster) -> list[Any]:
             {s: list(d) for s, d in g.by_slice.items()},
             {su: list(d) for su, d in g.su_full.items()},
             g.full,
+            g.su_counts,
         )
         for g in cluster.groups.values()
     ]

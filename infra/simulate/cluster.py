@@ -111,6 +111,8 @@ def held(alloc: Allocation) -> float:
     The one number a job is admitted on, charged to its tenant and metered as allocated:
     a 12-GPU job on two 8-GPU nodes holds 16, a fraction on an unshared GPU holds 1.
     """
+    if len(alloc) == 1:  # most jobs: one part (the sum's 0 + x is x)
+        return alloc[0].held
     return sum(part.held for part in alloc)
 
 
@@ -175,6 +177,8 @@ class Node:
     mem_total: int = 0  # MiB
     mem_free: int = 0
     stamp: int = 0  # counts changes: placement's per-node memo is valid while it holds
+    # `whole_part`'s parts of whole GPUs alone, by GPUs (one tuple each, shared by the jobs)
+    parts: dict[int, Part] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def empty(self) -> bool:
@@ -213,6 +217,9 @@ class GroupIndex:
     replicas: int = 1  # GPU sharing: replicas per GPU; 1: none
     members: list[int] = field(default_factory=list)  # its nodes, in plan order
     full: int = 0  # open nodes with every GPU unsplit and free: the sizes of ``su_full``
+    # [k]: SUs with k such nodes (``su_full``'s sizes counted), so a gang that no SU holds
+    # is told so without reading every SU (`infra.simulate.place`)
+    su_counts: list[int] = field(default_factory=list)
 
 
 class Cluster:
@@ -223,6 +230,9 @@ class Cluster:
         self.groups = {g.name: g for g in groups}
         self.gpus = sum(n.gpus for n in nodes)
         self.watch: Callable[[Node], None] | None = None  # told of every node that changed
+        # the FGD meter's changed nodes (`FgdMeter.dirty`), marked in place: what ``watch``
+        # would be told, without a call per part on the hot path
+        self.dirty: dict[int, None] | None = None
         self.placement = "best-fit"  # a `PLACEMENTS` name: how a one-node job picks its node
         self.rng = random.Random(0)  # random placement's generator (the replay seeds it)
         self.rank = list(range(len(self.nodes)))  # score ties: the lowest rank wins
@@ -236,6 +246,10 @@ class Cluster:
         # placement's memo: (partition, GPUs, GPU model, models) -> the groups that accept
         # such a job, and those of them a node of which can hold it (`infra.simulate.place`)
         self.accepting: dict[Hashable, tuple[list[GroupIndex], list[GroupIndex]]] = {}
+        for g in groups:
+            g.su_counts = [0] * (max(g.su_size, *map(len, g.su_full.values()), 0) + 1)
+            for free in g.su_full.values():
+                g.su_counts[len(free)] += 1
         for node in self.nodes:
             self._index(node)
 
@@ -263,7 +277,7 @@ class Cluster:
             if free > 0:
                 g.by_slice.setdefault(size, {})[node.index] = None
         if node.whole_free == node.gpus:
-            g.su_full[node.su][node.index] = None
+            _su_free(g, node.su, node.index, +1)
             g.full += 1
 
     def _unindex(self, node: Node) -> None:
@@ -273,7 +287,7 @@ class Cluster:
         g.by_free[node.whole_free].pop(node.index, None)
         for size in node.slices_free:
             g.by_slice.get(size, {}).pop(node.index, None)
-        g.su_full[node.su].pop(node.index, None)
+        _su_free(g, node.su, node.index, -1)
         g.full -= node.whole_free == node.gpus
 
     # --- changes -----------------------------------------------------------------------
@@ -291,7 +305,7 @@ class Cluster:
         # same operations on each dict in the same order, so every insertion order stays as
         # it was. A node is in ``su_full`` exactly while it is open with every GPU free, so
         # only such a node is looked up there; nodes without MIG slices skip ``by_slice``.
-        nodes, groups, watch = self.nodes, self.groups, self.watch
+        nodes, groups, watch, dirty = self.nodes, self.groups, self.watch, self.dirty
         for part in alloc:
             index = part.node
             node = nodes[index]
@@ -303,7 +317,10 @@ class Cluster:
             before = node.whole_free
             if before == node.gpus:
                 g.full -= 1
-                g.su_full[node.su].pop(index, None)
+                free = g.su_full[node.su]  # `_su_free`, inline
+                g.su_counts[len(free)] -= 1
+                free.pop(index, None)
+                g.su_counts[len(free)] += 1
             by_free[before].pop(index, None)
             sliced = node.slices_free
             if sliced:
@@ -320,8 +337,13 @@ class Cluster:
             if sliced:
                 _reslice(g, index, sliced)
             if after == node.gpus:
-                g.su_full[node.su][index] = None
+                free = g.su_full[node.su]
+                g.su_counts[len(free)] -= 1
+                free[index] = None
+                g.su_counts[len(free)] += 1
                 g.full += 1
+            if dirty is not None:
+                dirty[index] = None
             if watch is not None:
                 watch(node)
 
@@ -335,14 +357,9 @@ class Cluster:
         preemption that lifts its candidates, finds nothing and puts them back settles with
         this.
         """
-        nodes, groups, watch = self.nodes, self.groups, self.watch
         for _ in range(2):  # give, then take
-            for alloc in allocs:
-                for part in alloc:
-                    node = nodes[part.node]
-                    node.stamp += 1
-                    if node.open and watch is not None:
-                        watch(node)
+            self._touch(allocs)
+        nodes, groups = self.nodes, self.groups
         for alloc in allocs:  # the takes' index moves, in their order
             for part in alloc:
                 index = part.node
@@ -359,6 +376,19 @@ class Cluster:
                         slot.pop(index, None)
                         slot[index] = None
 
+    def _touch(self, allocs: Sequence[Allocation]) -> None:
+        """Count a change on every node of ``allocs`` (and tell ``dirty`` and ``watch``)."""
+        nodes, watch, dirty = self.nodes, self.watch, self.dirty
+        for alloc in allocs:
+            for part in alloc:
+                node = nodes[part.node]
+                node.stamp += 1
+                if node.open:
+                    if dirty is not None:
+                        dirty[part.node] = None
+                    if watch is not None:
+                        watch(node)
+
     def close(self, indices: Iterable[int]) -> None:
         """Stop nodes taking new jobs (a MIG change drains them)."""
         for index in indices:
@@ -367,8 +397,7 @@ class Cluster:
             node.open = False
             node.stamp += 1
             self.layout += 1
-            if self.watch is not None:
-                self.watch(node)
+            self._heard(node)
 
     def relayout(self, indices: Iterable[int], whole: int, slices: Mapping[int, int]) -> None:
         """Give empty, closed nodes a new MIG layout and open them again."""
@@ -382,8 +411,25 @@ class Cluster:
             node.stamp += 1
             self.layout += 1
             self._index(node)
-            if self.watch is not None:
-                self.watch(node)
+            self._heard(node)
+
+    def _heard(self, node: Node) -> None:
+        """Tell ``dirty`` and ``watch`` that ``node`` changed."""
+        if self.dirty is not None:
+            self.dirty[node.index] = None
+        if self.watch is not None:
+            self.watch(node)
+
+
+def _su_free(g: GroupIndex, su: int, index: int, sign: int) -> None:
+    """Add (+1) or drop (-1) node ``index`` in ``su``'s wholly free nodes, counted by size."""
+    free = g.su_full[su]
+    g.su_counts[len(free)] -= 1
+    if sign > 0:
+        free[index] = None
+    else:
+        free.pop(index, None)
+    g.su_counts[len(free)] += 1
 
 
 def _unslice(g: GroupIndex, index: int, slices: Mapping[int, int]) -> None:
@@ -405,6 +451,13 @@ def whole_part(node: Node, gpus: int, cpu: int = 0, mem: int = 0) -> Part:
     if node.shared:
         free = [i for i, u in enumerate(node.shared) if u == node.replicas]
         chosen = tuple(free[:gpus])
+    elif not cpu and not mem:  # the same part every time: made once per node and size
+        part = node.parts.get(gpus)
+        if part is None:
+            part = node.parts[gpus] = _new_part(
+                Part, (node.index, gpus, 0, 0, (), 0, 0, float(gpus))
+            )
+        return part
     # `Part(node.index, whole=gpus, gpus=chosen, cpu=cpu, mem=mem, held=float(gpus))`
     # without the keyword call: every placement of whole GPUs makes its parts here
     return _new_part(Part, (node.index, gpus, 0, 0, chosen, cpu, mem, float(gpus)))

@@ -166,7 +166,7 @@ class Replay:
         models = {name: g.gpu_model for name, g in self.cluster.groups.items()}
         shapes = typical_shapes(self.jobs if workload is None else workload, self.cluster.max_gpus)
         self.fgd = FgdMeter(self.cluster.nodes, models, shapes)
-        self.cluster.watch = self.fgd.mark
+        self.cluster.dirty = self.fgd.dirty
         self.cluster.fgd = self.fgd
         self.budget = EventBudget(self, policy.preemptions_per_job)
         self.preemptor = Preemptor(self)
@@ -224,7 +224,10 @@ class Replay:
         if horizon is None:  # serial execution bounds any sane schedule; past it, a livelock
             last = max((j.submit_s for j in self.jobs), default=0.0)
             horizon = last + sum(j.duration_s for j in self.jobs) + STUCK_S
-        while events and (self.active or self.mig.busy) and not self._stuck():
+        mig_changes = self.mig.changes  # `MigRunner.busy`: a change is under way
+        while events and (self.active or mig_changes):
+            if not self.running and self._stuck():
+                break
             at = events.next_at()
             if horizon is not None and at > horizon:
                 self._advance(horizon)
@@ -271,8 +274,7 @@ class Replay:
             self.frag_area += (self.cluster.gpus - self.alloc) * (at - self.now)
         if at > self.now:
             self.fgd_area += self.fgd.flush() * (at - self.now)
-        self.power.advance(at)
-        self.now = at
+        self.now = at  # power saving integrates nothing per step (`PowerSaver.close`)
 
     def _handle(self, kind: int, payload: tuple[int, ...]) -> None:
         if kind == FINISH:
@@ -374,11 +376,18 @@ class Replay:
     def _pass(self) -> bool:
         q, blocked = self.queues, self.blocked
         # `Queues.order` of each bucket not blocked, or whose head may try preemption now
-        heap = [
-            ((k[1], k[2], *bucket[0]), k)
-            for k, bucket in q.buckets.items()
-            if k not in blocked or self._preempt_due(k)
-        ]
+        # (`_preempt_due`, inline: most waiting buckets are blocked, every pass reads them)
+        tried, now, retry_s = self.tried_preempt, self.now, self.policy.preempt_retry_s
+        preempting = self.preemptor.preempting
+        heap = []
+        for k, bucket in q.buckets.items():
+            if k in blocked:
+                if k[0] not in preempting:
+                    continue
+                last = tried.get(k)
+                if last is not None and (now - last < retry_s or (last == now and retry_s > 0)):
+                    continue
+            heap.append(((k[1], k[2], *bucket[0]), k))
         heapq.heapify(heap)
         started = False
         while heap:
@@ -396,8 +405,9 @@ class Replay:
 
     def _preempt_due(self, key: BucketKey) -> bool:
         """Whether the bucket's head may try preemption now (once per `preempt_retry_s`)."""
-        due = retry_due(self.tried_preempt.get(key), self.now, self.policy.preempt_retry_s)
-        return due and self.preemptor.may_preempt(key)
+        if key[0] not in self.preemptor.preempting:  # `Preemptor.may_preempt`
+            return False
+        return retry_due(self.tried_preempt.get(key), self.now, self.policy.preempt_retry_s)
 
     def _fit(self, key: BucketKey, index: int) -> Allocation | None:
         alloc = None
@@ -459,10 +469,11 @@ class Replay:
         meter(self, job.tenant, run.alloc, -1)
         self.classes[(*self.rank[index], job.tenant)].pop(index)
         self.unblock_all()
-        for node in {part.node for part in run.alloc}:
-            if self.cluster.nodes[node].empty:
-                self.power.idle(node)
-                self.mig.node_emptied(node)
+        if self.power.enabled or self.mig.changes:  # else an emptied node changes nothing
+            for node in {part.node for part in run.alloc}:
+                if self.cluster.nodes[node].empty:
+                    self.power.idle(node)
+                    self.mig.node_emptied(node)
         return run
 
     def evict(self, index: int, *, freed: bool = False) -> float:

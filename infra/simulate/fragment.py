@@ -80,9 +80,14 @@ def _models(job: Job) -> tuple[str, ...]:
 
 def node_state(node: Node, model: str) -> State:
     """``node``'s free state now (`State`)."""
-    partial = tuple(sorted(u for u in node.shared if 0 < u < node.replicas)) if node.shared else ()
+    partial = _partial(node) if node.shared else ()
     slices = tuple((g, f) for g, f in node.slices_free.items() if f) if node.slices_free else ()
     return (model, node.replicas, node.cpu_free, node.whole_free, partial, slices)
+
+
+def _partial(node: Node) -> tuple[int, ...]:
+    """The free replicas of a sharing node's partly used GPUs, in order."""
+    return tuple(sorted(u for u in node.shared if 0 < u < node.replicas))
 
 
 def after(state: State, part: Part, shared_free: int) -> State:
@@ -173,7 +178,16 @@ class FgdMeter:
                 node = nodes[index]
                 value = 0.0
                 if node.open and self.shapes:
-                    state = node_state(node, models[node.group])
+                    state = (  # `node_state`, inline
+                        models[node.group],
+                        node.replicas,
+                        node.cpu_free,
+                        node.whole_free,
+                        _partial(node) if node.shared else (),
+                        tuple((g, f) for g, f in node.slices_free.items() if f)
+                        if node.slices_free
+                        else (),
+                    )
                     found = memo.get(state)
                     value = self.of(state) if found is None else found
                 total += value - values[index]

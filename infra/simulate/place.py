@@ -58,7 +58,12 @@ def find(cluster: Cluster, job: Job, *, only: str | None = None) -> Allocation |
         if found is not None or job.fractional or job.gpus == 0:
             return found
     for g in groups:
-        if job.gpus > g.per_node:
+        if job.gpus <= g.per_node:
+            continue
+        n = job.gpus // g.per_node
+        # fewer wholly free nodes than the gang needs, in the group or (at most an SU) in
+        # any one SU: `_find_nodes` answers None at once, so the search is not made
+        if g.full >= n and (n > g.su_size or any(g.su_counts[n:])):
             found = _find_gang(cluster, g, job)
             if found is not None:
                 return found
@@ -339,6 +344,9 @@ def _tightest_su(g: GroupIndex, n: int) -> int | None:
     One pass without building tuples: the common multi-node search, run per candidate put
     back during preemption.
     """
+    counts = g.su_counts
+    if not any(counts[n:]):  # no SU holds it: the common answer for a gang that waits
+        return None
     best_free, best_su = 0, None
     for su, nodes in g.su_full.items():
         free = len(nodes)

@@ -65,9 +65,6 @@ class PowerSaver:
         for node in range(len(self.stamp)):
             self.idle(node, at=t0)
 
-    def advance(self, at: float) -> None:
-        """Nothing to integrate per step: off time is closed when a node wakes or at the end."""
-
     def idle(self, node: int, at: float | None = None) -> None:
         """``node`` has nothing running from now: it powers off after `suspend_time` idle."""
         if not self.eligible[node]:

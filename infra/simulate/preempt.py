@@ -56,6 +56,8 @@ class Preemptor:
         self.replay = replay
         self._nodes_of: tuple[Allocation, set[int]] = ((), set())  # a placement, its nodes
         book = replay.book
+        # the tenants whose queue heads may evict anything under the spec's preemption
+        self.preempting = frozenset(book.quota if self.possible() else ())
         # per spec tenant that may preempt: its rank, its keys in the queues' and the
         # running jobs' classes per job rank (none when nothing may be preempted)
         self.tenants = (
@@ -69,10 +71,7 @@ class Preemptor:
 
     def may_preempt(self, key: BucketKey) -> bool:
         """Whether the head of ``key`` may evict anything under the spec's preemption."""
-        book = self.replay.book
-        if not book.managed or key[0] not in book.quota:
-            return False
-        return book.preemption.within_tenant != "never" or book.preemption.reclaim != "never"
+        return key[0] in self.preempting
 
     def possible(self) -> bool:
         """Whether the spec lets any waiting job evict anything (else no key `may_preempt`)."""
