@@ -202,11 +202,11 @@ def _change(cluster: Cluster, tmp_path: Path, config: str) -> str:
 def test_the_day_night_mig_change_moves_admission_with_the_nodes(
     clean: Cluster, tmp_path: Path
 ) -> None:
-    """By day (infer-day: seven 1g.10gb a GPU) a MIG Job runs and a whole-GPU Job on the
-    inference group waits unadmitted; the rendered 21:00 change (run as its CronJob runs it)
+    """By day (infer-day: seven 1g.10gb a GPU) a MIG Job runs, research runs all 448 GPUs
+    of the training group, and a whole-GPU Job on the inference group waits unadmitted; the rendered 21:00 change (run as its CronJob runs it)
     drains the group and the MIG manager reports whole GPUs: the waiting Job is admitted
     and runs, a MIG Job now waits, and all 64 night GPUs are usable (serving's 32 it never
-    lends plus the 32 research may borrow). The 07:00 change brings the slices back."""
+    lends plus the 32 research may borrow): all 512 whole GPUs of the cluster run. The 07:00 change brings the slices back."""
     c = clean
     infer = _infer_nodes(c)
     gpus = c.gpus_per_node("infer")
@@ -222,6 +222,7 @@ def test_the_day_night_mig_change_moves_admission_with_the_nodes(
             wl = jobs.wait_admitted(c.kubeconfig, "serving", "day-mig")
             assert jobs.flavors(wl) == {SLICE: flavor}
             _running_on(c, "serving", "day-mig", 1, "infer")
+            train = _research_fills_the_training_group(c)
             jobs.submit(c.kubeconfig, c.job("night-gpu", "serving", 1, {GPU: str(gpus)}))
             said = jobs.wait_pending(c.kubeconfig, "serving", "night-gpu")
             print(f"by day ({day}) serving/night-gpu waits:", said)
@@ -243,7 +244,13 @@ def test_the_day_night_mig_change_moves_admission_with_the_nodes(
                 f"by night ({night}) serving/night-mig waits:",
                 jobs.wait_pending(c.kubeconfig, "serving", "night-mig"),
             )
-            _every_night_gpu_is_usable(c, gpus, len(infer), on_infer)
+            night_gpus = _every_night_gpu_is_usable(c, gpus, len(infer), on_infer)
+            assert len(jobs.running_pods(c.kubeconfig, "research", "day-train")) == train
+            every = sum(int(n["status"]["allocatable"].get(GPU, "0")) for n in c.nodes.values())
+            every += night_gpus  # the inference nodes had none when created (by day)
+            held = night_gpus + train * c.gpus_per_node("train")
+            assert held == every, (held, every)
+            print(f"by night: {held} of the cluster's {every} whole GPUs running")
 
             # 07:00
             log = _change(c, tmp_path, day)
@@ -261,9 +268,29 @@ def test_the_day_night_mig_change_moves_admission_with_the_nodes(
                 mig.run_change(tmp_path, c.kubeconfig, c.k8s_dir, day)
 
 
+def _research_fills_the_training_group(c: Cluster) -> int:
+    """By day research runs its whole quota of the training group: every whole GPU there
+    (none is held back for GPUs the inference group has only by night); its pod count."""
+    flavor = c.flavor_of("train")
+    nominal = scenario.quota(c.rendered("ClusterQueue")["research"], flavor)["nominalQuota"]
+    per_node = c.gpus_per_node("train")
+    on_train = [n for n in c.nodes.values() if n["metadata"]["labels"][GROUP_LABEL] == "train"]
+    assert nominal == per_node * len(on_train)
+    pods = nominal // per_node
+    job = c.job(
+        "day-train", "research", pods, {GPU: str(per_node)}, node_selector={GROUP_LABEL: "train"}
+    )
+    jobs.submit(c.kubeconfig, job)
+    wl = jobs.wait_admitted(c.kubeconfig, "research", "day-train")
+    assert jobs.flavors(wl) == {GPU: flavor}
+    _running_on(c, "research", "day-train", pods, "train")
+    print(f"by day: research runs {nominal} of the training group's {nominal} GPUs")
+    return pods
+
+
 def _every_night_gpu_is_usable(
     c: Cluster, gpus: int, node_count: int, on_infer: dict[str, str]
-) -> None:
+) -> int:
     """Serving holds the whole GPUs it never lends (lendingLimit), research borrows the rest
     up to what serving lends: every whole GPU of the inference group runs a pod."""
     serving = scenario.quota(c.rendered("ClusterQueue")["serving"], c.flavor_of("infer"))
@@ -296,3 +323,4 @@ def _every_night_gpu_is_usable(
         f"by night: {held} of {gpus * node_count} inference GPUs running "
         f"(serving {kept} kept, research {lent} borrowed)"
     )
+    return held
