@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.k8s_twin import apply, crds, jobs, kueue, kwok, nodes, versions
-from tests.k8s_twin.control_plane import ControlPlane
+from tests.k8s_twin import apply, jobs, kwok, scenario, versions
 from tests.k8s_twin.kubectl import kubectl
+from tests.k8s_twin.scenario import GPU, RDMA, Cluster, use_cluster_queues
 
 _missing = versions.missing_binaries() + versions.missing_controllers()
 if os.environ.get("RAILPLAN_K8S_TWIN") != "1":
@@ -38,73 +36,14 @@ if _missing and os.environ.get("CI") != "true":
     )
 
 SPEC = Path("kueue:examples/k8s-tenants.yaml")
-GPU = "nvidia.com/gpu"
-RDMA = "rdma/rdma_shared_device_ib"
 TENANTS = ["research", "serving"]
-
-
-@dataclass
-class Cluster:
-    plane: ControlPlane
-    spec: Path  # the materialised Kueue spec
-    k8s_dir: Path
-    planned: nodes.Planned
-    nodes: dict[str, dict[str, Any]]  # name -> the Node as created
-
-    @property
-    def kubeconfig(self) -> Path:
-        return self.plane.kubeconfig
-
-    def rendered(self, kind: str, k8s_dir: Path | None = None) -> dict[str, dict[str, Any]]:
-        """Name -> rendered object of `kind`, from the tree applied (or `k8s_dir`)."""
-        out = {}
-        for path in sorted((k8s_dir or self.k8s_dir).glob("*.yaml")):
-            for doc in yaml.safe_load_all(path.read_text()):
-                if isinstance(doc, dict) and doc.get("kind") == kind:
-                    out[doc["metadata"]["name"]] = doc
-        return out
-
-    def flavor_of(self, group: str, resource: str = "nvidia.com/gpu") -> str:
-        """The rendered ResourceFlavor of node group `group` a ClusterQueue covers `resource` on."""
-        on_group = {
-            n
-            for n, f in self.rendered("ResourceFlavor").items()
-            if f["spec"].get("nodeLabels", {}).get("railplan.dev/node-group") == group
-        }
-        (name,) = {
-            fl["name"]
-            for cq in self.rendered("ClusterQueue").values()
-            for rg in cq["spec"]["resourceGroups"]
-            for fl in rg["flavors"]
-            if fl["name"] in on_group and resource in rg["coveredResources"]
-        }
-        return str(name)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     assert not _missing, f"binaries not built: {_missing}"
-    workdir = tmp_path_factory.mktemp("k8s-twin-sched")
-    plane = ControlPlane(workdir / "plane")
-    plane.up()
-    try:
-        crds.install(plane.kubeconfig)
-        kueue.start(plane)
-        spec = apply.materialise(SPEC, workdir)
-        k8s_dir = apply.render(spec, workdir / "root")
-        refused = [
-            r.as_dict() for r in apply.apply_tree(plane.kubeconfig, k8s_dir) if not r.accepted
-        ]
-        assert refused == [], refused
-        planned = nodes.Planned.load(spec)
-        objects = nodes.node_objects(planned)
-        kwok.start(plane)
-        kwok.create_nodes(plane, objects)
-        kwok.wait_ready(plane, [o["metadata"]["name"] for o in objects])
-        yield Cluster(plane, spec, k8s_dir, planned, {o["metadata"]["name"]: o for o in objects})
-    finally:
-        left = plane.down()
-    assert left == [], f"still running after down: {left}"
+    with scenario.started(SPEC, tmp_path_factory.mktemp("k8s-twin-sched")) as running:
+        yield running
 
 
 @pytest.fixture
@@ -116,32 +55,15 @@ def clean(cluster: Cluster) -> Iterator[Cluster]:
     jobs.delete_all(cluster.kubeconfig, TENANTS)
 
 
-def use_cluster_queues(cluster: Cluster, k8s_dir: Path) -> None:
-    """Server-side apply the ClusterQueues rendered into `k8s_dir` (railplan's field manager)."""
-    (path,) = k8s_dir.glob("*-clusterqueue.yaml")
-    kubectl(
-        cluster.kubeconfig,
-        ["apply", "--server-side", f"--field-manager={apply.FIELD_MANAGER}", "-f", str(path)],
-    )
-
-
-def _quota(cq: dict[str, Any], flavor: str, resource: str = GPU) -> dict[str, int]:
-    """nominalQuota / borrowingLimit / lendingLimit of `resource` on `flavor` in a ClusterQueue."""
-    for group in cq["spec"]["resourceGroups"]:
-        for fl in group["flavors"]:
-            if fl["name"] == flavor:
-                for res in fl["resources"]:
-                    if res["name"] == resource:
-                        return {k: int(v) for k, v in res.items() if k != "name"}
-    raise KeyError(f"{cq['metadata']['name']}: no {resource} on {flavor}")
+_quota = scenario.quota
 
 
 def _gpus_per_node(cluster: Cluster, group: str) -> int:
-    return cluster.planned.catalog.nodes[cluster.planned.plan.groups[group].node].gpus
+    return cluster.gpus_per_node(group)
 
 
 def _node_of(cluster: Cluster, pod: dict[str, Any]) -> dict[str, Any]:
-    return cluster.nodes[pod["spec"]["nodeName"]]
+    return cluster.node_of(pod)
 
 
 # --- the nodes ---------------------------------------------------------------------------------
@@ -169,7 +91,7 @@ def test_planned_nodes_are_ready_with_their_labels_and_capacity(cluster: Cluster
 
 def test_kueue_admits_a_whole_gpu_training_job_on_the_gpu_flavor(clean: Cluster) -> None:
     gpus = _gpus_per_node(clean, "train")
-    jobs.submit(clean.kubeconfig, jobs.job("train-1", "research", 1, {GPU: str(gpus)}))
+    jobs.submit(clean.kubeconfig, clean.job("train-1", "research", 1, {GPU: str(gpus)}))
     wl = jobs.wait_admitted(clean.kubeconfig, "research", "train-1")
     assert wl["status"]["admission"]["clusterQueue"] == "research"
     assert jobs.flavors(wl) == {GPU: clean.flavor_of("train")}
@@ -185,7 +107,7 @@ def test_kueue_admits_a_training_job_that_asks_for_cpu_memory_and_rdma(clean: Cl
     covers every resource it requests, so all of them must be on the GPU's flavor."""
     gpus = _gpus_per_node(clean, "train")
     request = {GPU: str(gpus), "cpu": "96", "memory": "1024Gi", RDMA: "1"}
-    jobs.submit(clean.kubeconfig, jobs.job("nccl-1", "research", 2, request))
+    jobs.submit(clean.kubeconfig, clean.job("nccl-1", "research", 2, request))
     try:
         wl = jobs.wait_admitted(clean.kubeconfig, "research", "nccl-1", timeout_s=90)
     finally:
@@ -208,7 +130,7 @@ def test_kueue_admits_a_mig_inference_job_on_the_mig_flavor(clean: Cluster) -> N
     """A serving pod asking for one 1g.10gb slice (the group's layout now) is admitted on
     the inference group's flavor and runs on an inference node."""
     profile = "nvidia.com/mig-1g.10gb"
-    jobs.submit(clean.kubeconfig, jobs.job("infer-1", "serving", 1, {profile: "1"}))
+    jobs.submit(clean.kubeconfig, clean.job("infer-1", "serving", 1, {profile: "1"}))
     wl = jobs.wait_admitted(clean.kubeconfig, "serving", "infer-1", timeout_s=90)
     assert jobs.flavors(wl) == {profile: clean.flavor_of("infer", profile)}
     (pod,) = jobs.wait_for(
@@ -223,7 +145,7 @@ def test_kueue_counts_a_mig_pods_cpu_and_memory_on_its_mig_groups_flavor(clean: 
     (CPUs counted on another group's flavor would pin it to two node groups at once)."""
     profile = "nvidia.com/mig-1g.10gb"
     request = {profile: "1", "cpu": "4", "memory": "32Gi"}
-    jobs.submit(clean.kubeconfig, jobs.job("infer-cpu", "serving", 1, request))
+    jobs.submit(clean.kubeconfig, clean.job("infer-cpu", "serving", 1, request))
     try:
         wl = jobs.wait_admitted(clean.kubeconfig, "serving", "infer-cpu", timeout_s=90)
     finally:
@@ -241,85 +163,13 @@ def test_kueue_counts_a_mig_pods_cpu_and_memory_on_its_mig_groups_flavor(clean: 
 # --- Kueue: borrowing and reclaim ---------------------------------------------------------------
 
 
-def _lendable(cluster: Cluster) -> dict[str, Any]:
-    """Where research may borrow from serving: the first (flavor, GPU or MIG resource) of
-    research's queue with a borrowingLimit, which serving lends and whose nodes have now;
-    pods of a whole node's worth of that resource each."""
-    queues, flavors = cluster.rendered("ClusterQueue"), cluster.rendered("ResourceFlavor")
-    for rg in queues["research"]["spec"]["resourceGroups"]:
-        for fl in rg["flavors"]:
-            group = flavors[fl["name"]]["spec"]["nodeLabels"]["railplan.dev/node-group"]
-            node = next(
-                n
-                for n in cluster.nodes.values()
-                if n["metadata"]["labels"]["railplan.dev/node-group"] == group
-            )
-            # GPUs and slices only: the CPUs, memory and RDMA devices on the same flavors
-            # follow them in proportion
-            for resource in (r for r in rg["coveredResources"] if r.startswith("nvidia.com/")):
-                research = _quota(queues["research"], fl["name"], resource)
-                serving = _quota(queues["serving"], fl["name"], resource)
-                lends = serving.get("lendingLimit", serving["nominalQuota"])
-                per_pod = int(node["status"]["allocatable"].get(resource, "0"))
-                borrowable = min(research.get("borrowingLimit", lends), lends)
-                if per_pod and borrowable >= per_pod:
-                    return {
-                        "flavor": fl["name"],
-                        "resource": resource,
-                        "group": group,
-                        "per_pod": per_pod,
-                        "research": research["nominalQuota"],
-                        "borrowable": borrowable,
-                        "serving": serving["nominalQuota"],
-                    }
-    raise AssertionError("research can borrow nothing its nodes have now")
-
-
-def _borrow_up_to_the_limit(cluster: Cluster) -> dict[str, Any]:
-    """Research fills its own quota on that flavor, then borrows serving's idle quota up to
-    what it may borrow (its borrowingLimit, and no more than serving lends); one pod more
-    waits. Pods are pinned to the flavor's node group so no other flavor is in play."""
-    got = _lendable(cluster)
-    on_group = {"railplan.dev/node-group": got["group"]}
-    request = {got["resource"]: str(got["per_pod"])}
-    fill, borrow = got["research"] // got["per_pod"], got["borrowable"] // got["per_pod"]
-    for name, pods in (("fill", fill), ("borrow", borrow)):
-        if pods == 0:
-            continue
-        jobs.submit(
-            cluster.kubeconfig, jobs.job(name, "research", pods, request, node_selector=on_group)
-        )
-        wl = jobs.wait_admitted(cluster.kubeconfig, "research", name)
-        assert jobs.flavors(wl) == {got["resource"]: got["flavor"]}
-    jobs.submit(
-        cluster.kubeconfig, jobs.job("over", "research", 1, request, node_selector=on_group)
-    )
-    message = jobs.wait_pending(cluster.kubeconfig, "research", "over")
-    print("research/over:", message)
-    assert "insufficient" in message.lower() or "borrow" in message.lower(), message
-    return got
-
-
-def _lender_submits(cluster: Cluster, got: dict[str, Any]) -> None:
-    """Serving asks for its whole quota on that flavor (at its own priority)."""
-    job = jobs.job(
-        "lender",
-        "serving",
-        got["serving"] // got["per_pod"],
-        {got["resource"]: str(got["per_pod"])},
-        node_selector={"railplan.dev/node-group": got["group"]},
-        priority="h100-shared-critical",
-    )
-    jobs.submit(cluster.kubeconfig, job)
-
-
 def test_borrowing_is_bounded_and_kept_when_reclaim_is_never(clean: Cluster) -> None:
     """The reference spec says `reclaim: never` (reclaimWithinCohort: Never): the lender waits
     for research's borrowed GPUs to come back by themselves; nothing is evicted."""
     queues = clean.rendered("ClusterQueue")
     assert queues["research"]["spec"]["preemption"]["reclaimWithinCohort"] == "Never"
-    got = _borrow_up_to_the_limit(clean)
-    _lender_submits(clean, got)
+    got = scenario.borrow_up_to_the_limit(clean)
+    scenario.lender_submits(clean, got)
     message = jobs.wait_pending(clean.kubeconfig, "serving", "lender")
     print("serving/lender:", message)
     borrow = jobs.workload(clean.kubeconfig, "research", "borrow")
@@ -337,8 +187,8 @@ def test_the_lender_reclaims_borrowed_gpus_when_reclaim_is_any(
     queues = clean.rendered("ClusterQueue", k8s_dir)
     assert queues["research"]["spec"]["preemption"]["reclaimWithinCohort"] == "Any"
     use_cluster_queues(clean, k8s_dir)
-    got = _borrow_up_to_the_limit(clean)
-    _lender_submits(clean, got)
+    got = scenario.borrow_up_to_the_limit(clean)
+    scenario.lender_submits(clean, got)
     jobs.wait_admitted(clean.kubeconfig, "serving", "lender")
     borrow = jobs.workload(clean.kubeconfig, "research", "borrow")
     evicted = jobs.condition(borrow, "Evicted")
@@ -355,7 +205,7 @@ def test_the_scheduler_places_an_admitted_jobs_pods_on_fitting_nodes(clean: Clus
     """A 4-node training Job (a node's GPUs per pod): Kueue admits it, the twin's
     kube-scheduler binds each pod to its own train node, kwok runs it."""
     per_pod = _gpus_per_node(clean, "train")
-    jobs.submit(clean.kubeconfig, jobs.job("gang", "research", 4, {GPU: str(per_pod)}))
+    jobs.submit(clean.kubeconfig, clean.job("gang", "research", 4, {GPU: str(per_pod)}))
     jobs.wait_admitted(clean.kubeconfig, "research", "gang")
 
     def four_running() -> list[dict[str, Any]] | None:

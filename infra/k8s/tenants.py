@@ -12,7 +12,8 @@
   GPUs and, with the ``mixed`` MIG strategy, in the MIG slices the tenant's share of each
   node group gives (`infra.k8s.quota`); Kueue's ClusterQueues also in the CPUs, memory and
   RDMA devices that share gives, since Kueue admits nothing asking for a resource they
-  leave out.
+  leave out; and the admission policy holding each tenant's workloads to its priority
+  (`infra.k8s.admission`).
 
 `podgroup_examples` returns example Volcano PodGroups (one gang per tenant) that a renderer
 writes as examples: they are templates for jobs, not objects to apply.
@@ -27,6 +28,7 @@ from typing import Any
 
 from infra import namespaces
 from infra.catalog import Catalog
+from infra.k8s.admission import PRIORITY_VALUES, tenant_priority_policy, used_priorities
 from infra.k8s.elastic import (
     MONITORING_NAMESPACE,
     borrowing,
@@ -54,7 +56,7 @@ from infra.k8s.quota import (
 )
 from infra.k8s.topology import KUEUE_API, flavor_name
 from infra.spec import Spec
-from infra.spec.scheduling import PRIORITIES, Tenant
+from infra.spec.scheduling import Tenant
 from infra.topology import Plan
 
 __all__ = [
@@ -73,9 +75,6 @@ GPU_RESOURCE = "nvidia.com/gpu"
 VOLCANO_API = "scheduling.volcano.sh/v1beta1"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 TENANT_LABEL = f"{LABEL_PREFIX}/tenant"
-# Steps of ten, so an operator can slot a class in between; the highest is 500x below
-# system-cluster-critical, so no tenant job ever preempts cluster services.
-PRIORITY_VALUES = {"low": 1_000, "normal": 10_000, "high": 100_000, "critical": 1_000_000}
 _VOLCANO_WEIGHT_MAX = 65_535  # the Queue CRD's maximum weight
 _HOST_RESOURCES = (CPU_RESOURCE, MEMORY_RESOURCE, RDMA_QUOTA_RESOURCE)
 
@@ -101,18 +100,13 @@ def tenants(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
     if spec.scheduler.batch == "volcano":
         objects += volcano_queues(spec, plan)
     elif spec.scheduler.batch == "kueue":
-        objects += kueue_queues(spec, plan, catalog)
+        objects += kueue_queues(spec, plan, catalog) + tenant_priority_policy(spec)
     return objects
 
 
 def cluster_gpus(spec: Spec, catalog: Catalog) -> int:
     """GPUs in every node group (unlimited borrowing is capped at these)."""
     return sum(catalog.nodes[g.node].gpus * g.count for g in spec.node_groups)
-
-
-def _used_priorities(spec: Spec) -> list[str]:
-    used = {t.priority for t in spec.scheduler.tenants}
-    return [p for p in PRIORITIES if p in used]
 
 
 def _tenant_labels(tenant: Tenant) -> dict[str, str]:
@@ -135,7 +129,7 @@ def priority_classes(spec: Spec) -> list[KubeObject]:
             preemptionPolicy="PreemptLowerPriority",
             description=f"railplan tenant priority {p!r}: preempts lower tenant priorities.",
         )
-        for p in _used_priorities(spec)
+        for p in used_priorities(spec)
     ]
 
 
@@ -355,7 +349,7 @@ def kueue_queues(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
             value=PRIORITY_VALUES[p],
             description=f"railplan tenant priority {p!r}.",
         )
-        for p in _used_priorities(spec)
+        for p in used_priorities(spec)
     ]
     groups = group_gpus(spec, plan)
     hosts = host_resources(spec, plan, catalog)

@@ -36,6 +36,7 @@ __all__ = [
 # apiVersion of a built-in kind -> the pulumi_kubernetes module holding its typed resource.
 _BUILTIN_MODULES: dict[str, Any] = {
     "v1": k8s.core.v1,
+    "admissionregistration.k8s.io/v1": k8s.admissionregistration.v1,
     "apps/v1": k8s.apps.v1,
     "batch/v1": k8s.batch.v1,
     "policy/v1": k8s.policy.v1,

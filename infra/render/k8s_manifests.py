@@ -50,7 +50,11 @@ _KIND_ORDER = (
     "ServiceMonitor",
     "PrometheusRule",
     "CronJob",
-    "ScaledObject",  # last: KEDA's CRD, and its target Deployment is the tenant's own
+    "ScaledObject",  # KEDA's CRD, and its target Deployment is the tenant's own
+    # Kueue tenants' priorities: after the classes they name, and numbered after every kind
+    # that was here before them (a new kind at the end renumbers no file).
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
 )
 
 
@@ -159,7 +163,21 @@ Apply in this order (on a fresh cluster each step needs the one before):
 
 `examples/` holds job templates (gang-scheduled PodGroups) to copy; they are not applied.
 Secrets (an NGC API key) are not here: Pulumi takes them as config secrets.
-"""
+{_tenant_priority(k8s)}"""
+
+
+def _tenant_priority(k8s: KubernetesObjects) -> str:
+    """What the tenants' users label their Kueue workloads with, when the policy is there."""
+    policy = [o for o in k8s.objects if o["kind"] == "ValidatingAdmissionPolicy"]
+    if not policy:
+        return ""
+    return (
+        "\nA workload submitted to a tenant's LocalQueue (label `kueue.x-k8s.io/queue-name`)"
+        "\nalso carries `kueue.x-k8s.io/priority-class`: the WorkloadPriorityClass of its"
+        "\ntenant's `priority` (`<cluster>-<priority>`) or a lower one. Without it, or above"
+        "\nit, the API server refuses the workload (ValidatingAdmissionPolicy"
+        f"\n`{policy[0]['metadata']['name']}`), saying which class to use.\n"
+    )
 
 
 def _keda(k8s: KubernetesObjects) -> str:
