@@ -289,7 +289,7 @@ ACCEPTANCE_TOLERANCE = 0.2
 def acceptance_markdown(root: Path) -> str:
     """The "### Acceptance thresholds" arithmetic for one SU of `ACCEPTANCE_EXAMPLE`.
 
-    The same figures `railplan render` writes (``infra.render.ansible._expected_busbw``): the
+    The same figures `railplan render` writes (``infra.render.ansible_vars._expected_busbw``): the
     all_reduce prediction at 1 GiB across one SU and its band's lower edge.
     """
     spec = load_spec(root / ACCEPTANCE_EXAMPLE).spec
