@@ -24,7 +24,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.budget.train_layout import Layout
+from infra.budget.train_job import Layout
 from infra.budget.train_model import PRESETS
 from infra.budget.train_plan import TrainRequest, build_job, check_layout, train
 from infra.catalog import Catalog

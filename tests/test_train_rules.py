@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from infra.budget.cluster import BudgetError
-from infra.budget.train_layout import Layout
+from infra.budget.train_job import Layout
 from infra.budget.train_model import PRESETS
 from infra.budget.train_plan import TrainRequest, build_job, check_layout, model_shape, train
 from infra.budget.train_stack import STACKS

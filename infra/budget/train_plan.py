@@ -23,7 +23,8 @@ from infra.budget.cluster import BudgetError, comm_topology, main_group
 from infra.budget.collectives import CommTopology
 from infra.budget.memory import TRAINING_PRECISIONS
 from infra.budget.train_bands import TrainBand, train_band
-from infra.budget.train_layout import Job, Layout, StepResult
+from infra.budget.train_job import Job, Layout
+from infra.budget.train_layout import StepResult
 from infra.budget.train_model import PRESETS, ModelShape, Recompute
 from infra.budget.train_rules import pipeline_rules
 from infra.budget.train_search import Candidate, Ranking

@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from infra.budget.train_layout import Job, Layout, micro_batches
+from infra.budget.train_job import Job, Layout
+from infra.budget.train_layout import micro_batches
 
 __all__ = ["Rule", "StackRules", "pipeline_rules"]
 
