@@ -28,7 +28,8 @@ from infra.budget.cluster import comm_topology
 from infra.budget.collectives import predict
 from infra.budget.train_bands import training_point
 from infra.budget.train_layout import StepResult
-from infra.budget.train_plan import TrainRequest, model_shape, train
+from infra.budget.train_plan import train
+from infra.budget.train_request import TrainRequest, model_shape
 from infra.budget.train_stack import resolve as resolve_stack
 from infra.catalog import Catalog, load_catalog
 from infra.spec import Spec, load_spec

@@ -28,7 +28,8 @@ from infra.budget.collectives import CommTopology
 from infra.budget.train_job import Job, Layout
 from infra.budget.train_layout import StepResult
 from infra.budget.train_model import PRESETS, ModelShape
-from infra.budget.train_plan import TrainRequest, stack_job
+from infra.budget.train_plan import stack_job
+from infra.budget.train_request import TrainRequest
 from infra.budget.train_stack import Stack
 from infra.budget.train_stack import resolve as resolve_stack
 from infra.catalog import Catalog
