@@ -188,7 +188,8 @@ def format_case(findings: int) -> dict[str, float | str]:
 
 def train_case(model: str, servers: int) -> dict[str, float | str]:
     """`railplan train`'s layout search for a preset on every GPU of ``servers`` DGX H100."""
-    from infra.budget.train_plan import TrainRequest, fitting_batch, model_shape, train
+    from infra.budget.train_plan import fitting_batch, train
+    from infra.budget.train_request import TrainRequest, model_shape
     from infra.catalog import load_catalog
     from infra.spec import load_spec_text
 

@@ -18,7 +18,8 @@ from infra.budget import bands
 from infra.budget.band_regimes import collective_levels, fabric_of
 from infra.budget.budget_result import BudgetResult
 from infra.budget.train_bands import TrainBand
-from infra.budget.train_plan import TrainRequest, model_shape, train
+from infra.budget.train_plan import train
+from infra.budget.train_request import TrainRequest, model_shape
 from infra.budget.train_search import Candidate, Ranking
 from infra.budget.train_stack import resolve as resolve_stack
 from infra.catalog import load_catalog

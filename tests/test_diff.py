@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infra.catalog import load_catalog
-from infra.day2.diff import PlanDiff, diff_json, diff_text, plan_diff
+from infra.day2.diff import PlanDiff, plan_diff
+from infra.day2.diff_format import diff_json, diff_text
 from infra.render.tree import render_tree
 from infra.spec import Spec, load_spec_text
 from infra.topology import Plan, expand

@@ -24,9 +24,11 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.budget.train_layout import Layout
+from infra.budget.train_job import Layout
 from infra.budget.train_model import PRESETS
-from infra.budget.train_plan import TrainRequest, build_job, check_layout, train
+from infra.budget.train_plan import build_job, train
+from infra.budget.train_request import TrainRequest
+from infra.budget.train_rules import check_layout
 from infra.catalog import Catalog
 from infra.errors import InputError, spelling_hint
 from infra.k8s import build_kubernetes

@@ -17,7 +17,8 @@ import pytest
 
 from infra.budget import evaluate, memo, train_plan
 from infra.budget.evaluate import BudgetResult
-from infra.budget.train_plan import TrainAnswer, TrainRequest
+from infra.budget.train_plan import TrainAnswer
+from infra.budget.train_request import TrainRequest
 from infra.catalog import Catalog, load_catalog
 from infra.errors import Position, escape_controls
 from infra.spec import Spec, load_spec

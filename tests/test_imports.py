@@ -253,7 +253,7 @@ MIG_OWNERS = {"infra.spec.models", "infra.topology.groups", "infra.topology.migc
 """Modules that may turn a `mig` value into assignments (`assignments_of`, `mig_values()`):
 the spec defines them, `infra.topology.groups` expands them per GPU, `migconfig` writes each
 assignment as a mig-parted entry. Everything else reads `Plan.groups` (or `group_migs`)."""
-SPLIT_OWNER = ("infra.topology.model", "splits")
+SPLIT_OWNER = ("infra.topology.facts_model", "splits")
 """The one function that answers "does this MIG state split a GPU" (`MigState.splits`)."""
 
 

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infra.catalog import load_catalog
-from infra.render.ansible import ACCEPTANCE_BYTES, ansible_files
+from infra.render.ansible import ansible_files
+from infra.render.ansible_vars import ACCEPTANCE_BYTES
 from infra.render.tree import render_tree
 from infra.spec import load_spec, load_spec_text
 from infra.spec.base import reserved_group

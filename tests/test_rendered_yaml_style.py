@@ -11,7 +11,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infra.render.ansible import _flat_yaml
+from infra.render.ansible_vars import _flat_yaml
 from infra.render.k8s_manifests import manifest_yaml
 
 TRICKY = ["yes", "on", "null", "~", "1.5", "010", "0x1F", "2024-01-01", "-r", "a: b", "#x", ""]

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from infra.budget import train_layout
 from infra.budget.collectives import CommTopology
-from infra.budget.train_layout import Job, Layout, gemm_efficiency, scaling_efficiency, step
+from infra.budget.train_job import Job, Layout
+from infra.budget.train_layout import gemm_efficiency, scaling_efficiency, step
 from infra.budget.train_model import (
     PRESETS,
     ModelShape,

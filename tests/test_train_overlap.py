@@ -1,5 +1,5 @@
 """Two overlap gaps the step model had. NeMo's tensor-parallel communication overlap
-(`_tp_exposed`): the preset that runs it, the time it hides, the SM share it still costs, and
+(`train_comm.tp_exposed`): the preset that runs it, the time it hides, the SM share it still costs, and
 the held-out NeMo rows it was meant to bring in. DeepSpeed ZeRO-3's reuse distance
 (`_regathered`): which weights full recomputation makes it gather a third time, and SC21's
 held-out ZeRO-3 rows. GPUs are not needed: the step model is pure arithmetic over the catalog."""
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from infra.budget import train_layout
-from infra.budget.train_layout import ZERO3_REUSE_DISTANCE, _regathered
+from infra.budget.train_comm import ZERO3_REUSE_DISTANCE, _regathered
 from infra.budget.train_stack import STACKS, resolve
 from infra.catalog import Catalog
 from tools.accuracy.train_accuracy import compare, load_rows, row_job

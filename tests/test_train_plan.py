@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from infra.budget.cluster import BudgetError
 from infra.budget.train_layout import ELEMENTWISE, FP8_SHARE, HALF_DIM, PEAK_SHARE, STEP_FIXED_S
 from infra.budget.train_model import PRESETS
-from infra.budget.train_plan import TrainRequest, model_shape, train, train_request_checks
+from infra.budget.train_plan import train
+from infra.budget.train_request import TrainRequest, model_shape, train_request_checks
 from infra.catalog import Catalog
 from infra.errors import InputError
 from infra.spec import load_spec_text

@@ -17,9 +17,11 @@ from pathlib import Path
 import pytest
 
 from infra.budget.cluster import BudgetError
-from infra.budget.train_layout import Layout
+from infra.budget.train_job import Layout
 from infra.budget.train_model import PRESETS
-from infra.budget.train_plan import TrainRequest, build_job, check_layout, model_shape, train
+from infra.budget.train_plan import build_job, train
+from infra.budget.train_request import TrainRequest, model_shape
+from infra.budget.train_rules import check_layout
 from infra.budget.train_stack import STACKS
 from infra.catalog import Catalog
 from infra.errors import InputError

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from infra.budget.evaluate import BudgetResult, evaluate_budgets
-from infra.budget.train_plan import TrainRequest, train
+from infra.budget.train_plan import train
+from infra.budget.train_request import TrainRequest
 from infra.budget.train_stack import DEFAULT_STACK, STACKS, resolve
 from infra.catalog import Catalog
 from infra.errors import InputError

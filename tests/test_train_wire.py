@@ -17,9 +17,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from infra.budget.collectives import CommTopology
-from infra.budget.train_layout import Job, Layout, step
+from infra.budget.train_job import Job, Layout
+from infra.budget.train_layout import step
 from infra.budget.train_model import PRESETS, ModelShape, memory_per_gpu
-from infra.budget.train_plan import TrainRequest, stages_fit, train
+from infra.budget.train_plan import train
+from infra.budget.train_request import TrainRequest
+from infra.budget.train_rules import stages_fit
 from infra.catalog import Catalog
 from infra.spec import load_spec_text
 from infra.spec.base import Precision

@@ -17,7 +17,8 @@ from infra.catalog import load_catalog
 from infra.spec import load_spec
 from infra.topology import expand
 from infra.topology.model import Cable, Plan
-from infra.verify.compare import NamedEnd, Seen, SeenLink, SeenPort, compare, link_gbps
+from infra.verify.compare import compare
+from infra.verify.seen import NamedEnd, Seen, SeenLink, SeenPort, link_gbps
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,7 +6,7 @@ import csv
 import io
 import json
 
-from infra.verify.compare import Finding, Place
+from infra.verify.findings import Finding, Place
 from infra.verify.formats import (
     WORK_ORDER_COLUMNS,
     Ignored,

@@ -25,8 +25,9 @@ from infra.errors import RailplanError, spelling_hint
 from infra.spec import NodeGroup, Spec
 from infra.topology.fabric_geometry import spec_geometry
 from infra.topology.facts import group_nic_gbps, group_nics, sharp_state
+from infra.topology.facts_model import FabricGeometry, GroupMig
 from infra.topology.groups import group_migs
-from infra.topology.model import FabricGeometry, GroupMig, PlanError
+from infra.topology.model import PlanError
 
 __all__ = [
     "BudgetError",

@@ -16,7 +16,8 @@ from infra.budget.budget_result import BudgetResult
 from infra.budget.cluster import BudgetError, comm_topology, main_group
 from infra.budget.memo import train_cached
 from infra.budget.train_model import ModelShape
-from infra.budget.train_plan import TrainAnswer, TrainRequest, fitting_batch, model_shape
+from infra.budget.train_plan import TrainAnswer, fitting_batch
+from infra.budget.train_request import TrainRequest, model_shape
 from infra.budget.train_stack import resolve as resolve_stack
 from infra.budget.training import StepEstimate, step_estimate
 from infra.catalog import Catalog

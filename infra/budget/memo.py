@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import weakref
 
-from infra.budget.train_plan import TrainAnswer, TrainRequest, train
+from infra.budget.train_plan import TrainAnswer, train
+from infra.budget.train_request import TrainRequest
 from infra.catalog import Catalog
 from infra.errors import RailplanError
 from infra.spec import Spec

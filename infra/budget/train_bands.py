@@ -25,7 +25,7 @@ from infra.budget.bands import (
     ratios_for,
     training_fit,
 )
-from infra.budget.train_layout import Job, Layout
+from infra.budget.train_job import Job, Layout
 
 __all__ = ["TrainBand", "train_band", "training_point"]
 

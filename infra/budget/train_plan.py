@@ -1,13 +1,13 @@
-"""A `railplan train` request on a planned cluster: validation, layout search, the answer.
+"""A `railplan train` request on a planned cluster: the job, the layout search, the answer.
 
-This module owns what sits between the CLI (or a budget) and the step model: the model
-shape a request names (a preset or explicit dimensions), the job on the spec's node group
-(`cluster.comm_topology`), the checks a layout must pass (TP inside the NVLink domain and
-dividing the heads, PP dividing the layers, the batch splitting into micro-batches), and
-the search for a layout that fits in memory when the request fixes no TP/PP (ranked by
-the conservative bound of its error band, calibrated layouts first: `train_search`)
-(context parallelism too, for sequences long enough to split), like Calculon's
-optimal-execution search, bounded to a few thousand candidates.
+This module owns what sits between the CLI (or a budget) and the step model, once the
+request (`infra.budget.train_request`) passed its checks: the job on the spec's node group
+(`cluster.comm_topology`), the layouts the request allows, each checked by the rules a
+layout must pass (`train_rules.check_layout`), and the search for a layout that fits in
+memory when the request fixes no TP/PP (ranked by the conservative bound of its error band,
+calibrated layouts first: `train_search`) (context parallelism too, for sequences long
+enough to split), like Calculon's optimal-execution search, bounded to a few thousand
+candidates; and the nearest global batches some layout divides.
 """
 
 from __future__ import annotations
@@ -16,70 +16,41 @@ import itertools
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from infra.budget import train_layout
 from infra.budget.cluster import BudgetError, comm_topology, main_group
 from infra.budget.collectives import CommTopology
 from infra.budget.memory import TRAINING_PRECISIONS
 from infra.budget.train_bands import TrainBand, train_band
-from infra.budget.train_layout import Job, Layout, StepResult
-from infra.budget.train_model import PRESETS, ModelShape, Recompute
-from infra.budget.train_rules import pipeline_rules
+from infra.budget.train_job import Job, Layout
+from infra.budget.train_layout import StepResult
+from infra.budget.train_model import Recompute
+from infra.budget.train_request import TrainRequest, check_split
+from infra.budget.train_rules import check_layout, stages_fit
 from infra.budget.train_search import Candidate, Ranking
-from infra.budget.train_stack import DEFAULT_STACK, STACKS, Stack
+from infra.budget.train_stack import DEFAULT_STACK
 from infra.catalog import Catalog
 from infra.catalog.models import Gpu
-from infra.errors import InputError, spelling_hint
+from infra.errors import InputError
 from infra.spec import Spec
 from infra.spec.base import Precision
 
 __all__ = [
     "TrainAnswer",
-    "TrainRequest",
     "build_job",
-    "model_shape",
     "search",
     "train",
-    "train_request_checks",
 ]
 
 MAX_MICRO_BATCH = 16
 """Largest micro-batch the search tries (bigger ones only add activation memory)."""
-MAX_LAYERS = 10_000
-"""Most layers (and heads) a request may name: 80x the largest published dense model."""
-MAX_WIDTH = 1_000_000
-"""Most hidden units (and 10x that for sequence and vocabulary)."""
-MAX_BATCH = 2**30
-"""Most sequences per step a request may name."""
 CP_SIZES = (1, 2, 4, 8, 16, 32)
 """Context-parallel sizes the search tries: powers of two (Megatron-Core's ring splits each
 sequence into 2·cp chunks); Llama 3 405B ran CP 16 at 131,072 tokens."""
 MIN_CP_CHUNK = 2048
 """Fewest tokens per CP rank the search tries: shorter chunks leave too little attention to
 hide the K/V exchange behind (NeMo runs CP 2 at 8,192 tokens: 4,096 per rank)."""
-MAX_CP = 1024
-"""Largest --cp a request may name: 64x the CP 16 of Llama 3's 131,072-token run; the ring
-passes K/V cp - 1 times per layer, so far beyond that the exchange is all a step does."""
-
-
-@dataclass(frozen=True)
-class TrainRequest:
-    """What the user asked: GPUs, model, batch and any layout choices they fixed."""
-
-    gpus: int
-    shape: ModelShape
-    global_batch: int
-    micro_batch: int | None = None
-    tp: int | None = None
-    pp: int | None = None
-    cp: int | None = None
-    recompute: Recompute | None = None
-    zero: int | None = None
-    precision: Precision = Precision.BF16
-    group: str | None = None
-    virtual: int | None = None  # interleaved stages per GPU (searched when None)
-    stack: Stack = STACKS[DEFAULT_STACK]  # the software that runs the job (`train_stack`)
 
 
 @dataclass(frozen=True)
@@ -108,136 +79,6 @@ class TrainAnswer:
     def nodes(self) -> int:
         """Nodes the job spans."""
         return -(-self.result.layout.gpus // self.gpus_per_node)
-
-
-def model_shape(
-    preset: str | None,
-    layers: int | None = None,
-    hidden: int | None = None,
-    heads: int | None = None,
-    seq: int | None = None,
-    vocab: int | None = None,
-    path: str = "--model",
-) -> ModelShape:
-    """The preset, or an explicit shape (``seq`` and ``vocab`` default to GPT-3's).
-
-    Raises:
-        InputError: unknown preset, neither or both forms given, or a shape that is no
-            transformer.
-    """
-    for name, value, most in (
-        ("--layers", layers, MAX_LAYERS), ("--hidden", hidden, MAX_WIDTH),
-        ("--heads", heads, MAX_LAYERS), ("--seq", seq, MAX_WIDTH * 10),
-        ("--vocab", vocab, MAX_WIDTH * 10),
-    ):  # fmt: skip
-        if value is not None and not 1 <= value <= most:
-            raise InputError(
-                f"{name} must be between 1 and {most:,}",
-                path=name,
-                hint="a transformer of published size",
-            )
-    explicit = (layers, hidden, heads)
-    if preset is not None:
-        if preset not in PRESETS:
-            hint = spelling_hint(preset, PRESETS) or "one of " + ", ".join(PRESETS)
-            raise InputError(f"unknown model preset {preset!r}", path=path, hint=hint)
-        base = PRESETS[preset]
-        return replace(base, seq=seq or base.seq, vocab=vocab or base.vocab)
-    if None in explicit:
-        raise InputError(
-            "name a model: a preset, or layers, hidden and heads",
-            path=path,
-            hint="e.g. --model gpt3-175b, or --layers 96 --hidden 12288 --heads 96",
-        )
-    try:
-        return ModelShape(
-            "custom", layers or 0, hidden or 0, heads or 0, seq or 2048, vocab or 50257
-        )
-    except ValueError as exc:
-        raise InputError(str(exc), path="--hidden", hint="hidden must split into heads") from None
-
-
-def train_request_checks(request: TrainRequest, precision: str) -> None:
-    """Reject option values no layout can use, before the spec is read.
-
-    Raises:
-        InputError: the first bad option, with a hint.
-    """
-    checks = [
-        (
-            precision in {p.value for p in TRAINING_PRECISIONS},
-            "--precision",
-            f"{precision!r} is not a training precision",
-            "use bf16, fp16, fp8 or fp32",
-        ),
-        (request.gpus >= 1, "--gpus", "--gpus needs at least 1 GPU", "e.g. --gpus 1024"),
-        (
-            1 <= request.global_batch <= MAX_BATCH,
-            "--global-batch",
-            f"--global-batch must be between 1 and {MAX_BATCH:,} sequences",
-            "e.g. --global-batch 1536",
-        ),
-        (
-            request.micro_batch is None or 1 <= request.micro_batch <= request.global_batch,
-            "--micro-batch",
-            "--micro-batch must be between 1 and the global batch",
-            "e.g. --micro-batch 1",
-        ),
-        (request.tp is None or request.tp >= 1, "--tp", "--tp must be at least 1", "e.g. --tp 8"),
-        (
-            request.virtual is None or 1 <= request.virtual <= MAX_LAYERS,
-            "--virtual",
-            f"--virtual must be between 1 and {MAX_LAYERS:,}",
-            "e.g. --virtual 2 (interleaved stages per GPU)",
-        ),
-        (request.pp is None or request.pp >= 1, "--pp", "--pp must be at least 1", "e.g. --pp 8"),
-        (
-            request.cp is None or 1 <= request.cp <= MAX_CP,
-            "--cp",
-            f"--cp must be between 1 and {MAX_CP:,}",
-            "e.g. --cp 2 (context parallelism for long sequences)",
-        ),
-        (
-            (request.tp is None) == (request.pp is None),
-            "--tp",
-            "give both --tp and --pp, or neither to search",
-            "e.g. --tp 8 --pp 8",
-        ),
-        (
-            request.zero is None or request.zero in (0, 1, 2, 3),
-            "--zero",
-            "ZeRO stage must be 0, 1, 2 or 3",
-            "e.g. --zero 1",
-        ),
-    ]
-    for ok, path, message, hint in checks:
-        if not ok:
-            raise InputError(message, path=path, hint=hint)
-    _check_split(request)
-
-
-def _check_split(request: TrainRequest) -> None:
-    """Refuse a fixed TP x CP x PP that does not split ``--gpus`` into whole replicas.
-
-    Checked on the arguments alone, before any layout arithmetic: a product larger than the
-    job would leave zero data-parallel replicas, and every rule after that divides by DP.
-    """
-    cp = request.cp or 1
-    if request.tp is None or request.pp is None:
-        if cp > request.gpus:
-            raise InputError(
-                f"--cp {cp} exceeds the {request.gpus} GPUs of the job",
-                path="--cp",
-                hint="CP ranks are GPUs: at most --gpus, e.g. --cp 2",
-            )
-        return
-    if request.gpus % (request.tp * cp * request.pp):
-        raise InputError(
-            f"{request.gpus} GPUs do not split into TP {request.tp} x CP {cp} x PP "
-            f"{request.pp} replicas",
-            path="--gpus",
-            hint="TP x CP x PP must divide --gpus, e.g. --gpus 16 --tp 8 --pp 2",
-        )
 
 
 def build_job(spec: Spec, catalog: Catalog, request: TrainRequest) -> tuple[Job, str, str]:
@@ -289,125 +130,6 @@ def _divisors(n: int, at_most: int | None = None) -> list[int]:
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     every = sorted(set(small + [n // d for d in small]))
     return [d for d in every if at_most is None or d <= at_most]
-
-
-_SEARCH_HINT = "or leave --tp/--pp out to search"  # the search keeps to every rule below
-
-
-def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
-    """Raise InputError unless ``layout`` is one the job's software stack could run.
-
-    Megatron's rules for every stack, then the stack's own pipeline rules
-    (`train_rules.pipeline_rules`: interleaving at all, its least PP, even stages, the
-    micro-batches interleaving needs).
-
-    Raises:
-        InputError: the first rule the layout breaks, with a hint.
-    """
-    shape, per_node = job.shape, job.comm.gpus_per_node
-    stack_rules = pipeline_rules(job, layout)  # `train_rules`: what the job's stack refuses
-    rules: list[tuple[bool, str, str, str]] = [
-        (
-            per_node % layout.tp == 0,
-            "--tp",
-            (
-                f"TP {layout.tp} must divide the {per_node} "
-                "GPUs of a node (tensor parallelism stays inside the NVLink domain)"
-            ),
-            _SEARCH_HINT,
-        ),
-        (
-            shape.heads % layout.tp == 0 and shape.kv_heads_or_heads % layout.tp == 0,
-            "--tp",
-            (
-                f"TP {layout.tp} must divide the {shape.heads} heads and {shape.kv_heads_or_heads} "
-                "key/value heads"
-            ),
-            _SEARCH_HINT,
-        ),
-        stack_rules.no_interleaving,  # DeepSpeed's pipeline has no interleaved schedule
-        (
-            # Megatron-LM's parallel_state refuses a virtual pipeline size without PP > 1
-            # ("pipeline-model-parallel size should be greater than 1 with interleaved
-            # schedule"): with one stage there is nothing to interleave.
-            layout.virtual == 1 or layout.pp > 1,
-            "--virtual",
-            (
-                f"{layout.virtual} interleaved (virtual) stages per GPU need pipeline "
-                "parallelism, and PP 1 has a single stage (Megatron-LM refuses the interleaved "
-                "schedule without it)"
-            ),
-            "use --virtual 1 with --pp 1, or --pp 2 or more to interleave",
-        ),
-        stack_rules.interleave_min_pp,
-        stack_rules.even_stages,
-        (
-            stages_fit(shape.layers, layout.pp, layout.virtual),
-            "--pp",
-            (
-                f"PP {layout.pp} x {layout.virtual} virtual stages do not cut "
-                f"{shape.layers} layers into whole chunks"
-            ),
-            _SEARCH_HINT,
-        ),
-        (
-            layout.cp == 1 or shape.seq % (2 * layout.cp) == 0,
-            "--cp",
-            (
-                f"CP {layout.cp} must split the {shape.seq}-token sequence into {2 * layout.cp} "
-                "equal chunks (two per rank, for causal load balance)"
-            ),
-            _SEARCH_HINT,
-        ),
-        (
-            job.comm.ranks % (layout.tp * layout.cp * layout.pp) == 0,
-            "--gpus",
-            (
-                f"{job.comm.ranks} GPUs do not split into TP {layout.tp} x CP {layout.cp} x PP "
-                f"{layout.pp} replicas"
-            ),
-            _SEARCH_HINT,
-        ),
-        (
-            # dp >= 1 first: a layout with no replica must fail here, not divide by zero
-            not strict_batch
-            or (layout.dp >= 1 and job.global_batch % (layout.dp * layout.micro_batch) == 0),
-            "--global-batch",
-            (
-                f"global batch {job.global_batch} must be a multiple of DP "
-                f"{layout.dp} x micro-batch {layout.micro_batch}"
-            ),
-            _SEARCH_HINT,
-        ),
-        stack_rules.micro_batches,  # interleaving needs PP micro-batches a step
-        (
-            layout.pp == 1 or layout.zero <= job.pipeline_zero,
-            "--zero",
-            (
-                f"ZeRO-{layout.zero} with PP {layout.pp}: the software stack runs at most "
-                f'ZeRO-{job.pipeline_zero} with pipeline parallelism (DeepSpeed: "ZeRO-2 and '
-                'ZeRO-3 are incompatible with pipeline parallelism")'
-            ),
-            f"use --zero {job.pipeline_zero} or lower with --pp 2 or more, or --pp 1, "
-            + _SEARCH_HINT,
-        ),
-    ]
-    for ok, path, message, hint in rules:
-        if not ok:
-            raise InputError(message, path=path, hint=hint)
-
-
-def stages_fit(layers: int, pp: int, virtual: int) -> bool:
-    """Whether ``pp`` stages of ``virtual`` chunks each hold whole layers.
-
-    Stages may be uneven (Llama 3 405B ran 126 layers on PP 16, stages of 7 and 8): the step
-    model times the fullest stage, ceil(layers / pp) layers, which the virtual chunks of
-    interleaved 1F1B must split evenly (Megatron's layers per virtual stage is an integer).
-
-    >>> stages_fit(126, 16, 4), stages_fit(96, 16, 4), stages_fit(80, 128, 1)
-    (True, False, False)
-    """
-    return pp * virtual <= layers and -(-layers // pp) % virtual == 0
 
 
 def _context_sizes(request: TrainRequest) -> list[int]:
@@ -488,7 +210,7 @@ def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
         InputError: a fixed layout breaks a rule.
         BudgetError: nothing fits, or the cluster cannot run the job.
     """
-    _check_split(request)  # budgets reach here without `train_request_checks`
+    check_split(request)  # budgets reach here without `train_request_checks`
     job, group, node = build_job(spec, catalog, request)
     started = time.perf_counter()
     ranking, count = search(job, request)

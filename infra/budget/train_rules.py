@@ -1,10 +1,14 @@
-"""The pipeline layouts each training stack's own code refuses, as `check_layout` rules.
+"""The rules a training layout must pass: Megatron's for every stack, then the stack's own.
 
-`train_stack.PipelineRules` says what a stack refuses (read from its source, cited there:
-[MLM21], [MCORE-PP], [NEMO-PP], [DS-PP]); this module turns that into rules of the form
-`train_plan.check_layout` asks, ``(ok, option, message, hint)``, each message naming the
-stack and the reason, each hint the nearest value the stack accepts. The same rules gate a
-layout the user fixes and every layout the search times, so the search never picks one.
+This module owns `check_layout`, which gates a layout the user fixes and every layout the
+search times (so the search never picks one a stack refuses): TP inside the NVLink domain
+and dividing the heads, whole pipeline chunks (`stages_fit`), CP splitting the sequence,
+the GPUs and the batch splitting into replicas and micro-batches, the ZeRO stage the stack
+runs with pipelining; and the pipeline layouts each training stack's own code refuses
+(`pipeline_rules`). `train_stack.PipelineRules` says what a stack refuses (read from its
+source, cited there: [MLM21], [MCORE-PP], [NEMO-PP], [DS-PP]); this module turns that into
+rules of the form `check_layout` asks, ``(ok, option, message, hint)``, each message naming
+the stack and the reason, each hint the nearest value the stack accepts.
 """
 
 from __future__ import annotations
@@ -12,9 +16,11 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from infra.budget.train_layout import Job, Layout, micro_batches
+from infra.budget.train_job import Job, Layout
+from infra.budget.train_layout import micro_batches
+from infra.errors import InputError
 
-__all__ = ["Rule", "StackRules", "pipeline_rules"]
+__all__ = ["Rule", "StackRules", "check_layout", "pipeline_rules", "stages_fit"]
 
 Rule = tuple[bool, str, str, str]
 """Whether the layout passes, the option at fault, the message, the hint."""
@@ -159,3 +165,119 @@ def _dividing_pipelines(job: Job, layout: Layout) -> tuple[int | None, int | Non
     below = max((p for p in fits if p < layout.pp), default=None)
     above = min((p for p in fits if p > layout.pp), default=None)
     return below, above
+
+
+def check_layout(job: Job, layout: Layout, strict_batch: bool = True) -> None:
+    """Raise InputError unless ``layout`` is one the job's software stack could run.
+
+    Megatron's rules for every stack, then the stack's own pipeline rules
+    (`train_rules.pipeline_rules`: interleaving at all, its least PP, even stages, the
+    micro-batches interleaving needs).
+
+    Raises:
+        InputError: the first rule the layout breaks, with a hint.
+    """
+    shape, per_node = job.shape, job.comm.gpus_per_node
+    stack_rules = pipeline_rules(job, layout)  # `train_rules`: what the job's stack refuses
+    rules: list[tuple[bool, str, str, str]] = [
+        (
+            per_node % layout.tp == 0,
+            "--tp",
+            (
+                f"TP {layout.tp} must divide the {per_node} "
+                "GPUs of a node (tensor parallelism stays inside the NVLink domain)"
+            ),
+            SEARCH_HINT,
+        ),
+        (
+            shape.heads % layout.tp == 0 and shape.kv_heads_or_heads % layout.tp == 0,
+            "--tp",
+            (
+                f"TP {layout.tp} must divide the {shape.heads} heads and {shape.kv_heads_or_heads} "
+                "key/value heads"
+            ),
+            SEARCH_HINT,
+        ),
+        stack_rules.no_interleaving,  # DeepSpeed's pipeline has no interleaved schedule
+        (
+            # Megatron-LM's parallel_state refuses a virtual pipeline size without PP > 1
+            # ("pipeline-model-parallel size should be greater than 1 with interleaved
+            # schedule"): with one stage there is nothing to interleave.
+            layout.virtual == 1 or layout.pp > 1,
+            "--virtual",
+            (
+                f"{layout.virtual} interleaved (virtual) stages per GPU need pipeline "
+                "parallelism, and PP 1 has a single stage (Megatron-LM refuses the interleaved "
+                "schedule without it)"
+            ),
+            "use --virtual 1 with --pp 1, or --pp 2 or more to interleave",
+        ),
+        stack_rules.interleave_min_pp,
+        stack_rules.even_stages,
+        (
+            stages_fit(shape.layers, layout.pp, layout.virtual),
+            "--pp",
+            (
+                f"PP {layout.pp} x {layout.virtual} virtual stages do not cut "
+                f"{shape.layers} layers into whole chunks"
+            ),
+            SEARCH_HINT,
+        ),
+        (
+            layout.cp == 1 or shape.seq % (2 * layout.cp) == 0,
+            "--cp",
+            (
+                f"CP {layout.cp} must split the {shape.seq}-token sequence into {2 * layout.cp} "
+                "equal chunks (two per rank, for causal load balance)"
+            ),
+            SEARCH_HINT,
+        ),
+        (
+            job.comm.ranks % (layout.tp * layout.cp * layout.pp) == 0,
+            "--gpus",
+            (
+                f"{job.comm.ranks} GPUs do not split into TP {layout.tp} x CP {layout.cp} x PP "
+                f"{layout.pp} replicas"
+            ),
+            SEARCH_HINT,
+        ),
+        (
+            # dp >= 1 first: a layout with no replica must fail here, not divide by zero
+            not strict_batch
+            or (layout.dp >= 1 and job.global_batch % (layout.dp * layout.micro_batch) == 0),
+            "--global-batch",
+            (
+                f"global batch {job.global_batch} must be a multiple of DP "
+                f"{layout.dp} x micro-batch {layout.micro_batch}"
+            ),
+            SEARCH_HINT,
+        ),
+        stack_rules.micro_batches,  # interleaving needs PP micro-batches a step
+        (
+            layout.pp == 1 or layout.zero <= job.pipeline_zero,
+            "--zero",
+            (
+                f"ZeRO-{layout.zero} with PP {layout.pp}: the software stack runs at most "
+                f'ZeRO-{job.pipeline_zero} with pipeline parallelism (DeepSpeed: "ZeRO-2 and '
+                'ZeRO-3 are incompatible with pipeline parallelism")'
+            ),
+            f"use --zero {job.pipeline_zero} or lower with --pp 2 or more, or --pp 1, "
+            + SEARCH_HINT,
+        ),
+    ]
+    for ok, path, message, hint in rules:
+        if not ok:
+            raise InputError(message, path=path, hint=hint)
+
+
+def stages_fit(layers: int, pp: int, virtual: int) -> bool:
+    """Whether ``pp`` stages of ``virtual`` chunks each hold whole layers.
+
+    Stages may be uneven (Llama 3 405B ran 126 layers on PP 16, stages of 7 and 8): the step
+    model times the fullest stage, ceil(layers / pp) layers, which the virtual chunks of
+    interleaved 1F1B must split evenly (Megatron's layers per virtual stage is an integer).
+
+    >>> stages_fit(126, 16, 4), stages_fit(96, 16, 4), stages_fit(80, 128, 1)
+    (True, False, False)
+    """
+    return pp * virtual <= layers and -(-layers // pp) % virtual == 0

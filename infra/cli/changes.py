@@ -55,7 +55,8 @@ def diff(
     unreadable or invalid input. With --format json stdout holds one document, errors too.
     """
     from infra.catalog import load_catalog
-    from infra.day2.diff import diff_json, diff_text, plan_diff
+    from infra.day2.diff import plan_diff
+    from infra.day2.diff_format import diff_json, diff_text
     from infra.topology import PlanError
 
     json_errors = output_format is Format.JSON

@@ -77,8 +77,8 @@ def train(
     output_format: Annotated[Format, typer.Option("--format", "-f")] = Format.TEXT,
 ) -> None:
     """Time a training step of a GPT-style model; without --tp/--pp, search one (conservative bound, calibrated first)."""
-    from infra.budget.train_plan import TrainRequest, model_shape, train_request_checks
     from infra.budget.train_plan import train as train_model
+    from infra.budget.train_request import TrainRequest, model_shape, train_request_checks
     from infra.budget.train_stack import resolve as resolve_stack
     from infra.budget.train_table import train_json, train_text
     from infra.catalog import load_catalog

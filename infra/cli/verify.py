@@ -20,7 +20,7 @@ from infra.errors import DiscoveredError, InputError, RailplanError
 
 if TYPE_CHECKING:
     from infra.spec import LoadedSpec
-    from infra.verify.compare import Finding
+    from infra.verify.findings import Finding
     from infra.verify.formats import Summary
     from infra.verify.model import Fabric
     from infra.verify.workorder import Sheet

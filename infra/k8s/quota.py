@@ -25,7 +25,7 @@ from infra.k8s.gpu import RDMA_HCA_MAX, RDMA_RESOURCE
 from infra.spec import Spec
 from infra.spec.scheduling import Tenant
 from infra.topology import Plan
-from infra.topology.model import MigState
+from infra.topology.facts_model import MigState
 
 __all__ = [
     "CPU_RESOURCE",

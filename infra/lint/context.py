@@ -17,8 +17,8 @@ from infra.progress import Progress, quiet
 from infra.spec import LoadedSpec
 from infra.spec.yamlpos import SourceMap
 from infra.topology import Plan, PlanError, expand
+from infra.topology.facts_model import GroupMig
 from infra.topology.groups import group_migs
-from infra.topology.model import GroupMig
 
 __all__ = ["LintContext"]
 

@@ -21,7 +21,8 @@ from infra.catalog import Catalog, Gpu
 from infra.catalog.mig import check_layout
 from infra.report.svg import rect, svg, text
 from infra.spec import MigValue, Spec
-from infra.topology.model import GroupPlan, MigState, Plan
+from infra.topology.facts_model import MigState
+from infra.topology.model import GroupPlan, Plan
 
 __all__ = ["MigDrawing", "MigGroup", "mig_groups"]
 

@@ -19,7 +19,8 @@ from infra.catalog import Catalog
 from infra.catalog.mig import parse_profile
 from infra.simulate.cluster import Cluster, GroupIndex, Node, slice_sizes
 from infra.spec import Spec
-from infra.topology.model import MigState, Plan
+from infra.topology.facts_model import MigState
+from infra.topology.model import Plan
 
 __all__ = ["CPU_MILLI", "MIB_PER_GIB", "build_cluster", "node_layout"]
 

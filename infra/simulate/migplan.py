@@ -19,8 +19,9 @@ import zoneinfo
 from dataclasses import dataclass
 
 from infra.spec.cron import minutes_on
+from infra.topology.facts_model import MigState
 from infra.topology.groups import MIG_TIMEOUT_S
-from infra.topology.model import GroupPlan, MigState
+from infra.topology.model import GroupPlan
 
 __all__ = [
     "MODE_TOGGLE_S",

@@ -24,7 +24,8 @@ from infra.simulate.power import PowerSaver
 from infra.simulate.result import Repartition
 from infra.simulate.state import DAY, MIG, Events, Run
 from infra.spec import Spec
-from infra.topology.model import GroupPlan, MigState, Plan
+from infra.topology.facts_model import MigState
+from infra.topology.model import GroupPlan, Plan
 
 __all__ = ["MigHost", "MigRunner"]
 

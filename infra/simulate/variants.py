@@ -19,8 +19,8 @@ from infra.catalog import Catalog, load_catalog
 from infra.spec import Spec
 from infra.spec.mig import MigValue
 from infra.spec.models import NodeGroup
+from infra.topology.facts_model import GroupMig
 from infra.topology.groups import group_migs
-from infra.topology.model import GroupMig
 
 __all__ = ["AS_DECLARED", "DAY_NIGHT", "NO_MIG", "STATIC", "mig_variants", "split_groups"]
 

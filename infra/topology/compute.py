@@ -34,14 +34,9 @@ from infra.catalog import Catalog
 from infra.catalog import Switch as CatalogSwitch
 from infra.spec.fabrics import ComputeFabric
 from infra.topology.fabric_geometry import UFM_PORTS, ComputeShape, fabric_shape
+from infra.topology.facts_model import FabricGeometry
 from infra.topology.fat_tree import TreeShape, wire_upper_tiers
-from infra.topology.model import (
-    SWITCH_TIERS,
-    FabricGeometry,
-    FabricSummary,
-    PlanWarning,
-    Tier,
-)
+from infra.topology.model import SWITCH_TIERS, FabricSummary, PlanWarning, Tier
 from infra.topology.parts import (
     LeafLoad,
     Link,

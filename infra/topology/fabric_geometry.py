@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from infra.catalog import Catalog
 from infra.spec import Spec
 from infra.spec.fabrics import ComputeFabric
+from infra.topology.facts_model import FabricGeometry
 from infra.topology.fat_tree import TreeShape, fat_tree_shape
 from infra.topology.growth import su_offsets, with_growth
-from infra.topology.model import FabricGeometry, PlanError
+from infra.topology.model import PlanError
 
 __all__ = [
     "UFM_PORTS",

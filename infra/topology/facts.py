@@ -24,20 +24,18 @@ from infra.catalog import Catalog, Node
 from infra.spec import NodeGroup, Spec
 from infra.topology.control import controller_host, subnet_manager_hosts, uses_opensm
 from infra.topology.fabric_geometry import spec_geometry
-from infra.topology.groups import check_nodes, group_migs, plan_groups
-from infra.topology.growth import with_growth
-from infra.topology.model import (
+from infra.topology.facts_model import (
     ClusterFacts,
     ControlFacts,
     FabricFacts,
     FabricGeometry,
     GroupFacts,
-    GroupPlan,
-    ScalableUnit,
-    Server,
     SharpState,
     SuFacts,
 )
+from infra.topology.groups import check_nodes, group_migs, plan_groups
+from infra.topology.growth import with_growth
+from infra.topology.model import GroupPlan, ScalableUnit, Server
 from infra.topology.power_saving import kept_reasons
 from infra.topology.servers import list_servers
 

@@ -21,8 +21,9 @@ from infra.errors import spelling_hint
 from infra.spec import MigAssignment, NodeGroup, Spec, assignments_of
 from infra.spec.cron import daily_minute
 from infra.spec.scheduling import duration_seconds
+from infra.topology.facts_model import GroupMig, MigState, MigTimes
 from infra.topology.migconfig import mig_config_name
-from infra.topology.model import GroupMig, GroupPlan, MigState, MigTimes, PlanError
+from infra.topology.model import GroupPlan, PlanError
 
 if TYPE_CHECKING:
     from infra.topology.servers import ServerSeed

@@ -32,18 +32,11 @@ from infra.topology.compute import (
     plan_compute_fabric,
 )
 from infra.topology.facts import cluster_facts
+from infra.topology.facts_model import GroupMig
 from infra.topology.finish import finish_cables, rack_records, switch_records
 from infra.topology.groups import check_nodes, group_migs, plan_groups
 from infra.topology.growth import natural_key, su_offsets, with_growth
-from infra.topology.model import (
-    FabricName,
-    FabricSummary,
-    GroupMig,
-    Host,
-    Plan,
-    PlanError,
-    ScalableUnit,
-)
+from infra.topology.model import FabricName, FabricSummary, Host, Plan, PlanError, ScalableUnit
 from infra.topology.networks import (
     Endpoints,
     NetworkPlan,

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from infra.spec import Spec
 from infra.topology.control import Placed, control_hosts, controller_host
-from infra.topology.model import KeptReason, Server
+from infra.topology.facts_model import KeptReason
+from infra.topology.model import Server
 
 __all__ = ["KeptReason", "kept_powered", "kept_reasons", "suspendable"]
 

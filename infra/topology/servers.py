@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from infra.catalog import Catalog
 from infra.spec import Spec
-from infra.topology.model import GroupMig, PlanError
+from infra.topology.facts_model import GroupMig
+from infra.topology.model import PlanError
 
 __all__ = ["ServerSeed", "list_servers", "su_name"]
 

@@ -3,7 +3,8 @@
 A pure stage. Text in, a typed `Fabric` out (see `infra.verify.model`); formats are told
 apart by content (`infra.verify.discovered.detect`), and any line no parser understands is a
 located `infra.errors.DiscoveredError`. `infra.verify.compare` checks the seen links, names
-resolved, against the plan's cables; `infra.verify.formats` writes the findings. It may import
+resolved (`infra.verify.seen`), against the plan's cables into findings
+(`infra.verify.findings`); `infra.verify.formats` writes them. It may import
 the spec, catalog and topology stages, never render or cli.
 """
 

@@ -34,7 +34,8 @@ from infra.errors import (
     shorten,
     spreadsheet_safe,
 )
-from infra.verify.compare import KINDS, LISTED, Finding, Place
+from infra.verify.compare import LISTED
+from infra.verify.findings import KINDS, Finding, Place
 from infra.verify.model import Ignored
 from infra.verify.structure import STRUCTURE_KINDS, Shape
 from infra.verify.workorder import Sheet

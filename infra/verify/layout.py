@@ -15,9 +15,9 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from infra.verify.compare import NamedEnd
 from infra.verify.model import Fabric, Link, Node
 from infra.verify.resolve import hca_name, named
+from infra.verify.seen import NamedEnd
 
 __all__ = [
     "INDEX",

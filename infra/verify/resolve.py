@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-from infra.verify.compare import NamedEnd, Seen, SeenConflict, SeenLink, SeenPort
 from infra.verify.model import End, Fabric, Link, Node
+from infra.verify.seen import NamedEnd, Seen, SeenConflict, SeenLink, SeenPort
 
 __all__ = ["conflicts", "hca_name", "named", "resolve"]
 

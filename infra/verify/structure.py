@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
-from infra.verify.compare import Finding, NamedEnd, Place, link_gbps, second_peer, unreadable
+from infra.verify.findings import Finding, Place, second_peer, unreadable
 from infra.verify.layout import (
     Groups,
     Hca,
@@ -34,6 +34,7 @@ from infra.verify.layout import (
 )
 from infra.verify.model import Fabric, Link
 from infra.verify.resolve import conflicts
+from infra.verify.seen import NamedEnd, link_gbps
 from infra.wording import plural
 
 __all__ = ["STRUCTURE_KINDS", "Shape", "Structure", "check_structure", "combine"]

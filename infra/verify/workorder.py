@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from infra.catalog.models import Catalog
 from infra.digits import ascii_digits
 from infra.topology.model import Cable, Plan
-from infra.verify.compare import Finding, NamedEnd, Place
+from infra.verify.findings import Finding, Place
+from infra.verify.seen import NamedEnd
 
 __all__ = ["NO_CAGE_LABEL", "Sheet", "sheet"]
 

@@ -28,7 +28,8 @@ from infra.budget.cluster import comm_topology
 from infra.budget.collectives import predict
 from infra.budget.train_bands import training_point
 from infra.budget.train_layout import StepResult
-from infra.budget.train_plan import TrainRequest, model_shape, train
+from infra.budget.train_plan import train
+from infra.budget.train_request import TrainRequest, model_shape
 from infra.budget.train_stack import resolve as resolve_stack
 from infra.catalog import Catalog, load_catalog
 from infra.spec import Spec, load_spec
@@ -289,7 +290,7 @@ ACCEPTANCE_TOLERANCE = 0.2
 def acceptance_markdown(root: Path) -> str:
     """The "### Acceptance thresholds" arithmetic for one SU of `ACCEPTANCE_EXAMPLE`.
 
-    The same figures `railplan render` writes (``infra.render.ansible._expected_busbw``): the
+    The same figures `railplan render` writes (``infra.render.ansible_vars._expected_busbw``): the
     all_reduce prediction at 1 GiB across one SU and its band's lower edge.
     """
     spec = load_spec(root / ACCEPTANCE_EXAMPLE).spec

@@ -25,9 +25,11 @@ import yaml
 from infra.budget import train_gaps, train_layout
 from infra.budget.cluster import comm_topology
 from infra.budget.collectives import CommTopology
-from infra.budget.train_layout import Job, Layout, StepResult
+from infra.budget.train_job import Job, Layout
+from infra.budget.train_layout import StepResult
 from infra.budget.train_model import PRESETS, ModelShape
-from infra.budget.train_plan import TrainRequest, stack_job
+from infra.budget.train_plan import stack_job
+from infra.budget.train_request import TrainRequest
 from infra.budget.train_stack import Stack
 from infra.budget.train_stack import resolve as resolve_stack
 from infra.catalog import Catalog
@@ -460,7 +462,7 @@ def training_markdown(data: dict[str, Any], catalog: Catalog, peers: Sequence[st
             + ", ".join(f"`{r['id']}`" for r in fp8_rows)
             + "; FP8 training runs attention and the output layer in BF16. It was 1.0 until "
             "the `nemo-2024` stack began to hide TP collectives behind the GEMMs (NeMo's "
-            "`ub_tp_comm_overlap`, `train_layout._tp_exposed`): the share had absorbed the TP "
+            "`ub_tp_comm_overlap`, `train_comm.tp_exposed`): the share had absorbed the TP "
             "time of the two TP-4 fitting rows, and the TP-1 held-out rows paid for it "
             '(see "Hopper across model sizes" below). The fixed '
             f"per-step cost (launches, optimizer bookkeeping, data loader), "

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from infra.catalog import Gpu, Node
 from infra.lint.context import LintContext
 from infra.spec import MigAssignment, MigValue, NodeGroup
-from infra.topology.model import MigState
+from infra.topology.facts_model import MigState
 
 
 def group_path(index: int, field: str = "") -> str:

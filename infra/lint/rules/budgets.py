@@ -8,7 +8,7 @@ from infra.lint.context import LintContext
 from infra.lint.engine import Violation, rule
 from infra.lint.finding import Severity
 from infra.spec import NodeGroup
-from infra.topology.model import GroupMig
+from infra.topology.facts_model import GroupMig
 
 
 @rule(

@@ -13,8 +13,9 @@ from infra.lint.finding import Severity
 from infra.lint.rules._util import MigUse, group_path, known_mig_uses, mig_uses
 from infra.spec import MigValue, join_path
 from infra.spec.cron import closest_firings, dst_shift_minutes
+from infra.topology.facts_model import MigState
 from infra.topology.groups import BATCH_MARGIN_S, MIG_TIMEOUT_S, assignment_gpus, mig_batches
-from infra.topology.model import GroupPlan, MigState
+from infra.topology.model import GroupPlan
 from infra.wording import plural
 
 

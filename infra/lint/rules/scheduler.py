@@ -18,7 +18,7 @@ from infra.namespaces import (
     reserved_queue,
 )
 from infra.spec.scheduling import Tenant
-from infra.topology.model import MigState
+from infra.topology.facts_model import MigState
 from infra.wording import plural
 
 
