@@ -362,6 +362,9 @@ def _hint(err: ErrorDetails, path: str) -> str | None:
             if s.strip()
         ]
         return spelling_hint(str(err["input"]), expected, "allowed values") or None
+    if kind in {"value_error", "assertion_error"}:  # a validator's own hint, if it gave one
+        hint = getattr(ctx.get("error"), "hint", None)
+        return hint if isinstance(hint, str) and hint else None
     return None
 
 
