@@ -3,12 +3,16 @@
 1. Cron and time-zone load errors carried no hint: a validator's ValueError could not give
    one (`HintedValueError`); a cron schedule now says which field robfig/cron refuses and a
    zone what it probably means.
+2. Numbers YAML 1.1 (railplan's reader) and YAML 1.2 (editors, yaml-language-server) read
+   differently were taken silently: `count: 010` planned 8 servers (10 in the editor),
+   `first_index: 010` numbered from 8, `count: 1:30` planned 90 (base 60). Refused, located.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from infra.errors import InputError
 from infra.spec import SpecValidationError, load_spec_text
 
 SCHEDULED = (
@@ -62,3 +66,41 @@ def test_an_unknown_time_zone_gets_a_hint(zone: str, says: str) -> None:
     path, message, hint = _only_error(SCHEDULED.replace("Europe/Berlin", f"'{zone}'"))
     assert path.endswith("mig_schedule.timezone") and "IANA time zone" in message
     assert says in hint, hint
+
+
+# --- 2. YAML 1.1 octal and base-60 numbers -------------------------------------------------------
+
+LAB = (
+    "name: lab\nfabrics: {compute: {switch: qm8700, su_size: 4}}\nnode_groups:\n"
+    "  - {name: train, node: dgx-a100-640gb, count: 2, hostname: 'train{index:02d}'}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("written", "says"),
+    [
+        ("count: 010", "octal 8"),
+        ("count: 2, first_index: 010", "octal 8"),
+        ("count: 0_10", "octal 8"),
+        ("count: 1:30", "base-60"),
+        ("count: 1:30.5", "base-60"),
+    ],
+)
+def test_a_number_yaml_1_1_reads_otherwise_than_an_editor_is_refused(
+    written: str, says: str
+) -> None:
+    with pytest.raises(InputError) as caught:
+        load_spec_text(LAB.replace("count: 2", written), "spec.yaml")
+    error = caught.value
+    assert says in error.message and error.position is not None
+    assert error.position.line == 4 and "quote" in (error.hint or "")
+
+
+@pytest.mark.parametrize("written", ["count: 02", "count: 0x2", "count: 2", "count: '010'"])
+def test_numbers_both_yaml_versions_agree_on_still_load(written: str) -> None:
+    text = LAB.replace("count: 2", written)
+    if "'" in written:  # a quoted 010 is text: the schema says so, not the reader
+        path, message, _ = _only_error(text)
+        assert path == "node_groups[0].count" and "whole number" in message
+    else:
+        assert load_spec_text(text, "spec.yaml").spec.node_groups[0].count == 2
