@@ -6,12 +6,16 @@
 2. Numbers YAML 1.1 (railplan's reader) and YAML 1.2 (editors, yaml-language-server) read
    differently were taken silently: `count: 010` planned 8 servers (10 in the editor),
    `first_index: 010` numbered from 8, `count: 1:30` planned 90 (base 60). Refused, located.
+3. A model preset and a shape together: the preset won silently (`train --model gpt3-175b
+   --layers 2 ...` and a scaling_efficiency budget with `model` and `layers` timed GPT-3 175B).
+   Refused: the CLI exits 2, the spec is a located RP000 error.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from infra.budget.train_plan import model_shape
 from infra.errors import InputError
 from infra.spec import SpecValidationError, load_spec_text
 
@@ -104,3 +108,30 @@ def test_numbers_both_yaml_versions_agree_on_still_load(written: str) -> None:
         assert path == "node_groups[0].count" and "whole number" in message
     else:
         assert load_spec_text(text, "spec.yaml").spec.node_groups[0].count == 2
+
+
+# --- 3. a preset and a shape -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape", [{"layers": 2}, {"hidden": 1024}, {"layers": 2, "hidden": 1024, "heads": 8}]
+)
+def test_train_refuses_a_preset_with_a_shape(shape: dict[str, int]) -> None:
+    with pytest.raises(InputError) as caught:
+        model_shape("gpt3-175b", **shape)
+    assert "both give the model" in caught.value.message and caught.value.hint
+
+
+def test_a_preset_may_still_change_seq_and_vocab() -> None:
+    shape = model_shape("gpt3-175b", seq=4096, vocab=32000)
+    assert (shape.seq, shape.vocab, shape.layers) == (4096, 32000, 96)
+
+
+def test_a_budget_with_a_preset_and_a_shape_is_a_located_spec_error() -> None:
+    text = (
+        LAB
+        + "budgets:\n  - scaling_efficiency: {gpus: 16, min: 0.5, model: gpt3-175b, layers: 2}\n"
+    )
+    path, message, hint = _only_error(text)
+    assert path == "budgets[0].scaling_efficiency" and "both give the model" in message
+    assert "remove `layers`" in hint
