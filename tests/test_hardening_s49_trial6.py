@@ -9,15 +9,25 @@
 3. A model preset and a shape together: the preset won silently (`train --model gpt3-175b
    --layers 2 ...` and a scaling_efficiency budget with `model` and `layers` timed GPT-3 175B).
    Refused: the CLI exits 2, the spec is a located RP000 error.
+4. `plan --cabling A --bom B` with B's file system full: exit 2 with A already replaced (half
+   a set of outputs). The outputs are now staged whole before the first is renamed into place
+   (`write_atomic_all`); seen on a real full tmpfs by the trial (IO6-14), simulated here.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+from pathlib import Path
+
 import pytest
 
+from infra import files
 from infra.budget.train_plan import model_shape
 from infra.errors import InputError
 from infra.spec import SpecValidationError, load_spec_text
+
+from .cli_run import ROOT, run_cli
 
 SCHEDULED = (
     "name: lab\nfabrics: {compute: {switch: qm8700, su_size: 4}}\nscheduler: {kind: kubernetes}\n"
@@ -135,3 +145,44 @@ def test_a_budget_with_a_preset_and_a_shape_is_a_located_spec_error() -> None:
     path, message, hint = _only_error(text)
     assert path == "budgets[0].scaling_efficiency" and "both give the model" in message
     assert "remove `layers`" in hint
+
+
+# --- 4. a set of outputs is written whole or not at all ---------------------------------------------
+
+
+def _full_under(monkeypatch: pytest.MonkeyPatch, full: Path) -> None:
+    """Make writes of temp files inside ``full`` fail with ENOSPC, as a full disk does."""
+    real_write_all = files._write_all
+
+    def write_all(fd: int, data: bytes) -> None:
+        if str(Path(f"/proc/self/fd/{fd}").readlink()).startswith(str(full)):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_write_all(fd, data)
+
+    monkeypatch.setattr(files, "_write_all", write_all)
+
+
+def test_a_full_disk_under_a_later_output_leaves_the_earlier_one_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ok_dir, full = tmp_path / "ok", tmp_path / "full"
+    ok_dir.mkdir()
+    full.mkdir()
+    cabling, bom = ok_dir / "c.csv", full / "b.csv"
+    cabling.write_text("OLD\n")
+    _full_under(monkeypatch, full)
+    lab = str(ROOT / "examples" / "a100-lab-mig.yaml")
+    result = run_cli("plan", lab, "--cabling", str(cabling), "--bom", str(bom))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "No space left on device" in result.stderr and str(bom) in result.stderr
+    assert cabling.read_text() == "OLD\n"
+    assert sorted(p.name for p in ok_dir.iterdir()) == ["c.csv"]  # no temp file left
+    assert list(full.iterdir()) == []
+
+
+def test_write_atomic_all_replaces_every_file_when_all_can_be_written(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_text("old")
+    files.write_atomic_all([(str(a), b"new a"), (str(b), b"new b")])
+    assert (a.read_text(), b.read_text()) == ("new a", "new b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
