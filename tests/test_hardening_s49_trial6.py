@@ -12,6 +12,10 @@
 4. `plan --cabling A --bom B` with B's file system full: exit 2 with A already replaced (half
    a set of outputs). The outputs are now staged whole before the first is renamed into place
    (`write_atomic_all`); seen on a real full tmpfs by the trial (IO6-14), simulated here.
+5. Kubernetes names lint passed that the consumer refuses: a tenant's `clients.cidrs` with an
+   IPv6 zone (`fe80::%eth0/64`: Python's ip_network takes it, a NetworkPolicy ipBlock does
+   not) and `monitoring.prometheus_release` outside Helm's release-name rule (`Kube_Prom`,
+   63 characters: no Helm release has that name, so the `release:` label matched nothing).
 """
 
 from __future__ import annotations
@@ -186,3 +190,47 @@ def test_write_atomic_all_replaces_every_file_when_all_can_be_written(tmp_path: 
     files.write_atomic_all([(str(a), b"new a"), (str(b), b"new b")])
     assert (a.read_text(), b.read_text()) == ("new a", "new b")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
+
+
+# --- 5. names the consumer refuses -----------------------------------------------------------------
+
+TENANT = LAB.replace(
+    "name: lab\n",
+    "name: lab\nscheduler:\n  kind: kubernetes\n  tenants:\n"
+    "    - {name: serving, gpus: 8, clients: {cidrs: ['CIDR']}}\n",
+)
+
+
+@pytest.mark.parametrize(
+    ("cidr", "says"),
+    [("fe80::%eth0/64", "write fe80::/64"), ("fe80::%1/64", "write fe80::/64"),
+     ("10.0.0.1/8", "did you mean 10.0.0.0/8?")],
+)  # fmt: skip
+def test_a_client_network_kubernetes_refuses_is_a_located_error(cidr: str, says: str) -> None:
+    path, message, hint = _only_error(TENANT.replace("CIDR", cidr))
+    assert path == "scheduler.tenants[0].clients.cidrs[0]" and "CIDR form" in message
+    assert hint == says
+
+
+def test_client_networks_kubernetes_takes_still_load() -> None:
+    text = TENANT.replace("'CIDR'", "'10.0.0.0/8', 'fd00::/64', '::ffff:10.0.0.0/104'")
+    clients = load_spec_text(text, "spec.yaml").spec.scheduler.tenants[0].clients
+    assert clients is not None and len(clients.cidrs) == 3
+
+
+RELEASE = LAB.replace(
+    "name: lab\n", "name: lab\nscheduler: {kind: kubernetes, monitoring: {prometheus_release: R}}\n"
+)
+
+
+@pytest.mark.parametrize("release", ["Kube_Prom", "kube_prom", "k" * 54, "kp.", "a..b"])
+def test_a_prometheus_release_helm_refuses_is_an_error(release: str) -> None:
+    path, message, _ = _only_error(RELEASE.replace(": R}", f": '{release}'}}"))
+    assert path == "scheduler.monitoring.prometheus_release"
+    assert "Helm release name" in message or "at most 53" in message
+
+
+@pytest.mark.parametrize("release", ["kube-prometheus-stack", "prom.v2", "k" * 53, "1"])
+def test_a_prometheus_release_helm_takes_loads(release: str) -> None:
+    spec = load_spec_text(RELEASE.replace(": R}", f": '{release}'}}"), "s.yaml").spec
+    assert spec.scheduler.monitoring.prometheus_release == release
