@@ -21,7 +21,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-__all__ = ["CATCHABLE", "Held", "Interrupted", "deferring_signals", "raising_on_signals"]
+__all__ = [
+    "CATCHABLE",
+    "Held",
+    "Interrupted",
+    "deferring_signals",
+    "raised_signal",
+    "raising_on_signals",
+]
 
 CATCHABLE = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -40,8 +47,22 @@ class Interrupted(BaseException):
         super().__init__(signal.Signals(signum).name)
 
 
+_RAISED: list[int] = []  # the signals `_raise` turned into Interrupted, oldest first
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
+    _RAISED.append(signum)
     raise Interrupted(signum)
+
+
+def raised_signal() -> int | None:
+    """The last signal raised as `Interrupted` in this process, or None.
+
+    For code that sees another exception where `Interrupted` was raised: a library that
+    catches it inside its own machinery (pydantic building a schema from Rust wraps it in a
+    SchemaError) hands back its own error, and the signal would pass for a railplan bug.
+    """
+    return _RAISED[-1] if _RAISED else None
 
 
 @contextmanager

@@ -16,18 +16,26 @@
    IPv6 zone (`fe80::%eth0/64`: Python's ip_network takes it, a NetworkPolicy ipBlock does
    not) and `monitoring.prometheus_release` outside Helm's release-name rule (`Kube_Prom`,
    63 characters: no Helm release has that name, so the `release:` label matched nothing).
+6. Ctrl-C early: SIGINT while `infra.cli` imported (before `main` set its handlers) printed a
+   KeyboardInterrupt traceback; SIGINT while pydantic built a model's schema (a command's
+   lazy import) came back wrapped in pydantic's SchemaError and was reported as a railplan
+   bug (exit 3, 17 lines). Now one line and exit 130 in both windows.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from infra import files
+from infra import files, signals
 from infra.budget.train_plan import model_shape
+from infra.cli import process
 from infra.errors import InputError
 from infra.spec import SpecValidationError, load_spec_text
 
@@ -234,3 +242,47 @@ def test_a_prometheus_release_helm_refuses_is_an_error(release: str) -> None:
 def test_a_prometheus_release_helm_takes_loads(release: str) -> None:
     spec = load_spec_text(RELEASE.replace(": R}", f": '{release}'}}"), "s.yaml").spec
     assert spec.scheduler.monitoring.prometheus_release == release
+
+
+# --- 6. signals in the windows main does not cover ----------------------------------------------
+
+_SIGINT_DURING_IMPORT = """
+import builtins, os, signal
+real = builtins.__import__
+def hooked(name, *args, **kwargs):
+    if name == "typer":  # inside infra.cli's imports, before main runs
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(name, *args, **kwargs)
+builtins.__import__ = hooked
+import infra.cli
+"""
+
+
+def test_sigint_while_the_cli_imports_is_one_line_and_exit_130() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGINT_DURING_IMPORT],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "railplan: interrupted by SIGINT\n"
+
+
+def test_sigint_a_library_wraps_is_reported_as_the_signal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def app(args: list[str], standalone_mode: bool) -> int:
+        try:  # as pydantic-core does when a Python callback raises while it builds a schema
+            signals._raise(signal.SIGINT, None)
+        except signals.Interrupted as exc:
+            raise RuntimeError(f"SchemaError: ...\n  Interrupted: {exc}") from None
+        return 0
+
+    monkeypatch.setattr(process, "app", app)
+    monkeypatch.setattr(signals, "_RAISED", [], raising=False)
+    result = run_cli("lint", "x.yaml")
+    assert result.returncode == 130 and result.stderr == "railplan: interrupted by SIGINT\n"
