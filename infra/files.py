@@ -354,12 +354,17 @@ def write_atomic_all(outputs: Sequence[tuple[str, bytes]]) -> None:
                     staged.append((path, _stage(directory, name, data, mode, existing), real))
                 except OSError as exc:
                     raise _write_error(path, exc) from None
-            for path, tmp, real in staged:
-                try:
-                    os.rename(tmp, real)
-                    _fsync_dir(os.path.dirname(real))
-                except OSError as exc:
-                    raise _write_error(path, exc) from None
+            # renamed all or, on an error, as far as it got: a signal waits for the last one
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, CATCHABLE)
+            try:
+                for path, tmp, real in staged:
+                    try:
+                        os.rename(tmp, real)
+                        _fsync_dir(os.path.dirname(real))
+                    except OSError as exc:
+                        raise _write_error(path, exc) from None
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
     finally:
         for _, tmp, _ in staged:  # renamed ones are gone already
             Path(tmp).unlink(missing_ok=True)

@@ -11,7 +11,8 @@
    Refused: the CLI exits 2, the spec is a located RP000 error.
 4. `plan --cabling A --bom B` with B's file system full: exit 2 with A already replaced (half
    a set of outputs). The outputs are now staged whole before the first is renamed into place
-   (`write_atomic_all`); seen on a real full tmpfs by the trial (IO6-14), simulated here.
+   (`write_atomic_all`); seen on a real full tmpfs by the trial (IO6-14), simulated here. A
+   signal between two renames (SIGHUP to plan, SG6-03) waits until the last one is done.
 5. Kubernetes names lint passed that the consumer refuses: a tenant's `clients.cidrs` with an
    IPv6 zone (`fe80::%eth0/64`: Python's ip_network takes it, a NetworkPolicy ipBlock does
    not) and `monitoring.prometheus_release` outside Helm's release-name rule (`Kube_Prom`,
@@ -190,6 +191,25 @@ def test_a_full_disk_under_a_later_output_leaves_the_earlier_one_as_it_was(
     assert cabling.read_text() == "OLD\n"
     assert sorted(p.name for p in ok_dir.iterdir()) == ["c.csv"]  # no temp file left
     assert list(full.iterdir()) == []
+
+
+def test_a_signal_between_two_renames_waits_for_the_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_text("old a")
+    b.write_text("old b")
+    real_rename = os.rename
+
+    def rename(src: str, dst: str) -> None:
+        real_rename(src, dst)
+        if dst == str(a):  # the first output is in place: a signal arrives now
+            os.kill(os.getpid(), signal.SIGHUP)
+
+    monkeypatch.setattr(files.os, "rename", rename)
+    with pytest.raises(signals.Interrupted):
+        files.write_atomic_all([(str(a), b"new a"), (str(b), b"new b")])
+    assert (a.read_text(), b.read_text()) == ("new a", "new b")
 
 
 def test_write_atomic_all_replaces_every_file_when_all_can_be_written(tmp_path: Path) -> None:
