@@ -46,7 +46,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from infra.errors import InputError, RailplanError
-from infra.signals import CATCHABLE, raising_on_signals
+from infra.signals import CATCHABLE, deferring_signals, raising_on_signals
 
 __all__ = [
     "OutputError",
@@ -355,16 +355,13 @@ def write_atomic_all(outputs: Sequence[tuple[str, bytes]]) -> None:
                 except OSError as exc:
                     raise _write_error(path, exc) from None
             # renamed all or, on an error, as far as it got: a signal waits for the last one
-            held = signal.pthread_sigmask(signal.SIG_BLOCK, CATCHABLE)
-            try:
+            with deferring_signals():
                 for path, tmp, real in staged:
                     try:
                         os.rename(tmp, real)
                         _fsync_dir(os.path.dirname(real))
                     except OSError as exc:
                         raise _write_error(path, exc) from None
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, held)
     finally:
         for _, tmp, _ in staged:  # renamed ones are gone already
             Path(tmp).unlink(missing_ok=True)
