@@ -21,6 +21,9 @@
    KeyboardInterrupt traceback; SIGINT while pydantic built a model's schema (a command's
    lazy import) came back wrapped in pydantic's SchemaError and was reported as a railplan
    bug (exit 3, 17 lines). Now one line and exit 130 in both windows.
+7. A MIG layout named `disabled`: `mig: disabled` means MIG off, so the layout was dropped
+   (nothing rendered it) while RP015 counted it as used: the group silently had no MIG. The
+   name is reserved like `all-disabled`.
 """
 
 from __future__ import annotations
@@ -306,3 +309,16 @@ def test_sigint_a_library_wraps_is_reported_as_the_signal(
     monkeypatch.setattr(signals, "_RAISED", [], raising=False)
     result = run_cli("lint", "x.yaml")
     assert result.returncode == 130 and result.stderr == "railplan: interrupted by SIGINT\n"
+
+
+# --- 7. a layout named `disabled` --------------------------------------------------------------
+
+LAYOUT_DISABLED = LAB.replace("count: 2,", "count: 2, mig: disabled,") + (
+    "mig_layouts: {disabled: {profiles: {'1g.10gb': 7}}}\n"
+)
+
+
+def test_a_layout_named_disabled_is_refused_at_its_key() -> None:
+    path, message, hint = _only_error(LAYOUT_DISABLED)
+    assert path == "mig_layouts.disabled" and "means MIG off" in message
+    assert "rename the layout" in hint

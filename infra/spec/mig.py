@@ -32,10 +32,12 @@ MAX_ROLLING_BATCH_SUS = 1024
 # config name with another body (in the ConfigMap, a node label, an Ansible variable): the
 # loader refuses such a layout name (`reserved_layout`).
 DISABLED_CONFIG = "all-disabled"  # NVIDIA's name for it in config-default.yaml
+MIG_OFF = "disabled"  # a group's `mig` (or a change's) that means no MIG
 GROUP_CONFIG_PREFIX = "group-"
 RESERVED_LAYOUT_HINT = (
-    f"rename the layout; railplan names its own mig-parted configs {DISABLED_CONFIG} (for "
-    f"`disabled`) and {GROUP_CONFIG_PREFIX}<node group>[-change<N>] (for a per-GPU list)"
+    f"rename the layout; `{MIG_OFF}` means MIG off, and railplan names its own mig-parted "
+    f"configs {DISABLED_CONFIG} (for `{MIG_OFF}`) and {GROUP_CONFIG_PREFIX}<node group>"
+    "[-change<N>] (for a per-GPU list)"
 )
 
 
@@ -48,10 +50,13 @@ def group_config_name(group: str, change: int | None = None) -> str:
 def reserved_layout(name: str) -> bool:
     """Whether a layout of this name could meet a config railplan names itself.
 
-    >>> [reserved_layout(n) for n in ("all-disabled", "group-infer", "infer-day")]
-    [True, True, False]
+    The spec's own word ``disabled`` (a group's `mig` without MIG) is reserved too: a layout
+    of that name was never used, since ``mig: disabled`` means MIG off.
+
+    >>> [reserved_layout(n) for n in ("all-disabled", "group-infer", "disabled", "infer-day")]
+    [True, True, True, False]
     """
-    return name == DISABLED_CONFIG or name.startswith(GROUP_CONFIG_PREFIX)
+    return name in (DISABLED_CONFIG, MIG_OFF) or name.startswith(GROUP_CONFIG_PREFIX)
 
 
 class MigAssignment(StrictModel):
