@@ -20,7 +20,9 @@
 6. Ctrl-C early: SIGINT while `infra.cli` imported (before `main` set its handlers) printed a
    KeyboardInterrupt traceback; SIGINT while pydantic built a model's schema (a command's
    lazy import) came back wrapped in pydantic's SchemaError and was reported as a railplan
-   bug (exit 3, 17 lines). Now one line and exit 130 in both windows.
+   bug (exit 3, 17 lines); SIGINT raised inside a weakref callback (importlib's module lock)
+   printed "Exception ignored" with a traceback and lint went on to exit 0. Now one line and
+   exit 130 in every window.
 7. A MIG layout named `disabled`: `mig: disabled` means MIG off, so the layout was dropped
    (nothing rendered it) while RP015 counted it as used: the group silently had no MIG. The
    name is reserved like `all-disabled`.
@@ -29,10 +31,12 @@
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import signal
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import pytest
@@ -322,3 +326,24 @@ def test_a_layout_named_disabled_is_refused_at_its_key() -> None:
     path, message, hint = _only_error(LAYOUT_DISABLED)
     assert path == "mig_layouts.disabled" and "means MIG off" in message
     assert "rename the layout" in hint
+
+
+def test_sigint_python_swallows_in_a_callback_still_ends_the_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Locked:
+        pass
+
+    def app(args: list[str], standalone_mode: bool) -> int:
+        thing = Locked()
+        # the handler runs in whatever Python code is current: here a weakref callback,
+        # whose exception Python only prints ("Exception ignored in: ...")
+        ref = weakref.ref(thing, lambda _: signals._raise(signal.SIGINT, None))
+        del thing
+        gc.collect()
+        assert ref() is None
+        return 0
+
+    monkeypatch.setattr(process, "app", app)
+    result = run_cli("lint", "x.yaml")
+    assert result.returncode == 130 and result.stderr == "railplan: interrupted by SIGINT\n"
