@@ -177,6 +177,18 @@ class SpecError(RailplanError):
     """The input parsed but does not describe a valid spec or file (schema violation)."""
 
 
+class HintedValueError(ValueError):
+    """A spec validator's ValueError that knows the fix: the loader shows ``hint`` as the hint.
+
+    Pydantic keeps the raised error in the error's context; `infra.spec.loader` reads its
+    ``hint`` there, so a value check can say what to write instead, as a schema error does.
+    """
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
 class CatalogError(RailplanError):
     """The bundled hardware catalog is inconsistent; a bug in railplan, not in user input."""
 

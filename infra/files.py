@@ -6,7 +6,8 @@ over (``<(cmd)``, ``/dev/stdin`` fed by ``|``) are read; directories, devices, s
 FIFOs are refused before they are opened (opening a FIFO waits for a writer, opening some
 devices has effects), and the opened file is checked again.
 
-Writing (`check_outputs`, `write_atomic`): an output replaces a *regular* file or creates one,
+Writing (`check_outputs`, `write_atomic`, `write_atomic_all` for a set of outputs that is
+written whole or not at all): an output replaces a *regular* file or creates one,
 atomically (temp file, fsync, rename, fsync of the directory), so a reader sees the old file or
 the new one, never half of one. Decisions, each enforced here:
 
@@ -41,11 +42,11 @@ import re
 import secrets
 import signal
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from infra.errors import InputError, RailplanError
-from infra.signals import CATCHABLE, raising_on_signals
+from infra.signals import CATCHABLE, deferring_signals, raising_on_signals
 
 __all__ = [
     "OutputError",
@@ -57,6 +58,7 @@ __all__ = [
     "sweep_stale_temps",
     "user_umask",
     "write_atomic",
+    "write_atomic_all",
 ]
 
 _CHUNK = 1 << 20
@@ -327,15 +329,42 @@ def write_atomic(path: str, data: bytes) -> None:
         OutputError: the target is refused (see the module docstring) or cannot be written
             (no such directory, no space, read-only file system, ...); nothing is left behind.
     """
-    real, existing = _target(path)
-    directory, name = os.path.split(real)
-    mode = stat.S_IMODE(existing.st_mode) if existing else 0o666 & ~user_umask()
+    write_atomic_all([(path, data)])
+
+
+def write_atomic_all(outputs: Sequence[tuple[str, bytes]]) -> None:
+    """Write every ``(path, data)`` as `write_atomic` does, all of them or none.
+
+    Each file is first staged whole in its temp file (written and fsynced); only when every
+    one is on disk are they renamed into place, so no space, a quota or an I/O error on one
+    output leaves the others as they were (`check_outputs` catches what can be seen before).
+
+    Raises:
+        OutputError: a target is refused or cannot be written; no target was replaced.
+    """
+    targets = [(path, *_target(path), data) for path, data in outputs]
+    staged: list[tuple[str, str, str]] = []  # (path as given, temp file, real target)
     try:
-        sweep_stale_temps(directory)
         with raising_on_signals():
-            _replace(directory, name, data, mode, existing)
-    except OSError as exc:
-        raise _write_error(path, exc) from None
+            for path, real, existing, data in targets:
+                directory, name = os.path.split(real)
+                mode = stat.S_IMODE(existing.st_mode) if existing else 0o666 & ~user_umask()
+                try:
+                    sweep_stale_temps(directory)
+                    staged.append((path, _stage(directory, name, data, mode, existing), real))
+                except OSError as exc:
+                    raise _write_error(path, exc) from None
+            # renamed all or, on an error, as far as it got: a signal waits for the last one
+            with deferring_signals():
+                for path, tmp, real in staged:
+                    try:
+                        os.rename(tmp, real)
+                        _fsync_dir(os.path.dirname(real))
+                    except OSError as exc:
+                        raise _write_error(path, exc) from None
+    finally:
+        for _, tmp, _ in staged:  # renamed ones are gone already
+            Path(tmp).unlink(missing_ok=True)
 
 
 def replace_entry(path: str, data: bytes) -> None:
@@ -358,6 +387,19 @@ def is_temp_name(name: str) -> bool:
 def _replace(
     directory: str, name: str, data: bytes, mode: int, existing: os.stat_result | None
 ) -> None:
+    tmp = _stage(directory, name, data, mode, existing)
+    try:
+        os.rename(tmp, os.path.join(directory, name))
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(directory)
+
+
+def _stage(
+    directory: str, name: str, data: bytes, mode: int, existing: os.stat_result | None
+) -> str:
+    """Write ``data`` to a new temp file for ``name`` (mode, owner, fsynced); return its path."""
     # A signal between creating the temp file and entering the try would leak it: hold the
     # signals over that gap; one that arrived meanwhile is raised inside the try.
     held = signal.pthread_sigmask(signal.SIG_BLOCK, CATCHABLE)
@@ -376,11 +418,10 @@ def _replace(
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.rename(tmp, os.path.join(directory, name))
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _fsync_dir(directory)
+    return tmp
 
 
 def _create_temp(directory: str, name: str) -> tuple[int, str]:

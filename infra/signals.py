@@ -16,12 +16,22 @@ the previous handlers when the block ends.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
-__all__ = ["CATCHABLE", "Held", "Interrupted", "deferring_signals", "raising_on_signals"]
+__all__ = [
+    "CATCHABLE",
+    "Held",
+    "Interrupted",
+    "deferring_signals",
+    "raised_signal",
+    "raising_on_signals",
+    "swallowed_signal",
+]
 
 CATCHABLE = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -40,8 +50,47 @@ class Interrupted(BaseException):
         super().__init__(signal.Signals(signum).name)
 
 
+_RAISED: list[int] = []  # the signals `_raise` turned into Interrupted, oldest first
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
+    _RAISED.append(signum)
     raise Interrupted(signum)
+
+
+_SWALLOWED: list[int] = []  # raised where Python only prints "Exception ignored" (callbacks)
+
+
+def _unraisable(hook: Callable[[Any], object]) -> Callable[[Any], object]:
+    """``sys.unraisablehook`` that keeps an `Interrupted` Python could not raise, silently.
+
+    The handler raises wherever the main thread is, a weakref callback or a ``__del__``
+    among them (importlib's module locks have one); Python prints such an exception as
+    "Exception ignored" with a traceback and goes on, so the signal was lost.
+    """
+
+    def keep(unraisable: Any) -> object:
+        if isinstance(unraisable.exc_value, Interrupted):
+            _SWALLOWED.append(unraisable.exc_value.signum)
+            return None
+        return hook(unraisable)
+
+    return keep
+
+
+def swallowed_signal() -> int | None:
+    """The first signal raised as `Interrupted` where Python could not raise it, or None."""
+    return _SWALLOWED[0] if _SWALLOWED else None
+
+
+def raised_signal() -> int | None:
+    """The last signal raised as `Interrupted` in this process, or None.
+
+    For code that sees another exception where `Interrupted` was raised: a library that
+    catches it inside its own machinery (pydantic building a schema from Rust wraps it in a
+    SchemaError) hands back its own error, and the signal would pass for a railplan bug.
+    """
+    return _RAISED[-1] if _RAISED else None
 
 
 @contextmanager
@@ -60,9 +109,15 @@ def raising_on_signals() -> Iterator[None]:
         if current is _raise or current == signal.SIG_IGN or isinstance(current, Held):
             continue  # an outer deferral stays in force: its block must not be cut short
         previous[signum] = signal.signal(signum, _raise)
+    hook = sys.unraisablehook
+    if previous:  # the outermost block (a command): what an earlier one saw is not ours
+        _RAISED.clear()
+        _SWALLOWED.clear()
+        sys.unraisablehook = _unraisable(hook)
     try:
         yield
     finally:
+        sys.unraisablehook = hook
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 

@@ -77,6 +77,18 @@ def model_shape(
                 hint="a transformer of published size",
             )
     explicit = (layers, hidden, heads)
+    given = [
+        n
+        for n, v in zip(("--layers", "--hidden", "--heads"), explicit, strict=True)
+        if v is not None
+    ]
+    if preset is not None and given:  # the preset's shape would win silently
+        raise InputError(
+            f"a preset ({preset}) and a shape ({', '.join(given)}) both give the model",
+            path=path,
+            hint=f"leave out {', '.join(given)} to train {preset}, or the preset to train "
+            "that shape (--seq and --vocab may change a preset)",
+        )
     if preset is not None:
         if preset not in PRESETS:
             hint = spelling_hint(preset, PRESETS) or "one of " + ", ".join(PRESETS)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
@@ -256,12 +256,22 @@ def schema_findings(error: RailplanError) -> list[Finding]:
 
 def write_output(path: str, text: str) -> None:
     """``text`` to the file ``path`` (atomically, see `infra.files`) or to stdout for ``-``."""
-    from infra.files import write_atomic
+    write_outputs([(path, text)])
 
-    if path == "-":
-        say(text)
-    else:
-        write_atomic(path, text.encode("utf-8"))
+
+def write_outputs(outputs: Sequence[tuple[str, str]]) -> None:
+    """Each ``(path, text)`` as `write_output` does; the files all replaced or none of them.
+
+    The files are staged whole before the first is renamed into place (`write_atomic_all`),
+    so an output that cannot be written (no space) leaves every other as it was; ``-``
+    outputs go to stdout after the files, in order.
+    """
+    from infra.files import write_atomic_all
+
+    write_atomic_all([(path, text.encode("utf-8")) for path, text in outputs if path != "-"])
+    for path, text in outputs:
+        if path == "-":
+            say(text)
 
 
 def detach_stdout() -> None:

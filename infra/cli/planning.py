@@ -20,7 +20,7 @@ from infra.cli.common import (
     progress_bar,
     read_spec,
     say,
-    write_output,
+    write_outputs,
 )
 
 
@@ -54,9 +54,10 @@ def plan(
     if broken:
         sys.stderr.write(format_text(broken))
         raise typer.Exit(EXIT_FAILED)
-    if cabling is not None:
-        write_output(cabling, cabling_csv(planned))
-    if bom is not None:
-        write_output(bom, bom_csv(planned, catalog_for(loaded.spec)))
-    if hosts is not None:
-        write_output(hosts, hosts_csv(planned))
+    sheets = {
+        "--cabling": lambda: cabling_csv(planned),
+        "--bom": lambda: bom_csv(planned, catalog_for(loaded.spec)),
+        "--hosts": lambda: hosts_csv(planned),
+    }
+    # all files or none: a full disk under --bom leaves --cabling as it was
+    write_outputs([(path, sheets[option]()) for option, path in chosen.items()])

@@ -34,7 +34,7 @@ from infra.cli.common import (
     stdout_error,
 )
 from infra.errors import RailplanError, cut_long_values, escape_controls
-from infra.signals import Interrupted, raising_on_signals
+from infra.signals import Interrupted, raised_signal, raising_on_signals, swallowed_signal
 
 
 def _is_usage_error(exc: Exception) -> bool:
@@ -91,6 +91,9 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     try:
         with raising_on_signals():
             code = _run(argv)
+            signum = swallowed_signal()
+            if signum is not None:  # raised in a callback, where Python only printed it
+                raise Interrupted(signum)
             _flush_stdout()
     except Interrupted as exc:
         _die_of_signal(exc.signum, exc.after)
@@ -125,6 +128,9 @@ def _run(argv: Sequence[str] | None) -> int:
     except Exception as exc:
         if _is_usage_error(exc):  # bad option or argument: one line, exit 2
             return _report_line(args, _usage_line(exc), EXIT_USAGE)
+        signum = raised_signal()
+        if signum is not None:  # a library wrapped the Interrupted our handler raised
+            raise Interrupted(signum) from None
         if os.environ.get("RAILPLAN_DEBUG"):
             raise
         line = (

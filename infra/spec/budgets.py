@@ -15,6 +15,7 @@ from pydantic import AfterValidator, BaseModel, Discriminator, Field, Tag, model
 from pydantic.json_schema import SkipJsonSchema
 
 from infra.bounds import MAX_BUDGET_GPUS
+from infra.errors import HintedValueError
 from infra.spec.base import ONE_LINE, Precision, StrictModel, TextRule
 from infra.spec.units import ByteSize, Count
 
@@ -158,6 +159,14 @@ class ScalingEfficiencyBudget(BudgetFields):
     def _some_model(self) -> ScalingEfficiencyBudget:
         if not self.model_params:
             raise ValueError("name a model: `model`, `layers`/`hidden`/`heads` or `model_params`")
+        shape = [k for k in ("layers", "hidden", "heads") if getattr(self, k) is not None]
+        if self.model is not None and shape:
+            # the preset's shape would win silently: the budget would time another model
+            raise HintedValueError(
+                f"`model: {self.model}` and `{'`/`'.join(shape)}` both give the model's shape",
+                hint=f"remove `{'`, `'.join(shape)}` to train {self.model}, or `model` to "
+                "train that shape (`seq` and `vocab` may change a preset)",
+            )
         return self
 
     @property

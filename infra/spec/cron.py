@@ -30,6 +30,7 @@ __all__ = [
     "closest_firings",
     "cron_fields",
     "cron_fields_valid",
+    "cron_hint",
     "daily_minute",
     "dst_shift_minutes",
     "minutes_on",
@@ -60,6 +61,8 @@ _CRON_NAMES: tuple[dict[str, int], ...] = (
     },
     {d: i for i, d in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])},
 )
+_FIELD_NAMES = ("minute", "hour", "day-of-month", "month", "day-of-week")
+_FIELD_WORDS = ("", "", "", " or jan-dec", " or sun-sat (Sunday is 0; there is no 7)")
 _CRON_ITEM = re.compile(r"^(\*|[0-9a-z]+(-[0-9a-z]+)?)(/[0-9]+)?$")
 # Go's unicode.IsSpace (src/unicode/graphic.go: in Latin-1 '\t', '\n', '\v', '\f', '\r', ' ',
 # U+0085, U+00A0; above, the White_Space table of src/unicode/tables.go: U+1680, U+2000-U+200A,
@@ -227,3 +230,41 @@ def cron_fields_valid(expression: str) -> bool:
         return True
     fields = cron_fields(expression)
     return len(fields) == 5 and all(_cron_field_valid(f, i) for i, f in enumerate(fields))
+
+
+def cron_hint(expression: str) -> str:
+    """What to write instead of ``expression``, which `cron_fields_valid` refused.
+
+    Names the first thing robfig/cron would refuse: a macro with spaces or capitals, a time
+    zone inside the schedule, the number of fields, or the first field out of its range.
+
+    >>> cron_hint("0 7 * * 1-8")
+    "day-of-week '1-8' is not a value robfig/cron takes there: 0-6 or sun-sat (Sunday is 0; there is no 7), \
+as *, a list a,b, a range a-b or a step */n"
+    >>> cron_hint("CRON_TZ=UTC 0 7 * * *")
+    'Kubernetes refuses a time zone inside the schedule: drop CRON_TZ=UTC and set mig_schedule.timezone'
+    """
+    fields = cron_fields(expression)
+    if fields and fields[0].lower() in _MACROS:
+        return f"a macro stands alone, lower case, without spaces: {fields[0].lower()}"
+    if fields and fields[0].startswith("@"):
+        return f"robfig/cron knows the macros {', '.join(_MACROS)}"
+    if fields and fields[0].upper().startswith(("CRON_TZ=", "TZ=")):
+        return (
+            "Kubernetes refuses a time zone inside the schedule: drop "
+            f"{fields[0]} and set mig_schedule.timezone"
+        )
+    if len(fields) != len(_FIELD_NAMES):
+        found = f"{len(fields)} field{'' if len(fields) == 1 else 's'}"
+        return (
+            f"{found} where robfig/cron splits on spaces; write five: "
+            f'{" ".join(_FIELD_NAMES)}, e.g. "0 20 * * *"'
+        )
+    for index, text in enumerate(fields):
+        if not _cron_field_valid(text, index):
+            low, high = _CRON_RANGES[index]
+            return (
+                f"{_FIELD_NAMES[index]} {text!r} is not a value robfig/cron takes there: {low}-{high}"
+                f"{_FIELD_WORDS[index]}, as *, a list a,b, a range a-b or a step */n"
+            )
+    return 'e.g. "0 20 * * *" or @daily'

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from infra.errors import SpecError, spelling_hint
-from infra.spec import base, mig, models
+from infra.spec import base, mig, models, scheduling
 from infra.spec.base import ONE_LINE, ONE_LINE_OR_EMPTY, ONE_LINE_RULE
 from infra.spec.models import Spec
 from infra.spec.yamlpos import (
@@ -50,6 +50,8 @@ _PATTERN_RULES = {
     r"^[1-9][0-9]{0,5}[smh]$": "must be a duration such as 90s, 30m or 2h (at most 6 digits)",
     ONE_LINE: ONE_LINE_RULE,
     ONE_LINE_OR_EMPTY: ONE_LINE_RULE,
+    scheduling.HELM_RELEASE: "must be a Helm release name: lowercase letters, digits, '-' and "
+    "'.', starting and ending with a letter or digit (helm install refuses any other)",
 }
 
 
@@ -362,6 +364,9 @@ def _hint(err: ErrorDetails, path: str) -> str | None:
             if s.strip()
         ]
         return spelling_hint(str(err["input"]), expected, "allowed values") or None
+    if kind in {"value_error", "assertion_error"}:  # a validator's own hint, if it gave one
+        hint = getattr(ctx.get("error"), "hint", None)
+        return hint if isinstance(hint, str) and hint else None
     return None
 
 

@@ -9,13 +9,15 @@ rendered `mig-change.sh` checks before it cordons anything.
 from __future__ import annotations
 
 import functools
+import re
 import zoneinfo
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
+from infra.errors import HintedValueError, spelling_hint
 from infra.spec.base import ONE_LINE_OR_EMPTY, StrictModel, TextRule, repeated
-from infra.spec.cron import cron_fields, cron_fields_valid
+from infra.spec.cron import cron_fields, cron_fields_valid, cron_hint
 from infra.spec.scheduling import Duration, duration_seconds
 
 MIG_PROFILE = r"^([1-7]c\.)?[1-7]g\.[0-9]+gb(\+me|\+me\.all|\+gfx|-me)?$"
@@ -30,10 +32,12 @@ MAX_ROLLING_BATCH_SUS = 1024
 # config name with another body (in the ConfigMap, a node label, an Ansible variable): the
 # loader refuses such a layout name (`reserved_layout`).
 DISABLED_CONFIG = "all-disabled"  # NVIDIA's name for it in config-default.yaml
+MIG_OFF = "disabled"  # a group's `mig` (or a change's) that means no MIG
 GROUP_CONFIG_PREFIX = "group-"
 RESERVED_LAYOUT_HINT = (
-    f"rename the layout; railplan names its own mig-parted configs {DISABLED_CONFIG} (for "
-    f"`disabled`) and {GROUP_CONFIG_PREFIX}<node group>[-change<N>] (for a per-GPU list)"
+    f"rename the layout; `{MIG_OFF}` means MIG off, and railplan names its own mig-parted "
+    f"configs {DISABLED_CONFIG} (for `{MIG_OFF}`) and {GROUP_CONFIG_PREFIX}<node group>"
+    "[-change<N>] (for a per-GPU list)"
 )
 
 
@@ -46,10 +50,13 @@ def group_config_name(group: str, change: int | None = None) -> str:
 def reserved_layout(name: str) -> bool:
     """Whether a layout of this name could meet a config railplan names itself.
 
-    >>> [reserved_layout(n) for n in ("all-disabled", "group-infer", "infer-day")]
-    [True, True, False]
+    The spec's own word ``disabled`` (a group's `mig` without MIG) is reserved too: a layout
+    of that name was never used, since ``mig: disabled`` means MIG off.
+
+    >>> [reserved_layout(n) for n in ("all-disabled", "group-infer", "disabled", "infer-day")]
+    [True, True, True, False]
     """
-    return name == DISABLED_CONFIG or name.startswith(GROUP_CONFIG_PREFIX)
+    return name in (DISABLED_CONFIG, MIG_OFF) or name.startswith(GROUP_CONFIG_PREFIX)
 
 
 class MigAssignment(StrictModel):
@@ -88,9 +95,10 @@ class MigChange(StrictModel):
     @classmethod
     def _valid_cron(cls, v: str) -> str:
         if not cron_fields_valid(v):
-            raise ValueError(
+            raise HintedValueError(
                 f"{v!r} is not a cron schedule: five fields (minute hour day-of-month month "
-                'day-of-week), e.g. "0 20 * * *", or a macro such as @daily'
+                'day-of-week), e.g. "0 20 * * *", or a macro such as @daily',
+                hint=cron_hint(v),
             )
         return v
 
@@ -123,7 +131,10 @@ class MigSchedule(StrictModel):
     @classmethod
     def _known_zone(cls, v: str) -> str:
         if v not in _time_zones():
-            raise ValueError(f"{v!r} is not an IANA time zone name (e.g. Europe/Berlin, Etc/UTC)")
+            raise HintedValueError(
+                f"{v!r} is not an IANA time zone name (e.g. Europe/Berlin, Etc/UTC)",
+                hint=_zone_hint(v),
+            )
         return v
 
     @field_validator("drain_timeout")
@@ -150,6 +161,24 @@ def _time_zones() -> frozenset[str]:
     # a CronJob's timeZone is read from Go's own database, which has neither, and lint would
     # judge daylight saving by the host running it.
     return frozenset(zoneinfo.available_timezones()) - {"localtime", "posixrules"}
+
+
+_UTC_OFFSET = re.compile(r"^(?:UTC|GMT)\s*([+-])\s*0?(\d{1,2})(?::?00)?$", re.IGNORECASE)
+
+
+def _zone_hint(name: str) -> str:
+    """The zone ``name`` probably means, or where the names are listed."""
+    offset = _UTC_OFFSET.match(name.strip())
+    if offset:  # UTC+2 is Etc/GMT-2: POSIX signs, west positive
+        sign, hours = "-" if offset.group(1) == "+" else "+", int(offset.group(2))
+        return f"a fixed offset is an Etc zone with the sign reversed: Etc/GMT{sign}{hours}"
+    near = spelling_hint(name.strip(), _time_zones(), "") if len(name) <= 64 else ""
+    if near.startswith("did you mean"):
+        return near
+    return (
+        "write a zone of the IANA database as Area/City (`timedatectl list-timezones` lists "
+        "them); a fixed offset is Etc/GMT-2 for UTC+2 (the sign is reversed)"
+    )
 
 
 def assignments_of(value: MigValue) -> list[MigAssignment]:

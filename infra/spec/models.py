@@ -30,6 +30,7 @@ from infra.spec.budgets import MAX_BUDGETS, Budget
 from infra.spec.cloud import Aws
 from infra.spec.fabrics import Fabrics
 from infra.spec.mig import (
+    MIG_OFF,
     RESERVED_LAYOUT_HINT,
     MigLayout,
     MigSchedule,
@@ -388,7 +389,9 @@ class Spec(StrictModel):
         return [
             (
                 join_path("mig_layouts", name),
-                f"MIG layout name {name!r} is a mig-parted config name railplan makes itself",
+                f"MIG layout name {name!r} means MIG off wherever a group names it"
+                if name == MIG_OFF
+                else f"MIG layout name {name!r} is a mig-parted config name railplan makes itself",
                 RESERVED_LAYOUT_HINT,
             )
             for name in self.mig_layouts

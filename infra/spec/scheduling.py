@@ -9,11 +9,13 @@ fields in range (or a macro), and CSI parameters are one line of text each.
 
 from __future__ import annotations
 
+import contextlib
 from ipaddress import ip_network
 from typing import Annotated, Literal, NamedTuple
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from infra.errors import HintedValueError
 from infra.namespaces import INGRESS_NAMESPACE
 from infra.spec.base import DNS_LABEL, ONE_LINE_OR_EMPTY, StrictModel, TextRule, repeated
 
@@ -74,10 +76,28 @@ class TenantAutoscale(StrictModel):
 
 
 def _network(text: str) -> str:
+    if "%" in text:  # Python takes an IPv6 zone (fe80::%eth0/64); Kubernetes' ipBlock does not
+        raise HintedValueError(
+            f"{text!r} is not a network address in CIDR form (an IPv6 zone such as "
+            "%eth0 names an interface of one host)",
+            hint=f"write {text.split('%', 1)[0]}/{text.rpartition('/')[2]}"
+            if "/" in text
+            else "write the network without the zone",
+        )
     try:
         return str(ip_network(text, strict=True))
     except ValueError as exc:
-        raise ValueError(f"{text!r} is not a network address in CIDR form ({exc})") from None
+        hint = "write an address and a prefix length, e.g. 10.0.0.0/8 or fd00::/64"
+        with contextlib.suppress(ValueError):  # host bits set: the network it lies in
+            hint = f"did you mean {ip_network(text, strict=False)}?"
+        raise HintedValueError(
+            f"{text!r} is not a network address in CIDR form ({exc})", hint=hint
+        ) from None
+
+
+# Helm v3 release names (pkg/chartutil/validate_name.go: validName, maxReleaseNameLen 53): the chart
+# selects its ServiceMonitors and rules by `release: <its release name>`.
+HELM_RELEASE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 
 class TenantClients(StrictModel):
@@ -311,7 +331,8 @@ class Monitoring(StrictModel):
     )
     prometheus_release: str = Field(
         "kube-prometheus-stack",
-        pattern=r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$",
+        pattern=HELM_RELEASE,
+        max_length=53,
         description="Helm release name of the cluster's kube-prometheus-stack. Its Prometheus "
         "selects only ServiceMonitors and PrometheusRules labelled `release: <name>` (the "
         "chart's default `serviceMonitorSelectorNilUsesHelmValues` and "

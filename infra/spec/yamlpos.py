@@ -36,6 +36,7 @@ _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _LAST_SEGMENT = re.compile(r'(\.[A-Za-z_][A-Za-z0-9_-]*|\[\d+\]|\["(?:[^"\\]|\\.)*"\])$')
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -117,6 +118,8 @@ class _Builder:
     def scalar(self, node: Node) -> Any:
         if node.tag == _TIMESTAMP_TAG:  # specs hold no dates; keep "2024-01-02" as written
             return str(node.value)
+        if node.tag in (_INT_TAG, _FLOAT_TAG):
+            self.refuse_yaml11_number(node)
         if node.tag == _INT_TAG and len(str(node.value)) > MAX_INT_DIGITS:
             # before int(): Python refuses over 4,300 digits with advice meant for programmers
             raise self.fail(
@@ -133,6 +136,35 @@ class _Builder:
                 f"cannot read value {shorten(str(node.value), 40)!r}: {shorten(reason)}",
                 hint="plain numbers, strings, booleans, lists and mappings only",
             ) from None
+
+    def refuse_yaml11_number(self, node: Node) -> None:
+        """Refuse a number YAML 1.1 (this reader) and YAML 1.2 (editors) read differently.
+
+        ``010`` is 8 here and 10 in yaml-language-server, ``1:30`` is 90 here (base 60) and a
+        string there. ``04`` or ``0x10`` mean the same in both and pass.
+        """
+        text = str(node.value).replace("_", "")
+        digits = text.lstrip("+-")
+        if ":" in digits:
+            raise self.fail(
+                node,
+                f"{shorten(text, 40)} is a base-60 number in YAML 1.1 (as 1:30 is 90), a string "
+                "in YAML 1.2",
+                hint="write the number itself, or quote the value if it is text",
+            )
+        if (
+            1 < len(digits) <= MAX_INT_DIGITS
+            and digits[0] == "0"
+            and digits.isascii()
+            and digits.isdigit()
+            and int(digits, 8) != int(digits)
+        ):
+            raise self.fail(
+                node,
+                f"{text} is octal {int(digits, 8)} in YAML 1.1 (this reader) but {int(digits)} in "
+                "YAML 1.2 (editors)",
+                hint=f"write it without the leading zero ({int(text)}), or quote it if it is text",
+            )
 
     def mapping(self, node: MappingNode, path: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
