@@ -42,7 +42,7 @@ from pathlib import Path
 import pytest
 
 from infra import files, signals
-from infra.budget.train_plan import model_shape
+from infra.budget.train_request import model_shape
 from infra.cli import process
 from infra.errors import InputError
 from infra.spec import SpecValidationError, load_spec_text
