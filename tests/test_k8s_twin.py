@@ -11,7 +11,6 @@ why; with RAILPLAN_K8S_TWIN=1 under CI=true, binaries that are not built fail it
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,18 +22,7 @@ from tests.k8s_twin import apply, crds, versions
 from tests.k8s_twin.control_plane import ControlPlane
 from tests.k8s_twin.kubectl import kubectl, kubectl_run
 
-_missing = versions.missing_binaries()
-if os.environ.get("RAILPLAN_K8S_TWIN") != "1":
-    pytest.skip(
-        "the Kubernetes twin runs under `make k8s-twin` (RAILPLAN_K8S_TWIN=1)",
-        allow_module_level=True,
-    )
-if _missing and os.environ.get("CI") != "true":
-    pytest.skip(
-        f"Kubernetes twin binaries not built in {versions.bin_dir()} ({', '.join(_missing)}): "
-        "run `make k8s-twin-build`",
-        allow_module_level=True,
-    )
+_missing = versions.skip_module_unless_runnable("k8s-twin", controllers=False)
 
 # The refusals today's renderer draws from the real API server: (spec, kind, name) ->
 # a piece of the server's message. Listed so the test fails both on a new refusal and when

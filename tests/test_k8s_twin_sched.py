@@ -12,7 +12,6 @@ where the twin's kube-scheduler put the pods. ``make k8s-twin-sched`` runs this 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,17 +22,7 @@ from tests.k8s_twin import apply, jobs, kwok, scenario, versions
 from tests.k8s_twin.kubectl import kubectl
 from tests.k8s_twin.scenario import GPU, RDMA, Cluster, use_cluster_queues
 
-_missing = versions.missing_binaries() + versions.missing_controllers()
-if os.environ.get("RAILPLAN_K8S_TWIN") != "1":
-    pytest.skip(
-        "the Kubernetes twin runs under `make k8s-twin-sched` (RAILPLAN_K8S_TWIN=1)",
-        allow_module_level=True,
-    )
-if _missing and os.environ.get("CI") != "true":
-    pytest.skip(
-        f"Kubernetes twin binaries not built ({', '.join(_missing)}): run `make k8s-twin-build`",
-        allow_module_level=True,
-    )
+_missing = versions.skip_module_unless_runnable("k8s-twin-sched", controllers=True)
 
 SPEC = Path("kueue:examples/k8s-tenants.yaml")
 TENANTS = ["research", "serving"]

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,17 +32,7 @@ from tests.k8s_twin import apply, jobs, mig, nodes, scenario, versions
 from tests.k8s_twin.kubectl import kubectl_run
 from tests.k8s_twin.scenario import GPU, GROUP_LABEL, Cluster
 
-_missing = versions.missing_binaries() + versions.missing_controllers()
-if os.environ.get("RAILPLAN_K8S_TWIN") != "1":
-    pytest.skip(
-        "the Kubernetes twin runs under `make k8s-twin` (RAILPLAN_K8S_TWIN=1)",
-        allow_module_level=True,
-    )
-if _missing and os.environ.get("CI") != "true":
-    pytest.skip(
-        f"Kubernetes twin binaries not built ({', '.join(_missing)}): run `make k8s-twin-build`",
-        allow_module_level=True,
-    )
+_missing = versions.skip_module_unless_runnable("k8s-twin", controllers=True)
 
 SPEC = Path("kueue:examples/k8s-tenants.yaml")
 TENANTS = ["research", "serving"]
