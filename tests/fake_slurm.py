@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
+
+# Run as a script (tests/ on sys.path): the checkout's root, for the twin's hostlist reader.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.cluster_twin.watch import expand_hostlist
 
 STATE = Path(os.environ.get("FAKE_SLURM_STATE", "slurm-state.json"))
 
@@ -55,19 +58,6 @@ def sinfo(state: dict[str, Any], argv: list[str]) -> str:
     return line + "\n"
 
 
-def _hostnames(expression: str) -> list[str]:
-    """Slurm's hostlist, as far as the tests write it: a,b and gpu[01-03,05]."""
-    names: list[str] = []
-    for prefix, ranges, plain in re.findall(r"([^,\[]+)\[([^\]]+)\]|([^,\[\]]+)", expression):
-        if plain:
-            names.append(plain)
-            continue
-        for part in ranges.split(","):
-            low, _, high = part.partition("-")
-            names += [f"{prefix}{k:0{len(low)}d}" for k in range(int(low), int(high or low) + 1)]
-    return names
-
-
 def _suspend_exc_nodes(state: dict[str, Any], argv: list[str]) -> str:
     """`update SuspendExcNodes+=` / `-=`: Slurm 23.02's hostset insert and delete."""
     major, minor = (int(p) for p in state.get("version", "slurm 21.08.5").split()[1].split(".")[:2])
@@ -77,7 +67,11 @@ def _suspend_exc_nodes(state: dict[str, Any], argv: list[str]) -> str:
         sys.stderr.write(f"Update failed: invalid keyword {key}\n")
         raise SystemExit(1)
     held = set(state.setdefault("suspend_exc_nodes", []))
-    held = held | set(_hostnames(value)) if key.endswith("+") else held - set(_hostnames(value))
+    held = (
+        held | set(expand_hostlist(value))
+        if key.endswith("+")
+        else held - set(expand_hostlist(value))
+    )
     state["suspend_exc_nodes"] = sorted(held)
     return ""
 
@@ -86,7 +80,7 @@ def scontrol(state: dict[str, Any], argv: list[str]) -> str:
     if argv == ["--version"]:
         return state.setdefault("version", "slurm 21.08.5") + "\n"
     if argv[:2] == ["show", "hostnames"] and len(argv) == 3:
-        return "".join(f"{name}\n" for name in _hostnames(argv[2]))
+        return "".join(f"{name}\n" for name in expand_hostlist(argv[2]))
     if argv[:1] == ["update"] and argv[1:2] and argv[1].startswith("SuspendExcNodes"):
         return _suspend_exc_nodes(state, argv)
     opts = dict(a.split("=", 1) for a in argv[1:])
