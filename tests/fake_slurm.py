@@ -9,7 +9,8 @@ per read (``jobs: -1`` never finish), and a rebooted node answers ``*`` (not res
 
 State: {"nodes": {name: {"jobs": int, "drain": bool, "down": bool, "reason": str,
 "down_reads": int}}, "calls": [[prog, argv...]]}, and optionally "version" (what `scontrol --version` prints;
-default "slurm 21.08.5"), "no_slurm" (true: not installed, every call exits 127) and
+default "slurm 21.08.5"), "no_slurm" (true: not installed, every call exits 127),
+"no_controller" (true: installed, but every call that asks slurmctld fails, as with it down) and
 "suspend_exc_nodes" (the names slurmctld excludes from power saving, run-time updates
 included; only Slurm 23.02 and later take `scontrol update SuspendExcNodes+=/-=`).
 """
@@ -107,6 +108,11 @@ def main(argv: list[str]) -> int:
     state = json.loads(STATE.read_text())
     prog = os.environ["FAKE_SLURM_PROG"]
     state["calls"].append([prog, *argv[1:]])
+    local = argv[1:] == ["--version"] or argv[1:3] == ["show", "hostnames"]  # no slurmctld needed
+    if state.get("no_controller") and not local:
+        STATE.write_text(json.dumps(state, indent=1))
+        sys.stderr.write("Unable to contact slurm controller (connect failure)\n")
+        return 1  # installed, slurmctld not answering
     if state.get("no_slurm"):
         STATE.write_text(json.dumps(state, indent=1))
         return 127  # command not found: a green field, no Slurm yet

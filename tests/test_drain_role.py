@@ -239,11 +239,11 @@ POWER_PLAYBOOK = """\
 """
 
 
-def _power_run(tmp_path: Path, version: str | None) -> dict[str, Any]:
+def _power_run(tmp_path: Path, version: str | None, **more: Any) -> dict[str, Any]:
     """Nodes a, b, c (slurm.conf keeps c on) and a host Slurm does not know."""
     (tmp_path / "slurm.conf").write_text("SuspendTime=1800\nSuspendExcNodes=c\n")
     nodes = {n: _slurm_node() for n in ("a", "b", "c")}
-    state: dict[str, Any] = {"nodes": nodes, "suspend_exc_nodes": ["c"]}
+    state: dict[str, Any] = {"nodes": nodes, "suspend_exc_nodes": ["c"], **more}
     state |= {"version": version} if version else {"no_slurm": True}
     return _run(
         tmp_path,
@@ -288,5 +288,13 @@ def test_slurm_before_23_02_holds_nothing_and_says_so(tmp_path: Path) -> None:
 
 def test_a_green_field_has_no_slurm_to_hold_anything(tmp_path: Path) -> None:
     report = _power_run(tmp_path, None)
+    assert not _failed(report), report["stats"]
+    assert _exc_updates(report) == []
+
+
+def test_a_controller_that_does_not_answer_holds_nothing_and_fails_nothing(tmp_path: Path) -> None:
+    """Slurm installed, slurmctld down (a first run that stopped before starting it): the run
+    must go on to start it, so the hold and the release fail no host."""
+    report = _power_run(tmp_path, "slurm 23.11.4", no_controller=True)
     assert not _failed(report), report["stats"]
     assert _exc_updates(report) == []
