@@ -31,11 +31,11 @@ from infra.render.opensm import sm_hosts
 from infra.render.templating import render_template
 from infra.render.writer import RenderError
 from infra.spec import Spec
-from infra.spec.base import RESERVED_GROUP_HINT, RESERVED_GROUPS, inventory_group, reserved_group
+from infra.spec.base import RESERVED_GROUP_HINT, inventory_group, reserved_group
 from infra.topology.control import control_roll_order, uses_opensm
 from infra.topology.model import Plan
 
-__all__ = ["RESERVED_GROUPS", "ansible_files"]
+__all__ = ["ansible_files"]
 
 FORKS = 100
 _HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
