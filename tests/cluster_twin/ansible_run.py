@@ -185,6 +185,9 @@ def run_playbook(
         ANSIBLE_HOST_KEY_CHECKING="False",
     )
     env.pop("ANSIBLE_FORCE_COLOR", None)
+    progress = log.with_suffix(".progress")
+    progress.unlink(missing_ok=True)
+    env.update(_progress_env(progress))
     cmd = [
         tool("ansible-playbook") or "ansible-playbook", "-i", str(inventory), "-i", str(overrides),
         "-e", f"@{vault[0]}", "--vault-password-file", str(vault[1]),
@@ -194,11 +197,46 @@ def run_playbook(
     with log.open("w") as out:
         out.write("$ " + " ".join(cmd) + "\n")
         out.flush()
-        proc = subprocess.run(cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=out, text=True,
-                              timeout=timeout, check=False)  # fmt: skip
+        try:
+            proc = subprocess.run(cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=out,
+                                  text=True, timeout=timeout, check=False)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            where = where_it_stopped(progress)
+            out.write(f"\ntwin: killed after {timeout:.0f} s; {where}\n")
+            raise TwinError(
+                f"twin: ansible-playbook ran over its {timeout:.0f} s limit and was killed; "
+                f"{where} (every task and result: {progress})"
+            ) from None
         out.write(proc.stdout)
     seconds = time.monotonic() - started
     return PlayResult(proc.returncode, parse_json_output(proc.stdout, log), log, seconds)
+
+
+def _progress_env(progress: Path) -> dict[str, str]:
+    """Enable the twin's progress callback (tests/cluster_twin/callbacks), writing to ``progress``."""
+    plugins = str(Path(__file__).resolve().parent / "callbacks")
+    inherited = os.environ.get("ANSIBLE_CALLBACK_PLUGINS")
+    return {
+        "ANSIBLE_CALLBACK_PLUGINS": f"{plugins}:{inherited}" if inherited else plugins,
+        "ANSIBLE_CALLBACKS_ENABLED": "railplan_twin_progress",
+        "RAILPLAN_TWIN_PROGRESS": str(progress),
+    }
+
+
+def where_it_stopped(progress: Path) -> str:
+    """From a progress file: the task running last and each host's last result, one line."""
+    if not progress.exists():
+        return "no task had started"
+    running, results = "", {}
+    for line in progress.read_text(encoding="utf-8", errors="replace").splitlines():
+        fields = line.split("\t")
+        if len(fields) == 3 and fields[1] in ("task", "handler"):
+            running = f"running {fields[2]!r} since {fields[0]}"
+        elif len(fields) == 4:
+            stamp, status, host, task = fields
+            results[host] = f"{host} {status} {task!r} at {stamp}"
+    last = "; ".join(results[h] for h in sorted(results)) or "none"
+    return f"{running or 'no task had started'}; last result per host: {last}"
 
 
 def parse_json_output(text: str, log: Path) -> Doc:
