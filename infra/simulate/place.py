@@ -52,11 +52,7 @@ def find(
     first of them that holds it; a fraction takes a slice in any of them before a whole GPU.
     """
     if order is not None and len(order) > 1 and not job.fractional:
-        for name in order:
-            found = find(cluster, job, only=name)
-            if found is not None:
-                return found
-        return None
+        return _first_of(cluster, job, order)
     key = (only, order, job.gpus, job.gpu_model, job.gpu_models)
     chosen = cluster.accepting.get(key)
     if chosen is None:  # the groups of such jobs, and those a node of which holds one
@@ -83,6 +79,15 @@ def find(
             found = _find_gang(cluster, g, job)
             if found is not None:
                 return found
+    return None
+
+
+def _first_of(cluster: Cluster, job: Job, order: tuple[str, ...]) -> Allocation | None:
+    """`find` in the first group of ``order`` that holds ``job`` (Kueue's flavor order)."""
+    for name in order:
+        found = find(cluster, job, only=name)
+        if found is not None:
+            return found
     return None
 
 
