@@ -152,7 +152,7 @@ k8s-twin-build: $(STAMP)
 	$(BIN)/python -m tests.k8s_twin build
 
 k8s-twin: k8s-twin-build
-	RAILPLAN_K8S_TWIN=1 $(BIN)/pytest -q -p no:cacheprovider -rA tests/test_k8s_twin.py tests/test_k8s_twin_sched.py tests/test_k8s_twin_tenants.py tests/test_k8s_twin_simulate.py
+	RAILPLAN_K8S_TWIN=1 $(BIN)/pytest -q -p no:cacheprovider -rA tests/test_k8s_twin.py tests/test_k8s_twin_sched.py tests/test_k8s_twin_tenants.py tests/test_k8s_twin_simulate.py tests/test_k8s_twin_monitoring.py
 
 # The twin's scheduling scenarios: the Kueue controller (with its webhooks) and kwok (the
 # planned nodes' simulated kubelet), built from their modules by k8s-twin-build too, run

@@ -12,6 +12,8 @@ on the training group first. The Kubernetes twin compares the same with Kueue it
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
 from typing import Any
 
 from infra.simulate.cluster import Allocation
@@ -20,7 +22,9 @@ from infra.simulate.flavors import kueue_flavors
 from infra.simulate.jobs import Job
 from infra.spec import Spec, load_spec_text
 from infra.topology import expand
+from tests.cli_run import run_cli
 from tests.conftest import ROOT
+from tests.k8s_twin import joblist
 from tests.sim_helpers import catalog, job, replay, starts
 
 NIGHT = 21 * 3600.0 + 20 * 60  # 21:20, the 21:00 change to whole GPUs done on the one SU
@@ -92,3 +96,43 @@ def test_volcano_specs_are_replayed_as_before() -> None:
     run = placed(tenants_spec("volcano"), [job("s-gpu", HOUR, HOUR, 8, tenant="serving")])
     assert starts(run)["s-gpu"] == HOUR
     assert run.groups == {"s-gpu": "train"}
+
+
+# The job list the Kubernetes twin submits to Kueue (tests/k8s_twin/joblist.py): what the
+# replay predicts, step by step; tests/test_k8s_twin_simulate.py checks Kueue against it.
+PREDICTED = [
+    (["r-train-a@train"], []),
+    (["s-mig-a@infer"], []),
+    (["s-mig-b@infer"], []),
+    (["r-mig-a@infer"], []),
+    ([], []),  # s-gpu-a: whole GPUs by day only on serving's inference group, which has none
+    (["r-train-b@train"], []),
+    ([], []),  # r-over: research may borrow 32 of serving's GPUs, not 64
+    ([], []),  # the MIG jobs end
+    (["s-gpu-a@infer"], []),  # the 21:00 change: whole GPUs on the inference group
+    (["s-mig-night@infer"], []),  # a fraction on a whole GPU (the twin's Job waits instead)
+    (["r-borrow@infer"], []),  # research's own group is full: it borrows
+    (["s-reclaim@infer"], ["r-borrow"]),  # serving (critical) reclaims from research (high)
+    (["r-borrow@infer"], []),  # s-reclaim ends: research borrows again
+]
+
+
+def test_the_twins_job_list_as_the_replay_predicts_it() -> None:
+    got = [(c["admitted"], c["evicted"]) for c in joblist.step_changes(joblist.simulated())]
+    assert got == PREDICTED
+
+
+def test_railplan_simulate_replays_the_twins_job_list_alike(tmp_path: Path) -> None:
+    """The CLI (`railplan simulate --jobs-csv`) on the same list starts each job when the
+    engine's log says (the replay runs on past the list: later evictions are not the list's)."""
+    spec, trace, out = tmp_path / "spec.yaml", tmp_path / "jobs.csv", tmp_path / "out.csv"
+    spec.write_text(joblist.spec_text())
+    trace.write_text(joblist.csv_text())
+    result = run_cli("simulate", str(spec), "--trace", str(trace), "--jobs-csv", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = {r["id"]: r for r in csv.DictReader(out.read_text().splitlines())}
+    starts = {n: float(r["start_s"]) for n, r in rows.items()}
+    submits = {n: float(r["submit_s"]) for n, r in rows.items()}
+    late = {n: at for n, at in starts.items() if at != submits[n]}
+    assert late == {"s-gpu-a": 21 * HOUR + 660, "r-over": 41 * HOUR}  # after the change; later
+    assert int(rows["r-borrow"]["evictions"]) >= 1
