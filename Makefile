@@ -152,13 +152,13 @@ k8s-twin-build: $(STAMP)
 	$(BIN)/python -m tests.k8s_twin build
 
 k8s-twin: k8s-twin-build
-	RAILPLAN_K8S_TWIN=1 $(BIN)/pytest -q -p no:cacheprovider -rA tests/test_k8s_twin.py tests/test_k8s_twin_sched.py tests/test_k8s_twin_tenants.py
+	RAILPLAN_K8S_TWIN=1 $(BIN)/pytest -q -p no:cacheprovider -rA tests/test_k8s_twin.py tests/test_k8s_twin_sched.py tests/test_k8s_twin_tenants.py tests/test_k8s_twin_simulate.py tests/test_k8s_twin_monitoring.py
 
 # The twin's scheduling scenarios: the Kueue controller (with its webhooks) and kwok (the
 # planned nodes' simulated kubelet), built from their modules by k8s-twin-build too, run
 # against the control plane with the Kueue variant of examples/k8s-tenants.yaml applied.
 k8s-twin-sched: k8s-twin-build
-	RAILPLAN_K8S_TWIN=1 $(BIN)/pytest -q -p no:cacheprovider -rA tests/test_k8s_twin_sched.py tests/test_k8s_twin_tenants.py
+	RAILPLAN_K8S_TWIN=1 $(BIN)/pytest -q -p no:cacheprovider -rA tests/test_k8s_twin_sched.py tests/test_k8s_twin_tenants.py tests/test_k8s_twin_simulate.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -31,6 +31,7 @@ from infra.progress import Progress, quiet
 from infra.simulate.build import build_cluster
 from infra.simulate.cluster import Allocation, held, held_by, least_held
 from infra.simulate.feasible import never_reasons
+from infra.simulate.flavors import kueue_flavors
 from infra.simulate.fragment import FgdMeter, typical_shapes
 from infra.simulate.inflate import inflate
 from infra.simulate.jobs import MILLI_WHOLE, Job, Trace
@@ -130,6 +131,7 @@ class Replay:
         self.cluster.seed(policy.seed)
         in_effect = spec.scheduler.preemption_in_effect(by_hypernode=bool(plan.sus))
         self.book = Book(list(spec.scheduler.tenants), in_effect)
+        self.flavors = kueue_flavors(spec, plan)  # tenant -> its Kueue flavors' groups
         self.events, self.queues = Events(), Queues()
         self.jobs: list[Job] = []
         self.never: list[NeverRan] = []
@@ -427,7 +429,8 @@ class Replay:
         """
         job = self.jobs[index]
         least = self.book.admits(job.tenant, least_held(job, self.cluster.replicas))
-        alloc = find(self.cluster, job) if least else None  # not admitted even at its least
+        order = self.flavors.get(job.tenant)
+        alloc = find(self.cluster, job, order=order) if least else None  # least: not admitted
         if alloc is None:
             return None, least
         if not self.book.admits(job.tenant, held_by(job, alloc)):

@@ -38,18 +38,30 @@ INDEXED = ("best-fit", "first-fit", "random")
 """Placements the group indexes answer for jobs that state no CPUs or memory."""
 
 
-def find(cluster: Cluster, job: Job, *, only: str | None = None) -> Allocation | None:
+def find(
+    cluster: Cluster,
+    job: Job,
+    *,
+    only: str | None = None,
+    order: tuple[str, ...] | None = None,
+) -> Allocation | None:
     """Where ``job`` would run now, or None when it does not fit anywhere open.
 
-    ``only``: in that node group alone (a Slurm partition).
+    ``only``: in that node group alone (a Slurm partition). ``order``: in those groups
+    alone (a tenant's Kueue flavors, `infra.simulate.flavors`), a whole-GPU job in the
+    first of them that holds it; a fraction takes a slice in any of them before a whole GPU.
     """
-    key = (only, job.gpus, job.gpu_model, job.gpu_models)
+    if order is not None and len(order) > 1 and not job.fractional:
+        return _first_of(cluster, job, order)
+    key = (only, order, job.gpus, job.gpu_model, job.gpu_models)
     chosen = cluster.accepting.get(key)
     if chosen is None:  # the groups of such jobs, and those a node of which holds one
         groups = [
             g
             for g in cluster.groups.values()
-            if (only is None or g.name == only) and (job.gpus == 0 or job.accepts(g.gpu_model))
+            if (only is None or g.name == only)
+            and (order is None or g.name in order)
+            and (job.gpus == 0 or job.accepts(g.gpu_model))
         ]
         chosen = cluster.accepting[key] = (groups, [g for g in groups if job.gpus <= g.per_node])
     groups, one = chosen
@@ -67,6 +79,15 @@ def find(cluster: Cluster, job: Job, *, only: str | None = None) -> Allocation |
             found = _find_gang(cluster, g, job)
             if found is not None:
                 return found
+    return None
+
+
+def _first_of(cluster: Cluster, job: Job, order: tuple[str, ...]) -> Allocation | None:
+    """`find` in the first group of ``order`` that holds ``job`` (Kueue's flavor order)."""
+    for name in order:
+        found = find(cluster, job, only=name)
+        if found is not None:
+            return found
     return None
 
 

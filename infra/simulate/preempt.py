@@ -37,6 +37,7 @@ class PreemptHost(Protocol):
     jobs: list[Job]
     rank: list[tuple[int, int]]
     book: Book
+    flavors: dict[str, tuple[str, ...]]
     cluster: Cluster
     running: dict[int, Run]
     classes: dict[tuple[int, int, str], dict[int, None]]
@@ -256,7 +257,7 @@ class Preemptor:
         book = self.replay.book
         if not book.admits(job.tenant, least_held(job, self.replay.cluster.replicas)):
             return None  # not even at its least: no placement search
-        alloc = find(self.replay.cluster, job)
+        alloc = find(self.replay.cluster, job, order=self.replay.flavors.get(job.tenant))
         if alloc is None or not self._quota_admits(job, alloc, reclaiming):
             return None
         return alloc
