@@ -107,45 +107,44 @@ def test_without_network_topology_the_same_gang_straddles_the_sus(clean: Cluster
 
 def test_a_gang_larger_than_the_free_nodes_places_nothing_and_says_why(clean: Cluster) -> None:
     """One pod more than there are free training nodes: no pod is bound (all or nothing),
-    and the PodGroup's Unschedulable condition says why."""
+    and the PodGroup's Unschedulable condition and the pods' own condition say why."""
     _, free = fill_so_only_the_smaller_su_fits(clean)
     gpus = clean.gpus_per_node("train")
     members = free + 1
     gangs.submit(clean.kubeconfig, gangs.gang(clean, "toobig", "research", members, gpus))
-    message = gangs.unschedulable(clean.kubeconfig, "research", "toobig")
+    message = gangs.unschedulable(clean.kubeconfig, "research", "toobig", seen=f"{members} Pending")
     print("research/toobig:", message)
-    assert gangs.bound(clean.kubeconfig, "research", "toobig") == []
     pods = gangs.pods(clean.kubeconfig, "research", "toobig")
     assert len(pods) == members and all(p["status"].get("phase") == "Pending" for p in pods)
-    assert f"{members}/{members}" in message or "gang" in message.lower(), message
+    assert gangs.bound(clean.kubeconfig, "research", "toobig") == []
+    assert f"{members}/{members} tasks in gang unschedulable" in message, message
+    said = gangs.pod_condition(pods[0], "PodScheduled")
+    print("research/toobig pod:", said)
+    assert "nvidia.com/gpu" in said, said
 
 
-# --- the Queues' capability and guarantee -------------------------------------------------------
+def test_without_the_gang_minimum_the_same_pods_are_placed_in_part(clean: Cluster) -> None:
+    """The variant that shows the scenario above can fail: the same pods with ``minMember:
+    1`` (no gang) are placed as far as the free nodes go, one left Pending."""
+    _, free = fill_so_only_the_smaller_su_fits(clean)
+    gpus = clean.gpus_per_node("train")
+    objects = gangs.gang(clean, "nogang", "research", free + 1, gpus)
+    objects[0]["spec"].update(minMember=1, minResources={GPU: str(gpus)})
+    gangs.submit(clean.kubeconfig, objects)
+    placed = gangs.wait_placed(clean, "research", "nogang", free)
+    print("research/nogang placed:", dict(gangs.sus_of(clean, placed)))
+    assert len(gangs.bound(clean.kubeconfig, "research", "nogang")) == free
 
 
-def test_serving_gets_no_more_whole_gpus_than_its_queues_capability(clean: Cluster) -> None:
-    """serving's Queue has capability 64 GPUs: a gang of 8 nodes' GPUs is placed, one of 9
-    is not, though 448 training GPUs are idle."""
-    queue = clean.rendered("Queue")["serving"]["spec"]
-    cap, gpus = int(queue["capability"][GPU]), clean.gpus_per_node("train")
-    fits = cap // gpus
-    gangs.submit(clean.kubeconfig, gangs.gang(clean, "at-cap", "serving", fits, gpus))
-    gangs.wait_placed(clean, "serving", "at-cap", fits)
-    gangs.delete(clean.kubeconfig, TENANTS)
-    gangs.submit(clean.kubeconfig, gangs.gang(clean, "over-cap", "serving", fits + 1, gpus))
-    message = gangs.unschedulable(clean.kubeconfig, "serving", "over-cap")
-    print("serving/over-cap:", message)
-    assert gangs.bound(clean.kubeconfig, "serving", "over-cap") == []
+# --- the Queues' guarantee ----------------------------------------------------------------------
 
 
 def test_research_leaves_servings_guaranteed_mig_slices_free(clean: Cluster) -> None:
     """serving's Queue guarantees 224 1g.10gb slices: research may use the others (224 of
-    the 448 the inference nodes have by day) and no more, though all are idle."""
-    queues = clean.rendered("Queue")
-    guaranteed = int(queues["serving"]["spec"]["guarantee"]["resource"][MIG])
-    per_node = int(next(iter(_infer_nodes(clean).values()))["status"]["allocatable"][MIG])
-    total = per_node * len(_infer_nodes(clean))
-    fits = (total - guaranteed) // per_node
+    the 448 the inference nodes have by day) and no more, though all are idle. (Whole GPUs
+    are bounded first by the namespaces' ResourceQuotas, which equal the Queues' capability:
+    a ninth 8-GPU pod of serving is refused at creation, before Volcano sees it.)"""
+    fits, per_node = _research_mig_room(clean)
     gangs.submit(clean.kubeconfig, _mig_gang(clean, "mig-fits", fits, per_node))
     gangs.wait_placed(clean, "research", "mig-fits", fits)
     gangs.delete(clean.kubeconfig, TENANTS)
@@ -153,6 +152,29 @@ def test_research_leaves_servings_guaranteed_mig_slices_free(clean: Cluster) -> 
     message = gangs.unschedulable(clean.kubeconfig, "research", "mig-over")
     print("research/mig-over:", message)
     assert gangs.bound(clean.kubeconfig, "research", "mig-over") == []
+
+
+def test_without_servings_guarantee_research_takes_more_slices(clean: Cluster) -> None:
+    """The variant that shows the scenario above can fail: with serving's Queue applied
+    without its ``guarantee``, the same research gang of one pod more is placed."""
+    fits, per_node = _research_mig_room(clean)
+    queue = clean.rendered("Queue")["serving"]
+    variant = {**queue, "spec": {k: v for k, v in queue["spec"].items() if k != "guarantee"}}
+    try:
+        volcano.apply_objects(clean.kubeconfig, [variant])
+        gangs.submit(clean.kubeconfig, _mig_gang(clean, "mig-more", fits + 1, per_node))
+        gangs.wait_placed(clean, "research", "mig-more", fits + 1)
+    finally:
+        volcano.apply_objects(clean.kubeconfig, [queue])
+
+
+def _research_mig_room(cluster: Cluster) -> tuple[int, int]:
+    """How many whole inference nodes' slices research may take beside serving's guarantee,
+    and the slices per node."""
+    guaranteed = int(cluster.rendered("Queue")["serving"]["spec"]["guarantee"]["resource"][MIG])
+    infer = _infer_nodes(cluster)
+    per_node = int(next(iter(infer.values()))["status"]["allocatable"][MIG])
+    return (per_node * len(infer) - guaranteed) // per_node, per_node
 
 
 def _infer_nodes(cluster: Cluster) -> dict[str, dict[str, Any]]:

@@ -184,23 +184,36 @@ def why(kubeconfig: Path, tenant: str, name: str) -> str:
     )
 
 
-def unschedulable(kubeconfig: Path, tenant: str, name: str, timeout_s: float = 120.0) -> str:
+def unschedulable(
+    kubeconfig: Path, tenant: str, name: str, *, seen: str = "", timeout_s: float = 120.0
+) -> str:
     """vc-scheduler's words once it has tried the gang and given up: the PodGroup's
     Unschedulable condition (the gang plugin, after allocate), or else its Unschedulable
-    event (a queue plugin, when the gang is not even enqueued)."""
+    event (a queue plugin, when the gang is not even enqueued); with `seen`, only words
+    that contain it (a cycle that ran before every pod was in the scheduler's cache counts
+    fewer)."""
 
     def probe() -> str | None:
         status = podgroup(kubeconfig, tenant, name).get("status", {})
         for cond in status.get("conditions", []):
             if cond.get("type") == "Unschedulable" and cond.get("status") == "True":
-                return f"condition {cond.get('reason')}: {cond.get('message')}"
-        said = [e for e in events(kubeconfig, tenant, name) if e.startswith("Unschedulable")]
-        return f"event {said[-1]}" if said else None
+                said = f"condition {cond.get('reason')}: {cond.get('message')}"
+                return said if seen in said else None
+        told = [e for e in events(kubeconfig, tenant, name) if e.startswith("Unschedulable")]
+        return f"event {told[-1]}" if told and seen in told[-1] else None
 
     try:
         return jobs.wait_for(f"{tenant}/{name} judged unschedulable", probe, timeout_s)
     except AssertionError as err:
         raise AssertionError(f"{err}; {why(kubeconfig, tenant, name)}") from None
+
+
+def pod_condition(pod: dict[str, Any], kind: str) -> str:
+    """ "status reason: message" of the pod's condition `kind` ("" when it has none)."""
+    for cond in pod.get("status", {}).get("conditions", []):
+        if cond.get("type") == kind:
+            return f"{cond.get('status')} {cond.get('reason')}: {cond.get('message')}"
+    return ""
 
 
 def sus_of(cluster: Cluster, placed: list[dict[str, Any]]) -> Counter[str]:

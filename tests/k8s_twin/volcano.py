@@ -29,7 +29,7 @@ from typing import Any
 
 from tests.k8s_twin import apply, crds, kwok, nodes, versions
 from tests.k8s_twin.control_plane import ControlPlane, ControlPlaneError, free_port
-from tests.k8s_twin.kubectl import kubectl
+from tests.k8s_twin.kubectl import kubectl, kubectl_run
 from tests.k8s_twin.scenario import Cluster
 
 CONFIGMAP = "volcano-scheduler-configmap"
@@ -49,16 +49,19 @@ def install_crds(kubeconfig: Path, timeout_s: int = 120) -> list[str]:
         args += ["-f", str(path)]
     kubectl(kubeconfig, args)
     names = sorted(files)
-    kubectl(
-        kubeconfig,
-        [
-            "wait",
-            "--for=condition=Established",
-            f"--timeout={timeout_s}s",
-            *[f"crd/{n}" for n in names],
-        ],
-    )
-    return names
+    # A CRD created a moment ago may have no status yet, which `kubectl wait` reports as an
+    # error rather than waiting: ask again until the deadline.
+    deadline = time.monotonic() + timeout_s
+    while True:
+        proc = kubectl_run(
+            kubeconfig,
+            ["wait", "--for=condition=Established", "--timeout=30s", *[f"crd/{n}" for n in names]],
+        )
+        if proc.returncode == 0:
+            return names
+        if time.monotonic() > deadline:
+            raise ControlPlaneError(f"Volcano's CRDs not Established: {proc.stderr.strip()}")
+        time.sleep(1.0)
 
 
 def scheduler_conf(kubeconfig: Path) -> str:
@@ -155,10 +158,9 @@ def started(spec: Path, workdir: Path) -> Iterator[Cluster]:
     assert left == [], f"still running after down: {left}"
 
 
-def any_value(obj: dict[str, Any], *path: str) -> Any:
-    """obj[path[0]][path[1]]..., or None where a key is missing."""
-    for key in path:
-        if not isinstance(obj, dict) or key not in obj:
-            return None
-        obj = obj[key]
-    return obj
+def apply_objects(kubeconfig: Path, objects: list[dict[str, Any]]) -> None:
+    """Server-side apply `objects` as railplan's field manager (a rendered object or a
+    variant of it), taking over fields another manager set."""
+    text = "\n---\n".join(json.dumps(o) for o in objects)
+    args = ["apply", "--server-side", "--force-conflicts", f"--field-manager={apply.FIELD_MANAGER}"]
+    kubectl(kubeconfig, [*args, "-f", "-"], stdin=text)
