@@ -145,14 +145,16 @@ cluster-twin: $(STAMP) tools
 # kube-controller-manager, kube-scheduler and kubectl built with Go from their modules at the
 # pinned release into /var/cache/railplan-k8s-twin (RAILPLAN_K8S_TWIN_CACHE; a cold build
 # downloads about 1.5 GB of modules and compiles for many minutes on 2 cores, a warm one
-# finds the binaries; the Kueue and kwok controllers are built beside them); then the
+# finds the binaries; the Kueue and kwok controllers and Volcano are built beside them); then the
 # controllers' CRDs and the rendered manifests of the default specs applied server-side, each
 # on an empty cluster, and the scheduling scenarios (below). Go is this target's build tool only.
 k8s-twin-build: $(STAMP)
 	$(BIN)/python -m tests.k8s_twin build
 
 k8s-twin: k8s-twin-build
-	RAILPLAN_K8S_TWIN=1 $(BIN)/pytest -q -p no:cacheprovider -rA tests/test_k8s_twin.py tests/test_k8s_twin_sched.py tests/test_k8s_twin_tenants.py tests/test_k8s_twin_simulate.py tests/test_k8s_twin_monitoring.py
+	RAILPLAN_K8S_TWIN=1 $(BIN)/pytest -q -p no:cacheprovider -rA tests/test_k8s_twin.py tests/test_k8s_twin_sched.py \
+	  tests/test_k8s_twin_tenants.py tests/test_k8s_twin_simulate.py tests/test_k8s_twin_monitoring.py \
+	  tests/test_k8s_twin_volcano.py
 
 # The twin's scheduling scenarios: the Kueue controller (with its webhooks) and kwok (the
 # planned nodes' simulated kubelet), built from their modules by k8s-twin-build too, run

@@ -1,6 +1,7 @@
 """Drive the Kubernetes twin by hand: ``python -m tests.k8s_twin VERB [--workdir DIR]``.
 
-``build`` builds (or finds cached) the pinned binaries, then the controllers (Kueue, kwok); ``up`` starts the control plane and
+``build`` builds (or finds cached) the pinned binaries, then the controllers (Kueue, kwok),
+then Volcano's scheduler and controller manager; ``up`` starts the control plane and
 leaves it running (``kubectl --kubeconfig DIR/admin.kubeconfig`` reaches it); ``crds``
 installs the controllers' CRDs; ``apply SPEC...`` renders each spec and applies its
 manifests; ``down`` stops what ``up`` started; ``all SPEC...`` does build, up, crds, apply
@@ -80,7 +81,11 @@ def main(argv: list[str]) -> int:
     args.specs = args.specs or list(apply.DEFAULT_SPECS)
     report: dict[str, object]
     if args.verb == "build":
-        report = {"control_plane": build.build(), "controllers": build.build_controllers()}
+        report = {
+            "control_plane": build.build(),
+            "controllers": build.build_controllers(),
+            "volcano": build.build_volcano(),
+        }
     elif args.verb == "gomod":
         build.regenerate_gomod(versions.cache_root() / "regen")
         report = {"written": [str(build.GOMOD_DIR / "go.mod"), str(build.GOMOD_DIR / "go.sum")]}

@@ -12,21 +12,28 @@ set-up's build tool: nothing in ``infra/`` imports or runs it. Builds run under 
 
 The controllers the scheduling scenarios run (Kueue, kwok) are built apart, each by ``go
 install PACKAGE@RELEASE`` in its own module's dependency graph (their client-go releases differ
-from the control plane's), into ``<name>-<release>/bin`` under the same cache root.
+from the control plane's), into ``<name>-<release>/bin`` under the same cache root. Volcano
+cannot be built that way: its go.mod has a replace directive (``volcano.sh/apis`` =>
+``./staging/...``), which ``go install PKG@VERSION`` refuses. `build_volcano` copies the
+module the proxy serves into ``volcano-<release>/src``, lays the vendored ``volcano.sh/apis``
+where that directive points, and runs ``go build`` there, under the module's own go.mod.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import subprocess
+import tarfile
 import time
 from pathlib import Path
 
 from tests.k8s_twin import versions
 
 GOMOD_DIR = Path(__file__).resolve().parent / "gomod"
+VENDOR_DIR = Path(__file__).resolve().parent / "vendor"
 WRAPPER_MODULE = "railplan.dev/k8s-twin-build"
 
 
@@ -219,3 +226,54 @@ def build_controller(name: str, force: bool = False) -> dict[str, object]:
 def build_controllers(force: bool = False) -> dict[str, dict[str, object]]:
     """Every controller of `versions.CONTROLLERS`, built or found cached."""
     return {name: build_controller(name, force) for name in versions.CONTROLLERS}
+
+
+def _volcano_source(src: Path) -> None:
+    """Volcano's module at its release in `src`, with ``volcano.sh/apis`` where its go.mod's
+    replace directive points (the module zip leaves that nested module out)."""
+    module = f"volcano.sh/volcano@{versions.VOLCANO_VERSION}"
+    info = json.loads(_go(["mod", "download", "-json", module], Path("/")))
+    shutil.rmtree(src, ignore_errors=True)
+    shutil.copytree(info["Dir"], src)
+    for path in [src, *src.rglob("*")]:  # the module cache's copy is read-only
+        path.chmod(path.stat().st_mode | 0o200)
+    tarball = VENDOR_DIR / versions.VOLCANO_APIS_TARBALL
+    digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
+    if digest != versions.VOLCANO_APIS_SHA256:
+        raise TwinBuildError(f"{tarball}: sha256 {digest}, not {versions.VOLCANO_APIS_SHA256}")
+    with tarfile.open(tarball) as tar:
+        tar.extractall(src, filter="data")
+    if not (src / "staging/src/volcano.sh/apis/go.mod").is_file():
+        raise TwinBuildError(f"{tarball} holds no staging/src/volcano.sh/apis/go.mod")
+
+
+def build_volcano(force: bool = False) -> dict[str, object]:
+    """Build `versions.VOLCANO_BINARIES` into the cache unless all are there."""
+    target = versions.volcano_bin("vc-scheduler").parent
+    if not versions.missing_volcano() and not force:
+        return {"bin_dir": str(target), "built": [], "seconds": 0.0}
+    if shutil.which("go") is None:
+        raise TwinBuildError("the Go toolchain (`go`) is needed to build Volcano")
+    started = time.monotonic()
+    src = target.with_name("src")
+    _volcano_source(src)
+    partial = target.with_name("bin.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    pkg = "volcano.sh/volcano/pkg/version"
+    flags = (
+        f"-s -w -X {pkg}.Version={versions.VOLCANO_VERSION} "
+        f"-X {pkg}.GitSHA={versions.VOLCANO_COMMIT}"
+    )
+    pkgs = list(versions.VOLCANO_BINARIES.values())
+    _go(["build", "-mod=readonly", "-trimpath", "-ldflags", flags, "-o", str(partial), *pkgs], src)
+    for name, main in versions.VOLCANO_BINARIES.items():
+        (partial / go_binary_name(main)).rename(partial / name)
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
+    return {
+        "bin_dir": str(target),
+        "module": f"volcano.sh/volcano@{versions.VOLCANO_VERSION}",
+        "built": list(versions.VOLCANO_BINARIES),
+        "seconds": round(time.monotonic() - started, 1),
+    }
