@@ -83,22 +83,26 @@ def inflate(trace: Trace, gpus: int, factor: float, seed: int) -> Trace:
     while jobs and total > target:
         total -= _asked(jobs.pop(rng.randrange(len(jobs))))
     _foretell(trace, gpus, factor, len(jobs), target - total)
-    draws = 0
+    picks: list[Job] = []  # the draws, copied only once they are known to stay in bounds
     while trace.jobs:
         pick = trace.jobs[rng.randrange(len(trace.jobs))]
         if total + _asked(pick) > target:
             break
-        draws += 1
         total += _asked(pick)
-        if len(jobs) >= MAX_INFLATED_JOBS:
+        if len(jobs) + len(picks) >= MAX_INFLATED_JOBS:
             raise _too_many(
                 factor, gpus, f"{(target - total) / MILLI_WHOLE:,.1f} GPUs still to ask for"
             )
-        jobs.append(replace(pick, id=f"{pick.id}~{draws}"))
-    n = len(jobs)
+        picks.append(pick)
+    n, kept = len(jobs) + len(picks), len(jobs)
     out = tuple(
         replace(job, submit_s=float(i), duration_s=float(n + 1), flag="")
         for i, job in enumerate(jobs)
+    ) + tuple(
+        replace(
+            pick, id=f"{pick.id}~{k}", submit_s=float(kept + k - 1), duration_s=n + 1.0, flag=""
+        )
+        for k, pick in enumerate(picks, 1)
     )
     return replace(trace, jobs=out, used_rows=trace.used)  # the file's rows add up as read
 
