@@ -26,7 +26,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from infra.errors import InputError, Position, shorten
-from infra.files import read_bounded
+from infra.reading import read_bounded
 
 MAX_BYTES = 8 * 1024 * 1024
 MAX_NODES = 100_000  # a large spec has a few thousand; this refuses alias bombs fast
@@ -301,7 +301,7 @@ def load_yaml_text(raw: str | bytes, file: str) -> tuple[Any, SourceMap]:
 def read_yaml_file(path: str | os.PathLike[str]) -> tuple[Any, SourceMap]:
     """Read and parse ``path`` (see `load_yaml_text`); unreadable files raise `InputError`.
 
-    At most `MAX_BYTES` + 1 bytes are read (`infra.files.read_bounded`): devices, directories
+    At most `MAX_BYTES` + 1 bytes are read (`infra.reading.read_bounded`): devices, directories
     and named FIFOs are refused, and no size the file system reports is trusted.
     """
     file = os.fspath(path)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from infra.digits import ASCII_SPACE
 from infra.errors import Position
-from infra.files import read_bounded
 from infra.gc_pause import paused_gc
+from infra.reading import read_bounded
 from infra.simulate.jobs import Job, Trace
 from infra.simulate.traces import alibaba_pai, alibaba_v2023, helios, railplan_csv
 from infra.simulate.traces.common import Rows, TraceError, check_times, excerpt
