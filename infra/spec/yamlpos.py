@@ -37,6 +37,16 @@ _LAST_SEGMENT = re.compile(r'(\.[A-Za-z_][A-Za-z0-9_-]*|\[\d+\]|\["(?:[^"\\]|\\.
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _FLOAT_TAG = "tag:yaml.org,2002:float"
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+# YAML 1.2's core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution): the numbers and
+# booleans an editor reads; a plain scalar YAML 1.1 types otherwise is refused.
+_YAML12_BOOL = re.compile(r"^(true|True|TRUE|false|False|FALSE)$")
+_YAML12_INT = re.compile(r"^([-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_YAML12_FLOAT = re.compile(
+    r"^([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))$"
+)
+# Line breaks in YAML 1.1 (this reader) that YAML 1.2 (editors) reads as ordinary characters.
+_YAML11_BREAKS = re.compile("[\x85\u2028\u2029]")
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -118,7 +128,7 @@ class _Builder:
     def scalar(self, node: Node) -> Any:
         if node.tag == _TIMESTAMP_TAG:  # specs hold no dates; keep "2024-01-02" as written
             return str(node.value)
-        if node.tag in (_INT_TAG, _FLOAT_TAG):
+        if node.tag in (_INT_TAG, _FLOAT_TAG, _BOOL_TAG):
             self.refuse_yaml11_number(node)
         if node.tag == _INT_TAG and len(str(node.value)) > MAX_INT_DIGITS:
             # before int(): Python refuses over 4,300 digits with advice meant for programmers
@@ -138,24 +148,38 @@ class _Builder:
             ) from None
 
     def refuse_yaml11_number(self, node: Node) -> None:
-        """Refuse a number YAML 1.1 (this reader) and YAML 1.2 (editors) read differently.
+        """Refuse a plain number or boolean YAML 1.1 (this reader) and 1.2 (editors) read apart.
 
-        ``010`` is 8 here and 10 in yaml-language-server, ``1:30`` is 90 here (base 60) and a
-        string there. ``04`` or ``0x10`` mean the same in both and pass.
+        YAML 1.2's core schema (what yaml-language-server and the JSON Schema see) takes fewer
+        forms: ``0b10``, ``1_000``, ``0x_1F``, ``-0x1F``, ``1:30`` and ``yes``/``on`` are numbers
+        or booleans here and strings there, and ``010`` is 8 here and 10 there. A value whose
+        two readings differ is refused; ``04``, ``0x10`` or ``true`` mean the same in both.
         """
-        text = str(node.value).replace("_", "")
-        digits = text.lstrip("+-")
-        if ":" in digits:
+        if getattr(node, "style", None):  # quoted or block (plain: None, or "" from libyaml)
+            return
+        text = str(node.value)
+        if node.tag == _BOOL_TAG:
+            if not _YAML12_BOOL.match(text):
+                raise self.fail(
+                    node,
+                    f"{shorten(text, 40)} is a boolean in YAML 1.1 (this reader) but a string in "
+                    "YAML 1.2 (editors)",
+                    hint="write true or false, or quote the value if it is text",
+                )
+            return
+        yaml12 = _YAML12_INT if node.tag == _INT_TAG else _YAML12_FLOAT
+        if not yaml12.match(text):
             raise self.fail(
                 node,
-                f"{shorten(text, 40)} is a base-60 number in YAML 1.1 (as 1:30 is 90), a string "
-                "in YAML 1.2",
-                hint="write the number itself, or quote the value if it is text",
+                f"{shorten(text, 40)} is {self._yaml11_reading(node, text)} in YAML 1.1 (this "
+                "reader) but a string in YAML 1.2 (editors)",
+                hint="write the number in decimal digits, or quote the value if it is text",
             )
+        digits = text.lstrip("+-")
         if (
-            1 < len(digits) <= MAX_INT_DIGITS
+            node.tag == _INT_TAG
+            and 1 < len(digits) <= MAX_INT_DIGITS
             and digits[0] == "0"
-            and digits.isascii()
             and digits.isdigit()
             and int(digits, 8) != int(digits)
         ):
@@ -165,6 +189,20 @@ class _Builder:
                 "YAML 1.2 (editors)",
                 hint=f"write it without the leading zero ({int(text)}), or quote it if it is text",
             )
+
+    def _yaml11_reading(self, node: Node, text: str) -> str:
+        """What YAML 1.1 makes of ``text``, in words ("the number 90", "a base-60 number")."""
+        if ":" in text:
+            return "a base-60 number (as 1:30 is 90)"
+        if len(text) > MAX_INT_DIGITS:
+            return "a number"
+        try:
+            value = self._constructor.construct_object(node, deep=True)
+        except (yaml.YAMLError, ValueError, OverflowError):
+            return "a number"
+        digits = text.lstrip("+-").replace("_", "")
+        octal = len(digits) > 1 and digits[0] == "0" and digits.isdigit()
+        return f"octal {value}" if octal else f"the number {value}"
 
     def mapping(self, node: MappingNode, path: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -214,7 +252,7 @@ def _decode(raw: str | bytes, file: str) -> str:
             hint="expected a UTF-8 YAML text file",
         )
     try:
-        return raw.decode("utf-8-sig")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(
             f"not UTF-8 text (invalid byte 0x{raw[exc.start]:02x})",
@@ -222,6 +260,29 @@ def _decode(raw: str | bytes, file: str) -> str:
             position=byte_position(raw, exc.start),
             hint="save the file as UTF-8",
         ) from None
+    _refuse_yaml11_breaks(text, file)
+    return text
+
+
+def _refuse_yaml11_breaks(text: str, file: str) -> None:
+    """Refuse NEL, LINE SEPARATOR and PARAGRAPH SEPARATOR: line breaks to YAML 1.1 only.
+
+    This reader ends a line at each; an editor (YAML 1.2) does not, so the two see different
+    documents (a whole file of NEL-separated lines is one comment line to an editor).
+    """
+    found = _YAML11_BREAKS.search(text)
+    if found is None:
+        return
+    at = found.start()
+    line_start = text.rfind("\n", 0, at) + 1
+    raise InputError(
+        f"U+{ord(found.group()):04X} is a line break in YAML 1.1 (this reader) but not in YAML "
+        "1.2 (editors)",
+        file=file,
+        position=Position(text.count("\n", 0, at) + 1, at - line_start + 1),
+        hint="end lines with a plain newline; in text, write the character as an escape in a "
+        'double-quoted string ("\\u2028")',
+    )
 
 
 def byte_position(raw: bytes, offset: int) -> Position:
