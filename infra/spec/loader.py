@@ -39,6 +39,12 @@ from infra.spec.yamlpos import (
 _PATTERN_RULES = {
     base.CLUSTER_NAME: "must be a lowercase DNS label: a-z, 0-9 and '-', starting with a "
     "letter, not ending with '-'",
+    base.DNS_LABEL: "must be at most 40 lowercase letters, digits and '-', starting with a "
+    "letter and ending with a letter or digit (a Kubernetes object name)",
+    r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$": "must be a CSI driver name: at most 63 lowercase "
+    "letters, digits, '.' and '-', starting and ending with a letter or digit",
+    r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$": "must be a parameter key: at most 63 letters, "
+    "digits, '.', '_', '/' and '-', starting with a letter or digit",
     base.GROUP_NAME: "must be at most 32 lowercase letters, digits and '_' (Ansible group "
     "names cannot contain '-'), starting with a letter and ending with a letter or digit (it "
     "becomes a Kubernetes label value)",
