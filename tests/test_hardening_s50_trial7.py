@@ -4,7 +4,8 @@
    (the editors the README points at the JSON Schema) was taken silently: trial 6 refused the
    leading-zero octal and base-60 forms only, so ``0b10``, ``1_000``, ``0x_2``, ``-0x1F``,
    ``1_0.5`` and ``yes``/``on`` still passed; NEL, U+2028 and U+2029 end a line in YAML 1.1
-   and not in 1.2, so the two read different documents.
+   and not in 1.2, so the two read different documents; a raw control character (ESC, U+009B)
+   was refused by libyaml with no line or column and a hint about indentation.
 2. Schema errors without a hint: a pattern (``Train``, a zero-width space, a tenant named
    ``team-``, whose message even showed the regex), a type, a bound or a length said what
    was wrong and never what to write; a union's wrong branch said "must be a string" with
@@ -94,6 +95,20 @@ def test_a_yaml_1_1_only_line_break_is_refused_where_it_stands(char: str) -> Non
     error = caught.value
     assert f"U+{ord(char):04X}" in error.message
     assert error.position is not None and (error.position.line, error.position.column) == (2, 9)
+
+
+@pytest.mark.parametrize("char", ["\x1b", "\x9b", "\x7f", "\x07"])
+def test_a_raw_control_character_is_located_with_what_to_write(char: str) -> None:
+    with pytest.raises(InputError) as caught:
+        load_yaml_text(f"name: x\n# a {char}[31m comment\n", "spec.yaml")
+    error = caught.value
+    assert error.position is not None and (error.position.line, error.position.column) == (2, 5)
+    assert f"U+{ord(char):04X}" in error.message and "double-quoted" in str(error.hint)
+
+
+def test_an_explicitly_tagged_octal_is_still_refused() -> None:
+    with pytest.raises(InputError, match="octal 8"):
+        load_yaml_text("count: !!int '010'\n", "spec.yaml")
 
 
 # --- 2. a hint for every schema error --------------------------------------------------------------

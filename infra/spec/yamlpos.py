@@ -54,6 +54,7 @@ _YAML12_FLOAT = re.compile(
 )
 # Line breaks in YAML 1.1 (this reader) that YAML 1.2 (editors) reads as ordinary characters.
 _YAML11_BREAKS = re.compile("[\x85\u2028\u2029]")
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f]")
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -156,9 +157,7 @@ class _Builder:
         or booleans here and strings there, and ``010`` is 8 here and 10 there. A value whose
         two readings differ is refused; ``04``, ``0x10`` or ``true`` mean the same in both.
         """
-        if getattr(node, "style", None):  # quoted or block (plain: None, or "" from libyaml)
-            return
-        text = str(node.value)
+        text = str(node.value)  # a quoted scalar gets here only tagged (!!int '010'): refused too
         if node.tag == _BOOL_TAG:
             if not _YAML12_BOOL.match(text):
                 raise self.fail(
@@ -262,7 +261,28 @@ def _decode(raw: str | bytes, file: str) -> str:
             hint="save the file as UTF-8",
         ) from None
     _refuse_yaml11_breaks(text, file)
+    _refuse_controls(text, file)
     return text
+
+
+def _refuse_controls(text: str, file: str) -> None:
+    """Refuse a raw control character where it stands (libyaml refuses it without a line).
+
+    YAML allows tab, newline and carriage return, and NEL (refused above); any other C0 or C1
+    control (ESC, U+009B) or DEL in a file is an error an editor would not show.
+    """
+    found = _CONTROLS.search(text)
+    if found is None:
+        return
+    at = found.start()
+    line_start = max(text.rfind("\n", 0, at), text.rfind("\r", 0, at)) + 1
+    raise InputError(
+        f"a raw control character U+{ord(found.group()):04X} in the file: YAML does not allow it",
+        file=file,
+        position=Position(text.count("\n", 0, at) + 1, at - line_start + 1),
+        hint="remove it; in text, write it as an escape in a double-quoted string "
+        f'("\\x{ord(found.group()):02x}")',
+    )
 
 
 def _refuse_yaml11_breaks(text: str, file: str) -> None:
