@@ -15,7 +15,9 @@
    refused it.
 4. A first render that failed (no space) left the root it created, and the ``inventories/``
    and ``playbooks/roles/`` directories its swap created, empty behind (trial 6's C8).
-5. Success lines printed a path's non-UTF-8 bytes raw (``0x9b`` is a C1 escape to some
+5. A trace with a NUL byte was replayed (the tenant ``def\0ault`` reached the job table and
+   the CSV written from it); one that was not UTF-8 was refused without a column or a hint.
+6. Success lines printed a path's non-UTF-8 bytes raw (``0x9b`` is a C1 escape to some
    terminals) where error lines escape them.
 """
 
@@ -241,7 +243,32 @@ def test_a_first_render_into_an_empty_root_leaves_it_empty(
     assert sorted(p.name for p in root.iterdir()) == ["notes"]
 
 
-# --- 5. success lines escape a path's bytes --------------------------------------------------------
+# --- 5. a trace holding binary data ------------------------------------------------------------------
+
+_HEADER = "id,submit_s,duration_s,gpus,gpu_milli,tenant,priority,gpu_model\n"
+
+
+@pytest.mark.parametrize(
+    ("row", "message", "column"),
+    [
+        (b"j0,1,100,8,1000,def\x00ault,low,\n", "NUL", 20),
+        (b"j0,1,100,8,1000,d\xe9f,low,\n", "UTF-8", 18),
+    ],
+)
+def test_a_trace_that_is_not_text_is_refused_where_it_stops_being_text(
+    tmp_path: Path, row: bytes, message: str, column: int
+) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_bytes(_HEADER.encode() + row)
+    result = run_cli(
+        "simulate", str(ROOT / "examples" / "a100-lab-mig.yaml"), "--trace", str(trace)
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"{trace}:2:{column}: error: ") and message in result.stderr
+    assert "(hint: " in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+# --- 6. success lines escape a path's bytes --------------------------------------------------------
 
 
 def test_a_path_byte_that_is_not_utf8_is_escaped_like_a_control() -> None:
