@@ -16,7 +16,8 @@
 4. A first render that failed (no space) left the root it created, and the ``inventories/``
    and ``playbooks/roles/`` directories its swap created, empty behind (trial 6's C8).
 5. A trace with a NUL byte was replayed (the tenant ``def\0ault`` reached the job table and
-   the CSV written from it); one that was not UTF-8 was refused without a column or a hint.
+   the CSV written from it); one that was not UTF-8 was refused without a column or a hint,
+   and so were a non-finite or negative number, a zero run time and an unreadable CSV field.
 6. Success lines printed a path's non-UTF-8 bytes raw (``0x9b`` is a C1 escape to some
    terminals) where error lines escape them.
 """
@@ -266,6 +267,26 @@ def test_a_trace_that_is_not_text_is_refused_where_it_stops_being_text(
     assert result.returncode == 2
     assert result.stderr.startswith(f"{trace}:2:{column}: error: ") and message in result.stderr
     assert "(hint: " in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        "j0,1,Infinity,8,1000,default,low,\n",
+        "j0,1,0,8,1000,default,low,\n",
+        "j0,-5,100,8,1000,default,low,\n",
+        "j0,1,100,8,0,default,low,\n",
+        "j0,1,100,8,1000," + "t" * 200_000 + ",low,\n",
+    ],
+)
+def test_every_trace_error_says_what_to_write(tmp_path: Path, row: str) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text(_HEADER + row)
+    result = run_cli(
+        "simulate", str(ROOT / "examples" / "a100-lab-mig.yaml"), "--trace", str(trace)
+    )
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
+    assert result.stderr.startswith(f"{trace}:2:") and "(hint: " in result.stderr
 
 
 # --- 6. success lines escape a path's bytes --------------------------------------------------------

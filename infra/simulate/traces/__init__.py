@@ -172,7 +172,9 @@ def _format(text: str, source: str, trace_format: str | None) -> tuple[str, Read
         trace_format = _detect(text, source)
     if trace_format not in READERS:
         raise TraceError(
-            f"trace format {trace_format!r} is not one of {', '.join(FORMATS)}", file=source
+            f"trace format {trace_format!r} is not one of {', '.join(FORMATS)}",
+            file=source,
+            hint="leave the format out to detect it from the file's first line",
         )
     return trace_format, READERS[trace_format]
 
