@@ -17,7 +17,8 @@
    and ``playbooks/roles/`` directories its swap created, empty behind (trial 6's C8).
 5. A trace with a NUL byte was replayed (the tenant ``def\0ault`` reached the job table and
    the CSV written from it); one that was not UTF-8 was refused without a column or a hint,
-   and so were a non-finite or negative number, a zero run time and an unreadable CSV field.
+   and so were a non-finite or negative number, a zero run time and an unreadable CSV field;
+   ``railplan trace --days 1e-9`` wrote a header alone, a trace simulate refuses.
 6. Success lines printed a path's non-UTF-8 bytes raw (``0x9b`` is a C1 escape to some
    terminals) where error lines escape them.
 """
@@ -287,6 +288,14 @@ def test_every_trace_error_says_what_to_write(tmp_path: Path, row: str) -> None:
     )
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
     assert result.stderr.startswith(f"{trace}:2:") and "(hint: " in result.stderr
+
+
+def test_trace_refuses_a_window_that_draws_no_job(tmp_path: Path) -> None:
+    out = tmp_path / "t.csv"
+    spec = str(ROOT / "examples" / "a100-lab-mig.yaml")
+    result = run_cli("trace", spec, "--days", "1e-9", "-o", str(out))
+    assert result.returncode == 2 and "draws no job" in result.stderr and "(hint: " in result.stderr
+    assert not out.exists()  # simulate would refuse a header alone
 
 
 # --- 6. success lines escape a path's bytes --------------------------------------------------------
