@@ -43,10 +43,10 @@ def fallback_hint(err: ErrorDetails, key: str | None) -> str:
 _FIXES = {
     **dict.fromkeys(
         ("int_parsing", "int_type", "int_from_float"),
-        "write a whole number in decimal digits, unquoted (e.g. {at}4)",
+        "write a whole number in plain decimal digits (e.g. {at}4)",
     ),
-    **dict.fromkeys(("float_parsing", "float_type"), "write a number, unquoted (e.g. {at}2.5)"),
-    **dict.fromkeys(("bool_parsing", "bool_type"), "write true or false, unquoted (e.g. {at}true)"),
+    **dict.fromkeys(("float_parsing", "float_type"), "write a plain number (e.g. {at}2.5)"),
+    **dict.fromkeys(("bool_parsing", "bool_type"), "write true or false (e.g. {at}true)"),
     "finite_number": "write a finite number: .inf and .nan are not values a spec can use",
     "string_too_long": "shorten it to at most {max} characters",
     "string_too_short": "write at least {min} characters",

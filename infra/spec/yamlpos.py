@@ -125,13 +125,13 @@ class _Builder:
                 self.positions.setdefault(join_path(path, i), _pos(item))
                 items.append(self.build(item, join_path(path, i)))
             return items
-        return self.scalar(node)
+        return self.scalar(node, path)
 
-    def scalar(self, node: Node) -> Any:
+    def scalar(self, node: Node, path: str = "") -> Any:
         if node.tag == _TIMESTAMP_TAG:  # specs hold no dates; keep "2024-01-02" as written
             return str(node.value)
         if node.tag in (_INT_TAG, _FLOAT_TAG, _BOOL_TAG):
-            self.refuse_yaml11_number(node)
+            self.refuse_yaml11_number(node, path)
         if node.tag == _INT_TAG and len(str(node.value)) > MAX_INT_DIGITS:
             # before int(): Python refuses over 4,300 digits with advice meant for programmers
             raise self.fail(
@@ -149,7 +149,7 @@ class _Builder:
                 hint="plain numbers, strings, booleans, lists and mappings only",
             ) from None
 
-    def refuse_yaml11_number(self, node: Node) -> None:
+    def refuse_yaml11_number(self, node: Node, path: str = "") -> None:
         """Refuse a plain number or boolean YAML 1.1 (this reader) and 1.2 (editors) read apart.
 
         YAML 1.2's core schema (what yaml-language-server and the JSON Schema see) takes fewer
@@ -164,7 +164,7 @@ class _Builder:
                     node,
                     f"{shorten(text, 40)} is a boolean in YAML 1.1 (this reader) but a string in "
                     "YAML 1.2 (editors)",
-                    hint="write true or false, or quote the value if it is text",
+                    hint=f"write true or false, or quote the value if it is text ({_quoted(path, text)})",
                 )
             return
         yaml12 = _YAML12_INT if node.tag == _INT_TAG else _YAML12_FLOAT
@@ -173,7 +173,8 @@ class _Builder:
                 node,
                 f"{shorten(text, 40)} is {self._yaml11_reading(node, text)} in YAML 1.1 (this "
                 "reader) but a string in YAML 1.2 (editors)",
-                hint="write the number in decimal digits, or quote the value if it is text",
+                hint="write the number in decimal digits, or quote the value if it is text "
+                f"({_quoted(path, text)})",
             )
         digits = text.lstrip("+-")
         if (
@@ -283,6 +284,13 @@ def _refuse_controls(text: str, file: str) -> None:
         hint="remove it; in text, write it as an escape in a double-quoted string "
         f'("\\x{ord(found.group()):02x}")',
     )
+
+
+def _quoted(path: str, text: str) -> str:
+    """``key: "text"``: how to write ``text`` at ``path`` as a string."""
+    key = path.rsplit(".", 1)[-1]
+    shown = f'"{shorten(text, 40)}"'
+    return f"{key}: {shown}" if key and not key.endswith("]") else shown
 
 
 def _refuse_yaml11_breaks(text: str, file: str) -> None:
