@@ -21,6 +21,8 @@
    ``railplan trace --days 1e-9`` wrote a header alone, a trace simulate refuses.
 6. Success lines printed a path's non-UTF-8 bytes raw (``0x9b`` is a C1 escape to some
    terminals) where error lines escape them.
+7. With stderr closed (``2>&-``) a spec error exited 1, lint's "findings", not 2: the error
+   line's write raised inside the error handler.
 """
 
 from __future__ import annotations
@@ -319,3 +321,19 @@ def test_a_success_line_never_prints_a_raw_byte_of_a_path(tmp_path: Path) -> Non
     assert Path(os.fsdecode(target)).exists()
     assert b"\xff" not in done.stdout and b"\x9b" not in done.stdout
     assert b"page\\udcff\\udc9b.html: report of" in done.stdout
+
+
+# --- 7. stderr closed ------------------------------------------------------------------------------
+
+
+def test_a_closed_stderr_keeps_the_exit_code(tmp_path: Path) -> None:
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("name: X\n")
+    done = subprocess.run(
+        ["bash", "-c", f'"{sys.executable}" -m infra lint "{spec}" 2>&-'],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 2  # exit 1 would tell a CI script "lint findings"
