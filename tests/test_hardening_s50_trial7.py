@@ -14,7 +14,8 @@
    mapping was composed whole (13 s CPU, a minute under load) before the node budget
    refused it.
 4. A first render that failed (no space) left the root it created, and the ``inventories/``
-   and ``playbooks/roles/`` directories its swap created, empty behind (trial 6's C8).
+   and ``playbooks/roles/`` directories its swap created, empty behind (trial 6's C8); a root
+   that could not be created (a read-only file system) was refused without a hint.
 5. A trace with a NUL byte was replayed (the tenant ``def\0ault`` reached the job table and
    the CSV written from it); one that was not UTF-8 was refused without a column or a hint,
    and so were a non-finite or negative number, a zero run time and an unreadable CSV field;
@@ -245,6 +246,13 @@ def test_a_first_render_into_an_empty_root_leaves_it_empty(
     with pytest.raises(RenderError, match="No space left on device"):
         write_tree(root, _TREE)
     assert sorted(p.name for p in root.iterdir()) == ["notes"]
+
+
+def test_a_root_that_cannot_be_created_says_what_to_give(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(RenderError, match="cannot create") as caught:
+        write_tree(tmp_path / "file" / "deploy", _TREE)
+    assert caught.value.hint
 
 
 # --- 5. a trace holding binary data ------------------------------------------------------------------

@@ -357,7 +357,11 @@ def _prepared_root(root: Path) -> Path:
             raise RenderError(f"{root} is not a directory", hint="give --root a directory")
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise RenderError(f"cannot create {root}: {exc.strerror or exc}") from None
+        raise RenderError(
+            f"cannot create {root}: {exc.strerror or exc}",
+            hint="give --root a directory you can create: on a writable file system, a name "
+            "of at most 255 bytes",
+        ) from None
     return root.resolve()
 
 
