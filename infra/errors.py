@@ -147,7 +147,7 @@ def escape_lines(text: str) -> str:
     return "\n".join(escape_controls(line) for line in text.split("\n"))
 
 
-_CONTROL_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+_CONTROL_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 
 def is_control(ch: str) -> bool:
@@ -156,10 +156,12 @@ def is_control(ch: str) -> bool:
     Control characters (Cc: newline, ESC), line and paragraph separators (Zl, Zp), and
     format characters (Cf): the bidirectional overrides and isolates U+202A-202E and
     U+2066-2069 that reorder what a reviewer sees (Trojan Source, CVE-2021-42574), the
-    zero-width U+200B-200F and the byte-order mark U+FEFF.
+    zero-width U+200B-200F and the byte-order mark U+FEFF; and lone surrogates (Cs), which
+    is how Python holds a file name's bytes that are not UTF-8 (``\udcff`` for byte 0xff):
+    written out, they would be those raw bytes (0x9b is a C1 escape to some terminals).
 
-    >>> [is_control(c) for c in ("\n", "\u202e", "\u2067", "\ufeff", "é", " ")]
-    [True, True, True, True, False, False]
+    >>> [is_control(c) for c in ("\n", "\u202e", "\u2067", "\ufeff", "\udcff", "é", " ")]
+    [True, True, True, True, True, False, False]
     """
     return unicodedata.category(ch) in _CONTROL_CATEGORIES
 

@@ -1,10 +1,6 @@
-"""The one place railplan reads input files and writes output files; it raises, never prints.
+"""The one place railplan writes output files; it raises, never prints.
 
-Reading (`read_bounded`): at most ``limit + 1`` bytes are read whatever ``st_size`` says, so
-``/dev/zero`` or an endless pipe cannot grow memory. Only regular files and pipes the shell hands
-over (``<(cmd)``, ``/dev/stdin`` fed by ``|``) are read; directories, devices, sockets and named
-FIFOs are refused before they are opened (opening a FIFO waits for a writer, opening some
-devices has effects), and the opened file is checked again.
+Reading input files is `infra.reading`'s (`read_bounded`).
 
 Writing (`check_outputs`, `write_atomic`, `write_atomic_all` for a set of outputs that is
 written whole or not at all): an output replaces a *regular* file or creates one,
@@ -45,7 +41,8 @@ import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from infra.errors import InputError, RailplanError
+from infra.errors import RailplanError
+from infra.reading import file_kind
 from infra.signals import CATCHABLE, deferring_signals, raising_on_signals
 
 __all__ = [
@@ -53,7 +50,6 @@ __all__ = [
     "check_outputs",
     "is_temp_name",
     "pid_running",
-    "read_bounded",
     "replace_entry",
     "sweep_stale_temps",
     "user_umask",
@@ -62,7 +58,6 @@ __all__ = [
 ]
 
 _CHUNK = 1 << 20
-_ANON_PIPE = re.compile(r"/fd/pipe:\[\d+\]$")
 _TEMP = re.compile(rb"^\..*\.railplan-(\d+)-[0-9a-f]{8}\.tmp$", re.DOTALL)
 _FD_ALIASES = ("/dev/stdin", "/dev/stdout", "/dev/stderr")
 _KERNEL_TREES = ("/dev/fd/", "/proc/", "/sys/")
@@ -74,95 +69,6 @@ _STICKY_SHARED = stat.S_ISVTX | stat.S_IWOTH
 
 class OutputError(RailplanError):
     """An output cannot be written where it was asked to go."""
-
-
-def _kind(mode: int) -> str:
-    """A file type in words: 'a directory', 'a character device', ..."""
-    kinds = (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISSOCK, "a socket"),
-    )
-    return next((word for test, word in kinds if test(mode)), "not a regular file")
-
-
-# --- reading -------------------------------------------------------------------------------
-
-
-_SPEC_SIZE = "a cluster spec is a few kilobytes"
-
-
-def read_bounded(path: str, limit: int, *, noun: str = "spec", usual: str = _SPEC_SIZE) -> bytes:
-    """The bytes of ``path``, refusing more than ``limit`` bytes and non-file inputs.
-
-    ``noun`` names what the file should be and ``usual`` how large one usually is, for the
-    hints (``"fabric dump"``, ``"a dump of 100,000 nodes is tens of MB"``).
-
-    Raises:
-        InputError: missing or unreadable, a directory, device, socket or named FIFO, or
-            longer than ``limit`` bytes.
-    """
-    try:
-        return _read_checked(path, limit, noun, usual)
-    except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror or exc}", file=path) from None
-
-
-def _read_checked(path: str, limit: int, noun: str, usual: str) -> bytes:
-    pipe = _is_anonymous_pipe(path)
-    _refuse_input(path, os.stat(path).st_mode, pipe, noun)
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        _refuse_input(path, st.st_mode, pipe, noun)  # it may have changed since stat
-        if st.st_size > limit:  # a cheap early refusal; the read below is bounded anyway
-            raise _too_large(path, limit, f"is {st.st_size / 1e6:.1f} MB", usual)
-        os.set_blocking(fd, True)
-        data = _read_at_most(fd, limit + 1)
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise _too_large(path, limit, f"holds more than {limit // (1024 * 1024)} MiB", usual)
-    return data
-
-
-def _too_large(path: str, limit: int, what: str, usual: str) -> InputError:
-    return InputError(
-        f"file {what}; railplan refuses inputs above {limit // (1024 * 1024)} MiB",
-        file=path,
-        hint=f"{usual}; check that this is the right file",
-    )
-
-
-def _is_anonymous_pipe(path: str) -> bool:
-    """True for a pipe reached through ``/dev/fd`` (``<(cmd)``, a piped ``/dev/stdin``)."""
-    return bool(_ANON_PIPE.search(os.path.realpath(path)))
-
-
-def _refuse_input(path: str, mode: int, pipe: bool, noun: str) -> None:
-    if stat.S_ISREG(mode) or (pipe and stat.S_ISFIFO(mode)):
-        return
-    if stat.S_ISDIR(mode):
-        raise InputError("is a directory, not a file", file=path, hint=f"name a {noun} file")
-    raise InputError(
-        f"is {_kind(mode)}, not a regular file; railplan reads only files and pipes",
-        file=path,
-        hint=f"save the {noun} to a file and name that file",
-    )
-
-
-def _read_at_most(fd: int, size: int) -> bytes:
-    chunks: list[bytes] = []
-    left = size
-    while left > 0:
-        chunk = os.read(fd, min(left, _CHUNK))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 # --- checking outputs ----------------------------------------------------------------------
@@ -237,7 +143,7 @@ def _target(path: str) -> tuple[str, os.stat_result | None]:
         raise OutputError(f"cannot write: {exc.strerror or exc}", file=path) from None
     if not stat.S_ISREG(st.st_mode):
         raise OutputError(
-            f"is {_kind(st.st_mode)}; railplan writes outputs only to regular files",
+            f"is {file_kind(st.st_mode)}; railplan writes outputs only to regular files",
             file=path,
             hint=_OUT_HINT,
         )

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from infra.catalog import Catalog
+from infra.errors import InputError
 from infra.lint.finding import Severity
 from infra.render.ansible import _add_group, ansible_files
 from infra.render.writer import RenderError
@@ -142,7 +143,6 @@ def test_every_generated_mig_config_is_reserved(example: Path) -> None:
     ("before", "after", "path", "says"),
     [
         ("hostname: 'train{index:02d}'", "hostname: {index:02d}", "node_groups[0].hostname", "{"),
-        ("name: train", "name: no", "node_groups[0].name", 'name: "no"'),
         ("name: lab", "name: 12.4", "name", 'name: "12.4"'),
     ],
 )
@@ -154,6 +154,16 @@ def test_an_unquoted_yaml_type_gets_a_hint_to_quote(
     (error,) = caught.value.errors
     assert error.path == path and "must be a string" in error.message
     assert "quote the value" in (error.hint or "") and says in (error.hint or "")
+
+
+def test_an_unquoted_yaml_1_1_boolean_is_refused_with_the_hint_to_quote() -> None:
+    # session 50 (trial 7): `no` is refused when it is read, as YAML 1.2 reads it as text
+    with pytest.raises(InputError) as caught:
+        load_spec_text(LAB.replace("name: train", "name: no"), "spec.yaml")
+    assert "a boolean in YAML 1.1" in caught.value.message
+    assert "quote the value" in (caught.value.hint or "") and 'name: "no"' in (
+        caught.value.hint or ""
+    )
 
 
 def test_the_cuda_version_unquoted_gets_the_hint() -> None:

@@ -276,7 +276,10 @@ def test_schema_errors_speak_the_specs_language(snippet: str, message: str) -> N
 
 def test_an_empty_list_says_how_many_items_it_needs() -> None:
     line = one_error("name: lab\nnode_groups: []\n")
-    assert line == "spec.yaml:2:1: error[RP000]: must list at least 1 item, got 0 [node_groups]"
+    assert line == (
+        "spec.yaml:2:1: error[RP000]: must list at least 1 item, got 0 [node_groups] "
+        "(hint: give at least 1 entry)"
+    )
 
 
 def test_schema_errors_carry_their_rule_id_in_text(
@@ -286,7 +289,10 @@ def test_schema_errors_carry_their_rule_id_in_text(
     spec.write_text(BASE + "site: {rack: []}\n")
     code, _, err = run(capsys, "lint", str(spec))
     assert code == 2
-    assert err == f"{spec}:4:8: error[RP000]: must be a mapping (rack), got a list [site.rack]\n"
+    assert err == (
+        f"{spec}:4:8: error[RP000]: must be a mapping (rack), got a list [site.rack] "
+        "(hint: write rack as a mapping: `key: value` lines, or {key: value, ...})\n"
+    )
 
 
 @pytest.mark.parametrize("fmt", ["json", "sarif", "github"])

@@ -27,11 +27,11 @@ from infra.errors import InputError
 from infra.files import (
     OutputError,
     check_outputs,
-    read_bounded,
     sweep_stale_temps,
     temp_name,
     write_atomic,
 )
+from infra.reading import read_bounded
 from infra.signals import Interrupted, raising_on_signals
 
 from .cli_run import run_cli

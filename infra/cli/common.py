@@ -181,10 +181,27 @@ def _problems(error: RailplanError) -> list[RailplanError]:
     return list(error.errors) if isinstance(error, SpecValidationError) else [error]
 
 
+MAX_SHOWN = 20  # problems of one input printed; the rest are counted in one more line
+
+
 def complain(error: RailplanError) -> None:
-    """One line on stderr per problem ``error`` stands for."""
-    for e in _problems(error):
+    """One line on stderr per problem ``error`` stands for, the first `MAX_SHOWN` of them.
+
+    A file of 10,000 unknown keys is reported in 21 lines, not 10,000: the last says how
+    many more there are (``--format json`` lists every one).
+    """
+    problems = _problems(error)
+    for e in problems[:MAX_SHOWN]:
         sys.stderr.write(e.one_line() + "\n")
+    if len(problems) > MAX_SHOWN:
+        first = problems[MAX_SHOWN]
+        more = RailplanError(
+            f"{len(problems) - MAX_SHOWN:,} more problems not shown",
+            file=first.file,
+            position=first.position,
+            hint="fix the ones above and run again; --format json lists every one",
+        )
+        sys.stderr.write(more.one_line() + "\n")
 
 
 def error_objects(error: RailplanError) -> list[dict[str, object]]:

@@ -15,6 +15,7 @@ import re
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 import typer
@@ -86,8 +87,11 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 
     SIGINT exits 130 and SIGTERM/SIGHUP end the process by that signal, each after one line
     and after every temp file is removed; a stdout whose reader went away ends it by SIGPIPE,
-    silently, as other Unix tools do.
+    silently, as other Unix tools do. Started with stderr closed (``2>&-``), the lines go
+    nowhere but the exit code is the same (a lost line made exit 2 an exit 1).
     """
+    if sys.stderr is None:
+        sys.stderr = Path(os.devnull).open("w", encoding="utf-8")  # noqa: SIM115 (for the process)
     try:
         with raising_on_signals():
             code = _run(argv)

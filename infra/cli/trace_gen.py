@@ -111,6 +111,12 @@ def trace(
             path="--days" if days is not None else "--jobs",
             hint="a higher --load, fewer --jobs or a shorter --days",
         ) from None
+    if not drawn.jobs and days is not None:  # a header alone: simulate refuses such a trace
+        raise InputError(
+            f"--days {days:g} at --load {load:g} draws no job on {plan.gpus:,} GPUs",
+            path="--days",
+            hint="a longer --days or a higher --load, or --jobs N",
+        )
     buffer = io.StringIO()
     write_csv(drawn.jobs, buffer)
     if output == "-":

@@ -29,9 +29,11 @@ __all__ = [
     "content_at",
     "entries",
     "is_being_removed",
+    "missing_directories",
     "refuse_in_the_way",
     "refuse_symlinks",
     "remove",
+    "remove_if_empty",
     "unit_of",
 ]
 
@@ -262,3 +264,25 @@ def content(path: Path, info: os.stat_result) -> str | None:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
         return "file " + hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def missing_directories(root: Path) -> list[Path]:
+    """The directories a ``mkdir -p`` of ``root`` would create, deepest first."""
+    made = []
+    try:
+        for path in (root, *root.parents):
+            if os.path.lexists(path):
+                break
+            made.append(path)
+    except OSError:  # a name over NAME_MAX: the mkdir says so
+        return []
+    return made
+
+
+def remove_if_empty(directories: list[Path]) -> None:
+    """Remove ``directories`` (deepest first) while they are empty; keep anything in use."""
+    for path in directories:
+        try:
+            path.rmdir()
+        except OSError:
+            return

@@ -159,6 +159,24 @@ def _roll_back(root: Path, journal: Journal) -> None:
         _refuse_unless_railplans(root, journal, doomed)
     for unit in journal.units:
         _put_back(root, old, staging, unit, unit in created)
+    _drop_empty_parents(root, [u for u in journal.units if u in created])
+
+
+def _drop_empty_parents(root: Path, units: list[str]) -> None:
+    """Remove the directories a swap made to hold ``units`` (``inventories/``) once empty.
+
+    The swap creates a new unit's parents; putting the unit back out leaves them empty. An
+    empty directory on the way to a unit is taken for one the swap made: the rendered tree's
+    own layout, which the next render makes again.
+    """
+    for unit in units:
+        parent = (root / unit).parent
+        while parent != root and not os.path.lexists(root / unit):
+            try:
+                parent.rmdir()
+            except OSError:  # not empty (another unit, a user's file), or gone
+                break
+            parent = parent.parent
 
 
 def _refuse_out_of_order(root: Path, journal: Journal, old: Path, staging: Path) -> None:

@@ -55,8 +55,10 @@ from infra.gc_pause import paused_gc
 from infra.render.tree_fs import (
     RenderError,
     entries,
+    missing_directories,
     refuse_in_the_way,
     refuse_symlinks,
+    remove_if_empty,
     unit_of,
 )
 from infra.render.tree_state import (
@@ -153,7 +155,16 @@ def write_tree(root: Path, files: Mapping[str, bytes], *, force: bool = False) -
 
 def _write_tree(root: Path, files: Mapping[str, bytes], force: bool) -> WriteReport:
     paths = {_checked(p): data for p, data in files.items()}
+    made = missing_directories(root)
     root = _prepared_root(root)
+    try:
+        return _write_into(root, paths, force)
+    except BaseException:
+        remove_if_empty(made)  # a first render that failed leaves no empty root behind
+        raise
+
+
+def _write_into(root: Path, paths: Mapping[str, bytes], force: bool) -> WriteReport:
     committed = False
     try:
         with locked(root):
@@ -346,7 +357,11 @@ def _prepared_root(root: Path) -> Path:
             raise RenderError(f"{root} is not a directory", hint="give --root a directory")
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise RenderError(f"cannot create {root}: {exc.strerror or exc}") from None
+        raise RenderError(
+            f"cannot create {root}: {exc.strerror or exc}",
+            hint="give --root a directory you can create: on a writable file system, a name "
+            "of at most 255 bytes",
+        ) from None
     return root.resolve()
 
 

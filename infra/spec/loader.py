@@ -26,6 +26,7 @@ from infra.errors import SpecError, spelling_hint
 from infra.spec import base, mig, models, scheduling
 from infra.spec.base import ONE_LINE, ONE_LINE_OR_EMPTY, ONE_LINE_RULE
 from infra.spec.models import Spec
+from infra.spec.schema_hints import fallback_hint
 from infra.spec.yamlpos import (
     SourceMap,
     join_path,
@@ -38,6 +39,12 @@ from infra.spec.yamlpos import (
 _PATTERN_RULES = {
     base.CLUSTER_NAME: "must be a lowercase DNS label: a-z, 0-9 and '-', starting with a "
     "letter, not ending with '-'",
+    base.DNS_LABEL: "must be at most 40 lowercase letters, digits and '-', starting with a "
+    "letter and ending with a letter or digit (a Kubernetes object name)",
+    r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$": "must be a CSI driver name: at most 63 lowercase "
+    "letters, digits, '.' and '-', starting and ending with a letter or digit",
+    r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$": "must be a parameter key: at most 63 letters, "
+    "digits, '.', '_', '/' and '-', starting with a letter or digit",
     base.GROUP_NAME: "must be at most 32 lowercase letters, digits and '_' (Ansible group "
     "names cannot contain '-'), starting with a letter and ending with a letter or digit (it "
     "becomes a Kubernetes label value)",
@@ -158,7 +165,7 @@ def _translate(exc: ValidationError, data: Any, source: SourceMap) -> list[SpecE
     errors = [
         _one_error(path, items, source)
         for path, items in grouped.items()
-        if not _explained_by_typo(path, items, grouped)
+        if not _explained_by_typo(path, items, grouped) and not _other_branch(path, items, grouped)
     ]
     return sorted(
         errors, key=lambda e: (e.position.line, e.position.column) if e.position else (0, 0)
@@ -182,6 +189,42 @@ def _explained_by_typo(
             if difflib.get_close_matches(typo, [key], n=1, cutoff=0.6):
                 return True
     return False
+
+
+# Errors that say only "not this branch's form" (wrong type, not the literal): dropped when
+# another branch of the union got further into the value.
+_BRANCH_ERRORS = frozenset(
+    {
+        "string_type",
+        "list_type",
+        "dict_type",
+        "int_type",
+        "float_type",
+        "bool_type",
+        "model_type",
+        "model_attributes_type",
+        "literal_error",
+        "enum",
+        "none_required",
+    }
+)
+
+
+def _other_branch(
+    path: str,
+    items: list[tuple[ErrorDetails, bool]],
+    grouped: dict[str, list[tuple[ErrorDetails, bool]]],
+) -> bool:
+    """True for a union branch's type error when the value took another branch's form.
+
+    ``mig: [{gpus: 0:7, ...}]`` fails both forms of ``mig`` (a layout name, a list): the list
+    form's error is inside the value, so "must be a string" (and its advice to quote) is the
+    wrong branch and is dropped.
+    """
+    if not all(skipped and err["type"] in _BRANCH_ERRORS for err, skipped in items):
+        return False
+    inside = (f"{path}.", f"{path}[") if path else ("",)
+    return any(other != path and other.startswith(inside) for other in grouped)
 
 
 def _child(current: Any, seg: int | str) -> tuple[bool, Any]:
@@ -212,10 +255,14 @@ def _one_error(path: str, items: list[tuple[ErrorDetails, bool]], source: Source
     if len(items) > 1 and any(skipped for _, skipped in items):
         forms = " or ".join(dict.fromkeys(_expected(e) for e, _ in items))
         wants_text = any(e["type"] == "string_type" for e, _ in items)
-        message, hint = f"must be {forms}, {_got(err)}", _quote_hint(err) if wants_text else None
+        message, hint = (
+            f"must be {forms}, {_got(err)}",
+            _quote_hint(err, path) if wants_text else None,
+        )
     else:
         message, hint = _describe(err), _hint(err, path)
     position = source.position(path)
+    hint = hint or fallback_hint(err, _key_of(path))
     return SpecError(
         message, file=source.file, path=path, position=position, hint=hint, rule=SCHEMA_RULE
     )
@@ -353,7 +400,7 @@ def _got(err: ErrorDetails) -> str:
 def _hint(err: ErrorDetails, path: str) -> str | None:
     kind, ctx = err["type"], err.get("ctx") or {}
     if kind == "string_type":
-        return _quote_hint(err)
+        return _quote_hint(err, path)
     if kind == "extra_forbidden":
         allowed = _allowed_keys(err["loc"][:-1])
         return spelling_hint(str(err["loc"][-1]), allowed, "allowed keys") or None
@@ -370,10 +417,16 @@ def _hint(err: ErrorDetails, path: str) -> str | None:
     return None
 
 
-def _quote_hint(err: ErrorDetails) -> str | None:
+def _key_of(path: str) -> str | None:
+    """The key ``path`` ends in (``count`` of ``node_groups[0].count``); None for a list item."""
+    last = path.rsplit(".", 1)[-1]
+    return None if not last or last.endswith("]") else last
+
+
+def _quote_hint(err: ErrorDetails, path: str) -> str | None:
     """How to write a string YAML read as another type: quote it (YAML 1.1's surprises)."""
-    value, loc = err["input"], err["loc"]
-    key = f"{loc[-1]}: " if loc and isinstance(loc[-1], str) else ""
+    value, name = err["input"], _key_of(path)
+    key = f"{name}: " if name else ""
     if isinstance(value, bool):
         word = "yes" if value else "no"
         return (

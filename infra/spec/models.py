@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from infra.errors import spelling_hint
+from infra.errors import HintedValueError, shorten, spelling_hint
 from infra.spec.base import (
     CLUSTER_NAME,
     GROUP_NAME,
@@ -66,6 +66,10 @@ UPSTREAM_ENGINES = (
 OFED_VERSION = r"^[0-9]{1,8}\.[0-9]{1,8}(-[0-9]{1,8}(\.[0-9]{1,8}){0,6})?$"
 _HOSTNAME_FIELD = re.compile(r"\{index(?::0?[1-9]d)?\}")
 _HOSTNAME_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_HOSTNAME_HINT = (
+    'write a short lowercase prefix and one index field, e.g. hostname: "gpu{index:03d}" '
+    "(gpu001, gpu002, ...)"
+)
 
 
 # --- node groups ----------------------------------------------------------------------------
@@ -219,12 +223,16 @@ class NodeGroup(StrictModel):
             return v
         fields = _HOSTNAME_FIELD.findall(v)
         if len(fields) != 1:
-            raise ValueError("hostname pattern needs exactly one {index} or {index:0Nd} field")
+            raise HintedValueError(
+                "hostname pattern needs exactly one {index} or {index:0Nd} field",
+                hint=_HOSTNAME_HINT,
+            )
         sample = _HOSTNAME_FIELD.sub("0", v)
         if not _HOSTNAME_LABEL.match(sample):
-            raise ValueError(
-                f"hostname pattern {v!r} does not give a valid hostname (lowercase letters, "
-                "digits and '-', not starting or ending with '-', at most 63 characters)"
+            raise HintedValueError(
+                f"hostname pattern {shorten(v, 60)!r} does not give a valid hostname (lowercase "
+                "letters, digits and '-', not starting or ending with '-', at most 63 characters)",
+                hint=_HOSTNAME_HINT,
             )
         return v
 
@@ -233,11 +241,12 @@ class NodeGroup(StrictModel):
         """Every rendered hostname is an RFC 1123 label, not only the pattern with 0 in it."""
         for name in self.hostname_range():
             if not _HOSTNAME_LABEL.match(name):
-                raise ValueError(
+                raise HintedValueError(
                     f"hostname pattern {self.hostname_pattern!r} gives {name[:80]!r} for "
                     f"servers {self.first_index}..{self.first_index + self.count - 1}, not a "
                     "valid hostname (RFC 1123: lowercase letters, digits and '-', not "
-                    "starting or ending with '-', at most 63 characters)"
+                    "starting or ending with '-', at most 63 characters)",
+                    hint=_HOSTNAME_HINT,
                 )
         return self
 

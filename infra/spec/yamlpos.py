@@ -26,10 +26,17 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from infra.errors import InputError, Position, shorten
-from infra.files import read_bounded
+from infra.reading import read_bounded
 
 MAX_BYTES = 8 * 1024 * 1024
 MAX_NODES = 100_000  # a large spec has a few thousand; this refuses alias bombs fast
+_TOO_MANY_NODES = f"document expands to more than {MAX_NODES:,} nodes"
+# both causes: a huge document, or aliases that expand (each use counts)
+_NODES_HINT = (
+    "give repeated node groups a count instead of one entry each; an alias counts once per use"
+)
+_EVENT_COUNT_FROM = 256 * 1024  # characters; a spec is a few kilobytes
+_NODE_EVENTS = (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent, yaml.AliasEvent)
 MAX_INT_DIGITS = 1000  # the largest bound in the spec has 19 digits; int() stops at 4,300
 _INT_TAG = "tag:yaml.org,2002:int"
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
@@ -37,6 +44,17 @@ _LAST_SEGMENT = re.compile(r'(\.[A-Za-z_][A-Za-z0-9_-]*|\[\d+\]|\["(?:[^"\\]|\\.
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _FLOAT_TAG = "tag:yaml.org,2002:float"
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+# YAML 1.2's core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution): the numbers and
+# booleans an editor reads; a plain scalar YAML 1.1 types otherwise is refused.
+_YAML12_BOOL = re.compile(r"^(true|True|TRUE|false|False|FALSE)$")
+_YAML12_INT = re.compile(r"^([-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_YAML12_FLOAT = re.compile(
+    r"^([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))$"
+)
+# Line breaks in YAML 1.1 (this reader) that YAML 1.2 (editors) reads as ordinary characters.
+_YAML11_BREAKS = re.compile("[\x85\u2028\u2029]")
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f]")
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -98,13 +116,7 @@ class _Builder:
         self.visited += 1
         self.last = node  # where a RecursionError is reported
         if self.visited > MAX_NODES:
-            raise self.fail(
-                node,
-                f"document expands to more than {MAX_NODES:,} nodes",
-                # both causes: a huge document, or aliases that expand (each use counts)
-                hint="give repeated node groups a count instead of one entry each; "
-                "an alias counts once per use",
-            )
+            raise InputError(_TOO_MANY_NODES, file=self.file, position=_pos(node), hint=_NODES_HINT)
         if isinstance(node, MappingNode):
             return self.mapping(node, path)
         if isinstance(node, SequenceNode):
@@ -113,13 +125,13 @@ class _Builder:
                 self.positions.setdefault(join_path(path, i), _pos(item))
                 items.append(self.build(item, join_path(path, i)))
             return items
-        return self.scalar(node)
+        return self.scalar(node, path)
 
-    def scalar(self, node: Node) -> Any:
+    def scalar(self, node: Node, path: str = "") -> Any:
         if node.tag == _TIMESTAMP_TAG:  # specs hold no dates; keep "2024-01-02" as written
             return str(node.value)
-        if node.tag in (_INT_TAG, _FLOAT_TAG):
-            self.refuse_yaml11_number(node)
+        if node.tag in (_INT_TAG, _FLOAT_TAG, _BOOL_TAG):
+            self.refuse_yaml11_number(node, path)
         if node.tag == _INT_TAG and len(str(node.value)) > MAX_INT_DIGITS:
             # before int(): Python refuses over 4,300 digits with advice meant for programmers
             raise self.fail(
@@ -137,25 +149,38 @@ class _Builder:
                 hint="plain numbers, strings, booleans, lists and mappings only",
             ) from None
 
-    def refuse_yaml11_number(self, node: Node) -> None:
-        """Refuse a number YAML 1.1 (this reader) and YAML 1.2 (editors) read differently.
+    def refuse_yaml11_number(self, node: Node, path: str = "") -> None:
+        """Refuse a plain number or boolean YAML 1.1 (this reader) and 1.2 (editors) read apart.
 
-        ``010`` is 8 here and 10 in yaml-language-server, ``1:30`` is 90 here (base 60) and a
-        string there. ``04`` or ``0x10`` mean the same in both and pass.
+        YAML 1.2's core schema (what yaml-language-server and the JSON Schema see) takes fewer
+        forms: ``0b10``, ``1_000``, ``0x_1F``, ``-0x1F``, ``1:30`` and ``yes``/``on`` are numbers
+        or booleans here and strings there, and ``010`` is 8 here and 10 there. A value whose
+        two readings differ is refused; ``04``, ``0x10`` or ``true`` mean the same in both.
         """
-        text = str(node.value).replace("_", "")
-        digits = text.lstrip("+-")
-        if ":" in digits:
+        text = str(node.value)  # a quoted scalar gets here only tagged (!!int '010'): refused too
+        if node.tag == _BOOL_TAG:
+            if not _YAML12_BOOL.match(text):
+                raise self.fail(
+                    node,
+                    f"{shorten(text, 40)} is a boolean in YAML 1.1 (this reader) but a string in "
+                    "YAML 1.2 (editors)",
+                    hint=f"write true or false, or quote the value if it is text ({_quoted(path, text)})",
+                )
+            return
+        yaml12 = _YAML12_INT if node.tag == _INT_TAG else _YAML12_FLOAT
+        if not yaml12.match(text):
             raise self.fail(
                 node,
-                f"{shorten(text, 40)} is a base-60 number in YAML 1.1 (as 1:30 is 90), a string "
-                "in YAML 1.2",
-                hint="write the number itself, or quote the value if it is text",
+                f"{shorten(text, 40)} is {self._yaml11_reading(node, text)} in YAML 1.1 (this "
+                "reader) but a string in YAML 1.2 (editors)",
+                hint="write the number in decimal digits, or quote the value if it is text "
+                f"({_quoted(path, text)})",
             )
+        digits = text.lstrip("+-")
         if (
-            1 < len(digits) <= MAX_INT_DIGITS
+            node.tag == _INT_TAG
+            and 1 < len(digits) <= MAX_INT_DIGITS
             and digits[0] == "0"
-            and digits.isascii()
             and digits.isdigit()
             and int(digits, 8) != int(digits)
         ):
@@ -165,6 +190,20 @@ class _Builder:
                 "YAML 1.2 (editors)",
                 hint=f"write it without the leading zero ({int(text)}), or quote it if it is text",
             )
+
+    def _yaml11_reading(self, node: Node, text: str) -> str:
+        """What YAML 1.1 makes of ``text``, in words ("the number 90", "a base-60 number")."""
+        if ":" in text:
+            return "a base-60 number (as 1:30 is 90)"
+        if len(text) > MAX_INT_DIGITS:
+            return "a number"
+        try:
+            value = self._constructor.construct_object(node, deep=True)
+        except (yaml.YAMLError, ValueError, OverflowError):
+            return "a number"
+        digits = text.lstrip("+-").replace("_", "")
+        octal = len(digits) > 1 and digits[0] == "0" and digits.isdigit()
+        return f"octal {value}" if octal else f"the number {value}"
 
     def mapping(self, node: MappingNode, path: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -214,7 +253,7 @@ def _decode(raw: str | bytes, file: str) -> str:
             hint="expected a UTF-8 YAML text file",
         )
     try:
-        return raw.decode("utf-8-sig")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(
             f"not UTF-8 text (invalid byte 0x{raw[exc.start]:02x})",
@@ -222,6 +261,57 @@ def _decode(raw: str | bytes, file: str) -> str:
             position=byte_position(raw, exc.start),
             hint="save the file as UTF-8",
         ) from None
+    _refuse_yaml11_breaks(text, file)
+    _refuse_controls(text, file)
+    return text
+
+
+def _refuse_controls(text: str, file: str) -> None:
+    """Refuse a raw control character where it stands (libyaml refuses it without a line).
+
+    YAML allows tab, newline and carriage return, and NEL (refused above); any other C0 or C1
+    control (ESC, U+009B) or DEL in a file is an error an editor would not show.
+    """
+    found = _CONTROLS.search(text)
+    if found is None:
+        return
+    at = found.start()
+    line_start = max(text.rfind("\n", 0, at), text.rfind("\r", 0, at)) + 1
+    raise InputError(
+        f"a raw control character U+{ord(found.group()):04X} in the file: YAML does not allow it",
+        file=file,
+        position=Position(text.count("\n", 0, at) + 1, at - line_start + 1),
+        hint="remove it; in text, write it as an escape in a double-quoted string "
+        f'("\\x{ord(found.group()):02x}")',
+    )
+
+
+def _quoted(path: str, text: str) -> str:
+    """``key: "text"``: how to write ``text`` at ``path`` as a string."""
+    key = path.rsplit(".", 1)[-1]
+    shown = f'"{shorten(text, 40)}"'
+    return f"{key}: {shown}" if key and not key.endswith("]") else shown
+
+
+def _refuse_yaml11_breaks(text: str, file: str) -> None:
+    """Refuse NEL, LINE SEPARATOR and PARAGRAPH SEPARATOR: line breaks to YAML 1.1 only.
+
+    This reader ends a line at each; an editor (YAML 1.2) does not, so the two see different
+    documents (a whole file of NEL-separated lines is one comment line to an editor).
+    """
+    found = _YAML11_BREAKS.search(text)
+    if found is None:
+        return
+    at = found.start()
+    line_start = text.rfind("\n", 0, at) + 1
+    raise InputError(
+        f"U+{ord(found.group()):04X} is a line break in YAML 1.1 (this reader) but not in YAML "
+        "1.2 (editors)",
+        file=file,
+        position=Position(text.count("\n", 0, at) + 1, at - line_start + 1),
+        hint="end lines with a plain newline; in text, write the character as an escape in a "
+        'double-quoted string ("\\u2028")',
+    )
 
 
 def byte_position(raw: bytes, offset: int) -> Position:
@@ -239,7 +329,34 @@ def byte_position(raw: bytes, offset: int) -> Position:
     return Position(raw.count(b"\n", 0, offset) + 1, column)
 
 
+def _refuse_many_nodes(text: str, file: str) -> None:
+    """Refuse a large text of more than `MAX_NODES` nodes before composing it.
+
+    libyaml's events cost a fifth of its composed nodes: a 5 MB flow mapping of 500,000
+    keys is refused in seconds, not after a minute of composing what the node budget
+    refuses anyway (a composed node is at least one node the build counts).
+    """
+    if len(text) < _EVENT_COUNT_FROM:
+        return
+    nodes = 0
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            if isinstance(event, _NODE_EVENTS):
+                nodes += 1
+                if nodes > MAX_NODES:
+                    mark = event.start_mark
+                    raise InputError(
+                        _TOO_MANY_NODES,
+                        file=file,
+                        position=Position(mark.line + 1, mark.column + 1) if mark else None,
+                        hint=_NODES_HINT,
+                    )
+    except yaml.YAMLError:
+        return  # composing reports it, located
+
+
 def _compose(text: str, file: str) -> Node | None:
+    _refuse_many_nodes(text, file)
     try:
         return yaml.compose(text, Loader=_Loader)
     except yaml.composer.ComposerError as exc:
@@ -301,7 +418,7 @@ def load_yaml_text(raw: str | bytes, file: str) -> tuple[Any, SourceMap]:
 def read_yaml_file(path: str | os.PathLike[str]) -> tuple[Any, SourceMap]:
     """Read and parse ``path`` (see `load_yaml_text`); unreadable files raise `InputError`.
 
-    At most `MAX_BYTES` + 1 bytes are read (`infra.files.read_bounded`): devices, directories
+    At most `MAX_BYTES` + 1 bytes are read (`infra.reading.read_bounded`): devices, directories
     and named FIFOs are refused, and no size the file system reports is trusted.
     """
     file = os.fspath(path)

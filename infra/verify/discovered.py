@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from infra.errors import DiscoveredError, InputError, Position, shorten
-from infra.files import read_bounded
+from infra.reading import read_bounded
 from infra.verify.linkinfo import read_linkinfo
 from infra.verify.model import Fabric, FabricBuilder, Source, guid, located
 from infra.verify.ports import read_ports
@@ -158,7 +158,7 @@ def parse_text(text: str, file: str = "<input>") -> Fabric:
 def read_dump(path: str) -> str:
     """The text of one dump or node-name map: the one way `railplan verify` reads its inputs.
 
-    Through `infra.files.read_bounded`: a directory, device (``/dev/zero``), socket or named
+    Through `infra.reading.read_bounded`: a directory, device (``/dev/zero``), socket or named
     FIFO is refused before it is opened, a file over `MAX_BYTES` before it is read, and a pipe
     the shell hands over is read up to `MAX_BYTES` + 1 bytes at most.
 

@@ -18,12 +18,13 @@ from pathlib import Path
 
 from infra.digits import ASCII_SPACE
 from infra.errors import Position
-from infra.files import read_bounded
 from infra.gc_pause import paused_gc
+from infra.reading import read_bounded
 from infra.simulate.jobs import Job, Trace
 from infra.simulate.traces import alibaba_pai, alibaba_v2023, helios, railplan_csv
 from infra.simulate.traces.common import Rows, TraceError, check_times, excerpt
 from infra.simulate.traces.philly import read_philly
+from infra.spec.yamlpos import byte_position
 
 __all__ = ["FORMATS", "MAX_TRACE_BYTES", "TraceError", "read_trace", "trace_from_text"]
 
@@ -100,12 +101,22 @@ def trace_from_text(
 
 def _text(path: str) -> str:
     data = read_bounded(path, MAX_TRACE_BYTES, noun="trace", usual=_USUAL_SIZE)
+    nul = data.find(b"\x00")
+    if nul >= 0:  # a NUL reached a tenant or job id, and the CSV written from it
+        raise TraceError(
+            "binary data (a NUL byte)",
+            file=path,
+            position=byte_position(data, nul),
+            hint="give the trace as a CSV text file (UTF-8)",
+        )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
         raise TraceError(
-            "the trace is not UTF-8 text", file=path, position=Position(line, 1)
+            "the trace is not UTF-8 text",
+            file=path,
+            position=byte_position(data, err.start),
+            hint="save the trace as UTF-8",
         ) from None
 
 
@@ -161,7 +172,9 @@ def _format(text: str, source: str, trace_format: str | None) -> tuple[str, Read
         trace_format = _detect(text, source)
     if trace_format not in READERS:
         raise TraceError(
-            f"trace format {trace_format!r} is not one of {', '.join(FORMATS)}", file=source
+            f"trace format {trace_format!r} is not one of {', '.join(FORMATS)}",
+            file=source,
+            hint="leave the format out to detect it from the file's first line",
         )
     return trace_format, READERS[trace_format]
 

@@ -92,9 +92,12 @@ class Row:
         return 1 + sum(len(value) + 1 for value in self.fields[:at])
 
     def error(self, name: str, message: str, hint: str | None = None) -> TraceError:
-        """A located error about field ``name`` of this row."""
+        """A located error about field ``name`` of this row; what to write, if not given."""
         return TraceError(
-            message, file=self.source, position=Position(self.line, self.column(name)), hint=hint
+            message,
+            file=self.source,
+            position=Position(self.line, self.column(name)),
+            hint=hint or f"fix {name} on this line; docs/simulate.md (Traces) says what it takes",
         )
 
 
@@ -143,7 +146,10 @@ def csv_rows(text: str, source: str, header: Sequence[str] | None = None) -> Ite
             yield Row(fields, reader.line_num, index, source)
     except csv.Error as err:
         raise TraceError(
-            f"the CSV cannot be read: {err}", file=source, position=Position(reader.line_num, 1)
+            f"the CSV cannot be read: {err}",
+            file=source,
+            position=Position(reader.line_num, 1),
+            hint="check the quotes on this line; a field holds at most 128 KiB",
         ) from None
 
 
@@ -182,7 +188,9 @@ def number(row: Row, name: str, *, minimum: float = 0.0, default: str = "") -> f
         raise row.error(name, f"{name} {excerpt(text)} is not a number", hint) from None
     if not math.isfinite(value) or value < minimum:
         raise row.error(
-            name, f"{name} {excerpt(text)} must be a finite number of at least {minimum:g}"
+            name,
+            f"{name} {excerpt(text)} must be a finite number of at least {minimum:g}",
+            f"write a plain number of at least {minimum:g}, such as {max(minimum, 1) * 12:g}",
         )
     return value
 

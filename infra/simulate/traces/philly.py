@@ -112,7 +112,12 @@ def _skip_space(text: str, at: int) -> int:
 def _json_error(text: str, at: int, source: str, message: str) -> TraceError:
     line = text.count("\n", 0, at) + 1
     column = at - (text.rfind("\n", 0, at) + 1) + 1
-    return TraceError(message, file=source, position=Position(line, column))
+    return TraceError(
+        message,
+        file=source,
+        position=Position(line, column),
+        hint="give cluster_job_log as the philly-traces repository ships it (one JSON list)",
+    )
 
 
 _Attempt = tuple[int, float, float, int]

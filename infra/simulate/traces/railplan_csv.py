@@ -79,12 +79,20 @@ def _limit(row: Row) -> float | None:
         return None
     value = seconds(row, "time_limit_s")
     if value <= 0:
-        raise row.error("time_limit_s", "time_limit_s must be more than 0 seconds")
+        raise row.error(
+            "time_limit_s",
+            "time_limit_s must be more than 0 seconds",
+            "leave it empty for no limit, or give the limit in seconds, such as 3600",
+        )
     return value
 
 
 def _duration(row: Row) -> float:
     value = seconds(row, "duration_s")
     if value <= 0:
-        raise row.error("duration_s", "duration_s must be more than 0 seconds")
+        raise row.error(
+            "duration_s",
+            "duration_s must be more than 0 seconds",
+            "give the job's run time in seconds, such as 60 (drop the row of a job that never ran)",
+        )
     return value

@@ -1,0 +1,110 @@
+"""The one place railplan reads input files (specs, dumps, traces, name maps); it raises, never prints.
+
+`read_bounded` reads at most ``limit + 1`` bytes whatever ``st_size`` says, so ``/dev/zero``
+or an endless pipe cannot grow memory. Only regular files and pipes the shell hands over
+(``<(cmd)``, ``/dev/stdin`` fed by ``|``) are read; directories, devices, sockets and named
+FIFOs are refused before they are opened (opening a FIFO waits for a writer, opening some
+devices has effects), and the opened file is checked again. Writing outputs is `infra.files`'s.
+"""
+
+# os-level calls on file descriptors, where the flags (O_NONBLOCK, O_NOCTTY) matter.
+# ruff: noqa: PTH116
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+
+from infra.errors import InputError
+
+__all__ = ["file_kind", "read_bounded"]
+
+_CHUNK = 1 << 20
+_ANON_PIPE = re.compile(r"/fd/pipe:\[\d+\]$")
+
+
+def file_kind(mode: int) -> str:
+    """A file type in words: 'a directory', 'a character device', ..."""
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((word for test, word in kinds if test(mode)), "not a regular file")
+
+
+_SPEC_SIZE = "a cluster spec is a few kilobytes"
+
+
+def read_bounded(path: str, limit: int, *, noun: str = "spec", usual: str = _SPEC_SIZE) -> bytes:
+    """The bytes of ``path``, refusing more than ``limit`` bytes and non-file inputs.
+
+    ``noun`` names what the file should be and ``usual`` how large one usually is, for the
+    hints (``"fabric dump"``, ``"a dump of 100,000 nodes is tens of MB"``).
+
+    Raises:
+        InputError: missing or unreadable, a directory, device, socket or named FIFO, or
+            longer than ``limit`` bytes.
+    """
+    try:
+        return _read_checked(path, limit, noun, usual)
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror or exc}", file=path) from None
+
+
+def _read_checked(path: str, limit: int, noun: str, usual: str) -> bytes:
+    pipe = _is_anonymous_pipe(path)
+    _refuse_input(path, os.stat(path).st_mode, pipe, noun)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        _refuse_input(path, st.st_mode, pipe, noun)  # it may have changed since stat
+        if st.st_size > limit:  # a cheap early refusal; the read below is bounded anyway
+            raise _too_large(path, limit, f"is {st.st_size / 1e6:.1f} MB", usual)
+        os.set_blocking(fd, True)
+        data = _read_at_most(fd, limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise _too_large(path, limit, f"holds more than {limit // (1024 * 1024)} MiB", usual)
+    return data
+
+
+def _too_large(path: str, limit: int, what: str, usual: str) -> InputError:
+    return InputError(
+        f"file {what}; railplan refuses inputs above {limit // (1024 * 1024)} MiB",
+        file=path,
+        hint=f"{usual}; check that this is the right file",
+    )
+
+
+def _is_anonymous_pipe(path: str) -> bool:
+    """True for a pipe reached through ``/dev/fd`` (``<(cmd)``, a piped ``/dev/stdin``)."""
+    return bool(_ANON_PIPE.search(os.path.realpath(path)))
+
+
+def _refuse_input(path: str, mode: int, pipe: bool, noun: str) -> None:
+    if stat.S_ISREG(mode) or (pipe and stat.S_ISFIFO(mode)):
+        return
+    if stat.S_ISDIR(mode):
+        raise InputError("is a directory, not a file", file=path, hint=f"name a {noun} file")
+    raise InputError(
+        f"is {file_kind(mode)}, not a regular file; railplan reads only files and pipes",
+        file=path,
+        hint=f"save the {noun} to a file and name that file",
+    )
+
+
+def _read_at_most(fd: int, size: int) -> bytes:
+    chunks: list[bytes] = []
+    left = size
+    while left > 0:
+        chunk = os.read(fd, min(left, _CHUNK))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
