@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.k8s_twin import apply, gangs, versions, volcano
+from tests.k8s_twin.kubectl import kubectl
 from tests.k8s_twin.scenario import GPU, Cluster
 
 _missing = versions.skip_module_unless_runnable("k8s-twin", controllers=True, volcano=True)
@@ -194,3 +195,24 @@ def _mig_gang(cluster: Cluster, name: str, members: int, slices: int) -> list[di
         request = {MIG: str(slices)}
         pod["spec"]["containers"][0]["resources"] = {"requests": request, "limits": request}
     return objects
+
+
+# --- last: the HyperNodes taken away and put back -----------------------------------------------
+
+
+def test_without_the_hypernodes_the_topology_gang_straddles_the_sus(clean: Cluster) -> None:
+    """The other variant of the first scenario: the gang keeps the rendered
+    ``networkTopology``, but with the HyperNodes deleted vc-scheduler places it across both
+    SUs without a word, so what keeps a gang within an SU is railplan's HyperNodes."""
+    hypernodes = list(clean.rendered("HyperNode").values())
+    kubectl(clean.kubeconfig, ["delete", "hypernodes.topology.volcano.sh", "--all"])
+    try:
+        fill_so_only_the_smaller_su_fits(clean)
+        gpus = clean.gpus_per_node("train")
+        gangs.submit(clean.kubeconfig, gangs.gang(clean, "nohn160", "research", GANG, gpus))
+        placed = gangs.wait_placed(clean, "research", "nohn160", GANG)
+        where = gangs.sus_of(clean, placed)
+        print("research/nohn160 placed:", dict(where))
+        assert len(where) == 2, where
+    finally:
+        volcano.apply_objects(clean.kubeconfig, hypernodes)
