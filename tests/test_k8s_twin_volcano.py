@@ -13,12 +13,13 @@ PodGroups copied from the rendered example (``networkTopology: hard, highestTier
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.k8s_twin import apply, gangs, versions, volcano
+from tests.k8s_twin import apply, gangs, jobs, versions, volcano
 from tests.k8s_twin.kubectl import kubectl
 from tests.k8s_twin.scenario import GPU, Cluster
 
@@ -119,7 +120,12 @@ def test_a_gang_larger_than_the_free_nodes_places_nothing_and_says_why(clean: Cl
     assert len(pods) == members and all(p["status"].get("phase") == "Pending" for p in pods)
     assert gangs.bound(clean.kubeconfig, "research", "toobig") == []
     assert f"{members}/{members} tasks in gang unschedulable" in message, message
-    said = gangs.pod_condition(pods[0], "PodScheduled")
+    said = jobs.wait_for(
+        "the pod's PodScheduled condition",
+        lambda: gangs.pod_condition(
+            gangs.pods(clean.kubeconfig, "research", "toobig")[0], "PodScheduled"
+        ),
+    )
     print("research/toobig pod:", said)
     assert said.startswith("False Unschedulable") and f"{members} minAvailable" in said, said
 
@@ -133,7 +139,9 @@ def test_without_the_gang_minimum_the_same_pods_are_placed_in_part(clean: Cluste
     objects = gangs.gang(clean, "nogang", "research", free + 1, gpus)
     objects[0]["spec"].update(minMember=1, minResources={GPU: str(gpus)})
     gangs.submit(clean.kubeconfig, objects)
-    placed = gangs.wait_settled(clean.kubeconfig, "research", "nogang")
+    jobs.wait_for("a pod bound", lambda: gangs.bound(clean.kubeconfig, "research", "nogang"))
+    time.sleep(15)  # a few scheduling cycles more: what was bound by then
+    placed = gangs.bound(clean.kubeconfig, "research", "nogang")
     print("research/nogang bound:", len(placed), dict(gangs.sus_of(clean, placed)))
     assert 0 < len(placed) < free + 1
 
