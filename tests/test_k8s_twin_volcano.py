@@ -130,22 +130,6 @@ def test_a_gang_larger_than_the_free_nodes_places_nothing_and_says_why(clean: Cl
     assert said.startswith("False Unschedulable") and f"{members} minAvailable" in said, said
 
 
-def test_without_the_gang_minimum_the_same_pods_are_placed_in_part(clean: Cluster) -> None:
-    """The variant that shows the scenario above can fail: the same pods with ``minMember:
-    1`` (no gang) are placed in part, the rest left Pending (the rendered ``networkTopology``
-    still keeps them within one SU)."""
-    _, free = fill_so_only_the_smaller_su_fits(clean)
-    gpus = clean.gpus_per_node("train")
-    objects = gangs.gang(clean, "nogang", "research", free + 1, gpus)
-    objects[0]["spec"].update(minMember=1, minResources={GPU: str(gpus)})
-    gangs.submit(clean.kubeconfig, objects)
-    jobs.wait_for("a pod bound", lambda: gangs.bound(clean.kubeconfig, "research", "nogang"))
-    time.sleep(15)  # a few scheduling cycles more: what was bound by then
-    placed = gangs.bound(clean.kubeconfig, "research", "nogang")
-    print("research/nogang bound:", len(placed), dict(gangs.sus_of(clean, placed)))
-    assert 0 < len(placed) < free + 1
-
-
 # --- the Queues' guarantee ----------------------------------------------------------------------
 
 
