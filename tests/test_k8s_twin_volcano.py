@@ -13,7 +13,6 @@ PodGroups copied from the rendered example (``networkTopology: hard, highestTier
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +20,7 @@ import pytest
 
 from tests.k8s_twin import apply, gangs, jobs, versions, volcano
 from tests.k8s_twin.kubectl import kubectl
-from tests.k8s_twin.scenario import GPU, Cluster
+from tests.k8s_twin.scenario import Cluster
 
 _missing = versions.skip_module_unless_runnable("k8s-twin", controllers=True, volcano=True)
 
