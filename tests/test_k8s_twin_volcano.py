@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from tests.k8s_twin import apply, gangs, versions, volcano
-from tests.k8s_twin.scenario import GPU, Cluster
+from tests.k8s_twin import apply, gangs, jobs, versions, volcano
+from tests.k8s_twin.kubectl import kubectl
+from tests.k8s_twin.scenario import Cluster
 
 _missing = versions.skip_module_unless_runnable("k8s-twin", controllers=True, volcano=True)
 
@@ -118,23 +119,14 @@ def test_a_gang_larger_than_the_free_nodes_places_nothing_and_says_why(clean: Cl
     assert len(pods) == members and all(p["status"].get("phase") == "Pending" for p in pods)
     assert gangs.bound(clean.kubeconfig, "research", "toobig") == []
     assert f"{members}/{members} tasks in gang unschedulable" in message, message
-    said = gangs.pod_condition(pods[0], "PodScheduled")
+    said = jobs.wait_for(
+        "the pod's PodScheduled condition",
+        lambda: gangs.pod_condition(
+            gangs.pods(clean.kubeconfig, "research", "toobig")[0], "PodScheduled"
+        ),
+    )
     print("research/toobig pod:", said)
     assert said.startswith("False Unschedulable") and f"{members} minAvailable" in said, said
-
-
-def test_without_the_gang_minimum_the_same_pods_are_placed_in_part(clean: Cluster) -> None:
-    """The variant that shows the scenario above can fail: the same pods with ``minMember:
-    1`` (no gang) are placed in part, the rest left Pending (the rendered ``networkTopology``
-    still keeps them within one SU)."""
-    _, free = fill_so_only_the_smaller_su_fits(clean)
-    gpus = clean.gpus_per_node("train")
-    objects = gangs.gang(clean, "nogang", "research", free + 1, gpus)
-    objects[0]["spec"].update(minMember=1, minResources={GPU: str(gpus)})
-    gangs.submit(clean.kubeconfig, objects)
-    placed = gangs.wait_settled(clean.kubeconfig, "research", "nogang")
-    print("research/nogang bound:", len(placed), dict(gangs.sus_of(clean, placed)))
-    assert 0 < len(placed) < free + 1
 
 
 # --- the Queues' guarantee ----------------------------------------------------------------------
@@ -194,3 +186,24 @@ def _mig_gang(cluster: Cluster, name: str, members: int, slices: int) -> list[di
         request = {MIG: str(slices)}
         pod["spec"]["containers"][0]["resources"] = {"requests": request, "limits": request}
     return objects
+
+
+# --- last: the HyperNodes taken away and put back -----------------------------------------------
+
+
+def test_without_the_hypernodes_the_topology_gang_straddles_the_sus(clean: Cluster) -> None:
+    """The other variant of the first scenario: the gang keeps the rendered
+    ``networkTopology``, but with the HyperNodes deleted vc-scheduler places it across both
+    SUs without a word, so what keeps a gang within an SU is railplan's HyperNodes."""
+    hypernodes = list(clean.rendered("HyperNode").values())
+    kubectl(clean.kubeconfig, ["delete", "hypernodes.topology.volcano.sh", "--all"])
+    try:
+        fill_so_only_the_smaller_su_fits(clean)
+        gpus = clean.gpus_per_node("train")
+        gangs.submit(clean.kubeconfig, gangs.gang(clean, "nohn160", "research", GANG, gpus))
+        placed = gangs.wait_placed(clean, "research", "nohn160", GANG)
+        where = gangs.sus_of(clean, placed)
+        print("research/nohn160 placed:", dict(where))
+        assert len(where) == 2, where
+    finally:
+        volcano.apply_objects(clean.kubeconfig, hypernodes)

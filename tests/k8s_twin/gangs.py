@@ -170,21 +170,6 @@ def events(kubeconfig: Path, tenant: str, name: str) -> list[str]:
     return [f"{e.get('reason')}: {e.get('message')}" for e in got]
 
 
-def wait_settled(
-    kubeconfig: Path, tenant: str, name: str, quiet_s: float = 15.0, timeout_s: float = 180.0
-) -> list[dict[str, Any]]:
-    """The gang's bound pods once some are bound and none more for `quiet_s` seconds."""
-    seen: list[int] = []
-
-    def probe() -> list[dict[str, Any]] | None:
-        got = bound(kubeconfig, tenant, name)
-        seen.append(len(got))
-        steady = len(seen) > quiet_s and len(set(seen[-int(quiet_s) :])) == 1
-        return got if got and steady else None
-
-    return jobs.wait_for(f"{tenant}/{name}: bound pods settled", probe, timeout_s)
-
-
 def why(kubeconfig: Path, tenant: str, name: str) -> str:
     """The PodGroup's phase, its conditions' reasons and messages, and its events."""
     pg = podgroup(kubeconfig, tenant, name)
