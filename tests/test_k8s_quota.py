@@ -14,11 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 from infra.catalog import Catalog
-from infra.k8s.quota import GroupGpus, group_gpus, host_resources, shares
+from infra.k8s.quota import GroupGpus, group_gpus, host_resources
 from infra.k8s.tenants import tenants
 from infra.k8s.topology import scheduler_topology
 from infra.spec import Spec, load_spec_text
 from infra.topology import Plan, expand
+from infra.topology.tenant_quota import shares
 
 from .conftest import ROOT
 from .k8s_validation import manifest_problems

@@ -26,12 +26,12 @@ from infra.k8s.tenants import (
     PRIORITY_VALUES,
     mig_quota,
     podgroup_examples,
-    split_quota,
     tenants,
 )
 from infra.k8s.topology import HOSTNAME_LABEL, scheduler_topology
 from infra.spec import Spec, load_spec_text
 from infra.topology import Plan, expand
+from infra.topology.tenant_quota import split_quota
 
 from .conftest import TESTS
 

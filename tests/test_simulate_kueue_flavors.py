@@ -1,7 +1,7 @@
 """Where the replay runs a tenant's jobs under Kueue: its ClusterQueue's flavors, in order.
 
 railplan renders one ResourceFlavor per node group and each tenant's ClusterQueue quota per
-flavor (`infra.k8s.quota.shares`); Kueue gives a workload the first flavor, in the
+flavor (`infra.topology.tenant_quota.shares`); Kueue gives a workload the first flavor, in the
 ClusterQueue's order, whose quota and nodes hold it, and never one where the tenant has no
 quota and may borrow none. The replay of `examples/k8s-tenants.yaml` with ``batch: kueue``
 must do the same: serving (64 GPUs, all on the inference group) never runs on the training

@@ -16,11 +16,12 @@ from typing import Any
 import yaml
 
 from infra.k8s.objects import LABEL_PREFIX, KubeObject, kube_object
-from infra.k8s.quota import GroupGpus, Share, totals
+from infra.k8s.quota import GroupGpus, totals
 from infra.namespaces import MONITORING_NAMESPACE, VOLCANO_NAMESPACE
 from infra.spec import Spec
 from infra.spec.scheduling import Tenant, TenantAutoscale
 from infra.topology import Plan
+from infra.topology.tenant_quota import Share
 
 __all__ = [
     "KEDA_API",
@@ -129,7 +130,7 @@ def volcano_queue_body(
 ) -> dict[str, Any]:
     """A tenant's Queue spec, per resource: `nvidia.com/gpu` and each `nvidia.com/mig-*`.
 
-    ``placed`` is the tenant's share of each of ``groups`` (`infra.k8s.quota.shares`); each
+    ``placed`` is the tenant's share of each of ``groups`` (`infra.topology.tenant_quota.shares`); each
     field counts what those GPUs give of every resource (`infra.k8s.quota.totals`), so MIG
     slices are bounded like whole GPUs (a resource a Queue leaves out is not bounded at all).
     Without borrowing anywhere: capped at its quota, reclaimable (as always). With borrowing

@@ -4,10 +4,8 @@ A tenant's `gpus` is one number; the batch schedulers count quota per resource
 (`nvidia.com/gpu`, and with the ``mixed`` MIG strategy each `nvidia.com/mig-<profile>`), and
 Kueue per flavor (one per node group). `group_gpus` reads what each node group offers over
 all its MIG states (its `mig` and every scheduled change): the most and the fewest whole
-GPUs, and the most slices of each profile. `shares` places each tenant's quota on the groups:
-a tenant that autoscales on a group gets its quota there first (the serving tenant's quota
-lands on the inference group it serves from), the rest is split over the capacity left in
-proportion to it. `amount` turns a share of a group's GPUs into a resource of that group:
+GPUs, and the most slices of each profile. Each tenant's quota is placed on the groups by
+`infra.topology.tenant_quota.shares`. `amount` turns a share of a group's GPUs into a resource of that group:
 n of its G GPUs give ``n * whole // G`` whole GPUs and ``n * slices // G`` slices.
 `host_resources` reads what the group's hosts offer besides GPUs (CPUs, memory, the RDMA shared
 device), which `amount` shares the same way, so CPUs and memory follow GPUs.
@@ -23,7 +21,6 @@ from dataclasses import dataclass
 from infra.catalog import Catalog
 from infra.k8s.gpu import RDMA_HCA_MAX, RDMA_RESOURCE
 from infra.spec import Spec
-from infra.spec.scheduling import Tenant
 from infra.topology import Plan
 from infra.topology.facts_model import MigState
 
@@ -34,7 +31,6 @@ __all__ = [
     "MEMORY_RESOURCE",
     "RDMA_QUOTA_RESOURCE",
     "GroupGpus",
-    "Share",
     "amount",
     "group_gpus",
     "host_resources",
@@ -42,8 +38,6 @@ __all__ = [
     "mig_resources",
     "per_group",
     "plain_profile",
-    "shares",
-    "split_quota",
     "totals",
 ]
 
@@ -155,86 +149,6 @@ def mig_resources(groups: Sequence[GroupGpus]) -> list[str]:
 def amount(gpus: int, per_group: int, group: GroupGpus) -> int:
     """What ``gpus`` of ``group``'s GPUs give of a resource the group has ``per_group`` of."""
     return gpus * per_group // group.gpus if group.gpus else 0
-
-
-def split_quota(total: int, capacities: list[int]) -> list[int]:
-    """Split ``total`` over flavors in proportion to their GPUs; the parts add up to ``total``.
-
-    Largest remainder (ties to the earlier flavor), so the split is exact and stable.
-    """
-    whole = sum(capacities)
-    if whole == 0:
-        return [total, *([0] * (len(capacities) - 1))] if capacities else []
-    parts = [total * c // whole for c in capacities]
-    by_remainder = sorted(
-        range(len(capacities)), key=lambda i: (-(total * capacities[i] % whole), i)
-    )
-    for i in by_remainder[: total - sum(parts)]:
-        parts[i] += 1
-    return parts
-
-
-@dataclass(frozen=True, slots=True)
-class Share:
-    """A tenant's GPUs on one node group: quota, and the limits (None: no limit)."""
-
-    nominal: int
-    borrow: int | None
-    lend: int | None
-
-    @property
-    def kept(self) -> int:
-        """GPUs of the quota never lent (all of it with no lending limit stated: none)."""
-        return 0 if self.lend is None else self.nominal - self.lend
-
-
-def shares(spec: Spec, groups: Sequence[GroupGpus]) -> dict[str, list[Share]]:
-    """Each tenant's `Share` per group (in ``groups`` order); the parts add up to the spec's.
-
-    Quota first: an autoscaling tenant's goes to its `autoscale.group` as far as the group's
-    GPUs reach (in tenant order); what is left of every tenant's is split over the GPUs no
-    autoscaling tenant took, in proportion (over all GPUs if they took them all). A lending
-    limit splits like the tenant's quota; a borrowing limit over what the other tenants may
-    lend on each group (their lending limit, else their quota), so it is usable where it lies.
-    """
-    listed = spec.scheduler.tenants
-    nominal = _place(listed, groups)
-    lend = [
-        None if t.lending_limit is None else split_quota(t.lending_limit, nominal[t.name])
-        for t in listed
-    ]
-    lendable = [
-        nominal[t.name] if lent is None else lent for t, lent in zip(listed, lend, strict=True)
-    ]
-    result = {}
-    for k, tenant in enumerate(listed):
-        borrow: list[int | None] = [None] * len(groups)
-        if tenant.borrowing_limit is not None:
-            others = [sum(col) for col in zip(*(lendable[:k] + lendable[k + 1 :]), strict=True)]
-            borrow = [*split_quota(tenant.borrowing_limit, others or [0] * len(groups))]
-        lent = lend[k]
-        result[tenant.name] = [
-            Share(n, b, None if lent is None else lent[i])
-            for i, (n, b) in enumerate(zip(nominal[tenant.name], borrow, strict=True))
-        ]
-    return result
-
-
-def _place(listed: Sequence[Tenant], groups: Sequence[GroupGpus]) -> dict[str, list[int]]:
-    index = {g.name: i for i, g in enumerate(groups)}
-    free = [g.gpus for g in groups]
-    placed = {t.name: [0] * len(groups) for t in listed}
-    for tenant in listed:
-        home = index.get(tenant.autoscale.group) if tenant.autoscale is not None else None
-        if home is not None:
-            placed[tenant.name][home] = taken = min(tenant.gpus, free[home])
-            free[home] -= taken
-    base = free if sum(free) else [g.gpus for g in groups]
-    for tenant in listed:
-        rest = tenant.gpus - sum(placed[tenant.name])
-        for i, part in enumerate(split_quota(rest, base)):
-            placed[tenant.name][i] += part
-    return placed
 
 
 def per_group(resource: str, group: GroupGpus, *, fewest: bool = False) -> int:

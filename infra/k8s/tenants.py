@@ -44,20 +44,18 @@ from infra.k8s.quota import (
     MEMORY_RESOURCE,
     RDMA_QUOTA_RESOURCE,
     GroupGpus,
-    Share,
     amount,
     group_gpus,
     host_resources,
     mig_resources,
     per_group,
     plain_profile,
-    shares,
-    split_quota,
 )
 from infra.k8s.topology import KUEUE_API, flavor_name
 from infra.spec import Spec
 from infra.spec.scheduling import Tenant
 from infra.topology import Plan
+from infra.topology.tenant_quota import Share, shares
 
 __all__ = [
     "GPU_RESOURCE",
@@ -67,7 +65,6 @@ __all__ = [
     "mig_quota",
     "podgroup_examples",
     "priority_class_name",
-    "split_quota",
     "tenants",
 ]
 
@@ -338,7 +335,7 @@ def kueue_queues(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
     """WorkloadPriorityClasses, then a ClusterQueue and a LocalQueue per tenant.
 
     Flavors are per node group (`infra.k8s.topology`), and each tenant's quota is placed on
-    the groups by `infra.k8s.quota.shares`.
+    the groups by `infra.topology.tenant_quota.shares`.
     """
     objects = [
         kube_object(

@@ -1,7 +1,7 @@
 """Where each tenant's jobs may run under Kueue: its ClusterQueue's flavors, in their order.
 
 railplan renders one ResourceFlavor per node group and gives each tenant's ClusterQueue a
-quota on every flavor (`infra.k8s.quota.shares`): its nominal quota, what it may borrow
+quota on every flavor (`infra.topology.tenant_quota.shares`): its nominal quota, what it may borrow
 there and what it lends. Kueue assigns a workload the first flavor, in the ClusterQueue's
 order (the groups' order in the spec), whose quota and nodes hold it; it never assigns a
 flavor where the tenant has no nominal quota and can borrow nothing (no borrowing limit
@@ -15,9 +15,9 @@ node group: a Volcano spec (and one without tenants) places on every group, best
 
 from __future__ import annotations
 
-from infra.k8s.quota import group_gpus, shares
 from infra.spec import Spec
 from infra.topology import Plan
+from infra.topology.tenant_quota import group_sizes, shares
 
 __all__ = ["kueue_flavors"]
 
@@ -30,7 +30,7 @@ def kueue_flavors(spec: Spec, plan: Plan) -> dict[str, tuple[str, ...]]:
     sched = spec.scheduler
     if sched.kind != "kubernetes" or sched.batch != "kueue" or not sched.tenants:
         return {}
-    groups = group_gpus(spec, plan)
+    groups = group_sizes(plan)
     parts = shares(spec, groups)
     lends = {
         name: [p.nominal if p.lend is None else p.lend for p in share]
