@@ -22,6 +22,7 @@ from tests.k8s_twin import apply, crds, versions
 from tests.k8s_twin.control_plane import ControlPlane
 from tests.k8s_twin.kubectl import kubectl, kubectl_run
 
+CI_MINUTES = 6  # what the module needs in CI, set-up included (tests/conftest.py)
 _missing = versions.skip_module_unless_runnable("k8s-twin", controllers=False)
 
 # The refusals today's renderer draws from the real API server: (spec, kind, name) ->

@@ -35,6 +35,7 @@ from tests.k8s_twin.control_plane import ControlPlane
 from tests.k8s_twin.kubectl import kubectl
 from tests.k8s_twin.promloop import series
 
+CI_MINUTES = 3  # what the module needs in CI, set-up included (tests/conftest.py)
 _missing = versions.skip_module_unless_runnable("k8s-twin", controllers=False)
 
 RELEASE = "kube-prometheus-stack"  # the spec's monitoring.prometheus_release default

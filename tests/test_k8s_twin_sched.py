@@ -22,6 +22,7 @@ from tests.k8s_twin import apply, jobs, kwok, scenario, versions
 from tests.k8s_twin.kubectl import kubectl
 from tests.k8s_twin.scenario import GPU, RDMA, Cluster, use_cluster_queues
 
+CI_MINUTES = 4  # what the module needs in CI, set-up included (tests/conftest.py)
 _missing = versions.skip_module_unless_runnable("k8s-twin-sched", controllers=True)
 
 SPEC = Path("kueue:examples/k8s-tenants.yaml")

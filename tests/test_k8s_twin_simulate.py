@@ -33,6 +33,7 @@ from tests.k8s_twin import joblist, jobs, mig, scenario, versions
 from tests.k8s_twin.kubectl import kubectl
 from tests.k8s_twin.scenario import GPU, GROUP_LABEL, Cluster
 
+CI_MINUTES = 8  # what the module needs in CI, set-up included (tests/conftest.py)
 _missing = versions.skip_module_unless_runnable("k8s-twin", controllers=True)
 
 TENANTS = ["research", "serving"]

@@ -32,6 +32,7 @@ from tests.k8s_twin import apply, jobs, mig, nodes, scenario, versions
 from tests.k8s_twin.kubectl import kubectl_run
 from tests.k8s_twin.scenario import GPU, GROUP_LABEL, Cluster
 
+CI_MINUTES = 7  # what the module needs in CI, set-up included (tests/conftest.py)
 _missing = versions.skip_module_unless_runnable("k8s-twin", controllers=True)
 
 SPEC = Path("kueue:examples/k8s-tenants.yaml")

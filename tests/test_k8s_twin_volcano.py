@@ -22,6 +22,7 @@ from tests.k8s_twin import apply, gangs, jobs, versions, volcano
 from tests.k8s_twin.kubectl import kubectl
 from tests.k8s_twin.scenario import Cluster
 
+CI_MINUTES = 8  # what the module needs in CI, set-up included (tests/conftest.py)
 _missing = versions.skip_module_unless_runnable("k8s-twin", controllers=True, volcano=True)
 
 SPEC = apply.TENANTS_SPEC
