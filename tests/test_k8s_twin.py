@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.k8s_twin import apply, crds, versions
+from tests.k8s_twin import apply, versions
 from tests.k8s_twin.control_plane import ControlPlane
 from tests.k8s_twin.kubectl import kubectl, kubectl_run
+from tests.k8s_twin.scenario import plane_with_crds
 
 CI_MINUTES = 6  # what the module needs in CI, set-up included (tests/conftest.py)
 _missing = versions.skip_module_unless_runnable("k8s-twin", controllers=False)
@@ -35,27 +36,15 @@ KNOWN_REFUSALS: dict[tuple[str, str, str], str] = {}
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """One control plane with every CRD installed, stopped (and checked gone) afterwards."""
     assert not _missing, f"binaries not built in {versions.bin_dir()}: {_missing}"
-    cp = ControlPlane(tmp_path_factory.mktemp("k8s-twin"))
-    cp.up()
-    try:
-        crds.install(cp.kubeconfig)
+    with plane_with_crds(tmp_path_factory.mktemp("k8s-twin")) as cp:
         yield cp
-    finally:
-        left = cp.down()
-    assert left == [], f"still running after down: {left}"
 
 
 @pytest.fixture
 def fresh_plane(tmp_path: Path) -> Iterator[ControlPlane]:
     """An empty control plane of its own (the install order must work from nothing)."""
-    cp = ControlPlane(tmp_path / "plane")
-    cp.up()
-    try:
-        crds.install(cp.kubeconfig)
+    with plane_with_crds(tmp_path / "plane") as cp:
         yield cp
-    finally:
-        left = cp.down()
-    assert left == [], f"still running after down: {left}"
 
 
 def test_control_plane_is_the_pinned_release(plane: ControlPlane) -> None:

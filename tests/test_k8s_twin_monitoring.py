@@ -30,10 +30,11 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.k8s_twin import apply, crds, promloop, versions
+from tests.k8s_twin import apply, promloop, versions
 from tests.k8s_twin.control_plane import ControlPlane
 from tests.k8s_twin.kubectl import kubectl
 from tests.k8s_twin.promloop import series
+from tests.k8s_twin.scenario import plane_with_crds
 
 CI_MINUTES = 3  # what the module needs in CI, set-up included (tests/conftest.py)
 _missing = versions.skip_module_unless_runnable("k8s-twin", controllers=False)
@@ -97,15 +98,10 @@ def rendered_monitoring(k8s_dir: Path) -> dict[tuple[str, str, str], dict[str, A
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """One control plane with every CRD installed, stopped (and checked gone) afterwards."""
     assert not _missing, f"binaries not built in {versions.bin_dir()}: {_missing}"
-    cp = ControlPlane(tmp_path_factory.mktemp("k8s-twin-monitoring"))
-    cp.up()
-    try:
-        crds.install(cp.kubeconfig)
+    with plane_with_crds(tmp_path_factory.mktemp("k8s-twin-monitoring")) as cp:
         yield cp
-    finally:
-        left = cp.down()
-    assert left == [], f"still running after down: {left}"
 
 
 def test_a_chart_default_kube_prometheus_stack_selects_the_rendered_objects(

@@ -84,28 +84,37 @@ class Cluster:
 
 
 @contextmanager
-def started(spec_arg: Path, workdir: Path) -> Iterator[Cluster]:
-    """The cluster of `spec_arg` (``kueue:PATH`` allowed), stopped and checked gone after."""
-    plane = ControlPlane(workdir / "plane")
+def plane_with_crds(workdir: Path) -> Iterator[ControlPlane]:
+    """A control plane in `workdir` with every CRD installed, stopped and checked gone after."""
+    plane = ControlPlane(workdir)
     plane.up()
     try:
         crds.install(plane.kubeconfig)
-        kueue.start(plane)
-        spec = apply.materialise(spec_arg, workdir)
-        k8s_dir = apply.render(spec, workdir / "root")
-        refused = [
-            r.as_dict() for r in apply.apply_tree(plane.kubeconfig, k8s_dir) if not r.accepted
-        ]
-        assert refused == [], refused
-        planned = nodes.Planned.load(spec)
-        objects = nodes.node_objects(planned)
-        kwok.start(plane)
-        kwok.create_nodes(plane, objects)
-        kwok.wait_ready(plane, [o["metadata"]["name"] for o in objects])
-        yield Cluster(plane, spec, k8s_dir, planned, {o["metadata"]["name"]: o for o in objects})
+        yield plane
     finally:
         left = plane.down()
     assert left == [], f"still running after down: {left}"
+
+
+def applied(plane: ControlPlane, spec: Path, workdir: Path) -> Cluster:
+    """`spec` rendered and applied whole (every object accepted), its planned Nodes Ready."""
+    k8s_dir = apply.render(spec, workdir / "root")
+    refused = [r.as_dict() for r in apply.apply_tree(plane.kubeconfig, k8s_dir) if not r.accepted]
+    assert refused == [], refused
+    planned = nodes.Planned.load(spec)
+    objects = nodes.node_objects(planned)
+    kwok.start(plane)
+    kwok.create_nodes(plane, objects)
+    kwok.wait_ready(plane, [o["metadata"]["name"] for o in objects])
+    return Cluster(plane, spec, k8s_dir, planned, {o["metadata"]["name"]: o for o in objects})
+
+
+@contextmanager
+def started(spec_arg: Path, workdir: Path) -> Iterator[Cluster]:
+    """The cluster of `spec_arg` (``kueue:PATH`` allowed), stopped and checked gone after."""
+    with plane_with_crds(workdir / "plane") as plane:
+        kueue.start(plane)
+        yield applied(plane, apply.materialise(spec_arg, workdir), workdir)
 
 
 def use_cluster_queues(cluster: Cluster, k8s_dir: Path) -> None:

@@ -27,10 +27,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.k8s_twin import apply, crds, kwok, nodes, versions
+from tests.k8s_twin import apply, crds, versions
 from tests.k8s_twin.control_plane import ControlPlane, ControlPlaneError, free_port
 from tests.k8s_twin.kubectl import kubectl, kubectl_run
-from tests.k8s_twin.scenario import Cluster
+from tests.k8s_twin.scenario import Cluster, applied, plane_with_crds
 
 CONFIGMAP = "volcano-scheduler-configmap"
 NAMESPACE = "volcano-system"
@@ -136,26 +136,11 @@ def start(plane: ControlPlane, queues: list[str], timeout_s: float = 180.0) -> f
 @contextmanager
 def started(spec: Path, workdir: Path) -> Iterator[Cluster]:
     """The Volcano cluster of `spec` (``batch: volcano``), stopped and checked gone after."""
-    plane = ControlPlane(workdir / "plane")
-    plane.up()
-    try:
-        crds.install(plane.kubeconfig)
+    with plane_with_crds(workdir / "plane") as plane:
         install_crds(plane.kubeconfig)
-        k8s_dir = apply.render(spec, workdir / "root")
-        refused = [
-            r.as_dict() for r in apply.apply_tree(plane.kubeconfig, k8s_dir) if not r.accepted
-        ]
-        assert refused == [], refused
-        planned = nodes.Planned.load(spec)
-        objects = nodes.node_objects(planned)
-        kwok.start(plane)
-        kwok.create_nodes(plane, objects)
-        kwok.wait_ready(plane, [o["metadata"]["name"] for o in objects])
-        start(plane, [t.name for t in planned.spec.scheduler.tenants])
-        yield Cluster(plane, spec, k8s_dir, planned, {o["metadata"]["name"]: o for o in objects})
-    finally:
-        left = plane.down()
-    assert left == [], f"still running after down: {left}"
+        cluster = applied(plane, spec, workdir)
+        start(plane, [t.name for t in cluster.planned.spec.scheduler.tenants])
+        yield cluster
 
 
 def apply_objects(kubeconfig: Path, objects: list[dict[str, Any]]) -> None:
