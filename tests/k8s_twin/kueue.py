@@ -161,7 +161,7 @@ def start(plane: ControlPlane, timeout_s: float = 300.0) -> float:
     url = f"http://127.0.0.1:{ports['health']}/readyz"
     while time.monotonic() - started < timeout_s:
         _project_secret(plane)
-        if _ok(url) and _webhook_serving(plane):
+        if http_ok(url) and _webhook_serving(plane):
             return round(time.monotonic() - started, 1)
         if not plane._ours("kueue"):
             tail = (plane.workdir / "kueue.log").read_text(errors="replace")[-3000:]
@@ -189,7 +189,8 @@ def _project_secret(plane: ControlPlane) -> None:
         path.chmod(0o600)
 
 
-def _ok(url: str) -> bool:
+def http_ok(url: str) -> bool:
+    """Whether `url` answers 200 within 5 s (a controller's health or metrics endpoint)."""
     try:
         with urllib.request.urlopen(url, timeout=5) as resp:
             return bool(resp.status == 200)

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +28,7 @@ from typing import Any
 from tests.k8s_twin import apply, crds, versions
 from tests.k8s_twin.control_plane import ControlPlane, ControlPlaneError, free_port
 from tests.k8s_twin.kubectl import kubectl, kubectl_run
+from tests.k8s_twin.kueue import http_ok
 from tests.k8s_twin.scenario import Cluster, applied, plane_with_crds
 
 CONFIGMAP = "volcano-scheduler-configmap"
@@ -72,14 +71,6 @@ def scheduler_conf(kubeconfig: Path) -> str:
     return str(cm["data"][CONF_KEY])
 
 
-def _ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return bool(resp.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 def queue_states(kubeconfig: Path) -> dict[str, str]:
     """Queue name -> its status's state ("" before the queue controller sets one)."""
     items = json.loads(kubectl(kubeconfig, ["get", "queues.scheduling.volcano.sh", "-o", "json"]))
@@ -101,7 +92,7 @@ def _start_one(plane: ControlPlane, name: str, args: list[str], timeout_s: float
     plane.start_process(name, cmd)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if _ok(f"http://127.0.0.1:{health}/healthz"):
+        if http_ok(f"http://127.0.0.1:{health}/healthz"):
             return
         if not plane._ours(name):
             tail = (plane.workdir / f"{name}.log").read_text(errors="replace")[-3000:]
