@@ -2,10 +2,11 @@
 
 Four come from the projects' Go modules at a pinned version, fetched with ``go mod
 download`` into the twin's module cache (a module's zip carries its repository's CRD YAML):
-Kueue, the Prometheus operator, KEDA and the GPU Operator. Volcano's module
-(``volcano.sh/volcano``) is not served by the module proxy this project reaches (every
-version asked, and ``@latest``, is refused), so its three CRDs railplan uses are vendored
-from its release tag under ``crds/volcano/`` (``crds/SOURCES.md`` says exactly which).
+Kueue, the Prometheus operator, KEDA and the GPU Operator. The three Volcano CRDs railplan
+uses are vendored from its release tag under ``crds/volcano/`` (``crds/SOURCES.md`` says
+exactly which), so the twin's apply phase needs no Volcano build; the proxy does serve
+``volcano.sh/volcano@v1.15.1`` when asked for that exact version (its version list is
+refused), and the Volcano module (`tests.k8s_twin.volcano`) installs all nine CRDs from it.
 `install` server-side-applies every CRD and waits until each is Established.
 """
 
