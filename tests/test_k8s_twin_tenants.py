@@ -108,7 +108,35 @@ def _variant(clean: Cluster, tmp_path: Path, edits: list[tuple[str, str]]) -> Cl
     k8s_dir = apply.render(spec, tmp_path / "root")
     refused = [r.as_dict() for r in apply.apply_tree(clean.kubeconfig, k8s_dir) if not r.accepted]
     assert refused == [], refused
-    return dataclasses.replace(clean, spec=spec, k8s_dir=k8s_dir, planned=nodes.Planned.load(spec))
+    variant = dataclasses.replace(
+        clean, spec=spec, k8s_dir=k8s_dir, planned=nodes.Planned.load(spec)
+    )
+    _wait_for_the_priority_policy(variant)
+    return variant
+
+
+def _wait_for_the_priority_policy(cluster: Cluster, timeout_s: float = 120.0) -> None:
+    """Wait until the API server admits each tenant's Job at the tenant's (new) priority.
+
+    The admission plugin reads ValidatingAdmissionPolicies through an informer: a policy just
+    applied takes effect a moment later (run of 7 December: a variant's first Job, created
+    at once, was judged by the policy before it, "it has h100-shared-critical" refused for a
+    tenant now `critical`). A server-side dry run goes through the same admission.
+    """
+    deadline = time.monotonic() + timeout_s
+    for tenant in cluster.planned.spec.scheduler.tenants:
+        probe = yaml.safe_dump(cluster.job("probe", tenant.name, 1, {"cpu": "1"}))
+        while True:
+            proc = kubectl_run(
+                cluster.kubeconfig, ["create", "--dry-run=server", "-f", "-"], stdin=probe
+            )
+            if proc.returncode == 0:
+                break
+            assert time.monotonic() < deadline, (
+                f"{tenant.name}'s Job at its priority still refused after {timeout_s:.0f} s: "
+                f"{proc.stderr.strip()}"
+            )
+            time.sleep(1.0)
 
 
 LOWER = [("reclaim: never", "reclaim: lower_priority")]
