@@ -4,7 +4,9 @@
 or an endless pipe cannot grow memory. Only regular files and pipes the shell hands over
 (``<(cmd)``, ``/dev/stdin`` fed by ``|``) are read; directories, devices, sockets and named
 FIFOs are refused before they are opened (opening a FIFO waits for a writer, opening some
-devices has effects), and the opened file is checked again. Writing outputs is `infra.files`'s.
+devices has effects), and the opened file is checked again. `byte_position` and
+`text_position` locate an offset of what was read as an editor shows it (line, column).
+Writing outputs is `infra.files`'s.
 """
 
 # os-level calls on file descriptors, where the flags (O_NONBLOCK, O_NOCTTY) matter.
@@ -16,9 +18,9 @@ import os
 import re
 import stat
 
-from infra.errors import InputError
+from infra.errors import InputError, Position
 
-__all__ = ["file_kind", "read_bounded"]
+__all__ = ["byte_position", "file_kind", "read_bounded", "text_position"]
 
 _CHUNK = 1 << 20
 _ANON_PIPE = re.compile(r"/fd/pipe:\[\d+\]$")
@@ -108,3 +110,27 @@ def _read_at_most(fd: int, size: int) -> bytes:
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
+
+
+def byte_position(raw: bytes, offset: int) -> Position:
+    r"""The 1-based line and column (in characters) of byte ``offset`` of ``raw``.
+
+    The bytes before ``offset`` on its line decode (the first bad byte is at ``offset``), so
+    the column counts characters as an editor does; a UTF-8 byte-order mark is not counted.
+
+    >>> byte_position(b"a: 1\nb: \xc3\xa9\xff", 10)
+    Position(line=2, column=5)
+    """
+    start = raw.rfind(b"\n", 0, offset) + 1
+    prefix = raw[start:offset].removeprefix(b"\xef\xbb\xbf" if start == 0 else b"")
+    column = len(prefix.decode("utf-8", "replace")) + 1
+    return Position(raw.count(b"\n", 0, offset) + 1, column)
+
+
+def text_position(text: str, at: int) -> Position:
+    r"""The 1-based line and column (in characters) of character ``at`` of ``text``.
+
+    >>> text_position("a: 1\nb: \x1b", 8)
+    Position(line=2, column=4)
+    """
+    return Position(text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at))

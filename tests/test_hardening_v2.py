@@ -21,11 +21,11 @@ from infra.budget.train_plan import TrainAnswer
 from infra.budget.train_request import TrainRequest
 from infra.catalog import Catalog, load_catalog
 from infra.errors import Position, escape_controls
+from infra.reading import byte_position
 from infra.spec import Spec, load_spec
 from infra.spec.base import repeated
 from infra.spec.budgets import MAX_BUDGETS, Budget
 from infra.spec.scheduling import Scheduler
-from infra.spec.yamlpos import byte_position
 
 from .conftest import ROOT
 from .test_cli import railplan

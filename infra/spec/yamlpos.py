@@ -26,7 +26,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from infra.errors import InputError, Position, shorten
-from infra.reading import read_bounded
+from infra.reading import byte_position, read_bounded, text_position
 
 MAX_BYTES = 8 * 1024 * 1024
 MAX_NODES = 100_000  # a large spec has a few thousand; this refuses alias bombs fast
@@ -275,12 +275,10 @@ def _refuse_controls(text: str, file: str) -> None:
     found = _CONTROLS.search(text)
     if found is None:
         return
-    at = found.start()
-    line_start = max(text.rfind("\n", 0, at), text.rfind("\r", 0, at)) + 1
     raise InputError(
         f"a raw control character U+{ord(found.group()):04X} in the file: YAML does not allow it",
         file=file,
-        position=Position(text.count("\n", 0, at) + 1, at - line_start + 1),
+        position=text_position(text, found.start()),
         hint="remove it; in text, write it as an escape in a double-quoted string "
         f'("\\x{ord(found.group()):02x}")',
     )
@@ -302,31 +300,14 @@ def _refuse_yaml11_breaks(text: str, file: str) -> None:
     found = _YAML11_BREAKS.search(text)
     if found is None:
         return
-    at = found.start()
-    line_start = text.rfind("\n", 0, at) + 1
     raise InputError(
         f"U+{ord(found.group()):04X} is a line break in YAML 1.1 (this reader) but not in YAML "
         "1.2 (editors)",
         file=file,
-        position=Position(text.count("\n", 0, at) + 1, at - line_start + 1),
+        position=text_position(text, found.start()),
         hint="end lines with a plain newline; in text, write the character as an escape in a "
         'double-quoted string ("\\u2028")',
     )
-
-
-def byte_position(raw: bytes, offset: int) -> Position:
-    r"""The 1-based line and column (in characters) of byte ``offset`` of ``raw``.
-
-    The bytes before ``offset`` on its line decode (the first bad byte is at ``offset``), so
-    the column counts characters as an editor does; a UTF-8 byte-order mark is not counted.
-
-    >>> byte_position(b"a: 1\nb: \xc3\xa9\xff", 10)
-    Position(line=2, column=5)
-    """
-    start = raw.rfind(b"\n", 0, offset) + 1
-    prefix = raw[start:offset].removeprefix(b"\xef\xbb\xbf" if start == 0 else b"")
-    column = len(prefix.decode("utf-8", "replace")) + 1
-    return Position(raw.count(b"\n", 0, offset) + 1, column)
 
 
 def _refuse_many_nodes(text: str, file: str) -> None:

@@ -19,12 +19,11 @@ from pathlib import Path
 from infra.digits import ASCII_SPACE
 from infra.errors import Position
 from infra.gc_pause import paused_gc
-from infra.reading import read_bounded
+from infra.reading import byte_position, read_bounded
 from infra.simulate.jobs import Job, Trace
 from infra.simulate.traces import alibaba_pai, alibaba_v2023, helios, railplan_csv
 from infra.simulate.traces.common import Rows, TraceError, check_times, excerpt
 from infra.simulate.traces.philly import read_philly
-from infra.spec.yamlpos import byte_position
 
 __all__ = ["FORMATS", "MAX_TRACE_BYTES", "TraceError", "read_trace", "trace_from_text"]
 

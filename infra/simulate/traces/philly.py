@@ -30,6 +30,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from infra.errors import Position
+from infra.reading import text_position
 from infra.simulate.jobs import Job
 from infra.simulate.traces.common import Rows, TraceError, date_s
 
@@ -110,12 +111,10 @@ def _skip_space(text: str, at: int) -> int:
 
 
 def _json_error(text: str, at: int, source: str, message: str) -> TraceError:
-    line = text.count("\n", 0, at) + 1
-    column = at - (text.rfind("\n", 0, at) + 1) + 1
     return TraceError(
         message,
         file=source,
-        position=Position(line, column),
+        position=text_position(text, at),
         hint="give cluster_job_log as the philly-traces repository ships it (one JSON list)",
     )
 
