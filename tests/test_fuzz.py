@@ -109,16 +109,29 @@ def _load_and_lint(text: str | bytes) -> None:
     lint_loaded(loaded, load_catalog())
 
 
-@FUZZ
-@given(mutated_spec())
-def test_structural_mutations_never_crash(text: str) -> None:
+# Each mutation test, about 20 ms of CPU an example: `make test` lints the first 100 fixed
+# examples, `make test-slow` (and CI) 300, and `make fuzz` both with fresh random examples.
+_FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _structural_mutations_never_crash(text: str) -> None:
     _load_and_lint(text)
 
 
-@FUZZ
-@given(mangled_bytes())
-def test_byte_mutations_never_crash(raw: bytes) -> None:
+def _byte_mutations_never_crash(raw: bytes) -> None:
     _load_and_lint(raw)
+
+
+test_structural_mutations_never_crash = _FAST(
+    given(mutated_spec())(_structural_mutations_never_crash)
+)
+test_structural_mutations_never_crash_300_examples = pytest.mark.slow(
+    FUZZ(given(mutated_spec())(_structural_mutations_never_crash))
+)
+test_byte_mutations_never_crash = _FAST(given(mangled_bytes())(_byte_mutations_never_crash))
+test_byte_mutations_never_crash_300_examples = pytest.mark.slow(
+    FUZZ(given(mangled_bytes())(_byte_mutations_never_crash))
+)
 
 
 @settings(

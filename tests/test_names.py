@@ -41,14 +41,28 @@ def _every_consumer_takes(name: str) -> None:
     assert re.fullmatch(r"[A-Za-z0-9._-]+", name)  # a Slurm partition/node name, a shell word
 
 
-@pytest.mark.parametrize("kind", sorted(PATTERNS))
-@settings(max_examples=300, deadline=None)
-@given(data=st.data())
-def test_every_accepted_name_is_a_label_value(kind: str, data: st.DataObject) -> None:
+def _every_accepted_name_is_a_label_value(kind: str, data: st.DataObject) -> None:
     name = data.draw(st.from_regex(PATTERNS[kind], fullmatch=True))
     _every_consumer_takes(name)
     if kind == "group":  # its default hostnames: the name with '_' made '-', then digits
         assert HOSTNAME.fullmatch(name.replace("_", "-") + "001")
+
+
+# About 7 ms of CPU a name: `make test` draws the first 100 fixed names of each kind,
+# `make test-slow` (and CI) 300, and `make fuzz` both with fresh random names.
+_KINDS = pytest.mark.parametrize("kind", sorted(PATTERNS))
+test_every_accepted_name_is_a_label_value = _KINDS(
+    settings(max_examples=100, deadline=None)(
+        given(data=st.data())(_every_accepted_name_is_a_label_value)
+    )
+)
+test_every_accepted_name_is_a_label_value_300_examples = pytest.mark.slow(
+    _KINDS(
+        settings(max_examples=300, deadline=None)(
+            given(data=st.data())(_every_accepted_name_is_a_label_value)
+        )
+    )
+)
 
 
 def test_the_role_checks_label_values_with_the_same_regex() -> None:

@@ -97,7 +97,16 @@ def _legacy_sweep(tmp_path: Path, scenario: Scenario) -> tuple[int, list[str]]:
     return kills, bad
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+# `make test` sweeps the same spec over its own tree (the scenario where a kill once lost
+# units, tests/test_render_writer_swap.py), about 5.5 s of CPU each; the others are
+# `make test-slow`'s.
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, id=n, marks=[] if n == "same spec" else [pytest.mark.slow])
+        for n in sorted(SCENARIOS)
+    ],
+)
 def test_an_earlier_railplans_render_killed_at_any_call_recovers_to_the_old_or_the_new_tree(
     scratch: Path,  # noqa: F811
     name: str,

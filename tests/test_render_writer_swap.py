@@ -521,9 +521,16 @@ def signal_sweep(tmp_path: Path, scenario: Scenario, signals: int) -> tuple[int,
     return runs, bad
 
 
+# The same spec's single-SIGTERM sweep (about 7 s of CPU) is `make test-slow`'s: its kill
+# points are swept here by the same-spec kill test above, its signal handling by the two
+# changed-spec sweeps.
 @pytest.mark.parametrize(
     ("name", "signals"),
-    [("changed spec", 1), ("same spec", 1), ("changed spec", 2)],
+    [
+        ("changed spec", 1),
+        pytest.param("same spec", 1, marks=pytest.mark.slow),
+        ("changed spec", 2),
+    ],
 )
 def test_a_sigterm_at_any_call_leaves_a_whole_tree_and_nothing_else(
     scratch: Path, name: str, signals: int

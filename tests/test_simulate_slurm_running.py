@@ -95,14 +95,23 @@ def slurm_jobs(draw: st.DrawFn, count: int = 30) -> list[Job]:
     return out
 
 
-@settings(max_examples=60, deadline=None)
-@given(slurm_jobs(), st.sampled_from((3, 5)), st.booleans())
-def test_the_kept_view_is_the_walk_from_scratch(jobs: list[Job], nodes: int, mig: bool) -> None:
+def _the_kept_view_is_the_walk_from_scratch(jobs: list[Job], nodes: int, mig: bool) -> None:
     calls: list[int] = []
     spec = group_spec(nodes, MIG, MIG_GROUP) if mig else group_spec(nodes, SLURM)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(SlurmScheduler, "_running_on", _checked(calls))
         replay(spec, jobs)
+
+
+# A checked replay is about 0.1 s of CPU: `make test` replays the first 20 fixed examples,
+# `make test-slow` (and CI) 60, and `make fuzz` both with fresh random examples.
+_REPLAYS = given(slurm_jobs(), st.sampled_from((3, 5)), st.booleans())
+test_the_kept_view_is_the_walk_from_scratch = settings(max_examples=20, deadline=None)(
+    _REPLAYS(_the_kept_view_is_the_walk_from_scratch)
+)
+test_the_kept_view_is_the_walk_from_scratch_60_examples = pytest.mark.slow(
+    settings(max_examples=60, deadline=None)(_REPLAYS(_the_kept_view_is_the_walk_from_scratch))
+)
 
 
 def test_the_checked_replays_reach_views_with_many_running_jobs_and_a_mig_change() -> None:
