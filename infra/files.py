@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 _CHUNK = 1 << 20
-_TEMP = re.compile(rb"^\..*\.railplan-(\d+)-[0-9a-f]{8}\.tmp$", re.DOTALL)
+_TEMP = re.compile(rb"^\..*\.railplan-([0-9]+)-[0-9a-f]{8}\.tmp\Z", re.DOTALL)
 _FD_ALIASES = ("/dev/stdin", "/dev/stdout", "/dev/stderr")
 _KERNEL_TREES = ("/dev/fd/", "/proc/", "/sys/")
 _OUT_HINT = "name a regular file, or '-' for standard output"

@@ -23,7 +23,7 @@ from infra.errors import InputError, Position
 __all__ = ["byte_position", "file_kind", "read_bounded", "text_position"]
 
 _CHUNK = 1 << 20
-_ANON_PIPE = re.compile(r"/fd/pipe:\[\d+\]$")
+_ANON_PIPE = re.compile(r"/fd/pipe:\[[0-9]+\]\Z")
 
 
 def file_kind(mode: int) -> str:

@@ -38,7 +38,7 @@ from infra.topology.model import Plan
 __all__ = ["ansible_files"]
 
 FORKS = 100
-_HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 
 
 def ansible_files(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, str]:

@@ -65,7 +65,7 @@ UPSTREAM_ENGINES = (
 )
 OFED_VERSION = r"^[0-9]{1,8}\.[0-9]{1,8}(-[0-9]{1,8}(\.[0-9]{1,8}){0,6})?$"
 _HOSTNAME_FIELD = re.compile(r"\{index(?::0?[1-9]d)?\}")
-_HOSTNAME_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_HOSTNAME_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 _HOSTNAME_HINT = (
     'write a short lowercase prefix and one index field, e.g. hostname: "gpu{index:03d}" '
     "(gpu001, gpu002, ...)"
