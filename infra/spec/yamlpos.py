@@ -214,7 +214,12 @@ class _Builder:
                 merged.update(self.merge_sources(value_node, path))
                 continue
             if not isinstance(key_node, ScalarNode):
-                raise self.fail(key_node, "mapping keys must be plain scalars")
+                raise self.fail(
+                    key_node,
+                    "mapping keys must be plain scalars",
+                    hint="write the key as a word before ':' (count: 2); a list or mapping "
+                    "cannot be a key (no '? ' keys, no [a, b]: or {a: b}: keys)",
+                )
             key = str(key_node.value)
             if key in explicit:
                 raise self.fail(
