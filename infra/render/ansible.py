@@ -81,11 +81,12 @@ def _check_names(spec: Spec, plan: Plan) -> None:
                 hint=RESERVED_GROUP_HINT,
             )
     for server in plan.servers:
-        if not _HOSTNAME.match(server.name):
+        if not _HOSTNAME.match(server.name) or server.name.isdigit():
             raise RenderError(
                 f"hostname {server.name!r} is not a valid DNS label",
                 path="node_groups",
-                hint="use lowercase letters, digits and '-' in the hostname pattern",
+                hint="use lowercase letters, digits and '-' in the hostname pattern, with a "
+                "letter in every name",
             )
 
 
