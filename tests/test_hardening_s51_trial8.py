@@ -23,6 +23,9 @@
    limit raised ValueError inside the JSON decoder); ``NaN`` and ``Infinity``, which are not
    JSON, were read; a ``vc`` or ``jobid`` that is a number, a list or NaN became the tenant's or
    job's name through ``str()``.
+8. ``render --force`` deleted a file the last render made (by the manifest's word) and this one
+   no longer makes, although the user had edited it, and reported it "replaced": a manifest
+   claiming the user's ``group_vars/vault.yml`` cost the user the file.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from infra.errors import InputError, spelling_hint
 from infra.files import OutputError, check_outputs
 from infra.reading import read_bounded
 from infra.render import fabric_validators, tree_state
-from infra.render.tree_state import TreeStateError, read_journal
+from infra.render.tree_state import TreeStateError, read_journal, read_manifest
+from infra.render.writer import RenderConflict, write_tree
 from infra.simulate.traces import TraceError, trace_from_text
 from infra.spec import SpecValidationError, load_spec_text
 from infra.topology.addresses import AddressesError, with_addresses
@@ -273,3 +277,35 @@ def test_philly_refuses_what_is_not_json_with_a_location(swap: tuple[str, str]) 
 def test_philly_text_fields_must_be_strings(field: str, value: object) -> None:
     with pytest.raises(TraceError, match=field):
         trace_from_text(json.dumps([{**_PHILLY, field: value}]), "cluster_job_log")
+
+
+# --- 8. an edited file railplan no longer renders is kept -----------------------------------------
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_an_edited_file_no_longer_rendered_is_kept_as_the_users(
+    tmp_path: Path, force: bool
+) -> None:
+    unit = "inventories/c/group_vars"
+    write_tree(tmp_path, {f"{unit}/all.yml": b"a: 1\n", f"{unit}/vault.yml": b"v: 1\n"})
+    (tmp_path / unit / "vault.yml").write_text("secret: mine\n")
+    report = write_tree(tmp_path, {f"{unit}/all.yml": b"a: 2\n"}, force=force)
+    assert (tmp_path / unit / "vault.yml").read_text() == "secret: mine\n"
+    assert f"{unit}/vault.yml" not in read_manifest(tmp_path)
+    assert f"{unit}/vault.yml" not in report.removed + report.replaced
+
+
+def test_an_unedited_file_no_longer_rendered_is_still_removed(tmp_path: Path) -> None:
+    unit = "inventories/c/group_vars"
+    write_tree(tmp_path, {f"{unit}/all.yml": b"a: 1\n", f"{unit}/old.yml": b"o: 1\n"})
+    report = write_tree(tmp_path, {f"{unit}/all.yml": b"a: 2\n"})
+    assert not (tmp_path / unit / "old.yml").exists()
+    assert report.removed == (f"{unit}/old.yml",)
+
+
+def test_an_edited_file_rendered_again_is_still_a_conflict(tmp_path: Path) -> None:
+    unit = "inventories/c/group_vars"
+    write_tree(tmp_path, {f"{unit}/all.yml": b"a: 1\n"})
+    (tmp_path / unit / "all.yml").write_text("a: mine\n")
+    with pytest.raises(RenderConflict):
+        write_tree(tmp_path, {f"{unit}/all.yml": b"a: 2\n"})
