@@ -205,10 +205,13 @@ def spelling_hint(word: str, choices: Iterable[str], what: str = "known") -> str
     Choices that start with ``word`` come first: an id typed short (``dgx-a100`` for
     ``dgx-a100-640gb``) is a truncation, and difflib's ratio would rather offer a same-length
     id that differs in the one character that matters (``dgx-h100``). Up to
-    `MAX_PREFIX_MATCHES` of them are named; beyond that the prefix says too little.
+    `MAX_PREFIX_MATCHES` of them are named; beyond that the prefix says too little. The other
+    way round, a word that extends a choice (a suffix typed after an id) means that choice.
 
     >>> spelling_hint("dgx-a100", ["dgx-a100-320gb", "dgx-a100-640gb", "dgx-h100"])
     "did you mean 'dgx-a100-320gb' or 'dgx-a100-640gb'?"
+    >>> spelling_hint("dgx-h100-80gb", ["dgx-h100", "hgx-a100-80gb"])
+    "did you mean 'dgx-h100'?"
     >>> spelling_hint("liqiud", ["default", "liquid"])
     "did you mean 'liquid'?"
 
@@ -227,6 +230,9 @@ def spelling_hint(word: str, choices: Iterable[str], what: str = "known") -> str
         named = [repr(o) for o in started]
         listed = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} or {named[-1]}"
         return f"did you mean {listed}?"
+    extended = [o for o in options if word.casefold().startswith(o.casefold())]
+    if extended:  # a suffix typed after an id (``dgx-h100-80gb``): the id it extends
+        return f"did you mean {max(extended, key=len)!r}?"
     folded = {o.casefold(): o for o in options}
     close = difflib.get_close_matches(word.casefold(), list(folded), n=1, cutoff=0.6)
     if close:

@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 _CHUNK = 1 << 20
-_TEMP = re.compile(rb"^\..*\.railplan-(\d+)-[0-9a-f]{8}\.tmp$", re.DOTALL)
+_TEMP = re.compile(rb"^\..*\.railplan-([0-9]+)-[0-9a-f]{8}\.tmp\Z", re.DOTALL)
 _FD_ALIASES = ("/dev/stdin", "/dev/stdout", "/dev/stderr")
 _KERNEL_TREES = ("/dev/fd/", "/proc/", "/sys/")
 _OUT_HINT = "name a regular file, or '-' for standard output"
@@ -128,7 +128,7 @@ def _target(path: str) -> tuple[str, os.stat_result | None]:
     try:
         real = _resolve(path)
     except OSError as exc:
-        raise OutputError(f"cannot write: {exc.strerror or exc}", file=path) from None
+        raise _write_error(path, exc) from None
     if absolute in _FD_ALIASES or any(p.startswith(_KERNEL_TREES) for p in (absolute, real)):
         raise OutputError(
             "names a kernel or file-descriptor path; railplan will not replace it",
@@ -140,7 +140,7 @@ def _target(path: str) -> tuple[str, os.stat_result | None]:
     except FileNotFoundError:
         return real, None
     except OSError as exc:
-        raise OutputError(f"cannot write: {exc.strerror or exc}", file=path) from None
+        raise _write_error(path, exc) from None
     if not stat.S_ISREG(st.st_mode):
         raise OutputError(
             f"is {file_kind(st.st_mode)}; railplan writes outputs only to regular files",
@@ -424,6 +424,8 @@ _WRITE_HINTS = {
     errno.EROFS: "the file system is read-only; write elsewhere",
     errno.EACCES: "choose a directory you can write to",
     errno.ENAMETOOLONG: "use a shorter file name",
+    errno.ELOOP: "the path is a symlink loop: point the link at a file",
+    errno.ENOTDIR: "a part of the path is a file, not a directory: check the path",
 }
 
 

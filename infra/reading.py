@@ -14,16 +14,19 @@ Writing outputs is `infra.files`'s.
 
 from __future__ import annotations
 
+import difflib
+import errno
 import os
 import re
 import stat
+from pathlib import Path
 
 from infra.errors import InputError, Position
 
 __all__ = ["byte_position", "file_kind", "read_bounded", "text_position"]
 
 _CHUNK = 1 << 20
-_ANON_PIPE = re.compile(r"/fd/pipe:\[\d+\]$")
+_ANON_PIPE = re.compile(r"/fd/pipe:\[[0-9]+\]\Z")
 
 
 def file_kind(mode: int) -> str:
@@ -54,7 +57,40 @@ def read_bounded(path: str, limit: int, *, noun: str = "spec", usual: str = _SPE
     try:
         return _read_checked(path, limit, noun, usual)
     except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror or exc}", file=path) from None
+        raise InputError(
+            f"cannot read file: {exc.strerror or exc}", file=path, hint=_read_hint(path, exc)
+        ) from None
+
+
+_READ_HINTS = {
+    errno.ELOOP: "the path is a symlink loop (or too many links deep): point the link at a file",
+    errno.ENOTDIR: "a part of the path is a file, not a directory: check the path",
+    errno.ENAMETOOLONG: "the path or one of its names is too long for the file system",
+    errno.EACCES: "you may not read it: check its permissions, or copy it where you can",
+}
+
+
+def _read_hint(path: str, exc: OSError) -> str:
+    """What to do about ``exc``; for a missing file, the nearest name beside it if any."""
+    if exc.errno != errno.ENOENT:
+        return _READ_HINTS.get(exc.errno or 0, "check the path and that the file is readable")
+    cwd = Path.cwd()
+    missing = cwd / path
+    if missing.is_symlink():
+        return f"it is a symlink to {str(missing.readlink())!r}, which does not exist"
+    while not missing.parent.is_dir() and missing.parent != missing:  # the deepest part there
+        missing = missing.parent
+    try:
+        names = [p.name for p in missing.parent.iterdir()]
+    except OSError:
+        names = []
+    near = difflib.get_close_matches(missing.name, names, n=1, cutoff=0.75)
+    if near and near[0] != missing.name:
+        guess = missing.parent / near[0]
+        return (
+            f"did you mean {str(guess.relative_to(cwd) if guess.is_relative_to(cwd) else guess)!r}?"
+        )
+    return f"check the path; relative paths start at {str(cwd)!r}"
 
 
 def _read_checked(path: str, limit: int, noun: str, usual: str) -> bytes:

@@ -52,7 +52,7 @@ RDMA_QUOTA_RESOURCE = f"rdma/{RDMA_RESOURCE}"
 HOST_SHARE_PCT = 95
 # Profiles the device plugin exposes as `nvidia.com/mig-<profile>` (no `+attribute` forms:
 # `+` is not allowed in a resource name, and how those are named is not settled here).
-_PLAIN_MIG_PROFILE = re.compile(r"^([1-7]c\.)?[1-7]g\.[0-9]+gb$")
+_PLAIN_MIG_PROFILE = re.compile(r"^([1-7]c\.)?[1-7]g\.[0-9]+gb\Z")
 
 
 def plain_profile(profile: str) -> bool:

@@ -38,7 +38,7 @@ from infra.topology.model import Plan
 __all__ = ["ansible_files"]
 
 FORKS = 100
-_HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 
 
 def ansible_files(spec: Spec, catalog: Catalog, plan: Plan) -> dict[str, str]:
@@ -81,11 +81,12 @@ def _check_names(spec: Spec, plan: Plan) -> None:
                 hint=RESERVED_GROUP_HINT,
             )
     for server in plan.servers:
-        if not _HOSTNAME.match(server.name):
+        if not _HOSTNAME.match(server.name) or server.name.isdigit():
             raise RenderError(
                 f"hostname {server.name!r} is not a valid DNS label",
                 path="node_groups",
-                hint="use lowercase letters, digits and '-' in the hostname pattern",
+                hint="use lowercase letters, digits and '-' in the hostname pattern, with a "
+                "letter in every name",
             )
 
 

@@ -55,7 +55,7 @@ SHARP_URL = (
 # The CVT documents its P2P sheet's columns as Rack, U, Name, HCA/Port for the A end and
 # Rack, U, Name, Port for the Z end (its header row shows "Name" where the U values are).
 CVT_HEADER = ("Rack", "U", "Name", "HCA/Port", "Rack", "U", "Name", "Port")
-_SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
+_SAFE = re.compile(r"^[A-Za-z0-9._-]+\Z")
 
 
 def _checked(name: str) -> str:

@@ -51,9 +51,9 @@ JOURNAL = ".railplan-journal.json"
 # files, six times the tree of a 100,000-GPU cluster. A journal names units, not files.
 MANIFEST_LIMIT = 64 << 20
 JOURNAL_LIMIT = 1 << 20
-_DIGEST = re.compile(r"^[0-9a-f]{64}$")
-OLD_NAME = re.compile(r"^\.railplan-old-\d+-[0-9a-f]{16}$")
-STAGING_NAME = re.compile(r"^\.railplan-staging-\d+-[0-9a-f]{16}$")
+_DIGEST = re.compile(r"^[0-9a-f]{64}\Z")
+OLD_NAME = re.compile(r"^\.railplan-old-[0-9]+-[0-9a-f]{16}\Z")
+STAGING_NAME = re.compile(r"^\.railplan-staging-[0-9]+-[0-9a-f]{16}\Z")
 SWAPPING, COMMITTED = "swapping", "committed"
 _STATE_HINT = "railplan writes this file itself; if you did not edit it, delete it and render again"
 

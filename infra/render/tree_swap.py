@@ -62,7 +62,7 @@ __all__ = ["OLD", "STAGING", "recover", "swap"]
 
 STAGING = ".railplan-staging"
 OLD = ".railplan-old"
-LEFTOVER_NAME = re.compile(r"^\.railplan-(old|staging)-\d+(-[0-9a-f]{16})?$")
+LEFTOVER_NAME = re.compile(r"^\.railplan-(old|staging)-[0-9]+(-[0-9a-f]{16})?\Z")
 """Staging and old directories a killed render may leave: `<name>-<pid>-<hex>`, or
 `<name>-<pid>` as earlier railplans named them."""
 

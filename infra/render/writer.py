@@ -23,7 +23,8 @@ being read. The user's own symlinks inside a rendered directory are carried over
 no longer match it was edited by the user, and a file railplan would write where an unmanaged
 file with other content stands belongs to the user: either refuses the render (`RenderConflict`,
 naming the files) unless ``force``. Files a unit holds that railplan does not render are
-carried over into the new unit. The conflict check records what it saw of every file of a
+carried over into the new unit, and so is a file the last render made and this one does not
+when the user edited it (it leaves the manifest: the user's own now, never deleted). The conflict check records what it saw of every file of a
 unit (inode, size, times, mode; the content too for a file changed in the last seconds, whose
 times may not show a second change); each unit is compared with that record once the swap
 has moved it out of the user's reach, and any difference refuses the render and puts the
@@ -242,22 +243,27 @@ def _decide(root: Path, paths: Mapping[str, bytes], force: bool) -> _Plan:
     top = os.path.join(root, "")  # plain strings below: a tree has tens of thousands of files
     before = {p: _read_rendered(top + p, p, seen[unit_of(p)], start) for p in mine}
     new = {p: digest(data) for p, data in paths.items()}  # each rendered file hashed once
-    conflicts = [
+    edited = [
         p
         for p in mine
         if before[p] is not _ABSENT
         and before[p] != old_manifest.get(p, new.get(p))
         and before[p] != new.get(p)
     ]
+    # An edited file this render no longer makes is the user's now: carried over, unlisted.
+    kept = {p for p in edited if p not in paths}
+    conflicts = [p for p in edited if p not in kept]
     if conflicts and not force:
         raise RenderConflict(conflicts)
+    for p in kept:
+        del before[p]  # not railplan's: `_stage` carries it over like any file of the user's
     stale = {
         p
         for p in old_manifest
-        if p not in paths and unit_of(p) in owned and before[p] is not _ABSENT
+        if p not in paths and unit_of(p) in owned and p not in kept and before[p] is not _ABSENT
     }
     created = [u for u in units if not os.path.lexists(root / u)]
-    manifest = _manifest_text(root, old_manifest, new, stale)
+    manifest = _manifest_text(root, old_manifest, new, stale | kept)
     written = tuple(sorted(p for p in paths if before.get(p) != new[p]))
     return _Plan(paths, units, created, stale, manifest, before, conflicts, written, seen)
 

@@ -63,7 +63,7 @@ _CRON_NAMES: tuple[dict[str, int], ...] = (
 )
 _FIELD_NAMES = ("minute", "hour", "day-of-month", "month", "day-of-week")
 _FIELD_WORDS = ("", "", "", " or jan-dec", " or sun-sat (Sunday is 0; there is no 7)")
-_CRON_ITEM = re.compile(r"^(\*|[0-9a-z]+(-[0-9a-z]+)?)(/[0-9]+)?$")
+_CRON_ITEM = re.compile(r"^(\*|[0-9a-z]+(-[0-9a-z]+)?)(/[0-9]+)?\Z")
 # Go's unicode.IsSpace (src/unicode/graphic.go: in Latin-1 '\t', '\n', '\v', '\f', '\r', ' ',
 # U+0085, U+00A0; above, the White_Space table of src/unicode/tables.go: U+1680, U+2000-U+200A,
 # U+2028, U+2029, U+202F, U+205F, U+3000), which strings.Fields splits on. Python's isspace()

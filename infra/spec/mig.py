@@ -163,7 +163,7 @@ def _time_zones() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones()) - {"localtime", "posixrules"}
 
 
-_UTC_OFFSET = re.compile(r"^(?:UTC|GMT)\s*([+-])\s*0?(\d{1,2})(?::?00)?$", re.IGNORECASE)
+_UTC_OFFSET = re.compile(r"^(?:UTC|GMT)\s*([+-])\s*0?(\d{1,2})(?::?00)?\Z", re.IGNORECASE)
 
 
 def _zone_hint(name: str) -> str:

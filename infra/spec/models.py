@@ -65,7 +65,7 @@ UPSTREAM_ENGINES = (
 )
 OFED_VERSION = r"^[0-9]{1,8}\.[0-9]{1,8}(-[0-9]{1,8}(\.[0-9]{1,8}){0,6})?$"
 _HOSTNAME_FIELD = re.compile(r"\{index(?::0?[1-9]d)?\}")
-_HOSTNAME_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_HOSTNAME_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 _HOSTNAME_HINT = (
     'write a short lowercase prefix and one index field, e.g. hostname: "gpu{index:03d}" '
     "(gpu001, gpu002, ...)"
@@ -240,6 +240,12 @@ class NodeGroup(StrictModel):
     def _valid_hostnames(self) -> NodeGroup:
         """Every rendered hostname is an RFC 1123 label, not only the pattern with 0 in it."""
         for name in self.hostname_range():
+            if name.isdigit():  # glibc's resolver reads "01" as the address 0.0.0.1
+                raise HintedValueError(
+                    f"hostname pattern {self.hostname_pattern!r} gives {name[:80]!r}, a name of "
+                    "digits alone, which resolvers read as an IPv4 address (01 is 0.0.0.1)",
+                    hint=_HOSTNAME_HINT,
+                )
             if not _HOSTNAME_LABEL.match(name):
                 raise HintedValueError(
                     f"hostname pattern {self.hostname_pattern!r} gives {name[:80]!r} for "

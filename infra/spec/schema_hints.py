@@ -4,7 +4,8 @@
 (a misspelt key, a value YAML typed otherwise, a validator's own hint) get that fix there.
 `fallback_hint` covers the rest, so no schema error is printed without a hint: a name that
 breaks its pattern gets the nearest name that fits (``Train`` -> ``train``, a zero-width
-space dropped), a number or bound what to write instead.
+space dropped), a number or bound what to write instead. Free text (a description, a claim,
+a source) is not a name: it gets no guessed name, only what to remove.
 """
 
 from __future__ import annotations
@@ -15,9 +16,16 @@ from typing import Any
 
 from pydantic_core import ErrorDetails
 
+from infra.spec.base import ONE_LINE, ONE_LINE_OR_EMPTY, ONE_LINE_RULE
+
 __all__ = ["fallback_hint", "nearest_fitting"]
 
 _SCHEMA = "`railplan schema` shows what this key takes"
+_FREE_TEXT = (ONE_LINE, ONE_LINE_OR_EMPTY)
+_FREE_TEXT_FIX = (
+    "remove the control characters (shown above as escapes such as \\x1b or \\n); "
+    "write the text on one line"
+)
 _BOUND = {
     "greater_than": "above",
     "greater_than_equal": "of at least",
@@ -29,6 +37,10 @@ _BOUND = {
 def fallback_hint(err: ErrorDetails, key: str | None) -> str:
     """The fix for ``err`` at ``key`` (None: a list item) when nothing more specific is known."""
     kind, ctx, value = err["type"], err.get("ctx") or {}, err["input"]
+    if kind == "string_pattern_mismatch" and ctx.get("pattern") in _FREE_TEXT:
+        return _FREE_TEXT_FIX
+    if kind == "value_error" and ONE_LINE_RULE in str(err.get("msg", "")):  # TextRule's own
+        return _FREE_TEXT_FIX
     if kind == "string_pattern_mismatch" and isinstance(value, str):
         guess = nearest_fitting(value, str(ctx.get("pattern", "")))
         return f"did you mean {guess!r}?" if guess else f"rename it to follow that rule; {_SCHEMA}"

@@ -30,7 +30,7 @@ _UNITS = {
     "tib": 2**40,
     "pib": 2**50,
 }
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*\Z")
 # Upper bounds, so a 400-digit number is a located error rather than an OverflowError in the
 # float arithmetic of the models: no cluster moves or stores an exbibyte in one message or
 # checkpoint, and 10^15 parameters is over 500 times the largest published model (1.8e12).

@@ -39,18 +39,18 @@ _EVENT_COUNT_FROM = 256 * 1024  # characters; a spec is a few kilobytes
 _NODE_EVENTS = (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent, yaml.AliasEvent)
 MAX_INT_DIGITS = 1000  # the largest bound in the spec has 19 digits; int() stops at 4,300
 _INT_TAG = "tag:yaml.org,2002:int"
-_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-_LAST_SEGMENT = re.compile(r'(\.[A-Za-z_][A-Za-z0-9_-]*|\[\d+\]|\["(?:[^"\\]|\\.)*"\])$')
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*\Z")
+_LAST_SEGMENT = re.compile(r'(\.[A-Za-z_][A-Za-z0-9_-]*|\[\d+\]|\["(?:[^"\\]|\\.)*"\])\Z')
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _FLOAT_TAG = "tag:yaml.org,2002:float"
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 # YAML 1.2's core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution): the numbers and
 # booleans an editor reads; a plain scalar YAML 1.1 types otherwise is refused.
-_YAML12_BOOL = re.compile(r"^(true|True|TRUE|false|False|FALSE)$")
-_YAML12_INT = re.compile(r"^([-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_YAML12_BOOL = re.compile(r"^(true|True|TRUE|false|False|FALSE)\Z")
+_YAML12_INT = re.compile(r"^([-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)\Z")
 _YAML12_FLOAT = re.compile(
-    r"^([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))$"
+    r"^([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))\Z"
 )
 # Line breaks in YAML 1.1 (this reader) that YAML 1.2 (editors) reads as ordinary characters.
 _YAML11_BREAKS = re.compile("[\x85\u2028\u2029]")
@@ -214,7 +214,12 @@ class _Builder:
                 merged.update(self.merge_sources(value_node, path))
                 continue
             if not isinstance(key_node, ScalarNode):
-                raise self.fail(key_node, "mapping keys must be plain scalars")
+                raise self.fail(
+                    key_node,
+                    "mapping keys must be plain scalars",
+                    hint="write the key as a word before ':' (count: 2); a list or mapping "
+                    "cannot be a key (no '? ' keys, no [a, b]: or {a: b}: keys)",
+                )
             key = str(key_node.value)
             if key in explicit:
                 raise self.fail(

@@ -36,14 +36,22 @@ class AddressesError(RailplanError):
     """An addresses file names a server the plan lacks, or holds something not an address."""
 
 
+_DOTTED_QUAD = (
+    "write a dotted-quad IPv4 address in quotes, four numbers 0-255 without leading zeros, "
+    'e.g. "10.0.0.5"'
+)
+
+
 def _address(name: str, value: object) -> IPv4Address:
     if not isinstance(value, str):
-        raise AddressesError(f"address of {name!r} is {value!r}, not an IPv4 address", path=name)
+        raise AddressesError(
+            f"address of {name!r} is {value!r}, not an IPv4 address", path=name, hint=_DOTTED_QUAD
+        )
     try:
         address = IPv4Address(value)
     except ValueError:
         raise AddressesError(
-            f"address of {name!r} is {value!r}, not an IPv4 address", path=name
+            f"address of {name!r} is {value!r}, not an IPv4 address", path=name, hint=_DOTTED_QUAD
         ) from None
     for test, what in _UNUSABLE:
         if getattr(address, test):

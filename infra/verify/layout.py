@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 # ASCII digits (\d alone also matches "٣"), few enough for int(): an index, never 5,000 digits
-INDEX = re.compile(r"(?<![0-9])([0-9]{1,6})$")
+INDEX = re.compile(r"(?<![0-9])([0-9]{1,6})\Z")
 # Sites that name HCAs ``HCA-<n>`` count from 1: in NVIDIA topograph's production NDR dump
 # (tests/data/verify/topograph-ndr.out) one SU's rail leaves carry ``mlx5_0, 1, 4, 5`` where
 # the others carry ``HCA-1, 2, 5, 6``, each leaf name giving the same rail to both.

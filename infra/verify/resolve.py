@@ -21,7 +21,7 @@ __all__ = ["conflicts", "hca_name", "named", "resolve"]
 # "<host> <device>": the device is the last word, an RDMA device name such as mlx5_3, or
 # HCA-<n> as some sites set it (``node019 HCA-1``).
 _HCA_NAME = re.compile(
-    r"^(?P<host>[^\s:]+?)(?:[\s:]+|-)(?P<device>mlx[0-9]+_[0-9]+|HCA-[0-9]+|ib[a-z0-9_]+)$"
+    r"^(?P<host>[^\s:]+?)(?:[\s:]+|-)(?P<device>mlx[0-9]+_[0-9]+|HCA-[0-9]+|ib[a-z0-9_]+)\Z"
 )  # ASCII digits: \d would also match "٣", which no RDMA device name has
 _DOWN_STATES = frozenset({"down", "polling", "init", "armed", "disabled"})
 

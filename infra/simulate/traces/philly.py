@@ -80,7 +80,7 @@ def read_philly(text: str, source: str) -> Rows:
 
 def _entries(text: str, source: str) -> Iterator[_Entry]:
     """Each element of the top-level list, decoded one at a time with its line."""
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(parse_constant=_not_json)
     at, line, counted = _skip_space(text, 0), 1, 0
     if not text.startswith("[", at):
         raise _json_error(text, at, source, "a cluster_job_log is a JSON list")
@@ -92,6 +92,8 @@ def _entries(text: str, source: str) -> Iterator[_Entry]:
             value, at = decoder.raw_decode(text, at)
         except json.JSONDecodeError as err:
             raise _json_error(text, err.pos, source, f"JSON: {err.msg}") from None
+        except ValueError as err:  # NaN/Infinity (not JSON), or an integer of 4,300+ digits
+            raise _json_error(text, at, source, f"JSON: {str(err).split(';')[0]}") from None
         except RecursionError:
             raise _json_error(text, at, source, "JSON nested too deeply") from None
         yield _Entry(value, line, source)
@@ -102,6 +104,21 @@ def _entries(text: str, source: str) -> Iterator[_Entry]:
             raise _json_error(text, at, source, "expected ',' or ']' between jobs")
     if text[_skip_space(text, at + 1) :].strip():
         raise _json_error(text, at + 1, source, "text after the job list")
+
+
+def _not_json(word: str) -> Any:
+    """Python's decoder takes NaN, Infinity and -Infinity; JSON (RFC 8259) has no such values."""
+    raise ValueError(f"{word} is not a JSON value")
+
+
+def _text(entry: _Entry, name: str, default: str) -> str:
+    """A text field of the entry (``jobid``, ``vc``): a JSON string, or absent."""
+    value = entry.value.get(name)
+    if value is None or value == "":
+        return default
+    if not isinstance(value, str):
+        raise entry.error(f"{name} must be a JSON string, not {type(value).__name__}")
+    return value
 
 
 def _skip_space(text: str, at: int) -> int:
@@ -183,8 +200,8 @@ def _when(entry: _Entry, value: Any, name: str) -> float | None:
 
 
 def _jobs(entry: _Entry, submit_s: float, ran: list[_Attempt], origin: float) -> list[Job]:
-    value = entry.value
-    jobid = str(value.get("jobid") or f"entry{entry.line}")
+    jobid = _text(entry, "jobid", f"entry{entry.line}")
+    tenant = _text(entry, "vc", "default")
     out = []
     for k, (number, start, end, gpus) in enumerate(ran):
         last = k == len(ran) - 1
@@ -194,7 +211,7 @@ def _jobs(entry: _Entry, submit_s: float, ran: list[_Attempt], origin: float) ->
                 submit_s=submit_s if k == 0 else start - origin,
                 duration_s=end - start,
                 gpus=gpus,
-                tenant=str(value.get("vc") or "default"),
+                tenant=tenant,
                 line=entry.line,
                 flag="" if last else "earlier attempt",
             )
