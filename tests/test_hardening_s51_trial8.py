@@ -26,22 +26,31 @@
 8. ``render --force`` deleted a file the last render made (by the manifest's word) and this one
    no longer makes, although the user had edited it, and reported it "replaced": a manifest
    claiming the user's ``group_vars/vault.yml`` cost the user the file.
+9. An entry of the old copy that could not be removed once the new tree was in place (an
+   immutable directory) was reported as "cannot write the tree" with a hint about free space.
 """
 
 from __future__ import annotations
 
 import ast
+import errno
 import json
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from infra.errors import InputError, spelling_hint
 from infra.files import OutputError, check_outputs
 from infra.reading import read_bounded
-from infra.render import fabric_validators, tree_state
+from infra.render import fabric_validators, tree_state, tree_swap
+from infra.render.tree_fs import RenderError
 from infra.render.tree_state import TreeStateError, read_journal, read_manifest
+from infra.render.tree_swap import OLD
 from infra.render.writer import RenderConflict, write_tree
 from infra.simulate.traces import TraceError, trace_from_text
 from infra.spec import SpecValidationError, load_spec_text
@@ -309,3 +318,67 @@ def test_an_edited_file_rendered_again_is_still_a_conflict(tmp_path: Path) -> No
     (tmp_path / unit / "all.yml").write_text("a: mine\n")
     with pytest.raises(RenderConflict):
         write_tree(tmp_path, {f"{unit}/all.yml": b"a: 2\n"})
+
+
+# 9. An entry of the old copy that cannot be removed (an immutable directory, as root) after
+#    the new tree is in place: the render said "cannot write the tree ... (hint: ... free
+#    space)", false on both counts. It now says the new tree is in place and what is left.
+
+
+def _tree(version: str) -> dict[str, bytes]:
+    return {
+        "inventories/lab/hosts.yml": f"all: {{}}  # {version}\n".encode(),
+        "inventories/lab/group_vars/all.yml": f"v: {version}\n".encode(),
+    }
+
+
+def _assert_in_place_but_not_removed(root: Path, caught: pytest.ExceptionInfo[Any]) -> None:
+    text = f"{caught.value}"
+    assert "the new tree is in place" in text and "could not be removed" in text, text
+    assert "free space" not in (caught.value.hint or ""), caught.value.hint
+    assert "chattr -i" in (caught.value.hint or "")
+    assert (root / "inventories/lab/group_vars/all.yml").read_bytes() == b"v: two\n"
+
+
+def test_an_old_copy_that_cannot_be_removed_is_named_not_called_a_failed_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file system's refusal, as removing an immutable entry gives it (EPERM), from the
+    clean-up after the swap committed; the mock stands in for `chattr +i`, which needs root
+    and an ext2/3/4-like file system (the real flag: the test below)."""
+    root = tmp_path / "tree"
+    write_tree(root, _tree("one"))
+    real_remove = tree_swap.remove
+
+    def refusing(path: Path) -> None:
+        if OLD in path.name:
+            raise PermissionError(errno.EPERM, "Operation not permitted", str(path / "x"))
+        real_remove(path)
+
+    monkeypatch.setattr(tree_swap, "remove", refusing)
+    with pytest.raises(RenderError) as caught:
+        write_tree(root, _tree("two"))
+    _assert_in_place_but_not_removed(root, caught)
+    assert OLD in f"{caught.value}"  # the leftover is named
+
+
+def test_an_immutable_directory_in_the_old_copy_as_root(tmp_path: Path) -> None:
+    if os.geteuid() != 0 or shutil.which("chattr") is None:
+        pytest.skip("chattr +i needs root and chattr")
+    root = tmp_path / "tree"
+    write_tree(root, _tree("one"))
+    frozen = root / "inventories/lab/group_vars"
+    if (
+        subprocess.run(["chattr", "+i", str(frozen)], check=False, capture_output=True).returncode
+        != 0
+    ):
+        pytest.skip(f"{tmp_path}'s file system takes no immutable flag")
+    try:
+        with pytest.raises(RenderError) as caught:
+            write_tree(root, _tree("two"))
+    finally:
+        for path in root.rglob("group_vars"):
+            subprocess.run(["chattr", "-i", str(path)], check=False)
+    _assert_in_place_but_not_removed(root, caught)
+    write_tree(root, _tree("two"))  # the flag cleared, the next render sweeps what was left
+    assert not [p for p in root.iterdir() if p.name.startswith(".railplan-old")]

@@ -25,6 +25,7 @@ from infra.errors import RailplanError
 
 __all__ = [
     "RenderError",
+    "cleanup_failed",
     "content",
     "content_at",
     "entries",
@@ -35,6 +36,7 @@ __all__ = [
     "remove",
     "remove_if_empty",
     "unit_of",
+    "write_failed",
 ]
 
 SYMLINK_HINT = "railplan never writes through a symlink inside its root: replace it or move it"
@@ -286,3 +288,25 @@ def remove_if_empty(directories: list[Path]) -> None:
             path.rmdir()
         except OSError:
             return
+
+
+def write_failed(root: Path, exc: OSError) -> RenderError:
+    """The file system refused a write of the tree (read-only, full): the user's to fix."""
+    return RenderError(
+        f"cannot write the tree under {root}: {exc.strerror or exc}",
+        hint="render into a writable directory with free space",
+    )
+
+
+def cleanup_failed(root: Path, exc: OSError) -> RenderError:
+    """The new tree is in place, but its old copy's remains could not be removed.
+
+    An immutable or read-only entry in the old copy: "cannot write the tree" would be false.
+    """
+    where = f": {exc.filename}" if exc.filename else ""
+    return RenderError(
+        f"the new tree is in place under {root}, but its old copy could not be removed"
+        f"{where}: {exc.strerror or exc}",
+        hint="clear the immutable or read-only flag (chattr -i, chmod u+w); the next render "
+        "or `railplan render --recover` removes what is left",
+    )

@@ -55,12 +55,14 @@ from infra.files import user_umask
 from infra.gc_pause import paused_gc
 from infra.render.tree_fs import (
     RenderError,
+    cleanup_failed,
     entries,
     missing_directories,
     refuse_in_the_way,
     refuse_symlinks,
     remove_if_empty,
     unit_of,
+    write_failed,
 )
 from infra.render.tree_state import (
     MANIFEST,
@@ -181,7 +183,7 @@ def _write_into(root: Path, paths: Mapping[str, bytes], force: bool) -> WriteRep
                 finally:
                     _recover(root)  # rolls back a swap that did not commit; drops what is left
     except OSError as exc:  # a read-only or full file system is the user's to fix, not a bug
-        raise _os_error(root, exc) from None
+        raise (cleanup_failed(root, exc) if committed else write_failed(root, exc)) from None
     except Interrupted as exc:
         if committed:  # held until the clean-up's end: the new tree is the one in the root
             raise Interrupted(exc.signum, f"after the new tree was in place at {root}") from None
@@ -223,7 +225,7 @@ def recover_tree(root: Path) -> str:
         with locked(root):
             return _recover(root)
     except OSError as exc:
-        raise _os_error(root, exc) from None
+        raise write_failed(root, exc) from None
 
 
 def _decide(root: Path, paths: Mapping[str, bytes], force: bool) -> _Plan:
@@ -369,13 +371,6 @@ def _prepared_root(root: Path) -> Path:
             "of at most 255 bytes",
         ) from None
     return root.resolve()
-
-
-def _os_error(root: Path, exc: OSError) -> RenderError:
-    return RenderError(
-        f"cannot write the tree under {root}: {exc.strerror or exc}",
-        hint="render into a writable directory with free space",
-    )
 
 
 def _disk_digest(path: str | Path) -> tuple[str | None, os.stat_result | None]:
