@@ -5,7 +5,8 @@ examples/k8s-tenants.yaml rendered and applied, Kueue v0.17.0 with its webhooks,
 the 64 planned Nodes), on a control plane of its own. Two scheduling scenarios:
 
 - priority preemption between tenants as ``scheduler.preemption`` renders it: a workload runs
-  at its tenant's priority (the rendered ValidatingAdmissionPolicy holds it there); with
+  at its tenant's priority (the rendered ValidatingAdmissionPolicies hold its Kueue label and
+  its pods' PriorityClass there: `tests.k8s_twin.priorities`); with
   ``reclaim: lower_priority`` the ``critical`` tenant takes back from the ``high`` one what it
   borrowed, not the other way round; with ``reclaim: never`` nobody is evicted;
 - the day/night MIG change: the rendered change script, run as its CronJob runs it, with a
@@ -28,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.k8s_twin import apply, jobs, mig, nodes, scenario, versions
+from tests.k8s_twin import apply, jobs, mig, nodes, priorities, scenario, versions
 from tests.k8s_twin.kubectl import kubectl_run
 from tests.k8s_twin.scenario import GPU, GROUP_LABEL, Cluster
 
@@ -91,6 +92,20 @@ def test_a_tenants_workloads_run_at_its_priority_and_no_higher(clean: Cluster) -
     wl = jobs.wait_admitted(clean.kubeconfig, "research", "own")
     assert wl["spec"]["priority"] == 100_000
     assert wl["spec"]["priorityClassRef"]["name"] == own
+
+
+def test_a_tenants_pods_name_its_priority_class_and_no_higher(clean: Cluster) -> None:
+    """The pods' own priority (kube-scheduler's preemption on the nodes, Kueue's fallback):
+    a bare Pod, and a queued Job at research's WorkloadPriorityClass whose pod template names
+    no PriorityClass or serving's higher one, are refused with the server's message naming
+    the class to use; at research's own class each is accepted."""
+    waited = priorities.wait_in_effect(clean, "research")
+    print(f"the class policy in effect after {waited:.1f} s")
+    try:
+        wrong = priorities.check(clean, ["pod", "job"], "research", "serving")
+    finally:
+        priorities.delete(clean.kubeconfig, TENANTS)
+    assert wrong == [], "\n".join(wrong)
 
 
 def _workload(cluster: Cluster, name: str) -> dict[str, Any] | None:
