@@ -152,11 +152,15 @@ def delete(kubeconfig: Path, tenants: list[str]) -> None:
         )
 
 
-def cases(cluster: Cluster, tenant: str, other: str) -> list[tuple[str, str | None, bool]]:
+def cases(
+    cluster: Cluster, kind: str, tenant: str, other: str
+) -> list[tuple[str, str | None, bool]]:
     """(what, class named, accepted?) for `tenant`: no class and `other`'s higher class are
-    refused, the tenant's own accepted."""
+    refused, the tenant's own accepted; but a Volcano Job's task naming no class takes the
+    Job's (the tenant's own here), so it is accepted."""
     own, higher = cluster.priority_class(tenant), cluster.priority_class(other)
-    return [("no class", None, False), (f"{other}'s class", higher, False), ("own", own, True)]
+    inherits = kind == "vcjob-task"
+    return [("no class", None, inherits), (f"{other}'s class", higher, False), ("own", own, True)]
 
 
 def check(cluster: Cluster, kinds: list[str], tenant: str, other: str) -> list[str]:
@@ -165,7 +169,7 @@ def check(cluster: Cluster, kinds: list[str], tenant: str, other: str) -> list[s
     wrong = []
     own = cluster.priority_class(tenant)
     for kind in kinds:
-        for what, named, accept in cases(cluster, tenant, other):
+        for what, named, accept in cases(cluster, kind, tenant, other):
             got = probe(cluster, kind, tenant, named)
             print(got.line())
             if got.accepted != accept:
