@@ -203,8 +203,7 @@ def test_a_tenants_workloads_name_its_priority_class_and_no_higher(
     at 0, below every tenant, and nothing stopped a user naming the highest tenant's class.
     In research's namespace each kind naming no class or serving's higher one is refused with
     the server's message naming the class to use; at research's own class it is accepted."""
-    waited = priorities.wait_in_effect(cluster, "research")
-    print(f"the class policy in effect after {waited:.1f} s")
+    print(priorities.wait_in_effect(cluster, "research"))
     try:
         wrong = priorities.check(cluster, [kind], "research", "serving")
     finally:
