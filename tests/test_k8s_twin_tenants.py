@@ -94,6 +94,9 @@ def test_a_tenants_workloads_run_at_its_priority_and_no_higher(clean: Cluster) -
     assert wl["spec"]["priorityClassRef"]["name"] == own
 
 
+KINDS = ["pod", "job"]
+
+
 def test_a_tenants_pods_name_its_priority_class_and_no_higher(clean: Cluster) -> None:
     """The pods' own priority (kube-scheduler's preemption on the nodes, Kueue's fallback):
     a bare Pod, and a queued Job at research's WorkloadPriorityClass whose pod template names
@@ -101,9 +104,9 @@ def test_a_tenants_pods_name_its_priority_class_and_no_higher(clean: Cluster) ->
     the class to use; at research's own class each is accepted."""
     print(priorities.wait_in_effect(clean, "research"))
     try:
-        wrong = priorities.check(clean, ["pod", "job"], "research", "serving")
+        wrong = priorities.check(clean, KINDS, "research", "serving")
     finally:
-        priorities.delete(clean.kubeconfig, TENANTS)
+        priorities.delete(clean.kubeconfig, TENANTS, KINDS)
     assert wrong == [], "\n".join(wrong)
 
 

@@ -207,7 +207,7 @@ def test_a_tenants_workloads_name_its_priority_class_and_no_higher(
     try:
         wrong = priorities.check(cluster, [kind], "research", "serving")
     finally:
-        priorities.delete(cluster.kubeconfig, TENANTS)
+        priorities.delete(cluster.kubeconfig, TENANTS, [kind])
     assert wrong == [], "\n".join(wrong)
 
 

@@ -28,8 +28,15 @@ from tests.k8s_twin.scenario import Cluster
 PROBE_LABEL = "railplan-twin/priority-probe"
 VCJOB_API = "batch.volcano.sh/v1alpha1"
 KINDS = ("pod", "job", "podgroup", "vcjob", "vcjob-task")
-# What `delete` removes (every probe carries PROBE_LABEL).
-_RESOURCES = "pods,jobs.batch,podgroups.scheduling.volcano.sh,jobs.batch.volcano.sh"
+# The resource each kind of probe creates (`delete` removes those of the kinds probed: the
+# Kueue cluster serves no Volcano Job).
+RESOURCES = {
+    "pod": "pods",
+    "job": "jobs.batch",
+    "podgroup": "podgroups.scheduling.volcano.sh",
+    "vcjob": "jobs.batch.volcano.sh",
+    "vcjob-task": "jobs.batch.volcano.sh",
+}
 
 
 @dataclass(frozen=True)
@@ -147,12 +154,13 @@ def wait_in_effect(cluster: Cluster, tenant: str, timeout_s: float = 60.0) -> st
         time.sleep(1.0)
 
 
-def delete(kubeconfig: Path, tenants: list[str]) -> None:
-    """Delete every probe of `tenants` (a PodGroup or Volcano Job has no finalizer here)."""
+def delete(kubeconfig: Path, tenants: list[str], kinds: list[str]) -> None:
+    """Delete every probe of `kinds` in `tenants`' namespaces (no finalizer holds one here)."""
+    resources = ",".join(sorted({RESOURCES[k] for k in kinds}))
     for tenant in tenants:
         kubectl(
             kubeconfig,
-            ["delete", _RESOURCES, "-n", tenant, "-l", f"{PROBE_LABEL}=yes", "--wait=false"],
+            ["delete", resources, "-n", tenant, "-l", f"{PROBE_LABEL}=yes", "--wait=false"],
         )
 
 
