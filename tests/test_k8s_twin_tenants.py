@@ -35,7 +35,7 @@ from tests.k8s_twin import apply, gangs, jobs, mig, nodes, priorities, scenario,
 from tests.k8s_twin.kubectl import kubectl, kubectl_run
 from tests.k8s_twin.scenario import GPU, GROUP_LABEL, Cluster
 
-CI_MINUTES = 9  # what the module needs in CI, set-up included (tests/conftest.py)
+CI_MINUTES = 10  # what the module needs in CI, set-up included (tests/conftest.py)
 _missing = versions.skip_module_unless_runnable("k8s-twin", controllers=True)
 
 SPEC = Path("kueue:examples/k8s-tenants.yaml")
@@ -400,9 +400,10 @@ def test_a_mig_job_evicted_by_the_21_00_change_runs_again_at_07_00(
     clean: Cluster, tmp_path: Path
 ) -> None:
     """A serving MIG Job that may retry (``backoffLimit: 2``) runs by day; the rendered 21:00
-    change evicts its pod. Kueue evicts the Workload (its node, cordoned by the change, had
-    the pod terminate: a failed node with no replacement for topology-aware scheduling),
-    suspends the Job and requeues it: through the night it holds no quota and has no pod,
+    change evicts its pod. Kueue evicts the Workload (the cordon's untolerated
+    ``node.kubernetes.io/unschedulable`` taint and the pod's termination make the node failed
+    for topology-aware scheduling: Kueue 0.17's TASReplaceNodeOnNodeTaints, on by default;
+    no replacement node has slices), suspends the Job and requeues it: through the night it holds no quota and has no pod,
     waiting for slices, and the Job has not failed. After the rendered 07:00 change it is
     admitted again and runs on the inference group. (The first run of this test expected the
     Workload to stay admitted with a new pod waiting, as read from Kueue's source before: it
