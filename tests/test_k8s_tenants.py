@@ -234,7 +234,10 @@ def test_batch_none_builds_no_scheduler_objects(catalog: Catalog) -> None:
     assert scheduler_topology(spec, plan) == []
     assert podgroup_examples(spec, plan, catalog) == []
     kinds = {o["kind"] for o in tenants(spec, plan, catalog)}
-    assert kinds == {"PriorityClass", "Namespace", "ResourceQuota", "NetworkPolicy"}
+    # kube-scheduler preempts by the pods' PriorityClass: the policy holding a tenant's pods
+    # to its class is there whatever the batch scheduler.
+    policy = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+    assert kinds == {"PriorityClass", "Namespace", "ResourceQuota", "NetworkPolicy", *policy}
 
 
 # --- Kueue Topology and flavors ----------------------------------------------------------------

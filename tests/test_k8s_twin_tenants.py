@@ -5,12 +5,15 @@ examples/k8s-tenants.yaml rendered and applied, Kueue v0.17.0 with its webhooks,
 the 64 planned Nodes), on a control plane of its own. Two scheduling scenarios:
 
 - priority preemption between tenants as ``scheduler.preemption`` renders it: a workload runs
-  at its tenant's priority (the rendered ValidatingAdmissionPolicy holds it there); with
+  at its tenant's priority (the rendered ValidatingAdmissionPolicies hold its Kueue label and
+  its pods' PriorityClass there: `tests.k8s_twin.priorities`); with
   ``reclaim: lower_priority`` the ``critical`` tenant takes back from the ``high`` one what it
   borrowed, not the other way round; with ``reclaim: never`` nobody is evicted;
 - the day/night MIG change: the rendered change script, run as its CronJob runs it, with a
   stand-in MIG manager reporting each node's new devices; Kueue admits MIG workloads by day
-  and whole-GPU workloads by night, and every whole GPU of the night is usable.
+  and whole-GPU workloads by night, and every whole GPU of the night is usable; and a MIG
+  Job that may retry, evicted by the 21:00 change, is evicted by Kueue too (no quota held
+  overnight) and runs again after the 07:00 change.
 
 ``make k8s-twin`` runs this module (RAILPLAN_K8S_TWIN=1); elsewhere it skips, saying why.
 """
@@ -28,11 +31,11 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.k8s_twin import apply, jobs, mig, nodes, scenario, versions
-from tests.k8s_twin.kubectl import kubectl_run
+from tests.k8s_twin import apply, gangs, jobs, mig, nodes, priorities, scenario, versions
+from tests.k8s_twin.kubectl import kubectl, kubectl_run
 from tests.k8s_twin.scenario import GPU, GROUP_LABEL, Cluster
 
-CI_MINUTES = 7  # what the module needs in CI, set-up included (tests/conftest.py)
+CI_MINUTES = 10  # what the module needs in CI, set-up included (tests/conftest.py)
 _missing = versions.skip_module_unless_runnable("k8s-twin", controllers=True)
 
 SPEC = Path("kueue:examples/k8s-tenants.yaml")
@@ -91,6 +94,22 @@ def test_a_tenants_workloads_run_at_its_priority_and_no_higher(clean: Cluster) -
     wl = jobs.wait_admitted(clean.kubeconfig, "research", "own")
     assert wl["spec"]["priority"] == 100_000
     assert wl["spec"]["priorityClassRef"]["name"] == own
+
+
+KINDS = ["pod", "job"]
+
+
+def test_a_tenants_pods_name_its_priority_class_and_no_higher(clean: Cluster) -> None:
+    """The pods' own priority (kube-scheduler's preemption on the nodes, Kueue's fallback):
+    a bare Pod, and a queued Job at research's WorkloadPriorityClass whose pod template names
+    no PriorityClass or serving's higher one, are refused with the server's message naming
+    the class to use; at research's own class each is accepted."""
+    print(priorities.wait_in_effect(clean, "research"))
+    try:
+        wrong = priorities.check(clean, KINDS, "research", "serving")
+    finally:
+        priorities.delete(clean.kubeconfig, TENANTS, KINDS)
+    assert wrong == [], "\n".join(wrong)
 
 
 def _workload(cluster: Cluster, name: str) -> dict[str, Any] | None:
@@ -342,3 +361,88 @@ def _every_night_gpu_is_usable(
         f"(serving {kept} kept, research {lent} borrowed)"
     )
     return held
+
+
+def _pods(cluster: Cluster, tenant: str, name: str) -> list[dict[str, Any]]:
+    """Every pod of Job `name`, whatever its phase."""
+    out = kubectl(
+        cluster.kubeconfig, ["get", "pods", "-n", tenant, "-l", f"job={name}", "-o", "json"]
+    )
+    return list(json.loads(out)["items"])
+
+
+def _state(cluster: Cluster, name: str, evicted: str) -> dict[str, Any]:
+    """What became of serving's Job `name` after its pod `evicted` was evicted."""
+    job = json.loads(
+        kubectl(cluster.kubeconfig, ["get", "job", name, "-n", "serving", "-o", "json"])
+    )
+    wl = jobs.workload(cluster.kubeconfig, "serving", name)
+    conditions = {
+        c["type"]: f"{c['status']} {c.get('reason', '')}: {c.get('message', '')}"
+        for c in (wl or {}).get("status", {}).get("conditions", [])
+    }
+    pods = [
+        f"{p['metadata']['name']} node={p['spec'].get('nodeName')} "
+        f"phase={p['status'].get('phase')} {gangs.pod_condition(p, 'PodScheduled')}"
+        for p in _pods(cluster, "serving", name)
+        if p["metadata"]["name"] != evicted and "deletionTimestamp" not in p["metadata"]
+    ]
+    return {
+        "suspended": job["spec"].get("suspend"),
+        "job": {k: job["status"].get(k, 0) for k in ("active", "failed", "succeeded")},
+        "admitted": jobs.admitted(wl),
+        "workload": conditions,
+        "pods": pods,
+    }
+
+
+def test_a_mig_job_evicted_by_the_21_00_change_runs_again_at_07_00(
+    clean: Cluster, tmp_path: Path
+) -> None:
+    """A serving MIG Job that may retry (``backoffLimit: 2``) runs by day; the rendered 21:00
+    change evicts its pod. Kueue evicts the Workload (the cordon's untolerated
+    ``node.kubernetes.io/unschedulable`` taint and the pod's termination make the node failed
+    for topology-aware scheduling: Kueue 0.17's TASReplaceNodeOnNodeTaints, on by default;
+    no replacement node has slices), suspends the Job and requeues it: through the night it holds no quota and has no pod,
+    waiting for slices, and the Job has not failed. After the rendered 07:00 change it is
+    admitted again and runs on the inference group. (The first run of this test expected the
+    Workload to stay admitted with a new pod waiting, as read from Kueue's source before: it
+    timed out waiting for that pod.)"""
+    c = clean
+    infer = _infer_nodes(c)
+    plan_mig = c.planned.plan.groups["infer"].mig
+    day, night = plan_mig.now.config, next(s.config for s in plan_mig.changes if not s.splits)
+    job = c.job("retry-mig", "serving", 1, {SLICE: "1"})
+    job["spec"]["backoffLimit"] = 2
+    with mig.MigManager(c.kubeconfig, c.planned, "infer") as manager:
+        try:
+            jobs.submit(c.kubeconfig, job)
+            jobs.wait_admitted(c.kubeconfig, "serving", "retry-mig")
+            _running_on(c, "serving", "retry-mig", 1, "infer")
+            (first,) = jobs.running_pods(c.kubeconfig, "serving", "retry-mig")
+            evicted = first["metadata"]["name"]
+            started = time.monotonic()
+            _change(c, tmp_path, night)
+            assert manager.error is None, manager.error
+            print(f"change to {night} done after {time.monotonic() - started:.0f} s")
+            for wait in (0, 30, 60):  # the Job controller retries after a back-off
+                time.sleep(wait)
+                state = _state(c, "retry-mig", evicted)
+                print(f"{evicted} evicted; {time.monotonic() - started:.0f} s later:", state)
+                assert state["job"]["failed"] <= 2 and not state["job"]["succeeded"], state
+            assert state["suspended"] and not state["admitted"] and state["pods"] == [], state
+            assert state["workload"]["Evicted"].startswith("True "), state
+            started = time.monotonic()
+            _change(c, tmp_path, day)
+            assert manager.error is None, manager.error
+            _running_on(c, "serving", "retry-mig", 1, "infer")
+            (running,) = jobs.running_pods(c.kubeconfig, "serving", "retry-mig")
+            print(
+                f"after the change to {day} ({time.monotonic() - started:.0f} s): "
+                f"{running['metadata']['name']} runs on {running['spec']['nodeName']};",
+                _state(c, "retry-mig", evicted),
+            )
+        finally:
+            jobs.delete_all(c.kubeconfig, TENANTS)
+            if any(mig.node_resources(c.kubeconfig, n).get(SLICE) in (None, "0") for n in infer):
+                mig.run_change(tmp_path, c.kubeconfig, c.k8s_dir, day)

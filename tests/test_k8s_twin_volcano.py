@@ -7,7 +7,9 @@ order, among them the HyperNodes (one per SU, one over them), the tenants' Queue
 scheduler, built from ``volcano.sh/volcano`` at its release, on the configuration read back
 from that ConfigMap, and its queue controller (tests/k8s_twin/volcano.py). Gangs are
 PodGroups copied from the rendered example (``networkTopology: hard, highestTierAllowed:
-1``) with their pods (tests/k8s_twin/gangs.py). ``make k8s-twin`` runs this module
+1``) with their pods (tests/k8s_twin/gangs.py). Then the tenants' priorities at admission: a
+Pod, PodGroup or Volcano Job in a tenant's namespace must name the tenant's PriorityClass or a
+lower one (tests/k8s_twin/priorities.py). ``make k8s-twin`` runs this module
 (RAILPLAN_K8S_TWIN=1); elsewhere it skips, saying why.
 """
 
@@ -18,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.k8s_twin import apply, gangs, jobs, versions, volcano
+from tests.k8s_twin import apply, gangs, jobs, priorities, versions, volcano
 from tests.k8s_twin.kubectl import kubectl
 from tests.k8s_twin.scenario import Cluster
 
@@ -187,6 +189,26 @@ def _mig_gang(cluster: Cluster, name: str, members: int, slices: int) -> list[di
         request = {MIG: str(slices)}
         pod["spec"]["containers"][0]["resources"] = {"requests": request, "limits": request}
     return objects
+
+
+# --- tenants' priorities ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["pod", "podgroup", "vcjob", "vcjob-task"])
+def test_a_tenants_workloads_name_its_priority_class_and_no_higher(
+    cluster: Cluster, kind: str
+) -> None:
+    """Volcano orders and preempts by the PodGroup's and pods' PriorityClass (a Volcano Job
+    gives its own to both, a task's template may name another): with none the workload runs
+    at 0, below every tenant, and nothing stopped a user naming the highest tenant's class.
+    In research's namespace each kind naming no class or serving's higher one is refused with
+    the server's message naming the class to use; at research's own class it is accepted."""
+    print(priorities.wait_in_effect(cluster, "research"))
+    try:
+        wrong = priorities.check(cluster, [kind], "research", "serving")
+    finally:
+        priorities.delete(cluster.kubeconfig, TENANTS, [kind])
+    assert wrong == [], "\n".join(wrong)
 
 
 # --- last: the HyperNodes taken away and put back -----------------------------------------------

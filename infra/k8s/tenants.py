@@ -13,7 +13,9 @@
   node group gives (`infra.k8s.quota`); Kueue's ClusterQueues also in the CPUs, memory and
   RDMA devices that share gives, since Kueue admits nothing asking for a resource they
   leave out; and the admission policy holding each tenant's workloads to its priority
-  (`infra.k8s.admission`).
+  (`infra.k8s.admission`);
+- whatever the batch scheduler, the admission policy holding the PriorityClass of each
+  tenant's pods (and PodGroups and Volcano Jobs) to its priority (`infra.k8s.admission`).
 
 `podgroup_examples` returns example Volcano PodGroups (one gang per tenant) that a renderer
 writes as examples: they are templates for jobs, not objects to apply.
@@ -28,7 +30,12 @@ from typing import Any
 
 from infra import namespaces
 from infra.catalog import Catalog
-from infra.k8s.admission import PRIORITY_VALUES, tenant_priority_policy, used_priorities
+from infra.k8s.admission import (
+    PRIORITY_VALUES,
+    tenant_class_policy,
+    tenant_priority_policy,
+    used_priorities,
+)
 from infra.k8s.elastic import (
     MONITORING_NAMESPACE,
     borrowing,
@@ -98,7 +105,7 @@ def tenants(spec: Spec, plan: Plan, catalog: Catalog) -> list[KubeObject]:
         objects += volcano_queues(spec, plan)
     elif spec.scheduler.batch == "kueue":
         objects += kueue_queues(spec, plan, catalog) + tenant_priority_policy(spec)
-    return objects
+    return objects + tenant_class_policy(spec)
 
 
 def cluster_gpus(spec: Spec, catalog: Catalog) -> int:

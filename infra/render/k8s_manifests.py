@@ -15,6 +15,7 @@ lists indented under their key, no line over 160 characters.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable
 from typing import Any
 
@@ -167,17 +168,34 @@ Secrets (an NGC API key) are not here: Pulumi takes them as config secrets.
 
 
 def _tenant_priority(k8s: KubernetesObjects) -> str:
-    """What the tenants' users label their Kueue workloads with, when the policy is there."""
-    policy = [o for o in k8s.objects if o["kind"] == "ValidatingAdmissionPolicy"]
-    if not policy:
+    """What the tenants' users set on their workloads, a paragraph for each policy rendered."""
+    paragraphs = []
+    for policy in (o for o in k8s.objects if o["kind"] == "ValidatingAdmissionPolicy"):
+        name = policy["metadata"]["name"]
+        if name.endswith("-tenant-priority"):
+            paragraphs.append(
+                "A workload submitted to a tenant's LocalQueue (label `kueue.x-k8s.io/queue-name`)"
+                " also carries `kueue.x-k8s.io/priority-class`: the WorkloadPriorityClass of its"
+                " tenant's `priority` (`<cluster>-<priority>`) or a lower one. Without it, or above"
+                f" it, the API server refuses the workload (ValidatingAdmissionPolicy `{name}`),"
+                " saying which class to use."
+            )
+        elif name.endswith("-tenant-priority-class"):
+            paragraphs.append(
+                "In a tenant's namespace every pod, and the pod template of a Job, Deployment or"
+                f" StatefulSet,{_volcano_kinds(policy)} names `priorityClassName`: the"
+                " PriorityClass of its tenant's `priority` (`<cluster>-<priority>`) or a lower"
+                " one. Without it, or above it, the API server refuses the object"
+                f" (ValidatingAdmissionPolicy `{name}`), saying which class to use."
+            )
+    return "".join(f"\n{textwrap.fill(p, 92)}\n" for p in paragraphs)
+
+
+def _volcano_kinds(policy: KubeObject) -> str:
+    """The Volcano kinds the PriorityClass policy checks too, when it does."""
+    if "scheduling.volcano.sh/podgroups" not in str(policy["spec"]["matchConditions"]):
         return ""
-    return (
-        "\nA workload submitted to a tenant's LocalQueue (label `kueue.x-k8s.io/queue-name`)"
-        "\nalso carries `kueue.x-k8s.io/priority-class`: the WorkloadPriorityClass of its"
-        "\ntenant's `priority` (`<cluster>-<priority>`) or a lower one. Without it, or above"
-        "\nit, the API server refuses the workload (ValidatingAdmissionPolicy"
-        f"\n`{policy[0]['metadata']['name']}`), saying which class to use.\n"
-    )
+    return " every Volcano PodGroup and Volcano Job (whose tasks take the Job's class unless they name one)"
 
 
 def _keda(k8s: KubernetesObjects) -> str:

@@ -34,9 +34,12 @@ def job(
     *,
     node_selector: dict[str, str] | None = None,
     priority: str | None = None,
+    pod_priority: str | None = None,
 ) -> dict[str, Any]:
     """A Job of `pods` parallel pods, each requesting `requests` (as limits too: extended
-    resources must be equal), in the tenant's namespace and LocalQueue (both named after it)."""
+    resources must be equal), in the tenant's namespace and LocalQueue (both named after it),
+    labelled with WorkloadPriorityClass `priority` and its pods at PriorityClass
+    `pod_priority` (none where None)."""
     labels = {QUEUE_LABEL: tenant, **({PRIORITY_LABEL: priority} if priority else {})}
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
@@ -50,6 +53,8 @@ def job(
     }
     if node_selector:
         pod_spec["nodeSelector"] = dict(node_selector)
+    if pod_priority:
+        pod_spec["priorityClassName"] = pod_priority
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -72,8 +72,10 @@ class Cluster:
     def job(
         self, name: str, tenant: str, pods: int, requests: dict[str, str], **kw: Any
     ) -> dict[str, Any]:
-        """`jobs.job` as the tenant's user submits it: at the tenant's priority class."""
+        """`jobs.job` as the tenant's user submits it: at the tenant's priority class, both
+        the Workload's (label) and the pods' (``priorityClassName``)."""
         kw.setdefault("priority", self.priority_class(tenant))
+        kw.setdefault("pod_priority", self.priority_class(tenant))
         return jobs.job(name, tenant, pods, requests, **kw)
 
     def gpus_per_node(self, group: str) -> int:
