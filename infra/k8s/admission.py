@@ -38,6 +38,7 @@ against a class chosen above the tenant's.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from infra import namespaces
 from infra.k8s.objects import KubeObject, kube_object
@@ -133,11 +134,7 @@ def tenant_priority_policy(spec: Spec) -> list[KubeObject]:
             }
         ],
     }
-    binding = {"policyName": name, "validationActions": ["Deny"]}
-    return [
-        kube_object(ADMISSION_API, "ValidatingAdmissionPolicy", name, spec, spec=policy),
-        kube_object(ADMISSION_API, "ValidatingAdmissionPolicyBinding", name, spec, spec=binding),
-    ]
+    return _denying(spec, name, policy)
 
 
 # --- the PriorityClass of pods, PodGroups and Volcano Jobs ---------------------------------------
@@ -224,6 +221,11 @@ def tenant_class_policy(spec: Spec) -> list[KubeObject]:
             }
         ],
     }
+    return _denying(spec, name, policy)
+
+
+def _denying(spec: Spec, name: str, policy: Mapping[str, object]) -> list[KubeObject]:
+    """The policy and the binding that makes its failed validations refusals."""
     binding = {"policyName": name, "validationActions": ["Deny"]}
     return [
         kube_object(ADMISSION_API, "ValidatingAdmissionPolicy", name, spec, spec=policy),
