@@ -94,7 +94,7 @@ def tenant_priority_policy(spec: Spec) -> list[KubeObject]:
     if spec.scheduler.batch != "kueue" or not tenants:
         return []
     name = policy_name(spec)
-    classes, ceiling, own = _classes(spec)
+    classes, _, own = _classes(spec)
     namespace = "namespaceObject.metadata.name"
     policy = {
         "failurePolicy": "Fail",
@@ -113,13 +113,7 @@ def tenant_priority_policy(spec: Spec) -> list[KubeObject]:
         ],
         "variables": [
             {"name": "label", "expression": _label_of("object")},
-            {
-                "name": "kept",
-                "expression": f"request.operation == 'UPDATE' && ({_label_of('oldObject')})"
-                " == variables.label",
-            },
-            {"name": "classes", "expression": _cel(classes)},
-            {"name": "ceiling", "expression": f"{_cel(ceiling)}[{namespace}]"},
+            *_kept_classes_ceiling(f"({_label_of('oldObject')}) == variables.label", spec),
         ],
         "validations": [
             {
@@ -187,7 +181,7 @@ def tenant_class_policy(spec: Spec) -> list[KubeObject]:
     owners = dict(_CLASS_OWNERS)
     if spec.scheduler.batch == "volcano":
         owners.update(_VOLCANO_CLASS_OWNERS)
-    classes, ceiling, own = _classes(spec)
+    classes, _, own = _classes(spec)
     namespace = "namespaceObject.metadata.name"
     allowed = "c in variables.classes && variables.classes[c] <= variables.ceiling"
     policy = {
@@ -199,13 +193,7 @@ def tenant_class_policy(spec: Spec) -> list[KubeObject]:
         "variables": [
             {"name": "resource", "expression": _RESOURCE},
             {"name": "named", "expression": _named("object")},
-            {
-                "name": "kept",
-                "expression": f"request.operation == 'UPDATE' && {_named('oldObject')}"
-                " == variables.named",
-            },
-            {"name": "classes", "expression": _cel(classes)},
-            {"name": "ceiling", "expression": f"{_cel(ceiling)}[{namespace}]"},
+            *_kept_classes_ceiling(f"{_named('oldObject')} == variables.named", spec),
             {"name": "field", "expression": f"{_cel(owners)}[variables.resource]"},
         ],
         "validations": [
@@ -222,6 +210,20 @@ def tenant_class_policy(spec: Spec) -> list[KubeObject]:
         ],
     }
     return _denying(spec, name, policy)
+
+
+def _kept_classes_ceiling(unchanged: str, spec: Spec) -> list[dict[str, str]]:
+    """The variables both policies share: ``kept``, ``classes`` and ``ceiling``.
+
+    ``kept``: an update that leaves the checked value as it was (``unchanged``); ``classes``:
+    the cluster's PriorityClasses and their values; ``ceiling``: the namespace's tenant's.
+    """
+    classes, ceiling, _ = _classes(spec)
+    return [
+        {"name": "kept", "expression": f"request.operation == 'UPDATE' && {unchanged}"},
+        {"name": "classes", "expression": _cel(classes)},
+        {"name": "ceiling", "expression": f"{_cel(ceiling)}[namespaceObject.metadata.name]"},
+    ]
 
 
 def _denying(spec: Spec, name: str, policy: Mapping[str, object]) -> list[KubeObject]:
