@@ -151,9 +151,11 @@ LAUNCH_MODE = (
     "call whatever the grid; no source gives a per-channel launch cost, ml-engineering states "
     "neither its NCCL version nor its host, and an earlier fit of one on the fit half picked "
     "0 (it was not kept). The row "
-    "would need at least 78.4 us (9.8 us per GPU) to come within 30 %. So the -g 8 row stays "
-    "in every table at +140.4 %: the 1 MiB target is met on the one-process-per-GPU rows and "
-    "not on all rows."
+    "would need at least 78.4 us (9.8 us per GPU) to come within 30 %, and Azure's 1 MiB row "
+    "on the same node type, also `-g 8`, at most 72.3 us (it measures 50.6 us): no prediction "
+    "is within 30 % of both, whatever the model. So the -g 8 row stays in every table at "
+    "+140.4 %, its note naming the disagreement: the 1 MiB target is met on the "
+    "one-process-per-GPU rows and not on all rows."
 )
 
 LL128_RANK = (
