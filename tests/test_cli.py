@@ -96,8 +96,15 @@ def test_github_annotations() -> None:
         (b"", "the file is empty"),
         (b"\x89PNG\r\n\x1a\n\x00\x00\x00", "binary data"),
         ("name: caf\u00e9\nnode_groups: 3\n".encode("latin-1"), "not UTF-8"),
+        (
+            b"name: &a x\nnode_groups: &a y\n",
+            (
+                "2:14: error[RP000]: not valid YAML: an anchor is defined a second time here "
+                "(first at line 1, column 7) (hint: give each '&anchor' its own name)"
+            ),
+        ),
     ],
-    ids=["not-yaml", "list", "wrong-type", "empty", "binary", "latin1"],
+    ids=["not-yaml", "list", "wrong-type", "empty", "binary", "latin1", "duplicate-anchor"],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, content: bytes, message: str) -> None:
     spec = tmp_path / "bad.yaml"

@@ -361,10 +361,20 @@ def _compose(text: str, file: str) -> Node | None:
 
 def _yaml_error(exc: yaml.YAMLError, file: str) -> InputError:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    context = getattr(exc, "context", None)
-    message = f"not valid YAML: {problem}" + (f" ({context})" if context else "")
     position = Position(mark.line + 1, mark.column + 1) if mark is not None else None
+    context = getattr(exc, "context", None)
+    first = getattr(exc, "context_mark", None)
+    if context and "duplicate anchor" in context and first is not None:
+        # libyaml's composer names neither the anchor nor, in its text, where it came first
+        return InputError(
+            "not valid YAML: an anchor is defined a second time here "
+            f"(first at line {first.line + 1}, column {first.column + 1})",
+            file=file,
+            position=position,
+            hint="give each '&anchor' its own name",
+        )
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    message = f"not valid YAML: {problem}" + (f" ({context})" if context else "")
     return InputError(
         message, file=file, position=position, hint="check indentation, quotes and ':' separators"
     )
