@@ -151,6 +151,8 @@ def test_rp061_still_fires_without_storage_on_servers_that_are_not_aws(extra: st
     )
     (finding,) = [f for f in lint_text(text) if f.rule == "RP061"]
     assert "no storage fabric in the spec (fabrics.storage)" in finding.message
+    # the fix is lint's hint line, not part of the message (trial 7's note)
+    assert finding.hint == "add fabrics.storage" and "add fabrics" not in finding.message
     assert ("aws.fsx is for AWS instance types only" in finding.message) == bool(extra)
 
 

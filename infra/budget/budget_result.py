@@ -52,6 +52,12 @@ class BudgetResult:
     band_regime: str = ""
     bound: Bound = "conservative"
     fit: Fit | None = None
+    error_hint: str = ""  # how to make an unevaluable budget evaluable (lint's hint line)
+
+    @property
+    def error_text(self) -> str:
+        """Why the budget cannot be evaluated, with the hint, for outputs that have one line."""
+        return self.error + (f" ({self.error_hint})" if self.error_hint else "")
 
     @property
     def has_band(self) -> bool:

@@ -229,7 +229,8 @@ def _evaluate(
     except BudgetError as exc:
         return replace(
             blank,
-            error=exc.message + (f" ({exc.hint})" if exc.hint else ""),
+            error=exc.message,
+            error_hint=exc.hint or "",
             path=exc.path or blank.path,
         )
 

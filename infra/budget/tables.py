@@ -118,7 +118,7 @@ def budgets_text(results: Sequence[BudgetResult]) -> str:
     lines = []
     for r in results:
         if r.error:
-            lines.append(f"ERROR  {r.path}: cannot evaluate: {r.error}")
+            lines.append(f"ERROR  {r.path}: cannot evaluate: {r.error_text}")
             continue
         op = "<=" if r.better == "lower" else ">="
         verdict = (r.verdict if r.passed else r.verdict.upper()).ljust(5)  # pass, FAIL, MISS
@@ -180,7 +180,7 @@ def budgets_json(results: Sequence[BudgetResult]) -> str:
                 "claim": r.claim or None,
                 "margin": None if r.error else _finite(r.margin, 6),
                 "detail": r.detail,
-                "error": r.error,
+                "error": r.error_text,
                 "bound": r.bound if r.has_band else "exact",
                 "tested": None if r.error else _finite(r.tested, 6),
                 "band": _band_json(r),

@@ -86,7 +86,7 @@ def _value(value: float, unit: str) -> str:
 
 def _budget_row(r: BudgetResult) -> _Budget:
     if r.error:
-        return _Budget(r.path, r.kind, "", "", "error", "", r.error)
+        return _Budget(r.path, r.kind, "", "", "error", "", r.error_text)
     op = "≤" if r.better == "lower" else "≥"
     predicted = _value(r.predicted, r.unit)
     if r.has_band:  # the error band, and the edge of it the verdict tests

@@ -67,11 +67,11 @@ def budget_unevaluable(ctx: LintContext) -> Iterator[Violation]:
     fabric: their checkpoints go to the FSx for Lustre file system railplan provisions (the
     spec's `aws.fsx`, else sized from the checkpoint budgets), and the budget is evaluated
     against it.
-    Fix: follow the message (GPU count, `fabrics.storage`, precision).
+    Fix: follow the hint (GPU count, `fabrics.storage`, precision).
     """
     for r in ctx.budgets:
         if r.error:
-            yield Violation(r.path, f"{r.kind}: cannot evaluate: {r.error}")
+            yield Violation(r.path, f"{r.kind}: cannot evaluate: {r.error}", r.error_hint)
 
 
 @rule(
