@@ -81,7 +81,7 @@ def test_device_power_must_name_a_catalog_device() -> None:
     spec = load_spec_text(text).spec
     catalog = load_catalog()
     result = evaluate_budgets(spec, catalog, expand(spec, catalog))[0]
-    assert result.verdict == "error" and "qm8799" in result.error and "qm8790" in result.error
+    assert result.verdict == "error" and "qm8799" in result.error and "qm8790" in result.error_text
 
 
 def _checkpoint_budgets(storage: str) -> tuple[BudgetResult, BudgetResult]:

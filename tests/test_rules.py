@@ -46,6 +46,10 @@ PASSING = {
     "  - {name: x, node: dgx-h100, count: 2, hostname: 'x{index}'}\n",
     # a name near it: `defaults`
     "RP006": "name: lab\nnode_groups:\n  - {name: defaults, node: dgx-h100, count: 4}\n",
+    "RP007": BASE + "site:\n  device_power:\n    dgx-h100: {typical_kw: 8.0, max_kw: 10.2}\n",
+    "RP008": "name: lab\nnode_groups:\n  - {name: gpu, node: aws-p4d.24xlarge, count: 2}\n"
+    "aws:\n  fsx: {storage_capacity_gib: 2400, throughput_MBps_per_TiB: 125}\n"
+    "site:\n  device_power:\n    aws-p4d.24xlarge: {typical_kw: 4.0, max_kw: 6.0}\n",
     "RP010": A100
     + "scheduler: {mig_strategy: mixed}\nmig_layouts:\n  x: {profiles: {1g.10gb: 7}}\n",
     "RP011": A100 + "scheduler: {mig_strategy: mixed}\n"

@@ -108,7 +108,7 @@ def test_an_unknown_tenant_is_an_error_with_a_hint(tmp_path: Path, catalog: Cata
     (only,) = evaluate_budgets(
         loaded.spec, catalog, expand(loaded.spec, catalog), spec_file=str(spec)
     )
-    assert only.verdict == "error" and "did you mean 'research'" in only.error
+    assert only.verdict == "error" and "did you mean 'research'" in only.error_text
 
 
 def test_budgets_naming_one_trace_replay_it_once(

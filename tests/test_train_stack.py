@@ -129,7 +129,7 @@ def test_budget_refuses_a_stated_batch_no_layout_divides_as_train_does(catalog: 
     result = budget(budget_spec(", global_batch: 1536"), catalog)
     assert result.verdict == "error", result.detail
     assert result.path == "budgets[0].scaling_efficiency.global_batch"
-    assert "nearest valid global batches: 1,500 or 1,625" in result.error
+    assert "nearest valid global batches: 1,500 or 1,625" in result.error_text
     cli = railplan(
         "train", "examples/dgx-a100-superpod.yaml", "--gpus", "1000", "--global-batch", "1536",
         "--model", "gpt3-175b",

@@ -223,3 +223,66 @@ def node_group_named_default(ctx: LintContext) -> Iterator[Violation]:
                 ),
                 "rename the group (e.g. 'gpu')",
             )
+
+
+@rule(
+    "RP007",
+    "unknown-device-power",
+    Severity.ERROR,
+    "site.device_power names a device the catalog lacks.",
+)
+def unknown_device_power(ctx: LintContext) -> Iterator[Violation]:
+    """Every `site.device_power` key must be a catalog node or switch id.
+
+    Why: the figures replace the catalog's for that id in the power and cost budgets; a
+    misspelt id replaces nothing, and without a power budget nothing else would say so.
+    Fix: use the id `railplan catalog` lists for the node or switch (the hint suggests one).
+    """
+    catalog = ctx.catalog
+    known = sorted({*catalog.nodes, *catalog.switches})
+    for device in ctx.loaded.spec.site.device_power:
+        if device not in catalog.nodes and device not in catalog.switches:
+            yield Violation(
+                f"site.device_power.{device}",
+                f"site.device_power names {device!r}, no catalog node or switch",
+                spelling_hint(device, known) or "use a catalog id, e.g. qm8790",
+            )
+
+
+@rule(
+    "RP008",
+    "setting-unused",
+    Severity.WARNING,
+    "A setting names hardware the spec does not have, so nothing reads it.",
+    needs_plan=True,
+)
+def setting_unused(ctx: LintContext) -> Iterator[Violation]:
+    """Settings for hardware the spec lacks are read by nothing.
+
+    `aws.fsx` sizes the checkpoint file system of AWS instances; a `site.device_power`
+    entry replaces the figures of one catalog device. On a spec without AWS node groups, or
+    for a node or switch no group or fabric uses, the setting changes no output.
+    Why: a setting that silently does nothing usually means the spec is not the one intended
+    (a DGX spec given an FSx file system expects checkpoints to go there; they do not).
+    Fix: remove the setting, or name the node or switch the spec uses.
+    """
+    spec, catalog = ctx.loaded.spec, ctx.catalog
+    nodes = {g.node for g in spec.node_groups}
+    if spec.aws.fsx is not None and not any(
+        n in catalog.nodes and catalog.nodes[n].cloud == "aws" for n in nodes
+    ):
+        yield Violation(
+            "aws.fsx",
+            "aws.fsx is set but no node group is an AWS instance type: nothing reads it",
+            "checkpoints of servers outside AWS go to fabrics.storage; remove aws.fsx",
+        )
+    if ctx.plan is None:
+        return  # what the cluster uses is the plan's to say (RP000 reports why there is none)
+    used = nodes | {switch.model for switch in ctx.plan.switches}
+    for device in spec.site.device_power:
+        if device not in used and (device in catalog.nodes or device in catalog.switches):
+            yield Violation(
+                f"site.device_power.{device}",
+                f"site.device_power names {device!r}, which no node group or fabric uses",
+                "remove the entry, or name the node or switch the spec uses",
+            )
