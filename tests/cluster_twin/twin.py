@@ -117,10 +117,12 @@ class ClusterTwin:
         *,
         extra_drivers: Iterable[str] = (),
         openibd_reload_s: int = 150,
+        openibd_later_s: int | None = None,
     ) -> None:
         preflight()
         self.lock = exclusive()
         self.openibd_reload_s = openibd_reload_s
+        self.openibd_later_s = openibd_later_s
         self.spec_path = spec.resolve()
         self.workdir = workdir.resolve()
         self.extra_drivers = tuple(extra_drivers)
@@ -323,10 +325,23 @@ class ClusterTwin:
                      for i, d in enumerate(devices)],
             "mgmt_on_connectx": True,  # DGX: in-band management on the ConnectX storage/in-band NICs
             "mgmt_gateway": host.net.gateway,  # what the host's netplan routes through (openibd)
-            "openibd_reload_s": int(os.environ.get("RAILPLAN_TWIN_OPENIBD_RELOAD_S", self.openibd_reload_s)),
+            "openibd_reload_s": self.openibd_outage_s(host.name),
             "nccl": {"node_busbw_GBps": float(g.get("acceptance_node_expected_busbw_gbytes_per_s", 0)),
                      "su_busbw_GBps": float(g.get("acceptance_su_expected_busbw_gbytes_per_s", 0))},
         }  # fmt: skip
+
+    def openibd_outage_s(self, name: str) -> int:
+        """How long openibd's restart keeps NAME off the network: ``openibd_reload_s`` on the
+        first host the roll-out reaches (the first that is not a control host), and
+        ``openibd_later_s`` (when given) on the others, since one outage longer than ssh's
+        keep-alive shows what the rest would repeat (each long one costs a batch its length)."""
+        if "RAILPLAN_TWIN_OPENIBD_RELOAD_S" in os.environ:
+            return int(os.environ["RAILPLAN_TWIN_OPENIBD_RELOAD_S"])
+        control = set(self.control_hosts())
+        first = next((h for h in self.hosts if h not in control), None)
+        if self.openibd_later_s is None or name == first:
+            return self.openibd_reload_s
+        return self.openibd_later_s
 
     def write_ansible_inputs(self) -> None:
         self.overrides = self.workdir / "overrides"
