@@ -241,9 +241,19 @@ def _decide(root: Path, paths: Mapping[str, bytes], force: bool) -> _Plan:
     mine = sorted(set(paths) | {p for p in old_manifest if unit_of(p) in owned})
     refuse_in_the_way(root, paths)
     refuse_symlinks(root, [*units, *mine])
-    seen = {unit: _look(root, unit, start, set(mine)) for unit in units}
+    rendered = set(mine)  # once: a set of every path per unit was quadratic in the tree
+    looked = {unit: _look(root, unit, start, rendered) for unit in units}
+    seen = {unit: found or {} for unit, found in looked.items()}
     top = os.path.join(root, "")  # plain strings below: a tree has tens of thousands of files
-    before = {p: _read_rendered(top + p, p, seen[unit_of(p)], start) for p in mine}
+    # A unit that was absent when it was looked at has nothing to read: its files are
+    # `_ABSENT` as of that look, and anything made there since differs from its empty
+    # record, which refuses the swap (a first render opens no file it is about to create).
+    before = {
+        p: _ABSENT
+        if looked[unit_of(p)] is None
+        else _read_rendered(top + p, p, seen[unit_of(p)], start)
+        for p in mine
+    }
     new = {p: digest(data) for p, data in paths.items()}  # each rendered file hashed once
     edited = [
         p
@@ -270,11 +280,14 @@ def _decide(root: Path, paths: Mapping[str, bytes], force: bool) -> _Plan:
     return _Plan(paths, units, created, stale, manifest, before, conflicts, written, seen)
 
 
-def _look(root: Path, unit: str, start: int, rendered: set[str]) -> dict[str, _Seen]:
+def _look(root: Path, unit: str, start: int, rendered: set[str]) -> dict[str, _Seen] | None:
     """Every entry of ``unit`` as it is now, with the content of user files changed lately.
 
-    `_read_rendered` reads the rendered files.
+    None when the unit does not exist (nothing in it to record). `_read_rendered` reads
+    the rendered files.
     """
+    if not os.path.lexists(root / unit):
+        return None
     found = {}
     for rel, info in entries(root / unit, unit).items():
         racy = _is_racy(info, start)

@@ -345,6 +345,7 @@ def _assign_group_devices(
     for s in seeds:
         counts[s.group] += 1
     leaves = max((len(v) for v in compute.su_leaves.values()), default=0)
+    by_row = racks.by_row()
     for i, group in enumerate(spec.node_groups):
         block, floor = bmc_blocks[i + 1], counts[group.name]
         numbers = {s.su: s.su_number for s in seeds if s.group == group.name and s.su is not None}
@@ -360,7 +361,7 @@ def _assign_group_devices(
             number = numbers[su] or 0
             base = (number - 1) * layout.stride
             offsets = {n: k for k, n in enumerate(compute.su_leaves.get(su, ()))}
-            for rack in (r for r in racks.racks.values() if r.row == su):
+            for rack in by_row.get(su, ()):
                 slot = layout.rack_slot(rack.name)
                 offsets.update((f"{rack.name}-pdu{j + 1}", slot + j) for j in range(rack.pdus))
                 # an OOB switch's offset follows its name (the rack it is named after)

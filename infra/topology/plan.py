@@ -47,7 +47,7 @@ from infra.topology.networks import (
     upper_zone,
 )
 from infra.topology.parts import Link, SwitchPart
-from infra.topology.racks import RackPlanner, pdu_records
+from infra.topology.racks import RackFill, RackPlanner, pdu_records
 from infra.topology.servers import ServerSeed, list_servers
 
 __all__ = ["expand"]
@@ -331,10 +331,11 @@ def _plan_oob(
     if management is None or not racks.racks:
         return None
     rows: dict[str, list[tuple[str, tuple[tuple[str, str] | None, ...]]]] = {}
+    by_row = racks.by_row()
     for rack in sorted(racks.racks.values(), key=lambda r: (r.row != "core", r.row, r.position)):
         row = rows.setdefault(rack.row, [])
         if rack.kind == "network" and rack.position == first_network.get(rack.row):
-            row += _missing_compute_racks(racks, rack.row, first_network[rack.row], len(row))
+            row += _missing_compute_racks(by_row[rack.row], first_network[rack.row], len(row))
         # A compute rack keeps ports for a full rack of servers, so growth moves no cable.
         free = max(0, rack.server_slots - len(rack.servers))
         pdus: list[tuple[str, str] | None] = [
@@ -357,11 +358,15 @@ def _plan_oob(
 
 
 def _missing_compute_racks(
-    racks: RackPlanner, row: str, first_network: int, present: int
+    row_racks: Sequence[RackFill], first_network: int, present: int
 ) -> list[tuple[str, tuple[None, ...]]]:
-    """Placeholders for the compute racks a partial SU has yet to fill (OOB ports kept free)."""
-    model = next(r for r in racks.racks.values() if r.row == row and r.kind == "compute")
+    """Placeholders for the compute racks a partial SU has yet to fill (OOB ports kept free).
+
+    ``row_racks``: the row's racks (`RackPlanner.by_row`).
+    """
+    model = next(r for r in row_racks if r.kind == "compute")
     ports = (None,) * (model.server_slots + model.pdus)
+    row = model.row
     return [(f"{row}-c{k}", ports) for k in range(present + 1, first_network)]
 
 

@@ -222,6 +222,17 @@ class RackPlanner:
         _add_power(rack, sw.rack_units, sw.max_power_w / 1000, sw.power_basis)
         rack.switches.append(switch)
 
+    def by_row(self) -> dict[str, list[RackFill]]:
+        """Every rack, grouped by row, each row's racks in the order they were opened.
+
+        One pass over the racks for callers that visit each row's racks: a filter over
+        every rack per row was quadratic (512 rows, 4,600 racks at 16,384 servers).
+        """
+        rows: dict[str, list[RackFill]] = {}
+        for rack in self.racks.values():
+            rows.setdefault(rack.row, []).append(rack)
+        return rows
+
     def network_racks_for(self, switches: int, model: str) -> int:
         """Network racks ``switches`` switches of ``model`` fill (for address strides)."""
         sw = self.catalog.switches[model]
