@@ -140,7 +140,11 @@ class BrokenPipe(Exception):
 
 
 def say(text: str) -> None:
-    """Write ``text`` (and a newline) to stdout; a full, closed or broken stdout raises."""
+    """Write ``text`` (and a newline) to stdout; a full, closed or broken stdout raises.
+
+    A character stdout's encoding cannot hold (``×`` with ``PYTHONIOENCODING=ascii``) is
+    written as a backslash escape, as Python writes stderr, not a crash.
+    """
     out = sys.stdout
     if out is None:  # started with stdout closed (`railplan lint x >&-`)
         raise RailplanError(
@@ -148,8 +152,13 @@ def say(text: str) -> None:
             file="<stdout>",
             hint="redirect it instead, e.g. > /dev/null",
         )
+    line = text if text.endswith("\n") else text + "\n"
     try:
-        out.write(text if text.endswith("\n") else text + "\n")
+        try:
+            out.write(line)
+        except UnicodeEncodeError:  # an ASCII stdout (PYTHONIOENCODING, a C locale): escape
+            encoding = out.encoding or "ascii"
+            out.write(line.encode(encoding, "backslashreplace").decode(encoding))
     except BrokenPipeError:
         raise BrokenPipe from None
     except OSError as exc:
