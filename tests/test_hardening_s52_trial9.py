@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import errno
 import io
+import json
 import os
 import stat
 import subprocess
@@ -287,20 +288,29 @@ def test_text_on_an_ascii_stdout_is_escaped(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding="ascii"))
     say("train 2 \u00d7 dgx-a100-640gb \u2014 ok")
     sys.stdout.flush()
-    assert raw.getvalue() == b"train 2 \\xd7 dgx-a100-640gb \\u2014 ok\n"
+    assert raw.getvalue() == b"train 2 \\u00d7 dgx-a100-640gb \\u2014 ok\n"
 
 
-def test_lint_verbose_on_an_ascii_stdout_exits_0() -> None:
+@pytest.mark.parametrize(
+    "args",
+    [["lint", "-v"], ["catalog", "--format", "json"], ["plan", "--format", "json"]],
+    ids=["lint-verbose", "catalog-json", "plan-json"],
+)
+def test_every_output_on_an_ascii_stdout_exits_0_and_json_stays_json(
+    tmp_path: Path, args: list[str]
+) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(LAB.replace("Seven small", "Seven \u00d7 \U0001f680 small"))
+    argv = [*args[:1], *([str(spec)] if args[0] != "catalog" else []), *args[1:]]
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONIOENCODING="ascii")
-    spec = str(ROOT / "examples" / "a100-lab-mig.yaml")
     out = subprocess.run(
-        [sys.executable, "-m", "infra", "lint", "-v", spec],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
+        [sys.executable, "-m", "infra", *argv], capture_output=True, text=True, env=env, check=False
     )
-    assert out.returncode == 0 and "\\xd7" in out.stdout, out
+    assert out.returncode == 0, out
+    if "json" in args:
+        json.loads(out.stdout)
+    else:
+        assert "\\u00d7" in out.stdout
 
 
 # --- 9. a rendered tree is never world-writable ---------------------------------------------------

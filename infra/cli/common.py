@@ -143,7 +143,7 @@ def say(text: str) -> None:
     """Write ``text`` (and a newline) to stdout; a full, closed or broken stdout raises.
 
     A character stdout's encoding cannot hold (``×`` with ``PYTHONIOENCODING=ascii``) is
-    written as a backslash escape, as Python writes stderr, not a crash.
+    written as an escape (`_escaped`), not a crash.
     """
     out = sys.stdout
     if out is None:  # started with stdout closed (`railplan lint x >&-`)
@@ -157,12 +157,33 @@ def say(text: str) -> None:
         try:
             out.write(line)
         except UnicodeEncodeError:  # an ASCII stdout (PYTHONIOENCODING, a C locale): escape
-            encoding = out.encoding or "ascii"
-            out.write(line.encode(encoding, "backslashreplace").decode(encoding))
+            out.write(_escaped(line, out.encoding or "ascii"))
     except BrokenPipeError:
         raise BrokenPipe from None
     except OSError as exc:
         raise stdout_error(exc) from None
+
+
+def _escaped(text: str, encoding: str) -> str:
+    r"""``text`` with each character ``encoding`` cannot hold written ``\uXXXX``.
+
+    A surrogate pair above U+FFFF: the escape reads in text and is valid inside a JSON
+    string (``--format json`` stays one JSON document), unlike Python's ``\xd7``.
+
+    >>> _escaped("2 \u00d7 \U0001f680", "ascii")
+    '2 \\u00d7 \\ud83d\\ude80'
+    """
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if code < 0x80 or ch.encode(encoding, "ignore"):
+            out.append(ch)
+        elif code > 0xFFFF:
+            code -= 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{code:04x}")
+    return "".join(out)
 
 
 def stdout_error(exc: OSError) -> RailplanError:
