@@ -136,6 +136,18 @@ def test_a_nested_key_beside_a_merge_points_at_its_own_line() -> None:
     assert error.position is not None and error.position.line == _line(text, "max_s: -1")
 
 
+def test_a_list_item_beside_a_merge_bringing_the_same_list_points_at_its_own_line() -> None:
+    infer = "  - name: infer\n"
+    text = LAB.replace(infer, "  - &inf\n    name: infer\n", 1).replace(
+        "fabrics:",
+        "  - name: extra\n    mig:\n      - {gpus: [-1], layout: infer-small}\n"
+        '    <<: *inf\n    hostname: "x{index:02d}"\n    count: 1\nfabrics:',
+        1,
+    )
+    (error,) = _errors(text)
+    assert error.position is not None and error.position.line == _line(text, "gpus: [-1]")
+
+
 def test_a_key_only_the_merge_brings_is_located_at_the_anchor() -> None:
     text = BASE.replace("    count: 2\n", "    count: 0\n", 1).replace(
         INFER, '  - name: infer\n    <<: *base\n    hostname: "i{index:02d}"\n', 1

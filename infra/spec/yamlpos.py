@@ -122,7 +122,9 @@ class _Builder:
         if isinstance(node, SequenceNode):
             items = []
             for i, item in enumerate(node.value):
-                self.positions.setdefault(join_path(path, i), _pos(item))
+                # assigned, not set by default: a list the mapping states itself replaces the
+                # positions of one a merge brought under the same key (`mapping`)
+                self.positions[join_path(path, i)] = _pos(item)
                 items.append(self.build(item, join_path(path, i)))
             return items
         return self.scalar(node, path)
@@ -208,18 +210,18 @@ class _Builder:
     def mapping(self, node: MappingNode, path: str) -> dict[str, Any]:
         """A mapping's data; its own keys win over merged ones, in value and in position.
 
-        A merge (``<<: *base``) written after a key records the anchor's positions for the
-        keys it brings; a key the mapping states itself is then placed again at its own line,
-        where an error about its value must point (the anchor's ``count: 2`` is not the
-        ``count: 0`` that broke the rule).
+        Merges (``<<: *base``) are built first, wherever they are written, so the positions of
+        the keys the mapping states itself are recorded last: an error about its ``count: 0``
+        points at that line, not at the anchor's ``count: 2`` that a later merge brought.
         """
-        out: dict[str, Any] = {}
-        explicit: set[str] = set()
         merged: dict[str, Any] = {}
-        own: dict[str, Position] = {}
         for key_node, value_node in node.value:
             if key_node.tag == _MERGE_TAG:
                 merged.update(self.merge_sources(value_node, path))
+        out: dict[str, Any] = {}
+        explicit: set[str] = set()
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
                 continue
             if not isinstance(key_node, ScalarNode):
                 raise self.fail(
@@ -237,33 +239,9 @@ class _Builder:
                 )
             explicit.add(key)
             child = join_path(path, key)
-            own[child] = self.positions[child] = _pos(key_node)
+            self.positions[child] = _pos(key_node)
             out[key] = self.build(value_node, child)
-        if merged:  # a merge after a key overwrote that key's positions (and its children's)
-            self._restore(own, node, path)
         return {**{k: v for k, v in merged.items() if k not in explicit}, **out}
-
-    def _restore(self, own: dict[str, Position], node: MappingNode, path: str) -> None:
-        """Place the mapping's own keys, and everything below them, at their own lines again."""
-        for child, position in own.items():
-            self.positions[child] = position
-        for key_node, value_node in node.value:
-            if key_node.tag != _MERGE_TAG and isinstance(key_node, ScalarNode):
-                self._reposition(value_node, join_path(path, str(key_node.value)))
-
-    def _reposition(self, node: Node, path: str) -> None:
-        """Record the positions under ``path`` from ``node`` again (no data is built)."""
-        if isinstance(node, MappingNode):
-            for key_node, value_node in node.value:
-                if key_node.tag == _MERGE_TAG or not isinstance(key_node, ScalarNode):
-                    continue
-                child = join_path(path, str(key_node.value))
-                self.positions[child] = _pos(key_node)
-                self._reposition(value_node, child)
-        elif isinstance(node, SequenceNode):
-            for i, item in enumerate(node.value):
-                self.positions[join_path(path, i)] = _pos(item)
-                self._reposition(item, join_path(path, i))
 
     def merge_sources(self, node: Node, path: str) -> dict[str, Any]:
         sources = node.value if isinstance(node, SequenceNode) else [node]
