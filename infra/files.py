@@ -46,15 +46,18 @@ from infra.reading import file_kind
 from infra.signals import CATCHABLE, deferring_signals, raising_on_signals
 
 __all__ = [
+    "TREE_DIR_MODE",
     "OutputError",
     "check_outputs",
     "is_temp_name",
     "pid_running",
     "replace_entry",
     "sweep_stale_temps",
+    "tree_umask",
     "user_umask",
     "write_atomic",
     "write_atomic_all",
+    "write_hint",
 ]
 
 _CHUNK = 1 << 20
@@ -278,11 +281,11 @@ def replace_entry(path: str, data: bytes) -> None:
 
     Unlike `write_atomic`, a link at ``path`` is replaced, not followed, and nothing is
     refused: for the files railplan owns inside a tree it holds the lock of (the rendered
-    tree's manifest and journal). Created with the user's umask, flushed and renamed over,
+    tree's manifest and journal). Created with the tree's umask (`tree_umask`), flushed and renamed over,
     the directory synced. OSError propagates: the caller owns the transaction.
     """
     directory, name = os.path.split(os.path.abspath(path))
-    _replace(directory, name, data, 0o666 & ~user_umask(), None)
+    _replace(directory, name, data, 0o666 & ~tree_umask(), None)
 
 
 def is_temp_name(name: str) -> bool:
@@ -417,7 +420,32 @@ def user_umask() -> int:
     return mask
 
 
+TREE_DIR_MODE = 0o775
+"""The mode a directory of a rendered tree is made with (less the umask): never
+world-writable, as `tree_umask` says."""
+
+
+def tree_umask() -> int:
+    """The umask for a rendered tree's files: the user's, but never world-writable.
+
+    Ansible ignores the ``ansible.cfg`` of a world-writable directory ("Ansible is being run
+    in a world writable directory"), so the tree's roles and settings would be lost under
+    ``umask 000``, and any local user could change the playbooks root runs on every node.
+    Group write stays the user's choice (``umask 002`` for a team's checkout).
+    """
+    return user_umask() | 0o002
+
+
+# Limits of the process or the system a write can hit: not a matter of space or permission.
+_LIMIT_HINTS = {
+    errno.EFBIG: "the file is larger than this process may write (see `ulimit -f`) or than "
+    "the file system takes; raise the limit or write elsewhere",
+    errno.EMFILE: "the process has too many files open: raise its limit (see `ulimit -n`)",
+    errno.ENFILE: "the system has too many files open: close some and retry",
+}
+_WRITE_HINT = "write to a directory you can write to, with free space"
 _WRITE_HINTS = {
+    **_LIMIT_HINTS,
     errno.ENOSPC: "free space on that file system or write elsewhere",
     errno.EDQUOT: "free space within your quota or write elsewhere",
     errno.ENOENT: "create the directory first",
@@ -433,5 +461,14 @@ def _write_error(path: str, exc: OSError) -> OutputError:
     reason = exc.strerror or str(exc)
     if exc.errno == errno.ENOENT:
         reason = f"directory {os.path.dirname(os.path.abspath(path))} does not exist"
-    hint = _WRITE_HINTS.get(exc.errno or 0)
+    hint = _WRITE_HINTS.get(exc.errno or 0, _WRITE_HINT)
     return OutputError(f"cannot write: {reason}", file=path, hint=hint)
+
+
+def write_hint(exc: OSError, usual: str) -> str:
+    """The hint for a write that failed with ``exc``: the limit it hit, if any, else ``usual``.
+
+    A file-size limit (``ulimit -f``: EFBIG) or too many open files is neither a full nor a
+    read-only file system, whatever the caller usually advises.
+    """
+    return _LIMIT_HINTS.get(exc.errno or 0, usual)

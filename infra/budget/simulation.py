@@ -54,8 +54,11 @@ class Replays:
             BudgetError: the path leaves that directory, once symlinks are resolved.
         """
         base = Path(self.spec_file).parent if self.spec_file else Path()
-        path = os.path.normpath(base / trace)
+        # joined as written, resolved as the kernel does: the spec ``link/../spec.yaml`` was
+        # read beside the link's target, and so is its trace (normpath would drop ``link/..``
+        # and read the one in the current directory)
         inside = os.path.realpath(base)
+        path = str(base / trace)  # pathlib keeps ".." as written
         if os.path.commonpath([inside, os.path.realpath(path)]) != inside:
             raise BudgetError(
                 f"trace {trace[:80]!r} leads out of the spec's directory {str(base)!r} "
@@ -67,10 +70,11 @@ class Replays:
     def result(self, trace: str, spec: Spec, catalog: Catalog, plan: Plan) -> SimResult:
         """The replay of ``trace`` on ``plan``; raises what reading or replaying it raised."""
         path = self.path(trace)
-        if path not in self.done:
+        key = os.path.realpath(path)
+        if key not in self.done:
             base = Path(self.spec_file).parent if self.spec_file else Path()
-            self.done[path] = _replay(path, spec, catalog, plan, str(base))
-        answer = self.done[path]
+            self.done[key] = _replay(path, spec, catalog, plan, os.path.realpath(base))
+        answer = self.done[key]
         if isinstance(answer, RailplanError):
             raise answer
         return answer

@@ -140,7 +140,11 @@ class BrokenPipe(Exception):
 
 
 def say(text: str) -> None:
-    """Write ``text`` (and a newline) to stdout; a full, closed or broken stdout raises."""
+    """Write ``text`` (and a newline) to stdout; a full, closed or broken stdout raises.
+
+    A character stdout's encoding cannot hold (``×`` with ``PYTHONIOENCODING=ascii``) is
+    written as an escape (`_escaped`), not a crash.
+    """
     out = sys.stdout
     if out is None:  # started with stdout closed (`railplan lint x >&-`)
         raise RailplanError(
@@ -148,12 +152,38 @@ def say(text: str) -> None:
             file="<stdout>",
             hint="redirect it instead, e.g. > /dev/null",
         )
+    line = text if text.endswith("\n") else text + "\n"
     try:
-        out.write(text if text.endswith("\n") else text + "\n")
+        try:
+            out.write(line)
+        except UnicodeEncodeError:  # an ASCII stdout (PYTHONIOENCODING, a C locale): escape
+            out.write(_escaped(line, out.encoding or "ascii"))
     except BrokenPipeError:
         raise BrokenPipe from None
     except OSError as exc:
         raise stdout_error(exc) from None
+
+
+def _escaped(text: str, encoding: str) -> str:
+    r"""``text`` with each character ``encoding`` cannot hold written ``\uXXXX``.
+
+    A surrogate pair above U+FFFF: the escape reads in text and is valid inside a JSON
+    string (``--format json`` stays one JSON document), unlike Python's ``\xd7``.
+
+    >>> _escaped("2 \u00d7 \U0001f680", "ascii")
+    '2 \\u00d7 \\ud83d\\ude80'
+    """
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if code < 0x80 or ch.encode(encoding, "ignore"):
+            out.append(ch)
+        elif code > 0xFFFF:
+            code -= 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{code:04x}")
+    return "".join(out)
 
 
 def stdout_error(exc: OSError) -> RailplanError:

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from infra.errors import RailplanError
+from infra.files import write_hint
 
 __all__ = [
     "RenderError",
@@ -32,6 +33,7 @@ __all__ = [
     "is_being_removed",
     "missing_directories",
     "refuse_in_the_way",
+    "refuse_mounts",
     "refuse_symlinks",
     "remove",
     "remove_if_empty",
@@ -140,12 +142,13 @@ def _on_the_way(base: Path, relpaths: Iterable[str]) -> Iterator[tuple[str, str,
                 break
 
 
-def entries(top: Path, prefix: str) -> dict[str, os.stat_result]:
+def entries(top: Path, prefix: str, device: int | None = None) -> dict[str, os.stat_result]:
     """Everything below ``top`` that is not a directory, named ``prefix/...``, with its lstat.
 
     Files, links and special files; ``top`` itself under ``prefix`` if it is not a
     directory. A link to a directory is an entry, never descended into. Raises RenderError, naming
-    where, for a directory that cannot be listed (too deep for a path, unreadable).
+    where, for a directory that cannot be listed (too deep for a path, unreadable), and with
+    ``device`` (the root's) for a directory on another file system (`refuse_mounts`).
     """
     try:
         info = os.lstat(top)
@@ -159,10 +162,42 @@ def entries(top: Path, prefix: str) -> dict[str, os.stat_result]:
         directory, rel = pending.pop()
         for name, info in _listing(directory, rel):
             if stat.S_ISDIR(info.st_mode):
+                if device is not None and info.st_dev != device:
+                    raise _mounted(Path(directory, name))
                 pending.append((os.path.join(directory, name), f"{rel}/{name}"))
             else:
                 found[f"{rel}/{name}"] = info
     return found
+
+
+def refuse_mounts(root: Path, units: Iterable[str]) -> None:
+    """RenderError if a unit, or a directory on the way to one, is a mount point.
+
+    A unit moves whole: renamed into the old copy, the new one renamed in. A file system
+    mounted inside it would move with it, out of the user's sight, and its directory could
+    never be removed; one mounted on the way makes a rename fail after the check (EBUSY).
+    The directories inside units are checked as they are read (`entries` with ``device``).
+    """
+    device = os.lstat(root).st_dev
+    for unit in units:
+        parts = unit.split("/")
+        for depth in range(1, len(parts) + 1):
+            try:
+                info = os.lstat(root.joinpath(*parts[:depth]))
+            except (FileNotFoundError, NotADirectoryError):
+                break
+            if info.st_dev != device:
+                raise _mounted(root.joinpath(*parts[:depth]))
+            if not stat.S_ISDIR(info.st_mode):
+                break
+
+
+def _mounted(path: Path) -> RenderError:
+    return RenderError(
+        f"{path} is a mount point (another file system); railplan moves a rendered "
+        "directory whole and will not move a mount",
+        hint="unmount it, or mount it outside the rendered tree, then render again",
+    )
 
 
 def _listing(directory: str, rel: str) -> list[tuple[str, os.stat_result]]:
@@ -294,7 +329,7 @@ def write_failed(root: Path, exc: OSError) -> RenderError:
     """The file system refused a write of the tree (read-only, full): the user's to fix."""
     return RenderError(
         f"cannot write the tree under {root}: {exc.strerror or exc}",
-        hint="render into a writable directory with free space",
+        hint=write_hint(exc, "render into a writable directory with free space"),
     )
 
 

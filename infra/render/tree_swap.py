@@ -33,7 +33,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from infra.files import is_temp_name, replace_entry
+from infra.files import TREE_DIR_MODE, is_temp_name, replace_entry
 from infra.render.tree_fs import (
     SYMLINK_HINT,
     RenderError,
@@ -86,7 +86,7 @@ def swap(
             (old / unit).parent.mkdir(parents=True, exist_ok=True)
             os.rename(target, old / unit)
         check(unit, old / unit)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(mode=TREE_DIR_MODE, parents=True, exist_ok=True)
         _move_in(staging / unit, target)
     committed = Journal(journal.old, journal.staging, journal.units, journal.created, True)
     replace_entry(str(root / JOURNAL), journal_text(committed))  # the commit point

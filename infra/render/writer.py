@@ -30,7 +30,8 @@ times may not show a second change); each unit is compared with that record once
 has moved it out of the user's reach, and any difference refuses the render and puts the
 tree back, so an edit made after the check is never lost. Files and directories get the
 modes a plain ``open()`` and ``mkdir()`` would (the user's umask), never a temporary file's
-0600.
+0600, and never world-writable (`infra.files.tree_umask`: Ansible ignores the ansible.cfg of
+a world-writable directory).
 """
 
 # Descriptor-level opens (O_NOFOLLOW, O_EXCL) and lstat are the point here; plain string
@@ -51,7 +52,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from infra.errors import RailplanError
-from infra.files import user_umask
+from infra.files import TREE_DIR_MODE, tree_umask
 from infra.gc_pause import paused_gc
 from infra.render.tree_fs import (
     RenderError,
@@ -59,6 +60,7 @@ from infra.render.tree_fs import (
     entries,
     missing_directories,
     refuse_in_the_way,
+    refuse_mounts,
     refuse_symlinks,
     remove_if_empty,
     unit_of,
@@ -241,8 +243,10 @@ def _decide(root: Path, paths: Mapping[str, bytes], force: bool) -> _Plan:
     mine = sorted(set(paths) | {p for p in old_manifest if unit_of(p) in owned})
     refuse_in_the_way(root, paths)
     refuse_symlinks(root, [*units, *mine])
+    refuse_mounts(root, units)
+    device = os.lstat(root).st_dev
     rendered = set(mine)  # once: a set of every path per unit was quadratic in the tree
-    looked = {unit: _look(root, unit, start, rendered) for unit in units}
+    looked = {unit: _look(root, unit, start, rendered, device) for unit in units}
     seen = {unit: found or {} for unit, found in looked.items()}
     top = os.path.join(root, "")  # plain strings below: a tree has tens of thousands of files
     # A unit that was absent when it was looked at has nothing to read: its files are
@@ -280,16 +284,18 @@ def _decide(root: Path, paths: Mapping[str, bytes], force: bool) -> _Plan:
     return _Plan(paths, units, created, stale, manifest, before, conflicts, written, seen)
 
 
-def _look(root: Path, unit: str, start: int, rendered: set[str]) -> dict[str, _Seen] | None:
+def _look(
+    root: Path, unit: str, start: int, rendered: set[str], device: int
+) -> dict[str, _Seen] | None:
     """Every entry of ``unit`` as it is now, with the content of user files changed lately.
 
     None when the unit does not exist (nothing in it to record). `_read_rendered` reads
-    the rendered files.
+    the rendered files; a mount inside the unit is refused.
     """
     if not os.path.lexists(root / unit):
         return None
     found = {}
-    for rel, info in entries(root / unit, unit).items():
+    for rel, info in entries(root / unit, unit, device).items():
         racy = _is_racy(info, start)
         content = _content(root / rel, info) if racy and rel not in rendered else None
         found[rel] = _Seen(_stat_key(info), content, racy)
@@ -376,7 +382,7 @@ def _prepared_root(root: Path) -> Path:
     try:
         if root.exists() and not root.is_dir():
             raise RenderError(f"{root} is not a directory", hint="give --root a directory")
-        root.mkdir(parents=True, exist_ok=True)
+        root.mkdir(mode=TREE_DIR_MODE, parents=True, exist_ok=True)
     except OSError as exc:
         raise RenderError(
             f"cannot create {root}: {exc.strerror or exc}",
@@ -413,7 +419,7 @@ def _units(paths: Iterable[str]) -> list[str]:
 def _stage(root: Path, staging: Path, plan: _Plan, stop_if_asked: Callable[[], None]) -> None:
     """Write the new tree under ``staging``, with the user's own files of each unit kept."""
     staging.mkdir(mode=0o700)  # exclusive: an existing name (a planted link) is an error
-    mask = user_umask()
+    mask = tree_umask()
     top = os.fspath(staging)
     dirs = _Dirs(top, {top}, 0o777 & ~mask)  # plain strings: tens of thousands of files
     for path, data in sorted(plan.paths.items()):

@@ -94,7 +94,7 @@ def nearest_fitting(value: str, pattern: str) -> str | None:
     """The nearest string to ``value`` that ``pattern`` matches, or None.
 
     Tried in order: the value in NFKC form without format characters (zero-width spaces,
-    bidirectional controls) and surrounding spaces; lower case; ``_`` and ``-`` swapped;
+    bidirectional controls) and surrounding spaces; in Latin letters (`_latin`) and lower case; ``_`` and ``-`` swapped;
     every run of other characters made one separator; cut to the pattern's length.
 
     >>> nearest_fitting("Train", r"^[a-z][a-z0-9_]{0,31}$")
@@ -111,12 +111,34 @@ def nearest_fitting(value: str, pattern: str) -> str | None:
     plain = "".join(
         c for c in unicodedata.normalize("NFKC", value) if unicodedata.category(c) != "Cf"
     ).strip()[:256]
-    lower = plain.lower()
+    lower = _latin(plain).lower()
     candidates = [plain, lower, lower.replace("_", "-"), lower.replace("-", "_")]
     for sep in ("-", "_"):
         joined = re.sub(r"[^a-z0-9]+", sep, lower).strip(sep)
         candidates += [joined, *(joined[:n].rstrip(sep) for n in (63, 40, 32))]
     return next((c for c in candidates if c and c != value and fits(c)), None)
+
+
+# Letters of other scripts that look like a Latin letter (Unicode's confusables, the lowercase
+# ones a name may be typed with: Cyrillic, Greek, the dotless i), as the Latin letter.
+_LOOKALIKES = str.maketrans(
+    "\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u0458\u0455\u04bb\u0501"
+    "\u03b1\u03bf\u03bd\u03b9\u03ba\u03c1\u03c5\u03c7\u0131\u0237",
+    "aeopcyxijshdaovikpuxij",
+)
+
+
+def _latin(text: str) -> str:
+    """``text`` with accents dropped and look-alike letters of other scripts made Latin.
+
+    A name typed with an accent or a Cyrillic ``а`` most likely means the plain letter, not
+    a separator in its place (``résearch`` -> ``research``, not ``r-search``).
+
+    >>> _latin("re\u0301search"), _latin("rese\u0430rch"), _latin("lustre.cs\u0131.hpe.com")
+    ('research', 'research', 'lustre.csi.hpe.com')
+    """
+    decomposed = unicodedata.normalize("NFKD", text.translate(_LOOKALIKES))
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 def _number(value: object) -> str:

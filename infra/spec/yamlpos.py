@@ -122,7 +122,9 @@ class _Builder:
         if isinstance(node, SequenceNode):
             items = []
             for i, item in enumerate(node.value):
-                self.positions.setdefault(join_path(path, i), _pos(item))
+                # assigned, not set by default: a list the mapping states itself replaces the
+                # positions of one a merge brought under the same key (`mapping`)
+                self.positions[join_path(path, i)] = _pos(item)
                 items.append(self.build(item, join_path(path, i)))
             return items
         return self.scalar(node, path)
@@ -206,12 +208,20 @@ class _Builder:
         return f"octal {value}" if octal else f"the number {value}"
 
     def mapping(self, node: MappingNode, path: str) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        explicit: set[str] = set()
+        """A mapping's data; its own keys win over merged ones, in value and in position.
+
+        Merges (``<<: *base``) are built first, wherever they are written, so the positions of
+        the keys the mapping states itself are recorded last: an error about its ``count: 0``
+        points at that line, not at the anchor's ``count: 2`` that a later merge brought.
+        """
         merged: dict[str, Any] = {}
         for key_node, value_node in node.value:
             if key_node.tag == _MERGE_TAG:
                 merged.update(self.merge_sources(value_node, path))
+        out: dict[str, Any] = {}
+        explicit: set[str] = set()
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
                 continue
             if not isinstance(key_node, ScalarNode):
                 raise self.fail(
@@ -238,7 +248,12 @@ class _Builder:
         merged: dict[str, Any] = {}
         for src in reversed(sources):  # earlier sources win, as in YAML's merge-key spec
             if not isinstance(src, MappingNode):
-                raise self.fail(src, "a merge key (<<) must reference a mapping")
+                raise self.fail(
+                    src,
+                    "a merge key (<<) must reference a mapping",
+                    hint="merge an anchored mapping (<<: *base) or a list of them "
+                    "(<<: [*a, *b]); write any other value under its own key",
+                )
             for key, value in self.mapping(src, path).items():
                 merged[key] = value
         return merged

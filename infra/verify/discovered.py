@@ -162,6 +162,8 @@ def read_dump(path: str) -> str:
     FIFO is refused before it is opened, a file over `MAX_BYTES` before it is read, and a pipe
     the shell hands over is read up to `MAX_BYTES` + 1 bytes at most.
 
+    A UTF-8 byte-order mark is dropped, as the spec and trace readers drop it.
+
     Raises:
         InputError: unreadable, not a regular file or pipe, too large, or binary.
     """
@@ -173,7 +175,7 @@ def read_dump(path: str) -> str:
             position=Position(data[: data.index(b"\0")].count(b"\n") + 1, 1),
             hint="give the text output of ibnetdiscover or iblinkinfo",
         )
-    return data.decode("utf-8", errors="replace")
+    return data.decode("utf-8-sig", errors="replace")  # a BOM (Windows editors) is no text
 
 
 def parse_files(paths: Iterable[Path | str], texts: Mapping[str, str] | None = None) -> Fabric:

@@ -10,6 +10,7 @@ with the jobs in submit order and the rows skipped per reason. Formats (docs/sim
 
 from __future__ import annotations
 
+import csv
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -183,7 +184,7 @@ def _detect(text: str, source: str) -> str:
     head = next((ln for ln in text.splitlines() if ln.strip()), "")
     if head.lstrip().startswith("["):
         return "philly"
-    columns = {c.strip(ASCII_SPACE) for c in head.split(",")}
+    columns = {c.strip(ASCII_SPACE) for c in _header_fields(head)}
     if set(railplan_csv.REQUIRED) <= columns:
         return "railplan-csv"
     if set(alibaba_v2023.REQUIRED) <= columns:
@@ -201,6 +202,18 @@ def _detect(text: str, source: str) -> str:
         position=Position(1, 1),
         hint=hint,
     )
+
+
+def _header_fields(head: str) -> list[str]:
+    """A first line's fields, read as CSV as the readers read it; at commas if it is no CSV.
+
+    A writer that quotes every field (pandas, Excel) quotes the header too; a field over the
+    CSV module's limit makes the line no CSV, and no header of any format.
+    """
+    try:
+        return next(csv.reader([head]), [])
+    except csv.Error:
+        return head.split(",")
 
 
 def _mapped(jobs: list[Job], gpu_map: Mapping[str, str]) -> list[Job]:
