@@ -615,7 +615,7 @@ def _recovery_killed_at(root: Path, n: int) -> bool:
 
 # The render is killed after its n-th rename and the recovery after its m-th step, n and m
 # every `render_step` and `recovery_step` calls: `make test` walks every fourth render call and
-# every tenth recovery step (28 pairs), `make test-slow` every second and every fifth (about 90).
+# every tenth recovery step (28-30 pairs), `make test-slow` every second and every fifth (about 97).
 KILL_GRIDS = [
     pytest.param(4, 10, id="sparse"),
     pytest.param(2, 5, id="dense", marks=pytest.mark.slow),
