@@ -53,6 +53,11 @@ typecheck: $(STAMP)
 # `--dist worksteal`: a worker that runs out of tests takes half of another's queue, so a few
 # long real-tool tests met late do not leave one worker running alone at the end.
 WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 8 ? n + 1 : 8 )))
+# Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE=1, as on
+# the 2-core machine): otherwise every worker and every `railplan` or stand-in process the
+# tests start compiles the modules it imports again, and pytest rewrites each test module's
+# asserts again on every run. __pycache__ is ignored by git.
+unit test-slow: export PYTHONDONTWRITEBYTECODE :=
 unit: $(STAMP) tools
 	$(BIN)/pytest -n $(WORKERS) --dist worksteal -m 'not slow'
 

@@ -180,6 +180,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 EXAMPLE_COUNT = int(os.environ.get("CLI_FUZZ_EXAMPLES", "6"))
+# `make test` runs the first three batches (30 cases, about 10 s of CPU); `make test-slow` all
+# EXAMPLE_COUNT of them, `make fuzz` CLI_FUZZ_EXAMPLES.
+SMOKE_COUNT = min(3, EXAMPLE_COUNT)
 CASES_PER_EXAMPLE = 10
 
 NUMBERS = ["8", "16", "32", "0", "-1", "2", "1024", str(10**20), "9" * 400, "nan", "inf", "-inf"]
@@ -546,14 +549,21 @@ def _run_batch(batch: list[tuple[Case, str]], base: Path, mounts: dict[str, Path
             )
 
 
+@pytest.mark.parametrize(
+    "examples",
+    [
+        pytest.param(SMOKE_COUNT, id="smoke"),
+        pytest.param(EXAMPLE_COUNT, id="full", marks=pytest.mark.slow),
+    ],
+)
 def test_the_whole_cli_never_crashes_hangs_or_touches_what_it_was_not_given(
-    places: tuple[Path, dict[str, Path]],
+    places: tuple[Path, dict[str, Path]], examples: int
 ) -> None:
     base, mounts = places
     outputs = OUTPUTS + [o for o in MOUNTED_OUTPUTS if o.split("/")[0][1:] in mounts]
 
     @settings(
-        max_examples=EXAMPLE_COUNT,
+        max_examples=examples,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
         phases=[Phase.explicit, Phase.reuse, Phase.generate],  # no shrinking: 2 s a try

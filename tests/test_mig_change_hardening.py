@@ -27,6 +27,7 @@ from tests.test_mig_schedule import (
     CONFIG_LABEL,
     CORDONED,
     SHELLS,
+    SHELLS_FIRST,
     SPEC,
     STATE_LABEL,
     node,
@@ -156,7 +157,7 @@ def test_a_rerun_lifts_the_cordon_of_a_killed_run(tmp_path: Path, shell: str) ->
     assert out["admins"]["unschedulable"] is True  # an administrator's cordon stays
 
 
-@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("shell", SHELLS_FIRST)
 def test_killed_after_the_config_applied_is_uncordoned_next_time(
     tmp_path: Path, shell: str
 ) -> None:
@@ -173,7 +174,7 @@ def test_killed_after_the_config_applied_is_uncordoned_next_time(
     assert out["admins"]["unschedulable"] is True
 
 
-@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("shell", SHELLS_FIRST)
 def test_a_failed_node_keeps_its_failure_mark_not_the_cordon_record(
     tmp_path: Path, shell: str
 ) -> None:

@@ -265,24 +265,31 @@ def touched(state: dict[str, Any], name: str) -> list[list[str]]:
     return [c for c in state["calls"] if name in c and c[0] != "get"]
 
 
-def _shells() -> list[Any]:
+def _shells(every_program: bool = True) -> list[Any]:
     """sh, bash and dash, those installed. A shell that is the same program as one before it
-    (Debian's /bin/sh is dash) is `make test-slow`'s: here its run would repeat that one's."""
+    (Debian's /bin/sh is dash) is `make test-slow`'s: here its run would repeat that one's.
+    Without ``every_program``, only the first shell (sh) runs in `make test` and the others are
+    `make test-slow`'s: a scenario whose other shells `SHELLS` runs elsewhere in `make test`."""
     params, seen = [], set()
     for name in ("sh", "bash", "dash"):
         path = shutil.which(name)
         if path is None:
             continue
         real = os.path.realpath(path)
-        params.append(pytest.param(name, id=name, marks=[pytest.mark.slow] if real in seen else []))
+        slow = real in seen or (not every_program and bool(seen))
+        params.append(pytest.param(name, id=name, marks=[pytest.mark.slow] if slow else []))
         seen.add(real)
     return params
 
 
+# Every distinct shell: the full rollout (test_all_sus_in_order) and one hardening case run the
+# script in sh and in bash in `make test`; the other scenarios run it in sh there
+# (`SHELLS_FIRST`) and in bash in `make test-slow`.
 SHELLS = _shells()
+SHELLS_FIRST = _shells(every_program=False)
 
 
-@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("shell", SHELLS_FIRST)
 def test_failed_node_stays_cordoned_and_stops_the_rollout(tmp_path: Path, shell: str) -> None:
     nodes = {
         "ok": node("infer_a", "su1", config="all-disabled"),
@@ -359,7 +366,7 @@ def test_all_sus_in_order(tmp_path: Path, shell: str) -> None:
     ] in (state["calls"])
 
 
-@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("shell", SHELLS_FIRST)
 def test_drain_timeout_fails_without_forcing(tmp_path: Path, shell: str) -> None:
     nodes = {"n": node("infer_a", "su1", config="all-disabled")}
     pods = [pod("guarded", "n", "nvidia.com/gpu", refusals=-1)]  # a PDB that never allows it
@@ -524,7 +531,7 @@ def test_nonsense_rolling_batch_sus_is_a_located_error(tmp_path: Path, value: st
     assert f"spec.yaml:{line}:" in err[0] and "rolling_batch_sus" in err[0], err
 
 
-@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("shell", SHELLS_FIRST)
 def test_a_batch_of_two_sus_changes_them_together(tmp_path: Path, shell: str) -> None:
     nodes = {
         "a1": node("infer_a", "su1"),

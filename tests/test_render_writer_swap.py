@@ -613,7 +613,19 @@ def _recovery_killed_at(root: Path, n: int) -> bool:
     )
 
 
-def test_a_kill_during_the_recovery_of_a_killed_render_still_recovers(tmp_path: Path) -> None:
+# The render is killed after its n-th rename and the recovery after its m-th step, n and m
+# every `render_step` and `recovery_step` calls: `make test` walks every fourth render call and
+# every tenth recovery step (28-30 pairs), `make test-slow` every second and every fifth (about 97).
+KILL_GRIDS = [
+    pytest.param(4, 10, id="sparse"),
+    pytest.param(2, 5, id="dense", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize(("render_step", "recovery_step"), KILL_GRIDS)
+def test_a_kill_during_the_recovery_of_a_killed_render_still_recovers(
+    tmp_path: Path, render_step: int, recovery_step: int
+) -> None:
     """A render killed mid-swap, then its recovery killed mid-rollback (a unit half removed:
     `remove` had moved its subdirectories up under ``.railplan-rm-*`` names), then recovered:
     the tree is the old or the new one. The rollback's own leftovers once read as files no
@@ -626,8 +638,8 @@ def test_a_kill_during_the_recovery_of_a_killed_render_still_recovers(tmp_path: 
     write_tree(reference, scenario.after)
     new = snapshot(reference)
     bad, pairs = [], 0
-    for n in range(1, 40, 2):
-        for m in range(1, 200, 5):
+    for n in range(1, 40, render_step):
+        for m in range(1, 200, recovery_step):
             _prepared(root, scenario)
             if not _killed_at(root, scenario.after, scenario.force, n):
                 break

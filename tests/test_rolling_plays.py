@@ -1,7 +1,9 @@
 """The rolling plays of the rendered entry playbook drain, roll in the right order, resume.
 
 The playbook is parsed as YAML (what Ansible reads), and the host patterns are resolved by
-the real ``ansible --list-hosts`` against the rendered inventory. One Kubernetes example
+Ansible's own inventory manager against the rendered inventory: every pattern of a spec in
+one process (`get_hosts`, what ``ansible --list-hosts`` and a play call; one real
+``ansible --list-hosts`` run checks the two agree). One Kubernetes example
 (no OpenSM, no control hosts), one Slurm spec with ``subnet_manager: opensm`` (the Slurm
 controller and both subnet managers roll last, one at a time) and one with NVIDIA's OpenSM
 and SHARP (the aggregation manager rolls with the subnet managers).
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import configparser
 import functools
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -53,7 +56,37 @@ def _plays(tree: Path, spec_file: Path) -> list[dict[str, Any]]:
 
 def _hosts(tree: Path, spec_file: Path, pattern: str) -> list[str]:
     """The hosts a play on ``pattern`` runs on, as Ansible resolves it."""
-    return list(_listed_hosts(tree, spec_file, pattern))
+    resolved = _resolved_hosts(tree, spec_file)
+    if pattern not in resolved:  # a pattern no play names: its own `ansible --list-hosts`
+        return list(_listed_hosts(tree, spec_file, pattern))
+    return list(resolved[pattern])
+
+
+_GET_HOSTS = """
+import json, sys
+from ansible.inventory.manager import InventoryManager
+from ansible.parsing.dataloader import DataLoader
+inventory = InventoryManager(loader=DataLoader(), sources=[sys.argv[1]])
+print(json.dumps({p: [h.name for h in inventory.get_hosts(p)] for p in sys.argv[2:]}))
+"""
+GROUPS = ("control_hosts", "subnet_managers", "slurm_controllers", "gpu_servers")
+
+
+@functools.cache
+def _resolved_hosts(tree: Path, spec_file: Path) -> dict[str, tuple[str, ...]]:
+    """Every play's pattern and the groups above, resolved in one Ansible process (each
+    ``ansible`` run is about 1.5 s of CPU): the inventory manager's `get_hosts`, which
+    ``ansible --list-hosts`` and a play both call, from the tree's root (its ansible.cfg)."""
+    name = load_spec(str(spec_file)).spec.name
+    patterns = sorted({*GROUPS, *(str(play["hosts"]) for play in _plays(tree, spec_file))})
+    out = subprocess.run(
+        [sys.executable, "-c", _GET_HOSTS, f"inventories/{name}", *patterns],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tree,
+    )
+    return {p: tuple(hosts) for p, hosts in json.loads(out.stdout).items()}
 
 
 @functools.cache
@@ -120,6 +153,13 @@ def test_the_drain_role_follows_the_specs_scheduler(tree: Path, spec_file: Path)
     assert values["railplan_scheduler"] == spec.scheduler.kind
     defaults = yaml.safe_load((ROOT / "playbooks/roles/drain/defaults/main.yml").read_text())
     assert defaults["drain_scheduler"] == "{{ railplan_scheduler | default('none') }}"
+
+
+def test_the_one_process_resolution_is_ansible_list_hosts(tree: Path) -> None:
+    """The ordered group the controller comes last in, as the ``ansible`` CLI lists it."""
+    resolved = _resolved_hosts(tree, SLURM_OPENSM)["control_hosts"]
+    assert len(resolved) > 1
+    assert resolved == _listed_hosts(tree, SLURM_OPENSM, "control_hosts")
 
 
 @pytest.mark.parametrize("spec_file", [SLURM_OPENSM, SHARP], ids=["opensm", "nvidia-opensm"])

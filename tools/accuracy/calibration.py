@@ -97,8 +97,13 @@ class Comparison:
 
 
 def load_measurements(path: str | Path) -> dict[str, Any]:
-    """Read the measurements file (trusted test data)."""
-    return dict(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
+    """Read the measurements file (trusted test data).
+
+    libyaml's parser when PyYAML has it: the same safe loader's constructors, about ten times
+    faster on the 100 KB file that four test modules read as they are collected.
+    """
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return dict(yaml.load(Path(path).read_text(encoding="utf-8"), Loader=loader))
 
 
 def _topology(row: dict[str, Any], catalog: Catalog) -> CommTopology:
