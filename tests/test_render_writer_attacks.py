@@ -8,6 +8,7 @@ changes. The victim is a directory next to the root, standing for /etc.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import resource
@@ -304,6 +305,49 @@ def test_concurrent_renders_never_leave_a_mixed_tree(tmp_path: Path) -> None:
             p for p in root.iterdir() if p.name.startswith(".railplan-") and ".json" not in p.name
         ]
     assert set(codes) <= {0, 2} and 0 in codes
+
+
+def test_a_render_that_finds_the_root_locked_removes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two first renders both see the root missing; the one that loses the lock must not take
+    the empty root from under the one writing into it (before: 1 of 20 concurrent first
+    renders failed both, "No such file or directory", no tree left)."""
+    root = tmp_path / "root"
+    prepared = writer._prepared_root
+    held: list[int] = []
+
+    def made_then_taken(path: Path) -> Path:  # the other render locks it right after mkdir
+        got = prepared(path)
+        held.append(os.open(got, os.O_RDONLY | os.O_DIRECTORY))
+        fcntl.flock(held[0], fcntl.LOCK_EX)
+        return got
+
+    monkeypatch.setattr(writer, "_prepared_root", made_then_taken)
+    try:
+        with pytest.raises(TreeStateError, match="another railplan render is writing"):
+            write_tree(root, {"ansible.cfg": b"a"})
+        assert root.is_dir()
+    finally:
+        os.close(held[0])
+
+
+def test_a_root_removed_before_its_lock_was_taken_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A render that opened the root as a failed first render removed it writes nothing
+    into the removed directory: it stops with one line (exit 2)."""
+    root = tmp_path / "root"
+    root.mkdir()
+    flock = fcntl.flock
+
+    def removed_first(fd: int, operation: int) -> None:
+        root.rmdir()
+        flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", removed_first)
+    with pytest.raises(TreeStateError, match="removed this directory"), locked(root):
+        pass
 
 
 _KILL_AT = textwrap.dedent(

@@ -259,6 +259,12 @@ def locked(root: Path) -> Iterator[None]:
                 file=str(root),
                 hint="wait for it to finish, then render again",
             ) from None
+        if os.fstat(fd).st_nlink == 0:  # a failed first render removed the empty root meanwhile
+            raise TreeStateError(
+                "another railplan render removed this directory as this one started",
+                file=str(root),
+                hint="render again",
+            )
         yield
     finally:
         os.close(fd)

@@ -162,28 +162,34 @@ def _write_tree(root: Path, files: Mapping[str, bytes], force: bool) -> WriteRep
     paths = {_checked(p): data for p, data in files.items()}
     made = missing_directories(root)
     root = _prepared_root(root)
-    try:
-        return _write_into(root, paths, force)
-    except BaseException:
-        remove_if_empty(made)  # a first render that failed leaves no empty root behind
-        raise
+    return _write_into(root, paths, force, made)
 
 
-def _write_into(root: Path, paths: Mapping[str, bytes], force: bool) -> WriteReport:
+def _write_into(
+    root: Path, paths: Mapping[str, bytes], force: bool, made: list[Path] | None = None
+) -> WriteReport:
     committed = False
     try:
         with locked(root):
-            _recover(root)
-            plan = _decide(root, paths, force)
-            # From the first staged file on, a signal stops the write only where the clean-up
-            # below can put everything back; the clean-up itself runs to its end, then the
-            # signal is delivered (a clean-up cut short left the previous tree in the root).
-            with deferring_signals() as held:
-                try:
-                    _write(root, plan, held.raise_pending)
-                    committed = True
-                finally:
-                    _recover(root)  # rolls back a swap that did not commit; drops what is left
+            try:
+                _recover(root)
+                plan = _decide(root, paths, force)
+                # From the first staged file on, a signal stops the write only where the
+                # clean-up below can put everything back; the clean-up itself runs to its end,
+                # then the signal is delivered (a clean-up cut short left the previous tree).
+                with deferring_signals() as held:
+                    try:
+                        _write(root, plan, held.raise_pending)
+                        committed = True
+                    finally:
+                        _recover(root)  # rolls back a swap that did not commit
+            except BaseException:
+                # A first render that failed leaves no empty root behind, removed under the
+                # lock: a render that found the root locked removes nothing, since the one
+                # holding it may be writing into the root both of them saw missing.
+                if not committed:
+                    remove_if_empty(made or [])
+                raise
     except OSError as exc:  # a read-only or full file system is the user's to fix, not a bug
         raise (cleanup_failed(root, exc) if committed else write_failed(root, exc)) from None
     except Interrupted as exc:
