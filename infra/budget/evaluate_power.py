@@ -21,19 +21,30 @@ from infra.spec.budgets import CostBudget, PowerBudget
 from infra.topology import Plan
 from infra.wording import plural
 
-__all__ = ["cluster_power", "cost", "rack_power"]
+__all__ = ["cluster_power", "cost", "rack_power", "unknown_power_overrides"]
+
+
+def unknown_power_overrides(spec: Spec, cat: Catalog) -> list[BudgetError]:
+    """One error per ``site.device_power`` key that names no catalog node or switch.
+
+    Lint RP007 reports each; a power or cost budget cannot be evaluated with the first.
+    """
+    known = sorted({*cat.nodes, *cat.switches})
+    return [
+        BudgetError(
+            f"site.device_power names {device!r}, no catalog node or switch",
+            path=f"site.device_power.{device}",
+            hint=spelling_hint(device, known) or "use a catalog id, e.g. qm8790",
+        )
+        for device in spec.site.device_power
+        if device not in cat.nodes and device not in cat.switches
+    ]
 
 
 def _check_overrides(spec: Spec, cat: Catalog) -> None:
     """Refuse a ``site.device_power`` key that names no catalog node or switch."""
-    for device in spec.site.device_power:
-        if device not in cat.nodes and device not in cat.switches:
-            known = sorted({*cat.nodes, *cat.switches})
-            raise BudgetError(
-                f"site.device_power names {device!r}, no catalog node or switch",
-                path=f"site.device_power.{device}",
-                hint=spelling_hint(device, known) or "use a catalog id, e.g. qm8790",
-            )
+    for error in unknown_power_overrides(spec, cat)[:1]:
+        raise error
 
 
 def _band(r: BudgetResult, bounds: PowerBounds, regime: str) -> BudgetResult:

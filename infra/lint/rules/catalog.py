@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from infra.budget.evaluate_power import unknown_power_overrides
 from infra.errors import spelling_hint
 from infra.lint.context import LintContext
 from infra.lint.engine import Violation, rule
@@ -238,15 +239,8 @@ def unknown_device_power(ctx: LintContext) -> Iterator[Violation]:
     misspelt id replaces nothing, and without a power budget nothing else would say so.
     Fix: use the id `railplan catalog` lists for the node or switch (the hint suggests one).
     """
-    catalog = ctx.catalog
-    known = sorted({*catalog.nodes, *catalog.switches})
-    for device in ctx.loaded.spec.site.device_power:
-        if device not in catalog.nodes and device not in catalog.switches:
-            yield Violation(
-                f"site.device_power.{device}",
-                f"site.device_power names {device!r}, no catalog node or switch",
-                spelling_hint(device, known) or "use a catalog id, e.g. qm8790",
-            )
+    for error in unknown_power_overrides(ctx.loaded.spec, ctx.catalog):
+        yield Violation(error.path or "site.device_power", error.message, error.hint or "")
 
 
 @rule(
