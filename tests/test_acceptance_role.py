@@ -321,6 +321,58 @@ def test_ib_write_bw_runs_per_rail_on_gpu_memory_and_fails_a_slow_rail(tmp_path)
 
 
 @pytest.mark.slow
+def test_a_host_alone_in_its_su_measures_each_hca_against_its_next_hca_of_the_plane(tmp_path):
+    """No peer on its rails' leaves (a service server alone in its SU, as on the SU twin): HCA k
+    sends to the next HCA of the same plane on the same host, so every HCA still sends and
+    receives once. Before, the host was skipped and passed unmeasured."""
+    devices = ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+    report = _run(
+        tmp_path,
+        {"solo": {"acceptance_ib_write_bw": "ib_write_bw-slow"}},
+        {
+            "acceptance_ib_devices": devices,
+            "acceptance_ib_rails_per_plane": 2,
+            "acceptance_fabric_enabled": False,  # the recorded fabric holds gpu001 and gpu002
+        },
+    )
+    assert _failures(report) == {"solo": 1}, report["stats"]
+    (message,) = _failed_messages(report, "solo")
+    assert "ib_write_bw mlx5_1 to solo mlx5_0 (GPU 1 memory, peermem)" in message, message
+    assert "measured 150.94 Gb/s" in message
+    calls = _calls(tmp_path, "ib_write_bw")
+    clients = [(c[1], c[3], c[-1]) for c in calls if not c[-1].startswith("-")]
+    servers = [(c[1], c[3], c[c.index("-F") + 1]) for c in calls if c[-1].startswith("-")]
+    # Two planes of two rails: 0 and 1 pair with each other, 2 and 3 likewise, never across.
+    assert sorted(clients) == [
+        ("mlx5_0", "18515", "solo"),
+        ("mlx5_1", "18516", "solo"),
+        ("mlx5_2", "18517", "solo"),
+        ("mlx5_3", "18518", "solo"),
+    ]
+    assert sorted(servers) == [
+        ("mlx5_0", "18516", "--use_cuda=0"),
+        ("mlx5_1", "18515", "--use_cuda=1"),
+        ("mlx5_2", "18518", "--use_cuda=2"),
+        ("mlx5_3", "18517", "--use_cuda=3"),
+    ]
+
+
+@pytest.mark.slow
+def test_a_host_alone_with_one_rail_per_plane_says_it_was_not_measured(tmp_path):
+    overrides = {"acceptance_ib_rails_per_plane": 1, "acceptance_fabric_enabled": False}
+    report = _run(tmp_path, {"solo": {}}, overrides)
+    assert _failures(report) == {"solo": 0}, report["stats"]
+    assert _calls(tmp_path, "ib_write_bw") == []
+    said = [
+        " ".join(task["hosts"]["solo"].get("msg", "").split())
+        for play in report["plays"]
+        for task in play["tasks"]
+        if "Say that a host alone" in task["task"]["name"]
+    ]
+    assert said and said[0].startswith("ib_write_bw not run on solo: it is alone in su_su1"), said
+
+
+@pytest.mark.slow
 def test_gpudirect_check_follows_the_kernel_module_flavour(tmp_path):
     """peermem: nvidia_peermem must be loaded; dmabuf (open modules): the open module's line."""
     report = _run(

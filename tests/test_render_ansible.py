@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from infra.catalog import load_catalog
 from infra.render.ansible import ansible_files
-from infra.render.ansible_vars import ACCEPTANCE_BYTES
+from infra.render.ansible_vars import ACCEPTANCE_BYTES, node_group_vars
 from infra.render.tree import render_tree
 from infra.spec import load_spec, load_spec_text
 from infra.spec.base import reserved_group
@@ -154,6 +154,26 @@ def test_nccl_hcas_follow_the_rails(superpod: tuple[Path, dict[str, object]]) ->
     assert group_vars["nccl_ib_hca"] == list(plan.servers[0].hcas)
     assert group_vars["acceptance_ib_rate_gbps"] == 200
     assert group_vars["acceptance_su_expected_busbw_gbytes_per_s"] > 0
+
+
+@pytest.mark.parametrize(("planes", "per_plane"), [(1, 8), (2, 4), (8, 1)])
+def test_acceptance_knows_the_rails_of_one_plane(planes: int, per_plane: int) -> None:
+    """A server alone in its SU measures HCA k against its next HCA of the same plane, so the
+    role must know where the planes split the rails (rail r in plane r * P // rails)."""
+    text = yaml.safe_dump(
+        {
+            "name": "t",
+            "site": {"management_cidr": "10.0.0.0/8", "bmc_cidr": "11.0.0.0/8"},
+            "node_groups": [{"name": "gpu", "node": "dgx-h100", "count": 64}],
+            "fabrics": {"compute": {"switch": "qm9700", "su_size": 32, "planes": planes}},
+        }
+    )
+    spec = load_spec_text(text).spec
+    catalog = load_catalog()
+    plan = expand(spec, catalog)
+    values = node_group_vars(spec, catalog, plan, spec.node_groups[0])
+    assert len(values["nccl_ib_hca"]) == 8
+    assert values["acceptance_ib_rails_per_plane"] == per_plane
 
 
 def test_acceptance_runs_at_the_size_the_thresholds_were_predicted_at() -> None:

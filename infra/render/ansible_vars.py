@@ -108,6 +108,19 @@ def cluster_vars(spec: Spec) -> dict[str, Any]:
     return values
 
 
+def _rails_per_plane(plan: Plan, group: str, hcas: int) -> int:
+    """Rails of one compute-fabric plane for ``group``'s servers (all HCAs on one plane).
+
+    The acceptance role pairs a server alone in its SU with its own next HCA of the same
+    plane, since planes are separate fat trees.
+    """
+    compute = plan.facts.fabrics.get("compute")
+    geometry = compute.geometry if compute is not None else None
+    if geometry is None or not plan.facts.groups[group].sus:
+        return hcas
+    return hcas // geometry.planes
+
+
 def _gpu_kernel_modules(spec: Spec, gpu: Gpu) -> KernelModules:
     """The spec's kernel-module flavour, or for `auto` NVIDIA's recommendation for ``gpu``."""
     chosen = spec.software.gpu_kernel_modules
@@ -140,6 +153,7 @@ def node_group_vars(spec: Spec, catalog: Catalog, plan: Plan, group: NodeGroup) 
         "acceptance_gpu_name": gpu.name,
         "acceptance_nvlink_links_per_gpu": gpu.nvlink_links if node.nvswitches else 0,
         "acceptance_ib_rate_gbps": round(plan.facts.groups[group.name].nic_gbps) if hcas else 0,
+        "acceptance_ib_rails_per_plane": _rails_per_plane(plan, group.name, len(hcas)),
         # Per group: `auto` depends on the GPU, and the rdma role picks GPUDirect from it.
         "nvidia_driver_kernel_modules": _gpu_kernel_modules(spec, gpu),
     }
