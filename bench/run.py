@@ -16,7 +16,10 @@ catalog load excluded). Planning cost should grow linearly with the GPU count.
     python bench/run.py --case simulate:100000   # `railplan simulate`, 10,000 GPUs, 100k jobs
     python bench/run.py --case simulate:100000:static   # the same, MIG none|static|daynight
 
-The render cases also time `ansible-inventory --list` on the rendered inventory: the case's
+A render case splits its CPU time into planning, building the files and writing them
+(``plan_cpu_s``, ``build_cpu_s``, ``write_cpu_s``; ``other_cpu_s`` is the rest: reading the
+spec, lint's rules, imports) and gives the load average beside it. The render cases also
+time `ansible-inventory --list` on the rendered inventory: the case's
 ``cpu_vs_ansible_inventory`` is the render's CPU time over that command's (the consumer's own
 cost of reading what was rendered), and the full run compares the rendered inventory against
 a bare inventory of the same hostnames (JSON syntax, no variables): that ratio is what the
@@ -26,6 +29,7 @@ rendered groups and variables cost Ansible.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -34,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -422,7 +426,10 @@ def render_case(servers: int) -> dict[str, float]:
     text = plan_spec(servers, 1 if servers <= 8192 else 8).replace("sharp: true", "sharp: false")
     spec_file.write_text(text, encoding="utf-8")
     shutil.rmtree(root, ignore_errors=True)  # every run writes the whole tree
-    seconds, cpu_s, code = _cli_seconds("render", str(spec_file), "--root", str(root), "--force")
+    with _phase_cpu() as phases:
+        seconds, cpu_s, code = _cli_seconds(
+            "render", str(spec_file), "--root", str(root), "--force"
+        )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     files = sum(1 for p in root.rglob("*") if p.is_file())
     # the consumer's own cost: Ansible reading the rendered inventory, CPU beside CPU
@@ -434,12 +441,54 @@ def render_case(servers: int) -> dict[str, float]:
         "seconds": round(seconds, 3),
         "peak_mib": round(peak, 1),
         "cpu_s": round(cpu_s, 2),
+        # the render's CPU by phase; "other" is reading the spec, lint's rules and imports
+        **{f"{phase}_cpu_s": round(s, 2) for phase, s in phases.items()},
+        "other_cpu_s": round(cpu_s - sum(phases.values()), 2),
+        "load_1m": round(os.getloadavg()[0], 1),  # the machine is shared: CPU time varies
         "exit": code,
         "files": files,
         "ansible_inventory_s": round(inventory_s, 2),
         "ansible_inventory_cpu_s": round(inventory_cpu, 2),
         "cpu_vs_ansible_inventory": round(cpu_s / inventory_cpu, 2),
     }
+
+
+@contextlib.contextmanager
+def _phase_cpu() -> Iterator[dict[str, float]]:
+    """CPU time of a render's plan, build and write, each as the render command runs it.
+
+    Wraps the functions the command reaches them through (lint's context plans; the command
+    imports `render_tree` and `write_tree` when it runs), and puts them back after.
+    """
+    import infra.lint.context
+    import infra.render.tree
+    import infra.render.writer
+
+    spent = {"plan": 0.0, "build": 0.0, "write": 0.0}
+    targets = [
+        ("plan", infra.lint.context, "expand"),
+        ("build", infra.render.tree, "render_tree"),
+        ("write", infra.render.writer, "write_tree"),
+    ]
+
+    def timed(phase: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            start = time.process_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[phase] += time.process_time() - start
+
+        return run
+
+    originals = [(module, name, getattr(module, name)) for _, module, name in targets]
+    try:
+        for phase, module, name in targets:
+            setattr(module, name, timed(phase, getattr(module, name)))
+        yield spent
+    finally:
+        for module, name, function in originals:
+            setattr(module, name, function)
 
 
 def inventory_seconds(source: Path, config: Path | None) -> float:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from ipaddress import IPv4Address, IPv4Network
+from ipaddress import IPv4Network
 from typing import TYPE_CHECKING
 
 from infra.catalog import Catalog
@@ -39,7 +39,15 @@ if TYPE_CHECKING:
     from infra.topology.racks import RackPlanner
     from infra.topology.servers import ServerSeed
 
-__all__ = ["AddressBook", "Block", "assign_addresses", "blocks", "partition_keys", "usable_hosts"]
+__all__ = [
+    "AddressBook",
+    "Block",
+    "assign_addresses",
+    "blocks",
+    "dotted",
+    "partition_keys",
+    "usable_hosts",
+]
 
 DEFAULT_PKEY = "0x7fff"
 SMALLEST_BLOCK_PREFIX = 28  # smaller blocks (a lab's /29 in 16) are not worth splitting
@@ -48,6 +56,14 @@ SMALLEST_BLOCK_PREFIX = 28  # smaller blocks (a lab's /29 in 16) are not worth s
 def usable_hosts(network: IPv4Network) -> int:
     """Host addresses in ``network`` (all but network and broadcast for /30 and wider)."""
     return network.num_addresses - 2 if network.prefixlen < 31 else network.num_addresses
+
+
+def dotted(address: int) -> str:
+    """``str(IPv4Address(address))`` of an address inside a network, without the object.
+
+    A large plan writes tens of thousands of addresses; the object costs three times this.
+    """
+    return f"{address >> 24}.{address >> 16 & 255}.{address >> 8 & 255}.{address & 255}"
 
 
 class Block:
@@ -61,12 +77,12 @@ class Block:
     def up(self, n: int) -> str | None:
         """The ``n``-th host above the gateway (0-based), or None past the top."""
         address = self.gateway + 1 + n
-        return str(IPv4Address(address)) if address <= self.top else None
+        return dotted(address) if address <= self.top else None
 
     def down(self, n: int, floor: int) -> str | None:
         """The ``n``-th host from the top (0-based), None once it meets the ``floor`` hosts."""
         address = self.top - n
-        return str(IPv4Address(address)) if address > self.gateway + floor else None
+        return dotted(address) if address > self.gateway + floor else None
 
 
 def blocks(network: IPv4Network, spec: Spec) -> list[Block] | None:
