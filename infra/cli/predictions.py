@@ -73,7 +73,8 @@ def _size_option(option: str, value: str) -> int:
     try:
         return parse_bytes(value)
     except ValueError as exc:
-        raise RailplanError(f"{option}: {exc}", hint="e.g. 8, 64KiB, 1GiB") from None
+        hint = getattr(exc, "hint", None) or "e.g. 8, 64KiB, 1GiB"  # HintedValueError's own
+        raise RailplanError(f"{option}: {exc}", hint=hint) from None
 
 
 @app.command()

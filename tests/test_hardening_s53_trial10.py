@@ -1,0 +1,83 @@
+"""Trial 10 (7 December 2026): each test one cause a hostile trial broke, not one example.
+
+1. A size or count typed with a character other than printable ASCII was read: the size
+   pattern's ``\\s`` took U+001F and Unicode spaces (``1<U+2003>GiB``), and a count went
+   through ``float()``, which reads fullwidth digits (``"１７５e9"``) and Unicode spaces;
+   ``predict --min-bytes`` took the same. A count of a schema integer typed with fullwidth
+   digits got the generic "plain decimal digits" hint, not the character nor ``count: 16``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.spec import SpecValidationError, load_spec_text
+from infra.spec.units import parse_bytes, parse_count
+
+from .cli_run import ROOT, run_cli
+
+LAB = ROOT / "examples" / "a100-lab-mig.yaml"
+CLAIMS = (ROOT / "examples" / "claims-h100-8k.yaml").read_text()
+DATA = ROOT / "tests" / "data" / "verify"
+
+
+# --- 1. sizes and counts are ASCII, and the character that is not is named ---------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["1\x1fGiB", "1\u2003GiB", "\u30001GiB", "1GiB\u00a0", "\uff11GiB", "1\x1cKB", "8\x85"],
+    ids=["unit-sep", "em-space", "ideographic", "nbsp", "fullwidth", "file-sep", "nel"],
+)
+def test_a_size_with_a_non_ascii_or_control_character_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="U\\+") as caught:
+        parse_bytes(text)
+    assert getattr(caught.value, "hint", "").startswith("write ")
+
+
+@pytest.mark.parametrize(
+    "text", ["\uff11\uff17\uff15e9", "175e9\u2003", "175e9\x1f", "\u0661\u0667\u0665"]
+)
+def test_a_count_with_a_non_ascii_or_control_character_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="U\\+"):
+        parse_count(text)
+
+
+def test_ascii_sizes_and_counts_still_read() -> None:
+    assert parse_bytes(" 1 GiB\t") == 2**30 and parse_bytes("2.8TB") == 2_800_000_000_000
+    assert parse_count("175e9") == 175 * 10**9 and parse_count("1_000") == 1000
+
+
+def test_a_budget_size_with_a_unit_separator_is_a_located_error() -> None:
+    text = CLAIMS.replace("bytes: 1GiB", 'bytes: "1\\x1fGiB"')
+    with pytest.raises(SpecValidationError) as caught:
+        load_spec_text(text, "spec.yaml")
+    (error,) = caught.value.errors
+    assert "U+001F" in error.message and error.hint == "write '1GiB'"
+    assert error.position is not None and error.position.line == 37
+
+
+def test_predict_refuses_a_size_option_with_an_em_space() -> None:
+    out = run_cli(
+        "predict", str(LAB), "--collective", "all_reduce", "--gpus", "8",
+        "--max-bytes", "8\u2003GiB",
+    )  # fmt: skip
+    assert out.returncode == 2 and "U+2003" in out.stderr and "hint: write '8 GiB'" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("typed", "named", "fix"),
+    [
+        ("\uff11\uff16", "fullwidth digit U+FF11", "write count: 16"),
+        ('"\uff11\uff16"', "fullwidth digit U+FF11", "write count: 16"),
+        ("\u0664", "ARABIC-INDIC DIGIT FOUR", "write count: 4"),
+        ("\u00b2", "superscript digit U+00B2", "ASCII digits"),
+    ],
+    ids=["fullwidth", "quoted-fullwidth", "arabic-indic", "superscript"],
+)
+def test_a_schema_count_typed_in_other_digits_names_them(typed: str, named: str, fix: str) -> None:
+    text = LAB.read_text().replace("count: 2", f"count: {typed}", 1)
+    with pytest.raises(SpecValidationError) as caught:
+        load_spec_text(text, "spec.yaml")
+    (error,) = caught.value.errors
+    assert error.hint is not None and named in error.hint and fix in error.hint, error.hint
