@@ -5,9 +5,14 @@
    through ``float()``, which reads fullwidth digits (``"１７５e9"``) and Unicode spaces;
    ``predict --min-bytes`` took the same. A count of a schema integer typed with fullwidth
    digits got the generic "plain decimal digits" hint, not the character nor ``count: 16``.
+2. An output named through a directory that does not exist (``--cabling missing/../c.csv``)
+   was written beside ``missing`` (the path was normalised before the check); the kernel and
+   a shell refuse such a path.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +86,26 @@ def test_a_schema_count_typed_in_other_digits_names_them(typed: str, named: str,
         load_spec_text(text, "spec.yaml")
     (error,) = caught.value.errors
     assert error.hint is not None and named in error.hint and fix in error.hint, error.hint
+
+
+# --- 2. a path through a missing directory is refused, as the kernel refuses it ----------------
+
+
+@pytest.mark.parametrize(
+    ("verb", "option"),
+    [("plan", "--cabling"), ("plan", "--bom"), ("plan", "--hosts"), ("report", "-o")],
+)
+def test_an_output_through_a_missing_directory_is_refused(
+    tmp_path: Path, verb: str, option: str
+) -> None:
+    out = run_cli(verb, str(LAB), option, "missing/../out.csv", cwd=tmp_path)
+    assert out.returncode == 2, out
+    assert f"directory {tmp_path / 'missing'} does not exist" in out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_an_output_through_an_existing_directory_and_dot_dot_is_written(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    out = run_cli("plan", str(LAB), "--cabling", "sub/../out.csv", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "out.csv").stat().st_size > 0
