@@ -8,15 +8,20 @@
 2. An output named through a directory that does not exist (``--cabling missing/../c.csv``)
    was written beside ``missing`` (the path was normalised before the check); the kernel and
    a shell refuse such a path.
+3. A spec, dump, name map or trace saved as UTF-16 or UTF-32 (PowerShell's ``>``, Windows
+   editors) was "binary data (a NUL byte)", with no word of the encoding or the fix.
 """
 
 from __future__ import annotations
 
+import codecs
 from pathlib import Path
 
 import pytest
 
-from infra.spec import SpecValidationError, load_spec_text
+from infra.errors import InputError
+from infra.reading import read_bounded, wide_encoding
+from infra.spec import SpecValidationError, load_spec, load_spec_text
 from infra.spec.units import parse_bytes, parse_count
 
 from .cli_run import ROOT, run_cli
@@ -109,3 +114,68 @@ def test_an_output_through_an_existing_directory_and_dot_dot_is_written(tmp_path
     out = run_cli("plan", str(LAB), "--cabling", "sub/../out.csv", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "out.csv").stat().st_size > 0
+
+
+# --- 3. UTF-16 and UTF-32 inputs are named as such ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("encode", "name"),
+    [
+        (lambda t: codecs.BOM_UTF16_LE + t.encode("utf-16-le"), "UTF-16"),
+        (lambda t: codecs.BOM_UTF16_BE + t.encode("utf-16-be"), "UTF-16"),
+        (lambda t: t.encode("utf-16-le"), "UTF-16"),
+        (lambda t: t.encode("utf-16-be"), "UTF-16"),
+        (lambda t: t.encode("utf-32"), "UTF-32"),
+        (lambda t: t.encode("utf-32-be"), "UTF-32"),
+    ],
+    ids=["16le-bom", "16be-bom", "16le", "16be", "32-bom", "32be"],
+)
+def test_a_wide_encoding_is_named(encode, name: str) -> None:  # type: ignore[no-untyped-def]
+    assert wide_encoding(encode("name: a100-lab\n")) == name
+
+
+@pytest.mark.parametrize(
+    "text", [b"name: lab\n", "na\u00efve: \u00e9\n".encode(), b"", b"ab", b"\xff\xfe"]
+)
+def test_utf8_text_is_no_wide_encoding(text: bytes) -> None:
+    assert wide_encoding(text) in (None, "UTF-16")  # a lone UTF-16 mark is UTF-16's
+    if not text.startswith(b"\xff\xfe"):
+        assert wide_encoding(text) is None
+
+
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [
+        (("lint", "{f}"), "spec.yaml"),
+        (("verify", str(LAB), "{f}"), "fabric.txt"),
+        (("verify", str(LAB), str(DATA / "ibnetdiscover.txt"), "--names", "{f}"), "names.map"),
+        (("simulate", str(LAB), "--trace", "{f}"), "trace.csv"),
+    ],
+    ids=["spec", "dump", "name-map", "trace"],
+)
+def test_every_input_in_utf16_says_so_with_the_fix(
+    tmp_path: Path, args: tuple[str, ...], name: str
+) -> None:
+    sources = {
+        "spec.yaml": LAB.read_text(),
+        "fabric.txt": (DATA / "ibnetdiscover.txt").read_text(),
+        "names.map": (DATA / "node-name-map.txt").read_text(),
+        "trace.csv": "id,submit_s,duration_s,gpus\nj1,0,60,8\n",
+    }
+    path = tmp_path / name
+    path.write_bytes(codecs.BOM_UTF16_LE + sources[name].encode("utf-16-le"))
+    out = run_cli(*(a.format(f=path) for a in args))
+    first = out.stderr.splitlines()[0]
+    assert out.returncode == 2, out
+    assert first.startswith(f"{path}:1:1: error") and "is UTF-16 text" in first, first
+    assert "iconv -f UTF-16 -t UTF-8" in first
+
+
+def test_a_nul_in_utf8_text_is_still_binary(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_bytes(LAB.read_bytes().replace(b"Seven", b"Sev\x00en"))
+    with pytest.raises(InputError) as caught:
+        load_spec(str(path))
+    assert "NUL" in caught.value.message
+    assert read_bounded(str(LAB), 1 << 20) == LAB.read_bytes()
