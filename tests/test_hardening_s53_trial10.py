@@ -10,21 +10,27 @@
    a shell refuse such a path.
 3. A spec, dump, name map or trace saved as UTF-16 or UTF-32 (PowerShell's ``>``, Windows
    editors) was "binary data (a NUL byte)", with no word of the encoding or the fix.
+4. ``railplan verify`` passed a fabric where two ports hold one LID (two master subnet
+   managers, a LID pinned by hand): routing by LID reaches one of them only.
 """
 
 from __future__ import annotations
 
 import codecs
+import json
 from pathlib import Path
 
 import pytest
 
+from infra.catalog import load_catalog
 from infra.errors import InputError
 from infra.reading import read_bounded, wide_encoding
 from infra.spec import SpecValidationError, load_spec, load_spec_text
 from infra.spec.units import parse_bytes, parse_count
+from infra.topology import expand
 
 from .cli_run import ROOT, run_cli
+from .verify_dump import as_built
 
 LAB = ROOT / "examples" / "a100-lab-mig.yaml"
 CLAIMS = (ROOT / "examples" / "claims-h100-8k.yaml").read_text()
@@ -179,3 +185,60 @@ def test_a_nul_in_utf8_text_is_still_binary(tmp_path: Path) -> None:
         load_spec(str(path))
     assert "NUL" in caught.value.message
     assert read_bounded(str(LAB), 1 << 20) == LAB.read_bytes()
+
+
+# --- 4. a LID two ports hold is a finding ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lab_dump() -> list[str]:
+    plan = expand(load_spec(str(LAB)).spec, load_catalog())
+    return list(as_built(plan).values())
+
+
+def _verify(tmp_path: Path, lines: list[str], *extra: str) -> tuple[int, dict]:  # type: ignore[type-arg]
+    dump = tmp_path / "fabric.txt"
+    dump.write_text("\n".join(lines) + "\n")
+    out = run_cli("verify", *extra, str(dump), "--format", "json")
+    return out.returncode, json.loads(out.stdout)
+
+
+def test_two_hcas_with_one_lid_are_a_finding(tmp_path: Path, lab_dump: list[str]) -> None:
+    lines = [lab_dump[0], lab_dump[1].replace("CA     3  1", "CA     1  1"), *lab_dump[2:]]
+    code, doc = _verify(tmp_path, lines, str(LAB))
+    (finding,) = doc["findings"]
+    assert code == 1 and finding["kind"] == "duplicate_lid"
+    assert {finding["a"]["port"], finding["z"]["port"]} == {"mlx5_0", "mlx5_1"}
+    assert "LID 1" in finding["found"] and finding["a"]["rack"] == "train-su01-c1"
+
+
+def test_an_hca_with_its_switchs_lid_is_a_finding_without_a_spec(
+    tmp_path: Path, lab_dump: list[str]
+) -> None:
+    lines = [line.replace(" SW     2 ", " SW     1 ") for line in lab_dump]
+    code, doc = _verify(tmp_path, lines, "--structure")
+    kinds = [f["kind"] for f in doc["findings"]]
+    assert code == 1 and kinds.count("duplicate_lid") == 1, kinds
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        ("ibnetdiscover.txt", "ibnetdiscover-p.txt", "iblinkinfo.txt", "iblinkinfo-l.txt"),
+        ("messy-ibnetdiscover.txt", "node-name-map.txt"),
+        ("topograph-ndr.out",),
+    ],
+    ids=["one-port-four-ways", "messy", "topograph"],
+)
+def test_one_port_named_by_node_and_port_guid_is_one_lid_holder(files: tuple[str, ...]) -> None:
+    out = run_cli("verify", "--structure", *(str(DATA / f) for f in files), "--format", "json")
+    kinds = [f["kind"] for f in json.loads(out.stdout)["findings"]]
+    assert "duplicate_lid" not in kinds
+
+
+def test_a_switch_lid_on_another_switch_in_a_topology_file_is_a_finding(tmp_path: Path) -> None:
+    text = (DATA / "ibnetdiscover.txt").read_text()
+    dump = tmp_path / "fabric.txt"
+    dump.write_text(text.replace("base port 0 lid 6 lmc", "base port 0 lid 3 lmc", 1))
+    out = run_cli("verify", "--structure", str(dump))
+    assert out.returncode == 1 and "duplicate_lid" in out.stdout and "LID 3" in out.stdout
