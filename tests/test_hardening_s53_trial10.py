@@ -12,12 +12,17 @@
    editors) was "binary data (a NUL byte)", with no word of the encoding or the fix.
 4. ``railplan verify`` passed a fabric where two ports hold one LID (two master subnet
    managers, a LID pinned by hand): routing by LID reaches one of them only.
+5. ``railplan report --trace``: a trace's tenant or job id holding ESC, an OSC sequence or
+   U+202E reached the HTML raw (markupsafe and Jinja's autoescape escape markup, not control
+   characters): an HTML parse error, invalid XML in the inline SVG, and live escapes when the
+   page is shown in a terminal. Text, CSV and error lines escape them.
 """
 
 from __future__ import annotations
 
 import codecs
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -242,3 +247,32 @@ def test_a_switch_lid_on_another_switch_in_a_topology_file_is_a_finding(tmp_path
     dump.write_text(text.replace("base port 0 lid 6 lmc", "base port 0 lid 3 lmc", 1))
     out = run_cli("verify", "--structure", str(dump))
     assert out.returncode == 1 and "duplicate_lid" in out.stdout and "LID 3" in out.stdout
+
+
+# --- 5. the report shows names from a trace with their control characters escaped -------------
+
+_RAW = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+@pytest.mark.parametrize(
+    ("job", "tenant", "shown"),
+    [
+        ("j1", "re\x1b[2Jsearch", "re\\x1b[2Jsearch"),
+        ("j1", "re\u202esearch", "re\\u202esearch"),
+    ],
+    ids=["csi-tenant", "rlo-tenant"],
+)
+def test_the_report_escapes_control_characters_from_a_trace(
+    tmp_path: Path, job: str, tenant: str, shown: str
+) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "id,submit_s,duration_s,gpus,gpu_milli,tenant,priority,gpu_model\n"
+        f"{job},0,60,8,1000,{tenant},low,\nj2,5,60,8,1000,{tenant},low,\n"
+    )
+    page = tmp_path / "r.html"
+    out = run_cli("report", str(LAB), "-o", str(page), "--trace", str(trace))
+    html = page.read_text()
+    assert out.returncode == 0, out.stderr
+    assert _RAW.search(html) is None
+    assert shown in html  # the tenant is in the queueing chart, shown as error lines show it
