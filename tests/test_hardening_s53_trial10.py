@@ -16,6 +16,9 @@
    U+202E reached the HTML raw (markupsafe and Jinja's autoescape escape markup, not control
    characters): an HTML parse error, invalid XML in the inline SVG, and live escapes when the
    page is shown in a terminal. Text, CSV and error lines escape them.
+6. A float option (``--inflate``, ``--load``, ``--days``, ``--step-factor``) was read by
+   typer: ``--inflate nan`` was told "must be at most 100", and ``--load ０.5`` (fullwidth)
+   or ``--days 1<U+2003>`` "not a number", naming neither NaN nor the character.
 """
 
 from __future__ import annotations
@@ -276,3 +279,43 @@ def test_the_report_escapes_control_characters_from_a_trace(
     assert out.returncode == 0, out.stderr
     assert _RAW.search(html) is None
     assert shown in html  # the tenant is in the queueing chart, shown as error lines show it
+
+
+# --- 6. a float option names NaN and a non-ASCII character ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ("simulate", "--trace", "{trace}", "--inflate", "nan"),
+            "must be a finite number, not nan",
+        ),
+        (("simulate", "--trace", "{trace}", "--inflate", "-inf"), "must be a finite number"),
+        (
+            ("trace", "--load", "\uff10.5"),
+            "fullwidth digit U+FF10 (FULLWIDTH DIGIT ZERO): write 0.5",
+        ),
+        (("trace", "--days", "1\u2003", "--load", "0.5"), "non-ASCII space U+2003"),
+        (
+            ("predict", "--collective", "all_reduce", "--gpus", "8", "--step-factor", "\u0662"),
+            "digit of another script U+0662",
+        ),
+    ],
+    ids=["inflate-nan", "inflate-inf", "load-fullwidth", "days-em-space", "step-arabic"],
+)
+def test_a_float_option_says_what_is_wrong(
+    tmp_path: Path, args: tuple[str, ...], said: str
+) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("id,submit_s,duration_s,gpus\nj1,0,60,8\n")
+    verb, *rest = (a.format(trace=trace) for a in args)
+    out = run_cli(verb, str(LAB), *rest, cwd=tmp_path)
+    assert out.returncode == 2 and said in out.stderr, out.stderr
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_float_options_still_read_ascii_numbers(tmp_path: Path) -> None:
+    out = run_cli("trace", str(LAB), "--load", "5e-1", "--jobs", "3", "-o", "t.csv", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert len((tmp_path / "t.csv").read_text().splitlines()) == 4
