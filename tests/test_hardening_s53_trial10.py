@@ -19,6 +19,8 @@
 6. A float option (``--inflate``, ``--load``, ``--days``, ``--step-factor``) was read by
    typer: ``--inflate nan`` was told "must be at most 100", and ``--load ０.5`` (fullwidth)
    or ``--days 1<U+2003>`` "not a number", naming neither NaN nor the character.
+7. A MIG schedule change on a date no month has (``0 7 30 2 *``, ``0 7 31 4,6 *``) passed
+   lint: Kubernetes accepts the CronJob, and the change never happens.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from .verify_dump import as_built
 
 LAB = ROOT / "examples" / "a100-lab-mig.yaml"
 CLAIMS = (ROOT / "examples" / "claims-h100-8k.yaml").read_text()
+K8 = (ROOT / "examples" / "k8s-tenants.yaml").read_text()
 DATA = ROOT / "tests" / "data" / "verify"
 
 
@@ -204,6 +207,10 @@ def lab_dump() -> list[str]:
     return list(as_built(plan).values())
 
 
+def _line(text: str, needle: str) -> int:
+    return text[: text.index(needle)].count("\n") + 1
+
+
 def _verify(tmp_path: Path, lines: list[str], *extra: str) -> tuple[int, dict]:  # type: ignore[type-arg]
     dump = tmp_path / "fabric.txt"
     dump.write_text("\n".join(lines) + "\n")
@@ -319,3 +326,21 @@ def test_float_options_still_read_ascii_numbers(tmp_path: Path) -> None:
     out = run_cli("trace", str(LAB), "--load", "5e-1", "--jobs", "3", "-o", "t.csv", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert len((tmp_path / "t.csv").read_text().splitlines()) == 4
+
+
+# --- 7. a schedule that never fires is refused where it stands ----------------------------------
+
+
+@pytest.mark.parametrize("at", ["0 7 30 2 *", "0 7 31 4,6,9,11 *", "15 3 30-31 2 *"])
+def test_a_mig_change_on_a_date_no_month_has_is_refused(at: str) -> None:
+    text = K8.replace("0 7 * * 1-5", at)
+    with pytest.raises(SpecValidationError) as caught:
+        load_spec_text(text, "spec.yaml")
+    (error,) = caught.value.errors
+    assert "never fires" in error.message and error.hint and "February" in error.hint
+    assert error.position is not None and error.position.line == _line(text, at)
+
+
+@pytest.mark.parametrize("at", ["0 7 29 2 *", "0 7 30 2 1", "0 7 31 * *", "@monthly"])
+def test_a_schedule_that_fires_some_day_still_passes(at: str) -> None:
+    load_spec_text(K8.replace("0 7 * * 1-5", at), "spec.yaml")
