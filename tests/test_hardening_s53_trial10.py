@@ -21,6 +21,10 @@
    or ``--days 1<U+2003>`` "not a number", naming neither NaN nor the character.
 7. A MIG schedule change on a date no month has (``0 7 30 2 *``, ``0 7 31 4,6 *``) passed
    lint: Kubernetes accepts the CronJob, and the change never happens.
+8. A lint finding of a rule whose check gives no hint (overlapping management and BMC
+   networks RP054, a MIG GPU index the node lacks RP014, a layout over the GPU's instances
+   RP011, two groups of one name RP004, and more) was printed without one, although the
+   rule's documentation says how to fix it.
 """
 
 from __future__ import annotations
@@ -344,3 +348,28 @@ def test_a_mig_change_on_a_date_no_month_has_is_refused(at: str) -> None:
 @pytest.mark.parametrize("at", ["0 7 29 2 *", "0 7 30 2 1", "0 7 31 * *", "@monthly"])
 def test_a_schedule_that_fires_some_day_still_passes(at: str) -> None:
     load_spec_text(K8.replace("0 7 * * 1-5", at), "spec.yaml")
+
+
+# --- 8. every lint finding has a hint --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "rule"),
+    [
+        ("192.168.11.0/24", "192.168.10.0/25", "RP054"),
+        ("gpus: [6, 7]", "gpus: [6, 9]", "RP014"),
+        ("gpus: [6, 7]", "gpus: [5, 7]", "RP014"),
+        ('"1g.10gb": 7', '"1g.10gb": 8', "RP011"),
+        ("  - name: infer\n", "  - name: train\n", "RP004"),
+    ],
+    ids=["cidr-overlap", "gpu-index", "gpu-twice", "too-many-instances", "duplicate-name"],
+)
+def test_every_lint_finding_says_how_to_fix_it(
+    tmp_path: Path, old: str, new: str, rule: str
+) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(LAB.read_text().replace(old, new, 1))
+    out = run_cli("lint", str(spec), "--format", "json")
+    findings = json.loads(out.stdout)["findings"]
+    assert rule in {f["rule"] for f in findings}, findings
+    assert [f for f in findings if not f["hint"]] == []
