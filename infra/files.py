@@ -185,7 +185,7 @@ def _resolve(path: str) -> str:
             st = os.lstat(candidate)
         except FileNotFoundError:
             if pending:  # a missing directory: the kernel (and a shell) refuse `missing/../x`
-                raise FileNotFoundError(
+                raise _MissingDirectory(
                     errno.ENOENT, os.strerror(errno.ENOENT), candidate
                 ) from None
             return candidate  # the file itself is created (or refused) by the write
@@ -200,6 +200,10 @@ def _resolve(path: str) -> str:
         resolved = "/" if target.startswith("/") else resolved
         pending += [p for p in reversed(target.split("/")) if p not in _NOOP]
     return resolved
+
+
+class _MissingDirectory(FileNotFoundError):
+    """A directory on an output's path that does not exist (``filename`` names it)."""
 
 
 def _may_follow(path: str, directory: str, link: str, st: os.stat_result) -> None:
@@ -465,7 +469,8 @@ _WRITE_HINTS = {
 def _write_error(path: str, exc: OSError) -> OutputError:
     reason = exc.strerror or str(exc)
     if exc.errno == errno.ENOENT:  # the missing directory on the way, where `_resolve` knows it
-        missing = exc.filename or os.path.dirname(os.path.abspath(path))
+        known = isinstance(exc, _MissingDirectory) and exc.filename
+        missing = exc.filename if known else os.path.dirname(os.path.abspath(path))
         reason = f"directory {missing} does not exist"
     hint = _WRITE_HINTS.get(exc.errno or 0, _WRITE_HINT)
     return OutputError(f"cannot write: {reason}", file=path, hint=hint)
