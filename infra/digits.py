@@ -11,6 +11,8 @@ apart.
 
 from __future__ import annotations
 
+import unicodedata
+
 __all__ = [
     "ASCII_DIGITS",
     "ASCII_HINT",
@@ -18,6 +20,8 @@ __all__ = [
     "ascii_digits",
     "ascii_float",
     "ascii_int",
+    "ascii_spelling",
+    "foreign_character",
     "plain_ascii",
 ]
 
@@ -73,3 +77,67 @@ def ascii_float(text: str) -> float:
     if not plain_ascii(text):
         raise ValueError(f"not an ASCII number: {text!r}")
     return float(text)
+
+
+def foreign_character(text: str) -> str | None:
+    r"""The first character of ``text`` a number written in ASCII cannot hold, named; or None.
+
+    Printable ASCII and tab are a number's own; anything else (a fullwidth or other script's
+    digit, a superscript, a Unicode space, a control character such as U+001F, which Python's
+    ``str.split`` and regex ``\s`` take for a separator) is named, so the message says what
+    was typed instead of "not a number".
+
+    >>> foreign_character("16"), foreign_character("\uff11\uff16")
+    (None, 'a fullwidth digit U+FF11 (FULLWIDTH DIGIT ONE)')
+    >>> foreign_character("1\x1fGiB")
+    'a control character U+001F'
+    """
+    for char in text:
+        if " " <= char <= "~" or char == "\t":
+            continue
+        code = f"U+{ord(char):04X}"
+        name = unicodedata.name(char, "")
+        return f"{_kind(char, name)} {code}" + (f" ({name})" if name else "")
+    return None
+
+
+def _kind(char: str, name: str) -> str:
+    if char.isdigit():  # decimal digits of every script, superscripts, circled digits
+        if "FULLWIDTH" in name:
+            return "a fullwidth digit"
+        if char.isdecimal():
+            return "a digit of another script"
+        return "a superscript digit" if "SUPERSCRIPT" in name else "a digit-like sign"
+    if char.isspace() and not char.isascii():
+        return "a non-ASCII space"
+    category = unicodedata.category(char)
+    if category == "Cc":
+        return "a control character"
+    if category == "Cf":
+        return "an invisible format character"
+    return "a non-ASCII character"
+
+
+def ascii_spelling(text: str) -> str | None:
+    """``text`` in ASCII, when it differs only by characters `foreign_character` names.
+
+    Fullwidth and other scripts' digits are made ASCII, Unicode spaces plain spaces, control
+    and format characters dropped; None when more than that differs.
+
+    >>> ascii_spelling("\uff11\uff16"), ascii_spelling("1\u2003GiB"), ascii_spelling("\u00b2")
+    ('16', '1 GiB', None)
+    """
+    out = []
+    for char in text:
+        if " " <= char <= "~" or char == "\t":
+            out.append(char)
+        elif char.isdecimal():
+            out.append(str(unicodedata.decimal(char)))
+        elif unicodedata.category(char) in ("Cc", "Cf"):
+            continue
+        elif char.isspace():
+            out.append(" ")
+        else:
+            return None
+    spelt = "".join(out).strip()
+    return spelt if spelt and spelt != text else None

@@ -170,7 +170,8 @@ def _resolve(path: str) -> str:
 
     Raises:
         OutputError: a link the rule refuses.
-        OSError: a link loop, a file used as a directory, an unreadable directory.
+        OSError: a link loop, a file used as a directory, an unreadable directory, a missing
+            directory on the way (`missing/../x`: the kernel refuses it, so does this).
     """
     pending = [p for p in reversed(os.path.join(os.getcwd(), path).split("/")) if p not in _NOOP]
     resolved, links = "/", 0
@@ -182,8 +183,12 @@ def _resolve(path: str) -> str:
         candidate = os.path.join(resolved, part)
         try:
             st = os.lstat(candidate)
-        except FileNotFoundError:  # the rest is created (or refused) by the write itself
-            return os.path.normpath(os.path.join(candidate, *reversed(pending)))
+        except FileNotFoundError:
+            if pending:  # a missing directory: the kernel (and a shell) refuse `missing/../x`
+                raise _MissingDirectory(
+                    errno.ENOENT, os.strerror(errno.ENOENT), candidate
+                ) from None
+            return candidate  # the file itself is created (or refused) by the write
         if not stat.S_ISLNK(st.st_mode):
             resolved = candidate
             continue
@@ -195,6 +200,10 @@ def _resolve(path: str) -> str:
         resolved = "/" if target.startswith("/") else resolved
         pending += [p for p in reversed(target.split("/")) if p not in _NOOP]
     return resolved
+
+
+class _MissingDirectory(FileNotFoundError):
+    """A directory on an output's path that does not exist (``filename`` names it)."""
 
 
 def _may_follow(path: str, directory: str, link: str, st: os.stat_result) -> None:
@@ -459,8 +468,10 @@ _WRITE_HINTS = {
 
 def _write_error(path: str, exc: OSError) -> OutputError:
     reason = exc.strerror or str(exc)
-    if exc.errno == errno.ENOENT:
-        reason = f"directory {os.path.dirname(os.path.abspath(path))} does not exist"
+    if exc.errno == errno.ENOENT:  # the missing directory on the way, where `_resolve` knows it
+        known = isinstance(exc, _MissingDirectory) and exc.filename
+        missing = exc.filename if known else os.path.dirname(os.path.abspath(path))
+        reason = f"directory {missing} does not exist"
     hint = _WRITE_HINTS.get(exc.errno or 0, _WRITE_HINT)
     return OutputError(f"cannot write: {reason}", file=path, hint=hint)
 

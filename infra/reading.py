@@ -14,6 +14,7 @@ Writing outputs is `infra.files`'s.
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import errno
 import os
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from infra.errors import InputError, Position
 
-__all__ = ["byte_position", "file_kind", "read_bounded", "text_position"]
+__all__ = ["byte_position", "file_kind", "read_bounded", "text_position", "wide_encoding"]
 
 _CHUNK = 1 << 20
 _ANON_PIPE = re.compile(r"/fd/pipe:\[[0-9]+\]\Z")
@@ -108,7 +109,51 @@ def _read_checked(path: str, limit: int, noun: str, usual: str) -> bytes:
         os.close(fd)
     if len(data) > limit:
         raise _too_large(path, limit, f"holds more than {limit // (1024 * 1024)} MiB", usual)
+    _refuse_wide_text(path, data, noun)
     return data
+
+
+def wide_encoding(data: bytes) -> str | None:
+    r"""``"UTF-16"`` or ``"UTF-32"`` when ``data`` is text in one of them, else None.
+
+    Known by the byte-order mark Windows tools write (PowerShell's ``>`` writes UTF-16), or
+    without one by ASCII text's shape: a NUL after (or before) every character. Every input
+    railplan reads is UTF-8 text; read as bytes, such a file is "binary data (a NUL byte)",
+    which does not tell the user what to do.
+
+    >>> wide_encoding(b"\xff\xfen\x00a\x00"), wide_encoding("name".encode("utf-16-be"))
+    ('UTF-16', 'UTF-16')
+    >>> wide_encoding("name".encode("utf-32")), wide_encoding(b"name: a\n")
+    ('UTF-32', None)
+    """
+    if data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        return "UTF-32"
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "UTF-16"
+    head = data[:256]
+    head = head[: len(head) // 4 * 4]
+    if len(head) < 4:
+        return None
+    for width, name in ((4, "UTF-32"), (2, "UTF-16")):
+        for at in range(width):  # the one byte of each character that is not NUL
+            if all(
+                head[i + at] and not any(head[i : i + at] + head[i + at + 1 : i + width])
+                for i in range(0, len(head), width)
+            ):
+                return name
+    return None
+
+
+def _refuse_wide_text(path: str, data: bytes, noun: str) -> None:
+    encoding = wide_encoding(data)
+    if encoding is not None:
+        raise InputError(
+            f"is {encoding} text; railplan reads UTF-8",
+            file=path,
+            position=Position(1, 1),
+            hint=f"save the {noun} as UTF-8 (e.g. iconv -f {encoding} -t UTF-8 {path} > "
+            f"{Path(path).stem or noun}-utf8{Path(path).suffix})",
+        )
 
 
 def _too_large(path: str, limit: int, what: str, usual: str) -> InputError:

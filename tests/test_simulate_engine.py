@@ -229,12 +229,13 @@ def test_replay_stops_at_the_horizon() -> None:
 
 
 def test_a_job_that_never_fits_ends_the_replay_after_a_week_of_mig_changes() -> None:
-    # the group is whole only after a change set for 30 February: the job passes the check
-    # before the replay (some state holds it) but never fits; the schedule's daily events
-    # would otherwise keep the replay going for ever
+    # the group is whole only after a change set for 1 December, eleven months after the
+    # replay's start (2024-01-01; a date no month has, 30 February, is a spec error): the job
+    # passes the check before the replay (some state holds it) but never fits in time; the
+    # schedule's daily events would otherwise keep the replay going for months
     never = (
         ", mig: small, mig_schedule: {timezone: UTC, drain_timeout: 10m, "
-        'changes: [{at: "0 1 30 2 *", mig: disabled}]}'
+        'changes: [{at: "0 1 1 12 *", mig: disabled}]}'
     )
     spec = group_spec(2, 'mig_layouts: {small: {profiles: {"1g.10gb": 7}}}\n', never)
     run, result = replay(spec, [job("big", 0, 100, 16, tenant="a")])

@@ -109,8 +109,8 @@ def test_training_sizes_are_powers_of_two_up_to_the_largest_group() -> None:
     ("args", "words"),
     [
         (["--load", "0"], "--load must be above 0"),
-        (["--load", "nan"], "--load must be above 0"),
-        (["--load", "inf"], "--load must be above 0"),
+        (["--load", "nan"], "'--load': must be a finite number, not nan"),
+        (["--load", "inf"], "'--load': must be a finite number, not inf"),
         (["--days", "-1"], "--days must be above 0"),
         (["--days", "1e9"], "--days must be above 0"),
         (["--jobs", "0"], "must be at least 1"),

@@ -15,6 +15,7 @@ loader, lint, the renderer, the simulator) is imported in the command, when it r
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from infra.digits import ascii_digits
+from infra.digits import ascii_digits, ascii_float, ascii_spelling, foreign_character
 from infra.errors import InputError, RailplanError
 from infra.progress import Progress as ProgressFn
 from infra.progress import quiet
@@ -93,6 +94,39 @@ def integer_option(
             raise ValueError(f"must be at least {min}")
         if max is not None and number > max:
             raise ValueError(f"must be at most {max}")
+        return number
+
+    return typer.Option(*param_decls, parser=parse, min=min, max=max, **kwargs)
+
+
+def number_option(
+    *param_decls: str, min: float | None = None, max: float | None = None, **kwargs: Any
+) -> Any:
+    """`typer.Option` of a finite number written in ASCII (``0.8``, ``1e3``), in [min, max].
+
+    typer reads a ``float`` option as Pydantic does: ``nan`` passes as a number and then
+    fails the range check as "must be at most 100", and a fullwidth ``０.5`` is "not a
+    number" with no word of why. Every float option is built here, so all of them say both.
+    """
+
+    def parse(value: object) -> float:
+        if isinstance(value, float | int):  # a default
+            return float(value)
+        text = str(value)
+        found = foreign_character(text)
+        if found is not None:
+            spelt = ascii_spelling(text)
+            raise ValueError(f"holds {found}" + (f": write {spelt}" if spelt else ""))
+        try:
+            number = ascii_float(text)
+        except ValueError:
+            raise ValueError("not a number") from None
+        if not math.isfinite(number):
+            raise ValueError(f"must be a finite number, not {text.strip()}")
+        if min is not None and number < min:
+            raise ValueError(f"must be at least {min:g}")
+        if max is not None and number > max:
+            raise ValueError(f"must be at most {max:g}")
         return number
 
     return typer.Option(*param_decls, parser=parse, min=min, max=max, **kwargs)

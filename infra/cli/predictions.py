@@ -19,6 +19,7 @@ from infra.cli.common import (
     app,
     integer_option,
     located_in,
+    number_option,
     plan_or_fail,
     read_spec,
     say,
@@ -40,7 +41,7 @@ def predict(
     ],
     min_bytes: Annotated[str, typer.Option(help="Smallest size, e.g. 8 or 1MiB.")] = "8",
     max_bytes: Annotated[str, typer.Option(help="Largest size, e.g. 8GiB.")] = "8GiB",
-    step_factor: Annotated[float, typer.Option(help="Size multiplier per row.")] = 2.0,
+    step_factor: Annotated[float, number_option(help="Size multiplier per row.")] = 2.0,
     group: Annotated[
         str | None,
         typer.Option(help="Node group to run on (default: the largest group without MIG)."),
@@ -73,7 +74,8 @@ def _size_option(option: str, value: str) -> int:
     try:
         return parse_bytes(value)
     except ValueError as exc:
-        raise RailplanError(f"{option}: {exc}", hint="e.g. 8, 64KiB, 1GiB") from None
+        hint = getattr(exc, "hint", None) or "e.g. 8, 64KiB, 1GiB"  # HintedValueError's own
+        raise RailplanError(f"{option}: {exc}", hint=hint) from None
 
 
 @app.command()

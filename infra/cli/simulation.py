@@ -24,6 +24,7 @@ from infra.cli.common import (
     ProgressBar,
     app,
     integer_option,
+    number_option,
     plan_or_fail,
     progress_bar,
     read_spec,
@@ -96,7 +97,7 @@ def simulate(
     ] = None,
     inflate: Annotated[
         float | None,
-        typer.Option(
+        number_option(
             "--inflate",
             min=0.01,
             max=100.0,

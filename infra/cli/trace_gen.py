@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from infra.bounds import MAX_JOBS
-from infra.cli.common import app, integer_option, plan_or_fail, read_spec, say
+from infra.cli.common import app, integer_option, number_option, plan_or_fail, read_spec, say
 from infra.errors import InputError
 from infra.wording import plural
 
@@ -44,7 +44,7 @@ def trace(
     spec: Annotated[str, typer.Argument(metavar="SPEC", help="Spec file.")],
     load: Annotated[
         float,
-        typer.Option(
+        number_option(
             help="Offered load: the jobs' GPU-hours over the cluster's GPU-hours in the window "
             f"(above 0, at most {MAX_LOAD:g}; above 1 overloads the cluster).",
             metavar="L",
@@ -62,7 +62,7 @@ def trace(
     ] = None,
     days: Annotated[
         float | None,
-        typer.Option(
+        number_option(
             help="Window in days instead of --jobs: jobs are drawn until they offer --load.",
             metavar="D",
         ),

@@ -20,9 +20,10 @@ from infra.errors import DiscoveredError, InputError, RailplanError
 
 if TYPE_CHECKING:
     from infra.spec import LoadedSpec
-    from infra.verify.findings import Finding
+    from infra.verify.findings import Finding, Place
     from infra.verify.formats import Summary
     from infra.verify.model import Fabric
+    from infra.verify.seen import NamedEnd
     from infra.verify.workorder import Sheet
 
 _SNIFF_CHARS = 64 * 1024  # a dump says what it is in its first lines
@@ -94,7 +95,9 @@ def _check(
     """The plan check (with a spec), the structure checks (with --structure), or both."""
     from infra.catalog import load_catalog
     from infra.verify.compare import LISTED, compare_listed, listed, placer
+    from infra.verify.findings import Finding
     from infra.verify.formats import Summary
+    from infra.verify.lids import duplicate_lids
     from infra.verify.resolve import resolve
     from infra.verify.structure import STRUCTURE_KINDS, check_structure, combine
     from infra.verify.workorder import sheet
@@ -123,7 +126,18 @@ def _check(
         capped = listed(list(found.findings), (*STRUCTURE_KINDS, "unexpected"), LISTED)
         findings, shape = combine(findings, capped.findings), found.shape
         not_listed |= capped.not_listed
+    # in both checks: a LID two ports hold breaks routing however the cables run
+    lids = listed(duplicate_lids(fabric, place or _bare_place), ("duplicate_lid",), LISTED)
+    findings = sorted([*findings, *lids.findings], key=Finding.sort_key)
+    not_listed |= lids.not_listed
     return findings, Summary(planned, seen.cables, fabric.sources, shape, not_listed), work
+
+
+def _bare_place(end: NamedEnd) -> Place:
+    """Without a plan a device has no rack: its discovered name and port are the place."""
+    from infra.verify.findings import Place
+
+    return Place(end.device, end.port)
 
 
 @app.command()

@@ -74,6 +74,17 @@ class Rule(Generic[S]):
         """The rule's documentation: why it matters and how to fix it."""
         return self.explanation or inspect.cleandoc(self.check.__doc__ or self.summary)
 
+    @property
+    def fix(self) -> str:
+        """The doc's ``Fix:`` paragraph on one line: the hint of a violation that gives none.
+
+        Every finding then says what to do, as every error line does; without a ``Fix:``
+        paragraph, where ``railplan explain`` says more.
+        """
+        _, found, rest = self.doc.partition("Fix:")
+        text = " ".join(rest.split("\n\n", 1)[0].split()) if found else ""
+        return text or f"`railplan explain {self.id}` says why and how to fix it"
+
 
 _REGISTRY: dict[str, Rule[Any]] = {}
 
@@ -178,7 +189,7 @@ def _findings(subject: S, rules: Iterable[Rule[S]]) -> list[Finding]:
             v.message,
             file=source.file,
             path=v.path,
-            hint=v.hint,
+            hint=v.hint or r.fix,
             source=source,
         )
         for r in rules

@@ -5,8 +5,9 @@ Templates live in the project's `templates/` directory and render with `StrictUn
 that reach YAML go through the `yaml_str` filter (a JSON string is a valid, fully quoted YAML
 scalar) and values that reach a shell through `shell_quote`. HTML templates (`*.html.j2`,
 the report) render in their own environment with autoescape on: every value is escaped
-unless it is `markupsafe.Markup` built by an escaping helper. The static roles are read from
-`playbooks/roles/` and copied byte-identical. Both directories are found by
+unless it is `markupsafe.Markup` built by an escaping helper, and a string's control and
+bidirectional characters (a trace's tenant may hold ESC) are shown as escapes. The static
+roles are read from `playbooks/roles/` and copied byte-identical. Both directories are found by
 `infra.project_data`: the copies a wheel ships, or the checkout's own.
 """
 
@@ -20,8 +21,10 @@ from importlib.resources.abc import Traversable
 from typing import Any
 
 import jinja2
+import markupsafe
 from jinja2.loaders import split_template_path
 
+from infra.errors import escape_controls
 from infra.project_data import roles_dir, templates_dir
 
 __all__ = ["render_html", "render_template", "role_files"]
@@ -71,7 +74,15 @@ def _html_environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=True,  # spec names and free text reach the page
+        finalize=_shown,  # and names from traces, whose control characters it shows escaped
     )
+
+
+def _shown(value: Any) -> Any:
+    r"""A plain string with its control characters as escapes (``\x1b``), before autoescape."""
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+        return escape_controls(value)
+    return value
 
 
 def render_template(template: str, **context: Any) -> str:

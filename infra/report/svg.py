@@ -14,7 +14,10 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from markupsafe import Markup, escape
+from markupsafe import Markup
+from markupsafe import escape as _html_escape
+
+from infra.errors import escape_controls
 
 __all__ = [
     "Ceiling",
@@ -32,6 +35,17 @@ __all__ = [
 
 _CHART_W, _CHART_H = 760, 380
 _MARGIN_L, _MARGIN_R, _MARGIN_T, _MARGIN_B = 56, 150, 16, 44
+
+
+def escape(value: object) -> Markup:
+    r"""HTML-escaped, and a control or bidirectional character shown as its escape (``\x1b``).
+
+    A trace's tenant or job id may hold ESC or U+202E: raw in the page they are an HTML parse
+    error, make the SVG invalid XML, and act on a terminal that shows the file (``cat``).
+    """
+    if isinstance(value, str) and not isinstance(value, Markup):
+        value = escape_controls(value)
+    return _html_escape(value)
 
 
 def num(value: float) -> str:

@@ -34,6 +34,7 @@ __all__ = [
     "daily_minute",
     "dst_shift_minutes",
     "minutes_on",
+    "never_fires",
 ]
 
 # Kubernetes CronJobs (robfig/cron) accept these macros besides five fields.
@@ -139,6 +140,18 @@ def minutes_on(expression: str, day: dt.date) -> tuple[int, ...]:
     times, days = _schedule(expression)
     index = (day - _START).days % (28 * 365 + 7)  # 28 Gregorian years hold 7 leap days
     return times if days[index] else ()
+
+
+def never_fires(expression: str) -> bool:
+    """Whether a schedule `cron_fields_valid` accepted matches no day at all.
+
+    robfig/cron (and Kubernetes) take ``0 7 30 2 *`` or ``0 7 31 4 *``: each field is in its
+    range, but February has no 30th and April no 31st, so the CronJob is never run.
+
+    >>> never_fires("0 7 30 2 *"), never_fires("0 7 29 2 *"), never_fires("0 7 30 2 1")
+    (True, False, False)
+    """
+    return not any(_schedule(expression)[1])
 
 
 def daily_minute(expression: str) -> int | None:

@@ -17,7 +17,7 @@ from pydantic import Field, field_validator
 
 from infra.errors import HintedValueError, spelling_hint
 from infra.spec.base import ONE_LINE_OR_EMPTY, StrictModel, TextRule, repeated
-from infra.spec.cron import cron_fields, cron_fields_valid, cron_hint
+from infra.spec.cron import cron_fields, cron_fields_valid, cron_hint, never_fires
 from infra.spec.scheduling import Duration, duration_seconds
 
 MIG_PROFILE = r"^([1-7]c\.)?[1-7]g\.[0-9]+gb(\+me|\+me\.all|\+gfx|-me)?$"
@@ -99,6 +99,12 @@ class MigChange(StrictModel):
                 f"{v!r} is not a cron schedule: five fields (minute hour day-of-month month "
                 'day-of-week), e.g. "0 20 * * *", or a macro such as @daily',
                 hint=cron_hint(v),
+            )
+        if never_fires(v):  # valid to Kubernetes, and the change it schedules never happens
+            raise HintedValueError(
+                f"{v!r} never fires: no date has that day of the month in those months",
+                hint="February has at most 29 days, and April, June, September and November "
+                "30: pick a day every chosen month has",
             )
         return v
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic_core import ErrorDetails
 
+from infra.digits import ASCII_HINT, ascii_spelling, foreign_character
 from infra.spec.base import ONE_LINE, ONE_LINE_OR_EMPTY, ONE_LINE_RULE
 
 __all__ = ["fallback_hint", "nearest_fitting"]
@@ -44,6 +45,8 @@ def fallback_hint(err: ErrorDetails, key: str | None) -> str:
     if kind == "string_pattern_mismatch" and isinstance(value, str):
         guess = nearest_fitting(value, str(ctx.get("pattern", "")))
         return f"did you mean {guess!r}?" if guess else f"rename it to follow that rule; {_SCHEMA}"
+    if kind in _NUMBER_KINDS and isinstance(value, str) and foreign_character(value):
+        return _foreign_number(value, key)
     if kind in _BOUND:
         limit = next(iter(ctx.values()), None)
         return f"use a value {_BOUND[kind]} {_number(limit)}" if limit is not None else _SCHEMA
@@ -74,6 +77,20 @@ _FIXES = {
     ),
     "missing": "add `{key}:`; " + _SCHEMA,
 }
+
+
+_NUMBER_KINDS = frozenset({"int_parsing", "int_type", "float_parsing", "float_type"})
+
+
+def _foreign_number(value: str, key: str | None) -> str:
+    """The hint for a number typed with a fullwidth digit, a Unicode space or a control.
+
+    It names the character and gives the ASCII spelling (``count: １６`` -> ``count: 16``),
+    not the generic "plain decimal digits".
+    """
+    spelt = ascii_spelling(value)
+    fix = f"write {key + ': ' if key else ''}{spelt}" if spelt else ASCII_HINT
+    return f"it holds {foreign_character(value)}; {fix}"
 
 
 def _by_kind(kind: str, ctx: dict[str, Any], key: str | None) -> str:

@@ -16,6 +16,9 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, WithJsonSchema
 
+from infra.digits import ASCII_HINT, ascii_spelling, foreign_character
+from infra.errors import HintedValueError
+
 _UNITS = {
     "": 1,
     "b": 1,
@@ -30,7 +33,9 @@ _UNITS = {
     "tib": 2**40,
     "pib": 2**50,
 }
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*\Z")
+# Spaces are ASCII spaces and tabs only: ``\s`` would also take U+001F or an em space, which
+# `_ascii` names instead.
+_SIZE = re.compile(r"^[ \t]*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)[ \t]*([A-Za-z]*)[ \t]*\Z")
 # Upper bounds, so a 400-digit number is a located error rather than an OverflowError in the
 # float arithmetic of the models: no cluster moves or stores an exbibyte in one message or
 # checkpoint, and 10^15 parameters is over 500 times the largest published model (1.8e12).
@@ -65,6 +70,23 @@ def _as_positive_int(value: float, text: object, what: str) -> int:
     return int(value)
 
 
+def _ascii(text: str, what: str) -> None:
+    r"""Refuse a number written with a character other than printable ASCII, naming it.
+
+    ``float()`` reads fullwidth digits and Unicode spaces, and a regex ``\s`` matches U+001F
+    and an em space: a size or count holding one was pasted or damaged, and is refused with
+    the character named (and the ASCII spelling as the hint, where there is one).
+    """
+    found = foreign_character(text)
+    if found is None:
+        return
+    spelt = ascii_spelling(text)
+    raise HintedValueError(
+        f"{_shown(text)} holds {found}; {what} is written in ASCII",
+        hint=f"write {spelt!r}" if spelt else ASCII_HINT,
+    )
+
+
 def parse_bytes(value: Any) -> int:
     """Parse a byte size (``1GiB``, ``2.8TB``, ``4096``) into bytes."""
     if isinstance(value, bool):
@@ -75,6 +97,7 @@ def parse_bytes(value: Any) -> int:
         raise ValueError(f"a size must be a number or a string like '1GiB', got {_shown(value)}")
     if len(value) > _MAX_TEXT:
         raise _too_long(value, "a size")
+    _ascii(value, "a size")
     m = _SIZE.match(value)
     if m is None or m.group(2).lower() not in _UNITS:
         raise ValueError(
@@ -92,6 +115,7 @@ def parse_count(value: Any) -> int:
     if isinstance(value, str):
         if len(value) > _MAX_TEXT:
             raise _too_long(value, "a count")
+        _ascii(value, "a count")
         try:
             value = float(value.replace("_", ""))
         except ValueError:
@@ -108,7 +132,10 @@ ByteSize = Annotated[
         {
             "anyOf": [
                 {"type": "integer", "minimum": 1},
-                {"type": "string", "pattern": r"^\s*[0-9.]+([eE][+-]?[0-9]+)?\s*[A-Za-z]*\s*$"},
+                {
+                    "type": "string",
+                    "pattern": r"^[ \t]*[0-9.]+([eE][+-]?[0-9]+)?[ \t]*[A-Za-z]*[ \t]*$",
+                },
             ],
             "description": "Bytes: an integer or a string such as '1GiB' or '2.8TB'.",
         }

@@ -46,6 +46,7 @@ KINDS = (
     "device_missing",
     "unnamed",
     "unreadable_rate",
+    "duplicate_lid",
 )
 UP_STATES = frozenset({"active", "linkup", ""})
 
