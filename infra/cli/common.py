@@ -19,10 +19,10 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from infra.lint.finding import Finding
     from infra.spec import LoadedSpec
     from infra.topology import Plan
+
+_N = TypeVar("_N", int, float)  # an option's number: whole or real
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -89,12 +91,7 @@ def integer_option(
         text = str(value)
         if not ascii_digits(text.removeprefix("-")):
             raise ValueError("not a whole number")
-        number = int(text)
-        if min is not None and number < min:
-            raise ValueError(f"must be at least {min}")
-        if max is not None and number > max:
-            raise ValueError(f"must be at most {max}")
-        return number
+        return _within(int(text), min, max, str)
 
     return typer.Option(*param_decls, parser=parse, min=min, max=max, **kwargs)
 
@@ -123,13 +120,18 @@ def number_option(
             raise ValueError("not a number") from None
         if not math.isfinite(number):
             raise ValueError(f"must be a finite number, not {text.strip()}")
-        if min is not None and number < min:
-            raise ValueError(f"must be at least {min:g}")
-        if max is not None and number > max:
-            raise ValueError(f"must be at most {max:g}")
-        return number
+        return _within(number, min, max, lambda bound: f"{bound:g}")
 
     return typer.Option(*param_decls, parser=parse, min=min, max=max, **kwargs)
+
+
+def _within(number: _N, low: _N | None, high: _N | None, show: Callable[[_N], str]) -> _N:
+    """``number`` when it lies in [low, high]; else a ValueError naming the bound broken."""
+    if low is not None and number < low:
+        raise ValueError(f"must be at least {show(low)}")
+    if high is not None and number > high:
+        raise ValueError(f"must be at most {show(high)}")
+    return number
 
 
 class LintFormat(StrEnum):
