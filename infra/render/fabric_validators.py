@@ -56,7 +56,6 @@ SHARP_URL = (
 # Rack, U, Name, Port for the Z end (its header row shows "Name" where the U values are).
 CVT_HEADER = ("Rack", "U", "Name", "HCA/Port", "Rack", "U", "Name", "Port")
 _SAFE = re.compile(r"^[A-Za-z0-9._-]+\Z")
-_NONE: dict[str, str] = {}  # a device with no rails: its ports keep their planned names
 
 
 def _checked(name: str) -> str:
@@ -228,33 +227,7 @@ def cable_validation_csv(
                 port(c.b, c.b_port),
             )
 
-    return joined_csv(CVT_HEADER, _cvt_lines(listed, ends), rows)
-
-
-def _cvt_lines(cables: Sequence[Cable], ends: _Ends) -> list[str]:
-    """Each cable's P2P row as `joined_csv` takes it: `rows` above, written out in one loop.
-
-    A switch end's label and a server end's rail are looked up here rather than through
-    `_Ends.cvt_port`, a call per cable end (a large fabric has 800,000 of them).
-    """
-    labels, rails = ends.labels, ends.rails
-    lines = []
-    for c in cables:
-        a, b = c.a, c.b
-        label = labels.get(a)
-        a_port = (
-            label(c.a_port) if label is not None else rails.get(a, _NONE).get(c.a_port, c.a_port)
-        )
-        label = labels.get(b)
-        b_port = (
-            label(c.b_port) if label is not None else rails.get(b, _NONE).get(c.b_port, c.b_port)
-        )
-        a_unit = "" if c.a_unit is None else c.a_unit
-        b_unit = "" if c.b_unit is None else c.b_unit
-        lines.append(
-            f"{c.a_rack or ''},{a_unit},{a},{a_port},{c.b_rack or ''},{b_unit},{b},{b_port}"
-        )
-    return lines
+    return joined_csv(CVT_HEADER, [",".join(row) for row in rows()], rows)
 
 
 def _hca_layouts(plan: Plan) -> dict[tuple[str, ...], list[str]]:
