@@ -12,7 +12,11 @@ State: {"nodes": {name: {"jobs": int, "drain": bool, "down": bool, "reason": str
 default "slurm 21.08.5"), "no_slurm" (true: not installed, every call exits 127),
 "no_controller" (true: installed, but every call that asks slurmctld fails, as with it down) and
 "suspend_exc_nodes" (the names slurmctld excludes from power saving, run-time updates
-included; only Slurm 23.02 and later take `scontrol update SuspendExcNodes+=/-=`).
+included; only Slurm 23.02 and later take `scontrol update SuspendExcNodes+=/-=`). A node may
+also carry "power": "off" (sinfo's ``~``), "powering_down" (``%``) or "powering_up" (``#``),
+each lasting "power_reads" sinfo reads before it moves on (powering down -> off, powering up
+-> on); `update state=power_up` powers an "off" node up and, as Slurm 21.08 did on the
+cluster twin, is accepted (rc 0) and ignored while the node is still powering down.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from tests.cluster_twin.watch import expand_hostlist
 
 STATE = Path(os.environ.get("FAKE_SLURM_STATE", "slurm-state.json"))
 
+POWER_SUFFIX = {"off": "~", "powering_down": "%", "powering_up": "#"}
+POWER_NEXT = {"powering_down": "off", "powering_up": "on"}
+
 
 def _state_name(node: dict[str, Any]) -> str:
     """sinfo's %T: the long state, '*' when slurmd does not respond."""
@@ -39,7 +46,17 @@ def _state_name(node: dict[str, Any]) -> str:
         name = "draining" if busy else "drained"
     else:
         name = "allocated" if busy else "idle"
-    return name + ("*" if node["down_reads"] > 0 else "")
+    power = POWER_SUFFIX.get(node.get("power", "on"), "")
+    return name + power + ("*" if node["down_reads"] > 0 else "")
+
+
+def _power_passes(node: dict[str, Any]) -> None:
+    """A read lets a power transition run on; it ends after its ``power_reads``."""
+    if node.get("power") in POWER_NEXT:
+        node["power_reads"] = node.get("power_reads", 0) - 1
+        if node["power_reads"] <= 0:
+            node["power"] = POWER_NEXT[node["power"]]
+            node["power_reads"] = 1
 
 
 def sinfo(state: dict[str, Any], argv: list[str]) -> str:
@@ -56,6 +73,7 @@ def sinfo(state: dict[str, Any], argv: list[str]) -> str:
     if node["drain"] and node["jobs"] > 0:
         node["jobs"] -= 1  # a job finished while we waited
     node["down_reads"] = max(0, node["down_reads"] - 1)
+    _power_passes(node)
     return line + "\n"
 
 
@@ -90,6 +108,9 @@ def scontrol(state: dict[str, Any], argv: list[str]) -> str:
     node = state["nodes"][opts["nodename"]]
     if opts["state"] == "drain" and "reason" in opts:
         node["drain"], node["reason"] = True, opts["reason"]
+    elif opts["state"] == "power_up" and "reason" not in opts:
+        if node.get("power") == "off":  # powering down: accepted and ignored
+            node["power"] = "powering_up"
     elif opts["state"] == "resume" and "reason" not in opts:
         node["drain"] = node["down"] = False
         node["reason"] = "none"

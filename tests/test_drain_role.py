@@ -306,3 +306,23 @@ def test_a_controller_that_does_not_answer_holds_nothing_and_fails_nothing(tmp_p
     report = _power_run(tmp_path, "slurm 23.11.4", no_controller=True)
     assert not _failed(report), report["stats"]
     assert _exc_updates(report) == []
+
+
+def test_a_node_still_powering_down_is_powered_on_once_it_is_off(tmp_path: Path) -> None:
+    """The SU twin's roll-out reached a node 10 s after Slurm began powering it down: Slurm
+    21.08 took `state=power_up` (rc 0) and ignored it, and the play waited out its whole
+    timeout for a node nobody powered on. The role now waits for the power-down to finish
+    (``%``), then asks; a node already off (``~``) is asked at once."""
+    nodes = {
+        "a": _slurm_node() | {"power": "powering_down", "power_reads": 2},
+        "b": _slurm_node() | {"power": "off"},
+        "c": _slurm_node(),
+    }
+    state = {"nodes": nodes, "version": "slurm-wlm 21.08.5"}
+    report = _run(tmp_path, "slurm", state, playbook=POWER_PLAYBOOK, drain_power_on_timeout=8)
+    assert not _failed(report), _failed(report)
+    assert {n: s.get("power", "on") for n, s in report["state"]["nodes"].items()} == dict.fromkeys(
+        "abc", "on"
+    )
+    asked = [c[2] for c in report["state"]["calls"] if c[-1:] == ["state=power_up"]]
+    assert sorted(asked) == ["nodename=a", "nodename=b"], asked
