@@ -75,26 +75,31 @@ def unit_of(path: str) -> str:
     return path
 
 
-def refuse_symlinks(base: Path, relpaths: Iterable[str]) -> None:
+def refuse_symlinks(
+    base: Path, relpaths: Iterable[str], looked: dict[str, int] | None = None
+) -> None:
     """RenderError if a symlink is on the way to one of ``relpaths`` under ``base``.
 
     A whole unit that is a symlink is refused too (a link inside a unit is the user's).
-    Each directory is looked at once, so this is linear in the tree.
+    Each directory is looked at once, so this is linear in the tree. ``looked``: what
+    `refuse_in_the_way` saw of each path a moment before, reused (see `_on_the_way`).
     """
-    for rel, prefix, mode in _on_the_way(base, relpaths):
+    for rel, prefix, mode in _on_the_way(base, relpaths, looked):
         if stat.S_ISLNK(mode) and (prefix != rel or rel == unit_of(rel)):
             raise RenderError(f"{base / prefix} is a symlink", hint=SYMLINK_HINT)
 
 
-def refuse_in_the_way(root: Path, rendered: Iterable[str]) -> None:
+def refuse_in_the_way(
+    root: Path, rendered: Iterable[str], looked: dict[str, int] | None = None
+) -> None:
     """RenderError naming what stands where a rendered file or its directory goes.
 
     A user's file at the name of a directory railplan renders (a role, ``group_vars``), or
     a directory at the name of a rendered file (``ansible.cfg``): neither can be carried
     over into the new tree nor replaced without losing it, ``--force`` or not. Links are
-    left to `refuse_symlinks`.
+    left to `refuse_symlinks`. ``looked`` gets what was seen of each path (`_on_the_way`).
     """
-    for rel, prefix, mode in _on_the_way(root, rendered):
+    for rel, prefix, mode in _on_the_way(root, rendered, looked):
         if stat.S_ISLNK(mode):
             continue
         if prefix != rel and not stat.S_ISDIR(mode):
@@ -111,35 +116,55 @@ def refuse_in_the_way(root: Path, rendered: Iterable[str]) -> None:
             )
 
 
-def _on_the_way(base: Path, relpaths: Iterable[str]) -> Iterator[tuple[str, str, int]]:
+def _on_the_way(
+    base: Path, relpaths: Iterable[str], looked: dict[str, int] | None = None
+) -> Iterator[tuple[str, str, int]]:
     """(path, prefix, lstat mode) for each existing prefix of each path, each prefix once.
 
     A prefix is looked at once however many paths pass through it, so a walk is linear in
     the tree; the walk of a path stops at the first prefix that does not exist, and below a
-    file (nothing is under a file) or a link (nothing below it is followed).
+    file (nothing is under a file) or a link (nothing below it is followed), and so does
+    every later walk through that prefix: a first render into an empty root looks at its
+    few top names, not at each of its tens of thousands of files. ``looked`` (prefix ->
+    lstat mode, `_MISSING` for none) is filled as prefixes are looked at; a prefix already
+    in it is not looked at again, so two checks of one tree cost one lstat per path.
     """
-    seen: set[str] = set()
+    looked = {} if looked is None else looked
+    walked: set[str] = set()
     top = os.path.join(os.fspath(base), "")  # plain strings: a tree has 100,000 prefixes
     for rel in relpaths:
-        # ``seen`` holds every prefix of a prefix it holds: once a path's directory is in
+        # ``walked`` holds every prefix of a prefix it holds: once a path's directory is in
         # it, the path itself is the only prefix left to look at
         parent = rel.rpartition("/")[0]
-        if parent in seen:
+        if parent in walked:
+            if not stat.S_ISDIR(looked[parent]):  # absent, a file or a link: nothing below
+                continue
             prefixes = [rel]
         else:
             parts = rel.split("/")
             prefixes = ["/".join(parts[:depth]) for depth in range(1, len(parts) + 1)]
         for prefix in prefixes:
-            if prefix in seen:
-                continue
-            seen.add(prefix)
-            try:
-                mode = os.lstat(top + prefix).st_mode
-            except (FileNotFoundError, NotADirectoryError):
+            if prefix not in walked:
+                walked.add(prefix)
+                mode = looked.get(prefix)
+                if mode is None:
+                    mode = looked[prefix] = _mode(top + prefix)
+                if mode != _MISSING:
+                    yield rel, prefix, mode
+            if not stat.S_ISDIR(looked[prefix]):
                 break
-            yield rel, prefix, mode
-            if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode):
-                break
+
+
+_MISSING = 0
+"""`_on_the_way`'s mode of a path that does not exist: no file type, never a real mode."""
+
+
+def _mode(path: str) -> int:
+    """The lstat mode of ``path``, `_MISSING` when nothing is there."""
+    try:
+        return os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return _MISSING
 
 
 def entries(top: Path, prefix: str, device: int | None = None) -> dict[str, os.stat_result]:

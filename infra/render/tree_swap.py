@@ -86,10 +86,25 @@ def swap(
             (old / unit).parent.mkdir(parents=True, exist_ok=True)
             os.rename(target, old / unit)
         check(unit, old / unit)
-        target.parent.mkdir(mode=TREE_DIR_MODE, parents=True, exist_ok=True)
+        _make_parents(target)
         _move_in(staging / unit, target)
     committed = Journal(journal.old, journal.staging, journal.units, journal.created, True)
     replace_entry(str(root / JOURNAL), journal_text(committed))  # the commit point
+
+
+def _make_parents(target: Path) -> None:
+    """``mkdir -p`` of ``target``'s directory, every directory it makes at `TREE_DIR_MODE`.
+
+    pathlib's ``mkdir(parents=True)`` makes the directories above the last at 0777 less the
+    umask: world-writable under ``umask 000`` (``playbooks/`` above a role's unit).
+    """
+    missing = []
+    for parent in target.parents:
+        if parent.is_dir():
+            break
+        missing.append(parent)
+    for directory in reversed(missing):
+        directory.mkdir(mode=TREE_DIR_MODE, exist_ok=True)
 
 
 def _move_in(source: Path, target: Path) -> None:

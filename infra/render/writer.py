@@ -247,8 +247,9 @@ def _decide(root: Path, paths: Mapping[str, bytes], force: bool) -> _Plan:
     units = _units(paths)
     owned = set(units)
     mine = sorted(set(paths) | {p for p in old_manifest if unit_of(p) in owned})
-    refuse_in_the_way(root, paths)
-    refuse_symlinks(root, [*units, *mine])
+    modes: dict[str, int] = {}  # one lstat per path for both checks
+    refuse_in_the_way(root, paths, modes)
+    refuse_symlinks(root, [*units, *mine], modes)
     refuse_mounts(root, units)
     device = os.lstat(root).st_dev
     rendered = set(mine)  # once: a set of every path per unit was quadratic in the tree
@@ -490,14 +491,15 @@ _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC  # open(path, "xb"
 
 
 def _write_file(dirs: _Dirs, rel: str, data: bytes, mode: int) -> None:
-    # staging is fresh: each file is created (exclusively), never reopened
-    fd = os.open(dirs.parents_of(rel), _CREATE, 0o666)
+    # staging is fresh: each file is created (exclusively), never reopened. ``mode`` is the
+    # user's umask and no world write; created with it, as the directories are, the kernel
+    # takes the umask off again, which leaves it as it is: no fchmod per file
+    fd = os.open(dirs.parents_of(rel), _CREATE, mode)
     try:
         with memoryview(data) as view:
             written = 0
             while written < len(view):  # a write may stop short of a large file's end
                 written += os.write(fd, view[written:])
-        os.fchmod(fd, mode)
     finally:
         os.close(fd)
 
@@ -510,6 +512,9 @@ def _manifest_text(
     ``new``: rendered path -> SHA-256.
     """
     top = os.path.join(root, "")
-    files = {p: d for p, d in old.items() if p not in stale and os.path.lexists(top + p)}
+    # this render's own files need no look: ``new`` replaces them all below
+    files = {
+        p: d for p, d in old.items() if p not in stale and (p in new or os.path.lexists(top + p))
+    }
     files.update(new)
     return manifest_text(files)
