@@ -246,6 +246,9 @@ class Cluster:
         # placement's memo: (partition, GPUs, GPU model, models) -> the groups that accept
         # such a job, and those of them a node of which can hold it (`infra.simulate.place`)
         self.accepting: dict[Hashable, tuple[list[GroupIndex], list[GroupIndex]]] = {}
+        # the same per group of a tenant's flavors, in their order: (flavors, GPUs, GPU
+        # model, models) -> each flavor's answer (`infra.simulate.place`)
+        self.flavor_groups: dict[Hashable, list[tuple[list[GroupIndex], list[GroupIndex]]]] = {}
         for g in groups:
             g.su_counts = [0] * (max(g.su_size, *map(len, g.su_full.values()), 0) + 1)
             for free in g.su_full.values():

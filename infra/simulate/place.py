@@ -51,23 +51,41 @@ def find(
     alone (a tenant's Kueue flavors, `infra.simulate.flavors`), a whole-GPU job in the
     first of them that holds it; a fraction takes a slice in any of them before a whole GPU.
     """
-    if order is not None and len(order) > 1 and not job.fractional:
+    fractional = job.fractional
+    if order is not None and len(order) > 1 and not fractional:
         return _first_of(cluster, job, order)
     key = (only, order, job.gpus, job.gpu_model, job.gpu_models)
     chosen = cluster.accepting.get(key)
-    if chosen is None:  # the groups of such jobs, and those a node of which holds one
-        groups = [
-            g
-            for g in cluster.groups.values()
-            if (only is None or g.name == only)
-            and (order is None or g.name in order)
-            and (job.gpus == 0 or job.accepts(g.gpu_model))
-        ]
-        chosen = cluster.accepting[key] = (groups, [g for g in groups if job.gpus <= g.per_node])
+    if chosen is None:
+        chosen = cluster.accepting[key] = _accepting(cluster, job, only, order)
+    return _find_in(cluster, job, chosen, fractional)
+
+
+def _accepting(
+    cluster: Cluster, job: Job, only: str | None, order: tuple[str, ...] | None
+) -> tuple[list[GroupIndex], list[GroupIndex]]:
+    """The groups that accept such a job, and those of them a node of which holds one."""
+    groups = [
+        g
+        for g in cluster.groups.values()
+        if (only is None or g.name == only)
+        and (order is None or g.name in order)
+        and (job.gpus == 0 or job.accepts(g.gpu_model))
+    ]
+    return groups, [g for g in groups if job.gpus <= g.per_node]
+
+
+def _find_in(
+    cluster: Cluster,
+    job: Job,
+    chosen: tuple[list[GroupIndex], list[GroupIndex]],
+    fractional: bool,
+) -> Allocation | None:
+    """`find` among the groups ``chosen`` (`_accepting`'s answer for the job)."""
     groups, one = chosen
     if one:
         found = _one_node(cluster, job, one)
-        if found is not None or job.fractional or job.gpus == 0:
+        if found is not None or fractional or job.gpus == 0:
             return found
     for g in groups:
         if job.gpus <= g.per_node:
@@ -83,9 +101,18 @@ def find(
 
 
 def _first_of(cluster: Cluster, job: Job, order: tuple[str, ...]) -> Allocation | None:
-    """`find` in the first group of ``order`` that holds ``job`` (Kueue's flavor order)."""
-    for name in order:
-        found = find(cluster, job, only=name)
+    """`find` in the first group of ``order`` that holds ``job`` (Kueue's flavor order).
+
+    Each flavor's groups are looked up once per kind of job (``Cluster.flavor_groups``).
+    """
+    key = (order, job.gpus, job.gpu_model, job.gpu_models)
+    per_flavor = cluster.flavor_groups.get(key)
+    if per_flavor is None:
+        per_flavor = cluster.flavor_groups[key] = [
+            _accepting(cluster, job, name, None) for name in order
+        ]
+    for chosen in per_flavor:
+        found = _find_in(cluster, job, chosen, False)
         if found is not None:
             return found
     return None
