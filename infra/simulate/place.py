@@ -303,7 +303,9 @@ def spread(job: Job, nodes: list[tuple[Node, int]]) -> Allocation:
     CPU and n MiB more than it stated).
     """
     if not job.cpu_milli and not job.memory_mib:  # nothing to share out
-        return tuple(whole_part(node, k) for node, k in nodes)
+        # `whole_part`'s part made before for that node and size, else made now (a node
+        # that shares its GPUs keeps none: its parts name the GPUs free now)
+        return tuple([node.parts.get(k) or whole_part(node, k) for node, k in nodes])
     return tuple(
         whole_part(node, k, _share(job.cpu_milli, k, job.gpus), _share(job.memory_mib, k, job.gpus))
         for node, k in nodes
