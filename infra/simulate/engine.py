@@ -433,7 +433,8 @@ class Replay:
         alloc = find(self.cluster, job, order=order) if least else None  # least: not admitted
         if alloc is None:
             return None, least
-        if not self.book.admits(job.tenant, held_by(job, alloc)):
+        # a job of whole GPUs holds what it asked for (`held_by`), just admitted as ``least``
+        if job.fractional and not self.book.admits(job.tenant, held_by(job, alloc)):
             return None, False
         return alloc, True
 
