@@ -355,9 +355,10 @@ def _remainder(
         ]
         return min(room, default=None)
     elsewhere = None
+    states = job.cpu_milli or job.memory_mib  # else every node has room (0 CPUs, 0 MiB)
     for k in range(rest, g.per_node + 1):
         for node in g.by_free[k]:
-            if node in chosen or not _has_room(nodes[node], rest, job):
+            if node in chosen or (states and not _has_room(nodes[node], rest, job)):
                 continue
             if nodes[node].su in sus:
                 return node
@@ -415,12 +416,13 @@ def _whole_nodes(
     None when CPUs or memory leave fewer than ``n``: the SU counts look at GPUs only.
     """
     out: list[int] = []
+    states = job.cpu_milli or job.memory_mib  # else every node has room (0 CPUs, 0 MiB)
     for su in sus:
         free: Iterable[int] = g.su_full[su]
         if cluster.placement == "first-fit":  # the lowest-numbered, as cons_tres takes them
             free = sorted(free)
         for node in free:
-            if not _has_room(cluster.nodes[node], g.per_node, job):
+            if states and not _has_room(cluster.nodes[node], g.per_node, job):
                 continue
             out.append(node)
             if len(out) == n:
