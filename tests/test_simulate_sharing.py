@@ -18,6 +18,7 @@ import pytest
 from infra.errors import SpecError
 from infra.simulate.cluster import Allocation
 from infra.simulate.engine import Replay, simulate
+from infra.simulate.fragment import fragment, node_state
 from infra.simulate.inflate import inflate
 from infra.simulate.jobs import Job
 from infra.simulate.openb import OPENB_SHAPES, openb_like
@@ -176,6 +177,36 @@ def test_fgd_keeps_a_gpu_usable_by_the_typical_task_where_best_fit_does_not() ->
 
     assert same_gpu("best-fit")
     assert not same_gpu("fgd")
+
+
+class Revalued(Replay):
+    """Checks the FGD meter at every step against each open node valued from scratch."""
+
+    checked = 0
+
+    def _advance(self, at: float) -> None:
+        super()._advance(at)
+        meter, total = self.fgd, 0.0
+        for node in self.cluster.nodes:
+            state = node_state(node, meter.models[node.group])
+            value = fragment(state, meter.shapes) if node.open else 0.0
+            assert meter.value[node.index] == value, (node.name, state)
+            total += value
+        assert meter.total == pytest.approx(total)
+        Revalued.checked += 1
+
+
+def test_the_fgd_meter_values_every_node_as_its_free_state_does() -> None:
+    # Nodes of two groups alike in GPUs, CPUs and use, one sharing its GPUs: a node's
+    # value is the same whether the meter keys it by its whole state or (sharing no GPU,
+    # no MIG slices) by its group, free CPUs and free GPUs; the t4 jobs make the group count
+    jobs = [asks(f"t{i}", 3 * i, 50 + 7 * i, 1 + i % 2, model="t4") for i in range(12)]
+    jobs += [asks(f"v{i}", 3 * i + 1, 40 + 5 * i, 1 + i % 3, cpu_milli=2000) for i in range(12)]
+    jobs += [asks(f"f{i}", 3 * i + 2, 30 + 11 * i, 1, milli=300) for i in range(12)]
+    spec = spec_of(shaped("t:2:4:t4:16", "v:2:4:v100:16", "s:1:4:t4:16:10"))
+    Revalued.checked = 0
+    run, _ = replay(spec, jobs, cls=Revalued)
+    assert run.unfinished() == 0 and Revalued.checked > 30
 
 
 # --- inflation ----------------------------------------------------------------------------

@@ -158,6 +158,9 @@ class FgdMeter:
         self.shapes = shapes
         self.models = models  # group -> GPU model
         self.memo: dict[State, float] = {}
+        # a node sharing no GPU and without MIG slices: (group, free CPU thousandths,
+        # wholly free GPUs) fix its `State` (the group its GPU model and replicas)
+        self.plain: dict[tuple[str, int, int], float] = {}
         self.nodes = nodes
         self.value = [0.0] * len(nodes)
         self.total = 0.0
@@ -174,10 +177,19 @@ class FgdMeter:
         if self.dirty:
             nodes, models, memo, values = self.nodes, self.models, self.memo, self.value
             total = self.total
+            plain = self.plain
             for index in self.dirty:  # `update` of each, inline
                 node = nodes[index]
                 value = 0.0
-                if node.open and self.shapes:
+                if not node.open or not self.shapes:
+                    pass
+                elif not node.shared and not node.slices_free:  # its state: 3 numbers
+                    key = (node.group, node.cpu_free, node.whole_free)
+                    found = plain.get(key)
+                    if found is None:
+                        found = plain[key] = self.of(node_state(node, models[node.group]))
+                    value = found
+                else:
                     state = (  # `node_state`, inline
                         models[node.group],
                         node.replicas,

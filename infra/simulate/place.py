@@ -51,23 +51,41 @@ def find(
     alone (a tenant's Kueue flavors, `infra.simulate.flavors`), a whole-GPU job in the
     first of them that holds it; a fraction takes a slice in any of them before a whole GPU.
     """
-    if order is not None and len(order) > 1 and not job.fractional:
+    fractional = job.fractional
+    if order is not None and len(order) > 1 and not fractional:
         return _first_of(cluster, job, order)
     key = (only, order, job.gpus, job.gpu_model, job.gpu_models)
     chosen = cluster.accepting.get(key)
-    if chosen is None:  # the groups of such jobs, and those a node of which holds one
-        groups = [
-            g
-            for g in cluster.groups.values()
-            if (only is None or g.name == only)
-            and (order is None or g.name in order)
-            and (job.gpus == 0 or job.accepts(g.gpu_model))
-        ]
-        chosen = cluster.accepting[key] = (groups, [g for g in groups if job.gpus <= g.per_node])
+    if chosen is None:
+        chosen = cluster.accepting[key] = _accepting(cluster, job, only, order)
+    return _find_in(cluster, job, chosen, fractional)
+
+
+def _accepting(
+    cluster: Cluster, job: Job, only: str | None, order: tuple[str, ...] | None
+) -> tuple[list[GroupIndex], list[GroupIndex]]:
+    """The groups that accept such a job, and those of them a node of which holds one."""
+    groups = [
+        g
+        for g in cluster.groups.values()
+        if (only is None or g.name == only)
+        and (order is None or g.name in order)
+        and (job.gpus == 0 or job.accepts(g.gpu_model))
+    ]
+    return groups, [g for g in groups if job.gpus <= g.per_node]
+
+
+def _find_in(
+    cluster: Cluster,
+    job: Job,
+    chosen: tuple[list[GroupIndex], list[GroupIndex]],
+    fractional: bool,
+) -> Allocation | None:
+    """`find` among the groups ``chosen`` (`_accepting`'s answer for the job)."""
     groups, one = chosen
     if one:
         found = _one_node(cluster, job, one)
-        if found is not None or job.fractional or job.gpus == 0:
+        if found is not None or fractional or job.gpus == 0:
             return found
     for g in groups:
         if job.gpus <= g.per_node:
@@ -83,9 +101,18 @@ def find(
 
 
 def _first_of(cluster: Cluster, job: Job, order: tuple[str, ...]) -> Allocation | None:
-    """`find` in the first group of ``order`` that holds ``job`` (Kueue's flavor order)."""
-    for name in order:
-        found = find(cluster, job, only=name)
+    """`find` in the first group of ``order`` that holds ``job`` (Kueue's flavor order).
+
+    Each flavor's groups are looked up once per kind of job (``Cluster.flavor_groups``).
+    """
+    key = (order, job.gpus, job.gpu_model, job.gpu_models)
+    per_flavor = cluster.flavor_groups.get(key)
+    if per_flavor is None:
+        per_flavor = cluster.flavor_groups[key] = [
+            _accepting(cluster, job, name, None) for name in order
+        ]
+    for chosen in per_flavor:
+        found = _find_in(cluster, job, chosen, False)
         if found is not None:
             return found
     return None
@@ -276,7 +303,9 @@ def spread(job: Job, nodes: list[tuple[Node, int]]) -> Allocation:
     CPU and n MiB more than it stated).
     """
     if not job.cpu_milli and not job.memory_mib:  # nothing to share out
-        return tuple(whole_part(node, k) for node, k in nodes)
+        # `whole_part`'s part made before for that node and size, else made now (a node
+        # that shares its GPUs keeps none: its parts name the GPUs free now)
+        return tuple([node.parts.get(k) or whole_part(node, k) for node, k in nodes])
     return tuple(
         whole_part(node, k, _share(job.cpu_milli, k, job.gpus), _share(job.memory_mib, k, job.gpus))
         for node, k in nodes
@@ -326,9 +355,10 @@ def _remainder(
         ]
         return min(room, default=None)
     elsewhere = None
+    states = job.cpu_milli or job.memory_mib  # else every node has room (0 CPUs, 0 MiB)
     for k in range(rest, g.per_node + 1):
         for node in g.by_free[k]:
-            if node in chosen or not _has_room(nodes[node], rest, job):
+            if node in chosen or (states and not _has_room(nodes[node], rest, job)):
                 continue
             if nodes[node].su in sus:
                 return node
@@ -386,12 +416,13 @@ def _whole_nodes(
     None when CPUs or memory leave fewer than ``n``: the SU counts look at GPUs only.
     """
     out: list[int] = []
+    states = job.cpu_milli or job.memory_mib  # else every node has room (0 CPUs, 0 MiB)
     for su in sus:
         free: Iterable[int] = g.su_full[su]
         if cluster.placement == "first-fit":  # the lowest-numbered, as cons_tres takes them
             free = sorted(free)
         for node in free:
-            if not _has_room(cluster.nodes[node], g.per_node, job):
+            if states and not _has_room(cluster.nodes[node], g.per_node, job):
                 continue
             out.append(node)
             if len(out) == n:
