@@ -220,10 +220,6 @@ class GroupIndex:
     # [k]: SUs with k such nodes (``su_full``'s sizes counted), so a gang that no SU holds
     # is told so without reading every SU (`infra.simulate.place`)
     su_counts: list[int] = field(default_factory=list)
-    # [k]: `Cluster.ticks` when a node of the group last rose to k free whole GPUs by a give
-    # or a new layout (a give of slices alone marks the node's unchanged k), so a search that
-    # failed is known to fail again while nothing rose to what it needs (`infra.simulate.refind`)
-    rose: list[int] = field(default_factory=list)
 
 
 class Cluster:
@@ -253,9 +249,7 @@ class Cluster:
         # the same per group of a tenant's flavors, in their order: (flavors, GPUs, GPU
         # model, models) -> each flavor's answer (`infra.simulate.place`)
         self.flavor_groups: dict[Hashable, list[tuple[list[GroupIndex], list[GroupIndex]]]] = {}
-        self.ticks = 0  # counts gives and new layouts: the clock of `GroupIndex.rose`
         for g in groups:
-            g.rose = [0] * (g.per_node + 1)
             g.su_counts = [0] * (max(g.su_size, *map(len, g.su_full.values()), 0) + 1)
             for free in g.su_full.values():
                 g.su_counts[len(free)] += 1
@@ -308,12 +302,6 @@ class Cluster:
     def give(self, alloc: Allocation) -> None:
         """Free ``alloc``."""
         self._apply(alloc, +1)
-        self.ticks = ticks = self.ticks + 1
-        nodes, groups = self.nodes, self.groups
-        for part in alloc:  # `GroupIndex.rose`: where each open node's free GPUs rose to
-            node = nodes[part.node]
-            if node.open:
-                groups[node.group].rose[node.whole_free] = ticks
 
     def _apply(self, alloc: Allocation, sign: int) -> None:
         # `_unindex`, the change and `_index` fused (the hottest loop of preemption): the
@@ -425,8 +413,6 @@ class Cluster:
             node.open = True
             node.stamp += 1
             self.layout += 1
-            self.ticks += 1
-            self.groups[node.group].rose[whole] = self.ticks
             self._index(node)
             self._heard(node)
 

@@ -38,10 +38,10 @@ from infra.simulate.jobs import MILLI_WHOLE, Job, Trace
 from infra.simulate.livelock import EventBudget
 from infra.simulate.metrics import Meter, Steps, Window, meter
 from infra.simulate.migrun import MigRunner
+from infra.simulate.place import find
 from infra.simulate.policy import SimPolicy
 from infra.simulate.power import PowerSaver
 from infra.simulate.preempt import Preemptor
-from infra.simulate.refind import FailedSearches
 from infra.simulate.result import NeverRan, SimResult
 from infra.simulate.retry import retry_due
 from infra.simulate.shapes import ShapeIndex, shape_of
@@ -129,7 +129,6 @@ class Replay:
         own = "first-fit" if spec.scheduler.kind == "slurm" else "best-fit"
         self.cluster.placement = policy.placement or own
         self.cluster.seed(policy.seed)
-        self.searches = FailedSearches(self.cluster)
         in_effect = spec.scheduler.preemption_in_effect(by_hypernode=bool(plan.sus))
         self.book = Book(list(spec.scheduler.tenants), in_effect)
         self.flavors = kueue_flavors(spec, plan)  # tenant -> its Kueue flavors' groups
@@ -430,8 +429,8 @@ class Replay:
         """
         job = self.jobs[index]
         least = self.book.admits(job.tenant, least_held(job, self.cluster.replicas))
-        # least: not admitted; `FailedSearches` skips a search that surely fails again
-        alloc = self.searches.find(job, self.flavors.get(job.tenant)) if least else None
+        order = self.flavors.get(job.tenant)
+        alloc = find(self.cluster, job, order=order) if least else None  # least: not admitted
         if alloc is None:
             return None, least
         # a job of whole GPUs holds what it asked for (`held_by`), just admitted as ``least``
