@@ -97,7 +97,7 @@ class JobTable:
                 "",
             ]
         for job, reason in self.never:
-            yield [*_head(job), "never_ran", _num(job.submit_s), "", "", "", "", "0", reason]
+            yield [*_head(job), "never_ran", _num(job.submit_s), "", "", "", "", "0", _text(reason)]
 
     def csv(self) -> str:
         """The rows as CSV text with a header."""
@@ -109,16 +109,24 @@ class JobTable:
 
 
 def _head(job: Job) -> list[str]:
-    return [  # id and tenant come from the trace file: shown as text, never run as formulas,
-        # and no raw control character reaches a terminal that `cat`s the file
-        spreadsheet_safe(escape_controls(job.id)),
+    return [
+        _text(job.id),
         str(job.line),
-        spreadsheet_safe(escape_controls(job.tenant)),
-        job.priority,
+        _text(job.tenant),
+        _text(job.priority),
         str(job.gpus),
         str(job.milli),
-        job.flag,
+        _text(job.flag),
     ]
+
+
+def _text(cell: str) -> str:
+    """A text cell, shown as text and never run as a formula, with no raw control character.
+
+    It may hold what the trace file held (an id, a tenant, or a never-ran reason naming the
+    trace's GPU model), and a terminal that `cat`s the file would run an escape in it.
+    """
+    return spreadsheet_safe(escape_controls(cell))
 
 
 def _num(value: float | None) -> str:
