@@ -365,7 +365,10 @@ def test_rolling_driver_update_one_su_at_a_time_with_the_control_hosts_last(
     twin, _ = installed
     controller = twin.controller()
     busy, off = _two_compute_hosts(twin)
-    running = _sbatch(twin, f"-w {busy} -p {twin.hosts[busy].group} --wrap 'sleep 40'")
+    # long enough to outlast the batch's wait for ``off``'s power cycle (on the SU twin the
+    # batch waited 31 s for its power-down and 11 s for it to come back before any drain,
+    # and a 40 s job had ended: run 36 saw the node drained, never draining)
+    running = _sbatch(twin, f"-w {busy} -p {twin.hosts[busy].group} --wrap 'sleep 150'")
     _wait(lambda: "JobState=RUNNING" in _job(twin, running), 60, "the job to run")
     twin.ssh(controller, f"scontrol update nodename={off} state=power_down")
     _wait(lambda: not twin.powered(off), 120, f"{off} powered off by Slurm")
