@@ -50,6 +50,7 @@ __all__ = [
     "OutputError",
     "check_outputs",
     "is_temp_name",
+    "make_dirs",
     "pid_running",
     "replace_entry",
     "sweep_stale_temps",
@@ -432,6 +433,22 @@ def user_umask() -> int:
 TREE_DIR_MODE = 0o775
 """The mode a directory of a rendered tree is made with (less the umask): never
 world-writable, as `tree_umask` says."""
+
+
+def make_dirs(path: Path) -> None:
+    """``mkdir -p path``, every directory it makes at `TREE_DIR_MODE` (less the umask).
+
+    pathlib's ``mkdir(parents=True)`` makes the directories above the last at 0777 less the
+    umask: world-writable under ``umask 000`` (``playbooks/`` above a role's unit, or the
+    directories above a new ``--root``).
+    """
+    missing = []
+    for directory in (path, *path.parents):
+        if directory.is_dir():
+            break
+        missing.append(directory)
+    for directory in reversed(missing):
+        directory.mkdir(mode=TREE_DIR_MODE, exist_ok=True)
 
 
 def tree_umask() -> int:

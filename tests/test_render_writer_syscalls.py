@@ -56,13 +56,14 @@ def test_files_are_created_with_their_mode_and_never_chmod_after(
 
 def test_no_directory_is_world_writable_under_umask_000(tmp_path: Path) -> None:
     # ``playbooks/`` above a role's unit was made 0777 less the umask (pathlib's parents),
-    # unless a playbook file sorting before ``roles`` had made it first
+    # unless a playbook file sorting before ``roles`` had made it first; so were the
+    # directories above a new root
     old = os.umask(0o000)
     try:
-        write_tree(tmp_path / "t", TREE)
+        write_tree(tmp_path / "new/dirs/t", TREE)
     finally:
         os.umask(old)
-    modes = {p.stat().st_mode & 0o777 for p in (tmp_path / "t").rglob("*")}
+    modes = {p.stat().st_mode & 0o777 for p in (tmp_path / "new").rglob("*")}
     assert modes == {0o664, 0o775}
 
 

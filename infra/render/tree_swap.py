@@ -33,7 +33,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from infra.files import TREE_DIR_MODE, is_temp_name, replace_entry
+from infra.files import is_temp_name, make_dirs, replace_entry
 from infra.render.tree_fs import (
     SYMLINK_HINT,
     RenderError,
@@ -86,25 +86,10 @@ def swap(
             (old / unit).parent.mkdir(parents=True, exist_ok=True)
             os.rename(target, old / unit)
         check(unit, old / unit)
-        _make_parents(target)
+        make_dirs(target.parent)
         _move_in(staging / unit, target)
     committed = Journal(journal.old, journal.staging, journal.units, journal.created, True)
     replace_entry(str(root / JOURNAL), journal_text(committed))  # the commit point
-
-
-def _make_parents(target: Path) -> None:
-    """``mkdir -p`` of ``target``'s directory, every directory it makes at `TREE_DIR_MODE`.
-
-    pathlib's ``mkdir(parents=True)`` makes the directories above the last at 0777 less the
-    umask: world-writable under ``umask 000`` (``playbooks/`` above a role's unit).
-    """
-    missing = []
-    for parent in target.parents:
-        if parent.is_dir():
-            break
-        missing.append(parent)
-    for directory in reversed(missing):
-        directory.mkdir(mode=TREE_DIR_MODE, exist_ok=True)
 
 
 def _move_in(source: Path, target: Path) -> None:

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from infra.errors import RailplanError
-from infra.files import TREE_DIR_MODE, tree_umask
+from infra.files import make_dirs, tree_umask
 from infra.gc_pause import paused_gc
 from infra.render.tree_fs import (
     RenderError,
@@ -389,7 +389,7 @@ def _prepared_root(root: Path) -> Path:
     try:
         if root.exists() and not root.is_dir():
             raise RenderError(f"{root} is not a directory", hint="give --root a directory")
-        root.mkdir(mode=TREE_DIR_MODE, parents=True, exist_ok=True)
+        make_dirs(root)
     except OSError as exc:
         raise RenderError(
             f"cannot create {root}: {exc.strerror or exc}",
