@@ -125,6 +125,32 @@ def own_cgroups(machine: str) -> list[str]:
     return missed
 
 
+# A process at nice 0 weighs 1024 in cgroup v1's ``cpu.shares`` (100 in v2's
+# ``cpu.weight``); each kernel caps its own knob.
+SHARES_PER_HOST = {"cpu.shares": (1024, 262144), "cpu.weight": (100, 10000)}
+
+
+def weigh_hosts(host_count: int) -> list[str]:
+    """Give the twin's cgroup one nice-0 process's CPU weight per host; what was set.
+
+    Every host's boot loop joins ``railplan-twin/<machine>`` (`own_cgroups`), so the whole
+    twin competed for the CPU as one nice-0 process against Ansible's forks and everything
+    else in the root cgroup. On the 21-host SU twin that starved the hosts: raising the
+    weight by hand to 8192 took the green-field install from 3,050 s to about 1,500 s on
+    2 cores. Each host now weighs what it would as one process of its own.
+    """
+    done = []
+    for mount in cgroup_mounts():
+        twin = mount / "railplan-twin"
+        for knob, (per_host, cap) in SHARES_PER_HOST.items():
+            with contextlib.suppress(OSError):  # no such controller here: nothing to weigh
+                twin.mkdir(exist_ok=True)
+                if (twin / knob).exists():
+                    (twin / knob).write_text(f"{min(cap, per_host * host_count)}\n")
+                    done.append(f"{twin / knob} = {(twin / knob).read_text().strip()}")
+    return done
+
+
 def trim_cgroups(machine: str) -> None:
     """Remove what the last boot's systemd left in the host's cgroups, deepest first.
 

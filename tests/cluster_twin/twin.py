@@ -170,6 +170,8 @@ class ClusterTwin:
         self.record_pids()
         self.write_ansible_inputs()
         self.raise_inotify_limit()
+        for weighed in power.weigh_hosts(len(self.hosts)):
+            print(f"twin: {weighed}", file=sys.stderr)
         self.power_all("on")
         self.wait_ssh(self.hosts.values())
         self.on_all(
