@@ -47,14 +47,17 @@ USER = "powerop"
 POWER_LINE = "  power_saving: {suspend_time: 30m, exclude_groups: [infer]}\n"
 
 FAKE_IPMITOOL = f"""#!{sys.executable}
-import json, os, sys
+import json, os, sys, time
 argv = sys.argv[1:]
 password = open(argv[argv.index("-f") + 1]).read().strip() if "-f" in argv else None
 record = {{
     "argv": argv,
+    "start": time.monotonic(),
     "password": password,
     "password_in_env": any({PASSWORD!r} in v for v in os.environ.values()),
 }}
+time.sleep(float(os.environ.get("FAKE_IPMI_SESSION_S", "0")))  # a BMC session's round trips
+record["end"] = time.monotonic()
 with open(os.environ["FAKE_IPMI_LOG"], "a") as log:
     log.write(json.dumps(record) + "\\n")
 host = argv[argv.index("-H") + 1]
@@ -350,7 +353,8 @@ def test_a_hostlist_is_expanded_and_a_node_outside_the_map_refused(
     assert status == 1
     assert {c["argv"][3] for c in calls} == {_lab_bmc(catalog, "train02")}  # type: ignore[index]
     refused = [x for x in logged if "daemon.err" in x and "refused" in x]
-    assert len(refused) == 2 and "train01" in refused[0] and "infer01" in refused[1]
+    assert len(refused) == 2
+    assert {n for n in ("train01", "infer01") for x in refused if n in x} == {"train01", "infer01"}
 
 
 def test_a_failing_bmc_is_reported_and_does_not_stop_the_others(
@@ -362,9 +366,27 @@ def test_a_failing_bmc_is_reported_and_does_not_stop_the_others(
         power_env, "railplan-resume.sh", "train[02-03]", FAKE_IPMI_FAIL="192.0.2.2"
     )
     assert status == 1
-    assert [c["argv"][3] for c in calls] == ["192.0.2.2", "192.0.2.3"]  # type: ignore[index]
+    assert sorted(c["argv"][3] for c in calls) == ["192.0.2.2", "192.0.2.3"]  # type: ignore[index]
     failed = [x for x in logged if "daemon.err" in x]
     assert len(failed) == 1 and "train02" in failed[0] and "RMCP+" in failed[0]
+
+
+@pytest.mark.parametrize("program", ["railplan-resume.sh", "railplan-suspend.sh"])
+def test_every_servers_bmc_is_driven_at_once(
+    power_env: tuple[Path, dict[str, str]], program: str
+) -> None:
+    """slurmctld hands one call a whole hostlist and counts ResumeTimeout for every node from
+    its request; on the SU twin (Ubuntu 24.04, 11 s a BMC session) the last of 12 servers
+    powered on one after another came up past the 90 s ResumeTimeout, and the suspend
+    program was killed half-way. Every BMC session now runs at once."""
+    etc = power_env[0] / "etc"
+    (etc / "bmc-hosts").write_text("".join(f"gpu{i:02d} 192.0.2.{i}\n" for i in range(1, 9)))
+    status, calls, logged = _power(power_env, program, "gpu[01-08]", FAKE_IPMI_SESSION_S="2")
+    assert status == 0, logged
+    first = [c for c in calls if c["argv"][-1] != "status"]  # type: ignore[index]
+    assert sorted(c["argv"][3] for c in first) == [f"192.0.2.{i}" for i in range(1, 9)]  # type: ignore[index]
+    # every session began before the first one ended: all eight were open at once
+    assert max(c["start"] for c in first) < min(c["end"] for c in first)  # type: ignore[type-var]
 
 
 @pytest.mark.parametrize(

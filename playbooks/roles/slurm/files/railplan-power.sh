@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2317  # the per-server functions run through fan_out, unseen by shellcheck
 # Slurm power saving through each server's BMC (IPMI over LAN), installed by the slurm role on
 # the controller under three names; the name it is called by is its action (slurm.conf(5)):
 #   railplan-suspend.sh      SuspendProgram     chassis power soft (ACPI: the OS shuts down),
@@ -93,51 +94,98 @@ rolling_out() {
     grep -Eq "State=[A-Z_+]*DRAIN" <<<"$node" && grep -q "Reason=railplan rolling update" <<<"$node"
 }
 
-status=0
-softened=()
-for host in $hosts; do
+# Every server's BMC is driven at once (at most `parallel` sessions): slurmctld hands a
+# whole hostlist to one call, counts ResumeTimeout for each node from its request, and kills
+# a program still running after its timeout (slurmscriptd, Slurm 23.02 and later). One BMC
+# session takes seconds (11 s each through ipmitool 1.8.19's cipher-suite query on the
+# twin), so powering 18 servers one after another left the last ones off past the 90 s
+# ResumeTimeout and got the suspend program killed half-way.
+parallel=32
+work=$(mktemp -d "${TMPDIR:-/tmp}/railplan-power.XXXXXX") || exit 2
+trap 'rm -rf -- "$work"' EXIT
+
+fan_out() { # function argument... : "function argument" for each, `parallel` at once; 1 if any failed
+    local fn=$1 arg status=0 running=0
+    shift
+    for arg in "$@"; do
+        if [ "$running" -ge "$parallel" ]; then
+            wait -n || status=1
+            running=$((running - 1))
+        fi
+        "$fn" "$arg" &
+        running=$((running + 1))
+    done
+    for ((; running > 0; running--)); do
+        wait -n || status=1
+    done
+    return "$status"
+}
+
+power_one() { # host: the action through its BMC; a softened one is noted for the follow-up
+    local host=$1 bmc out
     if [ "$action" = soft ] && rolling_out "$host"; then
         log warning "$host: drained for a railplan roll-out; not powered off"
-        continue
+        return 0
     fi
     bmc=$(awk -v host="$host" '$1 == host { print $2; exit }' "$map")
     if [ -z "$bmc" ]; then
         log err "$host: not in $map (excluded from power saving?); refused to power it $action"
-        status=1
-        continue
+        return 1
     fi
     if out=$(chassis "$bmc" "$action"); then
         log info "$host: BMC $bmc: chassis power $action: $out"
-        [ "$action" = soft ] && softened+=("$host $bmc")
-    else
-        log err "$host: BMC $bmc: chassis power $action failed (exit $?): $out"
-        status=1
+        if [ "$action" = soft ]; then echo "$host $bmc" >"$work/$host.soft"; fi
+        return 0
     fi
-done
+    log err "$host: BMC $bmc: chassis power $action failed (exit $?): $out"
+    return 1
+}
+
+check_off() { # "host bmc": noted when the server is off
+    local host bmc
+    read -r host bmc <<<"$1"
+    case "$(chassis "$bmc" status)" in
+        *"is off"*)
+            log info "$host: BMC $bmc: powered off"
+            rm -f -- "$work/$host.soft"
+            ;;
+    esac
+    return 0
+}
+
+cut_off() { # "host bmc": the server ignored its soft power-off; cut the power
+    local host bmc out
+    read -r host bmc <<<"$1"
+    if out=$(chassis "$bmc" off); then
+        log warning "$host: BMC $bmc: still on after the soft power-off; chassis power off: $out"
+        return 0
+    fi
+    log err "$host: BMC $bmc: chassis power off failed (exit $?): $out"
+    return 1
+}
+
+softened() { # the "host bmc" of every server whose soft power-off is not yet seen done
+    local file
+    for file in "$work"/*.soft; do
+        if [ -e "$file" ]; then cat -- "$file"; fi
+    done
+}
+
+status=0
+mapfile -t host_list <<<"$hosts"
+fan_out power_one "${host_list[@]}" || status=1
 
 # A soft power-off is a request the OS may not honour (hung, or ACPI ignored): follow it up.
-if [ "${#softened[@]}" -gt 0 ]; then
+if [ "$action" = soft ]; then
     deadline=$((SECONDS + $(soft_off_grace)))
-    while [ "${#softened[@]}" -gt 0 ] && [ "$SECONDS" -lt "$deadline" ]; do
+    mapfile -t pending < <(softened)
+    while [ "${#pending[@]}" -gt 0 ] && [ "$SECONDS" -lt "$deadline" ]; do
         sleep "${RAILPLAN_POWER_POLL_S:-5}"
-        still=()
-        for entry in "${softened[@]}"; do
-            read -r host bmc <<<"$entry"
-            case "$(chassis "$bmc" status)" in
-                *"is off"*) log info "$host: BMC $bmc: powered off" ;;
-                *) still+=("$entry") ;;
-            esac
-        done
-        softened=("${still[@]+"${still[@]}"}")
+        fan_out check_off "${pending[@]}"
+        mapfile -t pending < <(softened)
     done
-    for entry in "${softened[@]+"${softened[@]}"}"; do
-        read -r host bmc <<<"$entry"
-        if out=$(chassis "$bmc" off); then
-            log warning "$host: BMC $bmc: still on after the soft power-off; chassis power off: $out"
-        else
-            log err "$host: BMC $bmc: chassis power off failed (exit $?): $out"
-            status=1
-        fi
-    done
+    if [ "${#pending[@]}" -gt 0 ]; then
+        fan_out cut_off "${pending[@]}" || status=1
+    fi
 fi
 exit "$status"
