@@ -146,6 +146,9 @@ class Replay:
         self.classes: dict[tuple[int, int, str], dict[int, None]] = {}  # running, by priority
         self.blocked: dict[BucketKey, bool] = {}  # bucket -> blocked for capacity (not quota)
         self.tried_preempt: dict[BucketKey, float] = {}  # bucket -> time of its last try
+        self.changes = 0  # counts requeues, unblockings and hand-overs (`_pass`)
+        # after a pass: (``changes`` then, the earliest last try of a bucket that may preempt)
+        self.calm: tuple[int, float] = (-1, 0.0)
         self.starts = 0
         self.active = 0
         self.now = 0.0
@@ -314,6 +317,7 @@ class Replay:
             return
         job = self.jobs[index]
         key = Queues.key(job, *self.rank[index])
+        self.changes += 1
         head = key not in self.queues.buckets or self.queues.order(key) > (
             key[1],
             key[2],
@@ -331,6 +335,7 @@ class Replay:
     def unblock_all(self) -> None:
         """Capacity came back (a job ended, a MIG change ended): every bucket may fit again."""
         self.blocked.clear()
+        self.changes += 1
         if self.shapes is not None:
             self.shapes.unblock_all()
 
@@ -370,40 +375,65 @@ class Replay:
         if len(self.queues.buckets) >= few and self.preemptor.quiet(self.queues):
             if not shapes.synced:
                 shapes.resync(self.blocked, self.tried_preempt)
+            self.changes += 1  # the shapes keep the buckets' state now
             return shapes.run(self.now)
         if shapes.synced:
             self.blocked, self.tried_preempt = shapes.export()
+            self.changes += 1
         return self._pass()
 
     def _pass(self) -> bool:
-        q, blocked = self.queues, self.blocked
-        # `Queues.order` of each bucket not blocked, or whose head may try preemption now
-        # (`_preempt_due`, inline: most waiting buckets are blocked, every pass reads them)
-        tried, now, retry_s = self.tried_preempt, self.now, self.policy.preempt_retry_s
-        preempting = self.preemptor.preempting
-        heap = []
-        for k, bucket in q.buckets.items():
-            if k in blocked:
-                if k[0] not in preempting:
-                    continue
-                last = tried.get(k)
-                if last is not None and (now - last < retry_s or (last == now and retry_s > 0)):
-                    continue
-            heap.append(((k[1], k[2], *bucket[0]), k))
-        heapq.heapify(heap)
-        started = False
+        """Try each bucket not blocked, or whose head may try preemption now, in order.
+
+        A pass ends with every bucket blocked (tried and not started). Until a job is
+        requeued or the buckets unblocked (`changes`), a later pass would try only the
+        buckets whose preemption retry is due, none before ``preempt_retry_s`` after the
+        earliest last try (``calm``): such a pass is not made (it would start nothing).
+        """
+        mark, floor = self.calm
+        if mark == self.changes and self.now - floor < self.policy.preempt_retry_s:
+            return False
+        heap, floor = self._ready()
+        q, tried, preempting = self.queues, self.tried_preempt, self.preemptor.preempting
+        started, changes = False, self.changes
         while heap:
             _, key = heapq.heappop(heap)
             index = q.head(key)
             alloc = self._fit(key, index)
             if alloc is None:
+                if key[0] in preempting:  # its last try is final: it is not tried again
+                    floor = min(floor, tried.get(key, floor))
                 continue
             q.pop(key)
             self._start(index, alloc)
             started = True
             if key in q.buckets:
                 heapq.heappush(heap, (q.order(key), key))
+        self.calm = (changes if self.changes == changes else -1, floor)
         return started
+
+    def _ready(self) -> tuple[list[tuple[tuple[int, int, float, int, int], BucketKey]], float]:
+        """The buckets a pass tries, as a heap in service order; the earliest last try of the rest.
+
+        `Queues.order` of each bucket not blocked, or whose head may try preemption now
+        (`_preempt_due`, inline: most waiting buckets are blocked, every pass reads them).
+        """
+        blocked, tried = self.blocked, self.tried_preempt
+        now, retry_s = self.now, self.policy.preempt_retry_s
+        preempting = self.preemptor.preempting
+        heap = []
+        floor = float("inf")
+        for k, bucket in self.queues.buckets.items():
+            if k in blocked:
+                if k[0] not in preempting:
+                    continue
+                last = tried.get(k)
+                if last is not None and (now - last < retry_s or (last == now and retry_s > 0)):
+                    floor = min(floor, last)
+                    continue
+            heap.append(((k[1], k[2], *bucket[0]), k))
+        heapq.heapify(heap)
+        return heap, floor
 
     def _preempt_due(self, key: BucketKey) -> bool:
         """Whether the bucket's head may try preemption now (once per `preempt_retry_s`)."""
