@@ -68,6 +68,8 @@ from infra.topology.slurm_sched import backfill_of
 __all__ = ["STUCK_S", "Replay", "simulate"]
 
 
+_new_run = tuple.__new__  # `Run(...)` without the named tuple's keyword-taking __new__
+
 STUCK_S = 8 * 86_400.0
 """Idle time after which waiting jobs are taken to wait for good (see `Replay._stuck`). A
 replay without a horizon also stops at the last submit plus every job's duration plus this:
@@ -195,23 +197,28 @@ class Replay:
 
     def _load(self) -> None:
         reasons = never_reasons(self.spec, self.plan, self.catalog, self.trace.jobs)
-        ranks: dict[tuple[int, int], tuple[int, int]] = {}  # one tuple per rank, not per job
+        shared: dict[tuple[int, int], tuple[int, int]] = {}  # one tuple per rank, not per job
+        ranks: dict[tuple[str, str], tuple[int, int]] = {}  # by tenant and priority
+        jobs, rank_of = self.jobs, self.rank
         for at, job in enumerate(self.trace.jobs):
             reason = reasons.get(at, "")
             if reason:
                 self.never.append(NeverRan(job.id, job.line, reason))
                 self.never_jobs.append((job, reason))
                 continue
-            index = len(self.jobs)
-            self.jobs.append(job)
-            self.remaining.append(job.duration_s)
-            self.first_start.append(None)
-            self.end_at.append(None)
-            self.evictions.append(0)
-            self.tokens.append(0)
-            rank = self._ranks(job)
-            self.rank.append(ranks.setdefault(rank, rank))
-            self.events.arrive(job.submit_s, index)
+            jobs.append(job)
+            rank = ranks.get((job.tenant, job.priority))
+            if rank is None:
+                rank = self._ranks(job)
+                rank = ranks[(job.tenant, job.priority)] = shared.setdefault(rank, rank)
+            rank_of.append(rank)
+        count = len(jobs)  # the per-job lists in bulk, not five appends a job
+        self.remaining.extend([job.duration_s for job in jobs])
+        self.first_start.extend([None] * count)
+        self.end_at.extend([None] * count)
+        self.evictions.extend([0] * count)
+        self.tokens.extend([0] * count)
+        self.events.arrive_all([job.submit_s for job in jobs])
         self.events.seal()
         self.active = self.unsubmitted = len(self.jobs)
         self.start_s = min((j.submit_s for j in self.jobs), default=0.0)
@@ -483,7 +490,7 @@ class Replay:
         # power saving off: nothing is ever off, so waking is a no-op
         delay = self.power.wake({part.node for part in alloc}) if self.power.enabled else 0.0
         self.tokens[index] += 1
-        self.running[index] = Run(alloc, share, now, now + delay, self.tokens[index])
+        self.running[index] = _new_run(Run, (alloc, share, now, now + delay, self.tokens[index]))
         if self.first_start[index] is None:
             self.first_start[index] = now + delay
         self.classes.setdefault((*self.rank[index], job.tenant), {})[index] = None
