@@ -43,7 +43,6 @@ from infra.simulate.policy import SimPolicy
 from infra.simulate.power import PowerSaver
 from infra.simulate.preempt import Preemptor
 from infra.simulate.result import NeverRan, SimResult
-from infra.simulate.retry import retry_due
 from infra.simulate.shapes import ShapeIndex, shape_of
 from infra.simulate.slurm import SlurmScheduler
 from infra.simulate.state import (
@@ -423,7 +422,8 @@ class Replay:
         """The buckets a pass tries, as a heap in service order; the earliest last try of the rest.
 
         `Queues.order` of each bucket not blocked, or whose head may try preemption now
-        (`_preempt_due`, inline: most waiting buckets are blocked, every pass reads them).
+        (`infra.simulate.retry.retry_due`, inline: most waiting buckets are blocked, every pass
+        reads them).
         """
         blocked, tried = self.blocked, self.tried_preempt
         now, retry_s = self.now, self.policy.preempt_retry_s
@@ -442,20 +442,20 @@ class Replay:
         heapq.heapify(heap)
         return heap, floor
 
-    def _preempt_due(self, key: BucketKey) -> bool:
-        """Whether the bucket's head may try preemption now (once per `preempt_retry_s`)."""
-        if key[0] not in self.preemptor.preempting:  # `Preemptor.may_preempt`
-            return False
-        return retry_due(self.tried_preempt.get(key), self.now, self.policy.preempt_retry_s)
-
     def _fit(self, key: BucketKey, index: int) -> Allocation | None:
         alloc = None
         if key not in self.blocked:
             alloc, for_capacity = self.admit(index)
             if alloc is None:
                 self.blocked[key] = for_capacity
-        if alloc is None and self._preempt_due(key):
-            self.tried_preempt[key] = self.now
+        # the head may try preemption: its tenant may evict and `retry_due` says so (inline)
+        if alloc is None and key[0] in self.preemptor.preempting:
+            last, now, retry_s = self.tried_preempt.get(key), self.now, self.policy.preempt_retry_s
+            if last is not None and not (
+                now - last >= retry_s and not (last == now and retry_s > 0)
+            ):
+                return None
+            self.tried_preempt[key] = now
             alloc = self.preemptor.preempt(index)
         return alloc
 
