@@ -90,3 +90,15 @@ def test_pop_at_leaves_a_later_event_where_it_is() -> None:
     assert events.next_at() == 5.0
     assert events.pop_at(5.0) == (SUBMIT, (0,))
     assert not events
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(TIMES, max_size=12))
+def test_arriving_all_at_once_is_arriving_one_by_one(submits: list[float]) -> None:
+    one, bulk = Events(), Events()
+    for index, at in enumerate(submits):
+        one.arrive(at, index)
+    bulk.arrive_all(submits)
+    one.seal()
+    bulk.seal()
+    assert (one.arrivals_at, one.arrivals) == (bulk.arrivals_at, bulk.arrivals)

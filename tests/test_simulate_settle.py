@@ -21,6 +21,7 @@ from infra.simulate.engine import Replay
 from infra.simulate.jobs import Job
 from infra.simulate.place import find, gang_fails_once_freed
 from infra.simulate.policy import SimPolicy
+from infra.simulate.preempt import _restores
 from infra.spec import Spec
 from infra.topology import expand
 from tests.sim_helpers import catalog, group_spec, job, replay
@@ -248,3 +249,31 @@ def test_a_gang_said_to_fail_is_said_so_when_only_its_su_lacks() -> None:
     assert gang_fails_once_freed(cluster, job("w", 0, 1, 16), ())
     # with one of the held nodes freed, its SU has two free nodes: it may fit
     assert not gang_fails_once_freed(cluster, job("w", 0, 1, 16), taken[0])
+
+
+def _lifted_and_returned(usage: dict[str, float], shares: list[float]) -> dict[str, float]:
+    """``usage`` after each share is taken off tenant ``t`` and then added back, in order."""
+    out = dict(usage)
+    for sign in (-1, +1):
+        for share in shares:
+            out["t"] += sign * share
+    return out
+
+
+def test_quota_additions_are_skipped_only_where_they_restore_usage_bit_for_bit() -> None:
+    assert not _restores({"t": 0.1}, [0.7])  # 0.1 - 0.7 + 0.7 is not 0.1
+    assert _lifted_and_returned({"t": 0.1}, [0.7]) != {"t": 0.1}
+    assert not _restores({"t": 3 / 7}, [1 / 7, 2 / 7, 5 / 7])
+    assert not _restores({"t": 8.0, "u": 0.5}, [8.0])  # another tenant's fraction
+    assert not _restores({"t": 2.0**60}, [8.0])
+    assert _restores({"t": 48.0, "u": 0.0}, [8.0, 16.0, 4.0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 10_000).map(float), max_size=6),
+    st.integers(0, 100_000).map(float),
+)
+def test_whole_gpu_shares_restore_usage_bit_for_bit(shares: list[float], used: float) -> None:
+    assert _restores({"t": used}, shares)
+    assert _lifted_and_returned({"t": used}, shares) == {"t": used}

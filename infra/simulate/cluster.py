@@ -310,7 +310,7 @@ class Cluster:
         # only such a node is looked up there; nodes without MIG slices skip ``by_slice``.
         nodes, groups, watch, dirty = self.nodes, self.groups, self.watch, self.dirty
         for part in alloc:
-            index = part.node
+            index, whole, slice_, _, _, cpu, mem, _ = part  # one unpacking, not five lookups
             node = nodes[index]
             if not node.open:
                 _change(node, part, sign)
@@ -328,11 +328,11 @@ class Cluster:
             sliced = node.slices_free
             if sliced:
                 _unslice(g, index, sliced)
-            if node.shared or part.slice or part.cpu or part.mem:
+            if node.shared or slice_ or cpu or mem:
                 _change(node, part, sign)
                 after = node.whole_free
             else:  # whole GPUs alone: `_change`'s arithmetic, without the call
-                after = node.whole_free = before + sign * part.whole
+                after = node.whole_free = before + sign * whole
                 node.running -= sign
                 node.stamp += 1
                 assert 0 <= after <= node.whole_total, "whole GPUs over-allocated"
@@ -360,8 +360,11 @@ class Cluster:
         preemption that lifts its candidates, finds nothing and puts them back settles with
         this.
         """
-        for _ in range(2):  # give, then take
-            self._touch(allocs)
+        if self.watch is not None:
+            for _ in range(2):  # give, then take: ``watch`` hears of each
+                self._touch(allocs)
+        else:  # both touches at once: ``dirty`` keeps a node where its first mark put it
+            self._touch(allocs, 2)
         nodes, groups = self.nodes, self.groups
         for alloc in allocs:  # the takes' index moves, in their order
             for part in alloc:
@@ -379,13 +382,13 @@ class Cluster:
                         slot.pop(index, None)
                         slot[index] = None
 
-    def _touch(self, allocs: Sequence[Allocation]) -> None:
-        """Count a change on every node of ``allocs`` (and tell ``dirty`` and ``watch``)."""
+    def _touch(self, allocs: Sequence[Allocation], times: int = 1) -> None:
+        """Count ``times`` changes on every node of ``allocs`` (and tell ``dirty`` and ``watch``)."""
         nodes, watch, dirty = self.nodes, self.watch, self.dirty
         for alloc in allocs:
             for part in alloc:
                 node = nodes[part.node]
-                node.stamp += 1
+                node.stamp += times
                 if node.open:
                     if dirty is not None:
                         dirty[part.node] = None

@@ -43,7 +43,6 @@ from infra.simulate.policy import SimPolicy
 from infra.simulate.power import PowerSaver
 from infra.simulate.preempt import Preemptor
 from infra.simulate.result import NeverRan, SimResult
-from infra.simulate.retry import retry_due
 from infra.simulate.shapes import ShapeIndex, shape_of
 from infra.simulate.slurm import SlurmScheduler
 from infra.simulate.state import (
@@ -67,6 +66,8 @@ from infra.topology.slurm_sched import backfill_of
 
 __all__ = ["STUCK_S", "Replay", "simulate"]
 
+
+_new_run = tuple.__new__  # `Run(...)` without the named tuple's keyword-taking __new__
 
 STUCK_S = 8 * 86_400.0
 """Idle time after which waiting jobs are taken to wait for good (see `Replay._stuck`). A
@@ -146,6 +147,9 @@ class Replay:
         self.classes: dict[tuple[int, int, str], dict[int, None]] = {}  # running, by priority
         self.blocked: dict[BucketKey, bool] = {}  # bucket -> blocked for capacity (not quota)
         self.tried_preempt: dict[BucketKey, float] = {}  # bucket -> time of its last try
+        self.changes = 0  # counts requeues, unblockings and hand-overs (`_pass`)
+        # after a pass: (``changes`` then, the earliest last try of a bucket that may preempt)
+        self.calm: tuple[int, float] = (-1, 0.0)
         self.starts = 0
         self.active = 0
         self.now = 0.0
@@ -192,23 +196,28 @@ class Replay:
 
     def _load(self) -> None:
         reasons = never_reasons(self.spec, self.plan, self.catalog, self.trace.jobs)
-        ranks: dict[tuple[int, int], tuple[int, int]] = {}  # one tuple per rank, not per job
+        shared: dict[tuple[int, int], tuple[int, int]] = {}  # one tuple per rank, not per job
+        ranks: dict[tuple[str, str], tuple[int, int]] = {}  # by tenant and priority
+        jobs, rank_of = self.jobs, self.rank
         for at, job in enumerate(self.trace.jobs):
             reason = reasons.get(at, "")
             if reason:
                 self.never.append(NeverRan(job.id, job.line, reason))
                 self.never_jobs.append((job, reason))
                 continue
-            index = len(self.jobs)
-            self.jobs.append(job)
-            self.remaining.append(job.duration_s)
-            self.first_start.append(None)
-            self.end_at.append(None)
-            self.evictions.append(0)
-            self.tokens.append(0)
-            rank = self._ranks(job)
-            self.rank.append(ranks.setdefault(rank, rank))
-            self.events.arrive(job.submit_s, index)
+            jobs.append(job)
+            rank = ranks.get((job.tenant, job.priority))
+            if rank is None:
+                rank = self._ranks(job)
+                rank = ranks[(job.tenant, job.priority)] = shared.setdefault(rank, rank)
+            rank_of.append(rank)
+        count = len(jobs)  # the per-job lists in bulk, not five appends a job
+        self.remaining.extend([job.duration_s for job in jobs])
+        self.first_start.extend([None] * count)
+        self.end_at.extend([None] * count)
+        self.evictions.extend([0] * count)
+        self.tokens.extend([0] * count)
+        self.events.arrive_all([job.submit_s for job in jobs])
         self.events.seal()
         self.active = self.unsubmitted = len(self.jobs)
         self.start_s = min((j.submit_s for j in self.jobs), default=0.0)
@@ -314,6 +323,7 @@ class Replay:
             return
         job = self.jobs[index]
         key = Queues.key(job, *self.rank[index])
+        self.changes += 1
         head = key not in self.queues.buckets or self.queues.order(key) > (
             key[1],
             key[2],
@@ -331,6 +341,7 @@ class Replay:
     def unblock_all(self) -> None:
         """Capacity came back (a job ended, a MIG change ended): every bucket may fit again."""
         self.blocked.clear()
+        self.changes += 1
         if self.shapes is not None:
             self.shapes.unblock_all()
 
@@ -370,46 +381,66 @@ class Replay:
         if len(self.queues.buckets) >= few and self.preemptor.quiet(self.queues):
             if not shapes.synced:
                 shapes.resync(self.blocked, self.tried_preempt)
+            self.changes += 1  # the shapes keep the buckets' state now
             return shapes.run(self.now)
         if shapes.synced:
             self.blocked, self.tried_preempt = shapes.export()
+            self.changes += 1
         return self._pass()
 
     def _pass(self) -> bool:
-        q, blocked = self.queues, self.blocked
-        # `Queues.order` of each bucket not blocked, or whose head may try preemption now
-        # (`_preempt_due`, inline: most waiting buckets are blocked, every pass reads them)
-        tried, now, retry_s = self.tried_preempt, self.now, self.policy.preempt_retry_s
-        preempting = self.preemptor.preempting
-        heap = []
-        for k, bucket in q.buckets.items():
-            if k in blocked:
-                if k[0] not in preempting:
-                    continue
-                last = tried.get(k)
-                if last is not None and (now - last < retry_s or (last == now and retry_s > 0)):
-                    continue
-            heap.append(((k[1], k[2], *bucket[0]), k))
-        heapq.heapify(heap)
-        started = False
+        """Try each bucket not blocked, or whose head may try preemption now, in order.
+
+        A pass ends with every bucket blocked (tried and not started). Until a job is
+        requeued or the buckets unblocked (`changes`), a later pass would try only the
+        buckets whose preemption retry is due, none before ``preempt_retry_s`` after the
+        earliest last try (``calm``): such a pass is not made (it would start nothing).
+        """
+        mark, floor = self.calm
+        if mark == self.changes and self.now - floor < self.policy.preempt_retry_s:
+            return False
+        heap, floor = self._ready()
+        q, tried, preempting = self.queues, self.tried_preempt, self.preemptor.preempting
+        started, changes = False, self.changes
         while heap:
             _, key = heapq.heappop(heap)
             index = q.head(key)
             alloc = self._fit(key, index)
             if alloc is None:
+                if key[0] in preempting:  # its last try is final: it is not tried again
+                    floor = min(floor, tried.get(key, floor))
                 continue
             q.pop(key)
             self._start(index, alloc)
             started = True
             if key in q.buckets:
                 heapq.heappush(heap, (q.order(key), key))
+        self.calm = (changes if self.changes == changes else -1, floor)
         return started
 
-    def _preempt_due(self, key: BucketKey) -> bool:
-        """Whether the bucket's head may try preemption now (once per `preempt_retry_s`)."""
-        if key[0] not in self.preemptor.preempting:  # `Preemptor.may_preempt`
-            return False
-        return retry_due(self.tried_preempt.get(key), self.now, self.policy.preempt_retry_s)
+    def _ready(self) -> tuple[list[tuple[tuple[int, int, float, int, int], BucketKey]], float]:
+        """The buckets a pass tries, as a heap in service order; the earliest last try of the rest.
+
+        `Queues.order` of each bucket not blocked, or whose head may try preemption now
+        (`infra.simulate.retry.retry_due`, inline: most waiting buckets are blocked, every pass
+        reads them).
+        """
+        blocked, tried = self.blocked, self.tried_preempt
+        now, retry_s = self.now, self.policy.preempt_retry_s
+        preempting = self.preemptor.preempting
+        heap = []
+        floor = float("inf")
+        for k, bucket in self.queues.buckets.items():
+            if k in blocked:
+                if k[0] not in preempting:
+                    continue
+                last = tried.get(k)
+                if last is not None and (now - last < retry_s or (last == now and retry_s > 0)):
+                    floor = min(floor, last)
+                    continue
+            heap.append(((k[1], k[2], *bucket[0]), k))
+        heapq.heapify(heap)
+        return heap, floor
 
     def _fit(self, key: BucketKey, index: int) -> Allocation | None:
         alloc = None
@@ -417,8 +448,14 @@ class Replay:
             alloc, for_capacity = self.admit(index)
             if alloc is None:
                 self.blocked[key] = for_capacity
-        if alloc is None and self._preempt_due(key):
-            self.tried_preempt[key] = self.now
+        # the head may try preemption: its tenant may evict and `retry_due` says so (inline)
+        if alloc is None and key[0] in self.preemptor.preempting:
+            last, now, retry_s = self.tried_preempt.get(key), self.now, self.policy.preempt_retry_s
+            if last is not None and not (
+                now - last >= retry_s and not (last == now and retry_s > 0)
+            ):
+                return None
+            self.tried_preempt[key] = now
             alloc = self.preemptor.preempt(index)
         return alloc
 
@@ -453,7 +490,7 @@ class Replay:
         # power saving off: nothing is ever off, so waking is a no-op
         delay = self.power.wake({part.node for part in alloc}) if self.power.enabled else 0.0
         self.tokens[index] += 1
-        self.running[index] = Run(alloc, share, now, now + delay, self.tokens[index])
+        self.running[index] = _new_run(Run, (alloc, share, now, now + delay, self.tokens[index]))
         if self.first_start[index] is None:
             self.first_start[index] = now + delay
         self.classes.setdefault((*self.rank[index], job.tenant), {})[index] = None

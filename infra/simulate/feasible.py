@@ -43,9 +43,21 @@ def never_reasons(spec: Spec, plan: Plan, catalog: Catalog, jobs: Iterable[Job])
     hosts = _hosts(plan, catalog)
     replicas = sorted({g.sharing.replicas for g in spec.node_groups if g.sharing is not None})
     out = {}
+    seen: dict[tuple[object, ...], str] = {}  # a job's verdict reads only these fields
     for at, job in enumerate(jobs):
-        reason = _too_big(job, hosts) or _reason(job, groups, models, limits, replicas)
-        reason = reason or _no_slice(job, groups, largest)
+        key = (
+            job.gpus,
+            job.milli,
+            job.tenant,
+            job.gpu_model,
+            job.gpu_models,
+            job.cpu_milli,
+            job.memory_mib,
+        )
+        reason = seen.get(key)
+        if reason is None:
+            reason = _too_big(job, hosts) or _reason(job, groups, models, limits, replicas)
+            reason = seen[key] = reason or _no_slice(job, groups, largest)
         if reason:
             out[at] = reason
     return out

@@ -181,13 +181,14 @@ def gang_fails_once_freed(cluster: Cluster, job: Job, freed: Iterable[Part]) -> 
     full = {name: g.full for name, g in groups.items()}
     in_su: dict[tuple[str, int], int] = {}  # wholly free nodes per (group, SU), as freed
     for part in freed:
-        node = nodes[part.node]
-        if part.whole <= 0 or part.slice or part.units or part.cpu or part.mem or node.shared:
+        index, gpus, slice_, units, _, cpu, mem, _ = part  # one unpacking, not six lookups
+        node = nodes[index]
+        if gpus <= 0 or slice_ or units or cpu or mem or node.shared:
             return False
         g = groups.get(node.group)
         if g is None or not node.open:
             continue
-        k = whole[part.node] = whole.get(part.node, 0) + part.whole
+        k = whole[index] = whole.get(index, 0) + gpus
         if node.whole_free < node.gpus == node.whole_free + k:  # wholly free once freed
             where = (g.name, node.su)
             count = in_su[where] = in_su.get(where, len(g.su_full[node.su])) + 1
@@ -220,17 +221,19 @@ def _fits_once_freed(
     """
     lacking = {name: g.full - gpus // g.per_node for name, g in groups.items() if gpus > g.per_node}
     whole: dict[int, int] = {}
+    nodes = cluster.nodes
     for part in freed:
-        node = cluster.nodes[part.node]
+        index, freed_gpus, slice_ = part[:3]
+        node = nodes[index]
         if not node.open or node.group not in groups:
             continue
-        if need and part.slice >= need:
+        if need and slice_ >= need:
             return True
-        k = whole[part.node] = whole.get(part.node, 0) + part.whole
+        k = whole[index] = whole.get(index, 0) + freed_gpus
         if node.group not in lacking:
             if gpus <= node.whole_free + k:
                 return True
-        elif part.whole and node.whole_free < node.gpus == node.whole_free + k:
+        elif freed_gpus and node.whole_free < node.gpus == node.whole_free + k:
             lacking[node.group] += 1  # one more node wholly free
             if lacking[node.group] >= 0:
                 return True

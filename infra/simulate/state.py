@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from array import array
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from infra.simulate.cluster import Allocation
 from infra.simulate.jobs import Job
@@ -41,9 +41,12 @@ BucketKey = tuple[str, int, int, int, int, str, int, int]
 GPU model or "", thousandths of a CPU, MiB): jobs of one bucket ask for the same."""
 
 
-@dataclass(slots=True)
-class Run:
-    """A running job: where it runs and since when its work advances."""
+class Run(NamedTuple):
+    """A running job: where it runs and since when its work advances.
+
+    A named tuple, not a dataclass: one is made per start, and the engine makes it with
+    ``tuple.__new__`` (no keyword call).
+    """
 
     alloc: Allocation
     share: float  # GPUs held (slices as their share)
@@ -75,6 +78,11 @@ class Events:
         """
         self.arrivals_at.append(at)
         self.arrivals.append(index)
+
+    def arrive_all(self, times: list[float]) -> None:
+        """`arrive` of the next ``len(times)`` jobs (numbered on from those arrived) at ``times``."""
+        self.arrivals.extend(range(len(self.arrivals), len(self.arrivals) + len(times)))
+        self.arrivals_at.extend(times)
 
     def seal(self) -> None:
         """Every submit has arrived: order them by time (a stable sort keeps trace order)."""
