@@ -146,7 +146,8 @@ class AddressBook:
 
     def pdu(self, pdu: Pdu) -> Pdu:
         """A PDU with its address."""
-        return replace(pdu, bmc_ip=self.bmc.get(pdu.name))
+        # made, not `replace`d: 15,000 PDUs in a large plan, and replace is slow
+        return Pdu(pdu.name, pdu.rack, pdu.feed, self.bmc.get(pdu.name))
 
 
 @dataclass(frozen=True)

@@ -221,12 +221,7 @@ class _Builder:
         shape = self.tree
         assert shape is not None  # one switch is `_single_switch`'s
         for su in sus:
-            for slot, server, hcas in su.servers:
-                for rail, hca in enumerate(hcas):
-                    leaf, port = self.leaf_of(su.name, slot, rail)
-                    self.links.append(
-                        make_link("compute", "node_leaf", server, hca, leaf, port_text(port), self.gbps)
-                    )  # fmt: skip
+            self._cable_servers(su)
         upper = _upper_links(shape, self.down)
         for plane in range(self.fabric.planes):
             self._wire_plane(plane, shape, sus, upper)
@@ -252,6 +247,26 @@ class _Builder:
             tuple(self.switches), tuple(self.links), summary, su_leaves, su_pod, ufm_ports,
             warnings, self._upper_at_max(shape),
         )  # fmt: skip
+
+    def _cable_servers(self, su: SuMembers) -> None:
+        """Each NIC of the SU's servers to its leaf (`leaf_of`)."""
+        if not self.fabric.rail_optimized:
+            for slot, server, hcas in su.servers:
+                for rail, hca in enumerate(hcas):
+                    leaf, port = self.leaf_of(su.name, slot, rail)
+                    self.links.append(
+                        make_link("compute", "node_leaf", server, hca, leaf, port_text(port), self.gbps)
+                    )  # fmt: skip
+            return
+        # rail-optimized: rail r's leaf is the SU's own, the port is the slot
+        leaves = [self.leaf_of(su.name, 1, rail)[0] for rail in range(self.rails)]
+        links, gbps = self.links, self.gbps
+        for slot, server, hcas in su.servers:
+            text = port_text(slot)
+            links += [
+                make_link("compute", "node_leaf", server, hca, leaf, text, gbps)
+                for hca, leaf in zip(hcas, leaves, strict=True)
+            ]
 
     def _upper_at_max(self, shape: TreeShape) -> int:
         """Spines and cores of every plane once the fabric holds ``max_sus`` SUs."""

@@ -110,6 +110,7 @@ class RackPlanner:
         self._row_claimed: dict[str, int] = {}  # row -> highest rack number taken or kept
         self._zone_numbers: dict[str, list[int]] = {}  # zone -> its racks' numbers
         self._reserved: dict[str, int] = {}  # zone -> network racks kept for its growth
+        self._capacities: dict[tuple[str, str], int] = {}  # (node, rack class) -> servers
 
     def reserve(self, zone: str, racks: int) -> None:
         """Keep ``racks`` consecutive rack numbers of the row for ``zone``'s growth.
@@ -153,7 +154,10 @@ class RackPlanner:
         """Put a server into ``rack_name`` (the caller's capacity arithmetic chose it)."""
         node = self.catalog.nodes[node_id]
         rack = self._rack(rack_name, "compute", class_name, row, position)
-        rack.server_slots = self.capacity(node_id, class_name)
+        key = (node_id, class_name)
+        if key not in self._capacities:  # worked out once per node and class, not per server
+            self._capacities[key] = self.capacity(node_id, class_name)
+        rack.server_slots = self._capacities[key]
         self._put(rack, name, node.rack_units, node.max_power_kw)
         rack.servers.append(name)
 
