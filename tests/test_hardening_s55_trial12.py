@@ -1,0 +1,80 @@
+"""Trial 12 (7 December 2026): each test one cause the trial found or left from trial 11.
+
+1. ``railplan render`` into a root where a file railplan did not write stands at a rendered
+   name (no manifest, or a path the manifest does not list) said the file had "changed since
+   the last render", although there had been none: a hard link at ``ansible.cfg`` in an empty
+   root was refused as an edit. It is the user's own file, and the refusal now says so; a file
+   (a hard link included) with the rendered bytes is adopted, and its other name keeps them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from infra.render.writer import RenderConflict, write_tree
+
+from .cli_run import ROOT, run_cli
+
+LAB = ROOT / "examples" / "a100-lab-mig.yaml"
+BEYOND = ROOT / "tests" / "corpus" / "lint" / "beyond-three-tiers.yaml"
+TREE = {"ansible.cfg": b"[defaults]\n", "inventories/lab/hosts.yml": b"all: {}\n"}
+
+
+# --- 1. a file no render made is the user's own, not an edit since the last render --------------
+
+
+@pytest.mark.parametrize("how", ["hard link", "plain file"])
+def test_a_foreign_file_at_a_rendered_name_is_refused_as_the_users_own(
+    tmp_path: Path, how: str
+) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.write_bytes(b"# my own\n")
+    if how == "hard link":
+        os.link(outside, root / "ansible.cfg")
+    else:
+        (root / "ansible.cfg").write_bytes(b"# my own\n")
+    with pytest.raises(RenderConflict) as caught:
+        write_tree(root, TREE)
+    message = caught.value.message
+    assert "not written by railplan" in message and "since the last render" not in message
+    assert caught.value.foreign == ["ansible.cfg"] == caught.value.files
+    assert outside.read_bytes() == b"# my own\n"
+
+
+def test_an_edit_and_a_foreign_file_are_each_named_for_what_they_are(tmp_path: Path) -> None:
+    write_tree(tmp_path, TREE)
+    (tmp_path / "ansible.cfg").write_bytes(b"# edited\n")
+    (tmp_path / "inventories/lab/extra.yml").write_bytes(b"mine\n")
+    new = {**TREE, "inventories/lab/extra.yml": b"rendered\n"}
+    with pytest.raises(RenderConflict) as caught:
+        write_tree(tmp_path, new)
+    message = caught.value.message
+    assert "ansible.cfg (changed since the last render)" in message, message
+    assert "inventories/lab/extra.yml (not written by railplan)" in message, message
+
+
+def test_a_hard_link_with_the_rendered_bytes_is_adopted_and_its_other_name_kept(
+    tmp_path: Path,
+) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.write_bytes(TREE["ansible.cfg"])
+    os.link(outside, root / "ansible.cfg")
+    write_tree(root, TREE)
+    write_tree(root, {**TREE, "ansible.cfg": b"[defaults]\nforks = 5\n"})
+    assert outside.read_bytes() == TREE["ansible.cfg"]  # the swap never writes through a link
+
+
+def test_the_cli_names_a_foreign_file_in_one_line_exit_1(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (tmp_path / "v").write_bytes(b"victim\n")
+    os.link(tmp_path / "v", root / "ansible.cfg")
+    out = run_cli("render", str(LAB), "--root", str(root))
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert "ansible.cfg (not written by railplan)" in out.stderr and "hint:" in out.stderr
+    assert (tmp_path / "v").read_bytes() == b"victim\n"
