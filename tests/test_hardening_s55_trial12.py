@@ -5,10 +5,15 @@
    the last render", although there had been none: a hard link at ``ansible.cfg`` in an empty
    root was refused as an edit. It is the user's own file, and the refusal now says so; a file
    (a hard link included) with the rendered bytes is adopted, and its other name keeps them.
+2. A spec the planner cannot expand (too big for three fabric tiers) printed a located error
+   with no rule on every verb that plans (``plan``, ``budget``, ``diff``), where lint reports
+   the same problem as RP049: the error line now names RP049. Its exit code stays 1 (DESIGN.md:
+   "1 the input is understood and fails a check"; lint and render exit 1 on the same spec).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -78,3 +83,20 @@ def test_the_cli_names_a_foreign_file_in_one_line_exit_1(tmp_path: Path) -> None
     assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
     assert "ansible.cfg (not written by railplan)" in out.stderr and "hint:" in out.stderr
     assert (tmp_path / "v").read_bytes() == b"victim\n"
+
+
+# --- 2. a spec that cannot be planned names its rule on every verb that plans -------------------
+
+
+@pytest.mark.parametrize("verb", [["plan"], ["budget"], ["diff", str(LAB)]])
+def test_an_unplannable_spec_is_located_with_its_rule_and_a_hint(verb: list[str]) -> None:
+    args = [verb[0], *verb[1:], str(BEYOND)] if verb[0] == "diff" else [*verb, str(BEYOND)]
+    out = run_cli(*args)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert f"{BEYOND}:7:3: error[RP049]: " in out.stderr and "(hint: " in out.stderr
+
+
+def test_an_unplannable_spec_names_its_rule_in_json() -> None:
+    out = run_cli("plan", str(BEYOND), "--format", "json")
+    (error,) = json.loads(out.stdout)["errors"]
+    assert out.returncode == 1 and error["rule"] == "RP049", error
