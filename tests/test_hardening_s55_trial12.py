@@ -9,6 +9,11 @@
    with no rule on every verb that plans (``plan``, ``budget``, ``diff``), where lint reports
    the same problem as RP049: the error line now names RP049. Its exit code stays 1 (DESIGN.md:
    "1 the input is understood and fails a check"; lint and render exit 1 on the same spec).
+3. ``railplan train`` printed "sequence parallel on" (JSON ``sequence_parallel: true``) for a
+   layout of TP 1, asked (``--tp 1 --sequence-parallel``) or searched: Megatron-LM and NeMo turn
+   it off at TP 1 ("Disabling sequence parallelism because tensor model parallelism is
+   disabled"), so the layout printed was not the one the framework runs. The step time and
+   memory were already the same either way (no TP collectives at TP 1).
 """
 
 from __future__ import annotations
@@ -100,3 +105,25 @@ def test_an_unplannable_spec_names_its_rule_in_json() -> None:
     out = run_cli("plan", str(BEYOND), "--format", "json")
     (error,) = json.loads(out.stdout)["errors"]
     assert out.returncode == 1 and error["rule"] == "RP049", error
+
+
+# --- 3. a layout says sequence parallelism only where the framework runs it (TP > 1) ------------
+
+TRAIN = ["--layers", "24", "--hidden", "2048", "--heads", "16", "--global-batch", "64"]
+
+
+@pytest.mark.parametrize("layout", [["--tp", "1", "--pp", "2", "--sequence-parallel"], []])
+def test_sequence_parallel_is_off_at_tp_1(layout: list[str]) -> None:
+    out = run_cli("train", str(LAB), *TRAIN, "--gpus", "16", *layout, "--format", "json")
+    doc = json.loads(out.stdout)
+    assert out.returncode == 0 and doc["tp"] == 1, (out.stderr, doc["tp"])
+    assert doc["sequence_parallel"] is False
+    text = run_cli("train", str(LAB), *TRAIN, "--gpus", "16", *layout).stdout
+    assert "sequence parallel off" in text, text
+
+
+def test_sequence_parallel_stays_on_with_tensor_parallelism() -> None:
+    out = run_cli(
+        "train", str(LAB), *TRAIN, "--gpus", "16", "--tp", "2", "--pp", "1", "--format", "json"
+    )
+    assert json.loads(out.stdout)["sequence_parallel"] is True, out.stderr

@@ -175,7 +175,9 @@ def _candidates(job: Job, request: TrainRequest) -> Iterator[Layout]:
         bs = [request.micro_batch] if request.micro_batch else _divisors(per_dp, MAX_MICRO_BATCH)
         vs = [request.virtual] if request.virtual else _virtual_sizes(shape.layers, pp)
         for b, v, mode, zero in itertools.product(bs, vs, modes, zeros):
-            yield Layout(tp, pp, dp, b, v, mode, zero, stack.sequence_parallel, cp)
+            # Megatron-LM and NeMo turn sequence parallelism off at TP 1 ("Disabling sequence
+            # parallelism because tensor model parallelism is disabled"): the layout says so
+            yield Layout(tp, pp, dp, b, v, mode, zero, stack.sequence_parallel and tp > 1, cp)
 
 
 def _virtual_sizes(layers: int, pp: int) -> list[int]:
@@ -227,7 +229,7 @@ def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
             request.virtual or 1,
             request.recompute or request.stack.recompute or "selective",
             request.stack.zero_stages[0] if request.zero is None else request.zero,
-            request.stack.sequence_parallel,
+            request.stack.sequence_parallel and request.tp > 1,
             cp,
         )
         try:
