@@ -14,6 +14,9 @@
    it off at TP 1 ("Disabling sequence parallelism because tensor model parallelism is
    disabled"), so the layout printed was not the one the framework runs. The step time and
    memory were already the same either way (no TP collectives at TP 1).
+4. ``railplan train --stack megatron-2021`` took ``--cp 2`` and its search picked CP 2 for a
+   long sequence, though Megatron-LM v2.6 (the 2021 stack) has no ``--context-parallel-size``
+   (context parallelism came with Megatron-Core in 2023): a layout the named stack cannot run.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from infra.render.writer import RenderConflict, write_tree
 from .cli_run import ROOT, run_cli
 
 LAB = ROOT / "examples" / "a100-lab-mig.yaml"
+K8S = ROOT / "examples" / "k8s-tenants.yaml"
 BEYOND = ROOT / "tests" / "corpus" / "lint" / "beyond-three-tiers.yaml"
 TREE = {"ansible.cfg": b"[defaults]\n", "inventories/lab/hosts.yml": b"all: {}\n"}
 
@@ -127,3 +131,22 @@ def test_sequence_parallel_stays_on_with_tensor_parallelism() -> None:
         "train", str(LAB), *TRAIN, "--gpus", "16", "--tp", "2", "--pp", "1", "--format", "json"
     )
     assert json.loads(out.stdout)["sequence_parallel"] is True, out.stderr
+
+
+# --- 4. a stack without context parallelism never runs CP > 1 ------------------------------------
+
+
+@pytest.mark.parametrize("layout", [[], ["--tp", "1", "--pp", "1"]])
+def test_context_parallelism_on_the_2021_stack_is_refused(layout: list[str]) -> None:
+    args = [*TRAIN, "--gpus", "16", "--cp", "2", "--stack", "megatron-2021", *layout]
+    out = run_cli("train", str(LAB), *args)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "has no context parallelism" in out.stderr and "[--cp] (hint: " in out.stderr
+
+
+def test_the_search_on_the_2021_stack_never_splits_a_sequence() -> None:
+    long = ["--layers", "32", "--hidden", "4096", "--heads", "32", "--global-batch", "64"]
+    args = [*long, "--gpus", "64", "--seq", "131072", "--format", "json"]
+    old = json.loads(run_cli("train", str(K8S), *args, "--stack", "megatron-2021").stdout)
+    core = json.loads(run_cli("train", str(K8S), *args).stdout)
+    assert old["cp"] == 1 and core["cp"] > 1, (old["cp"], core["cp"])  # core still splits it

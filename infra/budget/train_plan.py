@@ -136,12 +136,13 @@ def _context_sizes(request: TrainRequest) -> list[int]:
     """CP sizes to try: the one asked, else powers of two leaving `MIN_CP_CHUNK` tokens each.
 
     A request that fixes TP and PP fixes the layout: with no ``cp`` it means CP 1, never a
-    split the search picked (a published TP x PP layout is reproduced as given).
+    split the search picked (a published TP x PP layout is reproduced as given); so does a
+    stack without context parallelism.
     """
     if request.cp:
         return [request.cp]
-    if request.tp and request.pp:
-        return [1]
+    if (request.tp and request.pp) or not request.stack.pipeline.context_parallel:
+        return [1]  # a stack without CP (Megatron-LM 2021) never splits a sequence
     seq = request.shape.seq
     return [c for c in CP_SIZES if c == 1 or (seq % (2 * c) == 0 and seq // c >= MIN_CP_CHUNK)]
 
