@@ -17,6 +17,10 @@
 4. ``railplan train --stack megatron-2021`` took ``--cp 2`` and its search picked CP 2 for a
    long sequence, though Megatron-LM v2.6 (the 2021 stack) has no ``--context-parallel-size``
    (context parallelism came with Megatron-Core in 2023): a layout the named stack cannot run.
+5. ``railplan simulate``: a headerless Alibaba PAI task table whose first row holds U+2028,
+   U+2029, NEL, VT, FF or U+001C in a text field (a job or task name) was refused as "not
+   recognised from its first line": the format was detected on ``str.splitlines()``, which
+   splits there, while the CSV reader splits at newlines only (verify's dumps already split so).
 """
 
 from __future__ import annotations
@@ -150,3 +154,18 @@ def test_the_search_on_the_2021_stack_never_splits_a_sequence() -> None:
     old = json.loads(run_cli("train", str(K8S), *args, "--stack", "megatron-2021").stdout)
     core = json.loads(run_cli("train", str(K8S), *args).stdout)
     assert old["cp"] == 1 and core["cp"] > 1, (old["cp"], core["cp"])  # core still splits it
+
+
+# --- 5. a trace's first line is the CSV reader's first line ---------------------------------------
+
+PAI_ROW = "{name},t1,1,Terminated,0,60,600,29,100,A100\n"
+
+
+@pytest.mark.parametrize("sep", ["\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c"])
+def test_a_pai_table_with_a_line_separator_in_its_first_row_is_read(
+    tmp_path: Path, sep: str
+) -> None:
+    (tmp_path / "pai_task_table.csv").write_text(PAI_ROW.format(name=f"j{sep}1"), newline="")
+    out = run_cli("simulate", str(LAB), "--trace", str(tmp_path / "pai_task_table.csv"))
+    assert out.returncode == 0, out.stderr
+    assert "(pai-task): 1 rows, 1 used" in out.stdout, out.stdout
