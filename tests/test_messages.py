@@ -202,7 +202,7 @@ def test_storage_fabric_plan_errors_carry_the_spec_path(
     spec.write_text(BASE + f"fabrics:\n  {fabric}\n")
     code, _, err = run(capsys, "plan", str(spec))
     assert code == 1 and len(err.splitlines()) == 1
-    assert err.startswith(f"{spec}:5:3: error:") and f"[{path}]" in err
+    assert err.startswith(f"{spec}:5:3: error[RP049]:") and f"[{path}]" in err
     assert "planes" not in err  # the compute fabric's hint does not apply
 
 

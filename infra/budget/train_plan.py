@@ -136,12 +136,13 @@ def _context_sizes(request: TrainRequest) -> list[int]:
     """CP sizes to try: the one asked, else powers of two leaving `MIN_CP_CHUNK` tokens each.
 
     A request that fixes TP and PP fixes the layout: with no ``cp`` it means CP 1, never a
-    split the search picked (a published TP x PP layout is reproduced as given).
+    split the search picked (a published TP x PP layout is reproduced as given); so does a
+    stack without context parallelism.
     """
     if request.cp:
         return [request.cp]
-    if request.tp and request.pp:
-        return [1]
+    if (request.tp and request.pp) or not request.stack.pipeline.context_parallel:
+        return [1]  # a stack without CP (Megatron-LM 2021) never splits a sequence
     seq = request.shape.seq
     return [c for c in CP_SIZES if c == 1 or (seq % (2 * c) == 0 and seq // c >= MIN_CP_CHUNK)]
 
@@ -175,7 +176,9 @@ def _candidates(job: Job, request: TrainRequest) -> Iterator[Layout]:
         bs = [request.micro_batch] if request.micro_batch else _divisors(per_dp, MAX_MICRO_BATCH)
         vs = [request.virtual] if request.virtual else _virtual_sizes(shape.layers, pp)
         for b, v, mode, zero in itertools.product(bs, vs, modes, zeros):
-            yield Layout(tp, pp, dp, b, v, mode, zero, stack.sequence_parallel, cp)
+            # Megatron-LM and NeMo turn sequence parallelism off at TP 1 ("Disabling sequence
+            # parallelism because tensor model parallelism is disabled"): the layout says so
+            yield Layout(tp, pp, dp, b, v, mode, zero, stack.sequence_parallel and tp > 1, cp)
 
 
 def _virtual_sizes(layers: int, pp: int) -> list[int]:
@@ -227,7 +230,7 @@ def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
             request.virtual or 1,
             request.recompute or request.stack.recompute or "selective",
             request.stack.zero_stages[0] if request.zero is None else request.zero,
-            request.stack.sequence_parallel,
+            request.stack.sequence_parallel and request.tp > 1,
             cp,
         )
         try:

@@ -150,6 +150,17 @@ def train_request_checks(request: TrainRequest, precision: str) -> None:
             "e.g. --cp 2 (context parallelism for long sequences)",
         ),
         (
+            # Megatron-LM 2021 has no --context-parallel-size (it came with Megatron-Core, 2023)
+            request.cp in (None, 1) or request.stack.pipeline.context_parallel,
+            "--cp",
+            (
+                f"software stack {request.stack.name} has no context parallelism, so CP "
+                f"{request.cp} cannot run ({request.stack.pipeline.source} has no "
+                "--context-parallel-size)"
+            ),
+            "use --cp 1, or a stack with context parallelism (--stack megatron-core-2024)",
+        ),
+        (
             (request.tp is None) == (request.pp is None),
             "--tp",
             "give both --tp and --pp, or neither to search",

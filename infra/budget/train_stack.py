@@ -101,8 +101,8 @@ class PipelineRules:
     ``interleaving``: whether it has an interleaved (virtual-stage) schedule at all;
     ``interleave_min_pp``: the smallest PP it interleaves; ``even_stages``: every stage must
     hold the same number of layers (``layers % pp == 0``); ``micro_batches_divisible``:
-    interleaving needs the step's micro-batches to be a multiple of PP (else at least PP).
-    ``stack`` and ``source`` name the stack and the code each rule is read from.
+    interleaving needs the step's micro-batches to be a multiple of PP (else at least PP);
+    ``context_parallel``: whether it can split a sequence over GPUs (CP) at all. ``stack`` and ``source`` name the stack and the code each rule is read from.
     """
 
     stack: str = "megatron-core-2024"
@@ -111,6 +111,9 @@ class PipelineRules:
     even_stages: bool = False
     micro_batches_divisible: bool = False
     source: str = "[MCORE-PP] Megatron-Core core_v0.10.0+ schedules.py, arguments.py"
+    # Context parallelism (--context-parallel-size) came with Megatron-Core in 2023: Megatron-LM
+    # v2.6 has no such option, so a 2021 stack cannot split a sequence over GPUs.
+    context_parallel: bool = True
 
 
 MEGATRON_CORE_PIPELINE = PipelineRules()
@@ -120,6 +123,7 @@ MEGATRON_2021_PIPELINE = PipelineRules(
     even_stages=True,
     micro_batches_divisible=True,
     source="[MLM21] Megatron-LM v2.6",
+    context_parallel=False,
 )
 NEMO_2024_PIPELINE = PipelineRules(
     "nemo-2024",

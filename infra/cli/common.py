@@ -382,6 +382,7 @@ def planned_or_raise(loaded: LoadedSpec, progress: ProgressFn = quiet) -> Plan:
     except PlanError as exc:
         exc.file = loaded.file
         exc.position = loaded.source.position(exc.path)
+        exc.rule = exc.rule or "RP049"  # lint's plan-failed: the same finding, the same id
         raise
 
 
@@ -401,6 +402,7 @@ def lint_plan_or_fail(loaded: LoadedSpec, context: LintContext) -> Plan:
         error = context.plan_error
         assert error is not None  # a context without a plan holds the reason
         error.file, error.position = loaded.file, loaded.source.position(error.path)
+        error.rule = error.rule or "RP049"
         raise Failed(error)
     return context.plan
 

@@ -97,17 +97,31 @@ _RACY_NS = 2_000_000_000
 
 
 class RenderConflict(RailplanError):
-    """Files the user edited (or owns) would be overwritten; re-run with --force."""
+    """Files the user edited (or owns) would be overwritten; re-run with --force.
 
-    def __init__(self, files: Iterable[str]) -> None:
+    ``foreign``: those of ``files`` that no render made (not in the manifest, or no manifest
+    at all): the user's own files at a rendered name, not edits since a render, and said so.
+    """
+
+    def __init__(self, files: Iterable[str], foreign: Iterable[str] = ()) -> None:
         self.files = sorted(files)
-        shown = ", ".join(self.files[:5]) + (
-            f" and {len(self.files) - 5} more" * (len(self.files) > 5)
+        self.foreign = sorted(set(foreign) & set(self.files))
+        edited = [f for f in self.files if f not in self.foreign]
+        parts = [_conflict_part(edited, "changed since the last render")] * bool(edited)
+        parts += [_conflict_part(self.foreign, "not written by railplan")] * bool(self.foreign)
+        where = (
+            "your edits elsewhere (group_vars of your own)" if edited else "your files elsewhere"
         )
         super().__init__(
-            f"{plural(len(self.files), 'file')} changed since the last render would be overwritten: {shown}",
-            hint="keep your edits elsewhere (group_vars of your own), or re-run with --force",
+            f"{plural(len(self.files), 'file')} would be overwritten: " + "; ".join(parts),
+            hint=f"keep {where}, or re-run with --force",
         )
+
+
+def _conflict_part(files: list[str], why: str) -> str:
+    """``files`` (the first five shown) and why they are the user's, for `RenderConflict`."""
+    shown = ", ".join(files[:5]) + f" and {len(files) - 5} more" * (len(files) > 5)
+    return f"{shown} ({why})"
 
 
 @dataclass(frozen=True)
@@ -276,8 +290,8 @@ def _decide(root: Path, paths: Mapping[str, bytes], force: bool) -> _Plan:
     # An edited file this render no longer makes is the user's now: carried over, unlisted.
     kept = {p for p in edited if p not in paths}
     conflicts = [p for p in edited if p not in kept]
-    if conflicts and not force:
-        raise RenderConflict(conflicts)
+    if conflicts and not force:  # a file no render made is the user's own, not an edit
+        raise RenderConflict(conflicts, [p for p in conflicts if p not in old_manifest])
     for p in kept:
         del before[p]  # not railplan's: `_stage` carries it over like any file of the user's
     stale = {

@@ -23,7 +23,7 @@ from infra.gc_pause import paused_gc
 from infra.reading import byte_position, read_bounded
 from infra.simulate.jobs import Job, Trace
 from infra.simulate.traces import alibaba_pai, alibaba_v2023, helios, railplan_csv
-from infra.simulate.traces.common import Rows, TraceError, check_times, excerpt
+from infra.simulate.traces.common import Rows, TraceError, check_times, excerpt, first_line
 from infra.simulate.traces.philly import read_philly
 
 __all__ = ["FORMATS", "MAX_TRACE_BYTES", "TraceError", "read_trace", "trace_from_text"]
@@ -181,7 +181,7 @@ def _format(text: str, source: str, trace_format: str | None) -> tuple[str, Read
 
 def _detect(text: str, source: str) -> str:
     """The format a trace's first non-blank line shows."""
-    head = next((ln for ln in text.splitlines() if ln.strip()), "")
+    head = first_line(text)
     if head.lstrip().startswith("["):
         return "philly"
     columns = {c.strip(ASCII_SPACE) for c in _header_fields(head)}

@@ -31,7 +31,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from infra.simulate.jobs import MILLI_WHOLE, Job
-from infra.simulate.traces.common import Row, Rows, csv_rows, number, seconds, whole
+from infra.simulate.traces.common import (
+    Row,
+    Rows,
+    csv_rows,
+    first_line,
+    number,
+    seconds,
+    whole,
+)
 
 __all__ = [
     "JOB_COLUMNS",
@@ -105,7 +113,7 @@ def read_pai_tasks(text: str, source: str, jobs: Mapping[str, JobInfo] | None = 
 
 
 def _header(text: str) -> list[str] | None:
-    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    first = first_line(text)
     return None if first.startswith("job_name,") else TASK_COLUMNS
 
 
@@ -166,7 +174,7 @@ def _size(instances: list[tuple[int, float]]) -> tuple[int, int]:
 
 def read_pai_jobs(text: str, source: str) -> dict[str, JobInfo]:
     """The job table's user and submission time per ``job_name`` (header optional)."""
-    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    first = first_line(text)
     header = None if first.startswith("job_name,") else JOB_COLUMNS
     users: dict[str, JobInfo] = {}
     for row in csv_rows(text, source, header):

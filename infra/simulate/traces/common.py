@@ -35,6 +35,7 @@ __all__ = [
     "check_times",
     "csv_rows",
     "date_s",
+    "first_line",
     "number",
     "positions",
     "seconds",
@@ -55,6 +56,18 @@ day of the span it replays (scheduled MIG changes fire daily) and turns trace ti
 calendar dates, so such a job kept ``lint``'s utilization budgets and ``simulate`` busy for
 hours, or overflowed the calendar. Refused when the trace is read, at the row.
 """
+
+
+def first_line(text: str) -> str:
+    r"""The first non-blank line of ``text``, split at newlines only, as the CSV readers see it.
+
+    Not str.splitlines(), which also splits at \v, \f, \x1c-\x1e, \x85, U+2028 and U+2029:
+    one of those inside the first row's field cut the row short, and a headerless PAI table
+    was "not recognised from its first line" though its reader reads it.
+    """
+    return next((ln.rstrip("\r") for ln in text.split("\n") if ln.strip()), "")
+
+
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(2100, 1, 1, tzinfo=UTC)
 """Dates a dated trace may hold: Unix time, as every published trace's (2017-2023), up to a
