@@ -17,7 +17,7 @@ from infra.simulate.jobs import Job
 from infra.simulate.policy import SimPolicy
 from infra.spec import Spec
 from tests.sim_helpers import job, replay
-from tests.test_simulate_settle import TENANTS, _spec, _state, cases
+from tests.test_simulate_settle import TENANTS, _spec, assert_same_replay, cases
 
 
 class Counting(Replay):
@@ -48,13 +48,8 @@ def _same(spec: Spec, trace: list[Job], policy: SimPolicy) -> Counting:
     fast, fast_result = replay(spec, trace, policy, cls=Counting)
     slow, slow_result = replay(spec, trace, policy, cls=Scanning)
     assert isinstance(fast, Counting)
-    assert fast.first_start == slow.first_start
-    assert fast.end_at == slow.end_at
-    assert fast.evictions == slow.evictions
-    assert (fast.frag_area, fast.fgd_area) == (slow.frag_area, slow.fgd_area)
-    assert fast.book.usage == slow.book.usage
+    assert_same_replay(fast, slow)
     assert fast.tried_preempt == slow.tried_preempt
-    assert _state(fast.cluster) == _state(slow.cluster)
     assert fast_result == slow_result
     return fast
 
