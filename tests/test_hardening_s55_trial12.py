@@ -137,6 +137,13 @@ def test_sequence_parallel_stays_on_with_tensor_parallelism() -> None:
     assert json.loads(out.stdout)["sequence_parallel"] is True, out.stderr
 
 
+@pytest.mark.parametrize(("gpus", "nodes"), [("4", "1 node of"), ("16", "2 nodes of")])
+def test_the_heading_counts_nodes_in_words_that_agree(gpus: str, nodes: str) -> None:
+    out = run_cli("train", str(LAB), *TRAIN, "--gpus", gpus)
+    assert out.returncode == 0, out.stderr
+    assert f"GPUs ({nodes} NVIDIA" in out.stdout.splitlines()[0], out.stdout
+
+
 # --- 4. a stack without context parallelism never runs CP > 1 ------------------------------------
 
 

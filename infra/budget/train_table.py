@@ -19,6 +19,7 @@ from typing import Any
 from infra.budget.train_layout import StepResult
 from infra.budget.train_plan import TrainAnswer
 from infra.budget.train_search import Candidate
+from infra.wording import plural
 
 __all__ = ["train_dict", "train_json", "train_text"]
 
@@ -149,7 +150,7 @@ def train_text(answer: TrainAnswer, model: str) -> str:
     context = answer.result.layout.cp_label()
     lines = [
         (
-            f"# {model} on {d['gpus']:,} GPUs ({d['nodes']:,} nodes of {answer.node}, group "
+            f"# {model} on {d['gpus']:,} GPUs ({plural(d['nodes'], 'node')} of {answer.node}, group "
             f"{answer.group})"
         ),
         (
