@@ -369,6 +369,7 @@ def test_a_failing_bmc_is_reported_and_does_not_stop_the_others(
     assert sorted(c["argv"][3] for c in calls) == ["192.0.2.2", "192.0.2.3"]  # type: ignore[index]
     failed = [x for x in logged if "daemon.err" in x]
     assert len(failed) == 1 and "train02" in failed[0] and "RMCP+" in failed[0]
+    assert "failed (exit 1)" in failed[0], failed  # ipmitool's own status, not the shell's
 
 
 @pytest.mark.parametrize("program", ["railplan-resume.sh", "railplan-suspend.sh"])

@@ -132,13 +132,12 @@ power_one() { # host: the action through its BMC; a softened one is noted for th
         log err "$host: not in $map (excluded from power saving?); refused to power it $action"
         return 1
     fi
-    if out=$(chassis "$bmc" "$action"); then
-        log info "$host: BMC $bmc: chassis power $action: $out"
-        if [ "$action" = soft ]; then echo "$host $bmc" >"$work/$host.soft"; fi
-        return 0
-    fi
-    log err "$host: BMC $bmc: chassis power $action failed (exit $?): $out"
-    return 1
+    out=$(chassis "$bmc" "$action") || {
+        log err "$host: BMC $bmc: chassis power $action failed (exit $?): $out"
+        return 1
+    }
+    log info "$host: BMC $bmc: chassis power $action: $out"
+    if [ "$action" = soft ]; then echo "$host $bmc" >"$work/$host.soft"; fi
 }
 
 check_off() { # "host bmc": noted when the server is off
@@ -156,12 +155,11 @@ check_off() { # "host bmc": noted when the server is off
 cut_off() { # "host bmc": the server ignored its soft power-off; cut the power
     local host bmc out
     read -r host bmc <<<"$1"
-    if out=$(chassis "$bmc" off); then
-        log warning "$host: BMC $bmc: still on after the soft power-off; chassis power off: $out"
-        return 0
-    fi
-    log err "$host: BMC $bmc: chassis power off failed (exit $?): $out"
-    return 1
+    out=$(chassis "$bmc" off) || {
+        log err "$host: BMC $bmc: chassis power off failed (exit $?): $out"
+        return 1
+    }
+    log warning "$host: BMC $bmc: still on after the soft power-off; chassis power off: $out"
 }
 
 softened() { # the "host bmc" of every server whose soft power-off is not yet seen done
