@@ -65,7 +65,14 @@ def first_line(text: str) -> str:
     one of those inside the first row's field cut the row short, and a headerless PAI table
     was "not recognised from its first line" though its reader reads it.
     """
-    return next((ln.rstrip("\r") for ln in text.split("\n") if ln.strip()), "")
+    start = 0
+    while start < len(text):  # line by line: never the whole trace split into a list
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        if text[start:end].strip():
+            return text[start:end].rstrip("\r")
+        start = end + 1
+    return ""
 
 
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
