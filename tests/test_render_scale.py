@@ -29,6 +29,7 @@ from infra.render.tree import render_tree
 from infra.spec import Spec, load_spec_text
 from infra.topology import compute, expand
 from infra.topology.addressing import dotted
+from infra.topology.geometry import cable_length, rack_places
 from infra.topology.model import Cable, Plan
 from infra.topology.record_maker import maker
 
@@ -213,3 +214,29 @@ def test_the_cvt_sheet_is_what_csv_writer_writes_of_each_end(
 @pytest.mark.parametrize("address", [0, 1, 255, 256, 65535, 167772161, 3232235777, 2**32 - 1])
 def test_dotted_addresses_are_what_ipaddress_writes(address: int) -> None:
     assert dotted(address) == str(IPv4Address(address))
+
+
+def test_cable_lengths_written_out_are_the_measured_ones(catalog: Catalog) -> None:
+    """`finish_cables` sums each length inline; `geometry.cable_length` gives the same.
+
+    The SuperPOD example has PDUs as A ends (measured half-way up their rack), storage
+    ports with no rack (no length) and cables inside one rack and between racks.
+    """
+    root = Path(__file__).resolve().parent.parent
+    spec = load_spec_text((root / "examples/dgx-h100-superpod.yaml").read_text()).spec
+    plan = expand(spec, catalog)
+    racks = {r.name: r for r in plan.racks}
+    places = rack_places(
+        ((r.name, r.row, r.position, r.units) for r in plan.racks),
+        list(dict.fromkeys(["core", *(r.row for r in plan.racks)])),
+        spec.site.layout,
+    )
+    pdus = {p.name for p in plan.pdus}
+    kinds = {"inside": 0, "between": 0, "pdu": 0, "none": 0}
+    for c in plan.cables:
+        a_unit = racks[c.a_rack].units // 2 if c.a in pdus and c.a_rack else c.a_unit
+        want = cable_length((c.a_rack, a_unit), (c.b_rack, c.b_unit), places, spec.site.layout)
+        assert c.length_m == want, c
+        kind = "none" if want is None else "pdu" if c.a in pdus else "between"
+        kinds["inside" if want is not None and c.a_rack == c.b_rack else kind] += 1
+    assert all(kinds.values()), kinds

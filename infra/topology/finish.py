@@ -9,13 +9,13 @@ length and medium from `infra.topology.geometry`.
 
 from __future__ import annotations
 
-import functools
+import math
 from collections.abc import Sequence
 
 from infra.catalog import Catalog
 from infra.spec import Spec
 from infra.topology.addressing import AddressBook
-from infra.topology.geometry import measurer, medium, rack_places
+from infra.topology.geometry import NO_END, RACK_UNIT_M, End, end_of, medium, rack_places
 from infra.topology.model import Cable, Rack, Switch
 from infra.topology.parts import Link, SwitchPart
 from infra.topology.racks import RackFill, RackPlanner
@@ -25,6 +25,7 @@ __all__ = ["finish_cables", "rack_records", "row_order", "switch_records"]
 
 _cable = maker(Cable)  # half a million of them in a large plan
 _UNPLACED: tuple[None, None] = (None, None)
+_NOWHERE: tuple[tuple[None, None], End, End] = (_UNPLACED, NO_END, NO_END)
 
 
 def row_order(fills: Sequence[RackFill]) -> list[str]:
@@ -95,12 +96,42 @@ def switch_records(
     return tuple(records)
 
 
-def _ends(racks: RackPlanner, rack_list: Sequence[Rack]) -> dict[str, tuple[str, int | None]]:
-    """(rack, unit) of every placed device; PDUs are zero-U (unit None)."""
-    ends: dict[str, tuple[str, int | None]] = dict(racks.where)
-    for rack in rack_list:
-        ends.update((pdu, (rack.name, None)) for pdu in rack.pdus)
+def _ends(
+    racks: RackPlanner, rack_list: Sequence[Rack], spec: Spec
+) -> dict[str, tuple[tuple[str, int | None], End, End]]:
+    """Every placed device: its (rack, unit), and its `End` as a cable's A end and B end.
+
+    PDUs are zero-U (unit None); a PDU's network port sits about half-way up its rack, as
+    an A end (a B end without a unit has no length, as it always had).
+    """
+    places = rack_places(
+        ((r.name, r.row, r.position, r.units) for r in rack_list),
+        row_order(list(racks.racks.values())),
+        spec.site.layout,
+    )
+    ends: dict[str, tuple[tuple[str, int | None], End, End]] = {}
+    for device, (rack, unit) in racks.where.items():
+        end = end_of(rack, unit, places)
+        ends[device] = ((rack, unit), end, end)
+    for r in rack_list:
+        half_up = end_of(r.name, r.units // 2, places)
+        ends.update((pdu, ((r.name, None), half_up, NO_END)) for pdu in r.pdus)
     return ends
+
+
+class _Media(dict[tuple[str, float | None], str]):
+    """(fabric, length) -> `medium`, each worked out once: a few hundred, half a million cables."""
+
+    def __init__(self, spec: Spec, catalog: Catalog) -> None:
+        super().__init__()
+        self.generation = {
+            f: _generation(spec, catalog, f) for f in ("compute", "storage", "inband", "oob")
+        }
+
+    def __missing__(self, key: tuple[str, float | None]) -> str:
+        fabric, length = key
+        kind = self[key] = medium(fabric, self.generation[fabric], length)  # type: ignore[arg-type]
+        return kind
 
 
 def finish_cables(
@@ -110,24 +141,28 @@ def finish_cables(
     spec: Spec,
     catalog: Catalog,
 ) -> tuple[Cable, ...]:
-    """Every link as a cable with both ends' rack and unit, medium and length."""
-    places = rack_places(
-        ((r.name, r.row, r.position, r.units) for r in rack_list),
-        row_order(list(racks.racks.values())),
-        spec.site.layout,
-    )
-    heights = {r.name: r.units for r in rack_list}
-    ends = _ends(racks, rack_list)
-    generation = {f: _generation(spec, catalog, f) for f in ("compute", "storage", "inband", "oob")}
-    length_of = measurer(places, spec.site.layout)
-    medium_of = functools.cache(medium)  # a few fabrics and lengths, half a million cables
+    """Every link as a cable with both ends' rack and unit, medium and length.
+
+    The length is `geometry.run_metres` plus slack in half metres, its sums written out
+    here: a call per cable was a third of this loop.
+    """
+    ends = _ends(racks, rack_list, spec)
+    tray, slack = 2 * spec.site.layout.tray_rise_m, spec.site.layout.slack_m
+    media = _Media(spec, catalog)
+    seen: dict[float, float] = {}  # equal lengths as one float object
     cables = []
     for link in links:
-        a_rack, a_unit = ends.get(link.a, _UNPLACED)
-        b_rack, b_unit = ends.get(link.b, _UNPLACED)
-        # A zero-U PDU's network port sits about half-way up its rack.
-        a_len_unit = a_unit if a_unit is not None or a_rack is None else heights[a_rack] // 2
-        length = length_of(a_rack, a_len_unit, b_rack, b_unit)
+        (a_rack, a_unit), a, _ = ends.get(link.a, _NOWHERE)
+        (b_rack, b_unit), _, b = ends.get(link.b, _NOWHERE)
+        if a[1] is None or b[1] is None:
+            length = None
+        else:
+            if a[0] == b[0]:
+                run = abs(a[1] - b[1]) * RACK_UNIT_M
+            else:
+                run = a[4] + b[4] + tray + abs(a[2] - b[2]) + abs(a[3] - b[3])
+            metres = math.ceil((run + slack) * 2) / 2
+            length = seen.setdefault(metres, metres)
         cables.append(
             _cable(
                 link.fabric,
@@ -141,7 +176,7 @@ def finish_cables(
                 a_unit,
                 b_rack,
                 b_unit,
-                medium_of(link.fabric, generation[link.fabric], length),
+                media[link.fabric, length],
                 length,
             )
         )

@@ -24,7 +24,18 @@ from collections.abc import Callable, Iterable
 from infra.spec.site import Layout
 from infra.topology.model import FabricName, Medium
 
-__all__ = ["RACK_UNIT_M", "Measure", "Place", "cable_length", "measurer", "medium", "rack_places"]
+__all__ = [
+    "RACK_UNIT_M",
+    "End",
+    "Measure",
+    "Place",
+    "cable_length",
+    "end_of",
+    "measurer",
+    "medium",
+    "rack_places",
+    "run_metres",
+]
 
 RACK_UNIT_M = 0.04445  # EIA-310: 1.75 in
 DAC_REACH_M = {"hdr": 2.0, "ndr": 2.0, "ethernet": 3.0}
@@ -77,6 +88,32 @@ def cable_length(
 
 Measure = Callable[[str | None, int | None, str | None, int | None], float | None]
 
+# A cable end where the length sums start: (rack, unit, x, y, rise), rise the metres from
+# the unit to the top of its rack. Unit None (a zero-U device, an unplaced one): no length.
+End = tuple[str | None, int | None, float, float, float]
+NO_END: End = (None, None, 0.0, 0.0, 0.0)
+
+
+def end_of(rack: str | None, unit: int | None, places: dict[str, Place]) -> End:
+    """The `End` of a device at ``unit`` of ``rack`` (`NO_END` without both)."""
+    if rack is None or unit is None:
+        return NO_END
+    x, y, units = places[rack]
+    return (rack, unit, x, y, (units - unit + 1) * RACK_UNIT_M)
+
+
+def run_metres(a: End, b: End, tray: float) -> float | None:
+    """The run between two ends before slack: inside one rack, or up, along the tray, down.
+
+    ``tray``: twice `Layout.tray_rise_m`. `measurer` and `infra.topology.finish` (which
+    repeats these sums inline for half a million cables) add the same terms in this order.
+    """
+    if a[1] is None or b[1] is None:
+        return None
+    if a[0] == b[0]:
+        return abs(a[1] - b[1]) * RACK_UNIT_M
+    return a[4] + b[4] + tray + abs(a[2] - b[2]) + abs(a[3] - b[3])
+
 
 def measurer(places: dict[str, Place], layout: Layout) -> Measure:
     """``length(a_rack, a_unit, b_rack, b_unit)``: `cable_length` for many cables of one hall.
@@ -90,20 +127,10 @@ def measurer(places: dict[str, Place], layout: Layout) -> Measure:
     def length(
         a_rack: str | None, a_unit: int | None, b_rack: str | None, b_unit: int | None
     ) -> float | None:
-        if a_rack is None or b_rack is None or a_unit is None or b_unit is None:
+        run = run_metres(end_of(a_rack, a_unit, places), end_of(b_rack, b_unit, places), tray)
+        if run is None:
             return None
-        if a_rack == b_rack:
-            run = abs(a_unit - b_unit) * RACK_UNIT_M
-        else:
-            pa, pb = places[a_rack], places[b_rack]
-            # each end rises to the top of its rack, then the overhead tray
-            run = (
-                (pa[2] - a_unit + 1) * RACK_UNIT_M
-                + (pb[2] - b_unit + 1) * RACK_UNIT_M
-                + tray
-                + abs(pa[0] - pb[0])
-                + abs(pa[1] - pb[1])
-            )
+        # each end rises to the top of its rack, then the overhead tray; sold in half metres
         metres = math.ceil((run + slack) * 2) / 2
         return seen.setdefault(metres, metres)
 
