@@ -158,6 +158,25 @@ def test_only_plain_frozen_slotted_records_get_a_fast_maker() -> None:
             maker(cls)
 
 
+def test_a_made_record_takes_its_fields_in_order_and_refuses_the_makers_names() -> None:
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Pair:
+        b: str
+        a: int
+
+    made = maker(Pair)("x", 2)
+    assert type(made) is Pair and made == Pair("x", 2) and (made.b, made.a) == ("x", 2)
+    with pytest.raises(TypeError, match="missing"):
+        maker(Pair)("x")
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Clashing:
+        _record_: int
+
+    with pytest.raises(TypeError, match="the maker's own variables"):
+        maker(Clashing)
+
+
 @pytest.mark.parametrize(
     "cell",
     ["plain", "", "a,b", 'say "hi"', "two\nlines", "carriage\rreturn", " spaced ", "é"],
