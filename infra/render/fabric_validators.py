@@ -19,7 +19,6 @@ Validation", SHARP support; UFM Cable Validation Tool v1.5.0 "Topo File", "P2P F
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -74,28 +73,31 @@ class _Ends:
     """What a cable end is, looked up once per render rather than once per cable end.
 
     ``types``: compute switch -> its ibdm system type (``MQM9700``); anything else is a host.
-    ``labels``: compute switch -> its catalog entry's port labeller, one remembering
-    labeller per model. ``rails``: server -> HCA -> 1-based rail as text (the CVT's
-    HCA/Port number). ``safe``: names already `_checked`, so a device with hundreds of
+    ``labels``: compute switch -> its model's front-panel labels (`_Labels`, one per
+    model, each label made once). ``rails``: server -> HCA -> 1-based rail as text (the
+    CVT's HCA/Port number). ``safe``: names already `_checked`, so a device with hundreds of
     cables is checked once, not once per cable end.
     """
 
     types: dict[str, str]
-    labels: dict[str, Callable[[str], str]]
-    rails: dict[str, dict[str, str]]
+    labels: dict[str, _Labels]
+    rails: dict[str, _AsPlanned]
     safe: set[str] = field(default_factory=set)
 
     @classmethod
     def of(cls, plan: Plan, catalog: Catalog | None = None) -> _Ends:
         switches = plan.switches_in("compute")
-        label: dict[str, Callable[[str], str]] = {}
+        label: dict[str, _Labels] = {}
         if catalog is not None:  # a model has tens of ports, a fabric a million cable ends
             models = {s.model for s in switches}
-            label = {m: _remembered(catalog.switches[m].port_label) for m in models}
+            label = {m: _Labels(catalog.switches[m].port_label) for m in models}
         return cls(
             {s.name: "M" + s.model.upper() for s in switches},
             {s.name: label[s.model] for s in switches if s.model in label},
-            {s.name: {h: str(i) for i, h in enumerate(s.hcas, 1)} for s in plan.servers},
+            {
+                s.name: _AsPlanned({h: str(i) for i, h in enumerate(s.hcas, 1)})
+                for s in plan.servers
+            },
         )
 
     def checked(self, name: str) -> str:
@@ -111,14 +113,40 @@ class _Ends:
         """The CVT's port: the cage label on a switch, the HCA/Port number on a server."""
         label = self.labels.get(device)
         if label is not None:
-            return label(port)
-        # the UFM appliance's ports keep their planned names (ib0, ib1)
-        return self.rails.get(device, {}).get(port, port)
+            return label[port]
+        # the UFM appliance's ports keep their planned names (ib0, ib1), as does a
+        # server's port off its rails (`_AsPlanned`)
+        return self.rails.get(device, _AS_PLANNED)[port]
+
+    def port_texts(self) -> dict[str, dict[str, str]]:
+        """Device -> planned port -> its CVT port (`cvt_port`), as dictionaries.
+
+        A switch's is its model's labels, a server's its rails; a device not listed keeps
+        its planned ports (look it up in `_AS_PLANNED`).
+        """
+        return {**self.rails, **self.labels}
 
 
-def _remembered(label: Callable[[int], str]) -> Callable[[str], str]:
-    """A port labeller that takes the planned port text and makes each label once."""
-    return functools.cache(lambda port: label(int(port)))
+class _AsPlanned(dict[str, str]):
+    """A device's CVT ports that are its planned ports (also a server's port off its rails)."""
+
+    def __missing__(self, port: str) -> str:
+        return port
+
+
+_AS_PLANNED = _AsPlanned()
+
+
+class _Labels(dict[str, str]):
+    """Planned port -> one switch model's front-panel label, each made once."""
+
+    def __init__(self, label: Callable[[int], str]) -> None:
+        super().__init__()
+        self.label = label
+
+    def __missing__(self, port: str) -> str:
+        text = self[port] = self.label(int(port))
+        return text
 
 
 def system_type(plan: Plan, name: str) -> str:
@@ -227,7 +255,18 @@ def cable_validation_csv(
                 port(c.b, c.b_port),
             )
 
-    return joined_csv(CVT_HEADER, [",".join(row) for row in rows()], rows)
+    return joined_csv(CVT_HEADER, _cvt_lines(listed, ends), rows)
+
+
+def _cvt_lines(cables: Sequence[Cable], ends: _Ends) -> list[str]:
+    """Each cable's P2P row as `joined_csv` takes it: ``rows()``'s cells in one f-string."""
+    texts, same = ends.port_texts(), _AS_PLANNED
+    return [
+        f"{c.a_rack or ''},{'' if c.a_unit is None else c.a_unit},{c.a},"
+        f"{texts.get(c.a, same)[c.a_port]},{c.b_rack or ''},"
+        f"{'' if c.b_unit is None else c.b_unit},{c.b},{texts.get(c.b, same)[c.b_port]}"
+        for c in cables
+    ]
 
 
 def _hca_layouts(plan: Plan) -> dict[tuple[str, ...], list[str]]:
