@@ -18,6 +18,7 @@ import sys
 import tracemalloc
 from ipaddress import IPv4Address
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -259,3 +260,27 @@ def test_cable_lengths_written_out_are_the_measured_ones(catalog: Catalog) -> No
         kind = "none" if want is None else "pdu" if c.a in pdus else "between"
         kinds["inside" if want is not None and c.a_rack == c.b_rack else kind] += 1
     assert all(kinds.values()), kinds
+
+
+def test_transceivers_of_one_device_are_counted_across_runs_of_cables(catalog: Catalog) -> None:
+    """A twin-port switch's optical ends of one fabric and rate share cages wherever its
+    cables stand in the plan: the spine's two ends, in two runs of cables, are one transceiver."""
+    values = ("compute", "leaf_spine", "leaf", "1", "spine", "1", 400.0, "r1", 1, "r2", 1)
+    other = ("storage", "node_leaf", "n1", "s0", "st-leaf", "1", 400.0, "r1", 2, "r3", 1)
+    plan = SimpleNamespace(
+        switches=[
+            SimpleNamespace(name=n, model="qm9700") for n in ("leaf", "leaf2", "spine", "st-leaf")
+        ],
+        servers=[SimpleNamespace(name="n1", node="dgx-a100")],
+        cables=[
+            Cable(*values, "optical", 30.0),
+            Cable(*other, "optical", 30.0),
+            Cable(*values[:2], "leaf2", "1", "spine", "2", *values[6:], "optical", 30.0),
+        ],
+    )
+    counts = sheets._transceivers(plan, catalog)  # type: ignore[arg-type]
+    assert counts == {
+        ("compute", "twin-port OSFP transceiver", 400.0): 3,  # leaf, leaf2, spine (2 ends)
+        ("storage", "twin-port OSFP transceiver", 400.0): 1,  # st-leaf
+        ("storage", "single-port transceiver", 400.0): 1,  # n1, a DGX A100
+    }

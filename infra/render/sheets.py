@@ -22,6 +22,7 @@ import io
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from itertools import groupby
 from operator import attrgetter
 
 from infra.catalog import Catalog
@@ -158,14 +159,21 @@ def _transceivers(plan: Plan, catalog: Catalog) -> Counter[tuple[str, str, float
     """Transceivers per fabric, kind and rate: one per optical cable end (twin-port: half)."""
     models = {s.name: s.model for s in plan.switches} | {s.name: s.node for s in plan.servers}
     optical = [c for c in plan.cables if c.medium == "optical"]
-    ends = Counter(map(attrgetter("a", "fabric", "gbps"), optical))
-    ends.update(map(attrgetter("b", "fabric", "gbps"), optical))
+    # Ends per device, counted within each (fabric, rate) by device name alone: cables come
+    # in long runs of one fabric and rate, and a name is a cheaper key than a tuple.
+    ends: dict[tuple[str, float], Counter[str]] = {}
+    for kind, run in groupby(optical, attrgetter("fabric", "gbps")):
+        cables = list(run)
+        devices = ends.setdefault(kind, Counter())
+        devices.update(map(attrgetter("a"), cables))
+        devices.update(map(attrgetter("b"), cables))
     out: Counter[tuple[str, str, float]] = Counter()
-    for (device, fabric, gbps), n in ends.items():
-        if _twin_port(device, models, catalog):
-            out[(fabric, "twin-port OSFP transceiver", gbps)] += math.ceil(n / 2)
-        else:
-            out[(fabric, "single-port transceiver", gbps)] += n
+    for (fabric, gbps), devices in ends.items():
+        for device, n in devices.items():
+            if _twin_port(device, models, catalog):
+                out[(fabric, "twin-port OSFP transceiver", gbps)] += math.ceil(n / 2)
+            else:
+                out[(fabric, "single-port transceiver", gbps)] += n
     return out
 
 
