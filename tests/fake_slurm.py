@@ -16,7 +16,11 @@ included; only Slurm 23.02 and later take `scontrol update SuspendExcNodes+=/-=`
 also carry "power": "off" (sinfo's ``~``), "powering_down" (``%``) or "powering_up" (``#``),
 each lasting "power_reads" sinfo reads before it moves on (powering down -> off, powering up
 -> on); `update state=power_up` powers an "off" node up and, as Slurm 21.08 did on the
-cluster twin, is accepted (rc 0) and ignored while the node is still powering down.
+cluster twin, is accepted (rc 0) and ignored while the node is still powering down. A node
+with "pending_power_down" (an operator's `scontrol update state=power_down` that Slurm keeps
+as a flag) shows ``!`` while on, and only ``~`` while off, as sinfo prints it; once on and
+without jobs it powers down, which clears the flag (Slurm 23.11's power_save.c, where
+SuspendExcNodes does not hold it back).
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ def _state_name(node: dict[str, Any]) -> str:
     else:
         name = "allocated" if busy else "idle"
     power = POWER_SUFFIX.get(node.get("power", "on"), "")
+    if not power and node.get("pending_power_down"):
+        power = "!"
     return name + power + ("*" if node["down_reads"] > 0 else "")
 
 
@@ -57,6 +63,8 @@ def _power_passes(node: dict[str, Any]) -> None:
         if node["power_reads"] <= 0:
             node["power"] = POWER_NEXT[node["power"]]
             node["power_reads"] = 1
+    elif node.get("power", "on") == "on" and node.get("pending_power_down") and not node["jobs"]:
+        node.update(power="powering_down", power_reads=1, pending_power_down=False)
 
 
 def sinfo(state: dict[str, Any], argv: list[str]) -> str:

@@ -326,3 +326,21 @@ def test_a_node_still_powering_down_is_powered_on_once_it_is_off(tmp_path: Path)
     )
     asked = [c[2] for c in report["state"]["calls"] if c[-1:] == ["state=power_up"]]
     assert sorted(asked) == ["nodename=a", "nodename=b"], asked
+
+
+def test_a_node_off_with_a_power_down_pending_is_powered_on_again_when_slurm_turns_it_off(
+    tmp_path: Path,
+) -> None:
+    """The SU twin's roll-out (Ubuntu 24.04, Slurm 23.11) met a node an operator had asked
+    to power down while it was already off: sinfo showed only ``idle~``, the role powered it
+    on, and Slurm powered it off again once it was idle (the request is a flag only a
+    power-down clears, and SuspendExcNodes does not hold it back). The role waited out its
+    whole timeout for a node that was off. Each poll that finds the node off asks again."""
+    nodes = {"a": _slurm_node() | {"power": "off", "pending_power_down": True}, "b": _slurm_node()}
+    state = {"nodes": nodes, "version": "slurm 23.11.4"}
+    report = _run(tmp_path, "slurm", state, playbook=POWER_PLAYBOOK, drain_power_on_timeout=8)
+    assert not _failed(report), _failed(report)
+    a = report["state"]["nodes"]["a"]
+    assert (a["power"], a["pending_power_down"]) == ("on", False), a
+    asked = [c[2] for c in report["state"]["calls"] if c[-1:] == ["state=power_up"]]
+    assert asked == ["nodename=a", "nodename=a"], asked

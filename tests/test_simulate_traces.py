@@ -184,6 +184,13 @@ def test_alibaba_v2023_unknown_qos_is_located() -> None:
     assert caught.value.position is not None
     assert caught.value.position.line == 3
     assert caught.value.position.column == text.splitlines()[2].index(",Gold,") + 2
+    assert "LS or BE" in caught.value.hint and "docs/simulate.md" in caught.value.hint
+
+
+def test_alibaba_v2023_mis_cased_qos_hint_names_the_class_meant() -> None:
+    with pytest.raises(TraceError) as caught:
+        trace_from_text(ALIBABA.replace(",BE,", ", be ,"), "openb.csv")
+    assert caught.value.hint == "write BE as the trace spells it"
 
 
 # --- Helios and Acme -----------------------------------------------------------------------

@@ -180,9 +180,24 @@ def _priority(row: Row) -> str:
     qos = row.get("qos")
     if qos not in QOS_PRIORITY:
         raise row.error(
-            "qos", f"qos {excerpt(qos)} is not one of {', '.join(QOS_PRIORITY)}", "the v2023 README"
+            "qos", f"qos {excerpt(qos)} is not one of {', '.join(QOS_PRIORITY)}", _qos_hint(qos)
         )
     return QOS_PRIORITY[qos]
+
+
+def _qos_hint(qos: str) -> str:
+    """The class a mis-cased value meant, else what the pod lists hold and where it is mapped.
+
+    The v2023 README spells the classes exactly so, and the reader matches them exactly.
+    """
+    spelled = {name.casefold(): name for name in QOS_PRIORITY}
+    meant = spelled.get(qos.casefold())
+    if meant is not None:
+        return f"write {meant} as the trace spells it"
+    return (
+        "the pod lists give Kubernetes' QoS class (Guaranteed, Burstable) or Alibaba's LS or BE;"
+        " docs/simulate.md (Traces) maps each to a priority"
+    )
 
 
 def _models(row: Row) -> tuple[str, ...]:
