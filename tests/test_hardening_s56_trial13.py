@@ -1,0 +1,80 @@
+"""Trial 13 (7-8 December 2026): each test one cause the trial found or left from trial 12.
+
+1. ``railplan train`` took a ZeRO stage the named software stack cannot run: ``--stack
+   megatron-core-2024 --zero 2`` (Megatron-Core's distributed optimizer shards optimizer state
+   only, ZeRO-1; it has no gradient-sharding stage) and ``--stack megatron-2021 --zero 1``
+   (Megatron-LM v2.6 has no distributed optimizer). A `scaling_efficiency` budget naming
+   ``stack`` with ``zero`` or ``cp`` skipped the CLI's checks altogether, so ``stack:
+   megatron-2021, cp: 2`` was evaluated too. The planner now checks the stack itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .cli_run import ROOT, run_cli
+
+LAB = ROOT / "examples" / "a100-lab-mig.yaml"
+SUPERPOD = ROOT / "examples" / "dgx-h100-superpod.yaml"
+TRAIN = ["--layers", "24", "--hidden", "2048", "--heads", "16", "--global-batch", "64"]
+
+
+# --- 1. a ZeRO stage (or CP) the named stack cannot run --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stack", "zero", "runs"),
+    [
+        ("megatron-core-2024", "2", "runs ZeRO-0, ZeRO-1, ZeRO-3: use --zero 1"),
+        ("megatron-2021", "1", "runs ZeRO-0: use --zero 0"),
+        ("megatron-2021", "3", "runs ZeRO-0: use --zero 0"),
+    ],
+)
+def test_a_zero_stage_the_stack_cannot_run_is_refused(stack: str, zero: str, runs: str) -> None:
+    out = run_cli("train", str(LAB), *TRAIN, "--gpus", "16", "--stack", stack, "--zero", zero)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert f"has no ZeRO-{zero}" in out.stderr and "[--zero] (hint: " in out.stderr
+    assert runs in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--stack", "deepspeed-zero", "--zero", "2"],
+        ["--stack", "megatron-core-2024", "--zero", "3"],
+        ["--stack", "megatron-2021", "--zero", "0"],
+        ["--stack", "megatron-2021", "--distributed-optimizer", "--zero", "1"],
+    ],
+)
+def test_a_zero_stage_the_stack_runs_is_planned(args: list[str]) -> None:
+    out = run_cli("train", str(LAB), *TRAIN, "--gpus", "16", *args)  # controls: pass on both
+    assert out.returncode == 0, out.stderr
+    assert f"ZeRO-{args[-1]}," in out.stdout
+
+
+def test_switching_the_distributed_optimizer_off_leaves_zero_0_only() -> None:
+    args = ["--stack", "megatron-core-2024", "--no-distributed-optimizer", "--zero", "1"]
+    out = run_cli("train", str(LAB), *TRAIN, "--gpus", "16", *args)
+    assert out.returncode == 2 and "distributed optimizer is switched off" in out.stderr
+
+
+@pytest.mark.parametrize(("field", "value"), [("cp", "2"), ("zero", "1")])
+def test_a_budget_naming_the_2021_stack_is_checked_like_train(
+    tmp_path: Path, field: str, value: str
+) -> None:
+    old = "  - scaling_efficiency: {gpus: 1016, min: 0.89, model_params: 175e9, precision: fp8}"
+    new = (
+        "  - scaling_efficiency: {gpus: 64, min: 0.1, model: llama2-70b, global_batch: 64, "
+        f"stack: megatron-2021, {field}: {value}}}"
+    )
+    text = SUPERPOD.read_text()
+    assert old in text
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text.replace(old, new))
+    out = run_cli("lint", str(spec))
+    column = new.index(f"{field}: ") + 1  # 1-based column of the key
+    located = f"spec.yaml:{text[: text.index(old)].count(chr(10)) + 1}:{column}: error[RP061]"
+    assert out.returncode == 1 and located in out.stdout + out.stderr, out.stdout + out.stderr
+    assert f"scaling_efficiency.{field}]" in out.stdout + out.stderr
