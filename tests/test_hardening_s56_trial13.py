@@ -6,18 +6,27 @@
    (Megatron-LM v2.6 has no distributed optimizer). A `scaling_efficiency` budget naming
    ``stack`` with ``zero`` or ``cp`` skipped the CLI's checks altogether, so ``stack:
    megatron-2021, cp: 2`` was evaluated too. The planner now checks the stack itself.
+2. A forged ``.railplan-manifest.json`` entry naming a directory (``inventories``, a unit
+   itself) was handled safely by every render (an entry in a unit the render owns is carried
+   over as the user's), but one outside the render's units stayed listed in every manifest
+   after it. A render never writes a directory as a file: such an entry is now dropped.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
+
+from infra.render.writer import write_tree
 
 from .cli_run import ROOT, run_cli
 
 LAB = ROOT / "examples" / "a100-lab-mig.yaml"
 SUPERPOD = ROOT / "examples" / "dgx-h100-superpod.yaml"
+TREE = {"ansible.cfg": b"[defaults]\n", "inventories/lab/hosts.yml": b"all: {}\n"}
 TRAIN = ["--layers", "24", "--hidden", "2048", "--heads", "16", "--global-batch", "64"]
 
 
@@ -78,3 +87,26 @@ def test_a_budget_naming_the_2021_stack_is_checked_like_train(
     located = f"spec.yaml:{text[: text.index(old)].count(chr(10)) + 1}:{column}: error[RP061]"
     assert out.returncode == 1 and located in out.stdout + out.stderr, out.stdout + out.stderr
     assert f"scaling_efficiency.{field}]" in out.stdout + out.stderr
+
+
+# --- 2. a forged manifest entry naming a directory --------------------------------------------------
+
+
+def _forge(root: Path, *names: str) -> None:
+    manifest = root / ".railplan-manifest.json"
+    document = json.loads(manifest.read_text())
+    document["files"].update(dict.fromkeys(names, hashlib.sha256(b"x").hexdigest()))
+    manifest.write_text(json.dumps(document))
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_manifest_entry_naming_a_directory_is_dropped(tmp_path: Path, force: bool) -> None:
+    root = tmp_path / "root"
+    write_tree(root, TREE)
+    _forge(root, "inventories", "playbooks", "inventories/lab")  # outside, and the unit itself
+    report = write_tree(root, TREE, force=force)
+    assert (
+        report.removed == () and (root / "inventories/lab/hosts.yml").read_bytes() == b"all: {}\n"
+    )
+    listed = json.loads((root / ".railplan-manifest.json").read_text())["files"]
+    assert sorted(listed) == sorted(TREE), listed  # inventories and playbooks were kept on main
