@@ -10,6 +10,11 @@
    itself) was handled safely by every render (an entry in a unit the render owns is carried
    over as the user's), but one outside the render's units stayed listed in every manifest
    after it. A render never writes a directory as a file: such an entry is now dropped.
+3. ``railplan verify`` of a dump whose lines end in a carriage return alone (CR, as old Mac
+   editors save) read it as one line: an ibnetdiscover dump said "holds no switch, HCA or
+   cable" with a hint about InfiniBand ports, and an iblinkinfo dump against the lab's spec
+   exited 1 with "5 findings (1 unexpected, 4 device_missing); 1 link seen", a NodeDescription
+   holding the rest of the file. It is now refused as what it is, with the conversion.
 """
 
 from __future__ import annotations
@@ -110,3 +115,24 @@ def test_a_manifest_entry_naming_a_directory_is_dropped(tmp_path: Path, force: b
     )
     listed = json.loads((root / ".railplan-manifest.json").read_text())["files"]
     assert sorted(listed) == sorted(TREE), listed  # inventories and playbooks were kept on main
+
+
+# --- 3. a dump whose lines end in CR alone ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["ibnetdiscover.txt", "iblinkinfo.txt", "topograph-ndr-cut.out"])
+def test_a_dump_with_lines_ended_by_cr_alone_is_refused(tmp_path: Path, name: str) -> None:
+    dump = tmp_path / name
+    text = (ROOT / "tests" / "data" / "verify" / name).read_text()
+    dump.write_text(text.replace("\n", "\r"), newline="")
+    out = run_cli("verify", "--structure", str(dump))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stdout + out.stderr
+    assert "carriage return alone (CR)" in out.stderr and "(hint: " in out.stderr
+
+
+def test_a_dump_with_crlf_lines_is_still_read(tmp_path: Path) -> None:  # control: passes on both
+    text = (ROOT / "tests" / "data" / "verify" / "ibnetdiscover.txt").read_text()
+    dump = tmp_path / "crlf.txt"
+    dump.write_text(text.replace("\n", "\r\n"), newline="")
+    out = run_cli("verify", "--structure", str(dump))
+    assert out.returncode == 0, out.stderr
