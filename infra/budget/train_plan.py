@@ -26,7 +26,7 @@ from infra.budget.train_bands import TrainBand, train_band
 from infra.budget.train_job import Job, Layout
 from infra.budget.train_layout import StepResult
 from infra.budget.train_model import Recompute
-from infra.budget.train_request import TrainRequest, check_split
+from infra.budget.train_request import TrainRequest, check_split, check_stack
 from infra.budget.train_rules import check_layout, stages_fit
 from infra.budget.train_search import Candidate, Ranking
 from infra.budget.train_stack import DEFAULT_STACK
@@ -213,7 +213,8 @@ def train(spec: Spec, catalog: Catalog, request: TrainRequest) -> TrainAnswer:
         InputError: a fixed layout breaks a rule.
         BudgetError: nothing fits, or the cluster cannot run the job.
     """
-    check_split(request)  # budgets reach here without `train_request_checks`
+    check_stack(request)  # budgets reach here without `train_request_checks`
+    check_split(request)
     job, group, node = build_job(spec, catalog, request)
     started = time.perf_counter()
     ranking, count = search(job, request)

@@ -16,7 +16,13 @@ from infra.budget.train_stack import DEFAULT_STACK, STACKS, Stack
 from infra.errors import InputError, spelling_hint
 from infra.spec.base import Precision
 
-__all__ = ["TrainRequest", "check_split", "model_shape", "train_request_checks"]
+__all__ = [
+    "TrainRequest",
+    "check_split",
+    "check_stack",
+    "model_shape",
+    "train_request_checks",
+]
 
 MAX_LAYERS = 10_000
 """Most layers (and heads) a request may name: 80x the largest published dense model."""
@@ -150,17 +156,6 @@ def train_request_checks(request: TrainRequest, precision: str) -> None:
             "e.g. --cp 2 (context parallelism for long sequences)",
         ),
         (
-            # Megatron-LM 2021 has no --context-parallel-size (it came with Megatron-Core, 2023)
-            request.cp in (None, 1) or request.stack.pipeline.context_parallel,
-            "--cp",
-            (
-                f"software stack {request.stack.name} has no context parallelism, so CP "
-                f"{request.cp} cannot run ({request.stack.pipeline.source} has no "
-                "--context-parallel-size)"
-            ),
-            "use --cp 1, or a stack with context parallelism (--stack megatron-core-2024)",
-        ),
-        (
             (request.tp is None) == (request.pp is None),
             "--tp",
             "give both --tp and --pp, or neither to search",
@@ -176,7 +171,34 @@ def train_request_checks(request: TrainRequest, precision: str) -> None:
     for ok, path, message, hint in checks:
         if not ok:
             raise InputError(message, path=path, hint=hint)
+    check_stack(request)
     check_split(request)
+
+
+def check_stack(request: TrainRequest) -> None:
+    """Refuse a CP or ZeRO stage the named software stack cannot run (`train_stack`).
+
+    Called by `train_request_checks` and by the planner itself, since a `scaling_efficiency`
+    budget names ``stack``, ``cp`` and ``zero`` without passing the CLI's checks.
+    """
+    stack, zero = request.stack, request.zero
+    if request.cp not in (None, 1) and not stack.pipeline.context_parallel:
+        # Megatron-LM 2021 has no --context-parallel-size (it came with Megatron-Core, 2023)
+        raise InputError(
+            f"software stack {stack.name} has no context parallelism, so CP {request.cp} "
+            f"cannot run ({stack.pipeline.source} has no --context-parallel-size)",
+            path="--cp",
+            hint="use --cp 1, or a stack with context parallelism (--stack megatron-core-2024)",
+        )
+    if zero is not None and zero in (0, 1, 2, 3) and zero not in stack.zero_supported:
+        runs = ", ".join(f"ZeRO-{z}" for z in stack.zero_supported)
+        nearest = max(z for z in stack.zero_supported if z < zero)  # 0 is always there
+        raise InputError(
+            f"software stack {stack.label} has no ZeRO-{zero} ({stack.zero_note})",
+            path="--zero",
+            hint=f"{stack.name} runs {runs}: use --zero {nearest}, or "
+            "--stack deepspeed-zero (ZeRO-0 to ZeRO-3)",
+        )
 
 
 def check_split(request: TrainRequest) -> None:

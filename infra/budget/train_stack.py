@@ -24,6 +24,12 @@ Sources:
     ``--use-distributed-optimizer``, ``--overlap-grad-reduce``/``--overlap-param-gather``,
     ``--fp8-format hybrid`` (linear layers in FP8), ``--recompute-granularity
     selective|full``.
+[MCORE-DO] Megatron-Core developer guide, "Distributed Optimizer"
+    (docs.nvidia.com/megatron-core/developer-guide/latest/distrib_optimizer.html): it
+    distributes the optimizer state ("[yes]"), not model gradients nor parameters ("[no]"),
+    so it is ZeRO-1 (bf16 parameters with fp32 gradients: 18 bytes a parameter against
+    6 + 12/d); there is no ZeRO-2 stage to ask for. Megatron-LM v2.6 [MLM21] has no
+    distributed optimizer at all (no ``--use-distributed-optimizer``; [SC21] §2.2).
 [NEMO] NVIDIA NeMo Framework user guide 24.07, "Parallelisms" (docs.nvidia.com/
     nemo-framework/user-guide/24.07/nemotoolkit/features/parallelisms.html): the
     distributed optimizer shards optimizer states and master weights over data-parallel
@@ -163,6 +169,10 @@ class Stack:
     # parallelism", deepspeed/runtime/pipe/engine.py); Megatron shards with PP too.
     pipeline_zero: int = 3
     pipeline: PipelineRules = MEGATRON_CORE_PIPELINE  # what its pipeline code refuses
+    # The ZeRO stages the framework can run at all (``--zero`` outside them is refused), and
+    # why the others are missing: the layout search tries ``zero_stages``, a subset.
+    zero_supported: tuple[int, ...] = (0, 1, 2, 3)
+    zero_note: str = ""
 
     @property
     def label(self) -> str:
@@ -185,6 +195,8 @@ STACKS: dict[str, Stack] = {
             source="[SC21] Narayanan et al. 2021 (arXiv:2104.04473) §2.2, §3.5, Table 1; "
             "[MLM21] Megatron-LM v2.6 (pipeline rules)",
             pipeline=MEGATRON_2021_PIPELINE,
+            zero_supported=(0,),
+            zero_note="Megatron-LM v2.6 has no --use-distributed-optimizer [SC21] [MLM21]",
         ),
         Stack(
             "megatron-core-2024",
@@ -196,6 +208,9 @@ STACKS: dict[str, Stack] = {
             recompute=None,
             zero_stages=(1, 3),
             source="[MCORE] Megatron-Core developer guide, 2024; [MCORE-PP] pipeline rules",
+            zero_supported=(0, 1, 3),
+            zero_note="its distributed optimizer shards optimizer state (ZeRO-1), not gradients "
+            "[MCORE-DO]",
         ),
         Stack(
             "nemo-2024",
@@ -263,10 +278,13 @@ def resolve(
     changed = {k: v for k, v in asked.items() if v is not None and getattr(stack, k) != v}
     if not changed:
         return stack
-    stages = stack.zero_stages
+    stages, supported, note = stack.zero_stages, stack.zero_supported, stack.zero_note
     if "distributed_optimizer" in changed:
         on = changed["distributed_optimizer"]
         stages = (tuple(z for z in stages if z) or (1,)) if on else (0,)
+        # the user's switch is the stack they run: a distributed optimizer is ZeRO-1
+        supported = tuple(sorted({*supported, 1})) if on else (0,)
+        note = "the distributed optimizer is switched off" if not on else stack.zero_note
     labels = tuple(("" if asked[k] else "no-") + k.replace("_", "-") for k in changed)
     return replace(
         stack,
@@ -275,5 +293,7 @@ def resolve(
         distributed_optimizer=changed.get("distributed_optimizer", stack.distributed_optimizer),
         dp_overlap=changed.get("dp_overlap", stack.dp_overlap),
         zero_stages=stages,
+        zero_supported=supported,
+        zero_note=note,
         overrides=labels,
     )

@@ -527,8 +527,18 @@ def _manifest_text(
     """
     top = os.path.join(root, "")
     # this render's own files need no look: ``new`` replaces them all below
-    files = {
-        p: d for p, d in old.items() if p not in stale and (p in new or os.path.lexists(top + p))
-    }
+    files = {p: d for p, d in old.items() if p not in stale and (p in new or _kept(top + p))}
     files.update(new)
     return manifest_text(files)
+
+
+def _kept(path: str) -> bool:
+    """Whether another render's entry stays listed: something is there, and not a directory.
+
+    A render never writes a directory as a file, so an entry naming one was forged (or the
+    user made one there): it is dropped, as a file the user removed is.
+    """
+    try:
+        return not stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:  # gone (or unreadable on the way): as os.path.lexists said before
+        return False

@@ -124,6 +124,14 @@ def dump_lines(text: str) -> list[str]:
 
 def add_text(text: str, file: str, build: FabricBuilder) -> Format:
     """Add one dump's text to `build`; returns the format it was read as."""
+    if "\r" in text.strip() and "\n" not in text.strip():
+        # lines ended by CR alone (old Mac editors): read at LF, the dump is one line, which
+        # said "no switch, HCA or cable" or "no cable" with a hint about InfiniBand ports
+        raise DiscoveredError(
+            "has lines ended by a carriage return alone (CR), so it reads as a single line",
+            file=file,
+            hint="give the tool's output as it printed it, or convert it: tr '\\r' '\\n'",
+        )
     lines = dump_lines(text)
     kind = detect(lines, file)
     if kind == "node-name-map":
