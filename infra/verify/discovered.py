@@ -124,7 +124,8 @@ def dump_lines(text: str) -> list[str]:
 
 def add_text(text: str, file: str, build: FabricBuilder) -> Format:
     """Add one dump's text to `build`; returns the format it was read as."""
-    if "\r" in text.strip() and "\n" not in text.strip():
+    stripped = text.strip() if "\r" in text else ""  # a scan, no copy, for the usual LF dump
+    if "\r" in stripped and "\n" not in stripped:
         # lines ended by CR alone (old Mac editors): read at LF, the dump is one line, which
         # said "no switch, HCA or cable" or "no cable" with a hint about InfiniBand ports
         raise DiscoveredError(
