@@ -35,6 +35,12 @@ Sources:
     distributed optimizer shards optimizer states and master weights over data-parallel
     GPUs and reduce-scatters gradients; sequence parallelism with TP; and the 24.07
     "Performance Benchmarks" recipes (FP8, selective recomputation, Megatron-Core).
+[NEMO-FSDP] NVIDIA NeMo Framework user guide, "Fully Sharded Data Parallel (FSDP)"
+    (docs.nvidia.com/nemo-framework/user-guide/latest/llms/gpt/fsdp.html): ``fsdp: True``
+    with ``fsdp_sharding_strategy`` 'grad' (PyTorch FSDP's SHARD_GRAD_OP: gradients and
+    optimizer state, ZeRO-2) or 'full' (parameters too, ZeRO-3), with ``fused_adam``
+    (not the distributed optimizer) and without ``megatron_amp_O2``: so NeMo runs every
+    ZeRO stage, where Megatron-Core alone has no ZeRO-2 [MCORE-DO].
 [NEMO-UB] NeMo-Framework-Launcher launcher_scripts/conf/training/gpt3/175b.yaml (commit
     056a90ed): ``ub_tp_comm_overlap: True``, Transformer Engine's userbuffers pipelining of
     the tensor-parallel all-gather / reduce-scatter with the GEMMs that consume and produce
@@ -222,7 +228,8 @@ STACKS: dict[str, Stack] = {
             recompute="selective",
             zero_stages=(1,),
             source="[NEMO] NeMo Framework 24.07 user guide, Parallelisms; Performance Benchmarks; "
-            "[NEMO-UB] gpt3/175b.yaml ub_tp_comm_overlap; [NEMO-PP] NeMo 24.07 (pipeline rules)",
+            "[NEMO-UB] gpt3/175b.yaml ub_tp_comm_overlap; [NEMO-PP] NeMo 24.07 (pipeline rules); "
+            "[NEMO-FSDP] ZeRO-2/3 through torch FSDP",
             tp_overlap=True,
             pipeline=NEMO_2024_PIPELINE,
         ),
