@@ -19,7 +19,7 @@ up to 2 m (HDR) or 3 m (100 GbE) are passive copper (DAC), longer ones active op
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from infra.spec.site import Layout
 from infra.topology.model import FabricName, Medium
@@ -27,11 +27,9 @@ from infra.topology.model import FabricName, Medium
 __all__ = [
     "RACK_UNIT_M",
     "End",
-    "Measure",
     "Place",
     "cable_length",
     "end_of",
-    "measurer",
     "medium",
     "rack_places",
     "run_metres",
@@ -82,11 +80,17 @@ def cable_length(
     places: dict[str, Place],
     layout: Layout,
 ) -> float | None:
-    """Estimated length in metres between two (rack, unit) ends; None if one is unplaced."""
-    return measurer(places, layout)(*a, *b)
+    """Estimated length in metres between two (rack, unit) ends; None if one is unplaced.
 
+    Each end rises to the top of its rack, then runs along the overhead tray; cables are sold
+    in half metres. `infra.topology.finish` repeats these sums inline for half a million
+    cables, and tests/test_render_scale.py holds the two equal.
+    """
+    run = run_metres(end_of(*a, places), end_of(*b, places), 2 * layout.tray_rise_m)
+    if run is None:
+        return None
+    return math.ceil((run + layout.slack_m) * 2) / 2
 
-Measure = Callable[[str | None, int | None, str | None, int | None], float | None]
 
 # A cable end where the length sums start: (rack, unit, x, y, rise), rise the metres from
 # the unit to the top of its rack. Unit None (a zero-U device, an unplaced one): no length.
@@ -105,7 +109,7 @@ def end_of(rack: str | None, unit: int | None, places: dict[str, Place]) -> End:
 def run_metres(a: End, b: End, tray: float) -> float | None:
     """The run between two ends before slack: inside one rack, or up, along the tray, down.
 
-    ``tray``: twice `Layout.tray_rise_m`. `measurer` and `infra.topology.finish` (which
+    ``tray``: twice `Layout.tray_rise_m`. `cable_length` and `infra.topology.finish` (which
     repeats these sums inline for half a million cables) add the same terms in this order.
     """
     if a[1] is None or b[1] is None:
@@ -113,28 +117,6 @@ def run_metres(a: End, b: End, tray: float) -> float | None:
     if a[0] == b[0]:
         return abs(a[1] - b[1]) * RACK_UNIT_M
     return a[4] + b[4] + tray + abs(a[2] - b[2]) + abs(a[3] - b[3])
-
-
-def measurer(places: dict[str, Place], layout: Layout) -> Measure:
-    """``length(a_rack, a_unit, b_rack, b_unit)``: `cable_length` for many cables of one hall.
-
-    The layout is read once, and equal lengths come back as one float object (a plan of
-    half a million cables has a few hundred distinct lengths).
-    """
-    tray, slack = 2 * layout.tray_rise_m, layout.slack_m
-    seen: dict[float, float] = {}
-
-    def length(
-        a_rack: str | None, a_unit: int | None, b_rack: str | None, b_unit: int | None
-    ) -> float | None:
-        run = run_metres(end_of(a_rack, a_unit, places), end_of(b_rack, b_unit, places), tray)
-        if run is None:
-            return None
-        # each end rises to the top of its rack, then the overhead tray; sold in half metres
-        metres = math.ceil((run + slack) * 2) / 2
-        return seen.setdefault(metres, metres)
-
-    return length
 
 
 def medium(fabric: FabricName, generation: str, length_m: float | None) -> Medium:
